@@ -1,0 +1,247 @@
+package booking
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"bookingledger/domain/eventlog"
+)
+
+// ID identifies a booking: "<provider>-<provider key>", e.g. "calendly-7c1f…" for a Calendly invitee.
+type ID string
+
+// StreamPrefix starts every booking stream's name.
+const StreamPrefix = "booking-"
+
+// Stream is the name of the booking's event stream.
+func (id ID) Stream() string { return StreamPrefix + string(id) }
+
+// FromStream returns the booking ID of a stream name and whether the stream is a booking stream.
+func FromStream(stream string) (ID, bool) {
+	if !strings.HasPrefix(stream, StreamPrefix) || len(stream) == len(StreamPrefix) {
+		return "", false
+	}
+	return ID(stream[len(StreamPrefix):]), true
+}
+
+// Validate checks that the ID can name a stream.
+func (id ID) Validate() error {
+	if id == "" {
+		return fmt.Errorf("%w: empty booking id", ErrInvalidEvent)
+	}
+	if len(id) > 200 {
+		return fmt.Errorf("%w: booking id longer than 200 bytes", ErrInvalidEvent)
+	}
+	if strings.ContainsAny(string(id), " \t\r\n") {
+		return fmt.Errorf("%w: booking id %q contains white space", ErrInvalidEvent, string(id))
+	}
+	return nil
+}
+
+// EventType is the stable, versioned wire name of an event. Names are never reused: a changed payload
+// gets a new version (".v2") and the old one keeps being read.
+type EventType string
+
+const (
+	TypeRequested        EventType = "booking.requested.v1"
+	TypeScheduled        EventType = "booking.scheduled.v1"
+	TypeRescheduled      EventType = "booking.rescheduled.v1"
+	TypeMeetingStarted   EventType = "booking.meeting_started.v1"
+	TypeMeetingEnded     EventType = "booking.meeting_ended.v1"
+	TypeNoShowMarked     EventType = "booking.no_show_marked.v1"
+	TypeNoShowCleared    EventType = "booking.no_show_cleared.v1"
+	TypePaymentFailed    EventType = "booking.payment_failed.v1"
+	TypePaymentSucceeded EventType = "booking.payment_succeeded.v1"
+	TypePaymentRefunded  EventType = "booking.payment_refunded.v1"
+	TypePaymentDisputed  EventType = "booking.payment_disputed.v1"
+	TypeRejected         EventType = "booking.rejected.v1"
+	TypeCanceled         EventType = "booking.canceled.v1"
+)
+
+// precedence breaks ties between events with the same provider time: a booking is requested before it
+// is scheduled, scheduled before it is moved, marked, paid or canceled; a payment fails before it
+// succeeds and succeeds before it is refunded. Canceled is last: a cancel stamped with the same
+// second as a create ends the booking.
+var precedence = map[EventType]int{
+	TypeRequested:        0,
+	TypeScheduled:        1,
+	TypeRescheduled:      2,
+	TypeMeetingStarted:   3,
+	TypeMeetingEnded:     4,
+	TypeNoShowMarked:     5,
+	TypeNoShowCleared:    6,
+	TypePaymentFailed:    7,
+	TypePaymentSucceeded: 8,
+	TypePaymentRefunded:  9,
+	TypePaymentDisputed:  10,
+	TypeRejected:         11,
+	TypeCanceled:         12,
+}
+
+// Precedence returns the tie-break rank of a type; unknown types sort last.
+func Precedence(t EventType) int {
+	if p, ok := precedence[t]; ok {
+		return p
+	}
+	return len(precedence)
+}
+
+// Event is one fact about a booking as a provider reported it.
+type Event struct {
+	// ID is derived deterministically from the provider's identity of the event (see ProviderRef), so
+	// a redelivery carries the same ID.
+	ID      eventlog.EventID
+	Booking ID
+	// Provider is the source ("calendly", "calcom", "acuity", "stripe", "standard").
+	Provider string
+	// ProviderRef is the provider's identity of this event, the input of ID (e.g. the invitee URI and
+	// the event name). Auditors see it; it holds no personal data.
+	ProviderRef string
+	// OccurredAt is the provider's time of the change: the fold orders by it, never by arrival.
+	OccurredAt time.Time
+	Payload    Payload
+}
+
+// Type returns the wire name of the event's payload.
+func (e Event) Type() EventType {
+	if e.Payload == nil {
+		return ""
+	}
+	return e.Payload.EventType()
+}
+
+// Payload is one of the event structs below.
+type Payload interface {
+	EventType() EventType
+}
+
+// Slot is when and where a booking takes place.
+type Slot struct {
+	// Meeting is the provider's meeting (Calendly scheduled event, Cal.com booking series, …). Several
+	// bookings of one meeting (group events) share its slot without conflict.
+	Meeting string
+	// Resources are the calendars the booking occupies (host users); never empty.
+	Resources []string
+	Start     time.Time
+	End       time.Time
+}
+
+// Validate checks a slot's shape.
+func (s Slot) Validate() error {
+	if s.Meeting == "" {
+		return fmt.Errorf("%w: slot without meeting", ErrInvalidSlot)
+	}
+	if len(s.Resources) == 0 {
+		return fmt.Errorf("%w: slot without resource", ErrInvalidSlot)
+	}
+	for _, r := range s.Resources {
+		if r == "" {
+			return fmt.Errorf("%w: empty resource", ErrInvalidSlot)
+		}
+	}
+	if s.Start.IsZero() || s.End.IsZero() {
+		return fmt.Errorf("%w: slot without start or end", ErrInvalidSlot)
+	}
+	if !s.End.After(s.Start) {
+		return fmt.Errorf("%w: end %s not after start %s", ErrInvalidSlot, s.End.Format(time.RFC3339), s.Start.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Requested: the booking awaits the host's confirmation (Cal.com BOOKING_REQUESTED).
+type Requested struct {
+	Slot Slot
+	// Capacity is the meeting's invitee limit; above 1 the meeting is a group event.
+	Capacity int
+}
+
+// Scheduled: the booking is confirmed for a slot.
+type Scheduled struct {
+	Slot     Slot
+	Capacity int
+	// RescheduledFrom links a booking created by a reschedule to the booking it replaces.
+	RescheduledFrom ID
+	// PaymentRefs are the provider payment ids the booking carries ("stripe:ch_…", "stripe:pi_…"), to
+	// link payment events.
+	PaymentRefs []string
+}
+
+// Rescheduled: the same booking moved to another slot (Acuity keeps one appointment id).
+type Rescheduled struct {
+	Slot Slot
+}
+
+// Canceled ends the booking. Canceled is terminal.
+type Canceled struct {
+	Reason string
+	// CanceledBy is "host", "invitee" or "provider" (implied by the provider's own reschedule).
+	CanceledBy string
+	// RescheduledTo links to the booking that replaces this one, when the cancel is a reschedule.
+	RescheduledTo ID
+	// Implied is true when the provider sent no cancel and the ledger inferred it (Cal.com reschedules).
+	Implied bool
+}
+
+// Rejected: the host declined a requested booking. Terminal.
+type Rejected struct {
+	Reason string
+}
+
+// NoShowMarked and NoShowCleared record the provider's no-show flag.
+type NoShowMarked struct{}
+type NoShowCleared struct{}
+
+// MeetingStarted and MeetingEnded are informational (Cal.com MEETING_*).
+type MeetingStarted struct{}
+type MeetingEnded struct{}
+
+// Payment events carry the provider's payment reference ("stripe:pi_…").
+type PaymentSucceeded struct {
+	Ref      string
+	Amount   int64 // minor units
+	Currency string
+}
+type PaymentFailed struct {
+	Ref    string
+	Reason string
+}
+type PaymentRefunded struct {
+	Ref      string
+	Amount   int64
+	Currency string
+}
+type PaymentDisputed struct {
+	Ref    string
+	Reason string
+}
+
+func (Requested) EventType() EventType        { return TypeRequested }
+func (Scheduled) EventType() EventType        { return TypeScheduled }
+func (Rescheduled) EventType() EventType      { return TypeRescheduled }
+func (Canceled) EventType() EventType         { return TypeCanceled }
+func (Rejected) EventType() EventType         { return TypeRejected }
+func (NoShowMarked) EventType() EventType     { return TypeNoShowMarked }
+func (NoShowCleared) EventType() EventType    { return TypeNoShowCleared }
+func (MeetingStarted) EventType() EventType   { return TypeMeetingStarted }
+func (MeetingEnded) EventType() EventType     { return TypeMeetingEnded }
+func (PaymentSucceeded) EventType() EventType { return TypePaymentSucceeded }
+func (PaymentFailed) EventType() EventType    { return TypePaymentFailed }
+func (PaymentRefunded) EventType() EventType  { return TypePaymentRefunded }
+func (PaymentDisputed) EventType() EventType  { return TypePaymentDisputed }
+
+// Compare is the fold order: provider time, then type precedence, then event ID. It is total over
+// distinct event IDs, so sorting any permutation of a set gives one sequence.
+func Compare(a, b Event) int {
+	if c := a.OccurredAt.Compare(b.OccurredAt); c != 0 {
+		return c
+	}
+	pa, pb := Precedence(a.Type()), Precedence(b.Type())
+	if pa != pb {
+		if pa < pb {
+			return -1
+		}
+		return 1
+	}
+	return a.ID.Compare(b.ID)
+}

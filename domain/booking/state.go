@@ -1,0 +1,310 @@
+package booking
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"bookingledger/domain/eventlog"
+)
+
+// Sentinel errors of Decide. A delivery whose event fails them is kept as quarantined, never appended.
+var (
+	ErrInvalidEvent = errors.New("invalid booking event")
+	ErrInvalidSlot  = errors.New("invalid slot")
+	ErrWrongBooking = errors.New("event belongs to another booking")
+)
+
+// Status of a booking.
+type Status string
+
+const (
+	StatusNone      Status = ""          // nothing but payments or notes known yet
+	StatusRequested Status = "requested" // awaiting the host's confirmation
+	StatusActive    Status = "active"
+	StatusCanceled  Status = "canceled" // terminal
+	StatusRejected  Status = "rejected" // terminal
+)
+
+// Terminal reports whether no later event can change the booking's slot or status.
+func (s Status) Terminal() bool { return s == StatusCanceled || s == StatusRejected }
+
+// PaymentStatus summarises the payment events of a booking.
+type PaymentStatus string
+
+const (
+	PaymentIsNone     PaymentStatus = ""
+	PaymentIsFailed   PaymentStatus = "failed"
+	PaymentIsPaid     PaymentStatus = "paid"
+	PaymentIsRefunded PaymentStatus = "refunded"
+	PaymentIsDisputed PaymentStatus = "disputed"
+)
+
+// FindingCode classifies why an event changed nothing.
+type FindingCode string
+
+const (
+	// FindingAfterTerminal: the event is ordered after a cancel or reject; canceled is terminal.
+	FindingAfterTerminal FindingCode = "after_terminal"
+	// FindingSuperseded: the event is ordered after a state it cannot apply to (a request after the
+	// booking was confirmed).
+	FindingSuperseded FindingCode = "superseded"
+)
+
+// Finding records an event that was kept in the stream but changed nothing, and why.
+type Finding struct {
+	Event      eventlog.EventID
+	Type       EventType
+	OccurredAt time.Time
+	Code       FindingCode
+	Reason     string
+}
+
+// State is a booking as its events say it is.
+type State struct {
+	Booking  ID
+	Provider string
+	Status   Status
+	Slot     Slot
+	Capacity int
+	// ScheduledAt is the provider time of the first event that requested or scheduled the booking; the
+	// calendar's slot-holder rule uses it.
+	ScheduledAt     time.Time
+	UpdatedAt       time.Time // provider time of the last event folded
+	RescheduledFrom ID
+	RescheduledTo   ID
+	CancelReason    string
+	CanceledBy      string
+	CancelImplied   bool
+	NoShow          bool
+	Payment         PaymentStatus
+	PaymentRefs     []string
+	// Events counts the distinct events folded; Order lists their IDs in fold order.
+	Events   int
+	Order    []eventlog.EventID
+	Findings []Finding
+}
+
+// HasSlot reports whether a slot is known.
+func (s State) HasSlot() bool { return !s.Slot.Start.IsZero() }
+
+// Evolve applies one event. It never fails: an event that cannot change the booking is recorded as a
+// finding with the reason.
+func Evolve(s State, e Event) State {
+	if s.Booking == "" {
+		s.Booking = e.Booking
+	}
+	if s.Provider == "" {
+		s.Provider = e.Provider
+	}
+	s.Events++
+	s.Order = append(slices.Clip(s.Order), e.ID)
+	if e.OccurredAt.After(s.UpdatedAt) {
+		s.UpdatedAt = e.OccurredAt
+	}
+	note := func(code FindingCode, format string, args ...any) State {
+		s.Findings = append(slices.Clip(s.Findings), Finding{
+			Event: e.ID, Type: e.Type(), OccurredAt: e.OccurredAt, Code: code, Reason: fmt.Sprintf(format, args...),
+		})
+		return s
+	}
+	terminal := func() State {
+		return note(FindingAfterTerminal, "%s at %s ignored: booking was already %s (terminal)",
+			e.Type(), e.OccurredAt.UTC().Format(time.RFC3339Nano), s.Status)
+	}
+
+	switch p := e.Payload.(type) {
+	case Requested:
+		switch {
+		case s.Status.Terminal():
+			return terminal()
+		case s.Status == StatusActive:
+			return note(FindingSuperseded, "request ignored: booking already confirmed")
+		}
+		s.Status = StatusRequested
+		s.Slot = cloneSlot(p.Slot)
+		s.Capacity = p.Capacity
+		s.markScheduled(e.OccurredAt)
+	case Scheduled:
+		if s.Status.Terminal() {
+			return terminal()
+		}
+		s.Status = StatusActive
+		s.Slot = cloneSlot(p.Slot)
+		s.Capacity = p.Capacity
+		if p.RescheduledFrom != "" {
+			s.RescheduledFrom = p.RescheduledFrom
+		}
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, p.PaymentRefs)
+		s.markScheduled(e.OccurredAt)
+	case Rescheduled:
+		if s.Status.Terminal() {
+			return terminal()
+		}
+		if s.Status == StatusNone {
+			s.Status = StatusActive
+			s.markScheduled(e.OccurredAt)
+		}
+		s.Slot = cloneSlot(p.Slot)
+	case Canceled:
+		if s.Status.Terminal() {
+			return note(FindingAfterTerminal, "cancel at %s changed nothing: booking was already %s",
+				e.OccurredAt.UTC().Format(time.RFC3339Nano), s.Status)
+		}
+		s.Status = StatusCanceled
+		s.CancelReason = p.Reason
+		s.CanceledBy = p.CanceledBy
+		s.CancelImplied = p.Implied
+		if p.RescheduledTo != "" {
+			s.RescheduledTo = p.RescheduledTo
+		}
+	case Rejected:
+		if s.Status.Terminal() {
+			return terminal()
+		}
+		s.Status = StatusRejected
+		s.CancelReason = p.Reason
+	case NoShowMarked:
+		if s.Status.Terminal() {
+			return terminal()
+		}
+		s.NoShow = true
+	case NoShowCleared:
+		if s.Status.Terminal() {
+			return terminal()
+		}
+		s.NoShow = false
+	case MeetingStarted, MeetingEnded:
+		// Informational: kept in history, no state change.
+	case PaymentSucceeded:
+		// Payments apply whatever the booking's status: a refund after a cancel is normal.
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, []string{p.Ref})
+		if s.Payment != PaymentIsRefunded && s.Payment != PaymentIsDisputed {
+			s.Payment = PaymentIsPaid
+		}
+	case PaymentFailed:
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, []string{p.Ref})
+		if s.Payment == PaymentIsNone {
+			s.Payment = PaymentIsFailed
+		}
+	case PaymentRefunded:
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, []string{p.Ref})
+		if s.Payment != PaymentIsDisputed {
+			s.Payment = PaymentIsRefunded
+		}
+	case PaymentDisputed:
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, []string{p.Ref})
+		s.Payment = PaymentIsDisputed
+	default:
+		return note(FindingSuperseded, "unknown event type %q kept, not applied", e.Type())
+	}
+	return s
+}
+
+func (s *State) markScheduled(at time.Time) {
+	if s.ScheduledAt.IsZero() || at.Before(s.ScheduledAt) {
+		s.ScheduledAt = at
+	}
+}
+
+func cloneSlot(sl Slot) Slot {
+	sl.Resources = slices.Clone(sl.Resources)
+	return sl
+}
+
+func mergeRefs(have, add []string) []string {
+	out := slices.Clone(have)
+	for _, r := range add {
+		if r != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Sorted returns the distinct events (by ID, first copy kept) in fold order.
+func Sorted(events []Event) []Event {
+	seen := make(map[eventlog.EventID]struct{}, len(events))
+	out := make([]Event, 0, len(events))
+	for _, e := range events {
+		if _, dup := seen[e.ID]; dup {
+			continue
+		}
+		seen[e.ID] = struct{}{}
+		out = append(out, e)
+	}
+	slices.SortStableFunc(out, Compare)
+	return out
+}
+
+// Fold computes a booking's state from its events in any order and with any duplicates.
+func Fold(events []Event) State {
+	var s State
+	for _, e := range Sorted(events) {
+		s = Evolve(s, e)
+	}
+	return s
+}
+
+// Decide validates an event recorded for the booking in state s and returns what to append. A valid
+// event is always kept, even one that will change nothing (a create after its cancel): it happened,
+// and the fold reports it as a finding.
+func Decide(s State, e Event) ([]Event, error) {
+	if err := e.Booking.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Booking != "" && s.Booking != e.Booking {
+		return nil, fmt.Errorf("%w: %s recorded on %s", ErrWrongBooking, e.Booking, s.Booking)
+	}
+	if e.ID.IsZero() {
+		return nil, fmt.Errorf("%w: no event id", ErrInvalidEvent)
+	}
+	if e.Provider == "" {
+		return nil, fmt.Errorf("%w: no provider", ErrInvalidEvent)
+	}
+	if e.OccurredAt.IsZero() {
+		return nil, fmt.Errorf("%w: no provider time", ErrInvalidEvent)
+	}
+	switch p := e.Payload.(type) {
+	case nil:
+		return nil, fmt.Errorf("%w: no payload", ErrInvalidEvent)
+	case Requested:
+		if err := p.Slot.Validate(); err != nil {
+			return nil, err
+		}
+	case Scheduled:
+		if err := p.Slot.Validate(); err != nil {
+			return nil, err
+		}
+		if p.RescheduledFrom == e.Booking {
+			return nil, fmt.Errorf("%w: booking rescheduled from itself", ErrInvalidEvent)
+		}
+	case Rescheduled:
+		if err := p.Slot.Validate(); err != nil {
+			return nil, err
+		}
+	case Canceled:
+		if p.RescheduledTo == e.Booking {
+			return nil, fmt.Errorf("%w: booking rescheduled to itself", ErrInvalidEvent)
+		}
+	case PaymentSucceeded:
+		if p.Ref == "" {
+			return nil, fmt.Errorf("%w: payment without reference", ErrInvalidEvent)
+		}
+	case PaymentFailed:
+		if p.Ref == "" {
+			return nil, fmt.Errorf("%w: payment without reference", ErrInvalidEvent)
+		}
+	case PaymentRefunded:
+		if p.Ref == "" {
+			return nil, fmt.Errorf("%w: payment without reference", ErrInvalidEvent)
+		}
+	case PaymentDisputed:
+		if p.Ref == "" {
+			return nil, fmt.Errorf("%w: payment without reference", ErrInvalidEvent)
+		}
+	}
+	return []Event{e}, nil
+}

@@ -1,0 +1,261 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+)
+
+// ErrContention: the streams kept changing under the service for every attempt; the caller should let
+// the provider retry (HTTP 503).
+var ErrContention = errors.New("booking stream contention: retries exhausted")
+
+// Outcome of one delivery.
+type Outcome string
+
+const (
+	OutcomeAccepted    Outcome = "accepted"    // at least one new event appended
+	OutcomeDuplicate   Outcome = "duplicate"   // every event was already stored
+	OutcomeIgnored     Outcome = "ignored"     // verified, but of a kind the ledger does not map
+	OutcomeQuarantined Outcome = "quarantined" // verified, but could not be mapped or validated
+	OutcomeRejected    Outcome = "rejected"    // not verified (signature, size, …): never reaches a stream
+)
+
+// Receipt is the record of one delivery attempt, kept whatever its outcome.
+type Receipt struct {
+	Provider   string
+	ReceivedAt time.Time
+	// DeliveryID is the provider's identity of the delivery (webhook-id, Stripe event id, or a digest of
+	// the signed body when the provider has none).
+	DeliveryID string
+	// Secret says which configured secret verified the delivery (index and fingerprint, never the secret).
+	Secret  string
+	Outcome Outcome
+	Reason  string
+	// Body is the raw request body, for verified deliveries only.
+	Body []byte
+	// Events lists what the delivery carried: filled by the service.
+	Events []EventRef
+}
+
+// EventRef names one event of a delivery.
+type EventRef struct {
+	Booking booking.ID
+	Stream  string
+	ID      eventlog.EventID
+	Type    booking.EventType
+}
+
+// Append is one stream's share of a commit.
+type Append struct {
+	Stream   string
+	Expected eventlog.ExpectedVersion
+	Events   []eventlog.EventData
+}
+
+// Commit is everything one delivery writes.
+type Commit struct {
+	Appends []Append
+	Receipt Receipt
+}
+
+// CommitResult reports what the store actually wrote.
+type CommitResult struct {
+	Appends []eventlog.AppendResult // one per Append, in order
+	// Outcome is the receipt's outcome as stored. For a receipt committed as accepted, the store sets
+	// duplicate when every append turned out to be an idempotent re-append (a concurrent copy of the
+	// delivery won the race between read and commit).
+	Outcome Outcome
+}
+
+// Store is what the ledger needs from storage. Commit writes all appends and the receipt atomically
+// where the store can (PostgreSQL: one transaction); a store that cannot (events in EventStoreDB,
+// receipts in PostgreSQL) appends first and writes the receipt after, so a failure between the two is
+// healed by the provider's retry, which the ledger recognises as a duplicate.
+type Store interface {
+	ReadStream(ctx context.Context, stream string) ([]eventlog.RecordedEvent, error)
+	Commit(ctx context.Context, c Commit) (CommitResult, error)
+}
+
+// Codec translates domain events to stored events and back. Adapters own the wire format.
+type Codec interface {
+	Encode(booking.Event) (eventlog.EventData, error)
+	Decode(eventlog.RecordedEvent) (booking.Event, error)
+}
+
+// Delivery is a verified request mapped to domain events. No events means ignored (an event type the
+// ledger does not map); MapErr set means the body could not be mapped (quarantined).
+type Delivery struct {
+	Receipt Receipt
+	Events  []booking.Event
+	MapErr  error
+}
+
+// Result is what the service did with a delivery.
+type Result struct {
+	Outcome Outcome
+	Reason  string
+	// Booking and EventID name the delivery's first event (empty when it had none).
+	Booking booking.ID
+	EventID eventlog.EventID
+	// Appended counts the events newly written.
+	Appended int
+}
+
+// Service records deliveries.
+type Service struct {
+	store       Store
+	codec       Codec
+	maxAttempts int
+}
+
+// DefaultMaxAttempts bounds the reload-and-decide loop on version conflicts.
+const DefaultMaxAttempts = 8
+
+// NewService returns a service over store and codec.
+func NewService(store Store, codec Codec) *Service {
+	return &Service{store: store, codec: codec, maxAttempts: DefaultMaxAttempts}
+}
+
+// WithMaxAttempts sets the bound of the conflict loop (at least 1).
+func (s *Service) WithMaxAttempts(n int) *Service {
+	s.maxAttempts = max(n, 1)
+	return s
+}
+
+// Record records one verified delivery and its receipt.
+func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
+	r := d.Receipt
+	r.Events = refs(d.Events)
+	res := Result{}
+	if len(d.Events) > 0 {
+		res.Booking, res.EventID = d.Events[0].Booking, d.Events[0].ID
+	}
+	switch {
+	case d.MapErr != nil:
+		return s.commitReceiptOnly(ctx, r, res, OutcomeQuarantined, d.MapErr.Error())
+	case len(d.Events) == 0:
+		reason := r.Reason
+		if reason == "" {
+			reason = "event type not mapped"
+		}
+		return s.commitReceiptOnly(ctx, r, res, OutcomeIgnored, reason)
+	}
+
+	for attempt := 1; ; attempt++ {
+		c, err := s.plan(ctx, d.Events)
+		if err != nil {
+			if errors.Is(err, booking.ErrInvalidEvent) || errors.Is(err, booking.ErrInvalidSlot) || errors.Is(err, booking.ErrWrongBooking) {
+				return s.commitReceiptOnly(ctx, r, res, OutcomeQuarantined, err.Error())
+			}
+			return res, err
+		}
+		c.Receipt = r
+		c.Receipt.Outcome = OutcomeDuplicate
+		if len(c.Appends) > 0 {
+			c.Receipt.Outcome = OutcomeAccepted
+		}
+		cr, err := s.store.Commit(ctx, c)
+		if errors.Is(err, eventlog.ErrVersionConflict) {
+			if attempt >= s.maxAttempts {
+				return res, fmt.Errorf("record delivery %s after %d attempts: %w", r.DeliveryID, attempt, ErrContention)
+			}
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("record delivery %s: %w", r.DeliveryID, err)
+		}
+		res.Outcome = cr.Outcome
+		for _, a := range cr.Appends {
+			if !a.Duplicate {
+				res.Appended += int(a.LastVersion - a.FirstVersion + 1)
+			}
+		}
+		return res, nil
+	}
+}
+
+// plan loads every stream the events touch and returns the appends of the events not yet stored.
+func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, error) {
+	var c Commit
+	byStream := map[string]int{} // stream -> index in c.Appends, or -1 when nothing is appended
+	for _, e := range events {
+		stream := e.Booking.Stream()
+		if _, loaded := byStream[stream]; loaded {
+			continue
+		}
+		recs, err := s.store.ReadStream(ctx, stream)
+		if err != nil {
+			return Commit{}, fmt.Errorf("read %s: %w", stream, err)
+		}
+		past := make([]booking.Event, 0, len(recs))
+		known := make(map[eventlog.EventID]bool, len(recs))
+		for _, rec := range recs {
+			known[rec.ID] = true
+			ev, err := s.codec.Decode(rec)
+			if err != nil {
+				return Commit{}, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
+			}
+			past = append(past, ev)
+		}
+		state := booking.Fold(past)
+		var add []eventlog.EventData
+		for _, e2 := range events {
+			if e2.Booking.Stream() != stream || known[e2.ID] {
+				continue
+			}
+			decided, err := booking.Decide(state, e2)
+			if err != nil {
+				return Commit{}, fmt.Errorf("decide %s on %s: %w", e2.Type(), stream, err)
+			}
+			for _, ne := range decided {
+				data, err := s.codec.Encode(ne)
+				if err != nil {
+					return Commit{}, fmt.Errorf("encode %s: %w", ne.Type(), err)
+				}
+				add = append(add, data)
+				known[ne.ID] = true
+			}
+		}
+		byStream[stream] = -1
+		if len(add) > 0 {
+			var version uint64
+			if n := len(recs); n > 0 {
+				version = recs[n-1].Version
+			}
+			byStream[stream] = len(c.Appends)
+			c.Appends = append(c.Appends, Append{Stream: stream, Expected: eventlog.Exact(version), Events: add})
+		}
+	}
+	return c, nil
+}
+
+func (s *Service) commitReceiptOnly(ctx context.Context, r Receipt, res Result, o Outcome, reason string) (Result, error) {
+	r.Outcome, r.Reason = o, reason
+	if _, err := s.store.Commit(ctx, Commit{Receipt: r}); err != nil {
+		return res, fmt.Errorf("record %s receipt %s: %w", o, r.DeliveryID, err)
+	}
+	res.Outcome, res.Reason = o, reason
+	return res, nil
+}
+
+// Reject records the receipt of a delivery that failed verification. It never touches a stream.
+func (s *Service) Reject(ctx context.Context, r Receipt, reason string) error {
+	r.Outcome, r.Reason, r.Body, r.Events = OutcomeRejected, reason, nil, nil
+	if _, err := s.store.Commit(ctx, Commit{Receipt: r}); err != nil {
+		return fmt.Errorf("record rejected receipt: %w", err)
+	}
+	return nil
+}
+
+func refs(events []booking.Event) []EventRef {
+	out := make([]EventRef, 0, len(events))
+	for _, e := range events {
+		out = append(out, EventRef{Booking: e.Booking, Stream: e.Booking.Stream(), ID: e.ID, Type: e.Type()})
+	}
+	return out
+}

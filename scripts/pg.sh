@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Private PostgreSQL clusters for `make run`, `make test` and `make bench`.
+#
+#   scripts/pg.sh start DIR [--fast]   init (once) and start a cluster in DIR; prints its URL on stdout
+#   scripts/pg.sh stop DIR             stop it (no error when it is not running)
+#   scripts/pg.sh url DIR              print the URL of a running cluster
+#
+# The cluster listens on 127.0.0.1 on a free port and on a unix socket inside DIR, trusts local
+# connections and has a database named bookingledger. --fast turns off fsync for throwaway test
+# clusters. As root (CI, containers) initdb refuses to run, so the cluster belongs to the `postgres`
+# system user (or `bookingledger`, created on demand); on a laptop it belongs to you.
+set -euo pipefail
+
+log() { printf 'pg.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+find_bindir() {
+	if command -v pg_ctl >/dev/null 2>&1 && command -v initdb >/dev/null 2>&1; then
+		dirname "$(readlink -f "$(command -v pg_ctl)")"
+		return 0
+	fi
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		if [ -x "$d/pg_ctl" ] && [ -x "$d/initdb" ]; then
+			echo "$d"
+			return 0
+		fi
+	done
+	return 1
+}
+
+ensure_bindir() {
+	local d
+	if d=$(find_bindir); then
+		echo "$d"
+		return 0
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		log "PostgreSQL server binaries not found; installing Debian's postgresql package"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql postgresql-contrib >&2
+		d=$(find_bindir) || die "postgresql installed but pg_ctl/initdb still not found"
+		echo "$d"
+		return 0
+	fi
+	die "PostgreSQL server binaries (initdb, pg_ctl) not found. Install them, e.g. 'sudo apt-get install postgresql' on Debian/Ubuntu or 'brew install postgresql@15' on macOS, then retry."
+}
+
+# run_as runs a command as the cluster owner.
+owner=""
+pick_owner() {
+	if [ "$(id -u)" != 0 ]; then
+		owner=$(id -un)
+		return
+	fi
+	if id postgres >/dev/null 2>&1; then
+		owner=postgres
+	else
+		if ! id bookingledger >/dev/null 2>&1; then
+			useradd --system --no-create-home --shell /usr/sbin/nologin bookingledger
+		fi
+		owner=bookingledger
+	fi
+}
+run_as() {
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u "$owner" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+free_port() {
+	local p
+	for _ in $(seq 1 200); do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free TCP port found"
+}
+
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: $0 start|stop|url DIR [--fast]"
+fast=0
+[ "${3:-}" = "--fast" ] && fast=1
+
+case "$cmd" in
+start)
+	bindir=$(ensure_bindir)
+	pick_owner
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	if [ "$(id -u)" = 0 ]; then
+		chown "$owner" "$dir"
+		if ! runuser -u "$owner" -- test -w "$dir"; then
+			die "$dir is not reachable by the cluster owner '$owner' (a parent directory is private); choose a DIR under /tmp"
+		fi
+	fi
+	if [ -f "$dir/data/postmaster.pid" ] && run_as "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+		cat "$dir/url"
+		exit 0
+	fi
+	if [ ! -f "$dir/data/PG_VERSION" ]; then
+		run_as "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+			run_as "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
+			{ cat "$dir/initdb.log" >&2; die "initdb failed"; }
+	fi
+	port=$(free_port)
+	opts="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c max_connections=300 -c shared_buffers=256MB"
+	if [ "$fast" = 1 ]; then
+		opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	fi
+	run_as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2 ||
+		{ tail -n 30 "$dir/server.log" >&2; die "PostgreSQL did not start"; }
+	run_as "$bindir/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtc \
+		"SELECT 1 FROM pg_database WHERE datname='bookingledger'" | grep -q 1 ||
+		run_as "$bindir/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "CREATE DATABASE bookingledger" >&2
+	url="postgres://postgres@127.0.0.1:$port/bookingledger?sslmode=disable"
+	echo "$url" >"$dir/url"
+	echo "$url"
+	;;
+stop)
+	[ -d "$dir/data" ] || exit 0
+	bindir=$(ensure_bindir)
+	pick_owner
+	run_as "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >&2 2>/dev/null || true
+	;;
+url)
+	[ -f "$dir/url" ] || die "no cluster in $dir (run: $0 start $dir)"
+	cat "$dir/url"
+	;;
+*)
+	die "unknown command $cmd"
+	;;
+esac
