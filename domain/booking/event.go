@@ -196,23 +196,24 @@ type NoShowCleared struct{}
 type MeetingStarted struct{}
 type MeetingEnded struct{}
 
-// Payment events carry the provider's payment reference ("stripe:pi_…").
+// Payment events carry every provider payment id of the payment ("stripe:pi_…", "stripe:ch_…"), so the
+// calendar can link them to the booking whose PaymentRefs share one.
 type PaymentSucceeded struct {
-	Ref      string
+	Refs     []string
 	Amount   int64 // minor units
 	Currency string
 }
 type PaymentFailed struct {
-	Ref    string
+	Refs   []string
 	Reason string
 }
 type PaymentRefunded struct {
-	Ref      string
-	Amount   int64
+	Refs     []string
+	Amount   int64 // minor units refunded so far
 	Currency string
 }
 type PaymentDisputed struct {
-	Ref    string
+	Refs   []string
 	Reason string
 }
 

@@ -179,22 +179,22 @@ func Evolve(s State, e Event) State {
 		// Informational: kept in history, no state change.
 	case PaymentSucceeded:
 		// Payments apply whatever the booking's status: a refund after a cancel is normal.
-		s.PaymentRefs = mergeRefs(s.PaymentRefs, []string{p.Ref})
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, p.Refs)
 		if s.Payment != PaymentIsRefunded && s.Payment != PaymentIsDisputed {
 			s.Payment = PaymentIsPaid
 		}
 	case PaymentFailed:
-		s.PaymentRefs = mergeRefs(s.PaymentRefs, []string{p.Ref})
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, p.Refs)
 		if s.Payment == PaymentIsNone {
 			s.Payment = PaymentIsFailed
 		}
 	case PaymentRefunded:
-		s.PaymentRefs = mergeRefs(s.PaymentRefs, []string{p.Ref})
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, p.Refs)
 		if s.Payment != PaymentIsDisputed {
 			s.Payment = PaymentIsRefunded
 		}
 	case PaymentDisputed:
-		s.PaymentRefs = mergeRefs(s.PaymentRefs, []string{p.Ref})
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, p.Refs)
 		s.Payment = PaymentIsDisputed
 	default:
 		return note(FindingSuperseded, "unknown event type %q kept, not applied", e.Type())
@@ -289,22 +289,24 @@ func Decide(s State, e Event) ([]Event, error) {
 		if p.RescheduledTo == e.Booking {
 			return nil, fmt.Errorf("%w: booking rescheduled to itself", ErrInvalidEvent)
 		}
-	case PaymentSucceeded:
-		if p.Ref == "" {
-			return nil, fmt.Errorf("%w: payment without reference", ErrInvalidEvent)
-		}
-	case PaymentFailed:
-		if p.Ref == "" {
-			return nil, fmt.Errorf("%w: payment without reference", ErrInvalidEvent)
-		}
-	case PaymentRefunded:
-		if p.Ref == "" {
-			return nil, fmt.Errorf("%w: payment without reference", ErrInvalidEvent)
-		}
-	case PaymentDisputed:
-		if p.Ref == "" {
+	case PaymentSucceeded, PaymentFailed, PaymentRefunded, PaymentDisputed:
+		if len(paymentRefs(p)) == 0 {
 			return nil, fmt.Errorf("%w: payment without reference", ErrInvalidEvent)
 		}
 	}
 	return []Event{e}, nil
+}
+
+func paymentRefs(p Payload) []string {
+	switch v := p.(type) {
+	case PaymentSucceeded:
+		return v.Refs
+	case PaymentFailed:
+		return v.Refs
+	case PaymentRefunded:
+		return v.Refs
+	case PaymentDisputed:
+		return v.Refs
+	}
+	return nil
 }

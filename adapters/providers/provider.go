@@ -1,0 +1,49 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"bookingledger/domain/booking"
+)
+
+// Verification failures. The ingress answers 401 with the reason; each is counted and (rate-limited)
+// receipted, never appended.
+var (
+	ErrNoSecret        = errors.New("no secret configured for this provider")
+	ErrMissingHeader   = errors.New("missing signature header")
+	ErrMalformedHeader = errors.New("malformed signature header")
+	ErrBadSignature    = errors.New("signature does not match")
+	ErrStale           = errors.New("timestamp outside tolerance")
+)
+
+// Verified is what a successful verification learned.
+type Verified struct {
+	// SecretIndex is the position of the matching secret in the configured list (0 = newest).
+	SecretIndex int
+	// SecretFingerprint identifies the matching secret without revealing it.
+	SecretFingerprint string
+	// SignedAt is the signed timestamp, zero when the scheme signs none (Cal.com, Acuity).
+	SignedAt time.Time
+}
+
+// Mapped is a verified body turned into domain events.
+type Mapped struct {
+	// DeliveryID is the provider's identity of the delivery: stable across retries of one delivery.
+	DeliveryID string
+	// Events are the booking events the delivery carries; none means an event type we do not map
+	// (acked and ignored). Reason then says which type.
+	Events []booking.Event
+	Reason string
+}
+
+// Provider is one webhook source. Verify must run before Map, over the exact request bytes.
+type Provider interface {
+	Name() string
+	Verify(h http.Header, body []byte, now time.Time) (Verified, error)
+	// Map turns a verified body into events. An error means the body cannot be mapped (malformed,
+	// missing fields): the delivery is acked and quarantined, never retried forever.
+	Map(ctx context.Context, h http.Header, body []byte, receivedAt time.Time) (Mapped, error)
+}
