@@ -226,3 +226,11 @@ func Validate(stream string, events []EventData) error {
 	}
 	return nil
 }
+
+// Subscriber is implemented by stores that can push new events. Subscribe calls handle for every event
+// after from, in global order: it first catches up from the given position (never live-only), then
+// follows new events, surviving dropped connections by resuming from the last handled position. It
+// returns when ctx ends (ctx.Err()) or when handle returns an error (that error, wrapped).
+type Subscriber interface {
+	Subscribe(ctx context.Context, from Position, handle func(RecordedEvent) error) error
+}
