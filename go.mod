@@ -10,5 +10,6 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
