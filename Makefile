@@ -1,0 +1,33 @@
+# bookingledger — the commands a newcomer needs. See README.md.
+SHELL := /bin/bash
+GO ?= go
+
+.PHONY: run test lint bench build fuzz clean-pg
+
+## run: private PostgreSQL in .pgdata, migrations, `bookingledger serve` on :8080 with demo secrets
+run: build
+	@scripts/run.sh
+
+## test: private throwaway PostgreSQL, gofmt + go vet + lint, go test -race ./..., brief fuzzing
+test:
+	@scripts/test.sh
+
+## lint: gofmt, go vet, and domain/ must import only the standard library
+lint:
+	@scripts/lint.sh
+
+## bench: benchmarks against a private durable PostgreSQL; figures go to docs/benchmarks.md
+bench:
+	@scripts/bench.sh
+
+## fuzz: run every fuzz target for FUZZTIME (default 10s) each
+fuzz:
+	@FUZZTIME=$${FUZZTIME:-10s} scripts/fuzz.sh
+
+build:
+	@mkdir -p bin
+	$(GO) build -o bin/bookingledger ./cmd/bookingledger
+
+## clean-pg: stop the `make run` cluster and delete its data
+clean-pg:
+	@scripts/pg.sh stop .pgdata; rm -rf .pgdata

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# `make run`: a private PostgreSQL in .pgdata (kept between runs), migrations, and `bookingledger serve`
+# on BOOKINGLEDGER_ADDR (default :8080) with demo secrets for every provider. Ctrl-C stops the server
+# and the cluster; the data stays until `make clean-pg`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pgdir=.pgdata
+if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 && ! runuser -u postgres -- test -x "$PWD"; then
+	# The cluster runs as the postgres user, who cannot enter this checkout (e.g. under /root).
+	pgdir=/var/tmp/bookingledger-$(printf '%s' "$PWD" | cksum | cut -d' ' -f1)
+	echo "run: $PWD is private to root; keeping the cluster in $pgdir instead of .pgdata"
+fi
+url=$(scripts/pg.sh start "$pgdir")
+trap 'scripts/pg.sh stop "$pgdir"' EXIT
+
+# Demo secrets: used only when the variable is not already set. Never use them in production.
+: "${BOOKINGLEDGER_CALENDLY_SIGNING_KEYS:=demo-calendly-signing-key}"
+: "${BOOKINGLEDGER_CALCOM_SECRETS:=demo-calcom-secret}"
+: "${BOOKINGLEDGER_STRIPE_SECRETS:=whsec_demo_stripe_secret}"
+: "${BOOKINGLEDGER_STANDARD_SECRETS:=whsec_ZGVtby1zdGFuZGFyZC13ZWJob29rcy1zZWNyZXQ=}"
+: "${BOOKINGLEDGER_ACUITY_API_KEYS:=demo-acuity-api-key}"
+: "${BOOKINGLEDGER_ADDR:=:8080}"
+export BOOKINGLEDGER_DATABASE_URL="$url" BOOKINGLEDGER_ADDR BOOKINGLEDGER_CALENDLY_SIGNING_KEYS \
+	BOOKINGLEDGER_CALCOM_SECRETS BOOKINGLEDGER_STRIPE_SECRETS BOOKINGLEDGER_STANDARD_SECRETS \
+	BOOKINGLEDGER_ACUITY_API_KEYS
+
+envfile="$pgdir/demo.env"
+cat >"$envfile" <<ENV
+BOOKINGLEDGER_DATABASE_URL=$BOOKINGLEDGER_DATABASE_URL
+BOOKINGLEDGER_CALENDLY_SIGNING_KEYS=$BOOKINGLEDGER_CALENDLY_SIGNING_KEYS
+BOOKINGLEDGER_CALCOM_SECRETS=$BOOKINGLEDGER_CALCOM_SECRETS
+BOOKINGLEDGER_STRIPE_SECRETS=$BOOKINGLEDGER_STRIPE_SECRETS
+BOOKINGLEDGER_STANDARD_SECRETS=$BOOKINGLEDGER_STANDARD_SECRETS
+BOOKINGLEDGER_ACUITY_API_KEYS=$BOOKINGLEDGER_ACUITY_API_KEYS
+ENV
+
+cat <<MSG
+run: PostgreSQL  $url
+run: demo secrets (also in $envfile; load them in another shell with: set -a; . $envfile; set +a)
+       BOOKINGLEDGER_CALENDLY_SIGNING_KEYS=$BOOKINGLEDGER_CALENDLY_SIGNING_KEYS
+       BOOKINGLEDGER_CALCOM_SECRETS=$BOOKINGLEDGER_CALCOM_SECRETS
+       BOOKINGLEDGER_STRIPE_SECRETS=$BOOKINGLEDGER_STRIPE_SECRETS
+       BOOKINGLEDGER_STANDARD_SECRETS=$BOOKINGLEDGER_STANDARD_SECRETS
+       BOOKINGLEDGER_ACUITY_API_KEYS=$BOOKINGLEDGER_ACUITY_API_KEYS
+run: serving on $BOOKINGLEDGER_ADDR (Ctrl-C stops the server and the cluster)
+MSG
+bin/bookingledger serve

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `make test`: a private throwaway PostgreSQL, lint, the whole suite with -race, brief fuzzing.
+# The cluster is stopped and deleted even when tests fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dir=$(mktemp -d /tmp/bookingledger-test.XXXXXX)
+cleanup() {
+	scripts/pg.sh stop "$dir" || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+url=$(scripts/pg.sh start "$dir" --fast)
+export BOOKINGLEDGER_TEST_DATABASE_URL="$url"
+echo "test: private PostgreSQL at $url"
+
+scripts/lint.sh
+
+# -p 2: the machine has two cores, and PostgreSQL needs its share.
+go test -race -count=1 -p 2 -timeout 30m ./...
+
+FUZZTIME=${FUZZTIME:-2s} scripts/fuzz.sh
