@@ -1,0 +1,211 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"bookingledger/adapters/providers"
+	"bookingledger/domain/ledger"
+)
+
+// Response is the body of every 2xx answer to a webhook.
+type Response struct {
+	Status  ledger.Outcome `json:"status"`
+	Booking string         `json:"booking,omitempty"`
+	EventID string         `json:"event_id,omitempty"`
+	// Reason says why a delivery was ignored or quarantined.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ErrorResponse is the body of every non-2xx answer to a webhook.
+type ErrorResponse struct {
+	// Error is the reason in words ("signature does not match").
+	Error string `json:"error"`
+	// Code is the same reason as a stable token ("bad_signature"), also the metrics reason label.
+	Code string `json:"code"`
+}
+
+// maxReasonBytes bounds the reason stored in a rejected receipt: its text partly echoes the request.
+const maxReasonBytes = 300
+
+func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	started := time.Now()
+	name := r.PathValue("provider")
+	p, ok := s.providers[name]
+	if !ok {
+		// No receipt: the provider label would be chosen by the caller, and no provider is configured
+		// to own it. Counted under a fixed label.
+		s.metrics.rejections.WithLabelValues(unknownProviderLabel, "unknown_provider").Inc()
+		s.writeError(w, classify(ErrUnknownProvider))
+		return
+	}
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	receivedAt := s.clock()
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			err = fmt.Errorf("%w: more than %d bytes (Content-Length %d)", ErrBodyTooLarge, s.maxBody, r.ContentLength)
+		} else {
+			err = fmt.Errorf("%w: %w", ErrBodyUnreadable, err)
+		}
+		s.reject(r.Context(), w, name, receivedAt, len(body), err)
+		return
+	}
+
+	verified, err := p.Verify(r.Header, body, receivedAt)
+	if err != nil {
+		s.reject(r.Context(), w, name, receivedAt, len(body), verificationError(err))
+		return
+	}
+
+	// From here on the request is authentic: its body is kept, and only a failure to record it may
+	// stop it from being acked.
+	ctx, cancel := context.WithTimeout(r.Context(), s.recordTO)
+	defer cancel()
+	mapped, mapErr := p.Map(ctx, r.Header, body, receivedAt)
+	if mapErr != nil && !errors.Is(mapErr, providers.ErrUnmappable) {
+		s.unavailable(w, name, started, fmt.Errorf("%w: %w", ErrTransientMap, mapErr))
+		return
+	}
+	deliveryID := clipReason(mapped.DeliveryID)
+	if deliveryID == "" {
+		deliveryID = bodyDigest(body)
+	}
+	if mapErr != nil {
+		mapErr = storableError{mapErr}
+	}
+	res, err := s.ledger.Record(ctx, ledger.Delivery{
+		Receipt: ledger.Receipt{
+			Provider:   name,
+			ReceivedAt: receivedAt,
+			DeliveryID: deliveryID,
+			Secret:     verified.Label(),
+			Reason:     clipReason(mapped.Reason),
+			Body:       body,
+		},
+		Events: mapped.Events,
+		MapErr: mapErr,
+	})
+	if err != nil {
+		s.unavailable(w, name, started, err)
+		return
+	}
+
+	status := http.StatusOK
+	if res.Outcome == ledger.OutcomeQuarantined {
+		// Acked so that the provider stops retrying something that will never map; operators find it
+		// among the quarantined receipts.
+		status = http.StatusAccepted
+	}
+	resp := Response{Status: res.Outcome, Booking: string(res.Booking), Reason: res.Reason}
+	if !res.EventID.IsZero() {
+		resp.EventID = res.EventID.String()
+	}
+	writeJSON(w, status, resp)
+
+	latency := time.Since(started)
+	s.metrics.deliveries.WithLabelValues(name, string(res.Outcome)).Inc()
+	s.metrics.ack.WithLabelValues(name).Observe(latency.Seconds())
+	level := slog.LevelInfo
+	if res.Outcome == ledger.OutcomeQuarantined {
+		level = slog.LevelWarn
+	}
+	s.log.LogAttrs(r.Context(), level, "delivery",
+		slog.String("provider", name),
+		slog.String("outcome", string(res.Outcome)),
+		slog.String("booking", resp.Booking),
+		slog.String("event_id", resp.EventID),
+		slog.String("delivery_id", deliveryID),
+		slog.Int("appended", res.Appended),
+		slog.String("reason", res.Reason),
+		slog.Int("status", status),
+		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
+	)
+}
+
+// reject answers a request that failed before verification succeeded. It is always counted; its
+// receipt (no body) is written only while the provider's token bucket allows, so that unauthenticated
+// traffic cannot grow the receipts table without bound.
+func (s *Server) reject(ctx context.Context, w http.ResponseWriter, provider string, receivedAt time.Time, size int, err error) {
+	row := classify(err)
+	s.metrics.rejections.WithLabelValues(provider, row.code).Inc()
+	s.metrics.deliveries.WithLabelValues(provider, outcomeRejected).Inc()
+
+	receipted := false
+	if b := s.buckets[provider]; b != nil && b.allow(receivedAt) {
+		reason := clipReason(fmt.Sprintf("%s: %v (%d bytes)", row.code, err, size))
+		rctx, cancel := context.WithTimeout(ctx, s.recordTO)
+		rerr := s.ledger.Reject(rctx, ledger.Receipt{Provider: provider, ReceivedAt: receivedAt}, reason)
+		cancel()
+		if rerr != nil {
+			// The answer stays 401/413: the request was refused whatever the receipt's fate.
+			s.log.Warn("rejected receipt not written", "provider", provider, "reason", row.code, "error", rerr.Error())
+		} else {
+			receipted = true
+		}
+	} else {
+		s.metrics.receiptsDropped.WithLabelValues(provider).Inc()
+	}
+	s.log.Warn("rejected", "provider", provider, "reason", row.code, "status", row.status, "bytes", size, "receipted", receipted)
+	s.writeError(w, row)
+}
+
+// unavailable answers 503 for an authentic delivery that could not be recorded: nothing is acked, the
+// provider retries.
+func (s *Server) unavailable(w http.ResponseWriter, provider string, started time.Time, err error) {
+	row := classify(err)
+	s.metrics.deliveries.WithLabelValues(provider, outcomeUnavailable).Inc()
+	s.log.Error("delivery not recorded", "provider", provider, "reason", row.code, "status", row.status,
+		"error", err.Error(), "latency_ms", float64(time.Since(started).Microseconds())/1000)
+	s.writeError(w, row)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, row errorStatus) {
+	if row.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int((s.retry+time.Second-1)/time.Second)))
+	}
+	writeJSON(w, row.status, ErrorResponse{Error: row.err.Error(), Code: row.code})
+}
+
+// bodyDigest identifies a delivery whose provider gave it no identity we could read.
+func bodyDigest(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// clipReason bounds a reason and makes it storable text: valid UTF-8 without control characters
+// (PostgreSQL text refuses NUL and invalid UTF-8, and a refused receipt would turn into a 503 loop).
+func clipReason(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	if len(s) <= maxReasonBytes {
+		return s
+	}
+	cut := maxReasonBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// storableError keeps a Map error's identity (errors.Is) while making its text safe to store.
+type storableError struct{ err error }
+
+func (e storableError) Error() string { return clipReason(e.err.Error()) }
+func (e storableError) Unwrap() error { return e.err }

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// usageError marks errors the user fixes by changing the command line or the environment: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// envFlags is a flag set whose flags take their defaults from environment variables. A malformed
+// environment value is reported with the variable's name, but only when the flag does not override it.
+type envFlags struct {
+	fs      *flag.FlagSet
+	getenv  func(string) string
+	envErrs map[string]error // by flag name
+}
+
+func newEnvFlags(name string, getenv func(string) string, out io.Writer, usage string) *envFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "%s\n\nFlags (each defaults to its environment variable):\n", usage)
+		fs.PrintDefaults()
+	}
+	return &envFlags{fs: fs, getenv: getenv, envErrs: map[string]error{}}
+}
+
+// lookup returns the first non-empty variable of envs and its name.
+func (e *envFlags) lookup(envs []string) (name, value string) {
+	for _, n := range envs {
+		if v := strings.TrimSpace(e.getenv(n)); v != "" {
+			return n, v
+		}
+	}
+	return "", ""
+}
+
+func envHelp(usage string, envs []string, def string) string {
+	s := usage + " (env " + strings.Join(envs, ", then ")
+	if def != "" {
+		s += "; default " + def
+	}
+	return s + ")"
+}
+
+func (e *envFlags) String(name string, envs []string, def, usage string) *string {
+	p := new(string)
+	*p = def
+	if _, v := e.lookup(envs); v != "" {
+		*p = v
+	}
+	e.fs.StringVar(p, name, *p, envHelp(usage, envs, def))
+	return p
+}
+
+// Secret is a string flag whose current value is never printed by -h.
+func (e *envFlags) Secret(name string, envs []string, usage string) *string {
+	p := new(string)
+	if _, v := e.lookup(envs); v != "" {
+		*p = v
+	}
+	e.fs.Var((*secretValue)(p), name, envHelp(usage, envs, ""))
+	return p
+}
+
+type secretValue string
+
+func (s *secretValue) String() string {
+	if s == nil || *s == "" {
+		return ""
+	}
+	return "<set>"
+}
+func (s *secretValue) Set(v string) error { *s = secretValue(v); return nil }
+
+func (e *envFlags) Duration(name string, envs []string, def time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	*p = def
+	if env, v := e.lookup(envs); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			e.envErrs[name] = fmt.Errorf("%s=%q: not a Go duration such as 30s or 5m", env, v)
+		case d <= 0:
+			e.envErrs[name] = fmt.Errorf("%s=%q: must be positive", env, v)
+		default:
+			*p = d
+		}
+	}
+	e.fs.Var(positiveDuration{p}, name, envHelp(usage, envs, def.String()))
+	return p
+}
+
+type positiveDuration struct{ p *time.Duration }
+
+func (d positiveDuration) String() string {
+	if d.p == nil {
+		return ""
+	}
+	return d.p.String()
+}
+
+func (d positiveDuration) Set(v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("not a Go duration such as 30s or 5m")
+	}
+	if x <= 0 {
+		return errors.New("must be positive")
+	}
+	*d.p = x
+	return nil
+}
+
+// Int64 is an integer flag with a lower bound.
+func (e *envFlags) Int64(name string, envs []string, def, minimum int64, usage string) *int64 {
+	p := new(int64)
+	*p = def
+	if env, v := e.lookup(envs); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil:
+			e.envErrs[name] = fmt.Errorf("%s=%q: not an integer", env, v)
+		case n < minimum:
+			e.envErrs[name] = fmt.Errorf("%s=%q: must be at least %d", env, v, minimum)
+		default:
+			*p = n
+		}
+	}
+	e.fs.Var(boundedInt{p, minimum}, name, envHelp(usage, envs, strconv.FormatInt(def, 10)))
+	return p
+}
+
+type boundedInt struct {
+	p   *int64
+	min int64
+}
+
+func (b boundedInt) String() string {
+	if b.p == nil {
+		return ""
+	}
+	return strconv.FormatInt(*b.p, 10)
+}
+
+func (b boundedInt) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	if n < b.min {
+		return fmt.Errorf("must be at least %d", b.min)
+	}
+	*b.p = n
+	return nil
+}
+
+// parse parses args, allowing flags before, between and after positional arguments, and returns the
+// positional arguments. flag.ErrHelp is returned as is (the caller exits 0).
+func (e *envFlags) parse(args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := e.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		if e.fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, e.fs.Arg(0))
+		args = e.fs.Args()[1:]
+	}
+	set := map[string]bool{}
+	e.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	e.fs.VisitAll(func(f *flag.Flag) {
+		if err := e.envErrs[f.Name]; err != nil && !set[f.Name] {
+			errs = append(errs, err)
+		}
+	})
+	if len(errs) > 0 {
+		return nil, usageError{errors.Join(errs...)}
+	}
+	return positional, nil
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+)
+
+const usageText = `bookingledger records booking webhooks in an event-sourced ledger.
+
+Usage:
+  bookingledger serve    [flags]   migrate the database, then serve webhooks, /healthz, /readyz, /metrics
+  bookingledger migrate  [flags]   apply pending database migrations and exit
+  bookingledger send <provider> <event> [flags]
+                                   sign and post a realistic webhook delivery (demo and smoke tests)
+  bookingledger version            print the build's version
+  bookingledger help               print this text
+
+Run 'bookingledger <command> -h' for a command's flags. Every flag defaults to an environment
+variable; provider secrets are read from the environment only (see docs/api.md).
+`
+
+// run is the whole program; main only supplies the process's context, arguments, environment and
+// streams.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return usageErrorf("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "serve":
+		err = runServe(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		err = runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "send":
+		err = runSend(ctx, rest, getenv, stdout, stderr)
+	case "version", "-version", "--version":
+		err = runVersion(stdout)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usageText)
+	default:
+		fmt.Fprint(stderr, usageText)
+		return usageErrorf("unknown command %q", cmd)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// exitCode reports err on stderr and returns the process's exit status: 0 on success, 2 for usage and
+// configuration errors, 1 for everything else.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "bookingledger: %s\n", strings.ReplaceAll(err.Error(), "\n", "\nbookingledger: "))
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintln(stderr, "Run 'bookingledger help' for usage.")
+		return 2
+	}
+	return 1
+}
+
+// version describes the build from the information the Go toolchain embeds.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "bookingledger (unknown build)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	out := "bookingledger " + v
+	if rev != "" {
+		out += " (" + rev + " " + at + dirty + ")"
+	}
+	return out + " " + bi.GoVersion
+}
+
+func runVersion(stdout io.Writer) error {
+	_, err := fmt.Fprintln(stdout, version())
+	return err
+}

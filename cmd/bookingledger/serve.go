@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/httpapi"
+	"bookingledger/adapters/postgres"
+	"bookingledger/domain/ledger"
+)
+
+// Environment variables read by more than one command.
+const (
+	envDatabaseURL         = "BOOKINGLEDGER_DATABASE_URL"
+	envDatabaseURLFallback = "DATABASE_URL"
+	envAddr                = "BOOKINGLEDGER_ADDR"
+	envEventStore          = "BOOKINGLEDGER_EVENT_STORE"
+)
+
+const serveUsage = `Usage: bookingledger serve [flags]
+
+Applies pending migrations, then serves POST /webhooks/{provider}, /healthz, /readyz and /metrics until
+interrupted (SIGINT, SIGTERM), draining in-flight requests before it exits. Prints "listening on
+HOST:PORT" on stdout once it accepts connections. Provider secrets come from the environment only:
+BOOKINGLEDGER_CALENDLY_SIGNING_KEYS, BOOKINGLEDGER_CALCOM_SECRETS, BOOKINGLEDGER_STRIPE_SECRETS,
+BOOKINGLEDGER_STANDARD_SECRETS (comma-separated, newest first); a provider without one rejects
+everything with 401.`
+
+type serveConfig struct {
+	addr            string
+	databaseURL     string
+	eventStore      string
+	maxBody         int64
+	rejectPerMinute int64
+	drain           time.Duration
+	recordTimeout   time.Duration
+	logLevel        string
+	providers       providerConfig
+}
+
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	f := newEnvFlags("serve", getenv, stderr, serveUsage)
+	var c serveConfig
+	addr := f.String("addr", []string{envAddr}, ":8080", "listen address")
+	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
+	store := f.String("event-store", []string{envEventStore}, "postgres", `event store: "postgres" or an esdb:// / esdb+discover:// URL`)
+	maxBody := f.Int64("max-body-bytes", []string{"BOOKINGLEDGER_MAX_BODY_BYTES"}, httpapi.DefaultMaxBodyBytes, 1, "largest accepted webhook body; larger ones get 413")
+	reject := f.Int64("reject-receipts-per-minute", []string{"BOOKINGLEDGER_REJECT_RECEIPTS_PER_MINUTE"}, httpapi.DefaultRejectReceiptsPerMinute, 0, "rejected-request receipts stored per provider per minute (0: none; all are counted in metrics)")
+	drain := f.Duration("drain-timeout", []string{"BOOKINGLEDGER_DRAIN_TIMEOUT"}, httpapi.DefaultDrainTimeout, "how long shutdown waits for in-flight requests")
+	recordTO := f.Duration("record-timeout", []string{"BOOKINGLEDGER_RECORD_TIMEOUT"}, httpapi.DefaultRecordTimeout, "bound on recording one delivery before answering 503")
+	level := f.String("log-level", []string{"BOOKINGLEDGER_LOG_LEVEL"}, "info", "debug, info, warn or error")
+	tolerances := registerTolerances(f)
+	rest, err := f.parse(args)
+	if err != nil {
+		return c, err
+	}
+	if len(rest) > 0 {
+		return c, usageErrorf("serve takes no arguments, got %q", rest)
+	}
+	c = serveConfig{addr: *addr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
+		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level}
+	if c.databaseURL == "" {
+		return c, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+	}
+	if err := checkEventStore(c.eventStore); err != nil {
+		return c, err
+	}
+	if _, err := parseLevel(c.logLevel); err != nil {
+		return c, err
+	}
+	if c.providers, err = loadProviders(getenv, tolerances); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func checkEventStore(v string) error {
+	switch {
+	case v == "postgres":
+		return nil
+	case strings.HasPrefix(v, "esdb://"), strings.HasPrefix(v, "esdb+discover://"):
+		// TODO: wire adapters/esdb (esdb.Open + esdb.LedgerStore) once it lands.
+		return usageErrorf("%s: EventStoreDB is not wired into this build yet; use postgres", envEventStore)
+	default:
+		return usageErrorf("%s=%q: want postgres or an esdb:// or esdb+discover:// URL", envEventStore, v)
+	}
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, usageErrorf("BOOKINGLEDGER_LOG_LEVEL / --log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	l, _ := parseLevel(level) // validated by parseServe
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// openPool parses the URL without echoing it (it may hold a password).
+func openPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, usageErrorf("%s: not a valid PostgreSQL connection string", envDatabaseURL)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return pool, nil
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseServe(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.logLevel)
+
+	pool, err := openPool(ctx, cfg.databaseURL)
+	if err != nil {
+		return err
+	}
+	// Closed only after the server drained: in-flight deliveries still commit through it.
+	defer pool.Close()
+
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		return fmt.Errorf("migrate on start: %w", err)
+	}
+	store := postgres.NewStore(pool)
+	svc := ledger.NewService(store, eventcodec.JSON{})
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, name := range cfg.providers.unconfigured {
+		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
+	}
+	srv, err := httpapi.New(httpapi.Config{
+		Ledger:                  svc,
+		Providers:               cfg.providers.list,
+		Ready:                   readiness(pool),
+		Logger:                  log,
+		Registry:                reg,
+		MaxBodyBytes:            cfg.maxBody,
+		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
+		RecordTimeout:           cfg.recordTimeout,
+		DrainTimeout:            cfg.drain,
+	})
+	if err != nil {
+		return err
+	}
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (%s): %w", cfg.addr, envAddr, err)
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "providers", cfg.providers.names())
+	// The line tests and scripts wait for: the port is bound when it is printed.
+	if _, err := fmt.Fprintf(stdout, "listening on %s\n", ln.Addr()); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("write to stdout: %w", err)
+	}
+	if err := srv.Serve(ctx, ln); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// readiness is ready when the database answers and its schema has no pending migration. Its errors
+// are shown on /readyz, so they carry no connection details; the server logs the cause.
+func readiness(pool *pgxpool.Pool) httpapi.Checker {
+	return httpapi.CheckFunc(func(ctx context.Context) error {
+		pending, err := postgres.Pending(ctx, pool)
+		if err != nil {
+			return errors.New("database unreachable")
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("pending migrations: %s", strings.Join(pending, ", "))
+		}
+		return nil
+	})
+}
+
+const migrateUsage = `Usage: bookingledger migrate [flags]
+
+Applies the pending database migrations and prints what it applied. Safe to run while other instances
+start: migration runs are serialized by an advisory lock.`
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("migrate", getenv, stderr, migrateUsage)
+	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
+	rest, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErrorf("migrate takes no arguments, got %q", rest)
+	}
+	if *dbURL == "" {
+		return usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+	}
+	pool, err := openPool(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	before, err := postgres.Pending(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	after, err := postgres.Pending(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	applied := len(before) - len(after)
+	for _, v := range before[:max(applied, 0)] {
+		fmt.Fprintf(stdout, "applied %s\n", v)
+	}
+	fmt.Fprintf(stdout, "schema up to date (%d migration(s) applied)\n", max(applied, 0))
+	return nil
+}
