@@ -19,6 +19,12 @@ var (
 	ErrStale           = errors.New("timestamp outside tolerance")
 )
 
+// ErrUnmappable marks a Map error as a property of the verified body itself (malformed JSON, missing
+// or invalid fields): retrying cannot help, so the ingress acks and quarantines it. A Map error that
+// does not wrap it (a provider that must fetch data over the network, a canceled context) is
+// transient: answer 5xx so the provider retries.
+var ErrUnmappable = errors.New("verified body cannot be mapped")
+
 // Verified is what a successful verification learned.
 type Verified struct {
 	// SecretIndex is the position of the matching secret in the configured list (0 = newest).

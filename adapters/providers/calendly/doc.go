@@ -1,0 +1,8 @@
+// Package calendly verifies and maps Calendly webhook (API v2) deliveries: the
+// Calendly-Webhook-Signature scheme, and invitee.created, invitee.canceled and invitee_no_show.* turned
+// into booking events.
+//
+// A Calendly booking is an invitee: its booking ID is "calendly-<invitee uuid>", its meeting the
+// scheduled event URI, its resources the hosts' user URIs. It imports adapters/providers and the
+// domain only; it must not import an HTTP server, a database or an event store.
+package calendly

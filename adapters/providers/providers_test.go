@@ -1,0 +1,207 @@
+package providers_test
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/providers"
+	"bookingledger/domain/eventlog"
+)
+
+func TestParseSecrets(t *testing.T) {
+	tests := []struct {
+		env  string
+		want int
+	}{
+		{"", 0},
+		{" , ,, ", 0},
+		{"one", 1},
+		{" new , old ", 2},
+		{"new,,old,", 2},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.env), func(t *testing.T) {
+			s := providers.ParseSecrets(tt.env)
+			assert.Equal(t, tt.want, s.Len())
+			assert.Equal(t, tt.want == 0, s.Empty())
+		})
+	}
+
+	var got []string
+	for i, v := range providers.ParseSecrets(" new , old ,").All() {
+		got = append(got, fmt.Sprintf("%d=%s", i, v))
+	}
+	assert.Equal(t, []string{"0=new", "1=old"}, got, "newest first, trimmed")
+}
+
+func TestSecretsNeverPrintValues(t *testing.T) {
+	s := providers.ParseSecrets("whsec_supersecretvalue1,another-secret-value")
+	for _, format := range []string{"%v", "%+v", "%#v", "%s", "%q"} {
+		out := fmt.Sprintf(format, s)
+		assert.NotContains(t, out, "supersecret", format)
+		assert.NotContains(t, out, "another-secret", format)
+		assert.Contains(t, out, providers.Fingerprint("whsec_supersecretvalue1"), format)
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	// SHA-256("abc") = ba7816bf 8f01cfea … (FIPS 180-2 test vector).
+	assert.Equal(t, "ba7816bf", providers.Fingerprint("abc"))
+	assert.Len(t, providers.Fingerprint("whsec_x"), 8)
+	assert.NotEqual(t, providers.Fingerprint("a"), providers.Fingerprint("b"))
+
+	v := providers.VerifiedBy(providers.NewSecrets("new", "abc"), 1, time.Unix(5, 0))
+	assert.Equal(t, providers.Verified{SecretIndex: 1, SecretFingerprint: "ba7816bf", SignedAt: time.Unix(5, 0)}, v)
+	assert.Equal(t, "secret 1 (ba7816bf)", v.Label())
+}
+
+func TestEventID(t *testing.T) {
+	ns, err := uuid.Parse(providers.Namespace)
+	require.NoError(t, err)
+	assert.Equal(t, uuid.Version(4), ns.Version(), "the namespace is a random UUID")
+
+	// Pinned (computed independently with Python's uuid.uuid5): changing the namespace or the name
+	// format would re-append every redelivered event.
+	assert.Equal(t, "5971f1dc-5eb1-5739-9e73-d5ac11739206", providers.EventID("stripe", "pi_123:payment_intent.succeeded").String())
+
+	// Independent derivation per RFC 9562 §5.5: SHA-1(namespace || name), version 5, RFC variant.
+	name := "calendly:https://api.calendly.com/scheduled_events/A/invitees/B invitee.created"
+	sum := sha1.Sum(append(ns[:], name...))
+	var want eventlog.EventID
+	copy(want[:], sum[:16])
+	want[6] = want[6]&0x0f | 0x50
+	want[8] = want[8]&0x3f | 0x80
+	assert.Equal(t, want, providers.EventID("calendly", "https://api.calendly.com/scheduled_events/A/invitees/B invitee.created"))
+
+	assert.NotEqual(t, providers.EventID("a", "b:c"), providers.EventID("a", "b:d"))
+	assert.NotEqual(t, providers.EventID("calcom", "x"), providers.EventID("standard", "x"))
+}
+
+func TestTolerance(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	tol := providers.Within(300 * time.Second)
+	tests := []struct {
+		name     string
+		signedAt time.Time
+		stale    bool
+	}{
+		{"now", now, false},
+		{"at the past edge", now.Add(-300 * time.Second), false},
+		{"just past", now.Add(-301 * time.Second), true},
+		{"at the future edge", now.Add(300 * time.Second), false},
+		{"just future", now.Add(301 * time.Second), true},
+		{"epoch", time.Unix(0, 0), true},
+		{"far future", time.Unix(999_999_999_999, 0), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tol.Check(tt.signedAt, now)
+			if tt.stale {
+				assert.ErrorIs(t, err, providers.ErrStale)
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
+	assert.Equal(t, providers.Within(time.Minute), providers.ToleranceOr(0, time.Minute))
+	assert.Equal(t, providers.Within(time.Minute), providers.ToleranceOr(-time.Second, time.Minute))
+	assert.Equal(t, providers.Within(time.Second), providers.ToleranceOr(time.Second, time.Minute))
+}
+
+func TestParseTolerance(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"", 180 * time.Second, false},
+		{" 5m ", 5 * time.Minute, false},
+		{"90s", 90 * time.Second, false},
+		{"0s", 0, true},
+		{"-1m", 0, true},
+		{"300", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := providers.ParseTolerance(tt.in, 180*time.Second)
+			if tt.wantErr {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestParseUnix(t *testing.T) {
+	got, err := providers.ParseUnix("1614265330")
+	require.NoError(t, err)
+	assert.Equal(t, time.Unix(1614265330, 0).UTC(), got)
+	for _, bad := range []string{"", "+1", "-1", " 1", "1.5", "0x10", "1e9", "9999999999999", "١٢"} {
+		_, err := providers.ParseUnix(bad)
+		assert.ErrorIs(t, err, providers.ErrMalformedHeader, bad)
+	}
+}
+
+func TestParseTimestampedSignatures(t *testing.T) {
+	a, b := strings.Repeat("ab", 32), strings.Repeat("CD", 32)
+	got, err := providers.ParseTimestampedSignatures("t=1492774577,v1=" + a + ", v0=xyz,v1=" + b + ",scheme=ignored")
+	require.NoError(t, err)
+	assert.Equal(t, "1492774577", got.Raw)
+	assert.Equal(t, time.Unix(1492774577, 0).UTC(), got.Timestamp)
+	require.Len(t, got.V1, 2)
+	assert.Equal(t, a, hex.EncodeToString(got.V1[0]))
+	assert.Equal(t, strings.ToLower(b), hex.EncodeToString(got.V1[1]))
+
+	for _, bad := range []string{
+		"", "t=1", "v1=" + a, "t=1,t=1,v1=" + a, "t=x,v1=" + a, "t=1,v1=" + a[:62], "t=1,v1=" + a + "00",
+		"t=1,v1", "t=1;v1=" + a, "t=1,v1=" + strings.Repeat(a+",v1=", 8) + a,
+	} {
+		_, err := providers.ParseTimestampedSignatures(bad)
+		assert.ErrorIs(t, err, providers.ErrMalformedHeader, bad)
+	}
+}
+
+func TestVerifyTimestampedRejectsBeforeParsing(t *testing.T) {
+	_, err := providers.VerifyTimestamped(providers.Secrets{}, "garbage", nil, time.Now(), providers.Within(time.Minute))
+	assert.ErrorIs(t, err, providers.ErrNoSecret, "fail closed before looking at the request")
+}
+
+func TestMatchAny(t *testing.T) {
+	x, y := []byte{1, 2, 3}, []byte{4, 5, 6}
+	assert.True(t, providers.MatchAny(x, [][]byte{y, x}))
+	assert.False(t, providers.MatchAny(x, [][]byte{y, x[:2]}))
+	assert.False(t, providers.MatchAny(x, nil))
+}
+
+func TestParseBookingRef(t *testing.T) {
+	for _, ok := range []string{"calcom-abc123", "calendly-JQ5WZ3T8KD2RVX6N", "stripe-pi_1", "standard-x", "acuity-1"} {
+		id, err := providers.ParseBookingRef("metadata.booking_id", ok)
+		require.NoError(t, err, ok)
+		assert.Equal(t, ok, string(id))
+	}
+	for _, bad := range []string{"", "12345", "calcom-", "calcom-a b", "other-x", strings.Repeat("calcom-", 40)} {
+		_, err := providers.ParseBookingRef("metadata.booking_id", bad)
+		assert.ErrorIs(t, err, providers.ErrUnmappable, bad)
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	got, err := providers.ParseTime("x", "2024-05-14T11:12:30.871243+02:00")
+	require.NoError(t, err)
+	assert.Equal(t, time.Date(2024, 5, 14, 9, 12, 30, 871243000, time.UTC), got)
+	assert.Equal(t, time.UTC, got.Location())
+	for _, bad := range []string{"", "2024-05-14", "14/05/2024 09:12", "2024-05-14T09:12:30"} {
+		_, err := providers.ParseTime("x", bad)
+		assert.ErrorIs(t, err, providers.ErrUnmappable, bad)
+	}
+}

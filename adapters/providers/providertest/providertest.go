@@ -1,0 +1,88 @@
+package providertest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/providers"
+	"bookingledger/domain/booking"
+)
+
+// ReadFile returns the raw bytes of testdata/<name>.
+func ReadFile(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(tb, err)
+	return b
+}
+
+// Glob lists testdata files matching pattern (e.g. "*.json"), by base name.
+func Glob(tb testing.TB, pattern string) []string {
+	tb.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", pattern))
+	require.NoError(tb, err)
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = filepath.Base(p)
+	}
+	return names
+}
+
+// VerifySentinels are the errors Verify may return (wrapped).
+func VerifySentinels() []error {
+	return []error{providers.ErrNoSecret, providers.ErrMissingHeader, providers.ErrMalformedHeader,
+		providers.ErrBadSignature, providers.ErrStale}
+}
+
+// CheckVerifyError asserts that a Verify error wraps exactly one of the verification sentinels, so the
+// ingress can always answer 401 with a reason.
+func CheckVerifyError(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil {
+		return
+	}
+	n := 0
+	for _, s := range VerifySentinels() {
+		if errors.Is(err, s) {
+			n++
+		}
+	}
+	assert.Equal(tb, 1, n, "verify error %q must wrap exactly one sentinel", err)
+}
+
+// CheckMapped asserts the contract of a Map result: an error wraps ErrUnmappable; otherwise there is
+// a delivery id, no events comes with a reason, and every event is accepted by booking.Decide on an
+// empty state, belongs to the provider, and carries the ID derived from its ProviderRef.
+func CheckMapped(tb testing.TB, provider string, m providers.Mapped, err error) {
+	tb.Helper()
+	if err != nil {
+		assert.ErrorIs(tb, err, providers.ErrUnmappable)
+		return
+	}
+	assert.NotEmpty(tb, m.DeliveryID, "delivery id")
+	if len(m.Events) == 0 {
+		assert.NotEmpty(tb, m.Reason, "an ignored delivery says why")
+	}
+	for _, e := range m.Events {
+		assert.Equal(tb, provider, e.Provider)
+		assert.Equal(tb, providers.EventID(provider, e.ProviderRef), e.ID, "event id derives from ProviderRef %q", e.ProviderRef)
+		_, derr := booking.Decide(booking.State{}, e)
+		assert.NoError(tb, derr, "mapped event must be valid for the domain: %+v", e)
+	}
+}
+
+// IDs lists the event IDs of mapped deliveries, in order.
+func IDs(ms ...providers.Mapped) []string {
+	var out []string
+	for _, m := range ms {
+		for _, e := range m.Events {
+			out = append(out, e.ID.String())
+		}
+	}
+	return out
+}
