@@ -1,0 +1,354 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/httpapi"
+	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/calendly"
+)
+
+func TestRedeliveryIsAckedAsDuplicateWithoutASecondEvent(t *testing.T) {
+	ts := newServer(t)
+	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "redelivered")
+
+	first := ts.send(t, d)
+	require.Equal(t, http.StatusOK, first.Status, "%s", first.Body)
+	ts.Clock.Advance(30 * time.Second) // a retry is signed again, later
+	d2 := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "redelivered")
+	require.Equal(t, d.Body, d2.Body, "a redelivery repeats the body")
+	second := ts.send(t, d2)
+	require.Equal(t, http.StatusOK, second.Status, "%s", second.Body)
+
+	a, b := first.JSON(t), second.JSON(t)
+	assert.Equal(t, "accepted", a["status"])
+	assert.Equal(t, "duplicate", b["status"])
+	assert.Equal(t, "calendly-redelivered", a["booking"])
+	assert.Equal(t, a["event_id"], b["event_id"])
+	assert.NotEmpty(t, a["event_id"])
+
+	assert.Equal(t, 1, ts.events(t))
+	assert.Equal(t, 1, ts.receipts(t, "accepted"))
+	assert.Equal(t, 1, ts.receipts(t, "duplicate"))
+	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM events WHERE event_id = $1::uuid`, a["event_id"]))
+	assert.Equal(t, 2, ts.count(t, `SELECT count(*) FROM receipts WHERE body = $1 AND secret_ref <> ''`, d.Body),
+		"both receipts keep the verified body and name the secret")
+	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "calendly", "outcome": "accepted"}))
+	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "calendly", "outcome": "duplicate"}))
+	assert.Equal(t, 2.0, ts.metric(t, httpapi.MetricAckSeconds, map[string]string{"provider": "calendly"}))
+}
+
+func TestConcurrentCopiesAppendOneEvent(t *testing.T) {
+	ts := newServer(t)
+	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "stampede")
+	const copies = 20
+
+	var (
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+		replies  = make([]reply, copies)
+		errs     = make([]error, copies)
+		client   = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: copies}}
+		statuses = map[string]int{}
+	)
+	for i := range copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			replies[i], errs[i] = postTo(context.Background(), client, ts.URL, d.Provider, d.Header, d.Body)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	eventIDs := map[string]bool{}
+	for i := range copies {
+		require.NoError(t, errs[i])
+		require.Equal(t, http.StatusOK, replies[i].Status, "%s", replies[i].Body)
+		m := replies[i].JSON(t)
+		statuses[m["status"]]++
+		eventIDs[m["event_id"]] = true
+	}
+	assert.Equal(t, map[string]int{"accepted": 1, "duplicate": copies - 1}, statuses)
+	assert.Len(t, eventIDs, 1, "every copy names the same event")
+	assert.Equal(t, 1, ts.events(t))
+	assert.Equal(t, copies, ts.count(t, `SELECT count(*) FROM receipts`))
+	assert.Equal(t, 1, ts.receipts(t, "accepted"))
+	assert.Equal(t, copies-1, ts.receipts(t, "duplicate"))
+}
+
+func TestUnverifiedRequestsAreRefusedAndNeverAppended(t *testing.T) {
+	ts := newServer(t)
+	valid := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "forged")
+	now := ts.Clock.Now()
+
+	cases := []struct {
+		name     string
+		provider string
+		header   http.Header
+		status   int
+		code     string
+		receipt  bool
+	}{
+		{"missing header", "calendly", header(), http.StatusUnauthorized, "missing_header", true},
+		{"malformed header", "calendly", header(calendly.SignatureHeader, "t=yesterday,v1=zz"), http.StatusUnauthorized, "malformed_header", true},
+		{"bad signature", "calendly", header(calendly.SignatureHeader, calendly.Sign("not-the-key", now, valid.Body)), http.StatusUnauthorized, "bad_signature", true},
+		{"stale timestamp", "calendly", header(calendly.SignatureHeader, calendly.Sign(calendlyKey, now.Add(-calendly.DefaultTolerance-time.Second), valid.Body)), http.StatusUnauthorized, "stale_timestamp", true},
+		{"future timestamp", "calendly", header(calendly.SignatureHeader, calendly.Sign(calendlyKey, now.Add(calendly.DefaultTolerance+time.Second), valid.Body)), http.StatusUnauthorized, "stale_timestamp", true},
+		{"unknown provider", "nope", valid.Header, http.StatusNotFound, "unknown_provider", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			label := tc.provider
+			if tc.status == http.StatusNotFound {
+				label = "unknown"
+			}
+			rejectionsBefore := ts.metric(t, httpapi.MetricRejections, map[string]string{"provider": label, "reason": tc.code})
+			receiptsBefore := ts.receipts(t, "rejected")
+
+			r := ts.post(t, tc.provider, tc.header, valid.Body)
+
+			assert.Equal(t, tc.status, r.Status, "%s", r.Body)
+			assert.Equal(t, tc.code, r.JSON(t)["code"])
+			assert.NotEmpty(t, r.JSON(t)["error"])
+			assert.Equal(t, 0, ts.events(t), "nothing appended")
+			assert.Equal(t, rejectionsBefore+1, ts.metric(t, httpapi.MetricRejections, map[string]string{"provider": label, "reason": tc.code}))
+			wantReceipts := receiptsBefore
+			if tc.receipt {
+				wantReceipts++
+			}
+			assert.Equal(t, wantReceipts, ts.receipts(t, "rejected"))
+		})
+	}
+	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'rejected' AND (body IS NOT NULL OR secret_ref <> '')`),
+		"a rejected receipt keeps no body and names no secret")
+	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome <> 'rejected'`))
+	assert.Equal(t, 2, ts.count(t, `SELECT count(*) FROM receipts WHERE reason LIKE 'stale_timestamp:%' AND reason LIKE '%(`+strconv.Itoa(len(valid.Body))+` bytes)'`),
+		"the receipts (past and future) say why and how big")
+	assert.Empty(t, contains(ts.Logs.String(), calendlyKey), "the secret never reaches the logs")
+}
+
+func TestProviderWithoutSecretFailsClosed(t *testing.T) {
+	ts := newServer(t, withProviders(calendly.New(providers.NewSecrets(), 0)))
+	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "no-secret")
+
+	r := ts.send(t, d)
+
+	assert.Equal(t, http.StatusUnauthorized, r.Status)
+	assert.Equal(t, "no_secret", r.JSON(t)["code"])
+	assert.Equal(t, 0, ts.events(t))
+	assert.Equal(t, 1, ts.receipts(t, "rejected"))
+	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricRejections, map[string]string{"provider": "calendly", "reason": "no_secret"}))
+}
+
+func TestOversizedBodyIs413NeverTruncated(t *testing.T) {
+	probe := newServer(t) // only to size a valid delivery
+	size := len(probe.calendlyDelivery(t, calendly.EventInviteeCreated, "big").Body)
+
+	ts := newServer(t, withMaxBody(int64(size)))
+	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "big")
+	// The same document one byte longer, correctly signed: only its size is wrong.
+	padded := append(bytes.Clone(d.Body), ' ')
+	h := header(calendly.SignatureHeader, calendly.Sign(calendlyKey, ts.Clock.Now(), padded))
+
+	r := ts.post(t, "calendly", h, padded)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, r.Status, "%s", r.Body)
+	assert.Equal(t, "body_too_large", r.JSON(t)["code"])
+	assert.Equal(t, 0, ts.events(t))
+	assert.Equal(t, 1, ts.receipts(t, "rejected"))
+	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricRejections, map[string]string{"provider": "calendly", "reason": "body_too_large"}))
+
+	atLimit := ts.send(t, d)
+	assert.Equal(t, http.StatusOK, atLimit.Status, "a body of exactly the cap is accepted: %s", atLimit.Body)
+}
+
+func TestRejectedReceiptsAreRateLimitedButAlwaysCounted(t *testing.T) {
+	const perMinute = 5
+	ts := newServer(t, withRejectReceipts(perMinute))
+	body := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "flood").Body
+	bad := header(calendly.SignatureHeader, calendly.Sign("attacker", ts.Clock.Now(), body))
+
+	for range perMinute + 10 {
+		r := ts.post(t, "calendly", bad, body)
+		require.Equal(t, http.StatusUnauthorized, r.Status)
+	}
+	assert.Equal(t, perMinute, ts.receipts(t, "rejected"), "the bucket holds one minute's worth")
+	assert.Equal(t, float64(perMinute+10), ts.metric(t, httpapi.MetricRejections, map[string]string{"provider": "calendly", "reason": "bad_signature"}))
+	assert.Equal(t, 10.0, ts.metric(t, httpapi.MetricReceiptsDropped, map[string]string{"provider": "calendly"}))
+
+	ts.Clock.Advance(12 * time.Second) // one token at 5 per minute
+	for range 3 {
+		bad = header(calendly.SignatureHeader, calendly.Sign("attacker", ts.Clock.Now(), body))
+		require.Equal(t, http.StatusUnauthorized, ts.post(t, "calendly", bad, body).Status)
+	}
+	assert.Equal(t, perMinute+1, ts.receipts(t, "rejected"), "the bucket refills at its rate, no faster")
+	assert.Equal(t, 0, ts.events(t))
+
+	// A valid delivery is never limited by the rejection budget.
+	ok := ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "flood"))
+	assert.Equal(t, http.StatusOK, ok.Status)
+}
+
+func TestRejectedReceiptsOffStillCounts(t *testing.T) {
+	ts := newServer(t, withRejectReceipts(0))
+	r := ts.post(t, "calendly", header(), []byte(`{}`))
+	assert.Equal(t, http.StatusUnauthorized, r.Status)
+	assert.Equal(t, 0, ts.receipts(t, "rejected"))
+	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricRejections, map[string]string{"provider": "calendly", "reason": "missing_header"}))
+}
+
+func TestVerifiedButMalformedBodyIsQuarantinedAndKept(t *testing.T) {
+	ts := newServer(t)
+	body := []byte(`{"event":"invitee.created","created_at":"2026-03-02T09:59:00.000000Z","payload":{"uri":"not-an-invitee-uri"}}`)
+	h := header(calendly.SignatureHeader, calendly.Sign(calendlyKey, ts.Clock.Now(), body))
+
+	r := ts.post(t, "calendly", h, body)
+
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r.Body)
+	m := r.JSON(t)
+	assert.Equal(t, "quarantined", m["status"])
+	assert.NotEmpty(t, m["reason"])
+	assert.Equal(t, 0, ts.events(t))
+	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'quarantined' AND body = $1 AND reason <> ''`, body),
+		"the exact verified bytes are kept for operators")
+	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "calendly", "outcome": "quarantined"}))
+}
+
+func TestUnmappedEventTypeIsIgnored(t *testing.T) {
+	ts := newServer(t)
+	body := []byte(`{"event":"routing_form_submission.created","created_at":"2026-03-02T09:59:00.000000Z",` +
+		`"payload":{"uri":"https://api.calendly.com/routing_form_submissions/RFS1"}}`)
+	h := header(calendly.SignatureHeader, calendly.Sign(calendlyKey, ts.Clock.Now(), body))
+
+	r := ts.post(t, "calendly", h, body)
+
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, "ignored", r.JSON(t)["status"])
+	assert.Equal(t, 0, ts.events(t))
+	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'ignored' AND body = $1`, body))
+}
+
+func TestCancelBeforeCreateKeepsBoth(t *testing.T) {
+	ts := newServer(t)
+	cancel := ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCanceled, "out-of-order"))
+	create := ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "out-of-order"))
+
+	require.Equal(t, http.StatusOK, cancel.Status, "%s", cancel.Body)
+	require.Equal(t, http.StatusOK, create.Status, "%s", create.Body)
+	assert.Equal(t, "accepted", cancel.JSON(t)["status"])
+	assert.Equal(t, "accepted", create.JSON(t)["status"])
+	assert.Equal(t, 2, ts.count(t, `SELECT count(*) FROM events WHERE stream_id = 'booking-calendly-out-of-order'`))
+	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM events WHERE stream_id = 'booking-calendly-out-of-order' AND version = 1 AND event_type = 'booking.canceled.v1'`))
+}
+
+func TestStoreUnavailableIs503AndNothingAcked(t *testing.T) {
+	ts := newServer(t)
+	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "outage")
+	ts.Pool.Close() // the server's database goes away
+
+	r := ts.send(t, d)
+
+	assert.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "calendly", "outcome": "unavailable"}))
+	assert.Equal(t, 0.0, ts.metric(t, httpapi.MetricAckSeconds, map[string]string{"provider": "calendly"}), "no ack observed")
+
+	check := newPool(t, ts.DBURL)
+	var events, receipts int
+	require.NoError(t, check.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM receipts)`).Scan(&events, &receipts))
+	assert.Zero(t, events)
+	assert.Zero(t, receipts)
+
+	ready, err := http.Get(ts.URL + "/readyz")
+	require.NoError(t, err)
+	ready.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, ready.StatusCode)
+}
+
+func TestTransientMapErrorIs503WithoutReceipt(t *testing.T) {
+	flaky := &stubProvider{name: "flaky", mapErr: context.DeadlineExceeded}
+	ts := newServer(t, withProviders(flaky))
+
+	r := ts.post(t, "flaky", header(), []byte(`{"x":1}`))
+
+	assert.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
+	assert.Equal(t, "map_unavailable", r.JSON(t)["code"])
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts`))
+}
+
+func TestUnexpectedVerifyErrorFailsClosed(t *testing.T) {
+	odd := &stubProvider{name: "odd", verifyErr: context.Canceled}
+	ts := newServer(t, withProviders(odd))
+
+	r := ts.post(t, "odd", header(), []byte(`{"x":1}`))
+
+	assert.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+	assert.Equal(t, "verification_failed", r.JSON(t)["code"])
+	assert.Equal(t, int32(0), atomic.LoadInt32(&odd.mapped), "Map never runs on an unverified body")
+	assert.Equal(t, 1, ts.receipts(t, "rejected"))
+}
+
+func TestLogsCarryNoSecretBodyOrPersonalData(t *testing.T) {
+	ts := newServer(t)
+	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "private")
+	require.Equal(t, http.StatusOK, ts.send(t, d).Status)
+	bad := header(calendly.SignatureHeader, calendly.Sign("wrong", ts.Clock.Now(), d.Body))
+	require.Equal(t, http.StatusUnauthorized, ts.post(t, "calendly", bad, d.Body).Status)
+	malformed := []byte(`{"event":"invitee.created","payload":{"uri":"x","email":"ada.lovelace@example.com"}}`)
+	require.Equal(t, http.StatusAccepted, ts.post(t, "calendly",
+		header(calendly.SignatureHeader, calendly.Sign(calendlyKey, ts.Clock.Now(), malformed)), malformed).Status)
+
+	logs := ts.Logs.String()
+	require.Contains(t, logs, `"outcome":"accepted"`, "deliveries are logged")
+	require.Contains(t, logs, `"booking":"calendly-private"`)
+	assert.Empty(t, contains(logs, calendlyKey, "ada.lovelace@example.com", "Ada Lovelace", "Grace Hopper", `"questions_and_answers"`))
+}
+
+func TestMetricsEndpointServesTheServerRegistry(t *testing.T) {
+	ts := newServer(t)
+	require.Equal(t, http.StatusOK, ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "metrics")).Status)
+	require.Equal(t, http.StatusUnauthorized, ts.post(t, "calendly", header(), []byte(`{}`)).Status)
+
+	text := ts.scrape(t)
+	assert.Contains(t, text, httpapi.MetricDeliveries+`{outcome="accepted",provider="calendly"} 1`)
+	assert.Contains(t, text, httpapi.MetricRejections+`{provider="calendly",reason="missing_header"} 1`)
+	assert.Contains(t, text, httpapi.MetricAckSeconds+`_count{provider="calendly"} 1`)
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	ts := newServer(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(ts.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+	notReady := newServer(t, func(c *httpapi.Config) {
+		c.Ready = httpapi.CheckFunc(func(context.Context) error { return assert.AnError })
+	})
+	resp, err := http.Get(notReady.URL + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+}
+
+func TestWrongMethodIsNotAWebhook(t *testing.T) {
+	ts := newServer(t)
+	resp, err := http.Get(ts.URL + "/webhooks/calendly")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts`))
+}
