@@ -184,7 +184,10 @@ func (ts *testServer) count(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
-func (ts *testServer) events(t *testing.T) int { t.Helper(); return ts.count(t, `SELECT count(*) FROM events`) }
+func (ts *testServer) events(t *testing.T) int {
+	t.Helper()
+	return ts.count(t, `SELECT count(*) FROM events`)
+}
 
 func (ts *testServer) receipts(t *testing.T, outcome string) int {
 	t.Helper()

@@ -134,7 +134,9 @@ func TestServeGivesUpDrainingAfterTheTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
-	go func() { _, _ = postTo(context.Background(), &http.Client{}, "http://"+ln.Addr().String(), "stuck", header(), []byte(`{}`)) }()
+	go func() {
+		_, _ = postTo(context.Background(), &http.Client{}, "http://"+ln.Addr().String(), "stuck", header(), []byte(`{}`))
+	}()
 	<-stuck.entered
 	cancel()
 	select {
@@ -156,11 +158,13 @@ func (nopLedger) Reject(context.Context, ledger.Receipt, string) error { return 
 func TestNewRefusesBadConfig(t *testing.T) {
 	ok := httpapi.Config{Ledger: nopLedger{}, Ready: httpapi.CheckFunc(func(context.Context) error { return nil })}
 	cases := map[string]func(c *httpapi.Config){
-		"no ledger":          func(c *httpapi.Config) { c.Ledger = nil },
-		"no readiness":       func(c *httpapi.Config) { c.Ready = nil },
-		"negative body cap":  func(c *httpapi.Config) { c.MaxBodyBytes = -1 },
-		"duplicate provider": func(c *httpapi.Config) { c.Providers = []providers.Provider{&stubProvider{name: "a"}, &stubProvider{name: "a"}} },
-		"reserved name":      func(c *httpapi.Config) { c.Providers = []providers.Provider{&stubProvider{name: "unknown"}} },
+		"no ledger":         func(c *httpapi.Config) { c.Ledger = nil },
+		"no readiness":      func(c *httpapi.Config) { c.Ready = nil },
+		"negative body cap": func(c *httpapi.Config) { c.MaxBodyBytes = -1 },
+		"duplicate provider": func(c *httpapi.Config) {
+			c.Providers = []providers.Provider{&stubProvider{name: "a"}, &stubProvider{name: "a"}}
+		},
+		"reserved name": func(c *httpapi.Config) { c.Providers = []providers.Provider{&stubProvider{name: "unknown"}} },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

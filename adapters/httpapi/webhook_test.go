@@ -5,8 +5,8 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
