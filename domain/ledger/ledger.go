@@ -182,12 +182,13 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 // plan loads every stream the events touch and returns the appends of the events not yet stored.
 func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, error) {
 	var c Commit
-	byStream := map[string]int{} // stream -> index in c.Appends, or -1 when nothing is appended
+	loaded := map[string]bool{}
 	for _, e := range events {
 		stream := e.Booking.Stream()
-		if _, loaded := byStream[stream]; loaded {
+		if loaded[stream] {
 			continue
 		}
+		loaded[stream] = true
 		recs, err := s.store.ReadStream(ctx, stream)
 		if err != nil {
 			return Commit{}, fmt.Errorf("read %s: %w", stream, err)
@@ -221,13 +222,11 @@ func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, err
 				known[ne.ID] = true
 			}
 		}
-		byStream[stream] = -1
 		if len(add) > 0 {
 			var version uint64
 			if n := len(recs); n > 0 {
 				version = recs[n-1].Version
 			}
-			byStream[stream] = len(c.Appends)
 			c.Appends = append(c.Appends, Append{Stream: stream, Expected: eventlog.Exact(version), Events: add})
 		}
 	}
