@@ -1,0 +1,342 @@
+package calcom
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"bookingledger/adapters/providers"
+	"bookingledger/domain/booking"
+)
+
+// Cal.com triggers this package maps.
+const (
+	TriggerBookingCreated     = "BOOKING_CREATED"
+	TriggerBookingRequested   = "BOOKING_REQUESTED"
+	TriggerBookingRejected    = "BOOKING_REJECTED"
+	TriggerBookingCancelled   = "BOOKING_CANCELLED"
+	TriggerBookingRescheduled = "BOOKING_RESCHEDULED"
+	TriggerNoShowUpdated      = "BOOKING_NO_SHOW_UPDATED"
+	TriggerMeetingStarted     = "MEETING_STARTED"
+	TriggerMeetingEnded       = "MEETING_ENDED"
+)
+
+// envelope is the outer object. MEETING_* triggers are flat: the booking's fields sit next to
+// triggerEvent, and createdAt is then the booking's creation time.
+type envelope struct {
+	TriggerEvent string          `json:"triggerEvent"`
+	CreatedAt    string          `json:"createdAt"`
+	Payload      json.RawMessage `json:"payload"`
+	// Flat MEETING_* fields.
+	UID       string `json:"uid"`
+	StartTime string `json:"startTime"`
+	EndTime   string `json:"endTime"`
+}
+
+type person struct {
+	ID    json.Number `json:"id"`
+	Email string      `json:"email"`
+}
+
+// bookingPayload holds the fields the ledger needs; names, notes and answers are not decoded.
+type bookingPayload struct {
+	UID                string          `json:"uid"`
+	StartTime          string          `json:"startTime"`
+	EndTime            string          `json:"endTime"`
+	Organizer          *person         `json:"organizer"`
+	Attendees          []person        `json:"attendees"`
+	ICalUID            string          `json:"iCalUID"`
+	RescheduleUID      string          `json:"rescheduleUid"`
+	CancellationReason string          `json:"cancellationReason"`
+	RejectionReason    string          `json:"rejectionReason"`
+	CancelledBy        string          `json:"cancelledBy"`
+	SeatsPerTimeSlot   *int            `json:"seatsPerTimeSlot"`
+	Metadata           json.RawMessage `json:"metadata"`
+}
+
+type noShowPayload struct {
+	BookingUID string `json:"bookingUid"`
+	Attendees  []struct {
+		NoShow bool `json:"noShow"`
+	} `json:"attendees"`
+}
+
+type meetingPayload struct {
+	UID       string `json:"uid"`
+	StartTime string `json:"startTime"`
+	EndTime   string `json:"endTime"`
+}
+
+// mapBody maps one Cal.com delivery.
+//
+// Identity (event ID input, also ProviderRef): "<trigger> <uid> <createdAt>". Cal.com retries keep
+// createdAt, and no timestamp is signed, so a body replayed later derives the same IDs and is a
+// duplicate, never a new event. The implied cancel of a reschedule appends " implied-cancel
+// <rescheduleUid>".
+//
+// Time: envelope createdAt (ms); for the flat MEETING_* triggers the booking's startTime / endTime,
+// since their createdAt is when the booking was made.
+func mapBody(body []byte) (providers.Mapped, error) {
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return providers.Mapped{}, providers.Unmappable("calcom body is not a JSON envelope (a custom payload template?): %v", err)
+	}
+	if err := providers.Token("triggerEvent", env.TriggerEvent); err != nil {
+		return providers.Mapped{}, err
+	}
+	if err := providers.Token("createdAt", env.CreatedAt); err != nil {
+		return providers.Mapped{}, err
+	}
+	created, err := providers.ParseTime("createdAt", env.CreatedAt)
+	if err != nil {
+		return providers.Mapped{}, err
+	}
+	switch env.TriggerEvent {
+	case TriggerMeetingStarted, TriggerMeetingEnded:
+		return mapMeeting(env)
+	case TriggerNoShowUpdated:
+		return mapNoShow(env, created)
+	case TriggerBookingCreated, TriggerBookingRequested, TriggerBookingRejected, TriggerBookingCancelled, TriggerBookingRescheduled:
+	default:
+		return providers.Mapped{
+			DeliveryID: deliveryID(env.TriggerEvent, bestEffortUID(env), env.CreatedAt),
+			Reason:     "calcom trigger " + env.TriggerEvent + " not mapped",
+		}, nil
+	}
+
+	if len(env.Payload) == 0 || string(env.Payload) == "null" {
+		return providers.Mapped{}, providers.Unmappable("calcom %s: payload missing", env.TriggerEvent)
+	}
+	var b bookingPayload
+	if err := json.Unmarshal(env.Payload, &b); err != nil {
+		return providers.Mapped{}, providers.Unmappable("calcom %s: payload is not a booking: %v", env.TriggerEvent, err)
+	}
+	if err := providers.Token("payload.uid", b.UID); err != nil {
+		return providers.Mapped{}, err
+	}
+	id := bookingID(b.UID)
+	identity := env.TriggerEvent + " " + b.UID + " " + env.CreatedAt
+	ev := func(identity string, id booking.ID, p booking.Payload) booking.Event {
+		return booking.Event{
+			ID: providers.EventID(Name, identity), Booking: id, Provider: Name,
+			ProviderRef: identity, OccurredAt: created, Payload: p,
+		}
+	}
+	out := providers.Mapped{DeliveryID: deliveryID(env.TriggerEvent, b.UID, env.CreatedAt)}
+
+	switch env.TriggerEvent {
+	case TriggerBookingCreated, TriggerBookingRequested, TriggerBookingRescheduled:
+		s, capacity, err := slot(b)
+		if err != nil {
+			return providers.Mapped{}, err
+		}
+		if env.TriggerEvent == TriggerBookingRequested {
+			out.Events = []booking.Event{ev(identity, id, booking.Requested{Slot: s, Capacity: capacity})}
+			break
+		}
+		refs, err := paymentRefs(b.Metadata)
+		if err != nil {
+			return providers.Mapped{}, err
+		}
+		sch := booking.Scheduled{Slot: s, Capacity: capacity, PaymentRefs: refs}
+		if env.TriggerEvent == TriggerBookingCreated {
+			out.Events = []booking.Event{ev(identity, id, sch)}
+			break
+		}
+		// A reschedule is a new booking; Cal.com never sends BOOKING_CANCELLED for the old one, so the
+		// cancel is implied here, with its own identity, linking both ways.
+		if err := providers.Token("payload.rescheduleUid", b.RescheduleUID); err != nil {
+			return providers.Mapped{}, err
+		}
+		if b.RescheduleUID == b.UID {
+			return providers.Mapped{}, providers.Unmappable("calcom %s: rescheduleUid is the booking's own uid", env.TriggerEvent)
+		}
+		old := bookingID(b.RescheduleUID)
+		sch.RescheduledFrom = old
+		out.Events = []booking.Event{
+			ev(identity, id, sch),
+			ev(identity+" implied-cancel "+b.RescheduleUID, old, booking.Canceled{
+				Reason: "rescheduled", CanceledBy: "provider", RescheduledTo: id, Implied: true,
+			}),
+		}
+	case TriggerBookingCancelled:
+		out.Events = []booking.Event{ev(identity, id, booking.Canceled{
+			Reason: strings.TrimSpace(b.CancellationReason), CanceledBy: canceledBy(b),
+		})}
+	case TriggerBookingRejected:
+		out.Events = []booking.Event{ev(identity, id, booking.Rejected{Reason: strings.TrimSpace(b.RejectionReason)})}
+	}
+	for _, e := range out.Events {
+		if err := e.Booking.Validate(); err != nil {
+			return providers.Mapped{}, providers.Unmappable("calcom %s: %v", env.TriggerEvent, err)
+		}
+	}
+	return out, nil
+}
+
+func deliveryID(trigger, uid, createdAt string) string {
+	return "calcom:" + trigger + ":" + uid + ":" + createdAt
+}
+
+func bookingID(uid string) booking.ID { return booking.ID("calcom-" + uid) }
+
+// bestEffortUID names the booking of a trigger we do not map, for a readable delivery id.
+func bestEffortUID(env envelope) string {
+	if env.UID != "" {
+		return env.UID
+	}
+	var p struct {
+		UID        string `json:"uid"`
+		BookingUID string `json:"bookingUid"`
+	}
+	_ = json.Unmarshal(env.Payload, &p)
+	if p.UID != "" {
+		return p.UID
+	}
+	return p.BookingUID
+}
+
+func mapNoShow(env envelope, created time.Time) (providers.Mapped, error) {
+	var p noShowPayload
+	if len(env.Payload) == 0 || json.Unmarshal(env.Payload, &p) != nil {
+		return providers.Mapped{}, providers.Unmappable("calcom %s: payload is not {bookingUid, attendees}", env.TriggerEvent)
+	}
+	if err := providers.Token("payload.bookingUid", p.BookingUID); err != nil {
+		return providers.Mapped{}, err
+	}
+	var payload booking.Payload = booking.NoShowCleared{}
+	for _, a := range p.Attendees {
+		if a.NoShow {
+			payload = booking.NoShowMarked{}
+		}
+	}
+	identity := env.TriggerEvent + " " + p.BookingUID + " " + env.CreatedAt
+	return oneEvent(env, p.BookingUID, identity, created, payload)
+}
+
+func mapMeeting(env envelope) (providers.Mapped, error) {
+	m := meetingPayload{UID: env.UID, StartTime: env.StartTime, EndTime: env.EndTime}
+	if m.UID == "" && len(env.Payload) > 0 {
+		// Not the documented flat shape, but the same fields under payload carry the same meaning.
+		if err := json.Unmarshal(env.Payload, &m); err != nil {
+			return providers.Mapped{}, providers.Unmappable("calcom %s: payload is not a booking: %v", env.TriggerEvent, err)
+		}
+	}
+	if err := providers.Token("uid", m.UID); err != nil {
+		return providers.Mapped{}, err
+	}
+	field, value := "startTime", m.StartTime
+	var payload booking.Payload = booking.MeetingStarted{}
+	if env.TriggerEvent == TriggerMeetingEnded {
+		field, value, payload = "endTime", m.EndTime, booking.MeetingEnded{}
+	}
+	at, err := providers.ParseTime(field, value)
+	if err != nil {
+		return providers.Mapped{}, err
+	}
+	identity := env.TriggerEvent + " " + m.UID + " " + env.CreatedAt
+	return oneEvent(env, m.UID, identity, at, payload)
+}
+
+func oneEvent(env envelope, uid, identity string, at time.Time, p booking.Payload) (providers.Mapped, error) {
+	id := bookingID(uid)
+	if err := id.Validate(); err != nil {
+		return providers.Mapped{}, providers.Unmappable("calcom %s: %v", env.TriggerEvent, err)
+	}
+	return providers.Mapped{
+		DeliveryID: deliveryID(env.TriggerEvent, uid, env.CreatedAt),
+		Events: []booking.Event{{
+			ID: providers.EventID(Name, identity), Booking: id, Provider: Name,
+			ProviderRef: identity, OccurredAt: at, Payload: p,
+		}},
+	}, nil
+}
+
+func slot(b bookingPayload) (booking.Slot, int, error) {
+	meeting := b.ICalUID
+	if meeting == "" {
+		meeting = b.UID
+	}
+	if err := providers.Token("payload.iCalUID", meeting); err != nil {
+		return booking.Slot{}, 0, err
+	}
+	host, err := resource(b.Organizer)
+	if err != nil {
+		return booking.Slot{}, 0, err
+	}
+	start, err := providers.ParseTime("payload.startTime", b.StartTime)
+	if err != nil {
+		return booking.Slot{}, 0, err
+	}
+	end, err := providers.ParseTime("payload.endTime", b.EndTime)
+	if err != nil {
+		return booking.Slot{}, 0, err
+	}
+	s := booking.Slot{Meeting: meeting, Resources: []string{host}, Start: start, End: end}
+	if err := s.Validate(); err != nil {
+		return booking.Slot{}, 0, providers.Unmappable("%v", err)
+	}
+	capacity := 1
+	if b.SeatsPerTimeSlot != nil && *b.SeatsPerTimeSlot > 1 {
+		capacity = *b.SeatsPerTimeSlot
+	}
+	return s, capacity, nil
+}
+
+// resource names the organizer's calendar: "calcom-user-<id>", or, without an id, a digest of the
+// e-mail address — events never store raw addresses.
+func resource(o *person) (string, error) {
+	switch {
+	case o == nil:
+		return "", providers.Unmappable("payload.organizer missing")
+	case o.ID != "":
+		if err := providers.Token("payload.organizer.id", o.ID.String()); err != nil {
+			return "", err
+		}
+		return "calcom-user-" + o.ID.String(), nil
+	case strings.TrimSpace(o.Email) != "":
+		return "calcom-user-email-" + emailDigest(o.Email), nil
+	}
+	return "", providers.Unmappable("payload.organizer has neither id nor email")
+}
+
+func emailDigest(email string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSpace(email))))
+	return hex.EncodeToString(sum[:8])
+}
+
+// canceledBy classifies cancelledBy (an e-mail address) as host or invitee without keeping it.
+func canceledBy(b bookingPayload) string {
+	by := strings.TrimSpace(b.CancelledBy)
+	if by == "" {
+		return ""
+	}
+	if b.Organizer != nil && strings.EqualFold(by, strings.TrimSpace(b.Organizer.Email)) {
+		return "host"
+	}
+	for _, a := range b.Attendees {
+		if strings.EqualFold(by, strings.TrimSpace(a.Email)) {
+			return "invitee"
+		}
+	}
+	return ""
+}
+
+// paymentRefs reads metadata.externalId when it is a Stripe PaymentIntent. metadata is free-form
+// (platform customers put their own keys there), so other shapes are not an error.
+func paymentRefs(metadata json.RawMessage) ([]string, error) {
+	var m map[string]any
+	if len(metadata) == 0 || json.Unmarshal(metadata, &m) != nil {
+		return nil, nil
+	}
+	ext, _ := m["externalId"].(string)
+	if !strings.HasPrefix(ext, "pi_") {
+		return nil, nil
+	}
+	if err := providers.Token("payload.metadata.externalId", ext); err != nil {
+		return nil, err
+	}
+	return []string{"stripe:" + ext}, nil
+}

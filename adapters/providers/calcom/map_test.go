@@ -1,0 +1,294 @@
+package calcom_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/calcom"
+	"bookingledger/adapters/providers/providertest"
+	"bookingledger/domain/booking"
+)
+
+const (
+	uidA = "u8Jq2aXcK4vNw7Rz3TmB9p" // created, then rescheduled to B
+	uidB = "kT3mW9xQ2vRz7NpL5cYb8d"
+	uidC = "Hx4pN8qL2tWz6RmK9vJc3a" // requested, then rejected
+	uidD = "Zr7vB2nQ5xLm8TkW3pHc6y" // cancelled by the attendee
+	host = "calcom-user-1842"
+)
+
+func ts(tb testing.TB, s string) time.Time {
+	tb.Helper()
+	t, err := time.Parse(time.RFC3339Nano, s)
+	require.NoError(tb, err)
+	return t.UTC()
+}
+
+func event(identity string, id booking.ID, at time.Time, p booking.Payload) booking.Event {
+	return booking.Event{
+		ID: providers.EventID("calcom", identity), Booking: id, Provider: "calcom",
+		ProviderRef: identity, OccurredAt: at, Payload: p,
+	}
+}
+
+func mapBody(tb testing.TB, body []byte) (providers.Mapped, error) {
+	tb.Helper()
+	return calcom.New(providers.NewSecrets("s")).Map(context.Background(), nil, body, time.Now())
+}
+
+func mapFile(tb testing.TB, name string) (providers.Mapped, error) {
+	tb.Helper()
+	return mapBody(tb, providertest.ReadFile(tb, name))
+}
+
+func TestMapTestdata(t *testing.T) {
+	slotA := booking.Slot{Meeting: uidA + "@Cal.com", Resources: []string{host},
+		Start: ts(t, "2024-05-21T14:00:00Z"), End: ts(t, "2024-05-21T14:30:00Z")}
+	slotB := booking.Slot{Meeting: uidA + "@Cal.com", Resources: []string{host},
+		Start: ts(t, "2024-05-23T10:00:00Z"), End: ts(t, "2024-05-23T10:30:00Z")}
+	const (
+		createdA     = "2024-05-14T09:12:31.482Z"
+		rescheduledB = "2024-05-16T17:03:11.905Z"
+		requestedC   = "2024-05-30T08:00:02.117Z"
+		rejectedC    = "2024-05-30T15:44:09.001Z"
+		cancelledD   = "2024-06-03T08:45:01.337Z"
+		noShowB      = "2024-05-23T10:20:14.660Z"
+		clearedB     = "2024-05-23T10:26:40.208Z"
+		bookedB      = "2024-05-16T17:03:11.621Z" // top-level createdAt of the flat MEETING_* bodies
+	)
+	tests := []struct {
+		file string
+		want providers.Mapped
+	}{
+		{"booking_created.json", providers.Mapped{
+			DeliveryID: "calcom:BOOKING_CREATED:" + uidA + ":" + createdA,
+			Events: []booking.Event{event("BOOKING_CREATED "+uidA+" "+createdA, "calcom-"+uidA, ts(t, createdA),
+				booking.Scheduled{Slot: slotA, Capacity: 1, PaymentRefs: []string{"stripe:pi_3PGxZ9LkdIwHu7ix1aB2cD3e"}})},
+		}},
+		{"booking_rescheduled.json", providers.Mapped{
+			DeliveryID: "calcom:BOOKING_RESCHEDULED:" + uidB + ":" + rescheduledB,
+			Events: []booking.Event{
+				event("BOOKING_RESCHEDULED "+uidB+" "+rescheduledB, "calcom-"+uidB, ts(t, rescheduledB),
+					booking.Scheduled{Slot: slotB, Capacity: 1, RescheduledFrom: "calcom-" + uidA}),
+				event("BOOKING_RESCHEDULED "+uidB+" "+rescheduledB+" implied-cancel "+uidA, "calcom-"+uidA, ts(t, rescheduledB),
+					booking.Canceled{Reason: "rescheduled", CanceledBy: "provider", RescheduledTo: "calcom-" + uidB, Implied: true}),
+			},
+		}},
+		{"booking_requested.json", providers.Mapped{
+			DeliveryID: "calcom:BOOKING_REQUESTED:" + uidC + ":" + requestedC,
+			Events: []booking.Event{event("BOOKING_REQUESTED "+uidC+" "+requestedC, "calcom-"+uidC, ts(t, requestedC),
+				booking.Requested{Capacity: 1, Slot: booking.Slot{Meeting: uidC + "@Cal.com", Resources: []string{host},
+					Start: ts(t, "2024-06-04T13:00:00Z"), End: ts(t, "2024-06-04T14:00:00Z")}})},
+		}},
+		{"booking_rejected.json", providers.Mapped{
+			DeliveryID: "calcom:BOOKING_REJECTED:" + uidC + ":" + rejectedC,
+			Events: []booking.Event{event("BOOKING_REJECTED "+uidC+" "+rejectedC, "calcom-"+uidC, ts(t, rejectedC),
+				booking.Rejected{Reason: "Fully booked that week"})},
+		}},
+		{"booking_cancelled.json", providers.Mapped{
+			DeliveryID: "calcom:BOOKING_CANCELLED:" + uidD + ":" + cancelledD,
+			Events: []booking.Event{event("BOOKING_CANCELLED "+uidD+" "+cancelledD, "calcom-"+uidD, ts(t, cancelledD),
+				booking.Canceled{Reason: "Something came up", CanceledBy: "invitee"})},
+		}},
+		{"booking_no_show_updated.json", providers.Mapped{
+			DeliveryID: "calcom:BOOKING_NO_SHOW_UPDATED:" + uidB + ":" + noShowB,
+			Events: []booking.Event{event("BOOKING_NO_SHOW_UPDATED "+uidB+" "+noShowB, "calcom-"+uidB, ts(t, noShowB),
+				booking.NoShowMarked{})},
+		}},
+		{"booking_no_show_cleared.json", providers.Mapped{
+			DeliveryID: "calcom:BOOKING_NO_SHOW_UPDATED:" + uidB + ":" + clearedB,
+			Events: []booking.Event{event("BOOKING_NO_SHOW_UPDATED "+uidB+" "+clearedB, "calcom-"+uidB, ts(t, clearedB),
+				booking.NoShowCleared{})},
+		}},
+		{"meeting_started.json", providers.Mapped{
+			DeliveryID: "calcom:MEETING_STARTED:" + uidB + ":" + bookedB,
+			Events: []booking.Event{event("MEETING_STARTED "+uidB+" "+bookedB, "calcom-"+uidB, ts(t, "2024-05-23T10:00:00Z"),
+				booking.MeetingStarted{})},
+		}},
+		{"meeting_ended.json", providers.Mapped{
+			DeliveryID: "calcom:MEETING_ENDED:" + uidB + ":" + bookedB,
+			Events: []booking.Event{event("MEETING_ENDED "+uidB+" "+bookedB, "calcom-"+uidB, ts(t, "2024-05-23T10:30:00Z"),
+				booking.MeetingEnded{})},
+		}},
+		{"booking_paid.json", providers.Mapped{
+			DeliveryID: "calcom:BOOKING_PAID:" + uidA + ":2024-05-14T09:13:02.530Z",
+			Reason:     "calcom trigger BOOKING_PAID not mapped",
+		}},
+	}
+	var files []string
+	for _, n := range providertest.Glob(t, "*.json") {
+		if n != "signatures.json" {
+			files = append(files, n)
+		}
+	}
+	require.Len(t, tests, len(files), "every testdata payload has an expectation")
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			got, err := mapFile(t, tt.file)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			providertest.CheckMapped(t, calcom.Name, got, err)
+		})
+	}
+}
+
+func TestReplayIsDuplicateAndEventsAreDistinct(t *testing.T) {
+	seen := map[string]string{}
+	for _, name := range providertest.Glob(t, "*.json") {
+		if name == "signatures.json" {
+			continue
+		}
+		first, err := mapFile(t, name)
+		require.NoError(t, err)
+		// Cal.com signs no timestamp: the identical body replayed any time later maps to the same IDs.
+		replay, err := mapFile(t, name)
+		require.NoError(t, err)
+		assert.Equal(t, providertest.IDs(first), providertest.IDs(replay), name)
+		for _, id := range providertest.IDs(first) {
+			if prev, dup := seen[id]; dup {
+				t.Errorf("event id %s of %s already derived from %s", id, name, prev)
+			}
+			seen[id] = name
+		}
+	}
+	assert.Len(t, seen, 10, "nine mapped bodies, the reschedule carrying two events")
+}
+
+func TestRescheduleLinksBothWaysAndCancelsTheOldBooking(t *testing.T) {
+	created, err := mapFile(t, "booking_created.json")
+	require.NoError(t, err)
+	rescheduled, err := mapFile(t, "booking_rescheduled.json")
+	require.NoError(t, err)
+	require.Len(t, rescheduled.Events, 2)
+	moved, implied := rescheduled.Events[0], rescheduled.Events[1]
+
+	assert.Equal(t, implied.Booking, moved.Payload.(booking.Scheduled).RescheduledFrom)
+	assert.Equal(t, moved.Booking, implied.Payload.(booking.Canceled).RescheduledTo)
+	assert.Equal(t, created.Events[0].Booking, implied.Booking)
+	assert.NotEqual(t, moved.ID, implied.ID)
+
+	// Whichever arrives first, the old booking ends canceled (implied) and points at the new one.
+	for _, order := range [][]booking.Event{{created.Events[0], implied}, {implied, created.Events[0]}} {
+		s := booking.Fold(order)
+		assert.Equal(t, booking.StatusCanceled, s.Status)
+		assert.True(t, s.CancelImplied)
+		assert.Equal(t, moved.Booking, s.RescheduledTo)
+	}
+	s := booking.Fold([]booking.Event{moved})
+	assert.Equal(t, booking.StatusActive, s.Status)
+	assert.Equal(t, implied.Booking, s.RescheduledFrom)
+}
+
+func TestMapVariants(t *testing.T) {
+	created := string(providertest.ReadFile(t, "booking_created.json"))
+	cancelled := string(providertest.ReadFile(t, "booking_cancelled.json"))
+
+	t.Run("organizer without id gets an e-mail digest, never the address", func(t *testing.T) {
+		body := strings.Replace(created, `"id": 1842,`, ``, 1)
+		require.NotEqual(t, created, body)
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		res := got.Events[0].Payload.(booking.Scheduled).Slot.Resources
+		require.Len(t, res, 1)
+		assert.True(t, strings.HasPrefix(res[0], "calcom-user-email-"), res[0])
+		assert.NotContains(t, res[0], "grace")
+
+		upper := strings.Replace(body, `"email": "grace.hopper@example.com"`, `"email": "Grace.Hopper@Example.com"`, 1)
+		got2, err := mapBody(t, []byte(upper))
+		require.NoError(t, err)
+		assert.Equal(t, res, got2.Events[0].Payload.(booking.Scheduled).Slot.Resources, "addresses compare case-insensitively")
+	})
+	t.Run("cancelled by the organizer is host", func(t *testing.T) {
+		body := strings.Replace(cancelled, `"cancelledBy": "ada.lovelace@example.com"`, `"cancelledBy": "grace.hopper@example.com"`, 1)
+		require.NotEqual(t, cancelled, body)
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		assert.Equal(t, "host", got.Events[0].Payload.(booking.Canceled).CanceledBy)
+	})
+	t.Run("cancelled by someone else is unknown", func(t *testing.T) {
+		body := strings.Replace(cancelled, `"cancelledBy": "ada.lovelace@example.com"`, `"cancelledBy": "admin@example.com"`, 1)
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		assert.Empty(t, got.Events[0].Payload.(booking.Canceled).CanceledBy)
+	})
+	t.Run("seats become capacity", func(t *testing.T) {
+		body := strings.Replace(created, `"seatsPerTimeSlot": null`, `"seatsPerTimeSlot": 6`, 1)
+		require.NotEqual(t, created, body)
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		assert.Equal(t, 6, got.Events[0].Payload.(booking.Scheduled).Capacity)
+	})
+	t.Run("no iCalUID: the uid is the meeting", func(t *testing.T) {
+		body := strings.Replace(created, `"iCalUID": "`+uidA+`@Cal.com"`, `"iCalUID": null`, 1)
+		require.NotEqual(t, created, body)
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		assert.Equal(t, uidA, got.Events[0].Payload.(booking.Scheduled).Slot.Meeting)
+	})
+	t.Run("externalId that is not a PaymentIntent is not a payment ref", func(t *testing.T) {
+		body := strings.Replace(created, `"externalId": "pi_3PGxZ9LkdIwHu7ix1aB2cD3e"`, `"externalId": "order-7781"`, 1)
+		require.NotEqual(t, created, body)
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		assert.Empty(t, got.Events[0].Payload.(booking.Scheduled).PaymentRefs)
+	})
+	t.Run("MEETING_STARTED wrapped in payload is read too", func(t *testing.T) {
+		body := `{"triggerEvent":"MEETING_STARTED","createdAt":"2024-05-16T17:03:11.621Z","payload":{"uid":"` + uidB + `","startTime":"2024-05-23T10:00:00.000Z","endTime":"2024-05-23T10:30:00.000Z"}}`
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		flat, err := mapFile(t, "meeting_started.json")
+		require.NoError(t, err)
+		assert.Equal(t, flat, got)
+	})
+	t.Run("other triggers are ignored", func(t *testing.T) {
+		for _, trig := range []string{"BOOKING_PAYMENT_INITIATED", "FORM_SUBMITTED", "RECORDING_READY", "PING"} {
+			got, err := mapBody(t, []byte(`{"triggerEvent":"`+trig+`","createdAt":"2024-05-14T09:12:31.482Z","payload":{}}`))
+			require.NoError(t, err)
+			assert.Empty(t, got.Events)
+			assert.Equal(t, "calcom trigger "+trig+" not mapped", got.Reason)
+		}
+	})
+}
+
+func TestMapErrors(t *testing.T) {
+	created := string(providertest.ReadFile(t, "booking_created.json"))
+	rescheduled := string(providertest.ReadFile(t, "booking_rescheduled.json"))
+	started := string(providertest.ReadFile(t, "meeting_started.json"))
+	tests := []struct {
+		name, body string
+	}{
+		{"form-encoded custom template", "triggerEvent=BOOKING_CREATED&uid=" + uidA},
+		{"truncated", created[:100]},
+		{"no triggerEvent", strings.Replace(created, `"triggerEvent": "BOOKING_CREATED"`, `"triggerEvent": ""`, 1)},
+		{"no createdAt", strings.Replace(created, `"createdAt": "2024-05-14T09:12:31.482Z"`, `"createdAt": null`, 1)},
+		{"createdAt not a time", strings.Replace(created, `"createdAt": "2024-05-14T09:12:31.482Z"`, `"createdAt": "14.05.2024"`, 1)},
+		{"no payload", `{"triggerEvent":"BOOKING_CREATED","createdAt":"2024-05-14T09:12:31.482Z"}`},
+		{"no uid", strings.Replace(created, `"uid": "`+uidA+`"`, `"uid": ""`, 1)},
+		{"uid too long for a stream", strings.Replace(created, `"uid": "`+uidA+`"`, `"uid": "`+strings.Repeat("x", 300)+`"`, 1)},
+		{"no organizer", strings.Replace(created, `"organizer": {`, `"organizer": null, "x": {`, 1)},
+		{"bad startTime", strings.Replace(created, `"startTime": "2024-05-21T14:00:00.000Z"`, `"startTime": "tomorrow"`, 1)},
+		{"end before start", strings.Replace(created, `"endTime": "2024-05-21T14:30:00.000Z"`, `"endTime": "2024-05-21T13:30:00.000Z"`, 1)},
+		{"reschedule without rescheduleUid", strings.Replace(rescheduled, `"rescheduleUid": "`+uidA+`"`, `"rescheduleUid": null`, 1)},
+		{"reschedule from itself", strings.Replace(rescheduled, `"rescheduleUid": "`+uidA+`"`, `"rescheduleUid": "`+uidB+`"`, 1)},
+		{"no-show without bookingUid", `{"triggerEvent":"BOOKING_NO_SHOW_UPDATED","createdAt":"2024-05-23T10:20:14.660Z","payload":{"attendees":[{"noShow":true}]}}`},
+		{"no-show without payload", `{"triggerEvent":"BOOKING_NO_SHOW_UPDATED","createdAt":"2024-05-23T10:20:14.660Z"}`},
+		{"meeting without uid", strings.Replace(started, `"uid": "`+uidB+`"`, `"uid": null`, 1)},
+		{"meeting without startTime", strings.Replace(started, `"startTime": "2024-05-23T10:00:00.000Z"`, `"startTime": null`, 1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, orig := range []string{created, rescheduled, started} {
+				require.NotEqual(t, orig, tt.body, "the case must change the body")
+			}
+			_, err := mapBody(t, []byte(tt.body))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, providers.ErrUnmappable)
+		})
+	}
+}
