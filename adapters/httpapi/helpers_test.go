@@ -23,11 +23,15 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/domain/ledger"
 )
 
-const calendlyKey = "test-calendly-signing-key"
+const (
+	calendlyKey  = "test-calendly-signing-key"
+	calcomSecret = "test-calcom-secret"
+)
 
 // fakeClock is the server's clock in tests: signatures and token buckets see the time the test sets.
 type fakeClock struct {
@@ -102,8 +106,11 @@ func newServer(t *testing.T, opts ...serverOption) *testServer {
 		Logs:     &syncBuffer{},
 	}
 	cfg := httpapi.Config{
-		Ledger:    ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
-		Providers: []providers.Provider{calendly.New(providers.NewSecrets(calendlyKey), 0)},
+		Ledger: ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
+		Providers: []providers.Provider{
+			calendly.New(providers.NewSecrets(calendlyKey), 0),
+			calcom.New(providers.NewSecrets(calcomSecret)),
+		},
 		Ready: httpapi.CheckFunc(func(ctx context.Context) error {
 			_, err := postgres.Pending(ctx, pool)
 			return err
@@ -130,6 +137,14 @@ func newServer(t *testing.T, opts ...serverOption) *testServer {
 func (ts *testServer) calendlyDelivery(t *testing.T, event, bookingKey string) sample.Delivery {
 	t.Helper()
 	d, err := sample.Build("calendly", event, calendlyKey, sample.Params{Booking: bookingKey}, ts.Clock.Now())
+	require.NoError(t, err)
+	return d
+}
+
+// calcomDelivery builds a signed Cal.com sample.
+func (ts *testServer) calcomDelivery(t *testing.T, trigger, uid string) sample.Delivery {
+	t.Helper()
+	d, err := sample.Build("calcom", trigger, calcomSecret, sample.Params{Booking: uid}, ts.Clock.Now())
 	require.NoError(t, err)
 	return d
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
 )
 
@@ -24,6 +25,11 @@ func providerSpecs() []providerSpec {
 			name: calendly.Name, secretsEnv: "BOOKINGLEDGER_CALENDLY_SIGNING_KEYS",
 			toleranceF: "calendly-tolerance", toleranceE: "BOOKINGLEDGER_CALENDLY_TOLERANCE", toleranceD: calendly.DefaultTolerance,
 			build: func(s providers.Secrets, tol time.Duration) providers.Provider { return calendly.New(s, tol) },
+		},
+		{
+			// Cal.com signs no timestamp: no tolerance to configure; a replay is a duplicate by event ID.
+			name: calcom.Name, secretsEnv: "BOOKINGLEDGER_CALCOM_SECRETS",
+			build: func(s providers.Secrets, _ time.Duration) providers.Provider { return calcom.New(s) },
 		},
 	}
 }

@@ -99,6 +99,7 @@ type kind struct {
 func kinds() map[string]kind {
 	return map[string]kind{
 		"calendly": calendlyKind(),
+		"calcom":   calcomKind(),
 	}
 }
 

@@ -1,0 +1,147 @@
+package sample_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/httpapi/sample"
+	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/calcom"
+	"bookingledger/adapters/providers/calendly"
+	"bookingledger/domain/booking"
+)
+
+const secret = "sample-test-secret"
+
+func realProvider(t *testing.T, name string) providers.Provider {
+	t.Helper()
+	s := providers.NewSecrets(secret)
+	switch name {
+	case calendly.Name:
+		return calendly.New(s, 0)
+	case calcom.Name:
+		return calcom.New(s)
+	}
+	t.Fatalf("no real provider for %q: add it here when sample gains it", name)
+	return nil
+}
+
+// want says what the real provider must make of each sample with Booking "b1".
+func want() map[string]map[string][]struct {
+	booking booking.ID
+	typ     booking.EventType
+} {
+	type ev = struct {
+		booking booking.ID
+		typ     booking.EventType
+	}
+	return map[string]map[string][]ev{
+		calendly.Name: {
+			calendly.EventInviteeCreated:  {{"calendly-b1", booking.TypeScheduled}},
+			calendly.EventInviteeCanceled: {{"calendly-b1", booking.TypeCanceled}},
+			calendly.EventNoShowCreated:   {{"calendly-b1", booking.TypeNoShowMarked}},
+			calendly.EventNoShowDeleted:   {{"calendly-b1", booking.TypeNoShowCleared}},
+		},
+		calcom.Name: {
+			calcom.TriggerBookingCreated:     {{"calcom-b1", booking.TypeScheduled}},
+			calcom.TriggerBookingCancelled:   {{"calcom-b1", booking.TypeCanceled}},
+			calcom.TriggerBookingRequested:   {{"calcom-b1", booking.TypeRequested}},
+			calcom.TriggerBookingRejected:    {{"calcom-b1", booking.TypeRejected}},
+			calcom.TriggerBookingRescheduled: {{booking.ID("calcom-" + sample.CalcomRescheduledUID("b1")), booking.TypeScheduled}, {"calcom-b1", booking.TypeCanceled}},
+		},
+	}
+}
+
+func TestEverySampleVerifiesAndMapsWithTheRealProvider(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	expected := want()
+	for _, provider := range sample.Providers() {
+		require.Contains(t, expected, provider, "every sampled provider has expectations")
+		require.ElementsMatch(t, keys(expected[provider]), sample.Events(provider), "every sampled event has expectations")
+		p := realProvider(t, provider)
+		for _, event := range sample.Events(provider) {
+			t.Run(provider+"/"+event, func(t *testing.T) {
+				d, err := sample.Build(provider, event, secret, sample.Params{Booking: "b1"}, now)
+				require.NoError(t, err)
+
+				v, err := p.Verify(d.Header, d.Body, now)
+				require.NoError(t, err)
+				assert.Equal(t, 0, v.SecretIndex)
+
+				m, err := p.Map(context.Background(), d.Header, d.Body, now)
+				require.NoError(t, err)
+				require.Len(t, m.Events, len(expected[provider][event]), "reason: %s", m.Reason)
+				for i, w := range expected[provider][event] {
+					assert.Equal(t, w.booking, m.Events[i].Booking)
+					assert.Equal(t, w.typ, m.Events[i].Type())
+				}
+				assert.NotEmpty(t, m.DeliveryID)
+
+				_, err = p.Verify(d.Header, append(d.Body, ' '), now)
+				assert.Error(t, err, "the signature covers the exact bytes")
+			})
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestSameParamsSameBody(t *testing.T) {
+	for _, provider := range sample.Providers() {
+		for _, event := range sample.Events(provider) {
+			a, err := sample.Body(provider, event, sample.Params{Booking: "x"})
+			require.NoError(t, err)
+			b, err := sample.Body(provider, event, sample.Params{Booking: "x"})
+			require.NoError(t, err)
+			c, err := sample.Body(provider, event, sample.Params{Booking: "y"})
+			require.NoError(t, err)
+			d, err := sample.Body(provider, event, sample.Params{Booking: "x", Start: sample.DefaultStart().Add(time.Hour)})
+			require.NoError(t, err)
+			assert.Equal(t, a, b, "%s %s: deterministic", provider, event)
+			assert.NotEqual(t, a, c, "%s %s: depends on the booking", provider, event)
+			assert.NotEqual(t, a, d, "%s %s: depends on the start", provider, event)
+		}
+	}
+}
+
+func TestCancelFoldsAfterCreate(t *testing.T) {
+	// A create and a cancel sent with the same flags must leave the booking canceled.
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	pairs := map[string][2]string{
+		calendly.Name: {calendly.EventInviteeCreated, calendly.EventInviteeCanceled},
+		calcom.Name:   {calcom.TriggerBookingCreated, calcom.TriggerBookingCancelled},
+	}
+	for provider, pair := range pairs {
+		p := realProvider(t, provider)
+		var events []booking.Event
+		for _, event := range []string{pair[1], pair[0]} { // arrival order reversed on purpose
+			d, err := sample.Build(provider, event, secret, sample.Params{Booking: "c1"}, now)
+			require.NoError(t, err)
+			m, err := p.Map(context.Background(), d.Header, d.Body, now)
+			require.NoError(t, err)
+			events = append(events, m.Events...)
+		}
+		assert.Equal(t, booking.StatusCanceled, booking.Fold(events).Status, provider)
+	}
+}
+
+func TestUnknownAndInvalid(t *testing.T) {
+	_, err := sample.Body("nope", "x", sample.Params{})
+	assert.ErrorIs(t, err, sample.ErrUnknown)
+	_, err = sample.Body(calendly.Name, "invitee.exploded", sample.Params{})
+	assert.ErrorIs(t, err, sample.ErrUnknown)
+	_, err = sample.Body(calendly.Name, calendly.EventInviteeCreated, sample.Params{Booking: "a/b"})
+	assert.Error(t, err)
+	_, err = sample.Body(calendly.Name, calendly.EventInviteeCreated, sample.Params{Start: sample.DefaultStart(), End: sample.DefaultStart()})
+	assert.Error(t, err)
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
+)
+
+// addrWriter is serve's stdout in tests: it hands over the address of the "listening on" line, so
+// tests wait for the bound port instead of sleeping.
+type addrWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	addr chan string
+	sent bool
+}
+
+func newAddrWriter() *addrWriter { return &addrWriter{addr: make(chan string, 1)} }
+
+func (w *addrWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.sent {
+		for line := range strings.SplitSeq(w.buf.String(), "\n") {
+			if a, ok := strings.CutPrefix(line, "listening on "); ok && strings.HasSuffix(w.buf.String(), "\n") {
+				w.addr <- strings.TrimSpace(a)
+				w.sent = true
+				break
+			}
+		}
+	}
+	return len(p), nil
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func envOf(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+const demoCalendlyKey = "run-test-calendly-key"
+
+func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.T) {
+	dbURL := pgtest.NewEmptyDatabaseURL(t) // serve must migrate it itself
+	env := envOf(map[string]string{
+		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
+		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
+		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey + ",an-older-key",
+		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr := newAddrWriter(), &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, env, stdout, stderr) }()
+
+	var addr string
+	select {
+	case addr = <-stdout.addr:
+	case err := <-done:
+		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not print its address\n%s", stderr.String())
+	}
+	base := "http://" + addr
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+
+	send := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"send"}, append(args, "--url", base)...), env, &out, io.Discard)
+		return out.String(), err
+	}
+	out, err := send("calendly", "invitee.created", "--booking", "e2e")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `"status":"accepted"`)
+	assert.Contains(t, out, `"booking":"calendly-e2e"`)
+	out, err = send("calendly", "invitee.created", "--booking", "e2e")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `"status":"duplicate"`, "the same flags send the same body")
+	out, err = send("calendly", "invitee.canceled", "--booking", "e2e", "--repeat", "2")
+	require.NoError(t, err, out)
+	assert.Equal(t, 1, strings.Count(out, `"status":"accepted"`))
+	assert.Equal(t, 1, strings.Count(out, `"status":"duplicate"`))
+	out, err = send("calendly", "invitee.created", "--booking", "e2e-forged", "--secret", "not-configured")
+	assert.Error(t, err, "a non-2xx makes send fail")
+	assert.Contains(t, out, "401")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+	_, err = http.Get(base + "/healthz")
+	assert.Error(t, err, "nothing listens after shutdown")
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var types []string
+	rows, err := conn.Query(context.Background(), `SELECT event_type FROM events WHERE stream_id = 'booking-calendly-e2e' ORDER BY version`)
+	require.NoError(t, err)
+	types, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"booking.scheduled.v1", "booking.canceled.v1"}, types)
+	var secretRef string
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT secret_ref FROM receipts WHERE outcome = 'accepted' LIMIT 1`).Scan(&secretRef))
+	assert.Contains(t, secretRef, "secret 0 (", "the newest key matched")
+
+	logs := stderr.String()
+	assert.Contains(t, logs, `"msg":"delivery"`)
+	assert.NotContains(t, logs, demoCalendlyKey)
+	assert.NotContains(t, logs, dbURL)
+	for line := range strings.SplitSeq(strings.TrimSpace(logs), "\n") {
+		assert.True(t, json.Valid([]byte(line)), "every log line is JSON: %s", line)
+	}
+}
+
+func TestMigrateThenReadiness(t *testing.T) {
+	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	pool := pgtest.Open(t, dbURL)
+	ctx := context.Background()
+
+	err := readiness(pool).Ready(ctx)
+	require.Error(t, err, "an unmigrated database is not ready")
+	assert.Contains(t, err.Error(), "pending migrations")
+
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"migrate"}, envOf(map[string]string{"DATABASE_URL": dbURL}), &out, io.Discard))
+	assert.Contains(t, out.String(), "applied 0001_")
+	assert.NoError(t, readiness(pool).Ready(ctx))
+	pending, err := postgres.Pending(ctx, pool)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"migrate"}, envOf(map[string]string{"BOOKINGLEDGER_DATABASE_URL": dbURL}), &out, io.Discard))
+	assert.Contains(t, out.String(), "(0 migration(s) applied)", "migrate is idempotent")
+}
+
+func TestReadinessHidesConnectionDetails(t *testing.T) {
+	pool, err := openPool(context.Background(), "postgres://bl:hunter2@127.0.0.1:1/nowhere?connect_timeout=1")
+	require.NoError(t, err)
+	defer pool.Close()
+	err = readiness(pool).Ready(context.Background())
+	require.Error(t, err)
+	assert.Equal(t, "database unreachable", err.Error())
+}
