@@ -1,0 +1,8 @@
+// Package stripe verifies and maps Stripe webhook events: the Stripe-Signature scheme (any v1 under any
+// whsec_ secret, used as-is), and the payment events a booking cares about (payment_intent.succeeded,
+// payment_intent.payment_failed, charge.refunded, checkout.session.completed, charge.dispute.created)
+// turned into booking payment events that carry every Stripe id of the payment.
+//
+// It imports adapters/providers and the domain only; it must not import an HTTP server, a database, an
+// event store or a Stripe SDK.
+package stripe
