@@ -25,12 +25,14 @@ import (
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
+	"bookingledger/adapters/providers/stripe"
 	"bookingledger/domain/ledger"
 )
 
 const (
 	calendlyKey  = "test-calendly-signing-key"
 	calcomSecret = "test-calcom-secret"
+	stripeSecret = "whsec_test_stripe_secret"
 )
 
 // fakeClock is the server's clock in tests: signatures and token buckets see the time the test sets.
@@ -110,6 +112,7 @@ func newServer(t *testing.T, opts ...serverOption) *testServer {
 		Providers: []providers.Provider{
 			calendly.New(providers.NewSecrets(calendlyKey), 0),
 			calcom.New(providers.NewSecrets(calcomSecret)),
+			stripe.New(providers.NewSecrets(stripeSecret), 0),
 		},
 		Ready: httpapi.CheckFunc(func(ctx context.Context) error {
 			_, err := postgres.Pending(ctx, pool)

@@ -6,6 +6,7 @@ import (
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
+	"bookingledger/adapters/providers/stripe"
 )
 
 // providerSpec names a provider's configuration: its secrets variable and, for schemes that sign a
@@ -30,6 +31,11 @@ func providerSpecs() []providerSpec {
 			// Cal.com signs no timestamp: no tolerance to configure; a replay is a duplicate by event ID.
 			name: calcom.Name, secretsEnv: "BOOKINGLEDGER_CALCOM_SECRETS",
 			build: func(s providers.Secrets, _ time.Duration) providers.Provider { return calcom.New(s) },
+		},
+		{
+			name: stripe.Name, secretsEnv: "BOOKINGLEDGER_STRIPE_SECRETS",
+			toleranceF: "stripe-tolerance", toleranceE: "BOOKINGLEDGER_STRIPE_TOLERANCE", toleranceD: stripe.DefaultTolerance,
+			build: func(s providers.Secrets, tol time.Duration) providers.Provider { return stripe.New(s, tol) },
 		},
 	}
 }

@@ -100,6 +100,7 @@ func kinds() map[string]kind {
 	return map[string]kind{
 		"calendly": calendlyKind(),
 		"calcom":   calcomKind(),
+		"stripe":   stripeKind(),
 	}
 }
 

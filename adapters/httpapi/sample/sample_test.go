@@ -12,6 +12,7 @@ import (
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
+	"bookingledger/adapters/providers/stripe"
 	"bookingledger/domain/booking"
 )
 
@@ -25,6 +26,8 @@ func realProvider(t *testing.T, name string) providers.Provider {
 		return calendly.New(s, 0)
 	case calcom.Name:
 		return calcom.New(s)
+	case stripe.Name:
+		return stripe.New(s, 0)
 	}
 	t.Fatalf("no real provider for %q: add it here when sample gains it", name)
 	return nil
@@ -52,6 +55,10 @@ func want() map[string]map[string][]struct {
 			calcom.TriggerBookingRequested:   {{"calcom-b1", booking.TypeRequested}},
 			calcom.TriggerBookingRejected:    {{"calcom-b1", booking.TypeRejected}},
 			calcom.TriggerBookingRescheduled: {{booking.ID("calcom-" + sample.CalcomRescheduledUID("b1")), booking.TypeScheduled}, {"calcom-b1", booking.TypeCanceled}},
+		},
+		stripe.Name: {
+			stripe.TypePaymentIntentSucceeded: {{"calendly-b1", booking.TypePaymentSucceeded}},
+			stripe.TypeChargeRefunded:         {{"calendly-b1", booking.TypePaymentRefunded}},
 		},
 	}
 }
