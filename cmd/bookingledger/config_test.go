@@ -32,6 +32,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "negative reject rate", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_REJECT_RECEIPTS_PER_MINUTE": "-1"}, code: 2, message: "BOOKINGLEDGER_REJECT_RECEIPTS_PER_MINUTE"},
 		{name: "bad drain timeout", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_DRAIN_TIMEOUT": "soon"}, code: 2, message: "BOOKINGLEDGER_DRAIN_TIMEOUT"},
 		{name: "unknown event store", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_EVENT_STORE": "mysql"}, code: 2, message: "BOOKINGLEDGER_EVENT_STORE"},
+		{name: "malformed esdb URL", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_EVENT_STORE": "esdb://admin:pw123@host:notaport?tls=false"}, code: 2, message: "BOOKINGLEDGER_EVENT_STORE: esdb: invalid connection string", absent: "pw123"},
 		{name: "bad log level", args: []string{"serve", "--log-level", "loud"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "--log-level"},
 		{name: "unknown flag", args: []string{"serve", "--colour"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"serve", "now"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "serve takes no arguments"},

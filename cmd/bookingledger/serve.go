@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/postgres"
@@ -85,15 +86,24 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	return c, nil
 }
 
+// isESDB reports whether the event-store setting names EventStoreDB.
+func isESDB(v string) bool {
+	return strings.HasPrefix(v, "esdb://") || strings.HasPrefix(v, "esdb+discover://")
+}
+
 func checkEventStore(v string) error {
 	switch {
 	case v == "postgres":
 		return nil
-	case strings.HasPrefix(v, "esdb://"), strings.HasPrefix(v, "esdb+discover://"):
-		// TODO: wire adapters/esdb (esdb.Open + esdb.LedgerStore) once it lands.
-		return usageErrorf("%s: EventStoreDB is not wired into this build yet; use postgres", envEventStore)
+	case isESDB(v):
+		// Parse now, so that a typo is a configuration error (exit 2), not a failed start.
+		if _, err := esdb.ParseConnString(v); err != nil {
+			return usageErrorf("%s: %w", envEventStore, err)
+		}
+		return nil
 	default:
-		return usageErrorf("%s=%q: want postgres or an esdb:// or esdb+discover:// URL", envEventStore, v)
+		// The value is not echoed: a mistyped URL may carry a password.
+		return usageErrorf("%s: want postgres or an esdb:// or esdb+discover:// URL", envEventStore)
 	}
 }
 
@@ -140,7 +150,28 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := postgres.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("migrate on start: %w", err)
 	}
-	store := postgres.NewStore(pool)
+	receipts := postgres.NewStore(pool)
+	var (
+		store ledger.Store = receipts
+		ready              = readiness(pool)
+	)
+	if isESDB(cfg.eventStore) {
+		// Events in EventStoreDB, receipts in PostgreSQL: the esdb.LedgerStore appends first and writes
+		// the receipt second, so a crash between the two is healed by the provider's retry.
+		events, err := esdb.Open(ctx, cfg.eventStore, esdb.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("open event store (%s): %w", envEventStore, err)
+		}
+		defer events.Close()
+		store = esdb.NewLedgerStore(events, receipts)
+		ready = bothReady(ready, httpapi.CheckFunc(func(ctx context.Context) error {
+			if err := events.Ping(ctx); err != nil {
+				return errors.New("event store unreachable")
+			}
+			return nil
+		}))
+		log.Info("event store: EventStoreDB; receipts: PostgreSQL")
+	}
 	svc := ledger.NewService(store, eventcodec.JSON{})
 
 	reg := prometheus.NewRegistry()
@@ -151,7 +182,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger:                  svc,
 		Providers:               cfg.providers.list,
-		Ready:                   readiness(pool),
+		Ready:                   ready,
 		Logger:                  log,
 		Registry:                reg,
 		MaxBodyBytes:            cfg.maxBody,
@@ -193,6 +224,15 @@ func readiness(pool *pgxpool.Pool) httpapi.Checker {
 			return fmt.Errorf("pending migrations: %s", strings.Join(pending, ", "))
 		}
 		return nil
+	})
+}
+
+func bothReady(a, b httpapi.Checker) httpapi.Checker {
+	return httpapi.CheckFunc(func(ctx context.Context) error {
+		if err := a.Ready(ctx); err != nil {
+			return err
+		}
+		return b.Ready(ctx)
 	})
 }
 

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/esdb/esdbtest"
+	"bookingledger/adapters/postgres/pgtest"
+)
+
+// The EventStoreDB wiring, against the in-process gRPC test server: events go to it, receipts to
+// PostgreSQL, and a redelivery is still a duplicate.
+func TestServeWithEventStoreDB(t *testing.T) {
+	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	es := esdbtest.New(t)
+	env := envOf(map[string]string{
+		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
+		"BOOKINGLEDGER_EVENT_STORE":           es.ConnString(),
+		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
+		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, stderr := newAddrWriter(), &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, env, stdout, stderr) }()
+	var addr string
+	select {
+	case addr = <-stdout.addr:
+	case err := <-done:
+		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not print its address\n%s", stderr.String())
+	}
+	base := "http://" + addr
+
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	var out bytes.Buffer
+	for range 2 {
+		require.NoError(t, run(context.Background(), []string{"send", "calendly", "invitee.created", "--booking", "es1", "--url", base}, env, &out, io.Discard), out.String())
+	}
+	assert.Contains(t, out.String(), `"status":"accepted"`)
+	assert.Contains(t, out.String(), `"status":"duplicate"`)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var pgEvents, receipts int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM receipts)`).Scan(&pgEvents, &receipts))
+	assert.Zero(t, pgEvents, "events live in EventStoreDB")
+	assert.Equal(t, 2, receipts)
+}
