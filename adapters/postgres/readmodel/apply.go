@@ -1,0 +1,573 @@
+package readmodel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/projections"
+)
+
+type streamData struct {
+	events  []booking.Event
+	version uint64
+}
+
+// applier applies one batch inside the batch's transaction.
+type applier struct {
+	m         *ReadModel
+	tx        pgx.Tx
+	syncItems bool
+	streams   map[booking.ID]streamData
+	folds     map[booking.ID]booking.State
+}
+
+// load makes streams hold every id: from the cache, or read from the store, a few at a time.
+func (a *applier) load(ctx context.Context, ids []booking.ID) error {
+	var missing []booking.ID
+	for _, id := range ids {
+		if _, ok := a.streams[id]; ok {
+			continue
+		}
+		stream := id.Stream()
+		if evs, v, ok := a.m.cache.get(stream); ok {
+			a.streams[id] = streamData{events: evs, version: v}
+			continue
+		}
+		if a.m.cache.complete {
+			if _, seen := a.m.cache.seen[stream]; !seen {
+				a.streams[id] = streamData{} // replaying from the start: the log has shown none of it yet
+				continue
+			}
+		}
+		missing = append(missing, id)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	recs := make([][]eventlog.RecordedEvent, len(missing))
+	errs := make([]error, len(missing))
+	sem := make(chan struct{}, a.m.readConc)
+	var wg sync.WaitGroup
+	for i, id := range missing {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			recs[i], errs[i] = a.m.events.ReadStream(ctx, id.Stream())
+		}()
+	}
+	wg.Wait()
+	for i, id := range missing {
+		if errs[i] != nil {
+			return fmt.Errorf("read %s: %w", id.Stream(), errs[i])
+		}
+		versions := make([]uint64, len(recs[i]))
+		evs := make([]booking.Event, len(recs[i]))
+		for j, rec := range recs[i] {
+			ev, err := a.m.codec.Decode(rec)
+			if err != nil {
+				return fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
+			}
+			versions[j], evs[j] = rec.Version, ev
+		}
+		if len(evs) == 0 {
+			a.streams[id] = streamData{}
+			continue
+		}
+		a.m.cache.put(id.Stream(), versions, evs)
+		cached, v, _ := a.m.cache.get(id.Stream())
+		a.streams[id] = streamData{events: cached, version: v}
+	}
+	return nil
+}
+
+func (a *applier) fold(id booking.ID) booking.State {
+	if s, ok := a.folds[id]; ok {
+		return s
+	}
+	s := booking.Fold(a.streams[id].events)
+	a.folds[id] = s
+	return s
+}
+
+// orderedSet keeps first-insertion order, so statements see their arguments in a stable order.
+type orderedSet struct {
+	items []string
+	has   map[string]bool
+}
+
+func (s *orderedSet) add(v string) {
+	if v == "" {
+		return
+	}
+	if s.has == nil {
+		s.has = map[string]bool{}
+	}
+	if !s.has[v] {
+		s.has[v] = true
+		s.items = append(s.items, v)
+	}
+}
+
+func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
+	a.folds = map[booking.ID]booking.State{}
+	var payTouched, bookTouched []booking.ID
+	for _, id := range touched {
+		evs := a.streams[id].events
+		switch {
+		case len(evs) == 0:
+		case projections.IsPaymentOnly(evs):
+			payTouched = append(payTouched, id)
+		default:
+			bookTouched = append(bookTouched, id)
+		}
+	}
+
+	affected, err := a.applyPaymentStreams(ctx, touched, payTouched, bookTouched)
+	if err != nil {
+		return err
+	}
+
+	// The bookings to recompute: those with new events, those whose linked payments changed, and the
+	// two ends of every reschedule link they carry (now or before).
+	var set orderedSet
+	for _, id := range bookTouched {
+		set.add(string(id))
+	}
+	if len(affected) > 0 {
+		linked, err := collectStrings(ctx, a.tx, `SELECT booking FROM calendar_bookings WHERE payment_refs && $1::text[]`, affected)
+		if err != nil {
+			return fmt.Errorf("bookings linked to changed payments: %w", err)
+		}
+		for _, id := range linked {
+			set.add(id)
+		}
+	}
+	if len(bookTouched) > 0 {
+		oldFrom, err := collectStrings(ctx, a.tx, `SELECT rescheduled_from FROM calendar_bookings
+WHERE booking = ANY($1) AND rescheduled_from <> ''`, idStrings(bookTouched))
+		if err != nil {
+			return fmt.Errorf("old reschedule links: %w", err)
+		}
+		for _, id := range oldFrom {
+			set.add(id)
+		}
+		for _, id := range bookTouched {
+			set.add(string(a.fold(id).RescheduledFrom))
+		}
+	}
+	if err := a.load(ctx, toIDs(set.items)); err != nil {
+		return err
+	}
+	var ids []booking.ID
+	for _, s := range set.items {
+		id := booking.ID(s)
+		if evs := a.streams[id].events; len(evs) > 0 && !projections.IsPaymentOnly(evs) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+
+	superseded, err := a.supersededBy(ctx, ids)
+	if err != nil {
+		return err
+	}
+	payments, closures, err := a.linkPayments(ctx, ids)
+	if err != nil {
+		return err
+	}
+
+	rows := make([]projections.Booking, len(ids))
+	for i, id := range ids {
+		sd := a.streams[id]
+		row := projections.BookingRow(projections.BookingInput{
+			Events: sd.events, StreamVersion: sd.version, Payments: payments[id], SupersededBy: superseded[id],
+		})
+		row.Booking = id
+		row.PaymentRefs = closures[id]
+		rows[i] = row
+	}
+
+	component, err := a.assignSlots(ctx, ids, rows)
+	if err != nil {
+		return err
+	}
+	if err := upsertBookings(ctx, a.tx, rows); err != nil {
+		return err
+	}
+	if !a.syncItems {
+		return nil
+	}
+	scope := idStrings(ids)
+	for _, c := range component {
+		if !slices.Contains(scope, c) {
+			scope = append(scope, c)
+		}
+	}
+	return syncItems(ctx, a.tx, scope, idStrings(ids), false)
+}
+
+type paymentRowJSON struct {
+	Stream        string     `json:"stream"`
+	Refs          []string   `json:"refs"`
+	PaymentStatus string     `json:"payment_status"`
+	StreamVersion uint64     `json:"stream_version"`
+	UpdatedAt     *time.Time `json:"updated_at"`
+}
+
+// applyPaymentStreams stores the payment-only streams among touched, drops those that became bookings,
+// and returns every payment reference whose links may have changed.
+func (a *applier) applyPaymentStreams(ctx context.Context, touched, payTouched, bookTouched []booking.ID) ([]string, error) {
+	old := map[booking.ID][]string{}
+	rows, err := a.tx.Query(ctx, `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, idStrings(touched))
+	if err != nil {
+		return nil, fmt.Errorf("read payment streams: %w", err)
+	}
+	for rows.Next() {
+		var (
+			s    string
+			refs []string
+		)
+		if err := rows.Scan(&s, &refs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read payment streams: %w", err)
+		}
+		old[booking.ID(s)] = refs
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read payment streams: %w", err)
+	}
+
+	var affected orderedSet
+	var upserts []paymentRowJSON
+	for _, id := range payTouched {
+		s := a.fold(id)
+		for _, r := range s.PaymentRefs {
+			affected.add(r)
+		}
+		for _, r := range old[id] {
+			affected.add(r)
+		}
+		upserts = append(upserts, paymentRowJSON{Stream: string(id), Refs: nonNil(s.PaymentRefs), PaymentStatus: string(s.Payment),
+			StreamVersion: a.streams[id].version, UpdatedAt: nullTime(s.UpdatedAt)})
+	}
+	var gone []string
+	for _, id := range bookTouched {
+		if refs, ok := old[id]; ok {
+			gone = append(gone, string(id))
+			for _, r := range refs {
+				affected.add(r)
+			}
+		}
+	}
+	if len(upserts) > 0 {
+		body, err := json.Marshal(upserts)
+		if err != nil {
+			return nil, fmt.Errorf("encode payment streams: %w", err)
+		}
+		if _, err := a.tx.Exec(ctx, `INSERT INTO payment_streams AS t (stream, refs, payment_status, stream_version, updated_at)
+SELECT r.stream, r.refs, r.payment_status, r.stream_version, r.updated_at
+FROM jsonb_to_recordset($1::jsonb) AS r(stream text, refs text[], payment_status text, stream_version bigint, updated_at timestamptz)
+ON CONFLICT (stream) DO UPDATE SET refs = excluded.refs, payment_status = excluded.payment_status,
+    stream_version = excluded.stream_version, updated_at = excluded.updated_at`, body); err != nil {
+			return nil, fmt.Errorf("upsert payment streams: %w", err)
+		}
+	}
+	if len(gone) > 0 {
+		if _, err := a.tx.Exec(ctx, `DELETE FROM payment_streams WHERE stream = ANY($1)`, gone); err != nil {
+			return nil, fmt.Errorf("delete payment streams that became bookings: %w", err)
+		}
+	}
+	return affected.items, nil
+}
+
+// supersededBy returns, for each of ids, the bookings whose own events say they were rescheduled
+// from it: the rows already stored (other than ids, whose rows are stale) and ids' own folds.
+func (a *applier) supersededBy(ctx context.Context, ids []booking.ID) (map[booking.ID][]booking.ID, error) {
+	out := map[booking.ID][]booking.ID{}
+	rows, err := a.tx.Query(ctx, `SELECT booking, rescheduled_from FROM calendar_bookings
+WHERE rescheduled_from = ANY($1) AND NOT (booking = ANY($1))`, idStrings(ids))
+	if err != nil {
+		return nil, fmt.Errorf("reschedule links: %w", err)
+	}
+	for rows.Next() {
+		var by, from string
+		if err := rows.Scan(&by, &from); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("reschedule links: %w", err)
+		}
+		out[booking.ID(from)] = append(out[booking.ID(from)], booking.ID(by))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reschedule links: %w", err)
+	}
+	for _, id := range ids {
+		if from := a.fold(id).RescheduledFrom; from != "" {
+			out[from] = append(out[from], id)
+		}
+	}
+	return out, nil
+}
+
+// linkPayments finds the payment streams linked to each booking (transitively through shared refs)
+// and loads their events.
+func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booking.ID][]projections.LinkedPayment, map[booking.ID][]string, error) {
+	var want orderedSet
+	for _, id := range ids {
+		for _, r := range a.fold(id).PaymentRefs {
+			want.add(r)
+		}
+	}
+	var streams []projections.PaymentStream
+	fetched := map[string]bool{}
+	queried := map[string]bool{}
+	for {
+		var ask []string
+		for _, r := range want.items {
+			if !queried[r] {
+				queried[r] = true
+				ask = append(ask, r)
+			}
+		}
+		if len(ask) == 0 {
+			break
+		}
+		rows, err := a.tx.Query(ctx, `SELECT stream, refs FROM payment_streams WHERE refs && $1::text[]`, ask)
+		if err != nil {
+			return nil, nil, fmt.Errorf("payment streams: %w", err)
+		}
+		for rows.Next() {
+			var (
+				s    string
+				refs []string
+			)
+			if err := rows.Scan(&s, &refs); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("payment streams: %w", err)
+			}
+			if fetched[s] {
+				continue
+			}
+			fetched[s] = true
+			streams = append(streams, projections.PaymentStream{Stream: booking.ID(s), Refs: refs})
+			for _, r := range refs {
+				want.add(r)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("payment streams: %w", err)
+		}
+	}
+
+	linkedOf := map[booking.ID][]booking.ID{}
+	closures := map[booking.ID][]string{}
+	var all []booking.ID
+	for _, id := range ids {
+		linked, closure := projections.LinkPayments(a.fold(id).PaymentRefs, streams)
+		linkedOf[id], closures[id] = linked, closure
+		all = append(all, linked...)
+	}
+	if err := a.load(ctx, all); err != nil {
+		return nil, nil, err
+	}
+	payments := map[booking.ID][]projections.LinkedPayment{}
+	for _, id := range ids {
+		for _, p := range linkedOf[id] {
+			payments[id] = append(payments[id], projections.LinkedPayment{Stream: p, Events: a.streams[p].events})
+		}
+	}
+	return payments, closures, nil
+}
+
+// assignSlots replaces the claims of rows, recomputes the slot-holder rule over every claim connected
+// to the old and new claims by overlaps on a resource, writes the holder flags, and sets the status of
+// rows and of the other bookings of that connected set. It returns the other bookings.
+func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []projections.Booking) ([]string, error) {
+	var seedRes []string
+	var seedStart, seedEnd []time.Time
+	old, err := a.tx.Query(ctx, `DELETE FROM calendar_slots WHERE booking = ANY($1) RETURNING resource, lower(during), upper(during)`, idStrings(ids))
+	if err != nil {
+		return nil, fmt.Errorf("drop old claims: %w", err)
+	}
+	for old.Next() {
+		var (
+			r    string
+			s, e time.Time
+		)
+		if err := old.Scan(&r, &s, &e); err != nil {
+			old.Close()
+			return nil, fmt.Errorf("drop old claims: %w", err)
+		}
+		seedRes, seedStart, seedEnd = append(seedRes, r), append(seedStart, s), append(seedEnd, e)
+	}
+	old.Close()
+	if err := old.Err(); err != nil {
+		return nil, fmt.Errorf("drop old claims: %w", err)
+	}
+
+	var cb, cr, cm []string
+	var cs, ce, cp []time.Time
+	for _, b := range rows {
+		if !b.Claims() {
+			continue
+		}
+		for _, r := range b.Resources {
+			cb, cr, cm = append(cb, string(b.Booking)), append(cr, r), append(cm, b.Meeting)
+			cs, ce, cp = append(cs, micro(b.Start)), append(ce, micro(b.End)), append(cp, micro(b.ScheduledAt))
+		}
+	}
+	if len(cb) > 0 {
+		if _, err := a.tx.Exec(ctx, `INSERT INTO calendar_slots (booking, resource, meeting, during, priority_at, holder)
+SELECT b, r, m, tstzrange(s, e), p, false
+FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[]) AS x(b, r, m, s, e, p)`,
+			cb, cr, cm, cs, ce, cp); err != nil {
+			return nil, fmt.Errorf("insert claims: %w", err)
+		}
+		seedRes, seedStart, seedEnd = append(seedRes, cr...), append(seedStart, cs...), append(seedEnd, ce...)
+	}
+	inRows := map[booking.ID]int{}
+	for i, b := range rows {
+		inRows[b.Booking] = i
+	}
+	if len(seedRes) == 0 {
+		return nil, nil
+	}
+
+	claims, holding, err := connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd)
+	if err != nil {
+		return nil, err
+	}
+	asg := projections.AssignSlots(claims)
+
+	var release, take []string
+	members := map[booking.ID]bool{}
+	for _, c := range claims {
+		members[c.Booking] = true
+	}
+	for id := range members {
+		switch h := asg.Holders[id]; {
+		case holding[id] && !h:
+			release = append(release, string(id))
+		case !holding[id] && h:
+			take = append(take, string(id))
+		}
+	}
+	slices.Sort(release)
+	slices.Sort(take)
+	// Release first: the constraint is checked row by row, and only the final set is free of overlaps.
+	if len(release) > 0 {
+		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = false WHERE booking = ANY($1) AND holder`, release); err != nil {
+			return nil, fmt.Errorf("release slots: %w", err)
+		}
+	}
+	if len(take) > 0 {
+		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = true WHERE booking = ANY($1)`, take); err != nil {
+			return nil, fmt.Errorf("take slots: %w", err)
+		}
+	}
+
+	var others, otherStatus []string
+	var otherHolder []bool
+	for id := range members {
+		status := projections.StatusConflict
+		if asg.Holders[id] {
+			status = projections.StatusActive
+		}
+		if i, ok := inRows[id]; ok {
+			rows[i].Status, rows[i].Holder = status, asg.Holders[id]
+			continue
+		}
+		others, otherStatus, otherHolder = append(others, string(id)), append(otherStatus, string(status)), append(otherHolder, asg.Holders[id])
+	}
+	if len(others) > 0 {
+		if _, err := a.tx.Exec(ctx, `UPDATE calendar_bookings b SET status = u.status, holder = u.holder, projected_at = now()
+FROM unnest($1::text[], $2::text[], $3::boolean[]) AS u(booking, status, holder)
+WHERE b.booking = u.booking AND (b.status <> u.status OR b.holder <> u.holder)`, others, otherStatus, otherHolder); err != nil {
+			return nil, fmt.Errorf("update statuses of overlapping bookings: %w", err)
+		}
+	}
+	slices.Sort(others)
+	return others, nil
+}
+
+// connectedClaimsSQL returns every claim connected to the seed ranges by a chain of overlaps on a
+// resource: the set whose slot assignment can change.
+const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
+    SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS q(resource, s, e)
+), comp(booking) AS (
+    SELECT c.booking FROM seeds q
+    JOIN calendar_slots c ON c.resource = q.resource AND c.during && tstzrange(q.s, q.e)
+  UNION
+    SELECT c2.booking FROM comp
+    JOIN calendar_slots c1 ON c1.booking = comp.booking
+    JOIN calendar_slots c2 ON c2.resource = c1.resource AND c2.during && c1.during
+)
+SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at, c.holder
+FROM calendar_slots c WHERE c.booking IN (SELECT booking FROM comp)`
+
+func connectedClaims(ctx context.Context, q querier, res []string, start, end []time.Time) ([]projections.Claim, map[booking.ID]bool, error) {
+	rows, err := q.Query(ctx, connectedClaimsSQL, res, start, end)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connected claims: %w", err)
+	}
+	defer rows.Close()
+	var claims []projections.Claim
+	holding := map[booking.ID]bool{}
+	for rows.Next() {
+		var (
+			c      projections.Claim
+			id     string
+			holder bool
+		)
+		if err := rows.Scan(&id, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority, &holder); err != nil {
+			return nil, nil, fmt.Errorf("connected claims: %w", err)
+		}
+		c.Booking = booking.ID(id)
+		claims = append(claims, c)
+		if holder {
+			holding[c.Booking] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("connected claims: %w", err)
+	}
+	return claims, holding, nil
+}
+
+func collectStrings(ctx context.Context, q querier, sql string, args ...any) ([]string, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func idStrings(ids []booking.ID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
+}
+
+func toIDs(s []string) []booking.ID {
+	out := make([]booking.ID, len(s))
+	for i, v := range s {
+		out[i] = booking.ID(v)
+	}
+	return out
+}

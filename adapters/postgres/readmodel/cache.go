@@ -1,0 +1,125 @@
+package readmodel
+
+import (
+	"container/list"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+)
+
+// streamCache keeps decoded booking streams between batches, so that a stream touched by many
+// batches is read from the store once and then kept up to date from the log.
+//
+// An entry may hold events the log has not reached yet (ReadStream returns the stream as it is now),
+// never fewer than the log has delivered: every event the store commits after a ReadStream appears
+// later in the gap-free log, and observe adds it. Folding a superset is harmless: the calendar is a
+// function of the set and is recomputed when the rest arrives.
+//
+// In complete mode (the runner replays from the start of the log) a stream the cache has never seen
+// has no earlier events, so its entry starts from the log alone: a rebuild reads no stream at all
+// unless its entry was evicted.
+type streamCache struct {
+	maxEvents int
+	size      int
+	lru       *list.List // of *cacheEntry, most recently used in front
+	entries   map[string]*list.Element
+	complete  bool
+	seen      map[string]struct{}
+}
+
+// maxSeen bounds the memory complete mode spends on stream names; beyond it the cache falls back to
+// reading unknown streams.
+const maxSeen = 2_000_000
+
+type cacheEntry struct {
+	stream  string
+	events  []booking.Event
+	ids     map[eventlog.EventID]struct{}
+	version uint64
+}
+
+func newStreamCache(maxEvents int) *streamCache {
+	c := &streamCache{maxEvents: maxEvents}
+	c.reset(false)
+	return c
+}
+
+func (c *streamCache) reset(complete bool) {
+	c.size = 0
+	c.lru = list.New()
+	c.entries = map[string]*list.Element{}
+	c.complete = complete
+	c.seen = map[string]struct{}{}
+}
+
+func (e *cacheEntry) add(version uint64, ev booking.Event) int {
+	if _, dup := e.ids[ev.ID]; dup {
+		return 0
+	}
+	e.ids[ev.ID] = struct{}{}
+	e.events = append(e.events, ev)
+	e.version = max(e.version, version)
+	return 1
+}
+
+// observe records an event delivered by the log.
+func (c *streamCache) observe(stream string, version uint64, ev booking.Event) {
+	if el, ok := c.entries[stream]; ok {
+		c.size += el.Value.(*cacheEntry).add(version, ev)
+		c.lru.MoveToFront(el)
+		return
+	}
+	if !c.complete {
+		return
+	}
+	if _, seen := c.seen[stream]; seen {
+		return // evicted: its earlier events are only in the store now
+	}
+	if len(c.seen) >= maxSeen {
+		c.complete = false
+		return
+	}
+	c.seen[stream] = struct{}{}
+	e := &cacheEntry{stream: stream, ids: map[eventlog.EventID]struct{}{}}
+	c.size += e.add(version, ev)
+	c.entries[stream] = c.lru.PushFront(e)
+}
+
+// get returns a copy of the stream's events and its version.
+func (c *streamCache) get(stream string) ([]booking.Event, uint64, bool) {
+	el, ok := c.entries[stream]
+	if !ok {
+		return nil, 0, false
+	}
+	c.lru.MoveToFront(el)
+	e := el.Value.(*cacheEntry)
+	return append([]booking.Event(nil), e.events...), e.version, true
+}
+
+// put stores a stream read from the store, merged with what the cache already has.
+func (c *streamCache) put(stream string, versions []uint64, events []booking.Event) {
+	el, ok := c.entries[stream]
+	if !ok {
+		el = c.lru.PushFront(&cacheEntry{stream: stream, ids: map[eventlog.EventID]struct{}{}})
+		c.entries[stream] = el
+		if c.complete {
+			c.seen[stream] = struct{}{}
+		}
+	}
+	e := el.Value.(*cacheEntry)
+	for i, ev := range events {
+		c.size += e.add(versions[i], ev)
+	}
+	c.lru.MoveToFront(el)
+}
+
+// trim evicts the least recently used streams until the cache fits its bound.
+func (c *streamCache) trim() {
+	for c.size > c.maxEvents && c.lru.Len() > 0 {
+		el := c.lru.Back()
+		e := el.Value.(*cacheEntry)
+		c.lru.Remove(el)
+		delete(c.entries, e.stream)
+		c.size -= len(e.events)
+	}
+}

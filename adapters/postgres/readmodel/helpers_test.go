@@ -1,0 +1,164 @@
+package readmodel_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+	"bookingledger/projections"
+)
+
+// day is the calendar day the scenarios take place on; provider times are the days before it.
+var day = time.Date(2027, 3, 15, 0, 0, 0, 0, time.UTC)
+
+var testNamespace = uuid.MustParse("6f1d4f0e-3b7a-4c55-9d0e-8a1b2c3d4e5f")
+
+func eid(parts ...string) eventlog.EventID {
+	return eventlog.EventID(uuid.NewSHA1(testNamespace, []byte(strings.Join(parts, " "))))
+}
+
+// env is one fresh database with the PostgreSQL event store, the ledger service and the read model.
+type env struct {
+	pool    *pgxpool.Pool
+	store   *postgres.Store
+	ledger  *ledger.Service
+	rm      *readmodel.ReadModel
+	seq     int
+	receive time.Time
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	pool := pgtest.NewDatabase(t)
+	store := postgres.NewStore(pool)
+	return &env{
+		pool: pool, store: store, ledger: ledger.NewService(store, eventcodec.JSON{}),
+		rm:      readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{}),
+		receive: day.Add(-24 * time.Hour),
+	}
+}
+
+// delivery is one webhook delivery as the ingress hands it to the ledger.
+type delivery struct {
+	ID       string
+	Provider string
+	Events   []booking.Event
+}
+
+func (e *env) deliver(t testing.TB, d delivery) ledger.Result {
+	t.Helper()
+	e.seq++
+	res, err := e.ledger.Record(context.Background(), ledger.Delivery{
+		Receipt: ledger.Receipt{Provider: d.Provider, ReceivedAt: e.receive.Add(time.Duration(e.seq) * time.Second),
+			DeliveryID: d.ID, Secret: "0:3f2a9c", Body: []byte(`{"delivery":"` + d.ID + `"}`)},
+		Events: d.Events,
+	})
+	require.NoError(t, err, "record delivery %s", d.ID)
+	return res
+}
+
+func (e *env) quarantine(t testing.TB, provider, id, reason string) {
+	t.Helper()
+	e.seq++
+	_, err := e.ledger.Record(context.Background(), ledger.Delivery{
+		Receipt: ledger.Receipt{Provider: provider, ReceivedAt: e.receive.Add(time.Duration(e.seq) * time.Second), DeliveryID: id,
+			Secret: "0:3f2a9c", Body: []byte(`{"broken":`)},
+		MapErr: fmt.Errorf("payload.scheduled_event missing: %s", reason),
+	})
+	require.NoError(t, err)
+}
+
+// catchUp runs the projection until it has applied everything in the log.
+func (e *env) catchUp(t testing.TB) int64 {
+	t.Helper()
+	n, err := e.rm.Runner(projections.RunnerOptions{}).CatchUp(context.Background())
+	require.NoError(t, err)
+	return n
+}
+
+func (e *env) booking(t testing.TB, id booking.ID) projections.Booking {
+	t.Helper()
+	b, err := e.rm.Booking(context.Background(), id)
+	require.NoError(t, err, "booking %s", id)
+	return b
+}
+
+func (e *env) openItems(t testing.TB) []projections.Item {
+	t.Helper()
+	items, err := e.rm.OpenItems(context.Background())
+	require.NoError(t, err)
+	return items
+}
+
+// holders returns the bookings holding a slot according to the slot table itself.
+func (e *env) holders(t testing.TB) []string {
+	t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT DISTINCT booking FROM calendar_slots WHERE holder ORDER BY booking`)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// Event builders. A booking's ID is "<provider>-<key>"; provider times are fixed, so every run of a
+// scenario carries the same events.
+
+func at(hour, minute int) time.Time { return day.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute) }
+
+func slot(meeting string, start time.Time, minutes int, resources ...string) booking.Slot {
+	return booking.Slot{Meeting: meeting, Resources: resources, Start: start, End: start.Add(time.Duration(minutes) * time.Minute)}
+}
+
+func event(b booking.ID, ref string, occurred time.Time, p booking.Payload) booking.Event {
+	provider, _, _ := strings.Cut(string(b), "-")
+	return booking.Event{ID: eid(string(b), ref), Booking: b, Provider: provider, ProviderRef: string(b) + " " + ref,
+		OccurredAt: occurred, Payload: p}
+}
+
+func created(b booking.ID, occurred time.Time, s booking.Slot) booking.Event {
+	return event(b, "created", occurred, booking.Scheduled{Slot: s, Capacity: 1})
+}
+
+func canceled(b booking.ID, occurred time.Time, reason string) booking.Event {
+	return event(b, "canceled", occurred, booking.Canceled{Reason: reason, CanceledBy: "invitee"})
+}
+
+func one(id string, e booking.Event) delivery {
+	return delivery{ID: id, Provider: e.Provider, Events: []booking.Event{e}}
+}
+
+func statuses(bs []projections.Booking) map[booking.ID]projections.Status {
+	out := map[booking.ID]projections.Status{}
+	for _, b := range bs {
+		out[b.Booking] = b.Status
+	}
+	return out
+}
+
+func itemSubjects(items []projections.Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, string(it.Kind)+": "+it.Subject)
+	}
+	slices.Sort(out)
+	return out
+}

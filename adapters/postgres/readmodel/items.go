@@ -1,0 +1,271 @@
+package readmodel
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/projections"
+)
+
+// desiredConflictsSQL recomputes the conflict pairs from the stored claims: every claim that does not
+// hold, against every overlapping holder of another meeting (the same pairs as AssignSlots).
+const desiredConflictsSQL = `SELECT l.booking, h.booking, array_agg(DISTINCT l.resource ORDER BY l.resource)
+FROM calendar_slots l
+JOIN calendar_slots h ON h.resource = l.resource AND h.during && l.during AND h.meeting <> l.meeting AND h.holder
+WHERE NOT l.holder AND ($1 OR l.booking = ANY($2) OR h.booking = ANY($2))
+GROUP BY l.booking, h.booking`
+
+const desiredLateSQL = `SELECT b.booking, f.event, f.type, f.occurred_at, f.code, f.reason
+FROM calendar_bookings b
+CROSS JOIN LATERAL jsonb_to_recordset(b.findings) AS f(event text, type text, occurred_at timestamptz, code text, reason text)
+WHERE b.findings <> '[]'::jsonb AND ($1 OR b.booking = ANY($2))`
+
+// existingItemsSQL returns the items that matter for a sync: open ones and those an operator closed
+// (never reopened).
+const existingItemsSQL = `SELECT ` + itemColumns + ` FROM reconciliation_items
+WHERE (closed_at IS NULL OR closed_by = 'operator')
+  AND ((kind = 'conflict' AND ($1 OR booking = ANY($2) OR other_booking = ANY($2)))
+    OR (kind = 'late_event' AND ($1 OR booking = ANY($3))))`
+
+// syncItems makes the conflict and late-event items of the scope match the calendar: open what the
+// calendar calls for (unless an operator closed that subject), refresh reasons, and close with a note
+// what it no longer calls for. conflictScope names bookings whose conflict pairs may have changed,
+// lateScope those whose findings may have changed; all ignores both and syncs everything.
+func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string, all bool) error {
+	conflictScope, lateScope = nonNil(conflictScope), nonNil(lateScope)
+	var conflicts []projections.Conflict
+	rows, err := tx.Query(ctx, desiredConflictsSQL, all, conflictScope)
+	if err != nil {
+		return fmt.Errorf("conflict pairs: %w", err)
+	}
+	for rows.Next() {
+		var (
+			l, h string
+			res  []string
+		)
+		if err := rows.Scan(&l, &h, &res); err != nil {
+			rows.Close()
+			return fmt.Errorf("conflict pairs: %w", err)
+		}
+		conflicts = append(conflicts, projections.Conflict{Booking: booking.ID(l), Holder: booking.ID(h), Resources: res})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("conflict pairs: %w", err)
+	}
+
+	var desired []projections.DesiredItem
+	rows, err = tx.Query(ctx, desiredLateSQL, all, lateScope)
+	if err != nil {
+		return fmt.Errorf("late events: %w", err)
+	}
+	for rows.Next() {
+		var (
+			b, ev, typ, code, reason string
+			at                       time.Time
+		)
+		if err := rows.Scan(&b, &ev, &typ, &at, &code, &reason); err != nil {
+			rows.Close()
+			return fmt.Errorf("late events: %w", err)
+		}
+		id, err := eventlog.ParseEventID(ev)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("late events of %s: %w", b, err)
+		}
+		desired = append(desired, projections.LateEventItem(booking.ID(b), booking.Finding{
+			Event: id, Type: booking.EventType(typ), OccurredAt: at, Code: booking.FindingCode(code), Reason: reason}))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("late events: %w", err)
+	}
+
+	existing, err := queryItems(ctx, tx, existingItemsSQL, all, conflictScope, lateScope)
+	if err != nil {
+		return fmt.Errorf("existing items: %w", err)
+	}
+
+	var need orderedSet
+	for _, c := range conflicts {
+		need.add(string(c.Booking))
+		need.add(string(c.Holder))
+	}
+	for _, it := range existing {
+		if it.Open() && it.Kind == projections.ItemConflict {
+			need.add(string(it.Booking))
+			need.add(string(it.OtherBooking))
+		}
+	}
+	bookings, err := loadBookings(ctx, tx, need.items)
+	if err != nil {
+		return err
+	}
+	for _, c := range conflicts {
+		desired = append(desired, projections.ConflictItem(c, bookings[c.Booking], bookings[c.Holder]))
+	}
+
+	open := map[projections.ItemKey]projections.Item{}
+	resolved := map[projections.ItemKey]bool{}
+	for _, it := range existing {
+		if it.Open() {
+			open[it.Key()] = it
+		} else {
+			resolved[it.Key()] = true
+		}
+	}
+	want := map[projections.ItemKey]bool{}
+	var insert []projections.DesiredItem
+	var refreshIDs []int64
+	var refreshReasons []string
+	for _, d := range desired {
+		want[d.Key()] = true
+		if it, ok := open[d.Key()]; ok {
+			if it.Reason != d.Reason {
+				refreshIDs, refreshReasons = append(refreshIDs, it.ID), append(refreshReasons, d.Reason)
+			}
+			continue
+		}
+		if !resolved[d.Key()] {
+			insert = append(insert, d)
+		}
+	}
+	var closeIDs []int64
+	var closeNotes []string
+	for _, it := range existing {
+		if !it.Open() || want[it.Key()] {
+			continue
+		}
+		var b, o *projections.Booking
+		if row, ok := bookings[it.Booking]; ok {
+			b = &row
+		}
+		if row, ok := bookings[it.OtherBooking]; ok {
+			o = &row
+		}
+		closeIDs, closeNotes = append(closeIDs, it.ID), append(closeNotes, projections.AutoCloseNote(it, b, o))
+	}
+
+	if err := insertItems(ctx, tx, insert); err != nil {
+		return err
+	}
+	if len(refreshIDs) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_items i SET reason = u.reason
+FROM unnest($1::bigint[], $2::text[]) AS u(id, reason) WHERE i.id = u.id AND i.closed_at IS NULL`, refreshIDs, refreshReasons); err != nil {
+			return fmt.Errorf("refresh item reasons: %w", err)
+		}
+	}
+	if len(closeIDs) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.note
+FROM unnest($1::bigint[], $2::text[]) AS u(id, note) WHERE i.id = u.id AND i.closed_at IS NULL`, closeIDs, closeNotes); err != nil {
+			return fmt.Errorf("close items: %w", err)
+		}
+	}
+	return nil
+}
+
+func insertItems(ctx context.Context, q querier, items []projections.DesiredItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	slices.SortFunc(items, func(a, b projections.DesiredItem) int {
+		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Subject, b.Subject)
+	})
+	n := len(items)
+	kinds, subjects, bs, others, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	events := make([]*[16]byte, n)
+	receipts := make([]*int64, n)
+	for i, d := range items {
+		kinds[i], subjects[i], bs[i], others[i], reasons[i] = string(d.Kind), d.Subject, string(d.Booking), string(d.OtherBooking), d.Reason
+		if !d.EventID.IsZero() {
+			id := [16]byte(d.EventID)
+			events[i] = &id
+		}
+		if d.ReceiptID != 0 {
+			r := d.ReceiptID
+			receipts[i] = &r
+		}
+	}
+	if _, err := q.Exec(ctx, `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::bigint[], $7::text[])
+ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, kinds, subjects, bs, others, events, receipts, reasons); err != nil {
+		return fmt.Errorf("open %d reconciliation items: %w", n, err)
+	}
+	return nil
+}
+
+// syncQuarantine opens an item for every quarantined receipt that never had one. Receipts are not
+// events, so this runs when the runner is caught up and before the queue is listed; it is idempotent.
+func syncQuarantine(ctx context.Context, q querier) error {
+	rows, err := q.Query(ctx, `SELECT r.id, r.provider, r.delivery_id, r.reason, coalesce(r.bookings[1], '')
+FROM receipts r
+WHERE r.outcome = 'quarantined'
+  AND NOT EXISTS (SELECT 1 FROM reconciliation_items i WHERE i.kind = 'quarantined' AND i.receipt_id = r.id)
+ORDER BY r.id`)
+	if err != nil {
+		return fmt.Errorf("quarantined receipts: %w", err)
+	}
+	var items []projections.DesiredItem
+	for rows.Next() {
+		var (
+			id                             int64
+			provider, delivery, reason, bk string
+		)
+		if err := rows.Scan(&id, &provider, &delivery, &reason, &bk); err != nil {
+			rows.Close()
+			return fmt.Errorf("quarantined receipts: %w", err)
+		}
+		items = append(items, projections.QuarantineItem(id, provider, delivery, reason, booking.ID(bk)))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("quarantined receipts: %w", err)
+	}
+	return insertItems(ctx, q, items)
+}
+
+const itemColumns = `id, kind, subject, booking, other_booking, event_id, receipt_id, reason, opened_at, closed_at,
+    coalesce(closed_by, ''), note`
+
+func queryItems(ctx context.Context, q querier, sql string, args ...any) ([]projections.Item, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []projections.Item{}
+	for rows.Next() {
+		var (
+			it             projections.Item
+			kind, b, other string
+			event          *[16]byte
+			receipt        *int64
+			closedAt       *time.Time
+		)
+		if err := rows.Scan(&it.ID, &kind, &it.Subject, &b, &other, &event, &receipt, &it.Reason, &it.OpenedAt, &closedAt,
+			&it.ClosedBy, &it.Note); err != nil {
+			return nil, err
+		}
+		it.Kind, it.Booking, it.OtherBooking = projections.ItemKind(kind), booking.ID(b), booking.ID(other)
+		if event != nil {
+			it.EventID = eventlog.EventID(*event)
+		}
+		if receipt != nil {
+			it.ReceiptID = *receipt
+		}
+		it.ClosedAt = timeOf(closedAt)
+		it.OpenedAt = it.OpenedAt.UTC()
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,211 @@
+package readmodel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/projections"
+)
+
+// MaxCalendarEntries bounds one calendar answer.
+const MaxCalendarEntries = 10000
+
+// MaxNoteLength bounds a resolution note (bytes).
+const MaxNoteLength = 4000
+
+// Booking returns the booking's calendar row, or projections.ErrNotFound.
+func (m *ReadModel) Booking(ctx context.Context, id booking.ID) (projections.Booking, error) {
+	b, err := scanBooking(m.pool.QueryRow(ctx, `SELECT `+bookingColumns+` FROM calendar_bookings WHERE booking = $1`, string(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return projections.Booking{}, fmt.Errorf("booking %s: %w", id, projections.ErrNotFound)
+	}
+	if err != nil {
+		return projections.Booking{}, fmt.Errorf("booking %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// Bookings returns every calendar row, ordered by booking id (tests and exports compare read models
+// with it).
+func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error) {
+	rows, err := m.pool.Query(ctx, `SELECT `+bookingColumns+` FROM calendar_bookings ORDER BY booking`)
+	if err != nil {
+		return nil, fmt.Errorf("list bookings: %w", err)
+	}
+	defer rows.Close()
+	out := []projections.Booking{}
+	for rows.Next() {
+		b, err := scanBooking(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list bookings: %w", err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list bookings: %w", err)
+	}
+	return out, nil
+}
+
+// Calendar returns one entry per (booking, resource) whose slot overlaps [q.From, q.To), of every
+// status (clients filter), ordered by start, resource and booking.
+func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) ([]projections.CalendarEntry, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	rows, err := m.pool.Query(ctx, `SELECT b.booking, b.provider, b.meeting, r.resource, lower(b.during), upper(b.during), b.status
+FROM calendar_bookings b
+CROSS JOIN LATERAL unnest(b.resources) AS r(resource)
+WHERE b.during && tstzrange($1, $2) AND ($3 = '' OR b.resources @> ARRAY[$3]) AND ($3 = '' OR r.resource = $3)
+ORDER BY lower(b.during), r.resource, b.booking
+LIMIT $4`, q.From, q.To, q.Resource, MaxCalendarEntries)
+	if err != nil {
+		return nil, fmt.Errorf("calendar: %w", err)
+	}
+	defer rows.Close()
+	out := []projections.CalendarEntry{}
+	for rows.Next() {
+		var (
+			e          projections.CalendarEntry
+			id, status string
+		)
+		if err := rows.Scan(&id, &e.Provider, &e.Meeting, &e.Resource, &e.Start, &e.End, &status); err != nil {
+			return nil, fmt.Errorf("calendar: %w", err)
+		}
+		e.Booking, e.Status = booking.ID(id), projections.Status(status)
+		e.Start, e.End = e.Start.UTC(), e.End.UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("calendar: %w", err)
+	}
+	return out, nil
+}
+
+// OpenItems returns the open reconciliation items, oldest first. It first opens items for quarantined
+// receipts that have none, so the queue is complete even when no event has arrived since.
+func (m *ReadModel) OpenItems(ctx context.Context) ([]projections.Item, error) {
+	if err := syncQuarantine(ctx, m.pool); err != nil {
+		return nil, err
+	}
+	items, err := queryItems(ctx, m.pool, `SELECT `+itemColumns+` FROM reconciliation_items WHERE closed_at IS NULL ORDER BY opened_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("open reconciliation items: %w", err)
+	}
+	return items, nil
+}
+
+// Items returns every reconciliation item naming the booking, open and closed, oldest first.
+func (m *ReadModel) Items(ctx context.Context, id booking.ID) ([]projections.Item, error) {
+	items, err := queryItems(ctx, m.pool, `SELECT `+itemColumns+` FROM reconciliation_items
+WHERE booking = $1 OR other_booking = $1 ORDER BY opened_at, id`, string(id))
+	if err != nil {
+		return nil, fmt.Errorf("reconciliation items of %s: %w", id, err)
+	}
+	return items, nil
+}
+
+// Resolve closes an open item with an operator's note. It fails with projections.ErrNotFound for an
+// unknown id, projections.ErrItemClosed for a closed item and projections.ErrInvalidQuery for an empty
+// or oversized note. A resolved subject is never reopened automatically.
+func (m *ReadModel) Resolve(ctx context.Context, id int64, note string) (projections.Item, error) {
+	note = strings.TrimSpace(note)
+	switch {
+	case note == "":
+		return projections.Item{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
+	case len(note) > MaxNoteLength || !utf8.ValidString(note):
+		return projections.Item{}, fmt.Errorf("%w: note must be valid UTF-8 of at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
+	}
+	items, err := queryItems(ctx, m.pool, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2
+WHERE id = $1 AND closed_at IS NULL RETURNING `+itemColumns, id, note)
+	if err != nil {
+		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
+	}
+	if len(items) == 1 {
+		return items[0], nil
+	}
+	var exists bool
+	if err := m.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM reconciliation_items WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
+	}
+	if exists {
+		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, projections.ErrItemClosed)
+	}
+	return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, projections.ErrNotFound)
+}
+
+// History computes the booking's history for auditors from its stream (through the event-store
+// port), its receipts, its calendar row and its reconciliation items. projections.ErrNotFound when
+// none of them knows the booking.
+func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.History, error) {
+	recs, err := m.events.ReadStream(ctx, id.Stream())
+	if err != nil {
+		return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
+	}
+	events := make([]booking.Event, len(recs))
+	for i, rec := range recs {
+		if events[i], err = m.codec.Decode(rec); err != nil {
+			return projections.History{}, fmt.Errorf("history of %s: decode v%d: %w", id, rec.Version, err)
+		}
+	}
+	stored, err := m.receipts.ReceiptsForBooking(ctx, string(id))
+	if err != nil {
+		return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
+	}
+	receipts := make([]projections.ReceiptEntry, len(stored))
+	for i, s := range stored {
+		r := s.Receipt
+		receipts[i] = projections.ReceiptEntry{ID: s.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
+			Secret: r.Secret, Outcome: r.Outcome, Reason: r.Reason, Events: r.Events}
+	}
+	var row *projections.Booking
+	switch b, err := m.Booking(ctx, id); {
+	case err == nil:
+		row = &b
+	case !errors.Is(err, projections.ErrNotFound):
+		return projections.History{}, err
+	}
+	items, err := m.Items(ctx, id)
+	if err != nil {
+		return projections.History{}, err
+	}
+	if len(recs) == 0 && len(receipts) == 0 && row == nil {
+		return projections.History{}, fmt.Errorf("history of %s: %w", id, projections.ErrNotFound)
+	}
+	return projections.BuildHistory(projections.HistoryInput{
+		Booking: id, Recorded: recs, Events: events, Receipts: receipts, Row: row, Items: items,
+	}), nil
+}
+
+// Checkpoint is a projection's saved position.
+type Checkpoint struct {
+	Name          string
+	Position      eventlog.Position
+	EventsApplied int64
+	Rebuilding    bool
+	UpdatedAt     time.Time
+}
+
+// Checkpoint returns the calendar projection's saved checkpoint (zero when it never ran).
+func (m *ReadModel) Checkpoint(ctx context.Context) (Checkpoint, error) {
+	cp := Checkpoint{Name: ProjectionName}
+	var c, p int64
+	err := m.pool.QueryRow(ctx, `SELECT commit_position, prepare_position, events_applied, rebuilding, updated_at
+FROM projection_checkpoints WHERE name = $1`, ProjectionName).Scan(&c, &p, &cp.EventsApplied, &cp.Rebuilding, &cp.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cp, nil
+	}
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", ProjectionName, err)
+	}
+	cp.Position = eventlog.Position{Commit: uint64(c), Prepare: uint64(p)}
+	return cp, nil
+}

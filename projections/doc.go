@@ -1,0 +1,11 @@
+// Package projections owns the read side of the ledger, independent of where it is stored: the
+// projection runner (catch-up from a checkpoint over the gap-free global log, then live through
+// eventlog.Subscriber or polling; one active runner per projection behind a Locker; rebuild with
+// progress), the calendar's pure rules (a booking's calendar row from its fold, payment linking, the
+// slot-holder rule that picks one holder per overlapping set whatever the arrival order), the
+// reconciliation item model, and the auditor's booking history with its text timeline renderer.
+//
+// Storage lives in adapters/postgres/readmodel, which implements Projection and Locker and the
+// queries. This package imports domain/... and the standard library only; it must not import
+// adapters, pgx, HTTP or provider packages.
+package projections

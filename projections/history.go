@@ -1,0 +1,267 @@
+package projections
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+)
+
+// FindingKind classifies what the auditor's history points out.
+type FindingKind string
+
+const (
+	// FindingDuplicateDelivery: a delivery carried only events already stored (receipt outcome duplicate).
+	FindingDuplicateDelivery FindingKind = "duplicate_delivery"
+	// FindingOutOfOrder: an event arrived after events that its provider time orders after it.
+	FindingOutOfOrder FindingKind = "out_of_order"
+	// FindingLateEvent: the fold kept an event that changed nothing (a create after its cancel).
+	FindingLateEvent FindingKind = "late_event"
+	// FindingConflict: the booking lost its slot to a holder of another meeting, or holds it against one.
+	FindingConflict FindingKind = "conflict"
+	// FindingQuarantined: a verified delivery naming the booking could not be mapped or validated.
+	FindingQuarantined FindingKind = "quarantined"
+)
+
+// ReceiptEntry is one delivery receipt naming the booking.
+type ReceiptEntry struct {
+	ID         int64
+	Provider   string
+	ReceivedAt time.Time
+	DeliveryID string
+	// Secret names the configured secret that verified the delivery (never the secret itself).
+	Secret  string
+	Outcome ledger.Outcome
+	Reason  string
+	Events  []ledger.EventRef
+}
+
+// HistoryEvent is one stored event of the booking.
+type HistoryEvent struct {
+	// Version is the arrival order: the event's version in the booking's stream.
+	Version uint64
+	// FoldIndex is the event's 1-based position in the order the fold used.
+	FoldIndex   int
+	ID          eventlog.EventID
+	Type        booking.EventType
+	Provider    string
+	ProviderRef string
+	// OccurredAt is the provider's time, RecordedAt the store's.
+	OccurredAt time.Time
+	RecordedAt time.Time
+	Position   eventlog.Position
+	// Applied is false when the fold kept the event without effect (see Effect).
+	Applied bool
+	Effect  string
+	Summary string
+}
+
+// HistoryFinding is one thing an auditor should notice, with its reason.
+type HistoryFinding struct {
+	Kind FindingKind
+	// Code refines late events (booking.FindingCode).
+	Code         string
+	Event        eventlog.EventID // zero when the finding is about a receipt
+	ReceiptID    int64
+	OtherBooking booking.ID
+	Reason       string
+}
+
+// History is a booking as an auditor reads it.
+type History struct {
+	Booking booking.ID
+	// State is the calendar row; Projected is false when the read model has no row (not projected
+	// yet, or a payment-only stream) and State comes from the fold alone.
+	State     Booking
+	Projected bool
+	Receipts  []ReceiptEntry
+	// Events in arrival order (stream version).
+	Events []HistoryEvent
+	// FoldOrder lists the event IDs in the order the fold applied them (booking.Sorted).
+	FoldOrder []eventlog.EventID
+	Findings  []HistoryFinding
+}
+
+// HistoryInput is what a history is computed from.
+type HistoryInput struct {
+	Booking booking.ID
+	// Recorded are the stream's stored events and Events the same events decoded, index for index.
+	Recorded []eventlog.RecordedEvent
+	Events   []booking.Event
+	Receipts []ReceiptEntry
+	// Row is the read model's calendar row, nil when it has none.
+	Row *Booking
+	// Items are the reconciliation items naming the booking, open and closed.
+	Items []Item
+}
+
+// BuildHistory computes a booking's history. Receipts keep their given order; events are put in
+// arrival order.
+func BuildHistory(in HistoryInput) History {
+	type pair struct {
+		rec eventlog.RecordedEvent
+		ev  booking.Event
+	}
+	pairs := make([]pair, 0, len(in.Recorded))
+	for i := range in.Recorded {
+		pairs = append(pairs, pair{in.Recorded[i], in.Events[i]})
+	}
+	slices.SortStableFunc(pairs, func(a, b pair) int { return cmp.Compare(a.rec.Version, b.rec.Version) })
+
+	h := History{Booking: in.Booking, Receipts: slices.Clone(in.Receipts)}
+	events := make([]booking.Event, len(pairs))
+	for i, p := range pairs {
+		events[i] = p.ev
+	}
+	sorted := booking.Sorted(events)
+	foldIndex := make(map[eventlog.EventID]int, len(sorted))
+	for i, e := range sorted {
+		foldIndex[e.ID] = i + 1
+		h.FoldOrder = append(h.FoldOrder, e.ID)
+	}
+	state := booking.Fold(events)
+	foldFindings := map[eventlog.EventID]booking.Finding{}
+	for _, f := range state.Findings {
+		foldFindings[f.Event] = f
+	}
+	if in.Row != nil {
+		h.State, h.Projected = *in.Row, true
+	} else {
+		var version uint64
+		if n := len(pairs); n > 0 {
+			version = pairs[n-1].rec.Version
+		}
+		h.State = BookingRow(BookingInput{Events: events, StreamVersion: version})
+		if h.State.Booking == "" {
+			h.State.Booking = in.Booking
+		}
+	}
+
+	versionOf := map[eventlog.EventID]uint64{}
+	for _, p := range pairs {
+		he := HistoryEvent{
+			Version: p.rec.Version, FoldIndex: foldIndex[p.ev.ID], ID: p.ev.ID, Type: p.ev.Type(),
+			Provider: p.ev.Provider, ProviderRef: p.ev.ProviderRef, OccurredAt: p.ev.OccurredAt,
+			RecordedAt: p.rec.RecordedAt, Position: p.rec.Position, Applied: true, Effect: "applied",
+			Summary: summary(p.ev),
+		}
+		if f, ok := foldFindings[p.ev.ID]; ok {
+			he.Applied, he.Effect = false, "changed nothing: "+f.Reason
+		}
+		versionOf[p.ev.ID] = p.rec.Version
+		h.Events = append(h.Events, he)
+	}
+
+	for _, r := range h.Receipts {
+		switch r.Outcome {
+		case ledger.OutcomeDuplicate:
+			var vs []string
+			for _, e := range r.Events {
+				if e.Booking == in.Booking {
+					vs = append(vs, fmt.Sprintf("%s v%d", e.Type, versionOf[e.ID]))
+				}
+			}
+			h.Findings = append(h.Findings, HistoryFinding{Kind: FindingDuplicateDelivery, ReceiptID: r.ID,
+				Reason: fmt.Sprintf("%s delivery %q received %s carried only events already stored (%s); nothing appended",
+					r.Provider, r.DeliveryID, stamp(r.ReceivedAt), strings.Join(vs, ", "))})
+		case ledger.OutcomeQuarantined:
+			h.Findings = append(h.Findings, HistoryFinding{Kind: FindingQuarantined, ReceiptID: r.ID,
+				Reason: fmt.Sprintf("%s delivery %q received %s was quarantined: %s", r.Provider, r.DeliveryID, stamp(r.ReceivedAt), r.Reason)})
+		}
+	}
+
+	// An event is out of order when something that arrived before it is ordered after it by the fold.
+	for i, e := range h.Events {
+		var overtaken []string
+		for _, earlier := range h.Events[:i] {
+			if earlier.FoldIndex > e.FoldIndex {
+				overtaken = append(overtaken, fmt.Sprintf("%s v%d (provider time %s)", earlier.Type, earlier.Version, stamp(earlier.OccurredAt)))
+			}
+		}
+		if len(overtaken) > 0 {
+			h.Findings = append(h.Findings, HistoryFinding{Kind: FindingOutOfOrder, Event: e.ID,
+				Reason: fmt.Sprintf("%s v%d (provider time %s) arrived after %s, which the fold orders after it; folded #%d of %d",
+					e.Type, e.Version, stamp(e.OccurredAt), strings.Join(overtaken, ", "), e.FoldIndex, len(h.Events))})
+		}
+	}
+	for _, f := range state.Findings {
+		h.Findings = append(h.Findings, HistoryFinding{Kind: FindingLateEvent, Code: string(f.Code), Event: f.Event,
+			Reason: fmt.Sprintf("%s v%d (provider time %s) kept but refused: %s", f.Type, versionOf[f.Event], stamp(f.OccurredAt), f.Reason)})
+	}
+	for _, it := range in.Items {
+		if it.Kind != ItemConflict {
+			continue
+		}
+		reason := it.Reason
+		if !it.Open() {
+			reason += fmt.Sprintf(" [closed %s by %s: %s]", stamp(it.ClosedAt), it.ClosedBy, it.Note)
+		}
+		other := it.OtherBooking
+		if other == in.Booking {
+			other = it.Booking
+		}
+		h.Findings = append(h.Findings, HistoryFinding{Kind: FindingConflict, OtherBooking: other, Reason: reason})
+	}
+	return h
+}
+
+func summary(e booking.Event) string {
+	switch p := e.Payload.(type) {
+	case booking.Requested:
+		return "requested " + slotText(p.Slot)
+	case booking.Scheduled:
+		s := "scheduled " + slotText(p.Slot)
+		if p.RescheduledFrom != "" {
+			s += ", rescheduled from " + string(p.RescheduledFrom)
+		}
+		if len(p.PaymentRefs) > 0 {
+			s += ", payment " + strings.Join(p.PaymentRefs, " ")
+		}
+		return s
+	case booking.Rescheduled:
+		return "moved to " + slotText(p.Slot)
+	case booking.Canceled:
+		s := "canceled"
+		if p.CanceledBy != "" {
+			s += " by " + p.CanceledBy
+		}
+		if p.Implied {
+			s += " (implied by the provider's reschedule)"
+		}
+		if p.RescheduledTo != "" {
+			s += ", rescheduled to " + string(p.RescheduledTo)
+		}
+		if p.Reason != "" {
+			s += ": " + p.Reason
+		}
+		return s
+	case booking.Rejected:
+		return "rejected: " + p.Reason
+	case booking.NoShowMarked:
+		return "no-show marked"
+	case booking.NoShowCleared:
+		return "no-show cleared"
+	case booking.MeetingStarted:
+		return "meeting started"
+	case booking.MeetingEnded:
+		return "meeting ended"
+	case booking.PaymentSucceeded:
+		return fmt.Sprintf("payment succeeded %d %s (%s)", p.Amount, p.Currency, strings.Join(p.Refs, " "))
+	case booking.PaymentFailed:
+		return fmt.Sprintf("payment failed (%s): %s", strings.Join(p.Refs, " "), p.Reason)
+	case booking.PaymentRefunded:
+		return fmt.Sprintf("payment refunded %d %s (%s)", p.Amount, p.Currency, strings.Join(p.Refs, " "))
+	case booking.PaymentDisputed:
+		return fmt.Sprintf("payment disputed (%s): %s", strings.Join(p.Refs, " "), p.Reason)
+	}
+	return string(e.Type())
+}
+
+func slotText(s booking.Slot) string {
+	return fmt.Sprintf("%s on %s (meeting %s)", span(s.Start, s.End), strings.Join(s.Resources, ", "), s.Meeting)
+}

@@ -1,0 +1,138 @@
+package projections
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTimeline renders a history as a readable timeline for `bookingledger history <booking>`:
+// the current state, the receipts, the events in arrival order next to the order the fold used, and
+// the findings with their reasons.
+func WriteTimeline(w io.Writer, h History) error {
+	ew := &errWriter{w: w}
+	s := h.State
+	ew.printf("booking %s", h.Booking)
+	if s.Provider != "" {
+		ew.printf(" (%s)", s.Provider)
+	}
+	ew.printf("\n")
+	if !h.Projected {
+		ew.printf("  (not in the calendar read model; state computed from the events alone)\n")
+	}
+	ew.printf("  status:   %s", orDash(string(s.Status)))
+	if string(s.BookingStatus) != string(s.Status) {
+		ew.printf(" (booking's own: %s)", orDash(string(s.BookingStatus)))
+	}
+	if s.Holder {
+		ew.printf(", holds its slot")
+	}
+	ew.printf("\n")
+	if s.HasSlot() {
+		ew.printf("  slot:     %s on %s (meeting %s)\n", span(s.Start, s.End), strings.Join(s.Resources, ", "), s.Meeting)
+	}
+	ew.printf("  payment:  %s", orDash(string(s.Payment)))
+	if len(s.PaymentStreams) > 0 {
+		ids := make([]string, len(s.PaymentStreams))
+		for i, p := range s.PaymentStreams {
+			ids[i] = string(p)
+		}
+		ew.printf(" (linked payment streams: %s)", strings.Join(ids, ", "))
+	}
+	ew.printf("\n")
+	ew.printf("  provider: scheduled at %s, updated at %s; stream version %d\n", stamp(s.ScheduledAt), stamp(s.UpdatedAt), s.StreamVersion)
+	if s.RescheduledFrom != "" {
+		ew.printf("  rescheduled from %s\n", s.RescheduledFrom)
+	}
+	if s.RescheduledTo != "" {
+		ew.printf("  rescheduled to %s\n", s.RescheduledTo)
+	}
+	if s.CancelReason != "" {
+		ew.printf("  cancel:   %s", s.CancelReason)
+		if s.CanceledBy != "" {
+			ew.printf(" (by %s)", s.CanceledBy)
+		}
+		ew.printf("\n")
+	}
+
+	ew.printf("\nreceipts (%d)\n", len(h.Receipts))
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	for _, r := range h.Receipts {
+		secret := r.Secret
+		if secret == "" {
+			secret = "-"
+		}
+		line := fmt.Sprintf("  #%d\t%s\t%s\tdelivery %s\tsecret %s\t%s", r.ID, clock(r.ReceivedAt), r.Provider, r.DeliveryID, secret, r.Outcome)
+		if r.Reason != "" {
+			line += "\t" + r.Reason
+		}
+		_, _ = fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
+
+	ew.printf("\nevents in arrival order (%d)\n", len(h.Events))
+	tw = tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "  arrived\tfolded\tprovider time\trecorded\ttype\teffect")
+	for _, e := range h.Events {
+		_, _ = fmt.Fprintf(tw, "  v%d\t#%d\t%s\t%s\t%s\t%s\n", e.Version, e.FoldIndex, clock(e.OccurredAt), clock(e.RecordedAt), e.Type, e.Effect)
+		_, _ = fmt.Fprintf(tw, "  \t\t\t\t  %s\t\n", e.Summary)
+	}
+	_ = tw.Flush()
+
+	ew.printf("\nfold order\n")
+	byID := map[string]HistoryEvent{}
+	for _, e := range h.Events {
+		byID[e.ID.String()] = e
+	}
+	for i, id := range h.FoldOrder {
+		e := byID[id.String()]
+		ew.printf("  #%d  v%d  %s  %s\n", i+1, e.Version, clock(e.OccurredAt), e.Type)
+	}
+
+	ew.printf("\nfindings (%d)\n", len(h.Findings))
+	if len(h.Findings) == 0 {
+		ew.printf("  none\n")
+	}
+	for _, f := range h.Findings {
+		kind := string(f.Kind)
+		if f.Code != "" {
+			kind += "/" + f.Code
+		}
+		ew.printf("  - %s: %s\n", kind, f.Reason)
+	}
+	return ew.err
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	_, _ = fmt.Fprintf(e, format, args...)
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,479 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"bookingledger/domain/eventlog"
+)
+
+// ErrLeaseLost: the runner's lock was lost (its connection died); it stops applying and tries to take
+// the lock again.
+var ErrLeaseLost = errors.New("projection lock lost")
+
+// ErrCheckpointMoved: the saved checkpoint is not where this runner left it, so another runner wrote
+// it. The batch is rolled back; the runner reloads the checkpoint.
+var ErrCheckpointMoved = errors.New("projection checkpoint moved by another runner")
+
+// Projection is a read model fed by the runner.
+type Projection interface {
+	// Name identifies the projection: its checkpoint row and its lock.
+	Name() string
+	// Load returns the saved checkpoint and drops any in-memory state: it is called whenever the
+	// runner (re)starts applying, after it took the lock.
+	Load(ctx context.Context) (eventlog.Position, error)
+	// Apply applies events, which follow the last applied position in global order, and saves the
+	// position of the last one as the checkpoint in the same transaction: all of it or nothing.
+	Apply(ctx context.Context, events []eventlog.RecordedEvent) error
+}
+
+// CaughtUpHook is implemented by projections that want to know when a catch-up reached the end of the
+// log (to finish a rebuild, or to pick up state that has no events, such as quarantined receipts).
+type CaughtUpHook interface {
+	CaughtUp(ctx context.Context) error
+}
+
+// Resetter is implemented by projections that can be rebuilt: Reset empties the read model and moves
+// the checkpoint back to the start of the log, atomically.
+type Resetter interface {
+	Reset(ctx context.Context) error
+}
+
+// Locker elects the one active runner of a projection among processes.
+type Locker interface {
+	// TryAcquire takes the projection's lock without waiting. It returns a nil Lease (and no error)
+	// when another process holds it.
+	TryAcquire(ctx context.Context, name string) (Lease, error)
+}
+
+// Lease is a held lock.
+type Lease interface {
+	// Lost is closed when the lock can no longer be trusted (its session ended).
+	Lost() <-chan struct{}
+	// Release gives the lock up.
+	Release(ctx context.Context)
+}
+
+// EventCounter is implemented by stores that can count the events of the global log cheaply; Rebuild
+// uses it for its progress total and otherwise counts with one pass of ReadAll.
+type EventCounter interface {
+	CountEvents(ctx context.Context) (int64, error)
+}
+
+// Progress of a rebuild: events replayed and the events in the log when it started (at least Done).
+type Progress struct {
+	Done  int64
+	Total int64
+}
+
+// RunnerOptions tune a runner; zero values take the defaults.
+type RunnerOptions struct {
+	// BatchSize is how many events one catch-up read fetches and one transaction applies (1000).
+	BatchSize int
+	// LiveBatch bounds the events applied in one transaction while following live (500).
+	LiveBatch int
+	// PollInterval is the wait between reads when the store cannot push events (200ms).
+	PollInterval time.Duration
+	// StandbyInterval is how often a standby runner tries to take the lock (2s).
+	StandbyInterval time.Duration
+	// RetryInterval is the first wait after a failure; it doubles up to MaxRetryInterval (500ms, 30s).
+	RetryInterval    time.Duration
+	MaxRetryInterval time.Duration
+	Logger           *slog.Logger
+}
+
+func (o RunnerOptions) withDefaults() RunnerOptions {
+	if o.BatchSize <= 0 {
+		o.BatchSize = 1000
+	}
+	if o.LiveBatch <= 0 {
+		o.LiveBatch = 500
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 200 * time.Millisecond
+	}
+	if o.StandbyInterval <= 0 {
+		o.StandbyInterval = 2 * time.Second
+	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = 500 * time.Millisecond
+	}
+	if o.MaxRetryInterval <= 0 {
+		o.MaxRetryInterval = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// RunnerStatus is a snapshot of a runner for health checks and operators.
+type RunnerStatus struct {
+	Projection string
+	// Active is true while this process holds the lock and applies events; false on a standby.
+	Active    bool
+	Position  eventlog.Position
+	Applied   int64 // events applied by this process
+	LastApply time.Time
+	LastError string
+}
+
+// Runner feeds one projection from the global log.
+type Runner struct {
+	store eventlog.Store
+	proj  Projection
+	lock  Locker
+	opts  RunnerOptions
+
+	mu     sync.Mutex
+	status RunnerStatus
+}
+
+// NewRunner returns a runner of proj over store, elected by lock.
+func NewRunner(store eventlog.Store, proj Projection, lock Locker, opts RunnerOptions) *Runner {
+	return &Runner{store: store, proj: proj, lock: lock, opts: opts.withDefaults(),
+		status: RunnerStatus{Projection: proj.Name()}}
+}
+
+// Status returns a snapshot of the runner.
+func (r *Runner) Status() RunnerStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+func (r *Runner) update(f func(*RunnerStatus)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.status)
+}
+
+// Run applies the log to the projection until ctx ends: it waits as a standby while another process
+// holds the projection's lock, catches up from the saved checkpoint when it gets the lock, then follows
+// new events (Subscribe when the store implements eventlog.Subscriber, else polling ReadAll). Failures
+// and a lost lock are retried with backoff; Run returns only ctx.Err().
+func (r *Runner) Run(ctx context.Context) error {
+	log := r.opts.Logger.With("projection", r.proj.Name())
+	wait := r.opts.RetryInterval
+	standby := false
+	for {
+		lease, err := r.lock.TryAcquire(ctx, r.proj.Name())
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			log.Warn("projection lock unavailable", "error", err)
+			r.update(func(s *RunnerStatus) { s.Active, s.LastError = false, err.Error() })
+			if sleep(ctx, wait) != nil {
+				return ctx.Err()
+			}
+			wait = min(2*wait, r.opts.MaxRetryInterval)
+			continue
+		case lease == nil:
+			if !standby {
+				log.Info("projection runs in another process; standing by")
+				standby = true
+			}
+			r.update(func(s *RunnerStatus) { s.Active = false })
+			if sleep(ctx, r.opts.StandbyInterval) != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		standby = false
+		log.Info("projection lock taken; applying")
+		r.update(func(s *RunnerStatus) { s.Active = true })
+		progressed := false
+		err = r.lead(ctx, lease, func() { progressed = true })
+		lease.Release(context.WithoutCancel(ctx))
+		r.update(func(s *RunnerStatus) { s.Active = false })
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if progressed {
+			wait = r.opts.RetryInterval
+		}
+		log.Warn("projection stopped; retrying", "error", err, "wait", wait)
+		r.update(func(s *RunnerStatus) { s.LastError = err.Error() })
+		if sleep(ctx, wait) != nil {
+			return ctx.Err()
+		}
+		wait = min(2*wait, r.opts.MaxRetryInterval)
+	}
+}
+
+// leaseContext is ctx canceled with ErrLeaseLost when the lease is lost.
+func leaseContext(ctx context.Context, lease Lease) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-lease.Lost():
+			cancel(ErrLeaseLost)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// lead applies while holding lease; it returns when ctx ends, the lease is lost, or applying fails.
+func (r *Runner) lead(parent context.Context, lease Lease, progressed func()) error {
+	ctx, cancel := leaseContext(parent, lease)
+	defer cancel(nil)
+	cause := func(err error) error {
+		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+			return c
+		}
+		return err
+	}
+	pos, err := r.proj.Load(ctx)
+	if err != nil {
+		return cause(fmt.Errorf("load checkpoint of %s: %w", r.proj.Name(), err))
+	}
+	r.update(func(s *RunnerStatus) { s.Position = pos })
+	onBatch := func(int) { progressed() }
+	if pos, err = r.catchUp(ctx, pos, onBatch); err != nil {
+		return cause(err)
+	}
+	if err := r.caughtUp(ctx); err != nil {
+		return cause(err)
+	}
+	if sub, ok := r.store.(eventlog.Subscriber); ok {
+		return cause(r.live(ctx, sub, pos, onBatch))
+	}
+	for {
+		if err := sleep(ctx, r.opts.PollInterval); err != nil {
+			return cause(err)
+		}
+		if pos, err = r.catchUp(ctx, pos, onBatch); err != nil {
+			return cause(err)
+		}
+		if err := r.caughtUp(ctx); err != nil {
+			return cause(err)
+		}
+	}
+}
+
+func (r *Runner) caughtUp(ctx context.Context) error {
+	if h, ok := r.proj.(CaughtUpHook); ok {
+		if err := h.CaughtUp(ctx); err != nil {
+			return fmt.Errorf("%s caught up: %w", r.proj.Name(), err)
+		}
+	}
+	return nil
+}
+
+// catchUp applies batches of ReadAll from pos until a read comes back short.
+func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, onBatch func(int)) (eventlog.Position, error) {
+	for {
+		events, err := r.store.ReadAll(ctx, pos, r.opts.BatchSize)
+		if err != nil {
+			return pos, fmt.Errorf("read log from %s: %w", pos, err)
+		}
+		if len(events) == 0 {
+			return pos, nil
+		}
+		if err := r.apply(ctx, events); err != nil {
+			return pos, err
+		}
+		pos = events[len(events)-1].Position
+		if onBatch != nil {
+			onBatch(len(events))
+		}
+		if len(events) < r.opts.BatchSize {
+			return pos, nil
+		}
+	}
+}
+
+func (r *Runner) apply(ctx context.Context, events []eventlog.RecordedEvent) error {
+	if err := r.proj.Apply(ctx, events); err != nil {
+		last := events[len(events)-1].Position
+		return fmt.Errorf("apply %d events up to %s to %s: %w", len(events), last, r.proj.Name(), err)
+	}
+	last := events[len(events)-1].Position
+	now := time.Now()
+	r.update(func(s *RunnerStatus) {
+		s.Position, s.Applied, s.LastApply, s.LastError = last, s.Applied+int64(len(events)), now, ""
+	})
+	return nil
+}
+
+// live follows the subscription; a goroutine applies what the subscription hands over in batches, so
+// a burst becomes one transaction instead of one per event.
+func (r *Runner) live(parent context.Context, sub eventlog.Subscriber, from eventlog.Position, onBatch func(int)) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	ch := make(chan eventlog.RecordedEvent, r.opts.LiveBatch)
+	applied := make(chan error, 1)
+	go func() {
+		err := r.applyLive(ctx, ch, onBatch)
+		if err != nil {
+			cancel(err)
+		}
+		applied <- err
+	}()
+	serr := sub.Subscribe(ctx, from, func(e eventlog.RecordedEvent) error {
+		select {
+		case ch <- e:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	close(ch)
+	if aerr := <-applied; aerr != nil {
+		return aerr
+	}
+	return fmt.Errorf("subscription of %s ended: %w", r.proj.Name(), serr)
+}
+
+func (r *Runner) applyLive(ctx context.Context, ch <-chan eventlog.RecordedEvent, onBatch func(int)) error {
+	for {
+		var batch []eventlog.RecordedEvent
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			batch = append(batch, e)
+		case <-ctx.Done():
+			return nil
+		}
+		closed := false
+	drain:
+		for len(batch) < r.opts.LiveBatch {
+			select {
+			case e, ok := <-ch:
+				if !ok {
+					closed = true
+					break drain
+				}
+				batch = append(batch, e)
+			default:
+				break drain
+			}
+		}
+		if err := r.apply(ctx, batch); err != nil {
+			return err
+		}
+		onBatch(len(batch))
+		if closed {
+			return nil
+		}
+	}
+}
+
+// CatchUp applies everything the log holds now and returns how many events it applied. It takes the
+// projection's lock for the duration and fails with ErrBusy when another process holds it. Tests and
+// one-shot commands use it; servers use Run.
+func (r *Runner) CatchUp(ctx context.Context) (int64, error) {
+	var n int64
+	err := r.withLease(ctx, func(ctx context.Context) error {
+		pos, err := r.proj.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("load checkpoint of %s: %w", r.proj.Name(), err)
+		}
+		if _, err := r.catchUp(ctx, pos, func(k int) { n += int64(k) }); err != nil {
+			return err
+		}
+		return r.caughtUp(ctx)
+	})
+	return n, err
+}
+
+// Rebuild empties the projection, resets its checkpoint and replays the whole log, reporting progress
+// after every batch (progress may be nil). It holds the projection's lock throughout and fails with
+// ErrBusy when another process (a running `serve`) holds it. An interrupted rebuild is finished by the
+// next runner that takes the lock: it resumes from the checkpoint the rebuild reached.
+func (r *Runner) Rebuild(ctx context.Context, progress func(Progress)) error {
+	rs, ok := r.proj.(Resetter)
+	if !ok {
+		return fmt.Errorf("rebuild %s: projection cannot be reset", r.proj.Name())
+	}
+	return r.withLease(ctx, func(ctx context.Context) error {
+		var total int64
+		if progress != nil {
+			var err error
+			if total, err = r.count(ctx); err != nil {
+				return fmt.Errorf("rebuild %s: count events: %w", r.proj.Name(), err)
+			}
+			progress(Progress{Total: total})
+		}
+		if err := rs.Reset(ctx); err != nil {
+			return fmt.Errorf("rebuild %s: reset: %w", r.proj.Name(), err)
+		}
+		pos, err := r.proj.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("rebuild %s: load checkpoint: %w", r.proj.Name(), err)
+		}
+		var done int64
+		if _, err := r.catchUp(ctx, pos, func(n int) {
+			done += int64(n)
+			if progress != nil {
+				progress(Progress{Done: done, Total: max(total, done)})
+			}
+		}); err != nil {
+			return fmt.Errorf("rebuild %s: %w", r.proj.Name(), err)
+		}
+		return r.caughtUp(ctx)
+	})
+}
+
+func (r *Runner) withLease(parent context.Context, f func(context.Context) error) error {
+	lease, err := r.lock.TryAcquire(parent, r.proj.Name())
+	if err != nil {
+		return fmt.Errorf("take lock of %s: %w", r.proj.Name(), err)
+	}
+	if lease == nil {
+		return fmt.Errorf("%s: %w", r.proj.Name(), ErrBusy)
+	}
+	defer lease.Release(context.WithoutCancel(parent))
+	ctx, cancel := leaseContext(parent, lease)
+	defer cancel(nil)
+	r.update(func(s *RunnerStatus) { s.Active = true })
+	defer r.update(func(s *RunnerStatus) { s.Active = false })
+	if err := f(ctx); err != nil {
+		if c := context.Cause(ctx); c != nil && ctx.Err() != nil && parent.Err() == nil {
+			return fmt.Errorf("%w (%w)", err, c)
+		}
+		return err
+	}
+	return nil
+}
+
+func (r *Runner) count(ctx context.Context) (int64, error) {
+	if c, ok := r.store.(EventCounter); ok {
+		return c.CountEvents(ctx)
+	}
+	const countBatch = 10000
+	var (
+		n   int64
+		pos eventlog.Position
+	)
+	for {
+		events, err := r.store.ReadAll(ctx, pos, countBatch)
+		if err != nil {
+			return 0, err
+		}
+		n += int64(len(events))
+		if len(events) < countBatch {
+			return n, nil
+		}
+		pos = events[len(events)-1].Position
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
