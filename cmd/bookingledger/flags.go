@@ -48,12 +48,9 @@ func (e *envFlags) lookup(envs []string) (name, value string) {
 	return "", ""
 }
 
-func envHelp(usage string, envs []string, def string) string {
-	s := usage + " (env " + strings.Join(envs, ", then ")
-	if def != "" {
-		s += "; default " + def
-	}
-	return s + ")"
+// envHelp names a flag's variables; the flag package adds the default (the variable's value if set).
+func envHelp(usage string, envs []string) string {
+	return usage + " (env " + strings.Join(envs, ", then ") + ")"
 }
 
 func (e *envFlags) String(name string, envs []string, def, usage string) *string {
@@ -62,7 +59,7 @@ func (e *envFlags) String(name string, envs []string, def, usage string) *string
 	if _, v := e.lookup(envs); v != "" {
 		*p = v
 	}
-	e.fs.StringVar(p, name, *p, envHelp(usage, envs, def))
+	e.fs.StringVar(p, name, *p, envHelp(usage, envs))
 	return p
 }
 
@@ -72,7 +69,7 @@ func (e *envFlags) Secret(name string, envs []string, usage string) *string {
 	if _, v := e.lookup(envs); v != "" {
 		*p = v
 	}
-	e.fs.Var((*secretValue)(p), name, envHelp(usage, envs, ""))
+	e.fs.Var((*secretValue)(p), name, envHelp(usage, envs))
 	return p
 }
 
@@ -100,7 +97,7 @@ func (e *envFlags) Duration(name string, envs []string, def time.Duration, usage
 			*p = d
 		}
 	}
-	e.fs.Var(positiveDuration{p}, name, envHelp(usage, envs, def.String()))
+	e.fs.Var(positiveDuration{p}, name, envHelp(usage, envs))
 	return p
 }
 
@@ -140,7 +137,7 @@ func (e *envFlags) Int64(name string, envs []string, def, minimum int64, usage s
 			*p = n
 		}
 	}
-	e.fs.Var(boundedInt{p, minimum}, name, envHelp(usage, envs, strconv.FormatInt(def, 10)))
+	e.fs.Var(boundedInt{p, minimum}, name, envHelp(usage, envs))
 	return p
 }
 
