@@ -25,6 +25,7 @@ import (
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
+	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/providers/stripe"
 	"bookingledger/domain/ledger"
 )
@@ -33,6 +34,8 @@ const (
 	calendlyKey  = "test-calendly-signing-key"
 	calcomSecret = "test-calcom-secret"
 	stripeSecret = "whsec_test_stripe_secret"
+	// A Standard Webhooks secret is base64 after whsec_.
+	standardSecret = "whsec_dGVzdC1zdGFuZGFyZC13ZWJob29rcy1zZWNyZXQ="
 )
 
 // fakeClock is the server's clock in tests: signatures and token buckets see the time the test sets.
@@ -113,6 +116,7 @@ func newServer(t *testing.T, opts ...serverOption) *testServer {
 			calendly.New(providers.NewSecrets(calendlyKey), 0),
 			calcom.New(providers.NewSecrets(calcomSecret)),
 			stripe.New(providers.NewSecrets(stripeSecret), 0),
+			mustStandard(t, standardSecret),
 		},
 		Ready: httpapi.CheckFunc(func(ctx context.Context) error {
 			_, err := postgres.Pending(ctx, pool)
@@ -134,6 +138,13 @@ func newServer(t *testing.T, opts ...serverOption) *testServer {
 	t.Cleanup(hs.Close)
 	ts.URL = hs.URL
 	return ts
+}
+
+func mustStandard(t *testing.T, secrets ...string) *standard.Provider {
+	t.Helper()
+	p, err := standard.New(providers.NewSecrets(secrets...), 0)
+	require.NoError(t, err)
+	return p
 }
 
 // calendlyDelivery builds a signed Calendly sample at the server's current time.

@@ -33,6 +33,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "bad drain timeout", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_DRAIN_TIMEOUT": "soon"}, code: 2, message: "BOOKINGLEDGER_DRAIN_TIMEOUT"},
 		{name: "unknown event store", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_EVENT_STORE": "mysql"}, code: 2, message: "BOOKINGLEDGER_EVENT_STORE"},
 		{name: "malformed esdb URL", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_EVENT_STORE": "esdb://admin:pw123@host:notaport?tls=false"}, code: 2, message: "BOOKINGLEDGER_EVENT_STORE: esdb: invalid connection string", absent: "pw123"},
+		{name: "invalid standard secret", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_STANDARD_SECRETS": "whsec_not*base64"}, code: 2, message: "BOOKINGLEDGER_STANDARD_SECRETS: standard webhooks secret 0", absent: "not*base64"},
 		{name: "bad log level", args: []string{"serve", "--log-level", "loud"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "--log-level"},
 		{name: "unknown flag", args: []string{"serve", "--colour"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"serve", "now"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "serve takes no arguments"},

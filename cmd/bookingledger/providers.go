@@ -6,6 +6,7 @@ import (
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
+	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/providers/stripe"
 )
 
@@ -17,7 +18,7 @@ type providerSpec struct {
 	toleranceF string // flag name; "" when the scheme signs no timestamp
 	toleranceE string
 	toleranceD time.Duration
-	build      func(s providers.Secrets, tol time.Duration) providers.Provider
+	build      func(s providers.Secrets, tol time.Duration) (providers.Provider, error)
 }
 
 func providerSpecs() []providerSpec {
@@ -25,17 +26,32 @@ func providerSpecs() []providerSpec {
 		{
 			name: calendly.Name, secretsEnv: "BOOKINGLEDGER_CALENDLY_SIGNING_KEYS",
 			toleranceF: "calendly-tolerance", toleranceE: "BOOKINGLEDGER_CALENDLY_TOLERANCE", toleranceD: calendly.DefaultTolerance,
-			build: func(s providers.Secrets, tol time.Duration) providers.Provider { return calendly.New(s, tol) },
+			build: func(s providers.Secrets, tol time.Duration) (providers.Provider, error) {
+				return calendly.New(s, tol), nil
+			},
 		},
 		{
 			// Cal.com signs no timestamp: no tolerance to configure; a replay is a duplicate by event ID.
 			name: calcom.Name, secretsEnv: "BOOKINGLEDGER_CALCOM_SECRETS",
-			build: func(s providers.Secrets, _ time.Duration) providers.Provider { return calcom.New(s) },
+			build: func(s providers.Secrets, _ time.Duration) (providers.Provider, error) { return calcom.New(s), nil },
 		},
 		{
 			name: stripe.Name, secretsEnv: "BOOKINGLEDGER_STRIPE_SECRETS",
 			toleranceF: "stripe-tolerance", toleranceE: "BOOKINGLEDGER_STRIPE_TOLERANCE", toleranceD: stripe.DefaultTolerance,
-			build: func(s providers.Secrets, tol time.Duration) providers.Provider { return stripe.New(s, tol) },
+			build: func(s providers.Secrets, tol time.Duration) (providers.Provider, error) {
+				return stripe.New(s, tol), nil
+			},
+		},
+		{
+			name: standard.Name, secretsEnv: "BOOKINGLEDGER_STANDARD_SECRETS",
+			toleranceF: "standard-tolerance", toleranceE: "BOOKINGLEDGER_STANDARD_TOLERANCE", toleranceD: standard.DefaultTolerance,
+			build: func(s providers.Secrets, tol time.Duration) (providers.Provider, error) {
+				p, err := standard.New(s, tol)
+				if err != nil {
+					return nil, err
+				}
+				return p, nil
+			},
 		},
 	}
 }
@@ -77,7 +93,11 @@ func loadProviders(getenv func(string) string, tolerances map[string]*time.Durat
 		if p := tolerances[s.name]; p != nil {
 			tol = *p
 		}
-		c.list = append(c.list, s.build(secrets, tol))
+		p, err := s.build(secrets, tol)
+		if err != nil {
+			return c, usageErrorf("%s: %w", s.secretsEnv, err)
+		}
+		c.list = append(c.list, p)
 		c.secrets[s.name] = secrets
 		if secrets.Empty() {
 			c.unconfigured = append(c.unconfigured, s.name)

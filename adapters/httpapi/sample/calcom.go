@@ -17,11 +17,11 @@ func calcomKind() kind {
 		events: []string{calcom.TriggerBookingCreated, calcom.TriggerBookingCancelled, calcom.TriggerBookingRescheduled,
 			calcom.TriggerBookingRequested, calcom.TriggerBookingRejected},
 		body: calcomBody,
-		sign: func(secret string, body []byte, _ time.Time) http.Header {
+		sign: func(secret string, body []byte, _ time.Time) (http.Header, error) {
 			h := http.Header{}
 			h.Set(calcom.SignatureHeader, calcom.Sign(secret, body))
 			h.Set(calcom.VersionHeader, CalcomWebhookVersion)
-			return h
+			return h, nil
 		},
 	}
 }

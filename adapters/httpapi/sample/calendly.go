@@ -11,10 +11,10 @@ func calendlyKind() kind {
 	return kind{
 		events: []string{calendly.EventInviteeCreated, calendly.EventInviteeCanceled, calendly.EventNoShowCreated, calendly.EventNoShowDeleted},
 		body:   calendlyBody,
-		sign: func(secret string, body []byte, now time.Time) http.Header {
+		sign: func(secret string, body []byte, now time.Time) (http.Header, error) {
 			h := http.Header{}
 			h.Set(calendly.SignatureHeader, calendly.Sign(secret, now, body))
-			return h
+			return h, nil
 		},
 	}
 }

@@ -93,7 +93,7 @@ type kind struct {
 	events []string
 	body   func(event string, p Params) (any, error)
 	// sign returns the signature headers of body signed with secret at now.
-	sign func(secret string, body []byte, now time.Time) http.Header
+	sign func(secret string, body []byte, now time.Time) (http.Header, error)
 }
 
 func kinds() map[string]kind {
@@ -101,6 +101,7 @@ func kinds() map[string]kind {
 		"calendly": calendlyKind(),
 		"calcom":   calcomKind(),
 		"stripe":   stripeKind(),
+		"standard": standardKind(),
 	}
 }
 
@@ -148,7 +149,10 @@ func Sign(provider, secret string, body []byte, now time.Time) (http.Header, err
 	if !ok {
 		return nil, fmt.Errorf("%w: provider %q (have %s)", ErrUnknown, provider, strings.Join(Providers(), ", "))
 	}
-	h := k.sign(secret, body, now)
+	h, err := k.sign(secret, body, now)
+	if err != nil {
+		return nil, fmt.Errorf("sign %s delivery: %w", provider, err)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "bookingledger-send")
 	return h, nil

@@ -12,11 +12,23 @@ import (
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
+	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/providers/stripe"
 	"bookingledger/domain/booking"
 )
 
-const secret = "sample-test-secret"
+const (
+	secret         = "sample-test-secret"
+	standardSecret = "whsec_c2FtcGxlLXRlc3Qtc3RhbmRhcmQtc2VjcmV0"
+)
+
+// secretFor is the signing secret of a provider's samples: Standard Webhooks secrets are base64 keys.
+func secretFor(provider string) string {
+	if provider == standard.Name {
+		return standardSecret
+	}
+	return secret
+}
 
 func realProvider(t *testing.T, name string) providers.Provider {
 	t.Helper()
@@ -28,6 +40,10 @@ func realProvider(t *testing.T, name string) providers.Provider {
 		return calcom.New(s)
 	case stripe.Name:
 		return stripe.New(s, 0)
+	case standard.Name:
+		p, err := standard.New(providers.NewSecrets(standardSecret), 0)
+		require.NoError(t, err)
+		return p
 	}
 	t.Fatalf("no real provider for %q: add it here when sample gains it", name)
 	return nil
@@ -56,6 +72,10 @@ func want() map[string]map[string][]struct {
 			calcom.TriggerBookingRejected:    {{"calcom-b1", booking.TypeRejected}},
 			calcom.TriggerBookingRescheduled: {{booking.ID("calcom-" + sample.CalcomRescheduledUID("b1")), booking.TypeScheduled}, {"calcom-b1", booking.TypeCanceled}},
 		},
+		standard.Name: {
+			standard.TypeScheduled: {{"standard-b1", booking.TypeScheduled}},
+			standard.TypeCanceled:  {{"standard-b1", booking.TypeCanceled}},
+		},
 		stripe.Name: {
 			stripe.TypePaymentIntentSucceeded: {{"calendly-b1", booking.TypePaymentSucceeded}},
 			stripe.TypeChargeRefunded:         {{"calendly-b1", booking.TypePaymentRefunded}},
@@ -72,7 +92,7 @@ func TestEverySampleVerifiesAndMapsWithTheRealProvider(t *testing.T) {
 		p := realProvider(t, provider)
 		for _, event := range sample.Events(provider) {
 			t.Run(provider+"/"+event, func(t *testing.T) {
-				d, err := sample.Build(provider, event, secret, sample.Params{Booking: "b1"}, now)
+				d, err := sample.Build(provider, event, secretFor(provider), sample.Params{Booking: "b1"}, now)
 				require.NoError(t, err)
 
 				v, err := p.Verify(d.Header, d.Body, now)
@@ -127,12 +147,13 @@ func TestCancelFoldsAfterCreate(t *testing.T) {
 	pairs := map[string][2]string{
 		calendly.Name: {calendly.EventInviteeCreated, calendly.EventInviteeCanceled},
 		calcom.Name:   {calcom.TriggerBookingCreated, calcom.TriggerBookingCancelled},
+		standard.Name: {standard.TypeScheduled, standard.TypeCanceled},
 	}
 	for provider, pair := range pairs {
 		p := realProvider(t, provider)
 		var events []booking.Event
 		for _, event := range []string{pair[1], pair[0]} { // arrival order reversed on purpose
-			d, err := sample.Build(provider, event, secret, sample.Params{Booking: "c1"}, now)
+			d, err := sample.Build(provider, event, secretFor(provider), sample.Params{Booking: "c1"}, now)
 			require.NoError(t, err)
 			m, err := p.Map(context.Background(), d.Header, d.Body, now)
 			require.NoError(t, err)

@@ -12,10 +12,10 @@ func stripeKind() kind {
 	return kind{
 		events: []string{stripe.TypePaymentIntentSucceeded, stripe.TypeChargeRefunded},
 		body:   stripeBody,
-		sign: func(secret string, body []byte, now time.Time) http.Header {
+		sign: func(secret string, body []byte, now time.Time) (http.Header, error) {
 			h := http.Header{}
 			h.Set(stripe.SignatureHeader, stripe.Sign(secret, now, body))
-			return h
+			return h, nil
 		},
 	}
 }
