@@ -51,7 +51,14 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	var body []byte
+	var err error
+	if r.ContentLength > s.maxBody {
+		// Announced too large: refuse without reading a byte of it.
+		err = &http.MaxBytesError{Limit: s.maxBody}
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	}
 	receivedAt := s.clock()
 	if err != nil {
 		var tooLarge *http.MaxBytesError

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -168,6 +169,18 @@ func TestOversizedBodyIs413NeverTruncated(t *testing.T) {
 	assert.Equal(t, 0, ts.events(t))
 	assert.Equal(t, 1, ts.receipts(t, "rejected"))
 	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricRejections, map[string]string{"provider": "calendly", "reason": "body_too_large"}))
+
+	// Without a Content-Length (chunked), the cap is enforced while reading.
+	req, err := http.NewRequest(http.MethodPost, ts.URL+"/webhooks/calendly", io.MultiReader(bytes.NewReader(padded)))
+	require.NoError(t, err)
+	req.Header = h.Clone()
+	req.ContentLength = -1 // unknown: the transport sends it chunked
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	assert.Equal(t, 2.0, ts.metric(t, httpapi.MetricRejections, map[string]string{"provider": "calendly", "reason": "body_too_large"}))
+	assert.Equal(t, 0, ts.events(t))
 
 	atLimit := ts.send(t, d)
 	assert.Equal(t, http.StatusOK, atLimit.Status, "a body of exactly the cap is accepted: %s", atLimit.Body)

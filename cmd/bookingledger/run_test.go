@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +118,11 @@ func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.
 	require.NoError(t, err, out)
 	assert.Equal(t, 1, strings.Count(out, `"status":"accepted"`))
 	assert.Equal(t, 1, strings.Count(out, `"status":"duplicate"`))
+	raw := filepath.Join(t.TempDir(), "body.json")
+	require.NoError(t, os.WriteFile(raw, []byte(`{"event":"invitee.created","payload":{}}`), 0o600))
+	out, err = send("calendly", "--raw", raw)
+	require.NoError(t, err, "a quarantined delivery is still acked: %s", out)
+	assert.Contains(t, out, `202 Accepted {"status":"quarantined"`)
 	out, err = send("calendly", "invitee.created", "--booking", "e2e-forged", "--secret", "not-configured")
 	assert.Error(t, err, "a non-2xx makes send fail")
 	assert.Contains(t, out, "401")
