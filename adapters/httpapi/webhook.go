@@ -36,8 +36,13 @@ type ErrorResponse struct {
 	Code string `json:"code"`
 }
 
-// maxReasonBytes bounds the reason stored in a rejected receipt: its text partly echoes the request.
-const maxReasonBytes = 300
+// maxReasonBytes bounds a reason stored in a receipt: its text partly echoes the request.
+// maxDeliveryIDBytes is far above any provider's identity (Token caps each part at 512 bytes); it only
+// guards the receipts index against a pathological value.
+const (
+	maxReasonBytes     = 300
+	maxDeliveryIDBytes = 2048
+)
 
 func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
@@ -86,7 +91,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, name, started, fmt.Errorf("%w: %w", ErrTransientMap, mapErr))
 		return
 	}
-	deliveryID := clipReason(mapped.DeliveryID)
+	deliveryID := storableText(mapped.DeliveryID, maxDeliveryIDBytes)
 	if deliveryID == "" {
 		deliveryID = bodyDigest(body)
 	}
@@ -192,19 +197,22 @@ func bodyDigest(body []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// clipReason bounds a reason and makes it storable text: valid UTF-8 without control characters
-// (PostgreSQL text refuses NUL and invalid UTF-8, and a refused receipt would turn into a 503 loop).
-func clipReason(s string) string {
+func clipReason(s string) string { return storableText(s, maxReasonBytes) }
+
+// storableText bounds s to limit bytes and makes it storable text: valid UTF-8 without control
+// characters (PostgreSQL text refuses NUL and invalid UTF-8, and a refused receipt would turn into a
+// 503 loop).
+func storableText(s string, limit int) string {
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
 	}, strings.ToValidUTF8(s, "\uFFFD"))
-	if len(s) <= maxReasonBytes {
+	if len(s) <= limit {
 		return s
 	}
-	cut := maxReasonBytes
+	cut := limit
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
