@@ -74,10 +74,13 @@ func WriteTimeline(w io.Writer, h History) error {
 
 	ew.printf("\nevents in arrival order (%d)\n", len(h.Events))
 	tw = tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "  arrived\tfolded\tprovider time\trecorded\ttype\teffect")
+	_, _ = fmt.Fprintln(tw, "  arrived\tfolded\tprovider time\trecorded\ttype\twhat")
 	for _, e := range h.Events {
-		_, _ = fmt.Fprintf(tw, "  v%d\t#%d\t%s\t%s\t%s\t%s\n", e.Version, e.FoldIndex, clock(e.OccurredAt), clock(e.RecordedAt), e.Type, e.Effect)
-		_, _ = fmt.Fprintf(tw, "  \t\t\t\t  %s\t\n", e.Summary)
+		what := e.Summary
+		if !e.Applied {
+			what = "REFUSED (" + e.Effect + "): " + what
+		}
+		_, _ = fmt.Fprintf(tw, "  v%d\t#%d\t%s\t%s\t%s\t%s\n", e.Version, e.FoldIndex, clock(e.OccurredAt), clock(e.RecordedAt), e.Type, what)
 	}
 	_ = tw.Flush()
 

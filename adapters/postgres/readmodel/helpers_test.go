@@ -82,12 +82,28 @@ func (e *env) quarantine(t testing.TB, provider, id, reason string) {
 	require.NoError(t, err)
 }
 
-// catchUp runs the projection until it has applied everything in the log.
+// catchUp runs the projection until it has applied every event appended so far. ReadAll returns only
+// events older than every running transaction of the cluster (transaction ids are cluster-wide, so
+// other tests' transactions count too): a single pass may legitimately stop short.
 func (e *env) catchUp(t testing.TB) int64 {
 	t.Helper()
-	n, err := e.rm.Runner(projections.RunnerOptions{}).CatchUp(context.Background())
-	require.NoError(t, err)
-	return n
+	ctx := context.Background()
+	var stored int64
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&stored))
+	var total int64
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := e.rm.Runner(projections.RunnerOptions{}).CatchUp(ctx)
+		require.NoError(t, err)
+		total += n
+		cp, err := e.rm.Checkpoint(ctx)
+		require.NoError(t, err)
+		if cp.EventsApplied >= stored {
+			return total
+		}
+		require.True(t, time.Now().Before(deadline), "projection stuck at %d of %d events", cp.EventsApplied, stored)
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (e *env) booking(t testing.TB, id booking.ID) projections.Booking {
@@ -122,7 +138,9 @@ func (e *env) holders(t testing.TB) []string {
 // Event builders. A booking's ID is "<provider>-<key>"; provider times are fixed, so every run of a
 // scenario carries the same events.
 
-func at(hour, minute int) time.Time { return day.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute) }
+func at(hour, minute int) time.Time {
+	return day.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
+}
 
 func slot(meeting string, start time.Time, minutes int, resources ...string) booking.Slot {
 	return booking.Slot{Meeting: meeting, Resources: resources, Start: start, End: start.Add(time.Duration(minutes) * time.Minute)}

@@ -1,0 +1,283 @@
+package readmodel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+	"bookingledger/projections"
+)
+
+// waitReadable waits until ReadAll returns every stored event (see catchUp on why it may lag).
+func (e *env) waitReadable(t testing.TB) []eventlog.RecordedEvent {
+	t.Helper()
+	ctx := context.Background()
+	var stored int64
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&stored))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		all, err := e.store.ReadAll(ctx, eventlog.Position{}, 100000)
+		require.NoError(t, err)
+		if int64(len(all)) >= stored {
+			return all
+		}
+		require.True(t, time.Now().Before(deadline), "log stuck at %d of %d events", len(all), stored)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *env) count(t testing.TB, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n))
+	return n
+}
+
+// someBookings records a conflict, a canceled booking with a refused late create, and a payment.
+func someBookings(t testing.TB, e *env, prefix string) {
+	t.Helper()
+	b := func(s string) booking.ID { return booking.ID("calendly-" + prefix + s) }
+	e.deliver(t, one(prefix+"1", created(b("a"), at(-9, 0), slot(prefix+"ma", at(9, 0), 60, "host-"+prefix))))
+	e.deliver(t, one(prefix+"2", created(b("b"), at(-8, 0), slot(prefix+"mb", at(9, 30), 60, "host-"+prefix))))
+	e.deliver(t, one(prefix+"3", created(b("c"), at(-7, 0), slot(prefix+"mc", at(13, 0), 30, "host-"+prefix))))
+	e.deliver(t, one(prefix+"4", canceled(b("c"), at(-6, 0), "no longer needed")))
+	e.deliver(t, one(prefix+"5", event(b("c"), "created-again", at(-5, 0), booking.Scheduled{Slot: slot(prefix+"mc", at(13, 0), 30, "host-"+prefix)})))
+	e.deliver(t, one(prefix+"6", event(booking.ID("stripe-pi_"+prefix), "succeeded", at(-4, 0),
+		booking.PaymentSucceeded{Refs: []string{"stripe:pi_" + prefix}, Amount: 1200, Currency: "eur"})))
+}
+
+func TestApplyFailureLeavesNothingHalfApplied(t *testing.T) {
+	e := newEnv(t)
+	someBookings(t, e, "f")
+	all := e.waitReadable(t)
+	injected := errors.New("injected crash after apply")
+	readmodel.SetFailAfterApply(e.rm, func() error { return injected })
+
+	_, err := e.rm.Runner(projections.RunnerOptions{}).CatchUp(context.Background())
+	require.ErrorIs(t, err, injected)
+	for _, table := range []string{"calendar_bookings", "calendar_slots", "payment_streams", "reconciliation_items"} {
+		assert.Zero(t, e.count(t, table), "%s after a failed batch", table)
+	}
+	cp, err := e.rm.Checkpoint(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, eventlog.Position{}, cp.Position, "checkpoint rolled back with the batch")
+	assert.Zero(t, cp.EventsApplied)
+
+	readmodel.SetFailAfterApply(e.rm, nil)
+	e.catchUp(t)
+	cp, err = e.rm.Checkpoint(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(all)), cp.EventsApplied, "every event applied exactly once")
+	assert.Equal(t, all[len(all)-1].Position, cp.Position)
+	assert.Equal(t, 3, e.count(t, "calendar_bookings"))
+	assert.Equal(t, 1, e.count(t, "payment_streams"))
+	assert.Len(t, e.openItems(t), 2, "one conflict, one refused late create")
+}
+
+func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
+	e := newEnv(t)
+	someBookings(t, e, "s")
+	all := e.waitReadable(t)
+	ctx := context.Background()
+	// Two processes both believe they lead (the first lost its lock but has not noticed yet).
+	other := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})
+	_, err := e.rm.Load(ctx)
+	require.NoError(t, err)
+	_, err = other.Load(ctx)
+	require.NoError(t, err)
+
+	require.NoError(t, other.Apply(ctx, all))
+	err = e.rm.Apply(ctx, all[:2])
+	require.ErrorIs(t, err, projections.ErrCheckpointMoved)
+
+	cp, err := e.rm.Checkpoint(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(all)), cp.EventsApplied)
+	assert.Len(t, e.openItems(t), 2)
+}
+
+func TestRestartResumesWithoutDoubleEffects(t *testing.T) {
+	e := newEnv(t)
+	someBookings(t, e, "r")
+	e.catchUp(t)
+	itemsBefore := e.count(t, "reconciliation_items")
+
+	// More deliveries, some of them redeliveries; then a new process (fresh in-memory state) resumes.
+	someBookings(t, e, "r")
+	e.deliver(t, one("r-more", canceled("calendly-ra", at(-1, 0), "host unavailable")))
+	e.rm = readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})
+	e.catchUp(t)
+
+	all := e.waitReadable(t)
+	cp, err := e.rm.Checkpoint(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(all)), cp.EventsApplied)
+	assert.Equal(t, projections.StatusActive, e.booking(t, "calendly-rb").Status, "the holder was canceled: the other takes the slot")
+	assert.Equal(t, itemsBefore, e.count(t, "reconciliation_items"), "no item opened twice")
+	assert.Len(t, e.openItems(t), 1, "the conflict closed, the refused create stays")
+
+	// Resuming once more with nothing new changes nothing.
+	before := snapshotOf(t, e)
+	e.rm = readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})
+	e.catchUp(t)
+	assert.Equal(t, before, snapshotOf(t, e))
+}
+
+// pollOnly hides the store's Subscribe, so the runner polls.
+type pollOnly struct{ eventlog.Store }
+
+func TestRunnerFollowsNewEvents(t *testing.T) {
+	for _, mode := range []string{"subscribe", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			var src eventlog.Store = e.store
+			if mode == "poll" {
+				src = pollOnly{e.store}
+			}
+			rm := readmodel.New(e.pool, src, eventcodec.JSON{}, readmodel.Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			runner := rm.Runner(projections.RunnerOptions{PollInterval: 20 * time.Millisecond})
+			go func() { done <- runner.Run(ctx) }()
+
+			for i := range 5 {
+				id := booking.ID(fmt.Sprintf("calendly-live%d", i))
+				e.deliver(t, one(string(id), created(id, at(-5, i), slot("live", at(9, 0), 30, "host-live"))))
+				require.Eventually(t, func() bool {
+					_, err := rm.Booking(context.Background(), id)
+					return err == nil
+				}, time.Minute, 5*time.Millisecond, "booking %s never appeared", id)
+			}
+			assert.True(t, runner.Status().Active)
+			cancel()
+			assert.ErrorIs(t, <-done, context.Canceled)
+			cp, err := rm.Checkpoint(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, int64(5), cp.EventsApplied)
+		})
+	}
+}
+
+// Two `serve` processes: each has its own pool, store and read model on one database.
+func TestTwoRunnersElectOneActive(t *testing.T) {
+	url := pgtest.NewDatabaseURL(t)
+	type proc struct {
+		pool   *postgres.Store
+		rm     *readmodel.ReadModel
+		runner *projections.Runner
+	}
+	newProc := func() proc {
+		pool := pgtest.Open(t, url)
+		store := postgres.NewStore(pool)
+		rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})
+		return proc{pool: store, rm: rm, runner: rm.Runner(projections.RunnerOptions{
+			StandbyInterval: 10 * time.Millisecond, RetryInterval: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})}
+	}
+	a, b := newProc(), newProc()
+	admin := pgtest.Open(t, url)
+	e := &env{pool: admin, store: postgres.NewStore(admin), receive: day}
+	e.ledger = ledger.NewService(e.store, eventcodec.JSON{})
+	e.rm = a.rm
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, p := range []proc{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = p.runner.Run(ctx)
+		}()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	holdersOfLock := func() []int {
+		rows, err := admin.Query(context.Background(), `SELECT pid FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND ((classid::bigint << 32) | objid::bigint) = $1`, readmodel.LockKey(readmodel.ProjectionName))
+		require.NoError(t, err)
+		var pids []int
+		for rows.Next() {
+			var pid int
+			require.NoError(t, rows.Scan(&pid))
+			pids = append(pids, pid)
+		}
+		require.NoError(t, rows.Err())
+		return pids
+	}
+
+	// Deliveries and observations interleave; at no sample may both be active or the lock be held twice.
+	for i := range 20 {
+		id := booking.ID(fmt.Sprintf("calendly-two%d", i))
+		e.deliver(t, one(string(id), created(id, at(-20, i), slot(fmt.Sprintf("two%d", i%4), at(9, 15*(i%4)), 30, "host-two"))))
+		active := 0
+		for _, p := range []proc{a, b} {
+			if p.runner.Status().Active {
+				active++
+			}
+		}
+		assert.LessOrEqual(t, active, 1, "both runners active")
+		assert.LessOrEqual(t, len(holdersOfLock()), 1)
+	}
+	require.Eventually(t, func() bool { return len(holdersOfLock()) == 1 }, time.Minute, 10*time.Millisecond)
+	waitApplied(t, e)
+
+	// The active runner's lock session dies: a runner takes over (possibly the same process, after
+	// it noticed), and the events that arrive meanwhile are applied exactly once.
+	pid := holdersOfLock()[0]
+	_, err := admin.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
+	require.NoError(t, err)
+	for i := 20; i < 30; i++ {
+		id := booking.ID(fmt.Sprintf("calendly-two%d", i))
+		e.deliver(t, one(string(id), created(id, at(-20, i), slot(fmt.Sprintf("two%d", i%4), at(9, 15*(i%4)), 30, "host-two"))))
+	}
+	require.Eventually(t, func() bool {
+		pids := holdersOfLock()
+		return len(pids) == 1 && pids[0] != pid
+	}, time.Minute, 10*time.Millisecond, "nobody took the lock over")
+	waitApplied(t, e)
+	require.Eventually(t, func() bool {
+		active := 0
+		for _, p := range []proc{a, b} {
+			if p.runner.Status().Active {
+				active++
+			}
+		}
+		return active == 1
+	}, time.Minute, 10*time.Millisecond)
+
+	// The read model equals a rebuild: nothing was applied twice or skipped.
+	cancel()
+	wg.Wait()
+	before := snapshotOf(t, e)
+	require.NoError(t, a.rm.Rebuild(context.Background(), nil))
+	assert.Equal(t, before, snapshotOf(t, e))
+}
+
+// waitApplied waits until the checkpoint counts every stored event, then checks it counts no more.
+func waitApplied(t testing.TB, e *env) {
+	t.Helper()
+	ctx := context.Background()
+	var stored int64
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&stored))
+	require.Eventually(t, func() bool {
+		cp, err := e.rm.Checkpoint(ctx)
+		require.NoError(t, err)
+		return cp.EventsApplied >= stored
+	}, time.Minute, 10*time.Millisecond)
+	cp, err := e.rm.Checkpoint(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, stored, cp.EventsApplied, "events applied more than once")
+}

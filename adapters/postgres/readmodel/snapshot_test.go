@@ -1,0 +1,57 @@
+package readmodel_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/projections"
+)
+
+// snapshot is everything the read side shows, minus what legitimately differs between two databases
+// (wall-clock times and serial ids).
+type snapshot struct {
+	Bookings []projections.Booking
+	Slots    []string
+	Payments []string
+	Open     []string
+	Calendar []projections.CalendarEntry
+}
+
+func snapshotOf(t testing.TB, e *env) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	var s snapshot
+	var err error
+	s.Bookings, err = e.rm.Bookings(ctx)
+	require.NoError(t, err)
+	s.Slots = queryStrings(t, e, `SELECT format('%s %s %s %s %s %s', booking, resource, meeting, during, priority_at, holder)
+FROM calendar_slots ORDER BY booking, resource`)
+	s.Payments = queryStrings(t, e, `SELECT format('%s %s %s %s', stream, refs, payment_status, stream_version) FROM payment_streams ORDER BY stream`)
+	items, err := e.rm.OpenItems(ctx)
+	require.NoError(t, err)
+	for _, it := range items {
+		s.Open = append(s.Open, fmt.Sprintf("%s|%s|%s|%s|%s|%s", it.Kind, it.Subject, it.Booking, it.OtherBooking, it.EventID, it.Reason))
+	}
+	slices.Sort(s.Open)
+	s.Calendar, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: day.AddDate(0, 0, -3), To: day.AddDate(0, 0, 3)})
+	require.NoError(t, err)
+	return s
+}
+
+func queryStrings(t testing.TB, e *env, sql string) []string {
+	t.Helper()
+	rows, err := e.pool.Query(context.Background(), sql)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
