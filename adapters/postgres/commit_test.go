@@ -1,0 +1,252 @@
+package postgres_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+)
+
+func appendOf(stream string, expected eventlog.ExpectedVersion, evs ...eventlog.EventData) ledger.Append {
+	return ledger.Append{Stream: stream, Expected: expected, Events: evs}
+}
+
+// commitOf is an accepted delivery whose receipt names every appended event.
+func commitOf(deliveryID string, appends ...ledger.Append) ledger.Commit {
+	c := ledger.Commit{Appends: appends, Receipt: ledger.Receipt{
+		Provider:   "calendly",
+		ReceivedAt: time.Date(2026, 3, 14, 9, 26, 54, 12000, time.UTC),
+		DeliveryID: deliveryID,
+		Secret:     "0:sha256:1a2b3c4d",
+		Outcome:    ledger.OutcomeAccepted,
+		Body:       []byte(`{"event":"invitee.created"}`),
+	}}
+	for _, a := range appends {
+		for _, e := range a.Events {
+			id := booking.ID(a.Stream[len(booking.StreamPrefix):])
+			c.Receipt.Events = append(c.Receipt.Events, ledger.EventRef{Booking: id, Stream: a.Stream, ID: e.ID, Type: booking.EventType(e.Type)})
+		}
+	}
+	return c
+}
+
+// TestCommitIsAtomic: the appends and the receipt travel as one pipelined batch outside an explicit
+// transaction; PostgreSQL runs such a batch as one implicit transaction. If that ever stopped being
+// true (a driver change sending a Sync per statement), the first append would survive here.
+func TestCommitIsAtomic(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	busy := streamName(t)
+	stored := event(t, "booking.scheduled.v1")
+	_, err := s.Append(ctx, busy, eventlog.NoStream(), []eventlog.EventData{stored})
+	require.NoError(t, err)
+
+	tests := []struct {
+		name   string
+		second func() ledger.Append
+		edit   func(*ledger.Commit)
+		want   error
+	}{
+		{name: "second append conflicts", second: func() ledger.Append {
+			return appendOf(busy, eventlog.Exact(5), event(t, "booking.canceled.v1"))
+		}, want: eventlog.ErrVersionConflict},
+		{name: "second append partly duplicate", second: func() ledger.Append {
+			return appendOf(busy, eventlog.Any(), stored, event(t, "booking.canceled.v1"))
+		}, want: eventlog.ErrPartialDuplicate},
+		{name: "receipt insert fails", second: func() ledger.Append {
+			return appendOf(busy, eventlog.Exact(1), event(t, "booking.canceled.v1"))
+		}, edit: func(c *ledger.Commit) { c.Receipt.Outcome = "lost" }}, // violates receipts_outcome_check
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			first := streamName(t)
+			c := commitOf("delivery-"+first, appendOf(first, eventlog.NoStream(), event(t, "booking.scheduled.v1")), tc.second())
+			if tc.edit != nil {
+				tc.edit(&c)
+			}
+			_, err := s.Commit(ctx, c)
+			require.Error(t, err)
+			if tc.want != nil {
+				assert.ErrorIs(t, err, tc.want)
+			}
+			assert.Contains(t, err.Error(), "delivery-"+first)
+
+			got, err := s.ReadStream(ctx, first)
+			require.NoError(t, err)
+			assert.Empty(t, got, "the first append must be rolled back")
+			assert.Zero(t, count(t, pool, `SELECT count(*) FROM streams WHERE stream_id = $1`, first))
+			busyEvents, err := s.ReadStream(ctx, busy)
+			require.NoError(t, err)
+			assert.Len(t, busyEvents, 1)
+			assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = $1`, "delivery-"+first), "no receipt")
+		})
+	}
+}
+
+func TestCommitOutcomes(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	stream := streamName(t)
+	e1, e2 := event(t, "booking.scheduled.v1"), event(t, "booking.rescheduled.v1")
+
+	res, err := s.Commit(ctx, commitOf("d-1", appendOf(stream, eventlog.NoStream(), e1)))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeAccepted, res.Outcome)
+	require.Len(t, res.Appends, 1)
+	assert.Equal(t, uint64(1), res.Appends[0].LastVersion)
+	assert.False(t, res.Appends[0].Duplicate)
+
+	// The same delivery again, planned before the first commit was visible: stored as duplicate.
+	res, err = s.Commit(ctx, commitOf("d-1", appendOf(stream, eventlog.NoStream(), e1)))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeDuplicate, res.Outcome)
+	assert.True(t, res.Appends[0].Duplicate)
+
+	// Two streams, one of them already written: something new was written, so accepted.
+	other := streamName(t)
+	res, err = s.Commit(ctx, commitOf("d-2", appendOf(stream, eventlog.Exact(0), e1), appendOf(other, eventlog.NoStream(), e2)))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeAccepted, res.Outcome)
+	assert.True(t, res.Appends[0].Duplicate)
+	assert.False(t, res.Appends[1].Duplicate)
+
+	// Receipts without appends are stored as given.
+	for _, o := range []ledger.Outcome{ledger.OutcomeDuplicate, ledger.OutcomeIgnored, ledger.OutcomeQuarantined, ledger.OutcomeRejected} {
+		c := commitOf("d-" + string(o))
+		c.Receipt.Outcome, c.Receipt.Reason = o, "because "+string(o)
+		res, err := s.Commit(ctx, c)
+		require.NoError(t, err)
+		assert.Equal(t, o, res.Outcome)
+		assert.Empty(t, res.Appends)
+	}
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-rejected' AND body IS NULL`),
+		"an unverified body is never stored")
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-ignored' AND body IS NOT NULL`))
+
+	var outcomes []string
+	rows, err := pool.Query(ctx, `SELECT outcome FROM receipts WHERE delivery_id IN ('d-1', 'd-2') ORDER BY id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var o string
+		require.NoError(t, rows.Scan(&o))
+		outcomes = append(outcomes, o)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []string{"accepted", "duplicate", "accepted"}, outcomes)
+}
+
+// TestConcurrentCopiesOfOneDelivery: 20 copies of one delivery, all planned against the empty stream
+// (as the ledger would when they arrive together), commit at once.
+func TestConcurrentCopiesOfOneDelivery(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	stream := streamName(t)
+	e := event(t, "booking.scheduled.v1")
+	const copies = 20
+
+	var (
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+		mu       sync.Mutex
+		returned = map[ledger.Outcome]int{}
+	)
+	for range copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := s.Commit(ctx, commitOf("d-same", appendOf(stream, eventlog.Exact(0), e)))
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			returned[res.Outcome]++
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	assert.Equal(t, map[ledger.Outcome]int{ledger.OutcomeAccepted: 1, ledger.OutcomeDuplicate: copies - 1}, returned)
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = $1`, stream))
+	assert.Equal(t, copies, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-same'`))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-same' AND outcome = 'accepted'`))
+	assert.Equal(t, 1, count(t, pool, `SELECT version FROM streams WHERE stream_id = $1`, stream))
+}
+
+func TestReceiptsForBooking(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	bk := "bk-" + streamName(t)
+	stream := booking.ID(bk).Stream()
+	e1, e2 := event(t, "booking.scheduled.v1"), event(t, "booking.canceled.v1")
+
+	c1 := commitOf("d-1", appendOf(stream, eventlog.NoStream(), e1))
+	_, err := s.Commit(ctx, c1)
+	require.NoError(t, err)
+	_, err = s.Commit(ctx, commitOf("d-unrelated", appendOf(streamName(t), eventlog.NoStream(), event(t, "x.v1"))))
+	require.NoError(t, err)
+	c2 := commitOf("d-2", appendOf(stream, eventlog.Exact(1), e2))
+	c2.Receipt.Reason = "canceled by invitee"
+	_, err = s.Commit(ctx, c2)
+	require.NoError(t, err)
+	// The EventStoreDB adapter's path: events elsewhere, the outcome stored as given.
+	c3 := commitOf("d-3", appendOf(stream, eventlog.Exact(2), event(t, "booking.no_show_marked.v1")))
+	id3, err := s.InsertReceipt(ctx, c3.Receipt)
+	require.NoError(t, err)
+
+	got, err := s.ReceiptsForBooking(ctx, bk)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Less(t, got[0].ID, got[1].ID)
+	assert.Equal(t, id3, got[2].ID)
+	for i, want := range []ledger.Receipt{c1.Receipt, c2.Receipt, c3.Receipt} {
+		r := got[i]
+		assert.Equal(t, want.Provider, r.Receipt.Provider)
+		assert.True(t, want.ReceivedAt.Equal(r.Receipt.ReceivedAt), "received_at %s != %s", r.Receipt.ReceivedAt, want.ReceivedAt)
+		r.Receipt.ReceivedAt = want.ReceivedAt
+		assert.Equal(t, want, r.Receipt)
+		assert.False(t, r.RecordedAt.IsZero())
+	}
+	assert.Equal(t, ledger.OutcomeAccepted, got[2].Receipt.Outcome, "InsertReceipt keeps accepted without events in its transaction")
+
+	none, err := s.ReceiptsForBooking(ctx, "bk-none")
+	require.NoError(t, err)
+	assert.Empty(t, none)
+}
+
+// TestReceiptQueriesUseIndexes guards the indexes auditors and operators rely on.
+func TestReceiptQueriesUseIndexes(t *testing.T) {
+	_, pool := newStore(t)
+	ctx := testCtx(t)
+	_, err := pool.Exec(ctx, `SET enable_seqscan = off`)
+	require.NoError(t, err)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET enable_seqscan = off`)
+	require.NoError(t, err)
+	for name, q := range map[string]string{
+		"receipts_bookings_idx":            `EXPLAIN SELECT id FROM receipts WHERE bookings @> ARRAY['b1'] ORDER BY id`,
+		"receipts_outcome_received_at_idx": `EXPLAIN SELECT id FROM receipts WHERE outcome = 'quarantined' ORDER BY received_at`,
+		"receipts_delivery_id_idx":         `EXPLAIN SELECT id FROM receipts WHERE delivery_id = 'd'`,
+		"events_tx_position_idx":           `EXPLAIN SELECT * FROM events WHERE (tx_id, global_position) > ('1'::xid8, 0) ORDER BY tx_id, global_position LIMIT 10`,
+	} {
+		rows, err := conn.Query(ctx, q)
+		require.NoError(t, err)
+		var plan string
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan += line + "\n"
+		}
+		require.NoError(t, rows.Err())
+		assert.Contains(t, plan, name, "plan:\n%s", plan)
+	}
+}

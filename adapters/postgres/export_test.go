@@ -1,0 +1,26 @@
+package postgres
+
+import (
+	"context"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Test hooks: the package's unexported seams, for its external tests.
+
+// SetPollInterval sets how long a subscriber waits without a notification.
+func SetPollInterval(s *Store, d time.Duration) { s.pollInterval = d }
+
+// Translate is the driver-error translation at the adapter's edge.
+func Translate(err error) error { return translate(err) }
+
+// MigrateFS and PendingFS run the migrations found under migrations/ in fsys.
+func MigrateFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
+	return migrate(ctx, pool, fsys)
+}
+
+func PendingFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) ([]string, error) {
+	return pending(ctx, pool, fsys)
+}

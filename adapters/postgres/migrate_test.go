@@ -1,0 +1,122 @@
+package postgres_test
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
+)
+
+// migrationFiles lists migrations/ as it is on disk, which is what Migrate embeds. Later issues add
+// files; the tests must not need editing for that.
+func migrationFiles(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("migrations")
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".sql") {
+			names = append(names, strings.TrimSuffix(e.Name(), ".sql"))
+		}
+	}
+	require.Contains(t, names, "0001_event_store")
+	require.Contains(t, names, "0002_receipts")
+	return names
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
+	ctx := testCtx(t)
+	allMigrations := migrationFiles(t)
+
+	pending, err := postgres.Pending(ctx, pool)
+	require.NoError(t, err)
+	assert.Equal(t, allMigrations, pending, "a new database needs everything")
+
+	require.NoError(t, postgres.Migrate(ctx, pool))
+	require.NoError(t, postgres.Migrate(ctx, pool), "a second run finds nothing to do")
+
+	pending, err = postgres.Pending(ctx, pool)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+	assert.NotNil(t, pending)
+	assert.Equal(t, len(allMigrations), count(t, pool, `SELECT count(*) FROM schema_migrations`))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM pg_extension WHERE extname = 'btree_gist'`))
+}
+
+// TestMigrateConcurrently: several `serve` processes starting at once.
+func TestMigrateConcurrently(t *testing.T) {
+	url := pgtest.NewEmptyDatabaseURL(t)
+	ctx := testCtx(t)
+	allMigrations := migrationFiles(t)
+	const runners = 6
+	var wg sync.WaitGroup
+	errs := make([]error, runners)
+	start := make(chan struct{})
+	for i := range runners {
+		pool := pgtest.Open(t, url) // one pool per process
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = postgres.Migrate(ctx, pool)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "runner %d", i)
+	}
+	pool := pgtest.Open(t, url)
+	assert.Equal(t, len(allMigrations), count(t, pool, `SELECT count(*) FROM schema_migrations`))
+	pending, err := postgres.Pending(ctx, pool)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+}
+
+// TestMigrationFailureRollsBack: a failing file leaves nothing of itself behind and is retried by the
+// next run; adding a file is all it takes to extend the schema.
+func TestMigrationFailureRollsBack(t *testing.T) {
+	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
+	ctx := testCtx(t)
+	fsys := fstest.MapFS{
+		"migrations/0001_first.sql":  {Data: []byte("CREATE TABLE first (id int);\nINSERT INTO first VALUES (1);")},
+		"migrations/0002_second.sql": {Data: []byte("CREATE TABLE second (id int);\nSELECT no_such_function();")},
+	}
+	err := postgres.MigrateFS(ctx, pool, fsys)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "0002_second")
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM first`))
+	assert.Equal(t, 0, count(t, pool, `SELECT count(*) FROM pg_tables WHERE tablename = 'second'`), "the failed file is rolled back whole")
+	pending, err := postgres.PendingFS(ctx, pool, fsys)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"0002_second"}, pending)
+
+	fsys["migrations/0002_second.sql"] = &fstest.MapFile{Data: []byte("CREATE TABLE second (id int);")}
+	fsys["migrations/0003_third.sql"] = &fstest.MapFile{Data: []byte("ALTER TABLE second ADD COLUMN name text;")}
+	require.NoError(t, postgres.MigrateFS(ctx, pool, fsys))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM first`), "0001 is not run twice")
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'second' AND column_name = 'name'`))
+	pending, err = postgres.PendingFS(ctx, pool, fsys)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+}
+
+func TestMigrationNamesAreChecked(t *testing.T) {
+	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
+	ctx := testCtx(t)
+	for _, name := range []string{"migrations/1_short.sql", "migrations/0001-dash.sql", "migrations/0001_Upper.sql"} {
+		fsys := fstest.MapFS{name: {Data: []byte("SELECT 1;")}}
+		err := postgres.MigrateFS(ctx, pool, fsys)
+		assert.ErrorContains(t, err, "name must look like", name)
+		_, err = postgres.PendingFS(ctx, pool, fsys)
+		assert.Error(t, err, name)
+	}
+}

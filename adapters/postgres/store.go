@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+)
+
+var (
+	_ eventlog.Store      = (*Store)(nil)
+	_ eventlog.Subscriber = (*Store)(nil)
+	_ ledger.Store        = (*Store)(nil)
+)
+
+// defaultPollInterval bounds how long a subscriber waits when a notification is lost or when the
+// events it was told about were not yet readable (an older transaction was still open).
+const defaultPollInterval = time.Second
+
+// defaultNotifyInterval is the least time between two notifications one store sends: writes in between
+// share the next one.
+const defaultNotifyInterval = 20 * time.Millisecond
+
+// Store is the PostgreSQL event store and ledger store. It is safe for concurrent use.
+type Store struct {
+	pool           *pgxpool.Pool
+	pollInterval   time.Duration
+	notifyInterval time.Duration
+	notifier       atomic.Int32 // notifierIdle, notifierRunning or notifierDirty
+}
+
+// NewStore returns a store over pool. The schema must be migrated (Migrate).
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, pollInterval: defaultPollInterval, notifyInterval: defaultNotifyInterval}
+}
+
+// appendSQL is one round trip: bl_append locks the stream, checks idempotency and the expected
+// version, and writes the events (migrations/0001_event_store.sql).
+const appendSQL = `SELECT first_version, last_version, tx_id, global_position, duplicate
+FROM bl_append($1, $2, $3, $4, $5, $6, $7)`
+
+// Append implements eventlog.Store.
+func (s *Store) Append(ctx context.Context, stream string, expected eventlog.ExpectedVersion, events []eventlog.EventData) (eventlog.AppendResult, error) {
+	if err := eventlog.Validate(stream, events); err != nil {
+		return eventlog.AppendResult{}, err
+	}
+	res, err := scanAppend(s.pool.QueryRow(ctx, appendSQL, appendArgs(stream, expected, events)...))
+	if err != nil {
+		return eventlog.AppendResult{}, fmt.Errorf("append to %s: %w", stream, translate(err))
+	}
+	if !res.Duplicate {
+		s.wrote()
+	}
+	return res, nil
+}
+
+func appendArgs(stream string, expected eventlog.ExpectedVersion, events []eventlog.EventData) []any {
+	kind, version := "any", uint64(0)
+	switch {
+	case expected.IsNoStream():
+		kind = "no_stream"
+	case expected.IsStreamExists():
+		kind = "stream_exists"
+	default:
+		if v, ok := expected.Exact(); ok {
+			kind, version = "exact", v
+		}
+	}
+	ids := make([][16]byte, len(events))
+	types := make([]string, len(events))
+	data := make([][]byte, len(events))
+	meta := make([][]byte, len(events))
+	for i, e := range events {
+		ids[i], types[i], data[i], meta[i] = e.ID, e.Type, e.Data, e.Metadata
+	}
+	return []any{stream, kind, int64(version), ids, types, data, meta}
+}
+
+func scanAppend(row pgx.Row) (eventlog.AppendResult, error) {
+	var (
+		first, last, pos int64
+		tx               uint64
+		res              eventlog.AppendResult
+	)
+	if err := row.Scan(&first, &last, &tx, &pos, &res.Duplicate); err != nil {
+		return eventlog.AppendResult{}, err
+	}
+	res.FirstVersion, res.LastVersion = uint64(first), uint64(last)
+	res.Position = eventlog.Position{Commit: tx, Prepare: uint64(pos)}
+	return res, nil
+}
+
+const eventColumns = `stream_id, version, event_id, event_type, data, metadata, tx_id, global_position, recorded_at`
+
+// ReadStream implements eventlog.Store.
+func (s *Store) ReadStream(ctx context.Context, stream string) ([]eventlog.RecordedEvent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE stream_id = $1 ORDER BY version`, stream)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, translate(err))
+	}
+	events, err := collectEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, translate(err))
+	}
+	return events, nil
+}
+
+// readAllSQL returns only rows of transactions older than every transaction still running: those can
+// no longer change, so the order below never gains an event before one already returned. The ADR
+// (docs/adr/0002-global-order-on-postgres.md) explains why and what it costs.
+const readAllSQL = `SELECT ` + eventColumns + `
+FROM events
+WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
+  AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY tx_id, global_position
+LIMIT $3`
+
+// ReadAll implements eventlog.Store. Position.Commit is the writing transaction's xid8 and
+// Position.Prepare the event's global_position.
+func (s *Store) ReadAll(ctx context.Context, from eventlog.Position, limit int) ([]eventlog.RecordedEvent, error) {
+	if limit <= 0 {
+		return []eventlog.RecordedEvent{}, nil
+	}
+	rows, err := s.pool.Query(ctx, readAllSQL, from.Commit, int64(from.Prepare), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read all from %s: %w", from, translate(err))
+	}
+	events, err := collectEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read all from %s: %w", from, translate(err))
+	}
+	return events, nil
+}
+
+func collectEvents(rows pgx.Rows) ([]eventlog.RecordedEvent, error) {
+	defer rows.Close()
+	events := []eventlog.RecordedEvent{}
+	for rows.Next() {
+		var (
+			e            eventlog.RecordedEvent
+			version, pos int64
+		)
+		if err := rows.Scan(&e.StreamID, &version, (*[16]byte)(&e.ID), &e.Type, &e.Data, &e.Metadata,
+			&e.Position.Commit, &pos, &e.RecordedAt); err != nil {
+			return nil, err
+		}
+		e.Version, e.Position.Prepare = uint64(version), uint64(pos)
+		events = append(events, e)
+	}
+	return events, rows.Err()
+}

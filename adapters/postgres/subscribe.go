@@ -1,0 +1,123 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bookingledger/domain/eventlog"
+)
+
+// notifyChannel is notified after events were committed (notify.go). The payload is empty: a subscriber
+// reads from its own position anyway.
+const notifyChannel = "bookingledger_events"
+
+// subscribeBatch is how many events one catch-up read fetches.
+const subscribeBatch = 500
+
+// Subscribe implements eventlog.Subscriber. It catches up with ReadAll from from, then waits for a
+// notification on bookingledger_events or for the poll interval, whichever comes first, and reads
+// again. Polling covers lost notifications (a dropped listening connection) and events that were not
+// yet readable when notified (an older transaction was still open). A store that cannot be reached is
+// retried from the last handled position; Subscribe returns only when ctx ends or handle fails.
+func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle func(eventlog.RecordedEvent) error) error {
+	l := &listener{store: s}
+	defer l.close()
+	for {
+		events, err := s.ReadAll(ctx, from, subscribeBatch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !errors.Is(err, eventlog.ErrUnavailable) {
+				return fmt.Errorf("subscribe from %s: %w", from, err)
+			}
+			if err := sleep(ctx, s.pollInterval); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, e := range events {
+			if err := handle(e); err != nil {
+				return fmt.Errorf("subscribe: handle %s@%d at %s: %w", e.StreamID, e.Version, e.Position, err)
+			}
+			from = e.Position
+		}
+		if len(events) == subscribeBatch {
+			continue
+		}
+		if err := l.wait(ctx, s.pollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// listener owns a connection taken out of the pool for LISTEN, so that it never returns to the pool
+// still listening.
+type listener struct {
+	store *Store
+	conn  *pgx.Conn
+}
+
+// wait returns after a notification, after timeout, or at once when it has just started listening (a
+// notification sent before LISTEN took effect would be lost, so the caller reads once more). Only the
+// end of ctx is an error; a broken connection degrades to polling until it can listen again.
+func (l *listener) wait(ctx context.Context, timeout time.Duration) error {
+	if l.conn == nil {
+		if err := l.listen(ctx); err == nil {
+			return nil
+		}
+		return sleep(ctx, timeout)
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := l.conn.WaitForNotification(wctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case wctx.Err() != nil && !l.conn.IsClosed():
+		return nil // the poll interval elapsed
+	default:
+		l.close()
+		return nil
+	}
+}
+
+func (l *listener) listen(ctx context.Context) error {
+	pc, err := l.store.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	conn := pc.Hijack()
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	l.conn = conn
+	return nil
+}
+
+func (l *listener) close() {
+	if l.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = l.conn.Close(ctx)
+		l.conn = nil
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,169 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres"
+	"bookingledger/domain/eventlog"
+)
+
+type subscription struct {
+	events chan eventlog.RecordedEvent
+	done   chan error
+	cancel context.CancelFunc
+}
+
+func subscribe(t *testing.T, s *postgres.Store, from eventlog.Position, handle func(eventlog.RecordedEvent) error) *subscription {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	sub := &subscription{events: make(chan eventlog.RecordedEvent, 100), done: make(chan error, 1), cancel: cancel}
+	go func() {
+		sub.done <- s.Subscribe(ctx, from, func(e eventlog.RecordedEvent) error {
+			if handle != nil {
+				if err := handle(e); err != nil {
+					return err
+				}
+			}
+			sub.events <- e
+			return nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-sub.done
+	})
+	return sub
+}
+
+func (sub *subscription) next(t *testing.T, within time.Duration) eventlog.RecordedEvent {
+	t.Helper()
+	select {
+	case e := <-sub.events:
+		return e
+	case err := <-sub.done:
+		t.Fatalf("subscription ended: %v", err)
+	case <-time.After(within):
+		t.Fatalf("no event within %s", within)
+	}
+	return eventlog.RecordedEvent{}
+}
+
+// TestSubscribeFollowsByNotification: with polling pushed out of the way, live events can only
+// arrive through LISTEN/NOTIFY.
+func TestSubscribeFollowsByNotification(t *testing.T) {
+	s, _ := newStore(t)
+	postgres.SetPollInterval(s, time.Hour)
+	ctx := testCtx(t)
+	stream := streamName(t)
+	_, err := s.Append(ctx, stream, eventlog.NoStream(), events(t, 2))
+	require.NoError(t, err)
+
+	sub := subscribe(t, s, eventlog.Position{}, nil)
+	assert.Equal(t, uint64(1), sub.next(t, 10*time.Second).Version)
+	assert.Equal(t, uint64(2), sub.next(t, 10*time.Second).Version)
+
+	// Give the subscriber time to be waiting, then write through both write paths.
+	time.Sleep(100 * time.Millisecond)
+	_, err = s.Append(ctx, stream, eventlog.Exact(2), events(t, 1))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), sub.next(t, 10*time.Second).Version)
+	_, err = s.Commit(ctx, commitOf("d-sub", appendOf(stream, eventlog.Exact(3), event(t, "booking.canceled.v1"))))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), sub.next(t, 10*time.Second).Version)
+}
+
+// TestSubscribePollsWithoutNotification: events written by another process that never notifies (here:
+// bl_append called directly) still arrive, by polling.
+func TestSubscribePollsWithoutNotification(t *testing.T) {
+	s, pool := newStore(t)
+	postgres.SetPollInterval(s, 50*time.Millisecond)
+	ctx := testCtx(t)
+	sub := subscribe(t, s, eventlog.Position{}, nil)
+	time.Sleep(100 * time.Millisecond)
+
+	e := event(t, "booking.scheduled.v1")
+	stream := streamName(t)
+	_, err := pool.Exec(ctx, `SELECT * FROM bl_append($1, 'no_stream', 0, $2, $3, $4, $5)`,
+		stream, [][16]byte{e.ID}, []string{e.Type}, [][]byte{e.Data}, [][]byte{e.Metadata})
+	require.NoError(t, err)
+	got := sub.next(t, 10*time.Second)
+	assert.Equal(t, e.ID, got.ID)
+	assert.Equal(t, stream, got.StreamID)
+}
+
+func TestSubscribeFromPositionAndErrors(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	stream := streamName(t)
+	_, err := s.Append(ctx, stream, eventlog.NoStream(), events(t, 4))
+	require.NoError(t, err)
+	recs := readAllEventually(t, s, eventlog.Position{}, 4)
+	require.Len(t, recs, 4)
+
+	t.Run("resumes after the given position", func(t *testing.T) {
+		sub := subscribe(t, s, recs[1].Position, nil)
+		assert.Equal(t, recs[2].ID, sub.next(t, 10*time.Second).ID)
+		assert.Equal(t, recs[3].ID, sub.next(t, 10*time.Second).ID)
+	})
+	t.Run("handler error ends it", func(t *testing.T) {
+		boom := errors.New("projection failed")
+		sub := subscribe(t, s, eventlog.Position{}, func(e eventlog.RecordedEvent) error {
+			if e.Version == 2 {
+				return boom
+			}
+			return nil
+		})
+		assert.Equal(t, uint64(1), sub.next(t, 10*time.Second).Version)
+		select {
+		case err := <-sub.done:
+			assert.ErrorIs(t, err, boom)
+			assert.Contains(t, err.Error(), stream+"@2")
+			sub.done <- err // for the cleanup
+		case <-time.After(10 * time.Second):
+			t.Fatal("Subscribe did not return the handler's error")
+		}
+	})
+	t.Run("context end ends it", func(t *testing.T) {
+		sub := subscribe(t, s, eventlog.Position{}, nil)
+		for range 4 {
+			sub.next(t, 10*time.Second)
+		}
+		sub.cancel()
+		select {
+		case err := <-sub.done:
+			assert.ErrorIs(t, err, context.Canceled)
+			sub.done <- err
+		case <-time.After(10 * time.Second):
+			t.Fatal("Subscribe did not return after its context ended")
+		}
+	})
+}
+
+// TestSubscribeSurvivesLostListener: the listening connection is killed server-side; the subscription
+// keeps delivering (by polling, then by listening again).
+func TestSubscribeSurvivesLostListener(t *testing.T) {
+	s, pool := newStore(t)
+	postgres.SetPollInterval(s, 100*time.Millisecond)
+	ctx := testCtx(t)
+	stream := streamName(t)
+	sub := subscribe(t, s, eventlog.Position{}, nil)
+	_, err := s.Append(ctx, stream, eventlog.NoStream(), events(t, 1))
+	require.NoError(t, err)
+	sub.next(t, 10*time.Second)
+
+	killed := count(t, pool, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`)
+	require.Equal(t, 1, killed, "the subscription's listening connection")
+
+	for v := uint64(2); v <= 3; v++ {
+		_, err = s.Append(ctx, stream, eventlog.Exact(v-1), events(t, 1))
+		require.NoError(t, err)
+		assert.Equal(t, v, sub.next(t, 10*time.Second).Version)
+	}
+}
