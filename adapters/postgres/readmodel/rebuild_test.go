@@ -1,0 +1,103 @@
+package readmodel_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/projections"
+)
+
+func TestRebuildEqualsIncremental(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(42, 42))
+	for _, d := range arrival(r, genScenario(42)) {
+		e.deliver(t, d)
+		e.catchUp(t) // incremental: one delivery at a time
+	}
+	// An operator decision is not in the log: a rebuild must keep it.
+	open := e.openItems(t)
+	require.NotEmpty(t, open)
+	resolved, err := e.rm.Resolve(ctx, open[0].ID, "accepted by the host")
+	require.NoError(t, err)
+	incremental := snapshotOf(t, e)
+	itemsBefore := e.count(t, "reconciliation_items")
+	all := e.waitReadable(t)
+
+	var calls []projections.Progress
+	// A new process rebuilds: nothing carried over in memory.
+	rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})
+	require.NoError(t, rm.Rebuild(ctx, func(p projections.Progress) { calls = append(calls, p) }))
+
+	assert.Equal(t, incremental, snapshotOf(t, e), "rebuilt rows differ from incremental ones")
+	assert.Equal(t, itemsBefore, e.count(t, "reconciliation_items"), "the rebuild opened or duplicated items")
+	items, err := e.rm.Items(ctx, resolved.Booking)
+	require.NoError(t, err)
+	for _, it := range items {
+		if it.ID == resolved.ID {
+			assert.Equal(t, projections.ClosedByOperator, it.ClosedBy)
+			assert.Equal(t, "accepted by the host", it.Note)
+		}
+	}
+
+	require.NotEmpty(t, calls)
+	assert.Equal(t, projections.Progress{Total: int64(len(all))}, calls[0], "first call announces the total")
+	last := calls[len(calls)-1]
+	assert.Equal(t, int64(len(all)), last.Done)
+	assert.Equal(t, int64(len(all)), last.Total)
+	for i := 1; i < len(calls); i++ {
+		assert.Greater(t, calls[i].Done, calls[i-1].Done, "progress moves forward")
+	}
+	cp, err := rm.Checkpoint(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(all)), cp.EventsApplied)
+	assert.False(t, cp.Rebuilding)
+}
+
+func TestRebuildRefusedWhileAnotherProcessRuns(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	lease, err := readmodel.NewLocker(e.pool).TryAcquire(ctx, readmodel.ProjectionName)
+	require.NoError(t, err)
+	require.NotNil(t, lease)
+	defer lease.Release(ctx)
+
+	err = e.rm.Rebuild(ctx, nil)
+	assert.ErrorIs(t, err, projections.ErrBusy)
+	_, err = e.rm.Runner(projections.RunnerOptions{}).CatchUp(ctx)
+	assert.ErrorIs(t, err, projections.ErrBusy)
+}
+
+// An interrupted rebuild leaves the checkpoint mid-log with items unsynced; the next runner finishes
+// the replay and then syncs the items once.
+func TestInterruptedRebuildIsFinishedByTheNextRunner(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, d := range genScenario(7) {
+		e.deliver(t, d)
+	}
+	e.catchUp(t)
+	want := snapshotOf(t, e)
+
+	require.NoError(t, e.rm.Reset(ctx))
+	all := e.waitReadable(t)
+	_, err := e.rm.Load(ctx)
+	require.NoError(t, err)
+	require.NoError(t, e.rm.Apply(ctx, all[:len(all)/2])) // then the process dies
+	cp, err := e.rm.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.True(t, cp.Rebuilding)
+
+	e.rm = readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})
+	e.catchUp(t)
+	assert.Equal(t, want, snapshotOf(t, e))
+	cp, err = e.rm.Checkpoint(ctx)
+	require.NoError(t, err)
+	assert.False(t, cp.Rebuilding)
+}
