@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,4 +177,18 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	_, err := httpapi.New(ok)
 	assert.NoError(t, err, "the base config is valid, so each case fails for its own reason")
+}
+
+func TestRoutesMountsFurtherHandlers(t *testing.T) {
+	srv, err := httpapi.New(httpapi.Config{
+		Ledger: nopLedger{},
+		Ready:  httpapi.CheckFunc(func(context.Context) error { return nil }),
+		Routes: func(mux *http.ServeMux) {
+			mux.HandleFunc("GET /api/ping", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+		},
+	})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/ping", nil))
+	assert.Equal(t, http.StatusTeapot, rec.Code)
 }

@@ -70,6 +70,9 @@ type Config struct {
 	RetryAfter time.Duration
 	// DrainTimeout bounds the wait for in-flight requests on shutdown. Zero means the default.
 	DrainTimeout time.Duration
+	// Routes, when set, mounts further routes (the JSON read API under /api/) on the server's mux, so
+	// that they share its listener, timeouts and graceful drain.
+	Routes func(mux *http.ServeMux)
 }
 
 // Server is the HTTP ingress. Create it with New; it is safe for concurrent use.
@@ -149,6 +152,9 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	if cfg.Routes != nil {
+		cfg.Routes(s.mux)
+	}
 	return s, nil
 }
 
