@@ -1,0 +1,243 @@
+package readapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"time"
+
+	"bookingledger/domain/booking"
+	"bookingledger/projections"
+)
+
+// Reader is what the handlers need from the read model (readmodel.ReadModel implements it).
+type Reader interface {
+	Booking(ctx context.Context, id booking.ID) (projections.Booking, error)
+	History(ctx context.Context, id booking.ID) (projections.History, error)
+	Calendar(ctx context.Context, q projections.CalendarQuery) ([]projections.CalendarEntry, error)
+	OpenItems(ctx context.Context) ([]projections.Item, error)
+	Resolve(ctx context.Context, id int64, note string) (projections.Item, error)
+}
+
+// Deps are the handlers' dependencies.
+type Deps struct {
+	Reader Reader
+	// Logger receives unexpected errors (never request bodies); nil discards.
+	Logger *slog.Logger
+}
+
+// maxResolveBody bounds POST /api/reconciliation/{id}/resolve.
+const maxResolveBody = 16 << 10
+
+// maxResourceLength bounds the resource query parameter.
+const maxResourceLength = 512
+
+// Register mounts the read API on mux.
+func Register(mux *http.ServeMux, deps Deps) {
+	h := &handlers{r: deps.Reader, log: deps.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	mux.HandleFunc("GET /api/bookings/{booking}", h.booking)
+	mux.HandleFunc("GET /api/bookings/{booking}/history", h.history)
+	mux.HandleFunc("GET /api/calendar", h.calendar)
+	mux.HandleFunc("GET /api/reconciliation", h.reconciliation)
+	mux.HandleFunc("POST /api/reconciliation/{id}/resolve", h.resolve)
+}
+
+type handlers struct {
+	r   Reader
+	log *slog.Logger
+}
+
+// ErrorDTO is the body of every error answer.
+type ErrorDTO struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// errorTable maps the read side's sentinels to statuses; the first match wins.
+var errorTable = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{projections.ErrNotFound, http.StatusNotFound, "not_found"},
+	{projections.ErrItemClosed, http.StatusConflict, "already_closed"},
+	{projections.ErrInvalidQuery, http.StatusBadRequest, "invalid_request"},
+	{booking.ErrInvalidEvent, http.StatusBadRequest, "invalid_booking_id"},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
+}
+
+func (h *handlers) fail(w http.ResponseWriter, r *http.Request, err error) {
+	for _, row := range errorTable {
+		if errors.Is(err, row.err) {
+			writeJSON(w, row.status, ErrorDTO{Error: err.Error(), Code: row.code})
+			return
+		}
+	}
+	if r.Context().Err() != nil {
+		return // the client went away; nobody reads an answer
+	}
+	h.log.Error("read api", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	writeJSON(w, http.StatusInternalServerError, ErrorDTO{Error: "internal error", Code: "internal"})
+}
+
+func badRequest(w http.ResponseWriter, format string, args ...any) {
+	writeJSON(w, http.StatusBadRequest, ErrorDTO{Error: fmt.Sprintf(format, args...), Code: "invalid_request"})
+}
+
+func bookingParam(w http.ResponseWriter, r *http.Request) (booking.ID, bool) {
+	id := booking.ID(r.PathValue("booking"))
+	if err := id.Validate(); err != nil {
+		badRequest(w, "booking: %v", err)
+		return "", false
+	}
+	return id, true
+}
+
+func (h *handlers) booking(w http.ResponseWriter, r *http.Request) {
+	id, ok := bookingParam(w, r)
+	if !ok {
+		return
+	}
+	b, err := h.r.Booking(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toBooking(b))
+}
+
+func (h *handlers) history(w http.ResponseWriter, r *http.Request) {
+	id, ok := bookingParam(w, r)
+	if !ok {
+		return
+	}
+	hist, err := h.r.History(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ToHistory(hist))
+}
+
+func timeParam(w http.ResponseWriter, r *http.Request, name string) (time.Time, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		badRequest(w, "%s is required (an RFC 3339 time, e.g. 2027-03-15T00:00:00Z)", name)
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		badRequest(w, "%s %q is not an RFC 3339 time (e.g. 2027-03-15T00:00:00Z)", name, clip(v))
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+func (h *handlers) calendar(w http.ResponseWriter, r *http.Request) {
+	from, ok := timeParam(w, r, "from")
+	if !ok {
+		return
+	}
+	to, ok := timeParam(w, r, "to")
+	if !ok {
+		return
+	}
+	resource := r.URL.Query().Get("resource")
+	if len(resource) > maxResourceLength {
+		badRequest(w, "resource longer than %d bytes", maxResourceLength)
+		return
+	}
+	q := projections.CalendarQuery{From: from, To: to, Resource: resource}
+	if err := q.Validate(); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	es, err := h.r.Calendar(r.Context(), q)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toCalendar(es))
+}
+
+func (h *handlers) reconciliation(w http.ResponseWriter, r *http.Request) {
+	items, err := h.r.OpenItems(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := ItemsDTO{Items: make([]ItemDTO, len(items))}
+	for i, it := range items {
+		out.Items[i] = toItem(it)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ResolveRequest is the body of POST /api/reconciliation/{id}/resolve.
+type ResolveRequest struct {
+	Note string `json:"note"`
+}
+
+func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		badRequest(w, "id %q is not a reconciliation item id", clip(r.PathValue("id")))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxResolveBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorDTO{Error: fmt.Sprintf("body larger than %d bytes", maxResolveBody), Code: "body_too_large"})
+			return
+		}
+		badRequest(w, "body could not be read")
+		return
+	}
+	var req ResolveRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		badRequest(w, `body must be {"note": "..."}: %v`, err)
+		return
+	}
+	if dec.More() {
+		badRequest(w, `body must be one JSON object {"note": "..."}`)
+		return
+	}
+	it, err := h.r.Resolve(r.Context(), id, req.Note)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toItem(it))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only this package's DTOs reach here; a failure is a programming error.
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal error","code":"internal"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -1,0 +1,104 @@
+package readapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/httpapi/readapi"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+	"bookingledger/projections"
+)
+
+// TestReadAPIOverPostgres wires the handlers to the real read model: deliveries through the ledger,
+// the projection, then the HTTP answers.
+func TestReadAPIOverPostgres(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	store := postgres.NewStore(pool)
+	svc := ledger.NewService(store, eventcodec.JSON{})
+	rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})
+	ctx := context.Background()
+
+	ns := uuid.MustParse("0b4c7a1e-5d2f-4e8a-9c3b-7f6e5d4c3b2a")
+	ev := func(b booking.ID, ref string, at time.Time, p booking.Payload) booking.Event {
+		return booking.Event{ID: eventlog.EventID(uuid.NewSHA1(ns, []byte(string(b)+ref))), Booking: b, Provider: "calendly",
+			ProviderRef: string(b) + " " + ref, OccurredAt: at, Payload: p}
+	}
+	slot := func(m string, start time.Time) booking.Slot {
+		return booking.Slot{Meeting: m, Resources: []string{"host-1"}, Start: start, End: start.Add(time.Hour)}
+	}
+	deliver := func(id string, e booking.Event) {
+		_, err := svc.Record(ctx, ledger.Delivery{Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: id,
+			Secret: "0:ab12", Body: []byte(`{}`)}, Events: []booking.Event{e}})
+		require.NoError(t, err)
+	}
+	deliver("d-1", ev("calendly-first", "created", t0.Add(-48*time.Hour), booking.Scheduled{Slot: slot("m1", t0)}))
+	deliver("d-2", ev("calendly-second", "created", t0.Add(-24*time.Hour), booking.Scheduled{Slot: slot("m2", t0.Add(30*time.Minute))}))
+	deliver("d-2", ev("calendly-second", "created", t0.Add(-24*time.Hour), booking.Scheduled{Slot: slot("m2", t0.Add(30*time.Minute))}))
+	require.Eventually(t, func() bool {
+		_, err := rm.Runner(projections.RunnerOptions{}).CatchUp(ctx)
+		require.NoError(t, err)
+		cp, err := rm.Checkpoint(ctx)
+		require.NoError(t, err)
+		return cp.EventsApplied == 2
+	}, time.Minute, 5*time.Millisecond)
+
+	srv := serve(t, rm)
+	status, body := call(t, srv, "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&resource=host-1", "")
+	require.Equal(t, 200, status)
+	entries := body["bookings"].([]any)
+	require.Len(t, entries, 2)
+	assert.Equal(t, "active", entries[0].(map[string]any)["status"])
+	assert.Equal(t, "conflict", entries[1].(map[string]any)["status"])
+
+	status, body = call(t, srv, "GET", "/api/bookings/calendly-second/history", "")
+	require.Equal(t, 200, status)
+	assert.Equal(t, "conflict", body["state"].(map[string]any)["status"])
+	assert.Len(t, body["receipts"], 2)
+	kinds := map[string]bool{}
+	for _, f := range body["findings"].([]any) {
+		kinds[f.(map[string]any)["kind"].(string)] = true
+	}
+	assert.True(t, kinds["duplicate_delivery"])
+	assert.True(t, kinds["conflict"])
+
+	status, body = call(t, srv, "GET", "/api/reconciliation", "")
+	require.Equal(t, 200, status)
+	items := body["items"].([]any)
+	require.Len(t, items, 1)
+	id := int64(items[0].(map[string]any)["id"].(float64))
+
+	status, _ = call(t, srv, "POST", "/api/reconciliation/"+itoa(id)+"/resolve", `{"note":"host confirmed both"}`)
+	assert.Equal(t, 200, status)
+	status, body = call(t, srv, "POST", "/api/reconciliation/"+itoa(id)+"/resolve", `{"note":"again"}`)
+	assert.Equal(t, 409, status)
+	status, _ = call(t, srv, "POST", "/api/reconciliation/999999/resolve", `{"note":"x"}`)
+	assert.Equal(t, 404, status)
+	status, _ = call(t, srv, "GET", "/api/bookings/calendly-nobody", "")
+	assert.Equal(t, 404, status)
+
+	// The CLI's --json output is the HTTP shape.
+	h, err := rm.History(ctx, "calendly-second")
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, readapi.WriteHistoryJSON(&buf, h))
+	var cli map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &cli))
+	for _, k := range []string{"booking", "state", "receipts", "events", "findings", "fold_order"} {
+		assert.Contains(t, cli, k)
+	}
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
