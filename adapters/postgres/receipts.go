@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,13 +54,21 @@ func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResul
 		return ledger.CommitResult{Appends: []eventlog.AppendResult{}, Outcome: ledger.Outcome(outcome)}, nil
 	}
 
+	// Lock streams in name order: two deliveries touching the same streams then wait for each other
+	// instead of deadlocking.
+	order := make([]int, len(c.Appends))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return c.Appends[order[i]].Stream < c.Appends[order[j]].Stream })
 	batch := &pgx.Batch{}
-	for _, a := range c.Appends {
+	for _, i := range order {
+		a := c.Appends[i]
 		batch.Queue(appendSQL, appendArgs(a.Stream, a.Expected, a.Events)...)
 	}
 	batch.Queue(insertReceiptSQL, rargs...)
 	br := s.pool.SendBatch(ctx, batch)
-	res, err := readCommit(br, c)
+	res, err := readCommit(br, c, order)
 	if closeErr := br.Close(); err == nil && closeErr != nil {
 		err = fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, translate(closeErr))
 	}
@@ -75,14 +84,15 @@ func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResul
 	return res, nil
 }
 
-func readCommit(br pgx.BatchResults, c ledger.Commit) (ledger.CommitResult, error) {
-	res := ledger.CommitResult{Appends: make([]eventlog.AppendResult, 0, len(c.Appends))}
-	for _, a := range c.Appends {
+// readCommit reads the batch's results; order[k] is the index in c.Appends of the k-th append sent.
+func readCommit(br pgx.BatchResults, c ledger.Commit, order []int) (ledger.CommitResult, error) {
+	res := ledger.CommitResult{Appends: make([]eventlog.AppendResult, len(c.Appends))}
+	for _, i := range order {
 		r, err := scanAppend(br.QueryRow())
 		if err != nil {
-			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: append to %s: %w", c.Receipt.DeliveryID, a.Stream, translate(err))
+			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: append to %s: %w", c.Receipt.DeliveryID, c.Appends[i].Stream, translate(err))
 		}
-		res.Appends = append(res.Appends, r)
+		res.Appends[i] = r
 	}
 	var (
 		id      int64

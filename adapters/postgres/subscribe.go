@@ -18,14 +18,24 @@ const notifyChannel = "bookingledger_events"
 // subscribeBatch is how many events one catch-up read fetches.
 const subscribeBatch = 500
 
+// While a notified event is not yet readable (an older transaction is still open, see ReadAll), the
+// subscriber re-reads after heldBackFirstRetry, doubling up to heldBackLastRetry (about 1.3 s in all),
+// before it settles for the poll interval.
+const (
+	heldBackFirstRetry = 10 * time.Millisecond
+	heldBackLastRetry  = 640 * time.Millisecond
+)
+
 // Subscribe implements eventlog.Subscriber. It catches up with ReadAll from from, then waits for a
 // notification on bookingledger_events or for the poll interval, whichever comes first, and reads
-// again. Polling covers lost notifications (a dropped listening connection) and events that were not
-// yet readable when notified (an older transaction was still open). A store that cannot be reached is
-// retried from the last handled position; Subscribe returns only when ctx ends or handle fails.
+// again. Polling covers lost notifications (a dropped listening connection, a writer that does not
+// notify); short re-reads cover events that were notified before they were readable. A store that
+// cannot be reached is retried from the last handled position; Subscribe returns only when ctx ends
+// (ctx.Err()) or handle fails (its error, wrapped).
 func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle func(eventlog.RecordedEvent) error) error {
 	l := &listener{store: s}
 	defer l.close()
+	retry := heldBackFirstRetry // 0: nothing is known to be pending, wait for the poll interval
 	for {
 		events, err := s.ReadAll(ctx, from, subscribeBatch)
 		if err != nil {
@@ -49,8 +59,24 @@ func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle fu
 		if len(events) == subscribeBatch {
 			continue
 		}
-		if err := l.wait(ctx, s.pollInterval); err != nil {
+		if len(events) > 0 {
+			retry = heldBackFirstRetry // more may be held back behind what was just read
+		}
+		timeout := s.pollInterval
+		if retry > 0 {
+			timeout = min(retry, s.pollInterval)
+		}
+		notified, err := l.wait(ctx, timeout)
+		if err != nil {
 			return err
+		}
+		switch {
+		case notified:
+			retry = heldBackFirstRetry
+		case retry > 0:
+			if retry *= 2; retry > heldBackLastRetry {
+				retry = 0
+			}
 		}
 	}
 }
@@ -62,29 +88,30 @@ type listener struct {
 	conn  *pgx.Conn
 }
 
-// wait returns after a notification, after timeout, or at once when it has just started listening (a
-// notification sent before LISTEN took effect would be lost, so the caller reads once more). Only the
-// end of ctx is an error; a broken connection degrades to polling until it can listen again.
-func (l *listener) wait(ctx context.Context, timeout time.Duration) error {
+// wait returns true after a notification, or at once when it has just started listening (a
+// notification sent before LISTEN took effect would be lost, so the caller reads once more); false
+// after timeout. Only the end of ctx is an error; a broken connection degrades to polling until it
+// can listen again.
+func (l *listener) wait(ctx context.Context, timeout time.Duration) (bool, error) {
 	if l.conn == nil {
 		if err := l.listen(ctx); err == nil {
-			return nil
+			return true, nil
 		}
-		return sleep(ctx, timeout)
+		return false, sleep(ctx, timeout)
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	_, err := l.conn.WaitForNotification(wctx)
 	switch {
 	case err == nil:
-		return nil
+		return true, nil
 	case ctx.Err() != nil:
-		return ctx.Err()
+		return false, ctx.Err()
 	case wctx.Err() != nil && !l.conn.IsClosed():
-		return nil // the poll interval elapsed
+		return false, nil // timed out
 	default:
 		l.close()
-		return nil
+		return false, nil
 	}
 }
 

@@ -54,8 +54,38 @@ func (sub *subscription) next(t *testing.T, within time.Duration) eventlog.Recor
 	return eventlog.RecordedEvent{}
 }
 
-// TestSubscribeFollowsByNotification: with polling pushed out of the way, live events can only
-// arrive through LISTEN/NOTIFY.
+// TestAppendNotifies: both write paths notify bookingledger_events after their commit.
+func TestAppendNotifies(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `LISTEN bookingledger_events`)
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(context.Background(), `UNLISTEN *`) }()
+
+	stream := streamName(t)
+	writes := []func() error{
+		func() error { _, err := s.Append(ctx, stream, eventlog.NoStream(), events(t, 1)); return err },
+		func() error {
+			_, err := s.Commit(ctx, commitOf("d-n", appendOf(stream, eventlog.Exact(1), event(t, "x.v1"))))
+			return err
+		},
+	}
+	for i, write := range writes {
+		require.NoError(t, write())
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		require.NoError(t, err, "write %d sent no notification", i)
+		assert.Equal(t, "bookingledger_events", n.Channel)
+		time.Sleep(50 * time.Millisecond) // past the notifier's coalescing interval
+	}
+}
+
+// TestSubscribeFollowsByNotification: with polling pushed out of the way and the short re-reads after
+// the last event expired, live events can only arrive through LISTEN/NOTIFY.
 func TestSubscribeFollowsByNotification(t *testing.T) {
 	s, _ := newStore(t)
 	postgres.SetPollInterval(s, time.Hour)
@@ -63,19 +93,42 @@ func TestSubscribeFollowsByNotification(t *testing.T) {
 	stream := streamName(t)
 	_, err := s.Append(ctx, stream, eventlog.NoStream(), events(t, 2))
 	require.NoError(t, err)
+	readAllEventually(t, s, eventlog.Position{}, 2)
 
 	sub := subscribe(t, s, eventlog.Position{}, nil)
 	assert.Equal(t, uint64(1), sub.next(t, 10*time.Second).Version)
 	assert.Equal(t, uint64(2), sub.next(t, 10*time.Second).Version)
 
-	// Give the subscriber time to be waiting, then write through both write paths.
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	_, err = s.Append(ctx, stream, eventlog.Exact(2), events(t, 1))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), sub.next(t, 10*time.Second).Version)
+	time.Sleep(1500 * time.Millisecond)
 	_, err = s.Commit(ctx, commitOf("d-sub", appendOf(stream, eventlog.Exact(3), event(t, "booking.canceled.v1"))))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(4), sub.next(t, 10*time.Second).Version)
+}
+
+// TestSubscribeRereadsHeldBackEvents: an event notified while an older transaction is open is not
+// readable yet; the subscriber must pick it up soon after that transaction ends, without a new
+// notification and long before the poll interval.
+func TestSubscribeRereadsHeldBackEvents(t *testing.T) {
+	s, pool := newStore(t)
+	postgres.SetPollInterval(s, time.Hour)
+	ctx := testCtx(t)
+	sub := subscribe(t, s, eventlog.Position{}, nil)
+	time.Sleep(1500 * time.Millisecond) // the subscriber now waits for a notification only
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT pg_current_xact_id()`)
+	require.NoError(t, err)
+	res, err := s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 1))
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // notified, read, found nothing, re-reading
+	require.NoError(t, tx.Rollback(ctx))
+	assert.Equal(t, res.Position, sub.next(t, 5*time.Second).Position)
 }
 
 // TestSubscribePollsWithoutNotification: events written by another process that never notifies (here:

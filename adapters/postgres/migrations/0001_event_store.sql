@@ -62,6 +62,8 @@ AS $$
 DECLARE
     n int := coalesce(cardinality(p_ids), 0);
     cur bigint;
+    inserted int;
+    pos bigint;
     stored int := 0;
     in_order boolean := true;
     found_stream text;
@@ -110,57 +112,72 @@ BEGIN
         RAISE EXCEPTION 'stream % could not be locked', p_stream; -- rows of streams are never deleted
     END IF;
 
-    -- Idempotency first: a retried append must succeed even though the stream moved on since. One
-    -- lookup per event (appends carry one or two) rather than a join over unnest(): the per-ID plan is the
-    -- same whatever the array, so PL/pgSQL caches it instead of planning the statement on every call.
-    FOR k IN 1 .. n LOOP
-        SELECT e.stream_id, e.version - k INTO found_stream, found_offset FROM events e WHERE e.event_id = p_ids[k];
-        IF FOUND THEN
-            stored := stored + 1;
-            IF found_stream <> p_stream OR (in_order AND base IS NOT NULL AND found_offset <> base) THEN
-                in_order := false;
-            END IF;
-            base := found_offset;
-        END IF;
-    END LOOP;
-    IF stored > 0 THEN
-        IF stored = n AND in_order THEN
-            UPDATE streams AS s SET version = cur WHERE s.stream_id = p_stream; -- give the claim back
-            first_version := base + 1;
-            last_version := base + n;
-            duplicate := true;
-            SELECT e.tx_id, e.global_position INTO tx_id, global_position
-              FROM events e WHERE e.event_id = p_ids[n];
-            RETURN;
-        END IF;
-        RAISE EXCEPTION USING ERRCODE = 'BL002',
-            MESSAGE = format('%s of %s event IDs are stored already, not as one earlier append to %s',
-                stored, n, p_stream);
-    END IF;
-
-    IF NOT (CASE p_expected_kind
+    -- Idempotency goes before the expectation: a retried append must succeed even though the stream
+    -- moved on since. When the expectation holds, the events are inserted at once, and ON CONFLICT on
+    -- event_id tells in the same statement whether an ID is stored already (also by a concurrent append
+    -- to another stream, which it waits for), so the common case needs no separate lookup. Row by row,
+    -- so that global positions follow versions within the append; one plan per statement whatever the
+    -- array, so PL/pgSQL caches it.
+    IF (CASE p_expected_kind
             WHEN 'no_stream' THEN cur = 0
             WHEN 'stream_exists' THEN cur > 0
             WHEN 'exact' THEN cur = p_expected_version
             ELSE true
         END) THEN
-        RAISE EXCEPTION USING ERRCODE = 'BL001',
-            MESSAGE = format('stream %s is at version %s, expected %s', p_stream, cur,
-                CASE p_expected_kind WHEN 'exact' THEN format('exact(%s)', p_expected_version)
-                    ELSE replace(p_expected_kind, '_', '-') END),
-            DETAIL = cur::text;
+        inserted := 0;
+        FOR k IN 1 .. n LOOP
+            INSERT INTO events (stream_id, version, event_id, event_type, data, metadata)
+            VALUES (p_stream, cur + k, p_ids[k], p_types[k], p_data[k], p_metadata[k])
+            ON CONFLICT (event_id) DO NOTHING
+            RETURNING events.global_position INTO pos;
+            IF FOUND THEN
+                inserted := inserted + 1;
+                global_position := pos;
+            END IF;
+        END LOOP;
+        IF inserted = n THEN
+            first_version := cur + 1;
+            last_version := cur + n;
+            tx_id := pg_current_xact_id();
+            duplicate := false;
+            RETURN;
+        END IF;
+        IF inserted > 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'BL002',
+                MESSAGE = format('%s of %s event IDs are stored already, not as one earlier append to %s',
+                    n - inserted, n, p_stream);
+        END IF;
+        -- Nothing inserted: every ID is stored. The lookup below says whether as this very append.
     END IF;
 
-    -- Row by row, so that global positions follow versions within the append.
     FOR k IN 1 .. n LOOP
-        INSERT INTO events (stream_id, version, event_id, event_type, data, metadata)
-        VALUES (p_stream, cur + k, p_ids[k], p_types[k], p_data[k], p_metadata[k])
-        RETURNING events.global_position INTO global_position;
+        SELECT e.stream_id, e.version - k INTO found_stream, found_offset FROM events e WHERE e.event_id = p_ids[k];
+        IF FOUND THEN
+            stored := stored + 1;
+            IF found_stream <> p_stream OR (base IS NOT NULL AND found_offset <> base) THEN
+                in_order := false;
+            END IF;
+            base := found_offset;
+        END IF;
     END LOOP;
-
-    first_version := cur + 1;
-    last_version := cur + n;
-    tx_id := pg_current_xact_id();
-    duplicate := false;
+    IF stored = n AND in_order THEN
+        UPDATE streams AS s SET version = cur WHERE s.stream_id = p_stream; -- give the claim back
+        first_version := base + 1;
+        last_version := base + n;
+        duplicate := true;
+        SELECT e.tx_id, e.global_position INTO tx_id, global_position
+          FROM events e WHERE e.event_id = p_ids[n];
+        RETURN;
+    END IF;
+    IF stored > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'BL002',
+            MESSAGE = format('%s of %s event IDs are stored already, not as one earlier append to %s',
+                stored, n, p_stream);
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'BL001',
+        MESSAGE = format('stream %s is at version %s, expected %s', p_stream, cur,
+            CASE p_expected_kind WHEN 'exact' THEN format('exact(%s)', p_expected_version)
+                ELSE replace(p_expected_kind, '_', '-') END),
+        DETAIL = cur::text;
 END
 $$;
