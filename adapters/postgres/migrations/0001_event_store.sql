@@ -9,7 +9,7 @@ CREATE TABLE streams (
     stream_id text PRIMARY KEY,
     -- Number of events in the stream; the row is also the lock that serializes writers of the stream.
     version bigint NOT NULL CHECK (version >= 0)
-);
+) WITH (fillfactor = 70); -- every append updates its row: room on the page keeps those updates HOT
 
 CREATE TABLE events (
     -- Allocation order. Not commit order: see the ADR. Readers order by (tx_id, global_position).
