@@ -71,7 +71,8 @@ func BenchmarkAppendVsInsert(b *testing.B) {
 		perStream int
 	}{{"new-stream", 1}, {"stream-of-4", 4}} {
 		for _, conc := range []int{1, 8, 32} {
-			b.Run(fmt.Sprintf("%s/c=%d", shape.name, conc), func(b *testing.B) {
+			// The name says whether commits were durable, so that pasted output explains itself.
+			b.Run(fmt.Sprintf("fsync=%s/%s/c=%d", fsync, shape.name, conc), func(b *testing.B) {
 				prefix := fmt.Sprintf("booking-bench-%d", run.Add(1))
 				streams := make([]benchStream, conc)
 				appendOp := func(w int) error {

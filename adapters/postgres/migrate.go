@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -107,6 +108,43 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) (err error) {
 		if err := applyMigration(ctx, conn, m); err != nil {
 			return err
 		}
+	}
+	return checkTransactionIDs(ctx, conn)
+}
+
+// ErrTransactionIDsBehind: the events table holds transaction ids this cluster has not reached, which
+// happens when a logical dump is restored into a new cluster. New events would sort before restored
+// ones and readers past them would never see them (docs/adr/0002-global-order-on-postgres.md).
+var ErrTransactionIDsBehind = errors.New("cluster transaction ids are behind the stored events")
+
+// CheckTransactionIDs returns ErrTransactionIDsBehind when stored events carry transaction ids at or
+// beyond the cluster's next one. Migrate runs it; it costs one index probe.
+func CheckTransactionIDs(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("check transaction ids: %w", translate(err))
+	}
+	defer conn.Release()
+	return checkTransactionIDs(ctx, conn)
+}
+
+func checkTransactionIDs(ctx context.Context, conn *pgxpool.Conn) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('events') IS NOT NULL`).Scan(&exists); err != nil {
+		return fmt.Errorf("check transaction ids: %w", translate(err))
+	}
+	if !exists {
+		return nil // no event store in this schema (yet)
+	}
+	var stored, next uint64
+	err := conn.QueryRow(ctx, `SELECT coalesce((SELECT tx_id FROM events ORDER BY tx_id DESC LIMIT 1), '0'::xid8),
+    pg_snapshot_xmax(pg_current_snapshot())`).Scan(&stored, &next)
+	if err != nil {
+		return fmt.Errorf("check transaction ids: %w", translate(err))
+	}
+	if stored >= next {
+		return fmt.Errorf("%w: events go up to transaction %d, the cluster is at %d; stop the cluster and run "+
+			"pg_resetwal -e %d (next transaction id epoch) before serving", ErrTransactionIDsBehind, stored, next, stored>>32+1)
 	}
 	return nil
 }

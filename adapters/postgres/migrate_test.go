@@ -120,3 +120,22 @@ func TestMigrationNamesAreChecked(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 }
+
+// TestMigrateRefusesRestoredFutureTransactionIDs: events restored from a cluster further along than
+// this one would sort after every new event; Migrate (run by serve at start) must refuse.
+func TestMigrateRefusesRestoredFutureTransactionIDs(t *testing.T) {
+	_, pool := newStore(t)
+	ctx := testCtx(t)
+	require.NoError(t, postgres.Migrate(ctx, pool))
+	require.NoError(t, postgres.CheckTransactionIDs(ctx, pool))
+
+	_, err := pool.Exec(ctx, `INSERT INTO streams VALUES ('booking-restored', 1)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO events (tx_id, stream_id, version, event_id, event_type)
+		VALUES ('21474836480'::xid8, 'booking-restored', 1, gen_random_uuid(), 'x.v1')`) // epoch 5
+	require.NoError(t, err)
+	err = postgres.Migrate(ctx, pool)
+	require.ErrorIs(t, err, postgres.ErrTransactionIDsBehind)
+	assert.Contains(t, err.Error(), "pg_resetwal -e 6")
+	assert.ErrorIs(t, postgres.CheckTransactionIDs(ctx, pool), postgres.ErrTransactionIDsBehind)
+}
