@@ -28,7 +28,9 @@ VALUES ($1, $2, $3, $4,
 RETURNING id, outcome`
 
 // Commit implements ledger.Store: every append and the receipt in one implicit transaction, sent as one
-// pipelined batch (one round trip). A failing append rolls back the others and the receipt.
+// pipelined batch ending in a single Sync: one round trip (plus one, the first time a pooled
+// connection sees these statements, to prepare them). A failing append rolls back the others and the
+// receipt (TestCommitIsAtomic).
 func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResult, error) {
 	for _, a := range c.Appends {
 		if err := eventlog.Validate(a.Stream, a.Events); err != nil {

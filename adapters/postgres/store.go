@@ -40,8 +40,9 @@ func NewStore(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool, pollInterval: defaultPollInterval, notifyInterval: defaultNotifyInterval}
 }
 
-// appendSQL is one round trip: bl_append locks the stream, checks idempotency and the expected
-// version, and writes the events (migrations/0001_event_store.sql).
+// appendSQL is one round trip (once the pooled connection has prepared it): bl_append locks the
+// stream, checks idempotency and the expected version, and writes the events
+// (migrations/0001_event_store.sql).
 const appendSQL = `SELECT first_version, last_version, tx_id, global_position, duplicate
 FROM bl_append($1, $2, $3, $4, $5, $6, $7)`
 
