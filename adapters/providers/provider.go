@@ -25,6 +25,14 @@ var (
 // transient: answer 5xx so the provider retries.
 var ErrUnmappable = errors.New("verified body cannot be mapped")
 
+// ErrDeferred marks a Map error where the verified body is sound but data the mapping needs could not
+// be obtained now: a provider whose webhooks carry no data (Acuity) failed to fetch it from the
+// provider's API. Mapping without that data is never an option, and letting the provider retry is a
+// bet on retry behaviour some providers do not document, so the ingress keeps the delivery durably
+// instead (a deferred receipt and a background job in one transaction) and finishes it later. Map may
+// return Mapped.DeliveryID alongside it. It must never wrap ErrUnmappable as well.
+var ErrDeferred = errors.New("mapping deferred: data the body refers to could not be fetched")
+
 // Verified is what a successful verification learned.
 type Verified struct {
 	// SecretIndex is the position of the matching secret in the configured list (0 = newest).

@@ -23,6 +23,10 @@ const (
 	OutcomeIgnored     Outcome = "ignored"     // verified, but of a kind the ledger does not map
 	OutcomeQuarantined Outcome = "quarantined" // verified, but could not be mapped or validated
 	OutcomeRejected    Outcome = "rejected"    // not verified (signature, size, …): never reaches a stream
+	// OutcomeDeferred: verified, but its events need data the provider did not send and could not be
+	// fetched yet (Acuity). The receipt keeps the body and a background job retries; that job's own
+	// receipt, naming this one, carries the final outcome. The service never writes it itself.
+	OutcomeDeferred Outcome = "deferred"
 )
 
 // Receipt is the record of one delivery attempt, kept whatever its outcome.
