@@ -13,6 +13,9 @@ import (
 // SetPollInterval sets how long a subscriber waits without a notification.
 func SetPollInterval(s *Store, d time.Duration) { s.pollInterval = d }
 
+// SetReread sets the subscriber's quick re-reads: first wait, and the wait beyond which they stop.
+func SetReread(s *Store, first, last time.Duration) { s.rereadFirst, s.rereadLast = first, last }
+
 // Translate is the driver-error translation at the adapter's edge.
 func Translate(err error) error { return translate(err) }
 

@@ -31,13 +31,16 @@ const defaultNotifyInterval = 20 * time.Millisecond
 type Store struct {
 	pool           *pgxpool.Pool
 	pollInterval   time.Duration
+	rereadFirst    time.Duration // first quick re-read after progress or a notification
+	rereadLast     time.Duration // quick re-reads stop beyond this (and beyond pollInterval)
 	notifyInterval time.Duration
 	notifier       atomic.Int32 // notifierIdle, notifierRunning or notifierDirty
 }
 
 // NewStore returns a store over pool. The schema must be migrated (Migrate).
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, pollInterval: defaultPollInterval, notifyInterval: defaultNotifyInterval}
+	return &Store{pool: pool, pollInterval: defaultPollInterval, rereadFirst: defaultRereadFirst,
+		rereadLast: defaultPollInterval, notifyInterval: defaultNotifyInterval}
 }
 
 // appendSQL is one round trip (once the pooled connection has prepared it): bl_append locks the

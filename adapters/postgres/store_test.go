@@ -417,7 +417,7 @@ func TestAppendHonoursContext(t *testing.T) {
 // transactions in the same cluster can hold the log back for a moment; that delays, it never reorders.
 func readAllEventually(t *testing.T, s *postgres.Store, from eventlog.Position, want int) []eventlog.RecordedEvent {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := s.ReadAll(testCtx(t), from, 1000)
 		require.NoError(t, err)

@@ -18,13 +18,10 @@ const notifyChannel = "bookingledger_events"
 // subscribeBatch is how many events one catch-up read fetches.
 const subscribeBatch = 500
 
-// While a notified event is not yet readable (an older transaction is still open, see ReadAll), the
-// subscriber re-reads after heldBackFirstRetry, doubling up to heldBackLastRetry (about 1.3 s in all),
-// before it settles for the poll interval.
-const (
-	heldBackFirstRetry = 10 * time.Millisecond
-	heldBackLastRetry  = 640 * time.Millisecond
-)
+// After a notification or a read that made progress, more events may be committed but not yet
+// readable (an older transaction is still open, see ReadAll). The subscriber then re-reads after
+// defaultRereadFirst, doubling the wait up to the poll interval, where it settles.
+const defaultRereadFirst = 10 * time.Millisecond
 
 // Subscribe implements eventlog.Subscriber. It catches up with ReadAll from from, then waits for a
 // notification on bookingledger_events or for the poll interval, whichever comes first, and reads
@@ -35,7 +32,7 @@ const (
 func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle func(eventlog.RecordedEvent) error) error {
 	l := &listener{store: s}
 	defer l.close()
-	retry := heldBackFirstRetry // 0: nothing is known to be pending, wait for the poll interval
+	reread := s.rereadFirst // 0: nothing is known to be pending, wait for the poll interval
 	for {
 		events, err := s.ReadAll(ctx, from, subscribeBatch)
 		if err != nil {
@@ -60,11 +57,11 @@ func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle fu
 			continue
 		}
 		if len(events) > 0 {
-			retry = heldBackFirstRetry // more may be held back behind what was just read
+			reread = s.rereadFirst // more may be held back behind what was just read
 		}
 		timeout := s.pollInterval
-		if retry > 0 {
-			timeout = min(retry, s.pollInterval)
+		if reread > 0 {
+			timeout = min(reread, s.rereadLast, s.pollInterval)
 		}
 		notified, err := l.wait(ctx, timeout)
 		if err != nil {
@@ -72,10 +69,10 @@ func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle fu
 		}
 		switch {
 		case notified:
-			retry = heldBackFirstRetry
-		case retry > 0:
-			if retry *= 2; retry > heldBackLastRetry {
-				retry = 0
+			reread = s.rereadFirst
+		case reread > 0:
+			if reread *= 2; reread > min(s.rereadLast, s.pollInterval) {
+				reread = 0
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -84,40 +85,54 @@ func TestAppendNotifies(t *testing.T) {
 	}
 }
 
-// TestSubscribeFollowsByNotification: with polling pushed out of the way and the short re-reads after
-// the last event expired, live events can only arrive through LISTEN/NOTIFY.
-func TestSubscribeFollowsByNotification(t *testing.T) {
-	s, _ := newStore(t)
+// TestSubscribeWakesOnNotification: with polling and quick re-reads out of the way, a readable event
+// is delivered when, and only when, a notification arrives. (TestAppendNotifies shows the store
+// sends one after each write; here the test sends it, so that the event is surely readable first.)
+func TestSubscribeWakesOnNotification(t *testing.T) {
+	s, pool := newStore(t)
 	postgres.SetPollInterval(s, time.Hour)
+	postgres.SetReread(s, 10*time.Millisecond, 40*time.Millisecond)
 	ctx := testCtx(t)
 	stream := streamName(t)
-	_, err := s.Append(ctx, stream, eventlog.NoStream(), events(t, 2))
-	require.NoError(t, err)
-	readAllEventually(t, s, eventlog.Position{}, 2)
 
+	first := rawAppend(t, pool, stream, 0)
+	readAllEventually(t, s, eventlog.Position{}, 1)
 	sub := subscribe(t, s, eventlog.Position{}, nil)
-	assert.Equal(t, uint64(1), sub.next(t, 10*time.Second).Version)
-	assert.Equal(t, uint64(2), sub.next(t, 10*time.Second).Version)
+	assert.Equal(t, first, sub.next(t, 30*time.Second).ID)
+	time.Sleep(300 * time.Millisecond) // listening, quick re-reads over: it now waits for a notification
 
-	time.Sleep(1500 * time.Millisecond)
-	_, err = s.Append(ctx, stream, eventlog.Exact(2), events(t, 1))
+	second := rawAppend(t, pool, stream, 1)
+	readAllEventually(t, s, eventlog.Position{}, 2)
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case e := <-sub.events:
+		t.Fatalf("event %s delivered without a notification: polling was not out of the way", e.ID)
+	default:
+	}
+	_, err := pool.Exec(ctx, `SELECT pg_notify('bookingledger_events', '')`)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(3), sub.next(t, 10*time.Second).Version)
-	time.Sleep(1500 * time.Millisecond)
-	_, err = s.Commit(ctx, commitOf("d-sub", appendOf(stream, eventlog.Exact(3), event(t, "booking.canceled.v1"))))
+	assert.Equal(t, second, sub.next(t, 30*time.Second).ID)
+}
+
+// rawAppend calls bl_append directly, as another process might: the store's notifier is not involved.
+func rawAppend(t *testing.T, pool *pgxpool.Pool, stream string, version uint64) eventlog.EventID {
+	t.Helper()
+	e := event(t, "booking.scheduled.v1")
+	_, err := pool.Exec(testCtx(t), `SELECT * FROM bl_append($1, 'exact', $2, $3, $4, $5, $6)`,
+		stream, int64(version), [][16]byte{e.ID}, []string{e.Type}, [][]byte{e.Data}, [][]byte{e.Metadata})
 	require.NoError(t, err)
-	assert.Equal(t, uint64(4), sub.next(t, 10*time.Second).Version)
+	return e.ID
 }
 
 // TestSubscribeRereadsHeldBackEvents: an event notified while an older transaction is open is not
-// readable yet; the subscriber must pick it up soon after that transaction ends, without a new
+// readable yet; the subscriber must pick it up after that transaction ends, without a new
 // notification and long before the poll interval.
 func TestSubscribeRereadsHeldBackEvents(t *testing.T) {
 	s, pool := newStore(t)
 	postgres.SetPollInterval(s, time.Hour)
+	postgres.SetReread(s, 10*time.Millisecond, time.Hour) // keep re-reading, in case other work holds the log back too
 	ctx := testCtx(t)
 	sub := subscribe(t, s, eventlog.Position{}, nil)
-	time.Sleep(1500 * time.Millisecond) // the subscriber now waits for a notification only
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -126,9 +141,9 @@ func TestSubscribeRereadsHeldBackEvents(t *testing.T) {
 	require.NoError(t, err)
 	res, err := s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 1))
 	require.NoError(t, err)
-	time.Sleep(200 * time.Millisecond) // notified, read, found nothing, re-reading
+	time.Sleep(300 * time.Millisecond) // notified, read, found nothing, re-reading
 	require.NoError(t, tx.Rollback(ctx))
-	assert.Equal(t, res.Position, sub.next(t, 5*time.Second).Position)
+	assert.Equal(t, res.Position, sub.next(t, 30*time.Second).Position)
 }
 
 // TestSubscribePollsWithoutNotification: events written by another process that never notifies (here:
@@ -145,7 +160,7 @@ func TestSubscribePollsWithoutNotification(t *testing.T) {
 	_, err := pool.Exec(ctx, `SELECT * FROM bl_append($1, 'no_stream', 0, $2, $3, $4, $5)`,
 		stream, [][16]byte{e.ID}, []string{e.Type}, [][]byte{e.Data}, [][]byte{e.Metadata})
 	require.NoError(t, err)
-	got := sub.next(t, 10*time.Second)
+	got := sub.next(t, 30*time.Second)
 	assert.Equal(t, e.ID, got.ID)
 	assert.Equal(t, stream, got.StreamID)
 }
@@ -161,8 +176,8 @@ func TestSubscribeFromPositionAndErrors(t *testing.T) {
 
 	t.Run("resumes after the given position", func(t *testing.T) {
 		sub := subscribe(t, s, recs[1].Position, nil)
-		assert.Equal(t, recs[2].ID, sub.next(t, 10*time.Second).ID)
-		assert.Equal(t, recs[3].ID, sub.next(t, 10*time.Second).ID)
+		assert.Equal(t, recs[2].ID, sub.next(t, 30*time.Second).ID)
+		assert.Equal(t, recs[3].ID, sub.next(t, 30*time.Second).ID)
 	})
 	t.Run("handler error ends it", func(t *testing.T) {
 		boom := errors.New("projection failed")
@@ -172,7 +187,7 @@ func TestSubscribeFromPositionAndErrors(t *testing.T) {
 			}
 			return nil
 		})
-		assert.Equal(t, uint64(1), sub.next(t, 10*time.Second).Version)
+		assert.Equal(t, uint64(1), sub.next(t, 30*time.Second).Version)
 		select {
 		case err := <-sub.done:
 			assert.ErrorIs(t, err, boom)
@@ -185,7 +200,7 @@ func TestSubscribeFromPositionAndErrors(t *testing.T) {
 	t.Run("context end ends it", func(t *testing.T) {
 		sub := subscribe(t, s, eventlog.Position{}, nil)
 		for range 4 {
-			sub.next(t, 10*time.Second)
+			sub.next(t, 30*time.Second)
 		}
 		sub.cancel()
 		select {
@@ -208,7 +223,7 @@ func TestSubscribeSurvivesLostListener(t *testing.T) {
 	sub := subscribe(t, s, eventlog.Position{}, nil)
 	_, err := s.Append(ctx, stream, eventlog.NoStream(), events(t, 1))
 	require.NoError(t, err)
-	sub.next(t, 10*time.Second)
+	sub.next(t, 30*time.Second)
 
 	killed := count(t, pool, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`)
@@ -217,6 +232,6 @@ func TestSubscribeSurvivesLostListener(t *testing.T) {
 	for v := uint64(2); v <= 3; v++ {
 		_, err = s.Append(ctx, stream, eventlog.Exact(v-1), events(t, 1))
 		require.NoError(t, err)
-		assert.Equal(t, v, sub.next(t, 10*time.Second).Version)
+		assert.Equal(t, v, sub.next(t, 30*time.Second).Version)
 	}
 }
