@@ -78,8 +78,8 @@ func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle fu
 	}
 }
 
-// listener owns a connection taken out of the pool for LISTEN, so that it never returns to the pool
-// still listening.
+// listener owns a connection taken out of the pool for LISTEN (hijacked: it never returns to the pool
+// still listening, and it does not count against the pool's size), one per running subscription.
 type listener struct {
 	store *Store
 	conn  *pgx.Conn
