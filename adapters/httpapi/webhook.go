@@ -24,7 +24,7 @@ type Response struct {
 	Status  ledger.Outcome `json:"status"`
 	Booking string         `json:"booking,omitempty"`
 	EventID string         `json:"event_id,omitempty"`
-	// Reason says why a delivery was ignored or quarantined.
+	// Reason says why a delivery was ignored, quarantined or deferred.
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -87,13 +87,35 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.recordTO)
 	defer cancel()
 	mapped, mapErr := p.Map(ctx, r.Header, body, receivedAt)
-	if mapErr != nil && !errors.Is(mapErr, providers.ErrUnmappable) {
-		s.unavailable(w, name, started, fmt.Errorf("%w: %w", ErrTransientMap, mapErr))
-		return
-	}
 	deliveryID := storableText(mapped.DeliveryID, maxDeliveryIDBytes)
 	if deliveryID == "" {
 		deliveryID = bodyDigest(body)
+	}
+	deferrer, canDefer := s.ledger.(Deferrer)
+	switch {
+	case mapErr == nil, errors.Is(mapErr, providers.ErrUnmappable):
+	case errors.Is(mapErr, providers.ErrDeferred) && canDefer:
+		// The body is sound but its data could not be fetched: keep it durably with the job that will
+		// finish it, and ack. 202, like a quarantine: accepted for processing, not processed yet.
+		res, err := deferrer.Defer(ctx, ledger.Receipt{
+			Provider:   name,
+			ReceivedAt: receivedAt,
+			DeliveryID: deliveryID,
+			Secret:     verified.Label(),
+			Outcome:    ledger.OutcomeDeferred,
+			Reason:     clipReason(mapErr.Error()),
+			Body:       body,
+		}, verified)
+		if err != nil {
+			s.unavailable(w, name, started, err)
+			return
+		}
+		s.acknowledge(w, r, name, started, deliveryID, res, http.StatusAccepted)
+		return
+	default:
+		// Transient, and nobody to keep it: the provider retries.
+		s.unavailable(w, name, started, fmt.Errorf("%w: %w", ErrTransientMap, mapErr))
+		return
 	}
 	if mapErr != nil {
 		mapErr = storableError{mapErr}
@@ -121,6 +143,22 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		// among the quarantined receipts.
 		status = http.StatusAccepted
 	}
+	s.acknowledge(w, r, name, started, deliveryID, res, status)
+}
+
+// Deferrer is an optional capability of the Ledger: keeping a verified delivery whose Map failed with
+// providers.ErrDeferred (its data could not be fetched yet) durably — the deferred receipt (with the
+// body) and the work that will finish it, committed together — so that it can be acknowledged. A
+// ledger without it makes such deliveries 503s, for the provider to retry.
+type Deferrer interface {
+	// Defer stores r (outcome deferred) and schedules its completion; v names the secret that
+	// verified it, for fetching with the same credentials later.
+	Defer(ctx context.Context, r ledger.Receipt, v providers.Verified) (ledger.Result, error)
+}
+
+// acknowledge writes the 2xx of a delivery that is recorded (or durably deferred), counts it and logs
+// it.
+func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, name string, started time.Time, deliveryID string, res ledger.Result, status int) {
 	resp := Response{Status: res.Outcome, Booking: string(res.Booking), Reason: res.Reason}
 	if !res.EventID.IsZero() {
 		resp.EventID = res.EventID.String()
@@ -131,7 +169,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	s.metrics.deliveries.WithLabelValues(name, string(res.Outcome)).Inc()
 	s.metrics.ack.WithLabelValues(name).Observe(latency.Seconds())
 	level := slog.LevelInfo
-	if res.Outcome == ledger.OutcomeQuarantined {
+	if res.Outcome == ledger.OutcomeQuarantined || res.Outcome == ledger.OutcomeDeferred {
 		level = slog.LevelWarn
 	}
 	s.log.LogAttrs(r.Context(), level, "delivery",

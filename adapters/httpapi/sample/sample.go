@@ -84,10 +84,13 @@ type kind struct {
 	body   func(event string, p Params) (any, error)
 	// sign returns the signature headers of body signed with secret at now.
 	sign func(secret string, body []byte, now time.Time) (http.Header, error)
+	// contentType of the body; "" means application/json.
+	contentType string
 }
 
 func kinds() map[string]kind {
 	return map[string]kind{
+		"acuity":   acuityKind(),
 		"calendly": calendlyKind(),
 		"calcom":   calcomKind(),
 		"stripe":   stripeKind(),
@@ -126,6 +129,9 @@ func Body(provider, event string, p Params) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if raw, ok := v.([]byte); ok { // a body that is not JSON (Acuity's form)
+		return raw, nil
+	}
 	b, err := json.Marshal(v) // maps marshal with sorted keys: deterministic
 	if err != nil {
 		return nil, fmt.Errorf("encode %s %s sample: %w", provider, event, err)
@@ -143,7 +149,11 @@ func Sign(provider, secret string, body []byte, now time.Time) (http.Header, err
 	if err != nil {
 		return nil, fmt.Errorf("sign %s delivery: %w", provider, err)
 	}
-	h.Set("Content-Type", "application/json")
+	ct := k.contentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	h.Set("Content-Type", ct)
 	h.Set("User-Agent", "bookingledger-send")
 	return h, nil
 }

@@ -2,6 +2,7 @@ package sample_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/acuity"
+	"bookingledger/adapters/providers/acuity/acuitytest"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/standard"
@@ -30,10 +33,37 @@ func secretFor(provider string) string {
 	return secret
 }
 
+// acuityAPI is the fake Acuity API the acuity samples are fetched from: it knows the appointment of
+// booking b1 in the state each sample event implies.
+type acuityAPI struct{ *acuitytest.Server }
+
+func (a acuityAPI) put(t *testing.T, booking, event string) {
+	t.Helper()
+	id, err := strconv.ParseInt(sample.AcuityAppointmentID(booking), 10, 64)
+	require.NoError(t, err)
+	a.Put(acuitytest.Appointment{ID: id, Start: sample.DefaultStart(), Duration: sample.DefaultDuration, CalendarID: 4417311,
+		Created: sample.DefaultStart().Add(-7 * 24 * time.Hour), Canceled: event == acuity.ActionCanceled})
+}
+
+// realProviderWithAPI is realProvider and, for acuity, the fake API its provider fetches from.
+func realProviderWithAPI(t *testing.T, name string) (providers.Provider, acuityAPI) {
+	t.Helper()
+	if name != acuity.Name {
+		return realProvider(t, name), acuityAPI{}
+	}
+	api := acuityAPI{acuitytest.New(t, "11145481", secret)}
+	p, err := acuity.New(acuity.Config{Keys: providers.NewSecrets(secret), UserID: "11145481", APIURL: api.URL})
+	require.NoError(t, err)
+	return p, api
+}
+
 func realProvider(t *testing.T, name string) providers.Provider {
 	t.Helper()
 	s := providers.NewSecrets(secret)
 	switch name {
+	case acuity.Name:
+		p, _ := realProviderWithAPI(t, name)
+		return p
 	case calendly.Name:
 		return calendly.New(s, 0)
 	case calcom.Name:
@@ -59,6 +89,13 @@ func want() map[string]map[string][]struct {
 		typ     booking.EventType
 	}
 	return map[string]map[string][]ev{
+		acuity.Name: {
+			// The webhook names the appointment; the events come from the state fetched for it.
+			acuity.ActionScheduled:   {{booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeRescheduled}, {booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeScheduled}},
+			acuity.ActionRescheduled: {{booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeRescheduled}, {booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeScheduled}},
+			acuity.ActionChanged:     {{booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeRescheduled}, {booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeScheduled}},
+			acuity.ActionCanceled:    {{booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeCanceled}, {booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeRescheduled}, {booking.ID("acuity-" + sample.AcuityAppointmentID("b1")), booking.TypeScheduled}},
+		},
 		calendly.Name: {
 			calendly.EventInviteeCreated:  {{"calendly-b1", booking.TypeScheduled}},
 			calendly.EventInviteeCanceled: {{"calendly-b1", booking.TypeCanceled}},
@@ -89,7 +126,7 @@ func TestEverySampleVerifiesAndMapsWithTheRealProvider(t *testing.T) {
 	for _, provider := range sample.Providers() {
 		require.Contains(t, expected, provider, "every sampled provider has expectations")
 		require.ElementsMatch(t, keys(expected[provider]), sample.Events(provider), "every sampled event has expectations")
-		p := realProvider(t, provider)
+		p, api := realProviderWithAPI(t, provider)
 		for _, event := range sample.Events(provider) {
 			t.Run(provider+"/"+event, func(t *testing.T) {
 				d, err := sample.Build(provider, event, secretFor(provider), sample.Params{Booking: "b1"}, now)
@@ -98,6 +135,9 @@ func TestEverySampleVerifiesAndMapsWithTheRealProvider(t *testing.T) {
 				v, err := p.Verify(d.Header, d.Body, now)
 				require.NoError(t, err)
 				assert.Equal(t, 0, v.SecretIndex)
+				if provider == acuity.Name {
+					api.put(t, "b1", event)
+				}
 
 				m, err := p.Map(context.Background(), d.Header, d.Body, now)
 				require.NoError(t, err)
@@ -136,6 +176,10 @@ func TestSameParamsSameBody(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, a, b, "%s %s: deterministic", provider, event)
 			assert.NotEqual(t, a, c, "%s %s: depends on the booking", provider, event)
+			if provider == acuity.Name {
+				assert.Equal(t, a, d, "%s %s: the slot lives at the Acuity API, not in the webhook", provider, event)
+				continue
+			}
 			assert.NotEqual(t, a, d, "%s %s: depends on the start", provider, event)
 		}
 	}
@@ -172,4 +216,15 @@ func TestUnknownAndInvalid(t *testing.T) {
 	assert.Error(t, err)
 	_, err = sample.Body(calendly.Name, calendly.EventInviteeCreated, sample.Params{Start: sample.DefaultStart(), End: sample.DefaultStart()})
 	assert.Error(t, err)
+}
+
+func TestAcuitySampleIsTheFormAcuityPosts(t *testing.T) {
+	d, err := sample.Build(acuity.Name, acuity.ActionRescheduled, secret, sample.Params{Booking: "123", Host: "4417311"}, time.Now())
+	require.NoError(t, err)
+	assert.Regexp(t, `^action=rescheduled&id=123&calendarID=4417311&appointmentTypeID=[0-9]+$`, string(d.Body))
+	assert.Equal(t, "application/x-www-form-urlencoded", d.Header.Get("Content-Type"))
+	assert.Equal(t, acuity.Sign(secret, d.Body), d.Header.Get(acuity.SignatureHeader))
+	assert.Equal(t, "123", sample.AcuityAppointmentID("0123"), "decimal keys are the appointment id")
+	assert.Regexp(t, `^[0-9]+$`, sample.AcuityAppointmentID("demo-booking-1"), "other keys become a stable number")
+	assert.Equal(t, sample.AcuityAppointmentID("demo-booking-1"), sample.AcuityAppointmentID("demo-booking-1"))
 }

@@ -1,0 +1,257 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"bookingledger/adapters/providers"
+	"bookingledger/domain/ledger"
+)
+
+type pgxTx = pgx.Tx
+
+// QueueDeferred is the River queue of deferred deliveries.
+const QueueDeferred = "deferred"
+
+// Defaults of Config.
+//
+// DefaultMaxAttempts with River's default backoff (attempt⁴ seconds, ±10 % jitter) spreads the
+// attempts over about eleven hours: long enough to ride out a provider's API outage of an afternoon,
+// short enough that an operator hears of a delivery that will never fetch on the same day.
+const (
+	DefaultMaxAttempts = 12
+	DefaultWorkers     = 4
+	DefaultJobTimeout  = time.Minute
+	// DefaultStopTimeout bounds how long Stop lets running jobs finish before it cancels them; a
+	// canceled job is retried, and its delivery is recognised as a duplicate if it had committed.
+	DefaultStopTimeout = 20 * time.Second
+	// DefaultRecordRetry is how soon a final attempt that could not record its outcome tries again:
+	// it snoozes (River does not count a snooze as an attempt) rather than giving up with the delivery
+	// recorded nowhere but in the deferred receipt.
+	DefaultRecordRetry = time.Minute
+	// maxReasonBytes matches the ingress's bound on stored reasons.
+	maxReasonBytes = 300
+)
+
+// Recorder records a delivery: domain/ledger.Service.
+type Recorder interface {
+	Record(ctx context.Context, d ledger.Delivery) (ledger.Result, error)
+}
+
+var _ Recorder = (*ledger.Service)(nil)
+
+// Refetcher maps a deferred delivery again. Refetch gets the stored verified body, the fingerprint of
+// the secret that verified it and the time of the attempt; its errors wrap providers.ErrUnmappable
+// (the body will never map: quarantine) or anything else (try again later).
+type Refetcher interface {
+	Name() string
+	Refetch(ctx context.Context, body []byte, secretFingerprint string, observedAt time.Time) (providers.Mapped, error)
+}
+
+// RefetchArgs is the job of one deferred delivery. It carries references only: the body stays in the
+// receipt, where operators see it, and the secret itself never leaves the configuration.
+type RefetchArgs struct {
+	// ReceiptID is the deferred receipt.
+	ReceiptID int64 `json:"receipt_id"`
+	// Provider names the Refetcher.
+	Provider string `json:"provider"`
+	// SecretFingerprint identifies the secret that verified the delivery (providers.Fingerprint).
+	SecretFingerprint string `json:"secret_fingerprint"`
+}
+
+// Kind is River's name of the job. Stored in river_job rows: never rename it.
+func (RefetchArgs) Kind() string { return "bookingledger.refetch_deferred" }
+
+// Config configures a Queue.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Ledger Recorder
+	// Refetchers are the providers that can finish their deferred deliveries, by Name.
+	Refetchers []Refetcher
+	Logger     *slog.Logger
+	// MaxAttempts bounds the fetches of one deferred delivery (DefaultMaxAttempts when zero).
+	MaxAttempts int
+	// Workers is how many deferred deliveries are worked at once (DefaultWorkers when zero).
+	Workers int
+	// JobTimeout bounds one attempt: fetch and record (DefaultJobTimeout when zero).
+	JobTimeout time.Duration
+	// StopTimeout bounds Stop's wait for running jobs (DefaultStopTimeout when zero).
+	StopTimeout time.Duration
+	// RecordRetry is how soon a final attempt whose outcome could not be recorded runs again
+	// (DefaultRecordRetry when zero).
+	RecordRetry time.Duration
+	// RetryPolicy decides when a failed attempt runs again; nil means River's default (attempt⁴
+	// seconds with jitter). Tests use a short fixed delay.
+	RetryPolicy river.ClientRetryPolicy
+	// PollInterval is how often the queue looks for due jobs besides River's LISTEN/NOTIFY wake-ups
+	// (River's default, 1 s, when zero).
+	PollInterval time.Duration
+	// Clock is the time of each attempt, which becomes the observation time of what it fetched; nil
+	// means time.Now.
+	Clock func() time.Time
+}
+
+// Queue defers deliveries and works the deferred ones. Create it with New; Defer works without Start
+// (any instance can insert), Start runs the workers. Safe for concurrent use.
+type Queue struct {
+	pool        *pgxpool.Pool
+	client      *river.Client[pgx.Tx]
+	maxAttempts int
+	stopTimeout time.Duration
+	refetchers  map[string]Refetcher
+	log         *slog.Logger
+}
+
+// New builds a queue over River on cfg.Pool. River's schema must be migrated (Migrate) before Start.
+func New(cfg Config) (*Queue, error) {
+	if cfg.Pool == nil || cfg.Ledger == nil {
+		return nil, errors.New("jobs: pool and ledger are required")
+	}
+	q := &Queue{
+		pool:        cfg.Pool,
+		maxAttempts: orDefault(cfg.MaxAttempts, DefaultMaxAttempts),
+		stopTimeout: orDefault(cfg.StopTimeout, DefaultStopTimeout),
+		refetchers:  make(map[string]Refetcher, len(cfg.Refetchers)),
+		log:         cfg.Logger,
+	}
+	if q.log == nil {
+		q.log = slog.New(slog.DiscardHandler)
+	}
+	for _, r := range cfg.Refetchers {
+		if _, dup := q.refetchers[r.Name()]; dup {
+			return nil, fmt.Errorf("jobs: refetcher %q configured twice", r.Name())
+		}
+		q.refetchers[r.Name()] = r
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	workers := river.NewWorkers()
+	w := &refetchWorker{q: q, ledger: cfg.Ledger, clock: clock, recordRetry: orDefault(cfg.RecordRetry, DefaultRecordRetry)}
+	if err := river.AddWorkerSafely(workers, w); err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	rc := &river.Config{
+		// River's own logs go to ours: its default is stdout, which serve reserves for "listening on".
+		Logger:      q.log.With("component", "river"),
+		Queues:      map[string]river.QueueConfig{QueueDeferred: {MaxWorkers: orDefault(cfg.Workers, DefaultWorkers)}},
+		Workers:     workers,
+		MaxAttempts: q.maxAttempts,
+		JobTimeout:  orDefault(cfg.JobTimeout, DefaultJobTimeout),
+		RetryPolicy: cfg.RetryPolicy,
+	}
+	if cfg.PollInterval > 0 {
+		rc.FetchPollInterval = cfg.PollInterval
+		rc.FetchCooldown = min(cfg.PollInterval, river.FetchCooldownDefault)
+	}
+	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: river client: %w", err)
+	}
+	q.client = client
+	return q, nil
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Start runs the workers until Stop. It returns once they run.
+func (q *Queue) Start(ctx context.Context) error {
+	// Detached from ctx: canceling the caller's context would start River's stop on its own, and the
+	// shutdown order (HTTP drained first, jobs second, pool last) belongs to the caller, through Stop.
+	if err := q.client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start job queue: %w", err)
+	}
+	return nil
+}
+
+// Stop lets running jobs finish for up to the stop timeout, then cancels them (River retries a
+// canceled attempt later) and waits for the workers to return.
+func (q *Queue) Stop(ctx context.Context) error {
+	soft, cancel := context.WithTimeout(ctx, q.stopTimeout)
+	defer cancel()
+	err := q.client.Stop(soft)
+	if err == nil {
+		return nil
+	}
+	q.log.Warn("job queue: running jobs did not finish in time; canceling them", "timeout", q.stopTimeout.String())
+	hard, cancelHard := context.WithTimeout(context.WithoutCancel(ctx), q.stopTimeout)
+	defer cancelHard()
+	if err := q.client.StopAndCancel(hard); err != nil {
+		return fmt.Errorf("stop job queue: %w", err)
+	}
+	return nil
+}
+
+// Client is the River client, for tests that wait on its events.
+func (q *Queue) Client() *river.Client[pgx.Tx] { return q.client }
+
+// insertDeferredSQL stores a deferred receipt: a verified delivery with its body and no events yet.
+const insertDeferredSQL = `INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body)
+VALUES ($1, $2, $3, $4, 'deferred', $5, $6)
+RETURNING id`
+
+// Defer keeps a verified delivery whose mapping must wait: the deferred receipt (with the body) and
+// the job that will finish it commit in one transaction, so the delivery is either kept and scheduled
+// or not kept at all (and the caller answers 503). v names the secret that verified it. The result's
+// outcome is ledger.OutcomeDeferred.
+func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verified) (ledger.Result, error) {
+	if _, ok := q.refetchers[r.Provider]; !ok {
+		// A job no worker can finish would only ever end quarantined: refuse now, visibly.
+		return ledger.Result{}, fmt.Errorf("defer %s delivery %s: provider cannot refetch", r.Provider, r.DeliveryID)
+	}
+	reason := Clip(r.Reason)
+	tx, err := q.pool.Begin(ctx)
+	if err != nil {
+		return ledger.Result{}, fmt.Errorf("defer delivery %s: begin: %w", r.DeliveryID, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after Commit
+	var id int64
+	if err := tx.QueryRow(ctx, insertDeferredSQL, r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, reason, r.Body).Scan(&id); err != nil {
+		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert receipt: %w", r.DeliveryID, err)
+	}
+	args := RefetchArgs{ReceiptID: id, Provider: r.Provider, SecretFingerprint: v.SecretFingerprint}
+	job, err := q.client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: QueueDeferred, MaxAttempts: q.maxAttempts})
+	if err != nil {
+		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert job: %w", r.DeliveryID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return ledger.Result{}, fmt.Errorf("defer delivery %s: commit: %w", r.DeliveryID, err)
+	}
+	q.log.Info("delivery deferred", "provider", r.Provider, "delivery_id", r.DeliveryID, "receipt", id, "job", job.Job.ID)
+	return ledger.Result{Outcome: ledger.OutcomeDeferred, Reason: reason}, nil
+}
+
+// Clip makes s a storable reason: valid UTF-8 without control characters, at most 300 bytes.
+func Clip(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	if len(s) <= maxReasonBytes {
+		return s
+	}
+	cut := maxReasonBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

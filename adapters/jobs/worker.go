@@ -1,0 +1,120 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"bookingledger/adapters/providers"
+	"bookingledger/domain/ledger"
+)
+
+// refetchWorker finishes one deferred delivery per job.
+type refetchWorker struct {
+	river.WorkerDefaults[RefetchArgs]
+	q           *Queue
+	ledger      Recorder
+	clock       func() time.Time
+	recordRetry time.Duration
+}
+
+// deferredReceipt is what the worker reads back of a deferred receipt.
+type deferredReceipt struct {
+	provider   string
+	receivedAt time.Time
+	deliveryID string
+	secret     string
+	outcome    string
+	body       []byte
+}
+
+func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) error {
+	a := job.Args
+	dr, err := w.load(ctx, a.ReceiptID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Only an operator deleting receipts gets here: nothing is left to finish.
+		return river.JobCancel(fmt.Errorf("deferred receipt %d no longer exists", a.ReceiptID))
+	case err != nil:
+		return err
+	case dr.outcome != string(ledger.OutcomeDeferred) || dr.provider != a.Provider:
+		return river.JobCancel(fmt.Errorf("receipt %d is a %s %s receipt, not a deferred %s one", a.ReceiptID, dr.provider, dr.outcome, a.Provider))
+	}
+
+	final := job.Attempt >= job.MaxAttempts
+	var (
+		mapped providers.Mapped
+		mapErr error
+	)
+	if f, ok := w.q.refetchers[a.Provider]; ok {
+		mapped, mapErr = f.Refetch(ctx, dr.body, a.SecretFingerprint, w.clock())
+	} else {
+		mapErr = fmt.Errorf("no refetcher configured for provider %s", a.Provider)
+	}
+
+	r := ledger.Receipt{Provider: dr.provider, ReceivedAt: dr.receivedAt, DeliveryID: dr.deliveryID, Secret: dr.secret, Body: dr.body}
+	d := ledger.Delivery{Receipt: r}
+	switch {
+	case mapErr == nil:
+		d.Events = mapped.Events
+		d.Receipt.Reason = fmt.Sprintf("fetched on attempt %d for deferred receipt %d", job.Attempt, a.ReceiptID)
+		if mapped.Reason != "" {
+			d.Receipt.Reason = Clip(mapped.Reason + "; " + d.Receipt.Reason)
+		}
+	case errors.Is(mapErr, providers.ErrUnmappable):
+		d.MapErr = reasonError{fmt.Errorf("deferred receipt %d, attempt %d: %w", a.ReceiptID, job.Attempt, mapErr)}
+	case !final:
+		w.q.log.Warn("deferred delivery not fetched yet; River retries it", "provider", a.Provider,
+			"receipt", a.ReceiptID, "attempt", job.Attempt, "max_attempts", job.MaxAttempts, "error", mapErr.Error())
+		return fmt.Errorf("refetch deferred receipt %d: %w", a.ReceiptID, mapErr)
+	default:
+		d.MapErr = reasonError{fmt.Errorf("deferred receipt %d: gave up after %d attempt(s): %w", a.ReceiptID, job.Attempt, mapErr)}
+	}
+
+	res, err := w.ledger.Record(ctx, d)
+	if err != nil {
+		if final {
+			// The last attempt must leave a receipt that says how it ended: wait for the store rather
+			// than let River discard the job (a snooze is not an attempt).
+			w.q.log.Error("deferred delivery: final outcome not recorded; trying again", "provider", a.Provider,
+				"receipt", a.ReceiptID, "retry_in", w.recordRetry.String(), "error", err.Error())
+			return river.JobSnooze(w.recordRetry)
+		}
+		return fmt.Errorf("record deferred receipt %d: %w", a.ReceiptID, err)
+	}
+	level := slog.LevelInfo
+	if res.Outcome == ledger.OutcomeQuarantined {
+		level = slog.LevelWarn
+	}
+	w.q.log.LogAttrs(ctx, level, "deferred delivery recorded",
+		slog.String("provider", a.Provider),
+		slog.Int64("deferred_receipt", a.ReceiptID),
+		slog.Int("attempt", job.Attempt),
+		slog.String("outcome", string(res.Outcome)),
+		slog.String("booking", string(res.Booking)),
+		slog.Int("appended", res.Appended),
+		slog.String("reason", res.Reason),
+	)
+	return nil
+}
+
+func (w *refetchWorker) load(ctx context.Context, id int64) (deferredReceipt, error) {
+	var dr deferredReceipt
+	err := w.q.pool.QueryRow(ctx, `SELECT provider, received_at, delivery_id, secret_ref, outcome, body
+FROM receipts WHERE id = $1`, id).Scan(&dr.provider, &dr.receivedAt, &dr.deliveryID, &dr.secret, &dr.outcome, &dr.body)
+	if err != nil {
+		return deferredReceipt{}, fmt.Errorf("load deferred receipt %d: %w", id, err)
+	}
+	return dr, nil
+}
+
+// reasonError keeps a Map error's identity while making its text a storable reason.
+type reasonError struct{ err error }
+
+func (e reasonError) Error() string { return Clip(e.err.Error()) }
+func (e reasonError) Unwrap() error { return e.err }
