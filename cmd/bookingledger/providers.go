@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"time"
 
 	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/acuity"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/standard"
@@ -18,7 +20,21 @@ type providerSpec struct {
 	toleranceF string // flag name; "" when the scheme signs no timestamp
 	toleranceE string
 	toleranceD time.Duration
-	build      func(s providers.Secrets, tol time.Duration) (providers.Provider, error)
+	build      func(s providers.Secrets, tol time.Duration, f providerFlags) (providers.Provider, error)
+}
+
+// Acuity's settings beyond its keys: the webhooks carry no data, so the provider fetches appointments.
+const (
+	envAcuityUserID = "BOOKINGLEDGER_ACUITY_USER_ID"
+	envAcuityAPIURL = "BOOKINGLEDGER_ACUITY_API_URL"
+)
+
+// providerFlags are the provider settings that are flags (secrets are not): one tolerance per
+// timestamped scheme, and Acuity's API user and URL.
+type providerFlags struct {
+	tolerances   map[string]*time.Duration
+	acuityUserID *string
+	acuityAPIURL *string
 }
 
 func providerSpecs() []providerSpec {
@@ -26,26 +42,51 @@ func providerSpecs() []providerSpec {
 		{
 			name: calendly.Name, secretsEnv: "BOOKINGLEDGER_CALENDLY_SIGNING_KEYS",
 			toleranceF: "calendly-tolerance", toleranceE: "BOOKINGLEDGER_CALENDLY_TOLERANCE", toleranceD: calendly.DefaultTolerance,
-			build: func(s providers.Secrets, tol time.Duration) (providers.Provider, error) {
+			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, error) {
 				return calendly.New(s, tol), nil
 			},
 		},
 		{
 			// Cal.com signs no timestamp: no tolerance to configure; a replay is a duplicate by event ID.
 			name: calcom.Name, secretsEnv: "BOOKINGLEDGER_CALCOM_SECRETS",
-			build: func(s providers.Secrets, _ time.Duration) (providers.Provider, error) { return calcom.New(s), nil },
+			build: func(s providers.Secrets, _ time.Duration, _ providerFlags) (providers.Provider, error) {
+				return calcom.New(s), nil
+			},
+		},
+		{
+			// Acuity signs no timestamp either; its API keys verify signatures and authenticate the
+			// appointment fetch (with the user id).
+			name: acuity.Name, secretsEnv: "BOOKINGLEDGER_ACUITY_API_KEYS",
+			build: func(s providers.Secrets, _ time.Duration, f providerFlags) (providers.Provider, error) {
+				cfg := acuity.Config{Keys: s}
+				if f.acuityUserID != nil {
+					cfg.UserID = *f.acuityUserID
+				}
+				if f.acuityAPIURL != nil {
+					cfg.APIURL = *f.acuityAPIURL
+				}
+				p, err := acuity.New(cfg)
+				switch {
+				case errors.Is(err, acuity.ErrNoUserID):
+					return nil, usageErrorf("BOOKINGLEDGER_ACUITY_API_KEYS is set but %s is not (or pass --acuity-user-id): "+
+						"appointments are fetched with the user id and the API key", envAcuityUserID)
+				case err != nil:
+					return nil, usageErrorf("%s / --acuity-api-url: %w", envAcuityAPIURL, err)
+				}
+				return p, nil
+			},
 		},
 		{
 			name: stripe.Name, secretsEnv: "BOOKINGLEDGER_STRIPE_SECRETS",
 			toleranceF: "stripe-tolerance", toleranceE: "BOOKINGLEDGER_STRIPE_TOLERANCE", toleranceD: stripe.DefaultTolerance,
-			build: func(s providers.Secrets, tol time.Duration) (providers.Provider, error) {
+			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, error) {
 				return stripe.New(s, tol), nil
 			},
 		},
 		{
 			name: standard.Name, secretsEnv: "BOOKINGLEDGER_STANDARD_SECRETS",
 			toleranceF: "standard-tolerance", toleranceE: "BOOKINGLEDGER_STANDARD_TOLERANCE", toleranceD: standard.DefaultTolerance,
-			build: func(s providers.Secrets, tol time.Duration) (providers.Provider, error) {
+			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, error) {
 				p, err := standard.New(s, tol)
 				if err != nil {
 					return nil, err
@@ -70,31 +111,39 @@ func (c providerConfig) names() []string {
 	return out
 }
 
-// registerTolerances adds one flag per timestamped scheme and returns the values by provider name.
-func registerTolerances(f *envFlags) map[string]*time.Duration {
-	out := map[string]*time.Duration{}
+// registerProviderFlags adds one tolerance flag per timestamped scheme and Acuity's API flags.
+func registerProviderFlags(f *envFlags) providerFlags {
+	out := providerFlags{tolerances: map[string]*time.Duration{}}
 	for _, s := range providerSpecs() {
 		if s.toleranceF == "" {
 			continue
 		}
-		out[s.name] = f.Duration(s.toleranceF, []string{s.toleranceE}, s.toleranceD,
+		out.tolerances[s.name] = f.Duration(s.toleranceF, []string{s.toleranceE}, s.toleranceD,
 			"how far a "+s.name+" signature timestamp may lie from this server's clock")
 	}
+	out.acuityUserID = f.String("acuity-user-id", []string{envAcuityUserID}, "",
+		"Acuity user id: with the API key that verified a webhook, the basic-auth login of the appointment fetch")
+	out.acuityAPIURL = f.String("acuity-api-url", []string{envAcuityAPIURL}, acuity.DefaultAPIURL,
+		"Acuity API base URL; appointments are fetched from <url>/appointments/<id>")
 	return out
 }
 
 // loadProviders builds every provider, configured or not: one without secrets is still served, so that
 // its requests get an explicit 401 "no secret configured" rather than a 404 (fail closed, visibly).
-func loadProviders(getenv func(string) string, tolerances map[string]*time.Duration) (providerConfig, error) {
+func loadProviders(getenv func(string) string, flags providerFlags) (providerConfig, error) {
 	c := providerConfig{secrets: map[string]providers.Secrets{}}
 	for _, s := range providerSpecs() {
 		secrets := providers.ParseSecrets(getenv(s.secretsEnv))
 		var tol time.Duration
-		if p := tolerances[s.name]; p != nil {
+		if p := flags.tolerances[s.name]; p != nil {
 			tol = *p
 		}
-		p, err := s.build(secrets, tol)
-		if err != nil {
+		p, err := s.build(secrets, tol, flags)
+		var ue usageError
+		switch {
+		case errors.As(err, &ue):
+			return c, err // names its own variable
+		case err != nil:
 			return c, usageErrorf("%s: %w", s.secretsEnv, err)
 		}
 		c.list = append(c.list, p)

@@ -23,14 +23,17 @@ secret of the provider's environment list unless --secret is given) and posts it
 <url>/webhooks/<provider>. Prints each response's status and body; exits non-zero on any non-2xx.
 
 The same flags always build the same body: sending twice is a redelivery, and a cancel with the
---booking of a create cancels that booking. Only the signature's timestamp changes.`
+--booking of a create cancels that booking. Only the signature's timestamp changes.
+
+Acuity's webhooks carry no data, only the appointment id (--booking; a non-numeric key becomes a stable
+number): the server fetches the appointment from BOOKINGLEDGER_ACUITY_API_URL, which must know it.`
 
 // sendResponseLimit bounds how much of a response send prints.
 const sendResponseLimit = 64 << 10
 
 func runSend(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("send", getenv, stderr, sendUsage+"\n\nProviders and events:\n"+sendCatalog())
-	booking := f.String("booking", []string{"BOOKINGLEDGER_SEND_BOOKING"}, sample.DefaultBooking, "the provider's booking key (Stripe: the bookingledger booking ID paid for)")
+	booking := f.String("booking", []string{"BOOKINGLEDGER_SEND_BOOKING"}, sample.DefaultBooking, "the provider's booking key (Stripe: the bookingledger booking ID paid for; Acuity: the appointment id, which the Acuity API the server fetches from must know)")
 	start := f.String("start", []string{"BOOKINGLEDGER_SEND_START"}, sample.DefaultStart().Format(time.RFC3339), "meeting start, RFC 3339")
 	end := f.String("end", []string{"BOOKINGLEDGER_SEND_END"}, "", "meeting end, RFC 3339 (default start + 30m)")
 	host := f.String("host", []string{"BOOKINGLEDGER_SEND_HOST"}, sample.DefaultHost, "the host's user key at the provider")

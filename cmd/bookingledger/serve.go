@@ -17,6 +17,7 @@ import (
 	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
+	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/domain/ledger"
 )
@@ -31,12 +32,13 @@ const (
 
 const serveUsage = `Usage: bookingledger serve [flags]
 
-Applies pending migrations, then serves POST /webhooks/{provider}, /healthz, /readyz and /metrics until
-interrupted (SIGINT, SIGTERM), draining in-flight requests before it exits. Prints "listening on
-HOST:PORT" on stdout once it accepts connections. Provider secrets come from the environment only:
-BOOKINGLEDGER_CALENDLY_SIGNING_KEYS, BOOKINGLEDGER_CALCOM_SECRETS, BOOKINGLEDGER_STRIPE_SECRETS,
-BOOKINGLEDGER_STANDARD_SECRETS (comma-separated, newest first); a provider without one rejects
-everything with 401.`
+Applies pending migrations (bookingledger's and the job queue's), then serves POST /webhooks/{provider},
+/healthz, /readyz and /metrics, and works deferred deliveries in the background, until interrupted
+(SIGINT, SIGTERM): it drains in-flight requests, then lets running jobs finish, before it exits. Prints
+"listening on HOST:PORT" on stdout once it accepts connections. Provider secrets come from the
+environment only: BOOKINGLEDGER_CALENDLY_SIGNING_KEYS, BOOKINGLEDGER_CALCOM_SECRETS,
+BOOKINGLEDGER_ACUITY_API_KEYS, BOOKINGLEDGER_STRIPE_SECRETS, BOOKINGLEDGER_STANDARD_SECRETS
+(comma-separated, newest first); a provider without one rejects everything with 401.`
 
 type serveConfig struct {
 	addr            string
@@ -48,6 +50,8 @@ type serveConfig struct {
 	recordTimeout   time.Duration
 	logLevel        string
 	providers       providerConfig
+	deferAttempts   int64
+	deferWorkers    int64
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -61,7 +65,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	drain := f.Duration("drain-timeout", []string{"BOOKINGLEDGER_DRAIN_TIMEOUT"}, httpapi.DefaultDrainTimeout, "how long shutdown waits for in-flight requests")
 	recordTO := f.Duration("record-timeout", []string{"BOOKINGLEDGER_RECORD_TIMEOUT"}, httpapi.DefaultRecordTimeout, "bound on recording one delivery before answering 503")
 	level := f.String("log-level", []string{"BOOKINGLEDGER_LOG_LEVEL"}, "info", "debug, info, warn or error")
-	tolerances := registerTolerances(f)
+	deferAttempts := f.Int64("deferred-max-attempts", []string{"BOOKINGLEDGER_DEFERRED_MAX_ATTEMPTS"}, jobs.DefaultMaxAttempts, 1,
+		"fetch attempts of a deferred delivery (River's backoff, attempt^4 s) before it is quarantined")
+	deferWorkers := f.Int64("deferred-workers", []string{"BOOKINGLEDGER_DEFERRED_WORKERS"}, jobs.DefaultWorkers, 1,
+		"deferred deliveries worked at once by this instance")
+	providerFlags := registerProviderFlags(f)
 	rest, err := f.parse(args)
 	if err != nil {
 		return c, err
@@ -70,7 +78,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, usageErrorf("serve takes no arguments, got %q", rest)
 	}
 	c = serveConfig{addr: *addr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
-		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level}
+		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level,
+		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers}
 	if c.databaseURL == "" {
 		return c, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
 	}
@@ -80,7 +89,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if _, err := parseLevel(c.logLevel); err != nil {
 		return c, err
 	}
-	if c.providers, err = loadProviders(getenv, tolerances); err != nil {
+	if c.providers, err = loadProviders(getenv, providerFlags); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -147,7 +156,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Closed only after the server drained: in-flight deliveries still commit through it.
 	defer pool.Close()
 
-	if err := postgres.Migrate(ctx, pool); err != nil {
+	if _, err := migrateSchema(ctx, pool, log); err != nil {
 		return fmt.Errorf("migrate on start: %w", err)
 	}
 	receipts := postgres.NewStore(pool)
@@ -174,13 +183,37 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	svc := ledger.NewService(store, eventcodec.JSON{})
 
+	// Deferred deliveries (a provider's data could not be fetched in time) are kept and finished by the
+	// job queue, in PostgreSQL whichever store holds the events.
+	var refetchers []jobs.Refetcher
+	for _, p := range cfg.providers.list {
+		if r, ok := p.(jobs.Refetcher); ok {
+			refetchers = append(refetchers, r)
+		}
+	}
+	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: refetchers, Logger: log,
+		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10))})
+	if err != nil {
+		return err
+	}
+	if err := queue.Start(ctx); err != nil {
+		return err
+	}
+	// Deferred calls run last-in first-out: the queue stops after the server drained (in-flight
+	// requests may still defer) and before the pool closes (running jobs still record through it).
+	defer func() {
+		if err := queue.Stop(context.WithoutCancel(ctx)); err != nil {
+			log.Error("job queue did not stop cleanly", "error", err.Error())
+		}
+	}()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, name := range cfg.providers.unconfigured {
 		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
 	}
 	srv, err := httpapi.New(httpapi.Config{
-		Ledger:                  svc,
+		Ledger:                  deferringLedger{svc, queue},
 		Providers:               cfg.providers.list,
 		Ready:                   ready,
 		Logger:                  log,
@@ -212,15 +245,51 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-// readiness is ready when the database answers and its schema has no pending migration. Its errors
-// are shown on /readyz, so they carry no connection details; the server logs the cause.
+// deferringLedger is the ledger the ingress records through, with the job queue as its
+// httpapi.Deferrer: a delivery whose data could not be fetched is kept and finished in the background.
+type deferringLedger struct {
+	*ledger.Service
+	*jobs.Queue
+}
+
+var _ httpapi.Deferrer = deferringLedger{}
+
+// migrateSchema applies bookingledger's migrations, then River's (the job queue's tables): the one
+// place that sets up the schema, for both serve and migrate. It returns what it applied.
+func migrateSchema(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]string, error) {
+	before, err := postgres.Pending(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		return nil, err
+	}
+	after, err := postgres.Pending(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	applied := append([]string{}, before[:max(len(before)-len(after), 0)]...)
+	river, err := jobs.Migrate(ctx, pool, log)
+	if err != nil {
+		return nil, err
+	}
+	return append(applied, river...), nil
+}
+
+// readiness is ready when the database answers and its schema (ours and the job queue's) has no
+// pending migration. Its errors are shown on /readyz, so they carry no connection details; the server
+// logs the cause.
 func readiness(pool *pgxpool.Pool) httpapi.Checker {
 	return httpapi.CheckFunc(func(ctx context.Context) error {
 		pending, err := postgres.Pending(ctx, pool)
 		if err != nil {
 			return errors.New("database unreachable")
 		}
-		if len(pending) > 0 {
+		river, err := jobs.Pending(ctx, pool)
+		if err != nil {
+			return errors.New("database unreachable")
+		}
+		if pending = append(pending, river...); len(pending) > 0 {
 			return fmt.Errorf("pending migrations: %s", strings.Join(pending, ", "))
 		}
 		return nil
@@ -238,8 +307,9 @@ func bothReady(a, b httpapi.Checker) httpapi.Checker {
 
 const migrateUsage = `Usage: bookingledger migrate [flags]
 
-Applies the pending database migrations and prints what it applied. Safe to run while other instances
-start: migration runs are serialized by an advisory lock.`
+Applies the pending database migrations — bookingledger's, then those of River, the job queue that
+finishes deferred deliveries — and prints what it applied. Safe to run while other instances start:
+migration runs are serialized by advisory locks.`
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("migrate", getenv, stderr, migrateUsage)
@@ -259,21 +329,13 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer pool.Close()
-	before, err := postgres.Pending(ctx, pool)
+	applied, err := migrateSchema(ctx, pool, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	after, err := postgres.Pending(ctx, pool)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	applied := len(before) - len(after)
-	for _, v := range before[:max(applied, 0)] {
+	for _, v := range applied {
 		fmt.Fprintf(stdout, "applied %s\n", v)
 	}
-	fmt.Fprintf(stdout, "schema up to date (%d migration(s) applied)\n", max(applied, 0))
+	fmt.Fprintf(stdout, "schema up to date (%d migration(s) applied)\n", len(applied))
 	return nil
 }
