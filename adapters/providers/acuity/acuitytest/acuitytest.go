@@ -91,6 +91,7 @@ func (a Appointment) JSON() []byte {
 // Server is a fake of Acuity's GET /appointments/{id}. It checks basic auth (the user id and any of
 // the accepted keys), answers 404 for appointments it does not know, and can be told to fail.
 type Server struct {
+	// URL and UserID are set by New and read-only afterwards.
 	URL    string
 	UserID string
 
