@@ -129,11 +129,19 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
+// defaultPoolMaxConns applies when the database URL does not set pool_max_conns.
+const defaultPoolMaxConns = 20
+
 // openPool parses the URL without echoing it (it may hold a password).
 func openPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, usageErrorf("%s: not a valid PostgreSQL connection string", envDatabaseURL)
+	}
+	if !strings.Contains(databaseURL, "pool_max_conns") {
+		// pgx's default is max(4, CPUs): on two cores the job queue's LISTEN, the projection runners'
+		// locks and concurrent webhook commits would queue for four connections.
+		cfg.MaxConns = defaultPoolMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
