@@ -219,31 +219,59 @@ type PaymentStream struct {
 // stream sharing a reference, transitively (a stream links the refs it carries to the booking too).
 // The result is sorted and depends only on the sets given.
 func LinkPayments(refs []string, streams []PaymentStream) (linked []booking.ID, closure []string) {
-	have := map[string]bool{}
-	for _, r := range refs {
-		have[r] = true
-	}
-	taken := map[booking.ID]bool{}
-	for changed := true; changed; {
-		changed = false
-		for _, ps := range streams {
-			if taken[ps.Stream] || !slices.ContainsFunc(ps.Refs, func(r string) bool { return have[r] }) {
-				continue
-			}
-			taken[ps.Stream] = true
-			changed = true
-			for _, r := range ps.Refs {
-				have[r] = true
-			}
+	return NewPaymentIndex(streams).Link(refs)
+}
+
+// PaymentIndex answers LinkPayments for many bookings over one set of payment streams.
+type PaymentIndex struct {
+	streams []PaymentStream
+	byRef   map[string][]int
+}
+
+// NewPaymentIndex indexes streams by reference.
+func NewPaymentIndex(streams []PaymentStream) *PaymentIndex {
+	x := &PaymentIndex{streams: streams, byRef: map[string][]int{}}
+	for i, ps := range streams {
+		for _, r := range ps.Refs {
+			x.byRef[r] = append(x.byRef[r], i)
 		}
 	}
-	for id := range taken {
-		linked = append(linked, id)
+	return x
+}
+
+// Link is LinkPayments over the indexed streams.
+func (x *PaymentIndex) Link(refs []string) (linked []booking.ID, closure []string) {
+	have := map[string]bool{}
+	queue := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if !have[r] {
+			have[r] = true
+			queue = append(queue, r)
+		}
+	}
+	taken := map[int]bool{}
+	for len(queue) > 0 {
+		r := queue[0]
+		queue = queue[1:]
+		for _, i := range x.byRef[r] {
+			if taken[i] {
+				continue
+			}
+			taken[i] = true
+			linked = append(linked, x.streams[i].Stream)
+			for _, r2 := range x.streams[i].Refs {
+				if !have[r2] {
+					have[r2] = true
+					queue = append(queue, r2)
+				}
+			}
+		}
 	}
 	for r := range have {
 		closure = append(closure, r)
 	}
 	slices.Sort(linked)
+	linked = slices.Compact(linked)
 	slices.Sort(closure)
 	return linked, closure
 }
@@ -265,10 +293,6 @@ type Claim struct {
 	Priority time.Time
 }
 
-func (c Claim) overlaps(o Claim) bool {
-	return c.Resource == o.Resource && c.Start.Before(o.End) && o.Start.Before(c.End)
-}
-
 // Conflict says that Booking lost its slot to Holder on Resources.
 type Conflict struct {
 	Booking   booking.ID
@@ -286,70 +310,79 @@ type Assignment struct {
 // (earliest provider scheduled-at, booking id); a booking holds its slot when none of its resources
 // already has an overlapping holder of another meeting, and otherwise conflicts with every such
 // holder. Invitees of one meeting never block each other. A booking holds all its resources or none.
-// The result depends only on the set of claims.
+// The result depends only on the set of claims, and the rule never looks past the claims connected
+// by overlaps, so a connected subset gives the same answer for its bookings as the whole calendar.
 func AssignSlots(claims []Claim) Assignment {
 	byBooking := map[booking.ID][]Claim{}
 	for _, c := range claims {
 		byBooking[c.Booking] = append(byBooking[c.Booking], c)
 	}
-	order := make([]booking.ID, 0, len(byBooking))
-	for id := range byBooking {
-		order = append(order, id)
+	type ranked struct {
+		id       booking.ID
+		priority time.Time
 	}
-	priority := func(id booking.ID) time.Time {
-		p := byBooking[id][0].Priority
-		for _, c := range byBooking[id][1:] {
+	order := make([]ranked, 0, len(byBooking))
+	for id, cs := range byBooking {
+		p := cs[0].Priority
+		for _, c := range cs[1:] {
 			if c.Priority.Before(p) {
 				p = c.Priority
 			}
 		}
-		return p
+		order = append(order, ranked{id, p})
 	}
-	slices.SortFunc(order, func(a, b booking.ID) int {
-		if c := priority(a).Compare(priority(b)); c != 0 {
+	slices.SortFunc(order, func(a, b ranked) int {
+		if c := a.priority.Compare(b.priority); c != 0 {
 			return c
 		}
-		return cmp.Compare(a, b)
+		return cmp.Compare(a.id, b.id)
 	})
 
 	out := Assignment{Holders: map[booking.ID]bool{}}
-	held := map[string][]Claim{} // resource -> claims of holders
+	held := map[string]*holderIndex{}
 	blocked := func(id booking.ID) bool {
 		for _, c := range byBooking[id] {
-			for _, h := range held[c.Resource] {
-				if h.Meeting != c.Meeting && c.overlaps(h) {
-					return true
-				}
+			if h := held[c.Resource]; h != nil && h.blocks(c) {
+				return true
 			}
 		}
 		return false
 	}
-	for _, id := range order {
-		if blocked(id) {
+	for _, r := range order {
+		if blocked(r.id) {
 			continue
 		}
-		out.Holders[id] = true
-		for _, c := range byBooking[id] {
-			held[c.Resource] = append(held[c.Resource], c)
+		out.Holders[r.id] = true
+		for _, c := range byBooking[r.id] {
+			h := held[c.Resource]
+			if h == nil {
+				h = &holderIndex{}
+				held[c.Resource] = h
+			}
+			h.add(c)
 		}
 	}
 	// A conflict names every holder overlapping the booking, not only those ranked before it: the
 	// pairs are then a property of the final assignment alone, which SQL can recompute as well.
-	for _, id := range order {
-		if out.Holders[id] {
+	for _, r := range order {
+		if out.Holders[r.id] {
 			continue
 		}
 		blockers := map[booking.ID][]string{}
-		for _, c := range byBooking[id] {
-			for _, h := range held[c.Resource] {
-				if h.Meeting != c.Meeting && c.overlaps(h) && !slices.Contains(blockers[h.Booking], c.Resource) {
-					blockers[h.Booking] = append(blockers[h.Booking], c.Resource)
-				}
+		for _, c := range byBooking[r.id] {
+			h := held[c.Resource]
+			if h == nil {
+				continue
 			}
+			h.each(c, func(o Claim) {
+				if o.Meeting != c.Meeting && !slices.Contains(blockers[o.Booking], c.Resource) {
+					blockers[o.Booking] = append(blockers[o.Booking], c.Resource)
+				}
+			})
 		}
 		for h, res := range blockers {
 			slices.Sort(res)
-			out.Conflicts = append(out.Conflicts, Conflict{Booking: id, Holder: h, Resources: res})
+			out.Conflicts = append(out.Conflicts, Conflict{Booking: r.id, Holder: h, Resources: res})
 		}
 	}
 	slices.SortFunc(out.Conflicts, func(a, b Conflict) int {
@@ -359,6 +392,43 @@ func AssignSlots(claims []Claim) Assignment {
 		return cmp.Compare(a.Holder, b.Holder)
 	})
 	return out
+}
+
+// holderIndex holds one resource's holder claims sorted by start, so that the claims overlapping a
+// range are found by binary search: an overlapping claim starts before the range ends and less than
+// the longest claim's length before it starts.
+type holderIndex struct {
+	claims  []Claim
+	longest time.Duration
+}
+
+func (h *holderIndex) add(c Claim) {
+	i, _ := slices.BinarySearchFunc(h.claims, c.Start, func(x Claim, t time.Time) int { return x.Start.Compare(t) })
+	h.claims = slices.Insert(h.claims, i, c)
+	h.longest = max(h.longest, c.End.Sub(c.Start))
+}
+
+func (h *holderIndex) each(c Claim, f func(Claim)) {
+	lo, _ := slices.BinarySearchFunc(h.claims, c.Start.Add(-h.longest), func(x Claim, t time.Time) int {
+		if !x.Start.After(t) {
+			return -1
+		}
+		return 1
+	})
+	for _, o := range h.claims[lo:] {
+		if !o.Start.Before(c.End) {
+			return
+		}
+		if o.End.After(c.Start) {
+			f(o)
+		}
+	}
+}
+
+func (h *holderIndex) blocks(c Claim) bool {
+	found := false
+	h.each(c, func(o Claim) { found = found || o.Meeting != c.Meeting })
+	return found
 }
 
 // CalendarQuery selects calendar entries overlapping [From, To), optionally of one resource.

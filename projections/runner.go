@@ -266,15 +266,39 @@ func (r *Runner) caughtUp(ctx context.Context) error {
 	return nil
 }
 
-// catchUp applies batches of ReadAll from pos until a read comes back short.
+// catchUp applies batches of ReadAll from pos until a read comes back short. While a full batch is
+// applied, the next one is already being read, so the store's work and the projection's overlap.
 func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, onBatch func(int)) (eventlog.Position, error) {
+	type read struct {
+		events []eventlog.RecordedEvent
+		err    error
+	}
+	fetch := func(from eventlog.Position) <-chan read {
+		ch := make(chan read, 1) // buffered: an abandoned read-ahead never blocks its goroutine
+		go func() {
+			events, err := r.store.ReadAll(ctx, from, r.opts.BatchSize)
+			ch <- read{events, err}
+		}()
+		return ch
+	}
+	next := fetch(pos)
 	for {
-		events, err := r.store.ReadAll(ctx, pos, r.opts.BatchSize)
-		if err != nil {
-			return pos, fmt.Errorf("read log from %s: %w", pos, err)
+		var res read
+		select {
+		case res = <-next:
+		case <-ctx.Done():
+			return pos, ctx.Err()
 		}
+		if res.err != nil {
+			return pos, fmt.Errorf("read log from %s: %w", pos, res.err)
+		}
+		events := res.events
 		if len(events) == 0 {
 			return pos, nil
+		}
+		full := len(events) >= r.opts.BatchSize
+		if full {
+			next = fetch(events[len(events)-1].Position)
 		}
 		if err := r.apply(ctx, events); err != nil {
 			return pos, err
@@ -283,7 +307,7 @@ func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, onBatch fun
 		if onBatch != nil {
 			onBatch(len(events))
 		}
-		if len(events) < r.opts.BatchSize {
+		if !full {
 			return pos, nil
 		}
 	}

@@ -37,8 +37,8 @@ CREATE TABLE calendar_bookings (
     holder boolean NOT NULL DEFAULT false,
     payment_status text NOT NULL DEFAULT ''
         CHECK (payment_status IN ('', 'failed', 'paid', 'refunded', 'disputed')),
-    -- Every payment reference of the booking and of the payment streams linked to it (the closure), so
-    -- that a change to any linked payment stream finds the booking through the GIN index.
+    -- Every payment reference of the booking and of the payment streams linked to it (the closure),
+    -- also in calendar_booking_refs, so that a change to any linked payment stream finds the booking.
     payment_refs text[] NOT NULL DEFAULT '{}',
     payment_streams text[] NOT NULL DEFAULT '{}',
     capacity integer NOT NULL DEFAULT 0,
@@ -58,11 +58,22 @@ CREATE TABLE calendar_bookings (
     CONSTRAINT calendar_bookings_holder_is_active CHECK (NOT holder OR status = 'active')
 );
 
-CREATE INDEX calendar_bookings_during_idx ON calendar_bookings USING gist (during);
-CREATE INDEX calendar_bookings_resources_idx ON calendar_bookings USING gin (resources);
-CREATE INDEX calendar_bookings_payment_refs_idx ON calendar_bookings USING gin (payment_refs);
+-- The calendar query reads by start: a btree on it is an order of magnitude cheaper to maintain than a
+-- GiST over the range (rebuilds write every row). A booking longer than a week is found through the
+-- small partial GiST instead; readmodel.Calendar asks both (calendarLookBack).
+CREATE INDEX calendar_bookings_start_idx ON calendar_bookings ((lower(during)));
+CREATE INDEX calendar_bookings_long_idx ON calendar_bookings USING gist (during)
+    WHERE upper(during) - lower(during) > interval '7 days';
 CREATE INDEX calendar_bookings_rescheduled_from_idx ON calendar_bookings (rescheduled_from)
     WHERE rescheduled_from <> '';
+
+-- Resources (host calendars) by number. The slot table's GiST indexes key on the number: GiST over the
+-- resource text (long URIs with a common prefix) costs about ten times as much to maintain. Rows are
+-- never deleted, so a number always names the same resource.
+CREATE TABLE calendar_resources (
+    id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    resource text NOT NULL UNIQUE
+);
 
 -- One row per (booking, resource) of every booking that wants its slot (own status active, not
 -- superseded by a reschedule). holder marks the rows that hold the slot; the others are in conflict.
@@ -71,19 +82,22 @@ CREATE INDEX calendar_bookings_rescheduled_from_idx ON calendar_bookings (resche
 -- event) share a slot, hence "meeting WITH <>". Ranges are half-open: back-to-back meetings are fine.
 CREATE TABLE calendar_slots (
     booking text NOT NULL,
-    resource text NOT NULL,
+    -- No foreign key: ids come from calendar_resources, and a key check per row would double the cost
+    -- of a rebuild's COPY.
+    resource_id integer NOT NULL,
+    resource text NOT NULL, -- the resource_id's text, kept for readers
     meeting text NOT NULL,
     during tstzrange NOT NULL CHECK (NOT isempty(during)),
     -- The slot-holder rule's key with booking: the provider time the booking was first scheduled.
     priority_at timestamptz NOT NULL,
     holder boolean NOT NULL,
-    PRIMARY KEY (booking, resource),
+    PRIMARY KEY (booking, resource_id),
     CONSTRAINT calendar_slots_no_double_booking
-        EXCLUDE USING gist (resource WITH =, during WITH &&, meeting WITH <>) WHERE (holder)
+        EXCLUDE USING gist (resource_id WITH =, during WITH &&, meeting WITH <>) WHERE (holder)
 );
 
 -- Finds every claim overlapping a range on a resource (the connected set the holder rule recomputes).
-CREATE INDEX calendar_slots_overlap_idx ON calendar_slots USING gist (resource, during);
+CREATE INDEX calendar_slots_overlap_idx ON calendar_slots USING gist (resource_id, during);
 
 -- Streams whose events are all payment events (Stripe payments without a booking reference live in
 -- "booking-stripe-<payment intent>"). They are not calendar bookings; a booking links every payment
@@ -96,7 +110,23 @@ CREATE TABLE payment_streams (
     updated_at timestamptz
 );
 
-CREATE INDEX payment_streams_refs_idx ON payment_streams USING gin (refs);
+-- Payment references by value, for both sides of the link: which payment streams carry a reference,
+-- and which bookings' closures hold it. A btree answers "ref = ANY($1)" with one descent per value;
+-- an array-overlap test over the array columns plans as a scan comparing every row with the whole
+-- list, which a rebuild or a burst of payments makes long.
+CREATE TABLE payment_stream_refs (
+    ref text NOT NULL,
+    stream text NOT NULL,
+    PRIMARY KEY (ref, stream)
+);
+CREATE INDEX payment_stream_refs_stream_idx ON payment_stream_refs (stream);
+
+CREATE TABLE calendar_booking_refs (
+    ref text NOT NULL,
+    booking text NOT NULL,
+    PRIMARY KEY (ref, booking)
+);
+CREATE INDEX calendar_booking_refs_booking_idx ON calendar_booking_refs (booking);
 
 -- The reconciliation queue. Items of kind conflict and late_event are derived from the calendar and
 -- opened and closed automatically; quarantined items come from receipts. An item closed by an operator

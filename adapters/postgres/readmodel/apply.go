@@ -144,7 +144,7 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 		set.add(string(id))
 	}
 	if len(affected) > 0 {
-		linked, err := collectStrings(ctx, a.tx, `SELECT booking FROM calendar_bookings WHERE payment_refs && $1::text[]`, affected)
+		linked, err := collectStrings(ctx, a.tx, `SELECT DISTINCT booking FROM calendar_booking_refs WHERE ref = ANY($1::text[])`, affected)
 		if err != nil {
 			return fmt.Errorf("bookings linked to changed payments: %w", err)
 		}
@@ -290,6 +290,17 @@ ON CONFLICT (stream) DO UPDATE SET refs = excluded.refs, payment_status = exclud
 			return nil, fmt.Errorf("delete payment streams that became bookings: %w", err)
 		}
 	}
+	var changed, refStreams, refValues []string
+	changed = append(changed, gone...)
+	for _, u := range upserts {
+		changed = append(changed, u.Stream)
+		for _, r := range u.Refs {
+			refStreams, refValues = append(refStreams, u.Stream), append(refValues, r)
+		}
+	}
+	if err := replaceRefs(ctx, a.tx, "payment_stream_refs", "stream", changed, refStreams, refValues); err != nil {
+		return nil, err
+	}
 	return affected.items, nil
 }
 
@@ -345,7 +356,8 @@ func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booki
 		if len(ask) == 0 {
 			break
 		}
-		rows, err := a.tx.Query(ctx, `SELECT stream, refs FROM payment_streams WHERE refs && $1::text[]`, ask)
+		rows, err := a.tx.Query(ctx, `SELECT DISTINCT p.stream, p.refs FROM payment_stream_refs r
+JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, ask)
 		if err != nil {
 			return nil, nil, fmt.Errorf("payment streams: %w", err)
 		}
@@ -376,8 +388,9 @@ func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booki
 	linkedOf := map[booking.ID][]booking.ID{}
 	closures := map[booking.ID][]string{}
 	var all []booking.ID
+	index := projections.NewPaymentIndex(streams)
 	for _, id := range ids {
-		linked, closure := projections.LinkPayments(a.fold(id).PaymentRefs, streams)
+		linked, closure := index.Link(a.fold(id).PaymentRefs)
 		linkedOf[id], closures[id] = linked, closure
 		all = append(all, linked...)
 	}
@@ -396,16 +409,20 @@ func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booki
 // assignSlots replaces the claims of rows, recomputes the slot-holder rule over every claim connected
 // to the old and new claims by overlaps on a resource, writes the holder flags, and sets the status of
 // rows and of the other bookings of that connected set. It returns the other bookings.
+//
+// New claims are inserted once, with their final holder flag. The exclusion constraint is checked row
+// by row, so the writes go in an order where the holders present are always a subset of the final,
+// overlap-free set: releases of stored claims, then the new claims, then stored claims that take a slot.
 func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []projections.Booking) ([]string, error) {
-	var seedRes []string
+	var seedRes []int32
 	var seedStart, seedEnd []time.Time
-	old, err := a.tx.Query(ctx, `DELETE FROM calendar_slots WHERE booking = ANY($1) RETURNING resource, lower(during), upper(during)`, idStrings(ids))
+	old, err := a.tx.Query(ctx, `DELETE FROM calendar_slots WHERE booking = ANY($1) RETURNING resource_id, lower(during), upper(during)`, idStrings(ids))
 	if err != nil {
 		return nil, fmt.Errorf("drop old claims: %w", err)
 	}
 	for old.Next() {
 		var (
-			r    string
+			r    int32
 			s, e time.Time
 		)
 		if err := old.Scan(&r, &s, &e); err != nil {
@@ -419,59 +436,73 @@ func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []proj
 		return nil, fmt.Errorf("drop old claims: %w", err)
 	}
 
-	var cb, cr, cm []string
-	var cs, ce, cp []time.Time
+	var fresh []projections.Claim
+	var names []string
+	for _, b := range rows {
+		if b.Claims() {
+			names = append(names, b.Resources...)
+		}
+	}
+	resourceID, err := a.m.resourceIDsOf(ctx, names)
+	if err != nil {
+		return nil, err
+	}
 	for _, b := range rows {
 		if !b.Claims() {
 			continue
 		}
 		for _, r := range b.Resources {
-			cb, cr, cm = append(cb, string(b.Booking)), append(cr, r), append(cm, b.Meeting)
-			cs, ce, cp = append(cs, micro(b.Start)), append(ce, micro(b.End)), append(cp, micro(b.ScheduledAt))
+			c := projections.Claim{Booking: b.Booking, Resource: r, Meeting: b.Meeting, Start: micro(b.Start), End: micro(b.End), Priority: micro(b.ScheduledAt)}
+			fresh = append(fresh, c)
+			seedRes, seedStart, seedEnd = append(seedRes, resourceID[r]), append(seedStart, c.Start), append(seedEnd, c.End)
 		}
-	}
-	if len(cb) > 0 {
-		if _, err := a.tx.Exec(ctx, `INSERT INTO calendar_slots (booking, resource, meeting, during, priority_at, holder)
-SELECT b, r, m, tstzrange(s, e), p, false
-FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[]) AS x(b, r, m, s, e, p)`,
-			cb, cr, cm, cs, ce, cp); err != nil {
-			return nil, fmt.Errorf("insert claims: %w", err)
-		}
-		seedRes, seedStart, seedEnd = append(seedRes, cr...), append(seedStart, cs...), append(seedEnd, ce...)
-	}
-	inRows := map[booking.ID]int{}
-	for i, b := range rows {
-		inRows[b.Booking] = i
 	}
 	if len(seedRes) == 0 {
 		return nil, nil
 	}
-
-	claims, holding, err := connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd)
+	stored, holding, err := connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd)
 	if err != nil {
 		return nil, err
 	}
-	asg := projections.AssignSlots(claims)
+	asg := projections.AssignSlots(append(slices.Clone(stored), fresh...))
 
-	var release, take []string
 	members := map[booking.ID]bool{}
-	for _, c := range claims {
+	var release, take []string
+	for _, c := range stored {
+		if members[c.Booking] {
+			continue
+		}
 		members[c.Booking] = true
-	}
-	for id := range members {
-		switch h := asg.Holders[id]; {
-		case holding[id] && !h:
-			release = append(release, string(id))
-		case !holding[id] && h:
-			take = append(take, string(id))
+		switch h := asg.Holders[c.Booking]; {
+		case holding[c.Booking] && !h:
+			release = append(release, string(c.Booking))
+		case !holding[c.Booking] && h:
+			take = append(take, string(c.Booking))
 		}
 	}
 	slices.Sort(release)
 	slices.Sort(take)
-	// Release first: the constraint is checked row by row, and only the final set is free of overlaps.
 	if len(release) > 0 {
 		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = false WHERE booking = ANY($1) AND holder`, release); err != nil {
 			return nil, fmt.Errorf("release slots: %w", err)
+		}
+	}
+	if len(fresh) > 0 {
+		n := len(fresh)
+		cb, cr, cm := make([]string, n), make([]string, n), make([]string, n)
+		ci := make([]int32, n)
+		cs, ce, cp := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		ch := make([]bool, n)
+		for i, c := range fresh {
+			cb[i], cr[i], cm[i], cs[i], ce[i], cp[i], ch[i] = string(c.Booking), c.Resource, c.Meeting, c.Start, c.End, c.Priority, asg.Holders[c.Booking]
+			ci[i] = resourceID[c.Resource]
+		}
+		if _, err := a.tx.Exec(ctx, `INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
+SELECT b, i, r, m, tstzrange(s, e), p, h
+FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::boolean[])
+    AS x(b, i, r, m, s, e, p, h)`,
+			cb, ci, cr, cm, cs, ce, cp, ch); err != nil {
+			return nil, fmt.Errorf("insert claims: %w", err)
 		}
 	}
 	if len(take) > 0 {
@@ -480,16 +511,27 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamp
 		}
 	}
 
+	inRows := map[booking.ID]int{}
+	for i, b := range rows {
+		inRows[b.Booking] = i
+	}
+	for _, c := range fresh {
+		i := inRows[c.Booking]
+		rows[i].Holder = asg.Holders[c.Booking]
+		rows[i].Status = projections.StatusActive
+		if !rows[i].Holder {
+			rows[i].Status = projections.StatusConflict
+		}
+	}
 	var others, otherStatus []string
 	var otherHolder []bool
 	for id := range members {
+		if _, ok := inRows[id]; ok {
+			continue // its claims were dropped above; a stored claim of it cannot be here
+		}
 		status := projections.StatusConflict
 		if asg.Holders[id] {
 			status = projections.StatusActive
-		}
-		if i, ok := inRows[id]; ok {
-			rows[i].Status, rows[i].Holder = status, asg.Holders[id]
-			continue
 		}
 		others, otherStatus, otherHolder = append(others, string(id)), append(otherStatus, string(status)), append(otherHolder, asg.Holders[id])
 	}
@@ -507,19 +549,19 @@ WHERE b.booking = u.booking AND (b.status <> u.status OR b.holder <> u.holder)`,
 // connectedClaimsSQL returns every claim connected to the seed ranges by a chain of overlaps on a
 // resource: the set whose slot assignment can change.
 const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
-    SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS q(resource, s, e)
+    SELECT * FROM unnest($1::integer[], $2::timestamptz[], $3::timestamptz[]) AS q(resource_id, s, e)
 ), comp(booking) AS (
     SELECT c.booking FROM seeds q
-    JOIN calendar_slots c ON c.resource = q.resource AND c.during && tstzrange(q.s, q.e)
+    JOIN calendar_slots c ON c.resource_id = q.resource_id AND c.during && tstzrange(q.s, q.e)
   UNION
     SELECT c2.booking FROM comp
     JOIN calendar_slots c1 ON c1.booking = comp.booking
-    JOIN calendar_slots c2 ON c2.resource = c1.resource AND c2.during && c1.during
+    JOIN calendar_slots c2 ON c2.resource_id = c1.resource_id AND c2.during && c1.during
 )
 SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at, c.holder
 FROM calendar_slots c WHERE c.booking IN (SELECT booking FROM comp)`
 
-func connectedClaims(ctx context.Context, q querier, res []string, start, end []time.Time) ([]projections.Claim, map[booking.ID]bool, error) {
+func connectedClaims(ctx context.Context, q querier, res []int32, start, end []time.Time) ([]projections.Claim, map[booking.ID]bool, error) {
 	rows, err := q.Query(ctx, connectedClaimsSQL, res, start, end)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connected claims: %w", err)
@@ -570,4 +612,23 @@ func toIDs(s []string) []booking.ID {
 		out[i] = booking.ID(v)
 	}
 	return out
+}
+
+// replaceRefs replaces the rows of owners in a reference link table (payment_stream_refs or
+// calendar_booking_refs) with the pairs (owner[i], ref[i]).
+func replaceRefs(ctx context.Context, q querier, table, ownerColumn string, owners, pairOwners, pairRefs []string) error {
+	if len(owners) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM `+table+` WHERE `+ownerColumn+` = ANY($1)`, owners); err != nil {
+		return fmt.Errorf("replace %s: %w", table, err)
+	}
+	if len(pairOwners) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, `INSERT INTO `+table+` (`+ownerColumn+`, ref) SELECT DISTINCT o, r FROM unnest($1::text[], $2::text[]) AS x(o, r)`,
+		pairOwners, pairRefs); err != nil {
+		return fmt.Errorf("replace %s: %w", table, err)
+	}
+	return nil
 }

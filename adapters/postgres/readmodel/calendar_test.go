@@ -56,9 +56,11 @@ func TestConflictHolderRuleAndAutoClose(t *testing.T) {
 func TestExclusionConstraintRefusesOverlappingHolders(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	insert := `INSERT INTO calendar_slots (booking, resource, meeting, during, priority_at, holder)
-VALUES ($1, $2, $3, tstzrange($4, $5), $4, $6)`
-	_, err := e.pool.Exec(ctx, insert, "x-holder", "host-1", "meeting-x", at(10, 0), at(11, 0), true)
+	_, err := e.pool.Exec(ctx, `INSERT INTO calendar_resources (resource) VALUES ('host-1'), ('host-2')`)
+	require.NoError(t, err)
+	insert := `INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
+VALUES ($1, (SELECT id FROM calendar_resources WHERE resource = $2), $2, $3, tstzrange($4, $5), $4, $6)`
+	_, err = e.pool.Exec(ctx, insert, "x-holder", "host-1", "meeting-x", at(10, 0), at(11, 0), true)
 	require.NoError(t, err)
 
 	cases := []struct {

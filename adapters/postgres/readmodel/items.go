@@ -18,7 +18,7 @@ import (
 // hold, against every overlapping holder of another meeting (the same pairs as AssignSlots).
 const desiredConflictsSQL = `SELECT l.booking, h.booking, array_agg(DISTINCT l.resource ORDER BY l.resource)
 FROM calendar_slots l
-JOIN calendar_slots h ON h.resource = l.resource AND h.during && l.during AND h.meeting <> l.meeting AND h.holder
+JOIN calendar_slots h ON h.resource_id = l.resource_id AND h.during && l.during AND h.meeting <> l.meeting AND h.holder
 WHERE NOT l.holder AND ($1 OR l.booking = ANY($2) OR h.booking = ANY($2))
 GROUP BY l.booking, h.booking`
 

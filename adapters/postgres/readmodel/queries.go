@@ -56,7 +56,10 @@ func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error)
 }
 
 // Calendar returns one entry per (booking, resource) whose slot overlaps [q.From, q.To), of every
-// status (clients filter), ordered by start, resource and booking.
+// status (clients filter), ordered by start, resource and booking. A booking overlapping the window
+// either starts at most seven days before it (btree on the start) or is longer than seven days (the
+// partial GiST calendar_bookings_long_idx, whose predicate the query repeats literally so that the
+// planner can use it).
 func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) ([]projections.CalendarEntry, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -64,7 +67,10 @@ func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) (
 	rows, err := m.pool.Query(ctx, `SELECT b.booking, b.provider, b.meeting, r.resource, lower(b.during), upper(b.during), b.status
 FROM calendar_bookings b
 CROSS JOIN LATERAL unnest(b.resources) AS r(resource)
-WHERE b.during && tstzrange($1, $2) AND ($3 = '' OR b.resources @> ARRAY[$3]) AND ($3 = '' OR r.resource = $3)
+WHERE b.during && tstzrange($1, $2)
+  AND ((lower(b.during) >= $1::timestamptz - interval '7 days' AND lower(b.during) < $2)
+    OR upper(b.during) - lower(b.during) > interval '7 days')
+  AND ($3 = '' OR r.resource = $3)
 ORDER BY lower(b.during), r.resource, b.booking
 LIMIT $4`, q.From, q.To, q.Resource, MaxCalendarEntries)
 	if err != nil {

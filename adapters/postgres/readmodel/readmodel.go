@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -40,6 +42,9 @@ type Options struct {
 	CacheEvents int
 	// ReadConcurrency bounds the streams read from the store at once (4).
 	ReadConcurrency int
+	// RebuildBufferEvents bounds the events a rebuild keeps in memory before it writes them (1000000,
+	// about 400 MB); a longer log continues incrementally after the first write.
+	RebuildBufferEvents int
 }
 
 // ReadModel is the calendar projection and its queries. Queries are safe for concurrent use; Apply,
@@ -56,6 +61,13 @@ type ReadModel struct {
 	pos        eventlog.Position
 	rebuilding bool
 	cache      *streamCache
+	// buffering: a rebuild at the start of the log decodes into the cache and writes once (bulk.go).
+	buffering   bool
+	buffered    int64
+	bufPos      eventlog.Position
+	bufferLimit int64
+	// resourceIDs caches calendar_resources, which only grows.
+	resourceIDs map[string]int32
 	// failAfterApply, set by tests, fails a batch after every write and before the commit.
 	failAfterApply func() error
 }
@@ -72,9 +84,15 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 	if opts.ReadConcurrency <= 0 {
 		opts.ReadConcurrency = 4
 	}
+	if opts.RebuildBufferEvents <= 0 {
+		opts.RebuildBufferEvents = 1_000_000
+	}
+	// Complete mode must not give up while buffering (see streamCache.observe).
+	opts.RebuildBufferEvents = min(opts.RebuildBufferEvents, maxSeen)
 	return &ReadModel{
 		pool: pool, events: events, codec: codec, receipts: opts.Receipts, locker: NewLocker(pool),
-		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents),
+		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), bufferLimit: int64(opts.RebuildBufferEvents),
+		resourceIDs: map[string]int32{},
 	}
 }
 
@@ -118,6 +136,8 @@ func (m *ReadModel) Load(ctx context.Context) (eventlog.Position, error) {
 	m.pos = eventlog.Position{Commit: uint64(c), Prepare: uint64(p)}
 	m.rebuilding = rebuilding
 	m.cache.reset(m.pos == eventlog.Position{})
+	m.buffering = rebuilding && m.pos == eventlog.Position{}
+	m.buffered, m.bufPos = 0, m.pos
 	return m.pos, nil
 }
 
@@ -128,7 +148,7 @@ func (m *ReadModel) Reset(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams`); err != nil {
+		if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams, payment_stream_refs, calendar_booking_refs`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO projection_checkpoints AS c (name, rebuilding) VALUES ($1, true)
@@ -139,7 +159,7 @@ ON CONFLICT (name) DO UPDATE SET commit_position = 0, prepare_position = 0, even
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", ProjectionName, err)
 	}
-	m.pos = eventlog.Position{}
+	m.pos, m.bufPos, m.buffered, m.buffering, m.rebuilding = eventlog.Position{}, eventlog.Position{}, 0, true, true
 	m.cache.reset(true)
 	return nil
 }
@@ -149,6 +169,9 @@ ON CONFLICT (name) DO UPDATE SET commit_position = 0, prepare_position = 0, even
 func (m *ReadModel) CaughtUp(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.flush(ctx); err != nil {
+		return err
+	}
 	if m.rebuilding {
 		err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 			if err := syncItems(ctx, tx, nil, nil, true); err != nil {
@@ -180,12 +203,15 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 	defer m.mu.Unlock()
 	fresh := events[:0:0]
 	for _, e := range events {
-		if e.Position.Compare(m.pos) > 0 {
+		if e.Position.Compare(m.bufPos) > 0 {
 			fresh = append(fresh, e)
 		}
 	}
 	if len(fresh) == 0 {
 		return nil
+	}
+	if m.buffering {
+		return m.buffer(ctx, fresh)
 	}
 	last := fresh[len(fresh)-1].Position
 	oldC, oldP, err := positionArgs(m.pos)
@@ -244,6 +270,97 @@ RETURNING rebuilding`, ProjectionName, newC, newP, len(fresh), oldC, oldP).Scan(
 	if err != nil {
 		return err
 	}
-	m.pos = last
+	m.pos, m.bufPos = last, last
 	return nil
+}
+
+// buffer decodes events into the cache during a rebuild's replay and writes once the buffer is full.
+// Decoding is most of a replay's own work, so a batch is decoded on every core.
+func (m *ReadModel) buffer(ctx context.Context, events []eventlog.RecordedEvent) error {
+	decoded := make([]booking.Event, len(events))
+	ours := make([]bool, len(events))
+	workers := min(runtime.GOMAXPROCS(0), 8, max(1, len(events)/256))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(events); i += workers {
+				rec := events[i]
+				if _, ok := booking.FromStream(rec.StreamID); !ok {
+					continue
+				}
+				ev, err := m.codec.Decode(rec)
+				if err != nil {
+					errs[w] = fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
+					return
+				}
+				decoded[i], ours[i] = ev, true
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, rec := range events {
+		if ours[i] {
+			m.cache.observe(rec.StreamID, rec.Version, decoded[i])
+		}
+	}
+	m.buffered += int64(len(events))
+	m.bufPos = events[len(events)-1].Position
+	if m.buffered >= m.bufferLimit {
+		return m.flush(ctx)
+	}
+	return nil
+}
+
+// resourceIDsOf returns the ids of names, numbering new resources first. It writes outside the
+// caller's transaction (and commits at once), so that the cache never holds an id that a rolled-back
+// batch took with it. The caller holds m.mu.
+func (m *ReadModel) resourceIDsOf(ctx context.Context, names []string) (map[string]int32, error) {
+	var missing []string
+	for _, n := range names {
+		if _, ok := m.resourceIDs[n]; !ok && !slices.Contains(missing, n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		rows, err := m.pool.Query(ctx, `WITH ins AS (
+    INSERT INTO calendar_resources (resource) SELECT DISTINCT unnest($1::text[]) ON CONFLICT (resource) DO NOTHING
+    RETURNING id, resource
+)
+SELECT id, resource FROM ins
+UNION ALL
+SELECT id, resource FROM calendar_resources WHERE resource = ANY($1)`, missing)
+		if err != nil {
+			return nil, fmt.Errorf("number resources: %w", err)
+		}
+		for rows.Next() {
+			var (
+				id   int32
+				name string
+			)
+			if err := rows.Scan(&id, &name); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("number resources: %w", err)
+			}
+			m.resourceIDs[name] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("number resources: %w", err)
+		}
+	}
+	out := make(map[string]int32, len(names))
+	for _, n := range names {
+		id, ok := m.resourceIDs[n]
+		if !ok {
+			return nil, fmt.Errorf("number resources: %q has no id", n)
+		}
+		out[n] = id
+	}
+	return out, nil
 }

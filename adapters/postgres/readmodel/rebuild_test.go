@@ -74,30 +74,48 @@ func TestRebuildRefusedWhileAnotherProcessRuns(t *testing.T) {
 	assert.ErrorIs(t, err, projections.ErrBusy)
 }
 
-// An interrupted rebuild leaves the checkpoint mid-log with items unsynced; the next runner finishes
-// the replay and then syncs the items once.
+// A rebuild keeps the replayed events in memory and writes them at the end, or earlier when its
+// buffer is full; either way an interrupted rebuild is finished by the next runner: from the start
+// when nothing was written, else incrementally from the written checkpoint, with one sync of the
+// reconciliation items at the end.
 func TestInterruptedRebuildIsFinishedByTheNextRunner(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	for _, d := range genScenario(7) {
-		e.deliver(t, d)
+	for _, c := range []struct {
+		name   string
+		buffer int
+	}{{"before the first write", 0}, {"after an early write", 10}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			for _, d := range genScenario(7) {
+				e.deliver(t, d)
+			}
+			e.catchUp(t)
+			want := snapshotOf(t, e)
+
+			dying := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{RebuildBufferEvents: c.buffer})
+			require.NoError(t, dying.Reset(ctx))
+			all := e.waitReadable(t)
+			_, err := dying.Load(ctx)
+			require.NoError(t, err)
+			require.NoError(t, dying.Apply(ctx, all[:len(all)/2])) // then the process dies
+			cp, err := dying.Checkpoint(ctx)
+			require.NoError(t, err)
+			require.True(t, cp.Rebuilding)
+			if c.buffer == 0 {
+				assert.Zero(t, cp.EventsApplied, "nothing written before the end of the replay")
+				assert.Zero(t, e.count(t, "calendar_bookings"))
+			} else {
+				assert.Positive(t, cp.EventsApplied, "the full buffer was written")
+				assert.Positive(t, e.count(t, "calendar_bookings"))
+			}
+
+			e.rm = readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})
+			e.catchUp(t)
+			assert.Equal(t, want, snapshotOf(t, e))
+			cp, err = e.rm.Checkpoint(ctx)
+			require.NoError(t, err)
+			assert.False(t, cp.Rebuilding)
+			assert.Equal(t, int64(len(all)), cp.EventsApplied)
+		})
 	}
-	e.catchUp(t)
-	want := snapshotOf(t, e)
-
-	require.NoError(t, e.rm.Reset(ctx))
-	all := e.waitReadable(t)
-	_, err := e.rm.Load(ctx)
-	require.NoError(t, err)
-	require.NoError(t, e.rm.Apply(ctx, all[:len(all)/2])) // then the process dies
-	cp, err := e.rm.Checkpoint(ctx)
-	require.NoError(t, err)
-	require.True(t, cp.Rebuilding)
-
-	e.rm = readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})
-	e.catchUp(t)
-	assert.Equal(t, want, snapshotOf(t, e))
-	cp, err = e.rm.Checkpoint(ctx)
-	require.NoError(t, err)
-	assert.False(t, cp.Rebuilding)
 }

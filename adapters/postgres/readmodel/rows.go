@@ -143,7 +143,14 @@ func upsertBookings(ctx context.Context, q querier, rows []projections.Booking) 
 	if _, err := q.Exec(ctx, upsertBookingsSQL, body); err != nil {
 		return fmt.Errorf("upsert %d calendar rows: %w", len(rows), err)
 	}
-	return nil
+	var owners, pairOwners, pairRefs []string
+	for _, b := range rows {
+		owners = append(owners, string(b.Booking))
+		for _, r := range b.PaymentRefs {
+			pairOwners, pairRefs = append(pairOwners, string(b.Booking)), append(pairRefs, r)
+		}
+	}
+	return replaceRefs(ctx, q, "calendar_booking_refs", "booking", owners, pairOwners, pairRefs)
 }
 
 const bookingColumns = `booking, provider, meeting, resources, lower(during), upper(during), status, booking_status,

@@ -17,6 +17,7 @@ type snapshot struct {
 	Bookings []projections.Booking
 	Slots    []string
 	Payments []string
+	Refs     []string
 	Open     []string
 	Calendar []projections.CalendarEntry
 }
@@ -31,6 +32,8 @@ func snapshotOf(t testing.TB, e *env) snapshot {
 	s.Slots = queryStrings(t, e, `SELECT format('%s %s %s %s %s %s', booking, resource, meeting, during, priority_at, holder)
 FROM calendar_slots ORDER BY booking, resource`)
 	s.Payments = queryStrings(t, e, `SELECT format('%s %s %s %s', stream, refs, payment_status, stream_version) FROM payment_streams ORDER BY stream`)
+	s.Refs = queryStrings(t, e, `SELECT 'booking ' || booking || ' ' || ref FROM calendar_booking_refs
+UNION ALL SELECT 'stream ' || stream || ' ' || ref FROM payment_stream_refs ORDER BY 1`)
 	items, err := e.rm.OpenItems(ctx)
 	require.NoError(t, err)
 	for _, it := range items {

@@ -1,0 +1,266 @@
+package readmodel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"bookingledger/domain/booking"
+	"bookingledger/projections"
+)
+
+// A rebuild replays the log from its start. Writing every batch would rewrite a booking's row and
+// claims each time one of its events shows up, and recompute its overlapping set each time. Instead,
+// while the checkpoint is at the start and a rebuild is in progress, Apply only decodes into the
+// stream cache (complete in that mode: it has seen every event of every stream), and flush computes
+// every row once, in memory, with the same functions as the incremental path, then loads them with
+// COPY in one transaction together with the checkpoint. A crash before the flush leaves the
+// checkpoint at the start: the next runner simply starts the replay again. Past bufferLimit events
+// the flush happens early and the rest of the replay continues incrementally.
+
+// flush writes everything buffered. The caller holds m.mu.
+func (m *ReadModel) flush(ctx context.Context) error {
+	if !m.buffering {
+		return nil
+	}
+	type stream struct {
+		id      booking.ID
+		events  []booking.Event
+		version uint64
+		state   booking.State
+	}
+	var bookings, payments []stream
+	for el := m.cache.lru.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*cacheEntry)
+		id, ok := booking.FromStream(e.stream)
+		if !ok || len(e.events) == 0 {
+			continue
+		}
+		s := stream{id: id, events: e.events, version: e.version, state: booking.Fold(e.events)}
+		if projections.IsPaymentOnly(e.events) {
+			payments = append(payments, s)
+		} else {
+			bookings = append(bookings, s)
+		}
+	}
+	slices.SortFunc(bookings, func(a, b stream) int { return compareID(a.id, b.id) })
+	slices.SortFunc(payments, func(a, b stream) int { return compareID(a.id, b.id) })
+
+	payStreams := make([]projections.PaymentStream, len(payments))
+	payEvents := map[booking.ID][]booking.Event{}
+	for i, p := range payments {
+		payStreams[i] = projections.PaymentStream{Stream: p.id, Refs: p.state.PaymentRefs}
+		payEvents[p.id] = p.events
+	}
+	index := projections.NewPaymentIndex(payStreams)
+	superseded := map[booking.ID][]booking.ID{}
+	for _, b := range bookings {
+		if from := b.state.RescheduledFrom; from != "" {
+			superseded[from] = append(superseded[from], b.id)
+		}
+	}
+
+	rows := make([]projections.Booking, len(bookings))
+	var claims []projections.Claim
+	for i, b := range bookings {
+		linked, closure := index.Link(b.state.PaymentRefs)
+		var linkedPayments []projections.LinkedPayment
+		for _, p := range linked {
+			linkedPayments = append(linkedPayments, projections.LinkedPayment{Stream: p, Events: payEvents[p]})
+		}
+		row := projections.BookingRow(projections.BookingInput{
+			Events: b.events, StreamVersion: b.version, Payments: linkedPayments, SupersededBy: superseded[b.id],
+		})
+		row.Booking, row.PaymentRefs = b.id, closure
+		rows[i] = row
+		if row.Claims() {
+			for _, r := range row.Resources {
+				claims = append(claims, projections.Claim{Booking: row.Booking, Resource: r, Meeting: row.Meeting,
+					Start: micro(row.Start), End: micro(row.End), Priority: micro(row.ScheduledAt)})
+			}
+		}
+	}
+	asg := projections.AssignSlots(claims)
+	var names []string
+	for _, c := range claims {
+		names = append(names, c.Resource)
+	}
+	resourceID, err := m.resourceIDsOf(ctx, names)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		if rows[i].Claims() {
+			rows[i].Holder = asg.Holders[rows[i].Booking]
+			rows[i].Status = projections.StatusActive
+			if !rows[i].Holder {
+				rows[i].Status = projections.StatusConflict
+			}
+		}
+	}
+
+	oldC, oldP, err := positionArgs(m.pos)
+	if err != nil {
+		return err
+	}
+	newC, newP, err := positionArgs(m.bufPos)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE projection_checkpoints
+SET commit_position = $2, prepare_position = $3, events_applied = events_applied + $4, updated_at = now()
+WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionName, newC, newP, m.buffered, oldC, oldP)
+		if err != nil {
+			return fmt.Errorf("save checkpoint: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("at %s: %w", m.pos, projections.ErrCheckpointMoved)
+		}
+		// Empty already (the reset did it in the transaction that moved the checkpoint to the
+		// start); repeated so that COPY can never meet a row.
+		if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams, payment_stream_refs, calendar_booking_refs`); err != nil {
+			return err
+		}
+		if err := copyBookings(ctx, tx, rows); err != nil {
+			return err
+		}
+		if err := copyClaims(ctx, tx, claims, asg.Holders, resourceID); err != nil {
+			return err
+		}
+		prows := make([]paymentRow, len(payments))
+		for i, p := range payments {
+			prows[i] = paymentRow{stream: p.id, state: p.state, version: p.version}
+		}
+		if err := copyPayments(ctx, tx, prows); err != nil {
+			return err
+		}
+		if err := copyRefs(ctx, tx, rows, prows); err != nil {
+			return err
+		}
+		if m.failAfterApply != nil {
+			return m.failAfterApply()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write rebuilt read model: %w", err)
+	}
+	m.pos, m.buffering, m.buffered = m.bufPos, false, 0
+	m.cache.trim()
+	return nil
+}
+
+func compareID(a, b booking.ID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+type paymentRow struct {
+	stream  booking.ID
+	state   booking.State
+	version uint64
+}
+
+func tsRange(start, end time.Time) any {
+	if start.IsZero() {
+		return nil
+	}
+	return pgtype.Range[pgtype.Timestamptz]{
+		Lower: pgtype.Timestamptz{Time: micro(start), Valid: true}, Upper: pgtype.Timestamptz{Time: micro(end), Valid: true},
+		LowerType: pgtype.Inclusive, UpperType: pgtype.Exclusive, Valid: true,
+	}
+}
+
+func copyBookings(ctx context.Context, tx pgx.Tx, rows []projections.Booking) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	src := make([][]any, len(rows))
+	for i, b := range rows {
+		r := toRowJSON(b)
+		findings, err := json.Marshal(r.Findings)
+		if err != nil {
+			return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
+		}
+		src[i] = []any{r.Booking, r.Provider, r.Meeting, r.Resources, tsRange(b.Start, b.End), r.Status, r.BookingStatus, r.Holder,
+			r.PaymentStatus, r.PaymentRefs, r.PaymentStreams, r.Capacity, r.NoShow, r.ScheduledAt, r.UpdatedAt, int64(r.StreamVersion),
+			r.EventCount, r.RescheduledFrom, r.RescheduledTo, r.CancelReason, r.CanceledBy, r.CancelImplied, string(findings)}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"calendar_bookings"}, []string{"booking", "provider", "meeting", "resources",
+		"during", "status", "booking_status", "holder", "payment_status", "payment_refs", "payment_streams", "capacity",
+		"no_show", "scheduled_at", "updated_at", "stream_version", "event_count", "rescheduled_from", "rescheduled_to",
+		"cancel_reason", "canceled_by", "cancel_implied", "findings"}, pgx.CopyFromRows(src))
+	if err != nil {
+		return fmt.Errorf("copy %d calendar rows: %w", len(rows), err)
+	}
+	return nil
+}
+
+func copyClaims(ctx context.Context, tx pgx.Tx, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	src := make([][]any, len(claims))
+	for i, c := range claims {
+		src[i] = []any{string(c.Booking), resourceID[c.Resource], c.Resource, c.Meeting, tsRange(c.Start, c.End), c.Priority, holders[c.Booking]}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"calendar_slots"}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder"},
+		pgx.CopyFromRows(src))
+	if err != nil {
+		var pgErr interface{ SQLState() string }
+		if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" {
+			return fmt.Errorf("copy claims: the slot-holder rule produced overlapping holders (a bug): %w", err)
+		}
+		return fmt.Errorf("copy %d claims: %w", len(claims), err)
+	}
+	return nil
+}
+
+func copyPayments(ctx context.Context, tx pgx.Tx, rows []paymentRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	src := make([][]any, len(rows))
+	for i, p := range rows {
+		src[i] = []any{string(p.stream), nonNil(p.state.PaymentRefs), string(p.state.Payment), int64(p.version), nullTime(p.state.UpdatedAt)}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"payment_streams"}, []string{"stream", "refs", "payment_status", "stream_version", "updated_at"},
+		pgx.CopyFromRows(src))
+	if err != nil {
+		return fmt.Errorf("copy %d payment streams: %w", len(rows), err)
+	}
+	return nil
+}
+
+func copyRefs(ctx context.Context, tx pgx.Tx, rows []projections.Booking, payments []paymentRow) error {
+	var bookingRefs, streamRefs [][]any
+	for _, b := range rows {
+		for _, r := range b.PaymentRefs {
+			bookingRefs = append(bookingRefs, []any{r, string(b.Booking)})
+		}
+	}
+	for _, p := range payments {
+		for _, r := range p.state.PaymentRefs {
+			streamRefs = append(streamRefs, []any{r, string(p.stream)})
+		}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"calendar_booking_refs"}, []string{"ref", "booking"}, pgx.CopyFromRows(bookingRefs)); err != nil {
+		return fmt.Errorf("copy booking payment refs: %w", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"payment_stream_refs"}, []string{"ref", "stream"}, pgx.CopyFromRows(streamRefs)); err != nil {
+		return fmt.Errorf("copy payment stream refs: %w", err)
+	}
+	return nil
+}
