@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,15 +37,17 @@ func (m *ReadModel) flush(ctx context.Context) error {
 		version uint64
 		state   booking.State
 	}
-	var bookings, payments []stream
+	var all []stream
 	for el := m.cache.lru.Front(); el != nil; el = el.Next() {
 		e := el.Value.(*cacheEntry)
-		id, ok := booking.FromStream(e.stream)
-		if !ok || len(e.events) == 0 {
-			continue
+		if id, ok := booking.FromStream(e.stream); ok && len(e.events) > 0 {
+			all = append(all, stream{id: id, events: e.events, version: e.version})
 		}
-		s := stream{id: id, events: e.events, version: e.version, state: booking.Fold(e.events)}
-		if projections.IsPaymentOnly(e.events) {
+	}
+	parallel(len(all), func(i int) { all[i].state = booking.Fold(all[i].events) })
+	var bookings, payments []stream
+	for _, s := range all {
+		if projections.IsPaymentOnly(s.events) {
 			payments = append(payments, s)
 		} else {
 			bookings = append(bookings, s)
@@ -66,9 +70,10 @@ func (m *ReadModel) flush(ctx context.Context) error {
 		}
 	}
 
+	// The shared inputs are only read from here on, so rows are computed on every core.
 	rows := make([]projections.Booking, len(bookings))
-	var claims []projections.Claim
-	for i, b := range bookings {
+	parallel(len(bookings), func(i int) {
+		b := bookings[i]
 		linked, closure := index.Link(b.state.PaymentRefs)
 		var linkedPayments []projections.LinkedPayment
 		for _, p := range linked {
@@ -79,6 +84,9 @@ func (m *ReadModel) flush(ctx context.Context) error {
 		})
 		row.Booking, row.PaymentRefs = b.id, closure
 		rows[i] = row
+	})
+	var claims []projections.Claim
+	for _, row := range rows {
 		if row.Claims() {
 			for _, r := range row.Resources {
 				claims = append(claims, projections.Claim{Booking: row.Booking, Resource: r, Meeting: row.Meeting,
@@ -263,4 +271,20 @@ func copyRefs(ctx context.Context, tx pgx.Tx, rows []projections.Booking, paymen
 		return fmt.Errorf("copy payment stream refs: %w", err)
 	}
 	return nil
+}
+
+// parallel calls f(0..n-1) on every core.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), max(1, n/64))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
