@@ -1,0 +1,54 @@
+package projections_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+	"bookingledger/projections"
+)
+
+func TestBuildHistory(t *testing.T) {
+	sl := booking.Slot{Meeting: "m", Resources: []string{"h"}, Start: t0.Add(24 * time.Hour), End: t0.Add(25 * time.Hour)}
+	cancel := ev("a", 2, 4, booking.Canceled{Reason: "changed my mind"})
+	create := ev("a", 1, 0, booking.Scheduled{Slot: sl})
+	late := ev("a", 3, 9, booking.Scheduled{Slot: sl})
+	recorded := []eventlog.RecordedEvent{
+		{StreamID: "booking-a", Version: 3, ID: late.ID},
+		{StreamID: "booking-a", Version: 1, ID: cancel.ID},
+		{StreamID: "booking-a", Version: 2, ID: create.ID},
+	}
+	h := projections.BuildHistory(projections.HistoryInput{
+		Booking: "a", Recorded: recorded, Events: []booking.Event{late, cancel, create},
+		Receipts: []projections.ReceiptEntry{
+			{ID: 1, Provider: "calendly", DeliveryID: "d1", Outcome: ledger.OutcomeAccepted, Events: []ledger.EventRef{{Booking: "a", ID: cancel.ID}}},
+			{ID: 2, Provider: "calendly", DeliveryID: "d2", Outcome: ledger.OutcomeDuplicate, Events: []ledger.EventRef{{Booking: "a", ID: cancel.ID, Type: booking.TypeCanceled}}},
+		},
+	})
+	require.Len(t, h.Events, 3)
+	assert.Equal(t, []uint64{1, 2, 3}, []uint64{h.Events[0].Version, h.Events[1].Version, h.Events[2].Version}, "arrival order")
+	assert.Equal(t, []eventlog.EventID{create.ID, cancel.ID, late.ID}, h.FoldOrder)
+	assert.Equal(t, projections.StatusCanceled, h.State.Status)
+	assert.False(t, h.Projected)
+	assert.False(t, h.Events[2].Applied)
+
+	kinds := map[projections.FindingKind]int{}
+	for _, f := range h.Findings {
+		kinds[f.Kind]++
+	}
+	assert.Equal(t, map[projections.FindingKind]int{
+		projections.FindingDuplicateDelivery: 1, projections.FindingOutOfOrder: 1, projections.FindingLateEvent: 1,
+	}, kinds, "the late create after the cancel is both refused and, arriving last, not out of order")
+
+	var buf bytes.Buffer
+	require.NoError(t, projections.WriteTimeline(&buf, h))
+	for _, want := range []string{"booking a (calendly)", "receipts (2)", "events in arrival order (3)", "REFUSED", "fold order", "findings (3)"} {
+		assert.Contains(t, buf.String(), want)
+	}
+}

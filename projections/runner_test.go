@@ -1,0 +1,287 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/domain/eventlog"
+	"bookingledger/projections"
+)
+
+// memStore is a global log in memory; positions are 1, 2, 3, …
+type memStore struct {
+	mu     sync.Mutex
+	events []eventlog.RecordedEvent
+	reads  int
+	added  chan struct{}
+}
+
+func newMemStore() *memStore { return &memStore{added: make(chan struct{}, 1)} }
+
+func (s *memStore) add(n int) {
+	s.mu.Lock()
+	for range n {
+		p := uint64(len(s.events) + 1)
+		s.events = append(s.events, eventlog.RecordedEvent{StreamID: fmt.Sprintf("booking-b%d", p), Version: 1, Position: eventlog.Position{Commit: p, Prepare: p}})
+	}
+	s.mu.Unlock()
+	select {
+	case s.added <- struct{}{}:
+	default:
+	}
+}
+
+func (s *memStore) Append(context.Context, string, eventlog.ExpectedVersion, []eventlog.EventData) (eventlog.AppendResult, error) {
+	return eventlog.AppendResult{}, errors.New("not used")
+}
+
+func (s *memStore) ReadStream(context.Context, string) ([]eventlog.RecordedEvent, error) {
+	return nil, nil
+}
+
+func (s *memStore) ReadAll(_ context.Context, from eventlog.Position, limit int) ([]eventlog.RecordedEvent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	var out []eventlog.RecordedEvent
+	for _, e := range s.events {
+		if e.Position.Compare(from) > 0 && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// subStore adds a catch-up subscription to memStore.
+type subStore struct{ *memStore }
+
+func (s subStore) Subscribe(ctx context.Context, from eventlog.Position, handle func(eventlog.RecordedEvent) error) error {
+	for {
+		events, _ := s.ReadAll(ctx, from, 1000)
+		for _, e := range events {
+			if err := handle(e); err != nil {
+				return err
+			}
+			from = e.Position
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.added:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// memProj checks the runner's contract: batches continue the checkpoint exactly.
+type memProj struct {
+	mu       sync.Mutex
+	pos      eventlog.Position
+	applied  int
+	loads    int
+	resets   int
+	caught   int
+	failNext int
+	err      error // first contract violation
+}
+
+func (p *memProj) Name() string { return "mem" }
+
+func (p *memProj) Load(context.Context) (eventlog.Position, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loads++
+	return p.pos, nil
+}
+
+func (p *memProj) Apply(_ context.Context, events []eventlog.RecordedEvent) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failNext > 0 {
+		p.failNext--
+		return errors.New("injected apply failure")
+	}
+	for _, e := range events {
+		if e.Position.Commit != p.pos.Commit+1 && p.err == nil {
+			p.err = fmt.Errorf("event %s applied after %s", e.Position, p.pos)
+		}
+		p.pos = e.Position
+		p.applied++
+	}
+	return nil
+}
+
+func (p *memProj) Reset(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resets++
+	p.pos, p.applied = eventlog.Position{}, 0
+	return nil
+}
+
+func (p *memProj) CaughtUp(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.caught++
+	return nil
+}
+
+func (p *memProj) snapshot() (applied int, pos eventlog.Position, loads int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applied, p.pos, p.loads, p.err
+}
+
+// memLocker is one lock; lose simulates the holder's session dying.
+type memLocker struct {
+	mu   sync.Mutex
+	held *memLease
+}
+
+type memLease struct {
+	l    *memLocker
+	lost chan struct{}
+	once sync.Once
+}
+
+func (l *memLocker) TryAcquire(context.Context, string) (projections.Lease, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held != nil {
+		return nil, nil
+	}
+	l.held = &memLease{l: l, lost: make(chan struct{})}
+	return l.held, nil
+}
+
+func (l *memLocker) lose() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held != nil {
+		l.held.once.Do(func() { close(l.held.lost) })
+		l.held = nil
+	}
+}
+
+func (le *memLease) Lost() <-chan struct{} { return le.lost }
+
+func (le *memLease) Release(context.Context) {
+	le.l.mu.Lock()
+	defer le.l.mu.Unlock()
+	if le.l.held == le {
+		le.l.held = nil
+	}
+	le.once.Do(func() { close(le.lost) })
+}
+
+func TestCatchUpAppliesEverythingOnceAndReadsAhead(t *testing.T) {
+	store, proj := newMemStore(), &memProj{}
+	store.add(23)
+	r := projections.NewRunner(store, proj, &memLocker{}, projections.RunnerOptions{BatchSize: 5})
+	n, err := r.CatchUp(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(23), n)
+	applied, pos, _, cerr := proj.snapshot()
+	require.NoError(t, cerr)
+	assert.Equal(t, 23, applied)
+	assert.Equal(t, uint64(23), pos.Commit)
+	assert.Equal(t, 1, proj.caught)
+	assert.Equal(t, 5, store.reads, "one read per batch: 5+5+5+5+3")
+
+	n, err = r.CatchUp(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing new")
+}
+
+func TestCatchUpAndRebuildRefusedWhileLockHeld(t *testing.T) {
+	locker := &memLocker{}
+	_, err := locker.TryAcquire(context.Background(), "mem")
+	require.NoError(t, err)
+	r := projections.NewRunner(newMemStore(), &memProj{}, locker, projections.RunnerOptions{})
+	_, err = r.CatchUp(context.Background())
+	assert.ErrorIs(t, err, projections.ErrBusy)
+	assert.ErrorIs(t, r.Rebuild(context.Background(), nil), projections.ErrBusy)
+}
+
+func TestRebuildReportsProgress(t *testing.T) {
+	store, proj := newMemStore(), &memProj{}
+	store.add(12)
+	r := projections.NewRunner(store, proj, &memLocker{}, projections.RunnerOptions{BatchSize: 5})
+	_, err := r.CatchUp(context.Background())
+	require.NoError(t, err)
+
+	var got []projections.Progress
+	require.NoError(t, r.Rebuild(context.Background(), func(p projections.Progress) { got = append(got, p) }))
+	assert.Equal(t, []projections.Progress{{Total: 12}, {Done: 5, Total: 12}, {Done: 10, Total: 12}, {Done: 12, Total: 12}}, got)
+	applied, _, _, cerr := proj.snapshot()
+	require.NoError(t, cerr)
+	assert.Equal(t, 12, applied)
+	assert.Equal(t, 1, proj.resets)
+}
+
+func TestRunFollowsAndResumesAfterLosingTheLock(t *testing.T) {
+	for _, mode := range []string{"subscribe", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			mem := newMemStore()
+			var store eventlog.Store = mem
+			if mode == "subscribe" {
+				store = subStore{mem}
+			}
+			proj, locker := &memProj{failNext: 1}, &memLocker{}
+			r := projections.NewRunner(store, proj, locker, projections.RunnerOptions{
+				BatchSize: 4, PollInterval: 5 * time.Millisecond, StandbyInterval: 5 * time.Millisecond, RetryInterval: 5 * time.Millisecond})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+
+			mem.add(10)
+			applied := func(n int) func() bool {
+				return func() bool { a, _, _, _ := proj.snapshot(); return a == n }
+			}
+			require.Eventually(t, applied(10), 10*time.Second, time.Millisecond, "after an injected failure, the runner retries")
+			for i := range 5 {
+				mem.add(3)
+				require.Eventually(t, applied(13+3*i), 10*time.Second, time.Millisecond)
+			}
+			_, _, loadsBefore, _ := proj.snapshot()
+			locker.lose()
+			mem.add(7)
+			require.Eventually(t, applied(32), 10*time.Second, time.Millisecond)
+			_, _, loadsAfter, err := proj.snapshot()
+			require.NoError(t, err, "every event applied once, in order")
+			assert.Greater(t, loadsAfter, loadsBefore, "the runner reloaded the checkpoint after taking the lock again")
+			assert.True(t, r.Status().Active)
+			assert.Equal(t, uint64(32), r.Status().Position.Commit)
+
+			cancel()
+			assert.ErrorIs(t, <-done, context.Canceled)
+			assert.False(t, r.Status().Active)
+		})
+	}
+}
+
+func TestStandbyRunnerWaits(t *testing.T) {
+	store, locker := newMemStore(), &memLocker{}
+	store.add(3)
+	holder, err := locker.TryAcquire(context.Background(), "mem")
+	require.NoError(t, err)
+	proj := &memProj{}
+	r := projections.NewRunner(store, proj, locker, projections.RunnerOptions{StandbyInterval: 5 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	applied, _, _, _ := proj.snapshot()
+	assert.Zero(t, applied, "a standby applies nothing")
+	assert.False(t, r.Status().Active)
+
+	holder.Release(context.Background())
+	require.Eventually(t, func() bool { a, _, _, _ := proj.snapshot(); return a == 3 }, 10*time.Second, time.Millisecond)
+}
