@@ -52,3 +52,19 @@ func TestBuildHistory(t *testing.T) {
 		assert.Contains(t, buf.String(), want)
 	}
 }
+
+func TestWriteItemsAndCalendar(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, projections.WriteItems(&buf, []projections.Item{
+		{ID: 4, Kind: projections.ItemConflict, Booking: "b", OtherBooking: "a", OpenedAt: t0, Reason: "b overlaps a"},
+		{ID: 5, Kind: projections.ItemQuarantined, ReceiptID: 9, OpenedAt: t0, Reason: "bad body"},
+	}))
+	assert.Contains(t, buf.String(), "b vs a")
+	assert.Contains(t, buf.String(), "receipt #9")
+	buf.Reset()
+	require.NoError(t, projections.WriteCalendar(&buf, []projections.CalendarEntry{{Booking: "a", Resource: "h", Start: t0, End: t0.Add(time.Hour), Status: projections.StatusActive, Meeting: "m"}}))
+	assert.Contains(t, buf.String(), "2027-03-15T09:00:00Z  2027-03-15T10:00:00Z  h")
+	buf.Reset()
+	require.NoError(t, projections.WriteItems(&buf, nil))
+	assert.Equal(t, "no open reconciliation items\n", buf.String())
+}

@@ -139,3 +139,43 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// WriteItems renders reconciliation items as a table for the CLI.
+func WriteItems(w io.Writer, items []Item) error {
+	ew := &errWriter{w: w}
+	if len(items) == 0 {
+		ew.printf("no open reconciliation items\n")
+		return ew.err
+	}
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "id\tkind\tbooking\topened\treason")
+	for _, it := range items {
+		b := string(it.Booking)
+		if it.OtherBooking != "" {
+			b += " vs " + string(it.OtherBooking)
+		}
+		if b == "" && it.ReceiptID != 0 {
+			b = fmt.Sprintf("receipt #%d", it.ReceiptID)
+		}
+		_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", it.ID, it.Kind, orDash(b), clock(it.OpenedAt), it.Reason)
+	}
+	_ = tw.Flush()
+	return ew.err
+}
+
+// WriteCalendar renders calendar entries as a table for the CLI.
+func WriteCalendar(w io.Writer, entries []CalendarEntry) error {
+	ew := &errWriter{w: w}
+	if len(entries) == 0 {
+		ew.printf("no bookings in this window\n")
+		return ew.err
+	}
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "start\tend\tresource\tstatus\tbooking\tmeeting")
+	for _, e := range entries {
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Start.UTC().Format(time.RFC3339), e.End.UTC().Format(time.RFC3339),
+			e.Resource, e.Status, e.Booking, e.Meeting)
+	}
+	_ = tw.Flush()
+	return ew.err
+}

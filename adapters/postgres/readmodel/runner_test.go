@@ -29,8 +29,19 @@ func (e *env) waitReadable(t testing.TB) []eventlog.RecordedEvent {
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&stored))
 	deadline := time.Now().Add(time.Minute)
 	for {
-		all, err := e.store.ReadAll(ctx, eventlog.Position{}, 100000)
-		require.NoError(t, err)
+		var all []eventlog.RecordedEvent
+		for {
+			var from eventlog.Position
+			if n := len(all); n > 0 {
+				from = all[n-1].Position
+			}
+			page, err := e.store.ReadAll(ctx, from, 10000)
+			require.NoError(t, err)
+			all = append(all, page...)
+			if len(page) < 10000 {
+				break
+			}
+		}
 		if int64(len(all)) >= stored {
 			return all
 		}
