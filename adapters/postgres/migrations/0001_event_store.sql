@@ -1,6 +1,7 @@
 -- Event store: streams with their versions, events in a gap-free global order, and bl_append, which
 -- appends to one stream in a single statement (one round trip from the application).
 -- See docs/adr/0002-global-order-on-postgres.md for why events are read by (tx_id, global_position).
+-- +goose Up
 
 -- Projections (later migrations) need exclusion constraints over ranges mixed with equality.
 CREATE EXTENSION IF NOT EXISTS btree_gist;
@@ -43,6 +44,7 @@ CREATE INDEX events_tx_position_idx ON events (tx_id, global_position);
 --   BL001  the stream's version does not satisfy the expectation (DETAIL = the actual version)
 --   BL002  some event IDs are stored already, or stored in another stream or order
 --   BL003  the arguments are malformed
+-- +goose StatementBegin
 CREATE FUNCTION bl_append(
     p_stream text,
     p_expected_kind text,
@@ -181,3 +183,4 @@ BEGIN
         DETAIL = cur::text;
 END
 $$;
+-- +goose StatementEnd

@@ -1,5 +1,6 @@
 -- Receipts: one row per delivery attempt, whatever its outcome, written in the same transaction as the
 -- events it appended (Store.Commit) so that an acknowledged delivery always has both.
+-- +goose Up
 
 CREATE TABLE receipts (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -2,6 +2,7 @@
 -- calendar with its database-level guard against double booking, payment-only streams, and the
 -- reconciliation queue. docs/projections.md explains every table. Nothing here joins the event tables:
 -- the event store may live elsewhere (EventStoreDB), only the read models live in PostgreSQL.
+-- +goose Up
 
 -- One row per projection. The runner writes it in the same transaction as the read-model changes of
 -- the events up to the position, so a crash replays from here without double effects. Positions are

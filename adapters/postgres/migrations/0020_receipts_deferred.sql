@@ -7,6 +7,7 @@
 -- passes it; validating it still reads the table once under this migration's lock, which is cheap at the
 -- sizes this project has run at. On a very large table split it: ADD ... NOT VALID here, then
 -- VALIDATE CONSTRAINT in a later migration (it takes only a SHARE UPDATE EXCLUSIVE lock).
+-- +goose Up
 
 ALTER TABLE receipts DROP CONSTRAINT receipts_outcome_check;
 ALTER TABLE receipts ADD CONSTRAINT receipts_outcome_check
