@@ -148,7 +148,7 @@ func ParseSignatures(v string) ([][]byte, error) {
 		if len(out) == maxSignatures {
 			return nil, fmt.Errorf("%w: more than %d v1 signatures", providers.ErrMalformedHeader, maxSignatures)
 		}
-		sig, err := base64.StdEncoding.DecodeString(value)
+		sig, err := base64.StdEncoding.Strict().DecodeString(value)
 		if err != nil || len(sig) != 32 {
 			return nil, fmt.Errorf("%w: v1 signature is not base64 of 32 bytes", providers.ErrMalformedHeader)
 		}
