@@ -21,9 +21,12 @@ import (
 
 // Response is the body of every 2xx answer to a webhook.
 type Response struct {
-	Status  ledger.Outcome `json:"status"`
-	Booking string         `json:"booking,omitempty"`
-	EventID string         `json:"event_id,omitempty"`
+	Status ledger.Outcome `json:"status"`
+	// Booking is the booking ID the read API takes (/api/bookings/{booking}); Stream is its event
+	// stream ("booking-" + Booking), the name auditors see in the store.
+	Booking string `json:"booking,omitempty"`
+	Stream  string `json:"stream,omitempty"`
+	EventID string `json:"event_id,omitempty"`
 	// Reason says why a delivery was ignored, quarantined or deferred.
 	Reason string `json:"reason,omitempty"`
 }
@@ -160,6 +163,9 @@ type Deferrer interface {
 // it.
 func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, name string, started time.Time, deliveryID string, res ledger.Result, status int) {
 	resp := Response{Status: res.Outcome, Booking: string(res.Booking), Reason: res.Reason}
+	if res.Booking != "" {
+		resp.Stream = res.Booking.Stream()
+	}
 	if !res.EventID.IsZero() {
 		resp.EventID = res.EventID.String()
 	}

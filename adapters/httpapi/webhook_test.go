@@ -35,6 +35,7 @@ func TestRedeliveryIsAckedAsDuplicateWithoutASecondEvent(t *testing.T) {
 	assert.Equal(t, "accepted", a["status"])
 	assert.Equal(t, "duplicate", b["status"])
 	assert.Equal(t, "calendly-redelivered", a["booking"])
+	assert.Equal(t, "booking-calendly-redelivered", a["stream"])
 	assert.Equal(t, a["event_id"], b["event_id"])
 	assert.NotEmpty(t, a["event_id"])
 
