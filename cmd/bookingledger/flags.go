@@ -195,3 +195,40 @@ func (e *envFlags) parse(args []string) ([]string, error) {
 	}
 	return positional, nil
 }
+
+// Bool is a boolean flag (given alone, as --json, it means true); its variable takes the values
+// strconv.ParseBool accepts.
+func (e *envFlags) Bool(name string, envs []string, usage string) *bool {
+	p := new(bool)
+	if env, v := e.lookup(envs); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			e.envErrs[name] = fmt.Errorf("%s=%q: want true or false", env, v)
+		} else {
+			*p = b
+		}
+	}
+	e.fs.Var((*boolValue)(p), name, envHelp(usage, envs))
+	return p
+}
+
+type boolValue bool
+
+func (b *boolValue) String() string {
+	if b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(bool(*b))
+}
+
+func (b *boolValue) Set(v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	*b = boolValue(x)
+	return nil
+}
+
+// IsBoolFlag lets the flag package accept the flag without a value.
+func (b *boolValue) IsBoolFlag() bool { return true }

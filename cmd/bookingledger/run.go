@@ -13,10 +13,20 @@ import (
 const usageText = `bookingledger records booking webhooks in an event-sourced ledger.
 
 Usage:
-  bookingledger serve    [flags]   migrate the database, then serve webhooks, /healthz, /readyz, /metrics
+  bookingledger serve    [flags]   migrate the database, then serve webhooks, the read API (/api/...),
+                                   /healthz, /readyz, /metrics, and keep the calendar projection current
   bookingledger migrate  [flags]   apply pending database migrations and exit
   bookingledger send <provider> <event> [flags]
                                    sign and post a realistic webhook delivery (demo and smoke tests)
+  bookingledger history <booking> [--json]
+                                   a booking's receipts, events (arrival and fold order) and findings
+  bookingledger calendar --from RFC3339 --to RFC3339 [--resource R] [--json]
+                                   the calendar read model in a window, every status
+  bookingledger reconcile list [--json]
+  bookingledger reconcile resolve <id> --note "..."
+                                   the open reconciliation items; close one with a note
+  bookingledger rebuild [calendar] [--quiet]
+                                   replay the event log into an emptied read model (stop serve first)
   bookingledger version            print the build's version
   bookingledger help               print this text
 
@@ -40,6 +50,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "send":
 		err = runSend(ctx, rest, getenv, stdout, stderr)
+	case "history":
+		err = runHistory(ctx, rest, getenv, stdout, stderr)
+	case "calendar":
+		err = runCalendar(ctx, rest, getenv, stdout, stderr)
+	case "reconcile":
+		err = runReconcile(ctx, rest, getenv, stdout, stderr)
+	case "rebuild":
+		err = runRebuild(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		err = runVersion(stdout)
 	case "help", "-h", "-help", "--help":

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -17,9 +18,12 @@ import (
 	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
+	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/ledger"
+	"bookingledger/projections"
 )
 
 // Environment variables read by more than one command.
@@ -33,8 +37,11 @@ const (
 const serveUsage = `Usage: bookingledger serve [flags]
 
 Applies pending migrations (bookingledger's and the job queue's), then serves POST /webhooks/{provider},
-/healthz, /readyz and /metrics, and works deferred deliveries in the background, until interrupted
-(SIGINT, SIGTERM): it drains in-flight requests, then lets running jobs finish, before it exits. Prints
+the read API (GET /api/bookings/{booking}, /api/bookings/{booking}/history, /api/calendar,
+/api/reconciliation, POST /api/reconciliation/{id}/resolve), /healthz, /readyz and /metrics; works
+deferred deliveries and keeps the calendar projection up to date in the background (one serve per
+database applies it, others stand by), until interrupted (SIGINT, SIGTERM): it drains in-flight
+requests, then stops the projection and lets running jobs finish, before it exits. Prints
 "listening on HOST:PORT" on stdout once it accepts connections. Provider secrets come from the
 environment only: BOOKINGLEDGER_CALENDLY_SIGNING_KEYS, BOOKINGLEDGER_CALCOM_SECRETS,
 BOOKINGLEDGER_ACUITY_API_KEYS, BOOKINGLEDGER_STRIPE_SECRETS, BOOKINGLEDGER_STANDARD_SECRETS
@@ -167,22 +174,21 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if _, err := migrateSchema(ctx, pool, log); err != nil {
 		return fmt.Errorf("migrate on start: %w", err)
 	}
-	receipts := postgres.NewStore(pool)
+	es, err := openEventStore(ctx, cfg.eventStore, pool, log)
+	if err != nil {
+		return err
+	}
+	defer es.Close()
 	var (
-		store ledger.Store = receipts
+		store ledger.Store = es.receipts
 		ready              = readiness(pool)
 	)
-	if isESDB(cfg.eventStore) {
+	if es.esdb != nil {
 		// Events in EventStoreDB, receipts in PostgreSQL: the esdb.LedgerStore appends first and writes
 		// the receipt second, so a crash between the two is healed by the provider's retry.
-		events, err := esdb.Open(ctx, cfg.eventStore, esdb.WithLogger(log))
-		if err != nil {
-			return fmt.Errorf("open event store (%s): %w", envEventStore, err)
-		}
-		defer events.Close()
-		store = esdb.NewLedgerStore(events, receipts)
+		store = esdb.NewLedgerStore(es.esdb, es.receipts)
 		ready = bothReady(ready, httpapi.CheckFunc(func(ctx context.Context) error {
-			if err := events.Ping(ctx); err != nil {
+			if err := es.esdb.Ping(ctx); err != nil {
 				return errors.New("event store unreachable")
 			}
 			return nil
@@ -215,8 +221,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}()
 
+	// The read side: the calendar projection follows the event log in the background, whichever store
+	// holds it; the read API answers from its tables. Its runner stops after the HTTP drain (deferred
+	// calls run last-in first-out) and before the event store and the pool close.
+	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts})
+	runner := rm.Runner(projections.RunnerOptions{Logger: log})
+	stopRunner := startRunner(ctx, runner, log)
+	defer stopRunner()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(newProjectionCollector(runner))
 	for _, name := range cfg.providers.unconfigured {
 		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
 	}
@@ -230,6 +245,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
 		RecordTimeout:           cfg.recordTimeout,
 		DrainTimeout:            cfg.drain,
+		Routes: func(mux *http.ServeMux) {
+			readapi.Register(mux, readapi.Deps{Reader: rm, Logger: log})
+		},
 	})
 	if err != nil {
 		return err

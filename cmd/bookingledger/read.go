@@ -1,0 +1,433 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bookingledger/adapters/esdb"
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/httpapi/readapi"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/projections"
+)
+
+// The read-side subcommands (history, calendar, reconcile, rebuild) work on the read model that serve
+// keeps up to date, in the same database, over the same event store; they never migrate.
+
+// storeFlags are the flags every command that reads the ledger shares with serve.
+type storeFlags struct {
+	databaseURL *string
+	eventStore  *string
+}
+
+func registerStoreFlags(f *envFlags) storeFlags {
+	return storeFlags{
+		databaseURL: f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL"),
+		eventStore:  f.String("event-store", []string{envEventStore}, "postgres", `event store: "postgres" or an esdb:// / esdb+discover:// URL`),
+	}
+}
+
+func (s storeFlags) check() error {
+	if *s.databaseURL == "" {
+		return usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+	}
+	return checkEventStore(*s.eventStore)
+}
+
+// eventStore is the event store selected by BOOKINGLEDGER_EVENT_STORE, with the PostgreSQL receipts
+// that live next to the read models whichever store holds the events.
+type eventStore struct {
+	events   eventlog.Store
+	receipts *postgres.Store
+	// esdb is set when the events live in EventStoreDB.
+	esdb *esdb.Store
+}
+
+func openEventStore(ctx context.Context, setting string, pool *pgxpool.Pool, log *slog.Logger) (eventStore, error) {
+	receipts := postgres.NewStore(pool)
+	if !isESDB(setting) {
+		return eventStore{events: receipts, receipts: receipts}, nil
+	}
+	es, err := esdb.Open(ctx, setting, esdb.WithLogger(log))
+	if err != nil {
+		return eventStore{}, fmt.Errorf("open event store (%s): %w", envEventStore, err)
+	}
+	return eventStore{events: es, receipts: receipts, esdb: es}, nil
+}
+
+func (s eventStore) Close() {
+	if s.esdb != nil {
+		s.esdb.Close()
+	}
+}
+
+// readSide is the read model a CLI command queries, and what it must close.
+type readSide struct {
+	rm    *readmodel.ReadModel
+	pool  *pgxpool.Pool
+	store eventStore
+}
+
+// openReadSide opens the database and the event store. It refuses a database with pending migrations:
+// the read models' tables may not be there yet, and only migrate (or serve) may change the schema.
+func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSide, error) {
+	pool, err := openPool(ctx, *sf.databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := postgres.Pending(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	if len(pending) > 0 {
+		pool.Close()
+		return nil, fmt.Errorf("the database schema is behind this binary (pending: %s); run 'bookingledger migrate' (or start serve) first",
+			strings.Join(pending, ", "))
+	}
+	// Commands print results on stdout; only the event store client's warnings go to stderr.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store, err := openEventStore(ctx, *sf.eventStore, pool, log)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts})
+	return &readSide{rm: rm, pool: pool, store: store}, nil
+}
+
+func (r *readSide) Close() {
+	r.store.Close()
+	r.pool.Close()
+}
+
+func writeJSONTo(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	return nil
+}
+
+const historyUsage = `Usage: bookingledger history <booking> [--json] [flags]
+
+Prints a booking as an auditor reads it: its current calendar state; every delivery receipt that named
+it (duplicates and quarantined deliveries included) with the secret that verified it; its events in
+arrival order next to the order the fold applied them; and the findings, each with its reason (a
+duplicate delivery, an event that arrived out of order, a create refused after the cancel, a slot
+conflict). <booking> is the bookingledger booking ID, with its provider's prefix: calendly-<invitee>,
+calcom-<uid>, acuity-<id>, standard-<id>, stripe-<payment intent>. --json prints the document
+GET /api/bookings/{booking}/history answers.`
+
+func runHistory(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("history", getenv, stderr, historyUsage)
+	sf := registerStoreFlags(f)
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape) instead of the timeline")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErrorf("history wants one booking ID, got %q", pos)
+	}
+	id := booking.ID(pos[0])
+	if err := id.Validate(); err != nil {
+		return usageErrorf("history: %w", err)
+	}
+	if err := sf.check(); err != nil {
+		return err
+	}
+	rs, err := openReadSide(ctx, sf, stderr)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	h, err := rs.rm.History(ctx, id)
+	switch {
+	case errors.Is(err, projections.ErrNotFound):
+		return fmt.Errorf("history: no event, receipt or calendar row names booking %q (booking IDs carry the provider's prefix, e.g. calendly-<invitee id>): %w", id, err)
+	case err != nil:
+		return fmt.Errorf("history: %w", err)
+	}
+	if *asJSON {
+		return readapi.WriteHistoryJSON(stdout, h)
+	}
+	return projections.WriteTimeline(stdout, h)
+}
+
+const calendarUsage = `Usage: bookingledger calendar --from RFC3339 --to RFC3339 [--resource R] [--json] [flags]
+
+Prints the calendar read model: one line per booking and resource whose slot overlaps [from, to), of
+every status (active, conflict, canceled, …), ordered by start. The window is at most 366 days.
+--resource limits it to one host calendar (e.g. https://api.calendly.com/users/<host>). --json prints
+the document GET /api/calendar answers.`
+
+func runCalendar(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("calendar", getenv, stderr, calendarUsage)
+	sf := registerStoreFlags(f)
+	from := f.String("from", []string{"BOOKINGLEDGER_CALENDAR_FROM"}, "", "window start, RFC 3339 (required)")
+	to := f.String("to", []string{"BOOKINGLEDGER_CALENDAR_TO"}, "", "window end, RFC 3339, exclusive (required)")
+	resource := f.String("resource", []string{"BOOKINGLEDGER_CALENDAR_RESOURCE"}, "", "only this resource (host calendar)")
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape) instead of a table")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("calendar takes no arguments, got %q (use --from and --to)", pos)
+	}
+	var q projections.CalendarQuery
+	for _, t := range []struct {
+		name, value string
+		into        *time.Time
+	}{{"--from", *from, &q.From}, {"--to", *to, &q.To}} {
+		if t.value == "" {
+			return usageErrorf("calendar: %s is required (an RFC 3339 time, e.g. 2030-01-07T00:00:00Z)", t.name)
+		}
+		if *t.into, err = time.Parse(time.RFC3339Nano, t.value); err != nil {
+			return usageErrorf("calendar: %s %q is not an RFC 3339 time (e.g. 2030-01-07T00:00:00Z)", t.name, t.value)
+		}
+	}
+	q.Resource = *resource
+	if err := q.Validate(); err != nil {
+		return usageErrorf("calendar: %w", err)
+	}
+	if err := sf.check(); err != nil {
+		return err
+	}
+	rs, err := openReadSide(ctx, sf, stderr)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	entries, err := rs.rm.Calendar(ctx, q)
+	if err != nil {
+		return fmt.Errorf("calendar: %w", err)
+	}
+	if *asJSON {
+		return writeJSONTo(stdout, calendarDTO(entries))
+	}
+	return projections.WriteCalendar(stdout, entries)
+}
+
+// calendarDTO is the shape GET /api/calendar answers (readapi's DTO, filled the way its handler does).
+func calendarDTO(es []projections.CalendarEntry) readapi.CalendarDTO {
+	out := readapi.CalendarDTO{Bookings: make([]readapi.CalendarEntryDTO, len(es))}
+	for i, e := range es {
+		out.Bookings[i] = readapi.CalendarEntryDTO{Booking: string(e.Booking), Provider: e.Provider, Meeting: e.Meeting,
+			Resource: e.Resource, Start: e.Start.UTC(), End: e.End.UTC(), Status: string(e.Status)}
+	}
+	return out
+}
+
+// itemDTO is the shape of a reconciliation item in GET /api/reconciliation.
+func itemDTO(it projections.Item) readapi.ItemDTO {
+	d := readapi.ItemDTO{ID: it.ID, Kind: string(it.Kind), Subject: it.Subject, Booking: string(it.Booking),
+		OtherBooking: string(it.OtherBooking), ReceiptID: it.ReceiptID, Reason: it.Reason, OpenedAt: it.OpenedAt.UTC(),
+		ClosedBy: it.ClosedBy, Note: it.Note}
+	if !it.ClosedAt.IsZero() {
+		at := it.ClosedAt.UTC()
+		d.ClosedAt = &at
+	}
+	if !it.EventID.IsZero() {
+		d.EventID = it.EventID.String()
+	}
+	return d
+}
+
+const reconcileUsage = `Usage: bookingledger reconcile list [--json] [flags]
+       bookingledger reconcile resolve <id> --note "…" [--json] [flags]
+
+list prints the open reconciliation items, oldest first: bookings in conflict with the slot's holder,
+events kept but refused (a create after its cancel), quarantined deliveries. resolve closes an open
+item with an operator's note; an item an operator closed is never reopened for the same cause.
+--json prints what GET /api/reconciliation (list) or POST /api/reconciliation/{id}/resolve answers.`
+
+func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("reconcile", getenv, stderr, reconcileUsage)
+	sf := registerStoreFlags(f)
+	note := f.String("note", []string{"BOOKINGLEDGER_RESOLVE_NOTE"}, "", "resolve: why the item is closed (required, at most 4000 bytes)")
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageErrorf("reconcile wants an action: list, or resolve <id> --note \"…\"")
+	}
+	var id int64
+	switch pos[0] {
+	case "list":
+		if len(pos) > 1 {
+			return usageErrorf("reconcile list takes no arguments, got %q", pos[1:])
+		}
+		if isSet(f, "note") {
+			return usageErrorf("reconcile list: --note applies to resolve only")
+		}
+	case "resolve":
+		if len(pos) != 2 {
+			return usageErrorf("reconcile resolve wants one item id, got %q", pos[1:])
+		}
+		if id, err = strconv.ParseInt(pos[1], 10, 64); err != nil || id <= 0 {
+			return usageErrorf("reconcile resolve: item id %q is not a positive integer (see 'bookingledger reconcile list')", pos[1])
+		}
+		if strings.TrimSpace(*note) == "" {
+			return usageErrorf("reconcile resolve: --note is required (say why the item is closed)")
+		}
+		if len(strings.TrimSpace(*note)) > readmodel.MaxNoteLength {
+			return usageErrorf("reconcile resolve: --note is longer than %d bytes", readmodel.MaxNoteLength)
+		}
+	default:
+		return usageErrorf("reconcile: unknown action %q (want list or resolve)", pos[0])
+	}
+	if err := sf.check(); err != nil {
+		return err
+	}
+	rs, err := openReadSide(ctx, sf, stderr)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+
+	if pos[0] == "list" {
+		items, err := rs.rm.OpenItems(ctx)
+		if err != nil {
+			return fmt.Errorf("reconcile list: %w", err)
+		}
+		if *asJSON {
+			out := readapi.ItemsDTO{Items: make([]readapi.ItemDTO, len(items))}
+			for i, it := range items {
+				out.Items[i] = itemDTO(it)
+			}
+			return writeJSONTo(stdout, out)
+		}
+		return projections.WriteItems(stdout, items)
+	}
+
+	it, err := rs.rm.Resolve(ctx, id, *note)
+	switch {
+	case errors.Is(err, projections.ErrNotFound):
+		return fmt.Errorf("reconcile resolve: there is no reconciliation item %d (see 'bookingledger reconcile list'): %w", id, err)
+	case errors.Is(err, projections.ErrItemClosed):
+		return fmt.Errorf("reconcile resolve: item %d is closed already; nothing changed: %w", id, err)
+	case errors.Is(err, projections.ErrInvalidQuery):
+		return usageError{fmt.Errorf("reconcile resolve: %w", err)}
+	case err != nil:
+		return fmt.Errorf("reconcile resolve: %w", err)
+	}
+	if *asJSON {
+		return writeJSONTo(stdout, itemDTO(it))
+	}
+	subject := string(it.Booking)
+	if it.OtherBooking != "" {
+		subject += " vs " + string(it.OtherBooking)
+	}
+	if subject == "" && it.ReceiptID != 0 {
+		subject = fmt.Sprintf("receipt #%d", it.ReceiptID)
+	}
+	_, err = fmt.Fprintf(stdout, "closed item %d (%s: %s) at %s by %s\n  reason: %s\n  note:   %s\n",
+		it.ID, it.Kind, subject, it.ClosedAt.UTC().Format(time.RFC3339), it.ClosedBy, it.Reason, it.Note)
+	return err
+}
+
+// isSet reports whether the flag was given on the command line.
+func isSet(f *envFlags, name string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+const rebuildUsage = `Usage: bookingledger rebuild [projection] [--quiet] [flags]
+
+Empties a projection's read model and replays the whole event log into it, then syncs the
+reconciliation queue once (operators' resolutions are kept). The only projection is "calendar" (the
+calendar, payment links and reconciliation queue); it is the default.
+
+Stop every 'bookingledger serve' on this database first: the serve that runs the projection holds its
+lock, and rebuild refuses to start while it does. A serve started during the rebuild waits as a
+standby. An interrupted rebuild (Ctrl-C) leaves the read model partly rebuilt; the next serve or
+rebuild finishes it. Progress goes to stderr (--quiet: none), the result to stdout.`
+
+// projectionNames are the projections rebuild knows.
+var projectionNames = []string{readmodel.ProjectionName}
+
+func runRebuild(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("rebuild", getenv, stderr, rebuildUsage)
+	sf := registerStoreFlags(f)
+	quiet := f.Bool("quiet", []string{"BOOKINGLEDGER_QUIET"}, "print no progress")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	name := readmodel.ProjectionName
+	switch len(pos) {
+	case 0:
+	case 1:
+		name = pos[0]
+		known := false
+		for _, n := range projectionNames {
+			known = known || n == name
+		}
+		if !known {
+			return usageErrorf("rebuild: unknown projection %q (have %s)", name, strings.Join(projectionNames, ", "))
+		}
+	default:
+		return usageErrorf("rebuild takes at most one projection name, got %q", pos)
+	}
+	if err := sf.check(); err != nil {
+		return err
+	}
+	rs, err := openReadSide(ctx, sf, stderr)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+
+	var progress func(projections.Progress)
+	var bar *progressBar
+	if !*quiet {
+		bar = newProgressBar(stderr, "rebuild "+name)
+		progress = bar.update
+	}
+	start := time.Now()
+	err = rs.rm.Rebuild(ctx, progress)
+	if bar != nil {
+		bar.finish()
+	}
+	switch {
+	case errors.Is(err, projections.ErrBusy):
+		return fmt.Errorf("rebuild %s: a running 'bookingledger serve' holds the projection's lock on this database; "+
+			"stop every serve process first, then run rebuild again: %w", name, err)
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("rebuild %s interrupted: the read model is partly rebuilt; the next serve or rebuild finishes it: %w", name, err)
+	case err != nil:
+		return fmt.Errorf("rebuild %s: %w", name, err)
+	}
+	elapsed := time.Since(start)
+	cp, err := rs.rm.Checkpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("rebuild %s: done, but reading its checkpoint failed: %w", name, err)
+	}
+	rate := float64(cp.EventsApplied) / max(elapsed.Seconds(), 1e-9)
+	_, err = fmt.Fprintf(stdout, "rebuilt %s: %d events in %s (%.0f events/s), checkpoint %s\n",
+		name, cp.EventsApplied, elapsed.Round(time.Millisecond), rate, cp.Position)
+	return err
+}

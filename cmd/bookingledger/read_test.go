@@ -1,0 +1,567 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/esdb/esdbtest"
+	"bookingledger/adapters/httpapi/sample"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/projections"
+)
+
+// servedProcess is a `bookingledger serve` started through run on an ephemeral port.
+type servedProcess struct {
+	base   string
+	stderr *lockedBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startServe(t *testing.T, env func(string) string) *servedProcess {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := newAddrWriter(), &lockedBuffer{}
+	p := &servedProcess{stderr: stderr, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- run(ctx, []string{"serve"}, env, stdout, stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+		}
+	})
+	select {
+	case addr := <-stdout.addr:
+		p.base = "http://" + addr
+	case err := <-p.done:
+		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not print its address\n%s", stderr.String())
+	}
+	return p
+}
+
+// stop interrupts serve as SIGINT would and requires a clean exit.
+func (p *servedProcess) stop(t *testing.T) {
+	t.Helper()
+	p.cancel()
+	select {
+	case err := <-p.done:
+		p.done <- err // for Cleanup
+		require.NoError(t, err, p.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not shut down\n%s", p.stderr.String())
+	}
+}
+
+// cli runs one command through run, as the binary would, and returns its exit code too.
+func cli(t *testing.T, env func(string) string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, env, &out, &errOut)
+	code = exitCode(err, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// send posts a delivery with the send subcommand's code path and requires a 2xx.
+func send(t *testing.T, env func(string) string, base string, args ...string) string {
+	t.Helper()
+	out, errOut, code := cli(t, env, append(append([]string{"send"}, args...), "--url", base)...)
+	require.Equal(t, 0, code, "send %v: %s%s", args, out, errOut)
+	return out
+}
+
+func httpDo(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func getJSON(t *testing.T, url string, into any) string {
+	t.Helper()
+	status, body := httpDo(t, http.MethodGet, url, "")
+	require.Equal(t, http.StatusOK, status, "GET %s: %s", url, body)
+	require.NoError(t, json.Unmarshal([]byte(body), into), body)
+	return body
+}
+
+// waitFor polls cond until it holds or the deadline passes; cond says what it saw for the failure.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last seen: %s", what, within, seen)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+type calendarAnswer struct {
+	Bookings []struct {
+		Booking  string `json:"booking"`
+		Resource string `json:"resource"`
+		Start    string `json:"start"`
+		Status   string `json:"status"`
+	} `json:"bookings"`
+}
+
+// waitForCalendar waits until GET /api/calendar over the window shows exactly want (booking → status).
+func waitForCalendar(t *testing.T, base, from, to string, want map[string]string) {
+	t.Helper()
+	url := base + "/api/calendar?from=" + from + "&to=" + to
+	waitFor(t, 30*time.Second, "calendar "+from+" shows "+fmt.Sprint(want), func() (bool, string) {
+		var c calendarAnswer
+		raw := getJSON(t, url, &c)
+		got := map[string]string{}
+		for _, b := range c.Bookings {
+			got[b.Booking] = b.Status
+		}
+		return assert.ObjectsAreEqual(want, got), raw
+	})
+}
+
+type historyAnswer struct {
+	Booking string `json:"booking"`
+	State   struct {
+		Status string `json:"status"`
+		Holder bool   `json:"holder"`
+	} `json:"state"`
+	Projected bool `json:"projected"`
+	Receipts  []struct {
+		Outcome    string `json:"outcome"`
+		DeliveryID string `json:"delivery_id"`
+		Secret     string `json:"secret"`
+	} `json:"receipts"`
+	Events []struct {
+		Version   uint64 `json:"version"`
+		FoldIndex int    `json:"fold_index"`
+		EventID   string `json:"event_id"`
+		Type      string `json:"type"`
+	} `json:"events"`
+	Findings []struct {
+		Kind         string `json:"kind"`
+		EventID      string `json:"event_id"`
+		OtherBooking string `json:"other_booking"`
+		Reason       string `json:"reason"`
+	} `json:"findings"`
+}
+
+func (h historyAnswer) outcomes() []string {
+	var out []string
+	for _, r := range h.Receipts {
+		out = append(out, r.Outcome)
+	}
+	return out
+}
+
+func (h historyAnswer) findingKinds() map[string]int {
+	out := map[string]int{}
+	for _, f := range h.Findings {
+		out[f.Kind]++
+	}
+	return out
+}
+
+type itemsAnswer struct {
+	Items []struct {
+		ID           int64  `json:"id"`
+		Kind         string `json:"kind"`
+		Booking      string `json:"booking"`
+		OtherBooking string `json:"other_booking"`
+		Reason       string `json:"reason"`
+		ClosedBy     string `json:"closed_by"`
+		Note         string `json:"note"`
+	} `json:"items"`
+}
+
+const micros = "2006-01-02T15:04:05.000000Z"
+
+// calendlyBodyAt writes a Calendly delivery whose change times are chosen (the send subcommand's
+// built bodies use fixed offsets from the start) and returns its path for `send --raw`. A create has
+// changed == booked.
+func calendlyBodyAt(t *testing.T, event, key, host string, start, booked, changed time.Time) string {
+	t.Helper()
+	raw, err := sample.Body("calendly", event, sample.Params{Booking: key, Host: host, Start: start})
+	require.NoError(t, err)
+	var env map[string]any
+	require.NoError(t, json.Unmarshal(raw, &env))
+	env["created_at"] = changed.Add(time.Second).Format(micros)
+	p := env["payload"].(map[string]any)
+	p["created_at"], p["updated_at"] = booked.Format(micros), changed.Format(micros)
+	if c, ok := p["cancellation"].(map[string]any); ok {
+		c["created_at"] = changed.Format(micros)
+	}
+	se := p["scheduled_event"].(map[string]any)
+	se["created_at"], se["updated_at"] = booked.Format(micros), changed.Format(micros)
+	b, err := json.Marshal(env)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), key+"-"+event+".json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	return path
+}
+
+// readSideEndToEnd is the whole read side through the binary's code: serve with the selected event
+// store, deliveries with send, the read API, the CLI subcommands, and a rebuild after shutdown that
+// reproduces the read model.
+func readSideEndToEnd(t *testing.T, vars map[string]string) {
+	vars["BOOKINGLEDGER_ADDR"] = "127.0.0.1:0"
+	vars["BOOKINGLEDGER_CALENDLY_SIGNING_KEYS"] = demoCalendlyKey
+	vars["BOOKINGLEDGER_DRAIN_TIMEOUT"] = "5s"
+	env := envOf(vars)
+	srv := startServe(t, env)
+	base := srv.base
+
+	status, body := httpDo(t, http.MethodGet, base+"/readyz", "")
+	require.Equal(t, http.StatusOK, status, body)
+
+	// Four bookings of different meetings on one host at the default slot (2030-01-07 09:00–09:30).
+	// Their provider creation times are equal, so the smallest booking id holds the slot.
+	out := send(t, env, base, "calendly", "invitee.created", "--booking", "e2e-a")
+	assert.Contains(t, out, `"status":"accepted"`)
+	out = send(t, env, base, "calendly", "invitee.created", "--booking", "e2e-a")
+	assert.Contains(t, out, `"status":"duplicate"`, "the provider's redelivery")
+	send(t, env, base, "calendly", "invitee.created", "--booking", "e2e-b")
+	out = send(t, env, base, "calendly", "invitee.canceled", "--booking", "e2e-b")
+	assert.Contains(t, out, `"status":"accepted"`)
+	send(t, env, base, "calendly", "invitee.created", "--booking", "e2e-c")
+	send(t, env, base, "calendly", "invitee.created", "--booking", "e2e-d")
+
+	// The seeds' story: a 10:00 booking made at 09:00 and canceled four minutes later; its create is
+	// retried after the cancel arrived (and once more). Then someone else books the slot at 09:10.
+	seedStart := time.Date(2030, 1, 8, 10, 0, 0, 0, time.UTC)
+	booked := time.Date(2030, 1, 8, 9, 0, 0, 0, time.UTC)
+	seedCancel := calendlyBodyAt(t, "invitee.canceled", "seed-10am", "seed-host", seedStart, booked, booked.Add(4*time.Minute))
+	seedCreate := calendlyBodyAt(t, "invitee.created", "seed-10am", "seed-host", seedStart, booked, booked)
+	nextCreate := calendlyBodyAt(t, "invitee.created", "seed-next", "seed-host", seedStart, booked.Add(10*time.Minute), booked.Add(10*time.Minute))
+	out = send(t, env, base, "calendly", "--raw", seedCancel)
+	assert.Contains(t, out, `"status":"accepted"`)
+	out = send(t, env, base, "calendly", "--raw", seedCreate)
+	assert.Contains(t, out, `"status":"accepted"`, "the late create is kept: it happened")
+	out = send(t, env, base, "calendly", "--raw", seedCreate)
+	assert.Contains(t, out, `"status":"duplicate"`)
+	send(t, env, base, "calendly", "--raw", nextCreate)
+
+	const (
+		day1From, day1To = "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z"
+		day2From, day2To = "2030-01-08T00:00:00Z", "2030-01-09T00:00:00Z"
+	)
+	waitForCalendar(t, base, day1From, day1To, map[string]string{
+		"calendly-e2e-a": "active", "calendly-e2e-b": "canceled", "calendly-e2e-c": "conflict", "calendly-e2e-d": "conflict",
+	})
+	waitForCalendar(t, base, day2From, day2To, map[string]string{
+		"calendly-seed-10am": "canceled", "calendly-seed-next": "active",
+	})
+
+	t.Run("booking and history over HTTP", func(t *testing.T) {
+		var b struct {
+			Status string `json:"status"`
+			Holder bool   `json:"holder"`
+		}
+		getJSON(t, base+"/api/bookings/calendly-e2e-a", &b)
+		assert.Equal(t, "active", b.Status)
+		assert.True(t, b.Holder)
+		getJSON(t, base+"/api/bookings/calendly-seed-next", &b)
+		assert.True(t, b.Holder, "the slot the canceled 10:00 booking left is free for the next one")
+		status, _ := httpDo(t, http.MethodGet, base+"/api/bookings/calendly-nobody", "")
+		assert.Equal(t, http.StatusNotFound, status)
+
+		var h historyAnswer
+		getJSON(t, base+"/api/bookings/calendly-e2e-a/history", &h)
+		assert.Equal(t, "active", h.State.Status)
+		assert.True(t, h.Projected)
+		assert.Equal(t, []string{"accepted", "duplicate"}, h.outcomes(), "receipts include the redelivery")
+		assert.Equal(t, h.Receipts[0].DeliveryID, h.Receipts[1].DeliveryID)
+		assert.Contains(t, h.Receipts[0].Secret, "secret 0 (")
+		require.Len(t, h.Events, 1)
+		assert.Equal(t, "booking.scheduled.v1", h.Events[0].Type)
+		assert.Equal(t, 1, h.findingKinds()["duplicate_delivery"])
+
+		h = historyAnswer{}
+		getJSON(t, base+"/api/bookings/calendly-e2e-c/history", &h)
+		assert.Equal(t, "conflict", h.State.Status)
+		require.Equal(t, 1, h.findingKinds()["conflict"], "%+v", h.Findings)
+		for _, f := range h.Findings {
+			if f.Kind == "conflict" {
+				assert.Equal(t, "calendly-e2e-a", f.OtherBooking)
+			}
+		}
+
+		// The seed story: canceled, the late create stored second but folded first, the retry a duplicate.
+		h = historyAnswer{}
+		getJSON(t, base+"/api/bookings/calendly-seed-10am/history", &h)
+		assert.Equal(t, "canceled", h.State.Status)
+		assert.False(t, h.State.Holder)
+		assert.Equal(t, []string{"accepted", "accepted", "duplicate"}, h.outcomes())
+		require.Len(t, h.Events, 2)
+		assert.Equal(t, "booking.canceled.v1", h.Events[0].Type)
+		assert.Equal(t, 2, h.Events[0].FoldIndex)
+		late := h.Events[1]
+		assert.Equal(t, "booking.scheduled.v1", late.Type)
+		assert.Equal(t, uint64(2), late.Version)
+		assert.Equal(t, 1, late.FoldIndex, "the late create is folded first, by provider time")
+		kinds := h.findingKinds()
+		assert.Equal(t, 1, kinds["duplicate_delivery"])
+		require.Equal(t, 1, kinds["out_of_order"], "%+v", h.Findings)
+		for _, f := range h.Findings {
+			if f.Kind == "out_of_order" {
+				assert.Equal(t, late.EventID, f.EventID)
+				assert.Contains(t, f.Reason, "arrived after booking.canceled.v1 v1")
+			}
+		}
+	})
+
+	var items itemsAnswer
+	t.Run("reconciliation over HTTP and the CLI", func(t *testing.T) {
+		getJSON(t, base+"/api/reconciliation", &items)
+		require.Len(t, items.Items, 2, "%+v", items)
+		ids := map[string]int64{}
+		for _, it := range items.Items {
+			assert.Equal(t, "conflict", it.Kind)
+			assert.Equal(t, "calendly-e2e-a", it.OtherBooking)
+			assert.Contains(t, it.Reason, "calendly-e2e-a holds the slot")
+			ids[it.Booking] = it.ID
+		}
+		require.Contains(t, ids, "calendly-e2e-c")
+		require.Contains(t, ids, "calendly-e2e-d")
+
+		stdout, stderr, code := cli(t, env, "reconcile", "list")
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stdout, "calendly-e2e-c vs calendly-e2e-a")
+		assert.Contains(t, stdout, "calendly-e2e-d vs calendly-e2e-a")
+		stdout, stderr, code = cli(t, env, "reconcile", "list", "--json")
+		require.Equal(t, 0, code, stderr)
+		_, httpItems := httpDo(t, http.MethodGet, base+"/api/reconciliation", "")
+		assert.JSONEq(t, httpItems, stdout, "reconcile list --json is the HTTP answer")
+
+		// One item resolved over HTTP, the other with the CLI.
+		status, body := httpDo(t, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", base, ids["calendly-e2e-c"]), `{"note":"host confirmed; C moves"}`)
+		require.Equal(t, http.StatusOK, status, body)
+		assert.Contains(t, body, `"closed_by":"operator"`)
+		status, _ = httpDo(t, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", base, ids["calendly-e2e-c"]), `{"note":"again"}`)
+		assert.Equal(t, http.StatusConflict, status)
+
+		stdout, stderr, code = cli(t, env, "reconcile", "resolve", fmt.Sprint(ids["calendly-e2e-d"]), "--note", "D refunded")
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stdout, fmt.Sprintf("closed item %d (conflict: calendly-e2e-d vs calendly-e2e-a)", ids["calendly-e2e-d"]))
+		assert.Contains(t, stdout, "by operator")
+		assert.Contains(t, stdout, "note:   D refunded")
+		_, stderr, code = cli(t, env, "reconcile", "resolve", fmt.Sprint(ids["calendly-e2e-d"]), "--note", "again")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, stderr, "closed already")
+		_, stderr, code = cli(t, env, "reconcile", "resolve", "999999", "--note", "x")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, stderr, "there is no reconciliation item 999999")
+
+		items = itemsAnswer{}
+		getJSON(t, base+"/api/reconciliation", &items)
+		assert.Empty(t, items.Items)
+		stdout, _, code = cli(t, env, "reconcile", "list")
+		assert.Equal(t, 0, code)
+		assert.Equal(t, "no open reconciliation items\n", stdout)
+	})
+
+	t.Run("history and calendar subcommands", func(t *testing.T) {
+		stdout, stderr, code := cli(t, env, "history", "calendly-e2e-a")
+		require.Equal(t, 0, code, stderr)
+		for _, s := range []string{"booking calendly-e2e-a (calendly)", "status:   active", "holds its slot", "receipts (2)",
+			"duplicate", "events in arrival order (1)", "duplicate_delivery:", "conflict: calendly-e2e-c (", "[closed "} {
+			assert.Contains(t, stdout, s)
+		}
+		stdout, stderr, code = cli(t, env, "history", "calendly-seed-10am")
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stdout, "status:   canceled")
+		assert.Contains(t, stdout, "out_of_order: booking.scheduled.v1 v2")
+		assert.Regexp(t, regexp.MustCompile(`(?m)^\s+v2\s+#1\s.*booking\.scheduled\.v1`), stdout, "arrived second, folded first")
+
+		for _, b := range []string{"calendly-e2e-c", "calendly-seed-10am"} {
+			stdout, stderr, code = cli(t, env, "history", b, "--json")
+			require.Equal(t, 0, code, stderr)
+			_, httpHistory := httpDo(t, http.MethodGet, base+"/api/bookings/"+b+"/history", "")
+			assert.JSONEq(t, httpHistory, stdout, "history --json is the HTTP answer")
+		}
+		_, stderr, code = cli(t, env, "history", "calendly-nobody")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, stderr, `no event, receipt or calendar row names booking "calendly-nobody"`)
+
+		stdout, stderr, code = cli(t, env, "calendar", "--from", day1From, "--to", day1To)
+		require.Equal(t, 0, code, stderr)
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		require.Len(t, lines, 5, stdout)
+		assert.Regexp(t, `^start\s+end\s+resource\s+status\s+booking`, lines[0])
+		assert.Regexp(t, `2030-01-07T09:00:00Z\s+2030-01-07T09:30:00Z\s+https://api.calendly.com/users/demo-host\s+active\s+calendly-e2e-a`, lines[1])
+		stdout, stderr, code = cli(t, env, "calendar", "--from", day2From, "--to", day2To, "--resource", "https://api.calendly.com/users/seed-host", "--json")
+		require.Equal(t, 0, code, stderr)
+		_, httpCal := httpDo(t, http.MethodGet, base+"/api/calendar?from="+day2From+"&to="+day2To+"&resource=https://api.calendly.com/users/seed-host", "")
+		assert.JSONEq(t, httpCal, stdout, "calendar --json is the HTTP answer")
+	})
+
+	calendarBefore, stderr, code := cli(t, env, "calendar", "--from", day1From, "--to", day2To)
+	require.Equal(t, 0, code, stderr)
+	bookingBefore, stderr, code := cli(t, env, "history", "calendly-e2e-c", "--json")
+	require.Equal(t, 0, code, stderr)
+
+	_, stderr, code = cli(t, env, "rebuild")
+	assert.Equal(t, 1, code, "rebuild while serve runs the projection")
+	assert.Contains(t, stderr, "holds the projection's lock")
+	assert.Contains(t, stderr, "stop every serve process first")
+	assert.Contains(t, stderr, "projection is run by another process", "ErrBusy's message")
+
+	var metrics string
+	_, metrics = httpDo(t, http.MethodGet, base+"/metrics", "")
+	assert.Contains(t, metrics, `bookingledger_projection_active{projection="calendar"} 1`)
+	srv.stop(t)
+	logs := srv.stderr.String()
+	assert.Less(t, strings.Index(logs, `"msg":"shutting down: draining in-flight requests"`), strings.Index(logs, `"msg":"projection stopped"`),
+		"the projection stops after the HTTP drain began")
+
+	stdout, stderr, code := cli(t, env, "rebuild", "calendar")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "rebuilt calendar: 8 events in ")
+	assert.Contains(t, stderr, "rebuild calendar: 0/8 events")
+	assert.Contains(t, stderr, "rebuild calendar: 8/8 events (100%)")
+	assert.Contains(t, stderr, "replayed the log; writing the read model")
+
+	calendarAfter, stderr, code := cli(t, env, "calendar", "--from", day1From, "--to", day2To)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, calendarBefore, calendarAfter, "rebuild equals incremental")
+	bookingAfter, stderr, code := cli(t, env, "history", "calendly-e2e-c", "--json")
+	require.Equal(t, 0, code, stderr)
+	assert.JSONEq(t, bookingBefore, bookingAfter)
+	stdout, _, code = cli(t, env, "reconcile", "list")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "no open reconciliation items\n", stdout, "operators' resolutions survive a rebuild")
+
+	stdout, stderr, code = cli(t, env, "rebuild", "--quiet")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "rebuilt calendar: 8 events")
+	assert.Empty(t, stderr, "--quiet prints no progress")
+}
+
+// TestReadSideEndToEnd: serve over the PostgreSQL event store on :0, deliveries sent with the send
+// subcommand, then the read API and every read subcommand, and a rebuild after shutdown.
+func TestReadSideEndToEnd(t *testing.T) {
+	readSideEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
+}
+
+// TestReadSideEndToEndWithEventStoreDB: the same, with the events in EventStoreDB (the in-process
+// test server) and the receipts and read models in PostgreSQL.
+func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
+	es := esdbtest.New(t)
+	readSideEndToEnd(t, map[string]string{
+		"DATABASE_URL":              pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_EVENT_STORE": es.ConnString(),
+	})
+}
+
+// Two serve processes on one database: one runs the projection, the other stands by, both are ready
+// and both answer the read API; when the active one stops, the standby takes over.
+func TestSecondServeStandsByAndTakesOver(t *testing.T) {
+	env := envOf(map[string]string{
+		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
+		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
+		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
+	})
+	first := startServe(t, env)
+	second := startServe(t, env)
+	active := func(p *servedProcess) string {
+		_, m := httpDo(t, http.MethodGet, p.base+"/metrics", "")
+		for line := range strings.SplitSeq(m, "\n") {
+			if v, ok := strings.CutPrefix(line, `bookingledger_projection_active{projection="calendar"} `); ok {
+				return v
+			}
+		}
+		return "missing"
+	}
+	waitFor(t, 30*time.Second, "one runner active", func() (bool, string) {
+		a, b := active(first), active(second)
+		return (a == "1") != (b == "1") && a != "missing" && b != "missing", a + " " + b
+	})
+	leader, standby := first, second
+	if active(second) == "1" {
+		leader, standby = second, first
+	}
+	for _, p := range []*servedProcess{leader, standby} {
+		status, body := httpDo(t, http.MethodGet, p.base+"/readyz", "")
+		assert.Equal(t, http.StatusOK, status, "a standby runner is not a reason to take the instance out: %s", body)
+	}
+
+	send(t, env, standby.base, "calendly", "invitee.created", "--booking", "ha-1")
+	waitForCalendar(t, standby.base, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "active"})
+
+	leader.stop(t)
+	waitFor(t, 30*time.Second, "the standby takes over", func() (bool, string) {
+		a := active(standby)
+		return a == "1", a
+	})
+	send(t, env, standby.base, "calendly", "invitee.canceled", "--booking", "ha-1")
+	waitForCalendar(t, standby.base, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "canceled"})
+	standby.stop(t)
+}
+
+func TestProgressBarLines(t *testing.T) {
+	var buf bytes.Buffer
+	bar := newProgressBar(&buf, "rebuild calendar")
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	bar.now = func() time.Time { return now }
+	steps := []struct {
+		after time.Duration
+		done  int64
+	}{{0, 0}, {200 * time.Millisecond, 5000}, {1200 * time.Millisecond, 10000}, {300 * time.Millisecond, 15000}, {300 * time.Millisecond, 20000}}
+	for _, s := range steps {
+		now = now.Add(s.after)
+		bar.update(projections.Progress{Done: s.done, Total: 20000})
+	}
+	bar.finish()
+	assert.Equal(t, `rebuild calendar: 0/20000 events (  0%)
+rebuild calendar: 10000/20000 events ( 50%)  7143 events/s
+rebuild calendar: 20000/20000 events (100%)  10000 events/s
+rebuild calendar: replayed the log; writing the read model and syncing the reconciliation queue
+`, buf.String(), "not a terminal: the first line, at most one a second, and the last")
+}
+
+// The read commands never migrate: on a database serve or migrate has not set up they say what to do.
+func TestReadCommandsRefuseAnUnmigratedDatabase(t *testing.T) {
+	env := envOf(map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
+	for _, args := range [][]string{
+		{"history", "calendly-a"},
+		{"calendar", "--from", "2030-01-07T00:00:00Z", "--to", "2030-01-08T00:00:00Z"},
+		{"reconcile", "list"},
+		{"rebuild"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			_, stderr, code := cli(t, env, args...)
+			assert.Equal(t, 1, code)
+			assert.Contains(t, stderr, "the database schema is behind this binary (pending: 0001_")
+			assert.Contains(t, stderr, "run 'bookingledger migrate'")
+		})
+	}
+}
