@@ -3,7 +3,6 @@ package acuity_test
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,22 +25,10 @@ type vector struct {
 	Signature string `json:"signature"`
 }
 
-func vectors(tb testing.TB) []vector {
-	tb.Helper()
-	var doc struct {
-		Vectors []vector `json:"vectors"`
-	}
-	require.NoError(tb, json.Unmarshal(providertest.ReadFile(tb, "signatures.json"), &doc))
-	require.NotEmpty(tb, doc.Vectors)
-	return doc.Vectors
-}
+func vectors(tb testing.TB) []vector { return providertest.Vectors[vector](tb) }
 
 func sigHeader(sig string) http.Header {
-	h := http.Header{}
-	if sig != "" {
-		h.Set(acuity.SignatureHeader, sig)
-	}
-	return h
+	return providertest.SignatureHeader(acuity.SignatureHeader, sig)
 }
 
 const (

@@ -25,31 +25,11 @@ type vector struct {
 	Signature string `json:"signature"`
 }
 
-func vectors(tb testing.TB) []vector {
-	tb.Helper()
-	var doc struct {
-		Vectors []vector `json:"vectors"`
-	}
-	require.NoError(tb, json.Unmarshal(providertest.ReadFile(tb, "signatures.json"), &doc))
-	require.NotEmpty(tb, doc.Vectors)
-	return doc.Vectors
-}
+func vectors(tb testing.TB) []vector { return providertest.Vectors[vector](tb) }
 
-func (v vector) body(tb testing.TB) []byte {
-	tb.Helper()
-	if v.BodyFile != "" {
-		return providertest.ReadFile(tb, v.BodyFile)
-	}
-	return []byte(v.Body)
-}
+func (v vector) body(tb testing.TB) []byte { return providertest.Body(tb, v.BodyFile, v.Body) }
 
-func header(sig string) http.Header {
-	h := http.Header{}
-	if sig != "" {
-		h.Set(calcom.SignatureHeader, sig)
-	}
-	return h
-}
+func header(sig string) http.Header { return providertest.SignatureHeader(calcom.SignatureHeader, sig) }
 
 const otherSecret = "a-new-secret-not-yet-used-by-cal"
 

@@ -2,7 +2,6 @@ package calendly_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,30 +26,12 @@ type vector struct {
 	Header   string `json:"header"`
 }
 
-func vectors(tb testing.TB) []vector {
-	tb.Helper()
-	var doc struct {
-		Vectors []vector `json:"vectors"`
-	}
-	require.NoError(tb, json.Unmarshal(providertest.ReadFile(tb, "signatures.json"), &doc))
-	require.NotEmpty(tb, doc.Vectors)
-	return doc.Vectors
-}
+func vectors(tb testing.TB) []vector { return providertest.Vectors[vector](tb) }
 
-func (v vector) body(tb testing.TB) []byte {
-	tb.Helper()
-	if v.BodyFile != "" {
-		return providertest.ReadFile(tb, v.BodyFile)
-	}
-	return []byte(v.Body)
-}
+func (v vector) body(tb testing.TB) []byte { return providertest.Body(tb, v.BodyFile, v.Body) }
 
 func header(sig string) http.Header {
-	h := http.Header{}
-	if sig != "" {
-		h.Set(calendly.SignatureHeader, sig)
-	}
-	return h
+	return providertest.SignatureHeader(calendly.SignatureHeader, sig)
 }
 
 const otherKey = "a-retired-signing-key-that-no-longer-matches"

@@ -1,7 +1,9 @@
 package providertest
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,6 +21,37 @@ func ReadFile(tb testing.TB, name string) []byte {
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	require.NoError(tb, err)
 	return b
+}
+
+// Vectors reads the golden signature vectors of a provider package: testdata/signatures.json holds
+// {"vectors": [...]} in the package's own vector shape V. It fails the test when there are none.
+func Vectors[V any](tb testing.TB) []V {
+	tb.Helper()
+	var doc struct {
+		Vectors []V `json:"vectors"`
+	}
+	require.NoError(tb, json.Unmarshal(ReadFile(tb, "signatures.json"), &doc))
+	require.NotEmpty(tb, doc.Vectors)
+	return doc.Vectors
+}
+
+// Body returns a vector's body: the named testdata file, else the inline text.
+func Body(tb testing.TB, file, inline string) []byte {
+	tb.Helper()
+	if file != "" {
+		return ReadFile(tb, file)
+	}
+	return []byte(inline)
+}
+
+// SignatureHeader returns a header set with name: sig, or an empty header when sig is empty (a
+// request without a signature).
+func SignatureHeader(name, sig string) http.Header {
+	h := http.Header{}
+	if sig != "" {
+		h.Set(name, sig)
+	}
+	return h
 }
 
 // Glob lists testdata files matching pattern (e.g. "*.json"), by base name.

@@ -2,7 +2,6 @@ package stripe_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,21 +27,12 @@ type vector struct {
 
 func vectors(tb testing.TB) []vector {
 	tb.Helper()
-	var doc struct {
-		Vectors []vector `json:"vectors"`
-	}
-	require.NoError(tb, json.Unmarshal(providertest.ReadFile(tb, "signatures.json"), &doc))
-	require.Len(tb, doc.Vectors, 2)
-	return doc.Vectors
+	vs := providertest.Vectors[vector](tb)
+	require.Len(tb, vs, 2)
+	return vs
 }
 
-func header(sig string) http.Header {
-	h := http.Header{}
-	if sig != "" {
-		h.Set(stripe.SignatureHeader, sig)
-	}
-	return h
-}
+func header(sig string) http.Header { return providertest.SignatureHeader(stripe.SignatureHeader, sig) }
 
 // v1 returns the v1 value of a one-signature header built by Sign.
 func v1(header string) string { return header[strings.Index(header, "v1=")+3:] }
