@@ -1,11 +1,61 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark against one private DURABLE PostgreSQL (fsync on), in one run, so the
 # ratios compare like with like. Raw output goes to $BENCH_OUT (default /tmp/bookingledger-bench.txt);
-# a summary with the ratios the targets name is printed at the end. See docs/benchmarks.md.
+# a summary with the figures the targets name is printed at the end. See docs/benchmarks.md.
+#
+#   scripts/bench.sh                  run everything, then summarise
+#   scripts/bench.sh --summary FILE   summarise the raw output of an earlier run
+#
+# Sizes (defaults are the documented runs): BENCH_REBUILD_EVENTS (50000 events replayed by the rebuild
+# benchmark, 3 runs), BENCH_LAG_DELIVERIES (300 deliveries per projection-lag run, 3 runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=${BENCH_OUT:-/tmp/bookingledger-bench.txt}
+rebuild_events=${BENCH_REBUILD_EVENTS:-50000}
+lag_deliveries=${BENCH_LAG_DELIVERIES:-300}
+
+# metric VALUE-NAME LINE-PATTERN: the value before the metric name on the first matching line.
+metric() {
+	awk -v name="$1" -v pat="$2" '$0 ~ pat { for (i = 2; i <= NF; i++) if ($i == name) { print $(i-1); exit } }' "$out"
+}
+# metrics VALUE-NAME LINE-PATTERN: the values on every matching line (one line per -count run),
+# comma-separated.
+metrics() {
+	awk -v name="$1" -v pat="$2" '$0 ~ pat { for (i = 2; i <= NF; i++) if ($i == name) { v = v (v == "" ? "" : ", ") $(i-1) } }
+		END { print v }' "$out"
+}
+
+summary() {
+	local inserts32 ratio32 ingest32 p99rate lagp99 lagp50 commitp99 rebuild ratio incremental
+	inserts32=$(metric 'inserts/s' 'new-stream/c=32')
+	ratio32=$(metric 'append/insert' 'new-stream/c=32')
+	ingest32=$(metric 'deliveries/s' 'concurrency=32')
+	p99rate=$(metric 'p99-ms' 'rate=1000')
+	lagp50=$(metrics 'p50-ms' '^BenchmarkProjectionLag')
+	lagp99=$(metrics 'p99-ms' '^BenchmarkProjectionLag')
+	commitp99=$(metrics 'commit-p99-ms' '^BenchmarkProjectionLag')
+	rebuild=$(metric 'events/s' '^BenchmarkRebuild/buffered')
+	ratio=$(metric 'rebuild/scan' '^BenchmarkRebuild/buffered')
+	incremental=$(metric 'events/s' '^BenchmarkRebuild/buffer=')
+	echo
+	echo "summary (durable cluster, one run):"
+	echo "  append / bare INSERT at concurrency 32:        ${ratio32:-?} (target >= 0.5)"
+	if [ -n "$inserts32" ] && [ -n "$ingest32" ]; then
+		echo "  ingest over HTTP / bare INSERT at concurrency 32: $(awk -v a="$ingest32" -v b="$inserts32" 'BEGIN { printf "%.2f", a / b }') (target >= 0.5)"
+	fi
+	echo "  ingest p99 at 1,000 req/s:                    ${p99rate:-?} ms (target <= 10 ms)"
+	echo "  projection lag commit -> visible, p99:        ${lagp99:-?} ms per run (p50 ${lagp50:-?} ms; ledger commit p99 ${commitp99:-?} ms)"
+	echo "  rebuild rate, buffered:                       ${rebuild:-?} events/s (target >= 50000; rebuild/scan ${ratio:-?}; beyond the buffer ${incremental:-?} events/s)"
+	echo "raw output: $out"
+}
+
+if [ "${1:-}" = "--summary" ]; then
+	out=${2:?usage: scripts/bench.sh --summary FILE}
+	summary
+	exit 0
+fi
+
 dir=$(mktemp -d /tmp/bookingledger-bench.XXXXXX)
 cleanup() {
 	scripts/pg.sh stop "$dir" || true
@@ -15,32 +65,18 @@ trap cleanup EXIT
 export BOOKINGLEDGER_TEST_DATABASE_URL=$(scripts/pg.sh start "$dir")
 : >"$out"
 
-bench() { # package, benchmark regexp, benchtime
-	echo "bench: $1 $2" >&2
-	go test -run '^$' -bench "$2" -benchtime "$3" "$1" | tee -a "$out"
+bench() { # package, benchmark regexp, benchtime, extra go test flags...
+	local pkg=$1 re=$2 bt=$3
+	shift 3
+	echo "bench: $pkg $re" >&2
+	go test -run '^$' -bench "$re" -benchtime "$bt" "$@" "$pkg" | tee -a "$out"
 }
 
 bench ./adapters/postgres/ 'AppendVsInsert' 3s
 bench ./adapters/httpapi/ 'BenchmarkIngest' 3000x
-for pkg in ./projections/ ./adapters/postgres/readmodel/; do
-	if grep -qs '^func Benchmark' "$pkg"*_test.go; then
-		bench "$pkg" '.' 1x
-	fi
-done
+# The projection benchmarks need a fixed number of iterations: each rebuild iteration replays the whole
+# seeded log, and the lag percentiles are over the deliveries of one run (three runs show the spread).
+BOOKINGLEDGER_BENCH_EVENTS=$rebuild_events bench ./adapters/postgres/readmodel/ '^BenchmarkRebuild$' 3x
+bench ./adapters/postgres/readmodel/ '^BenchmarkProjectionLag$' "${lag_deliveries}x" -count 3
 
-# metric VALUE-NAME LINE-PATTERN: the value before the metric name on the first matching line.
-metric() {
-	awk -v name="$1" -v pat="$2" '$0 ~ pat { for (i = 2; i <= NF; i++) if ($i == name) { print $(i-1); exit } }' "$out"
-}
-inserts32=$(metric 'inserts/s' 'new-stream/c=32')
-ratio32=$(metric 'append/insert' 'new-stream/c=32')
-ingest32=$(metric 'deliveries/s' 'concurrency=32')
-p99rate=$(metric 'p99-ms' 'rate=1000')
-echo
-echo "summary (durable cluster, one run):"
-echo "  append / bare INSERT at concurrency 32:        ${ratio32:-?} (target >= 0.5)"
-if [ -n "$inserts32" ] && [ -n "$ingest32" ]; then
-	echo "  ingest over HTTP / bare INSERT at concurrency 32: $(awk -v a="$ingest32" -v b="$inserts32" 'BEGIN { printf "%.2f", a / b }') (target >= 0.5)"
-fi
-echo "  ingest p99 at 1,000 req/s:                    ${p99rate:-?} ms (target <= 10 ms)"
-echo "raw output: $out"
+summary
