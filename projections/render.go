@@ -60,11 +60,11 @@ func WriteTimeline(w io.Writer, h History) error {
 	ew.printf("\nreceipts (%d)\n", len(h.Receipts))
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	for _, r := range h.Receipts {
-		secret := r.Secret
+		secret := r.Secret // "secret N (fingerprint)", as the ingress labels it
 		if secret == "" {
-			secret = "-"
+			secret = "no secret"
 		}
-		line := fmt.Sprintf("  #%d\t%s\t%s\tdelivery %s\tsecret %s\t%s", r.ID, clock(r.ReceivedAt), r.Provider, r.DeliveryID, secret, r.Outcome)
+		line := fmt.Sprintf("  #%d\t%s\t%s\tdelivery %s\t%s\t%s", r.ID, clock(r.ReceivedAt), r.Provider, r.DeliveryID, secret, r.Outcome)
 		if r.Reason != "" {
 			line += "\t" + r.Reason
 		}

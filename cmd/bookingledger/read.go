@@ -219,34 +219,9 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 		return fmt.Errorf("calendar: %w", err)
 	}
 	if *asJSON {
-		return writeJSONTo(stdout, calendarDTO(entries))
+		return writeJSONTo(stdout, readapi.ToCalendar(entries))
 	}
 	return projections.WriteCalendar(stdout, entries)
-}
-
-// calendarDTO is the shape GET /api/calendar answers (readapi's DTO, filled the way its handler does).
-func calendarDTO(es []projections.CalendarEntry) readapi.CalendarDTO {
-	out := readapi.CalendarDTO{Bookings: make([]readapi.CalendarEntryDTO, len(es))}
-	for i, e := range es {
-		out.Bookings[i] = readapi.CalendarEntryDTO{Booking: string(e.Booking), Provider: e.Provider, Meeting: e.Meeting,
-			Resource: e.Resource, Start: e.Start.UTC(), End: e.End.UTC(), Status: string(e.Status)}
-	}
-	return out
-}
-
-// itemDTO is the shape of a reconciliation item in GET /api/reconciliation.
-func itemDTO(it projections.Item) readapi.ItemDTO {
-	d := readapi.ItemDTO{ID: it.ID, Kind: string(it.Kind), Subject: it.Subject, Booking: string(it.Booking),
-		OtherBooking: string(it.OtherBooking), ReceiptID: it.ReceiptID, Reason: it.Reason, OpenedAt: it.OpenedAt.UTC(),
-		ClosedBy: it.ClosedBy, Note: it.Note}
-	if !it.ClosedAt.IsZero() {
-		at := it.ClosedAt.UTC()
-		d.ClosedAt = &at
-	}
-	if !it.EventID.IsZero() {
-		d.EventID = it.EventID.String()
-	}
-	return d
 }
 
 const reconcileUsage = `Usage: bookingledger reconcile list [--json] [flags]
@@ -311,7 +286,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		if *asJSON {
 			out := readapi.ItemsDTO{Items: make([]readapi.ItemDTO, len(items))}
 			for i, it := range items {
-				out.Items[i] = itemDTO(it)
+				out.Items[i] = readapi.ToItem(it)
 			}
 			return writeJSONTo(stdout, out)
 		}
@@ -330,7 +305,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return fmt.Errorf("reconcile resolve: %w", err)
 	}
 	if *asJSON {
-		return writeJSONTo(stdout, itemDTO(it))
+		return writeJSONTo(stdout, readapi.ToItem(it))
 	}
 	subject := string(it.Booking)
 	if it.OtherBooking != "" {

@@ -122,7 +122,8 @@ type CalendarEntryDTO struct {
 	Status   string    `json:"status"`
 }
 
-func toCalendar(es []projections.CalendarEntry) CalendarDTO {
+// ToCalendar is the answer of GET /api/calendar for these entries (also `bookingledger calendar --json`).
+func ToCalendar(es []projections.CalendarEntry) CalendarDTO {
 	out := CalendarDTO{Bookings: make([]CalendarEntryDTO, len(es))}
 	for i, e := range es {
 		out.Bookings[i] = CalendarEntryDTO{Booking: string(e.Booking), Provider: e.Provider, Meeting: e.Meeting,
@@ -152,7 +153,8 @@ type ItemsDTO struct {
 	Items []ItemDTO `json:"items"`
 }
 
-func toItem(it projections.Item) ItemDTO {
+// ToItem is a reconciliation item as the API shows it (also `bookingledger reconcile … --json`).
+func ToItem(it projections.Item) ItemDTO {
 	d := ItemDTO{ID: it.ID, Kind: string(it.Kind), Subject: it.Subject, Booking: string(it.Booking),
 		OtherBooking: string(it.OtherBooking), ReceiptID: it.ReceiptID, Reason: it.Reason, OpenedAt: it.OpenedAt.UTC(),
 		ClosedAt: timePtr(it.ClosedAt), ClosedBy: it.ClosedBy, Note: it.Note}

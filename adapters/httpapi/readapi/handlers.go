@@ -167,7 +167,7 @@ func (h *handlers) calendar(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toCalendar(es))
+	writeJSON(w, http.StatusOK, ToCalendar(es))
 }
 
 func (h *handlers) reconciliation(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +178,7 @@ func (h *handlers) reconciliation(w http.ResponseWriter, r *http.Request) {
 	}
 	out := ItemsDTO{Items: make([]ItemDTO, len(items))}
 	for i, it := range items {
-		out.Items[i] = toItem(it)
+		out.Items[i] = ToItem(it)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -220,7 +220,7 @@ func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toItem(it))
+	writeJSON(w, http.StatusOK, ToItem(it))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
