@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make test`: a private throwaway PostgreSQL, lint, the whole suite with -race, brief fuzzing.
+# `make test`: a private throwaway PostgreSQL, lint, the whole suite with -race (the ingress and
+# projection suites a second time on EventStoreDB), brief fuzzing.
 # The cluster is stopped and deleted even when tests fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +20,10 @@ scripts/lint.sh
 
 # -p 2: the machine has two cores, and PostgreSQL needs its share.
 go test -race -count=1 -p 2 -timeout 30m ./...
+
+# The ingress and projection suites again with the booking events in EventStoreDB (the in-process
+# test server of adapters/esdb/esdbtest; receipts and read models stay in PostgreSQL): the same
+# assertions must hold on both stores. Only these packages read BOOKINGLEDGER_TEST_EVENT_STORE.
+BOOKINGLEDGER_TEST_EVENT_STORE=esdb go test -race -count=1 -p 2 -timeout 30m ./adapters/httpapi ./adapters/postgres/readmodel
 
 FUZZTIME=${FUZZTIME:-2s} scripts/fuzz.sh

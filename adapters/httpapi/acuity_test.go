@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
@@ -22,7 +21,6 @@ import (
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/jobs"
-	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/acuity"
@@ -76,7 +74,8 @@ func newAcuityServerOn(t *testing.T, dbURL string, pool *pgxpool.Pool, withQueue
 		Attempts: 2, AttemptTimeout: time.Second, Budget: 2 * time.Second, Backoff: 10 * time.Millisecond})
 	require.NoError(t, err)
 	log := slog.New(slog.NewJSONHandler(s.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc := ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{})
+	s.Stores = newStores(t, pool)
+	svc := ledger.NewService(s.Stores.Ledger, eventcodec.JSON{})
 	var l httpapi.Ledger = svc
 	if withQueue {
 		s.queue, err = jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: []jobs.Refetcher{p}, Logger: log,
@@ -121,13 +120,9 @@ func (s *acuityServer) deliver(t *testing.T, action string) reply {
 	return s.send(t, d)
 }
 
-func (s *acuityServer) streamTypes(t *testing.T) []string {
+func (s *acuityServer) appointmentTypes(t *testing.T) []string {
 	t.Helper()
-	rows, err := s.Pool.Query(context.Background(), `SELECT event_type FROM events WHERE stream_id = $1 ORDER BY version`, "booking-acuity-"+acuityAppt)
-	require.NoError(t, err)
-	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	return types
+	return s.streamTypes(t, "booking-acuity-"+acuityAppt)
 }
 
 func TestAcuityRescheduledAppointmentStaysOneBookingThroughTheServer(t *testing.T) {
@@ -155,7 +150,7 @@ func TestAcuityRescheduledAppointmentStaysOneBookingThroughTheServer(t *testing.
 		require.Equal(t, http.StatusOK, dup.Status, "%s", dup.Body)
 		assert.Equal(t, "duplicate", dup.JSON(t)["status"], "step %d: the changed next to %s", i, st.action)
 		want = append(want, st.appended...)
-		assert.Equal(t, want, s.streamTypes(t), "step %d", i)
+		assert.Equal(t, want, s.appointmentTypes(t), "step %d", i)
 		s.Clock.Advance(24 * time.Hour)
 	}
 	// A replay of the first body, a month on: no timestamp is signed, so it verifies; it fetches the
@@ -164,7 +159,7 @@ func TestAcuityRescheduledAppointmentStaysOneBookingThroughTheServer(t *testing.
 	r := s.deliver(t, "scheduled")
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	assert.Equal(t, "duplicate", r.JSON(t)["status"])
-	assert.Equal(t, want, s.streamTypes(t))
+	assert.Equal(t, want, s.appointmentTypes(t))
 	assert.Equal(t, 0, s.receipts(t, "deferred"))
 	assert.Len(t, s.api.Requests(), 9, "one fetch per delivery")
 }
@@ -204,7 +199,7 @@ func TestAcuityFetchFailureIsDeferredThenFinishedByRiver(t *testing.T) {
 		}
 	}
 
-	assert.Equal(t, []string{"booking.rescheduled.v1", "booking.scheduled.v1"}, s.streamTypes(t))
+	assert.Equal(t, []string{"booking.rescheduled.v1", "booking.scheduled.v1"}, s.appointmentTypes(t))
 	var deferredID int64
 	require.NoError(t, s.Pool.QueryRow(context.Background(), `SELECT id FROM receipts WHERE outcome = 'deferred'`).Scan(&deferredID))
 	var reason, deliveryID string

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/esdb"
+	"bookingledger/adapters/esdb/esdbtest"
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/sample"
@@ -27,6 +30,7 @@ import (
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/providers/stripe"
+	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
 )
 
@@ -74,10 +78,63 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// envEventStore selects the event store the ingress tests record through: "postgres" (the default)
+// or "esdb" (a fresh in-process EventStoreDB per test, receipts in PostgreSQL). `make test` runs this
+// package once with each.
+const envEventStore = "BOOKINGLEDGER_TEST_EVENT_STORE"
+
+const (
+	storePostgres = "postgres"
+	storeESDB     = "esdb"
+)
+
+// selectedStore returns the event store envEventStore names; anything else is a mistake in the
+// environment, not a reason to quietly test PostgreSQL again.
+func selectedStore(t testing.TB) string {
+	t.Helper()
+	switch v := os.Getenv(envEventStore); v {
+	case "", storePostgres:
+		return storePostgres
+	case storeESDB:
+		return storeESDB
+	default:
+		t.Fatalf("%s=%q: want %q or %q", envEventStore, v, storePostgres, storeESDB)
+		return ""
+	}
+}
+
+// stores is the selected event store of one test, with the ledger.Store serve would build on it.
+type stores struct {
+	Kind   string
+	Events eventlog.Store
+	Ledger ledger.Store
+	ESDB   *esdbtest.Server // nil on PostgreSQL
+	// ping is the event store's own readiness check (nil on PostgreSQL, whose pool readiness covers).
+	ping func(context.Context) error
+}
+
+// newStores opens the selected event store. Receipts go to pool in both cases: in one transaction
+// with the events on PostgreSQL, after the append on EventStoreDB.
+func newStores(t testing.TB, pool *pgxpool.Pool) *stores {
+	t.Helper()
+	pg := postgres.NewStore(pool)
+	if selectedStore(t) == storePostgres {
+		return &stores{Kind: storePostgres, Events: pg, Ledger: pg}
+	}
+	srv := esdbtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	es, err := esdb.Open(ctx, srv.ConnString())
+	require.NoError(t, err, "open the esdb test server")
+	t.Cleanup(es.Close)
+	return &stores{Kind: storeESDB, Events: es, Ledger: esdb.NewLedgerStore(es, pg), ESDB: srv, ping: es.Ping}
+}
+
 type testServer struct {
 	URL      string
 	DBURL    string
 	Pool     *pgxpool.Pool
+	Stores   *stores
 	Server   *httpapi.Server
 	Registry *prometheus.Registry
 	Clock    *fakeClock
@@ -98,29 +155,38 @@ func withMaxBody(n int64) serverOption {
 	return func(c *httpapi.Config) { c.MaxBodyBytes = n }
 }
 
-// newServer starts the ingress over a fresh, migrated database behind a real HTTP server.
+// newServer starts the ingress over a fresh, migrated database and the selected event store, behind a
+// real HTTP server.
 func newServer(t *testing.T, opts ...serverOption) *testServer {
 	t.Helper()
 	dbURL := pgtest.NewDatabaseURL(t)
 	pool := pgtest.Open(t, dbURL)
+	st := newStores(t, pool)
 	ts := &testServer{
 		DBURL:    dbURL,
 		Pool:     pool,
+		Stores:   st,
 		Registry: prometheus.NewRegistry(),
 		Clock:    &fakeClock{now: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)},
 		Logs:     &syncBuffer{},
 	}
 	cfg := httpapi.Config{
-		Ledger: ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
+		Ledger: ledger.NewService(st.Ledger, eventcodec.JSON{}),
 		Providers: []providers.Provider{
 			calendly.New(providers.NewSecrets(calendlyKey), 0),
 			calcom.New(providers.NewSecrets(calcomSecret)),
 			stripe.New(providers.NewSecrets(stripeSecret), 0),
 			mustStandard(t, standardSecret),
 		},
+		// As serve checks it: the database, and the event store when it is another system.
 		Ready: httpapi.CheckFunc(func(ctx context.Context) error {
-			_, err := postgres.Pending(ctx, pool)
-			return err
+			if _, err := postgres.Pending(ctx, pool); err != nil {
+				return err
+			}
+			if st.ping != nil {
+				return st.ping(ctx)
+			}
+			return nil
 		}),
 		Logger:                  slog.New(slog.NewJSONHandler(ts.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Registry:                ts.Registry,
@@ -213,9 +279,108 @@ func (ts *testServer) count(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
+// storeDown takes the event store away from the running server: on PostgreSQL its pool (events and
+// receipts share it), on EventStoreDB the node.
+func (ts *testServer) storeDown(t *testing.T) {
+	t.Helper()
+	if ts.Stores.ESDB != nil {
+		ts.Stores.ESDB.Stop()
+		return
+	}
+	ts.Pool.Close()
+}
+
+// storeUp brings the store back for the test's own checks: a new pool on the same database, or the
+// node restarted with its data.
+func (ts *testServer) storeUp(t *testing.T) {
+	t.Helper()
+	if ts.Stores.ESDB != nil {
+		require.NoError(t, ts.Stores.ESDB.Restart())
+		return
+	}
+	ts.Pool = pgtest.Open(t, ts.DBURL)
+	pg := postgres.NewStore(ts.Pool)
+	ts.Stores.Events, ts.Stores.Ledger = pg, pg
+}
+
+// allEvents reads the whole global log through the event-store port, booking streams only.
+func (ts *testServer) allEvents(t *testing.T) []eventlog.RecordedEvent {
+	t.Helper()
+	ctx := context.Background()
+	ts.settleLog(t)
+	const page = 1000
+	var all []eventlog.RecordedEvent
+	var from eventlog.Position
+	for {
+		evs, err := ts.Stores.Events.ReadAll(ctx, from, page)
+		require.NoError(t, err)
+		for _, e := range evs {
+			if strings.HasPrefix(e.StreamID, "booking-") {
+				all = append(all, e)
+			}
+		}
+		if len(evs) < page {
+			return all
+		}
+		from = evs[len(evs)-1].Position
+	}
+}
+
+// settleLog waits until ReadAll shows every event committed before the call. PostgreSQL's ReadAll
+// holds back rows of transactions younger than the oldest one still running anywhere in the cluster
+// (other tests' included): once the cluster's xmin has passed an xid taken now, every earlier commit
+// is readable. EventStoreDB acknowledges an append only once it is in $all, so there is nothing to wait for.
+func (ts *testServer) settleLog(t *testing.T) {
+	t.Helper()
+	if ts.Stores.Kind != storePostgres {
+		return
+	}
+	ctx := context.Background()
+	var now string
+	require.NoError(t, ts.Pool.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&now))
+	require.Eventually(t, func() bool {
+		var passed bool
+		require.NoError(t, ts.Pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, now).Scan(&passed))
+		return passed
+	}, time.Minute, 5*time.Millisecond, "a transaction older than xid %s is still running", now)
+}
+
+// events counts the stored booking events, through the event store.
 func (ts *testServer) events(t *testing.T) int {
 	t.Helper()
-	return ts.count(t, `SELECT count(*) FROM events`)
+	return len(ts.allEvents(t))
+}
+
+// eventsWithID counts stored events with the event ID id (a canonical UUID), in every stream.
+func (ts *testServer) eventsWithID(t *testing.T, id string) int {
+	t.Helper()
+	want, err := eventlog.ParseEventID(id)
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ts.allEvents(t) {
+		if e.ID == want {
+			n++
+		}
+	}
+	return n
+}
+
+// stream reads one stream through the event store.
+func (ts *testServer) stream(t *testing.T, name string) []eventlog.RecordedEvent {
+	t.Helper()
+	evs, err := ts.Stores.Events.ReadStream(context.Background(), name)
+	require.NoError(t, err)
+	return evs
+}
+
+// streamTypes lists a stream's event types in version order.
+func (ts *testServer) streamTypes(t *testing.T, name string) []string {
+	t.Helper()
+	var types []string
+	for _, e := range ts.stream(t, name) {
+		types = append(types, e.Type)
+	}
+	return types
 }
 
 func (ts *testServer) receipts(t *testing.T, outcome string) int {

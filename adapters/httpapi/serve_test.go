@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
-	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/ledger"
@@ -55,16 +53,11 @@ func (p *stubProvider) Map(ctx context.Context, _ http.Header, _ []byte, _ time.
 	return providers.Mapped{DeliveryID: "stub-1", Reason: "stub event not mapped"}, nil
 }
 
-func newPool(t *testing.T, url string) *pgxpool.Pool {
-	t.Helper()
-	return pgtest.Open(t, url)
-}
-
 func TestServeDrainsInFlightRequestsOnShutdown(t *testing.T) {
 	pool := pgtest.NewDatabase(t)
 	slow := &stubProvider{name: "slow", entered: make(chan struct{}), release: make(chan struct{})}
 	srv, err := httpapi.New(httpapi.Config{
-		Ledger:       ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
+		Ledger:       ledger.NewService(newStores(t, pool).Ledger, eventcodec.JSON{}),
 		Providers:    []providers.Provider{slow},
 		Ready:        httpapi.CheckFunc(func(context.Context) error { return nil }),
 		DrainTimeout: 10 * time.Second,

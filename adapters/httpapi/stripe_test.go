@@ -22,7 +22,13 @@ func TestStripePaymentJoinsTheBookingItPaysFor(t *testing.T) {
 	r := ts.send(t, pay)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	assert.Equal(t, "calendly-paid", r.JSON(t)["booking"])
-	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM events WHERE stream_id = 'booking-calendly-paid' AND event_type = 'booking.payment_succeeded.v1'`))
+	paid := 0
+	for _, typ := range ts.streamTypes(t, "booking-calendly-paid") {
+		if typ == "booking.payment_succeeded.v1" {
+			paid++
+		}
+	}
+	assert.Equal(t, 1, paid)
 
 	// Stripe's timestamp is signed: the same capture replayed past the tolerance is refused.
 	ts.Clock.Advance(stripe.DefaultTolerance + time.Second)

@@ -113,7 +113,7 @@ func seedLog(tb testing.TB, e *env, events []booking.Event) {
 // logs larger than the rebuild buffer: one bulk write, then incremental batches.
 func BenchmarkRebuild(b *testing.B) {
 	n := envInt("BOOKINGLEDGER_BENCH_EVENTS", 50000)
-	e := newEnv(b)
+	e := newEnvOn(b, storePostgres) // docs/benchmarks.md measures the PostgreSQL store
 	seedLog(b, e, benchEvents(n))
 	var stored int64
 	require.NoError(b, e.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&stored))
@@ -168,7 +168,7 @@ func scanLog(tb testing.TB, store eventlog.Store, batch int) int64 {
 // waits for) to the booking being visible through the read model's Booking query, with the runner
 // following the store's subscription. Run it with a fixed count, e.g. -benchtime=300x.
 func BenchmarkProjectionLag(b *testing.B) {
-	e := newEnv(b)
+	e := newEnvOn(b, storePostgres)
 	seedLog(b, e, benchEvents(envInt("BOOKINGLEDGER_BENCH_BACKGROUND", 5000)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

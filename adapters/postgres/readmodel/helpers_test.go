@@ -3,6 +3,7 @@ package readmodel_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/esdb"
+	"bookingledger/adapters/esdb/esdbtest"
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
@@ -31,24 +34,116 @@ func eid(parts ...string) eventlog.EventID {
 	return eventlog.EventID(uuid.NewSHA1(testNamespace, []byte(strings.Join(parts, " "))))
 }
 
-// env is one fresh database with the PostgreSQL event store, the ledger service and the read model.
+// envEventStore selects the event store the projection tests read through: "postgres" (the default)
+// or "esdb" (a fresh in-process EventStoreDB per test database; receipts, read model and checkpoint in
+// PostgreSQL). `make test` runs this package once with each.
+const envEventStore = "BOOKINGLEDGER_TEST_EVENT_STORE"
+
+const (
+	storePostgres = "postgres"
+	storeESDB     = "esdb"
+)
+
+// selectedStore returns the event store envEventStore names; anything else is a mistake in the
+// environment, not a reason to quietly test PostgreSQL again.
+func selectedStore(tb testing.TB) string {
+	tb.Helper()
+	switch v := os.Getenv(envEventStore); v {
+	case "", storePostgres:
+		return storePostgres
+	case storeESDB:
+		return storeESDB
+	default:
+		tb.Fatalf("%s=%q: want %q or %q", envEventStore, v, storePostgres, storeESDB)
+		return ""
+	}
+}
+
+// backend is where one test database's events live: PostgreSQL itself, or one EventStoreDB node.
+type backend struct {
+	kind string
+	esdb *esdbtest.Server // nil on PostgreSQL
+}
+
+func newBackend(tb testing.TB, kind string) backend {
+	tb.Helper()
+	if kind == storeESDB {
+		return backend{kind: kind, esdb: esdbtest.New(tb)}
+	}
+	return backend{kind: storePostgres}
+}
+
+// open returns the event store and the ledger.Store serve builds on it for a process whose pool is
+// pool. Every call is a new client, as every process has its own.
+func (b backend) open(tb testing.TB, pool *pgxpool.Pool) (eventlog.Store, ledger.Store) {
+	tb.Helper()
+	pg := postgres.NewStore(pool)
+	if b.esdb == nil {
+		return pg, pg
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	es, err := esdb.Open(ctx, b.esdb.ConnString())
+	require.NoError(tb, err, "open the esdb test server")
+	tb.Cleanup(es.Close)
+	return es, esdb.NewLedgerStore(es, pg)
+}
+
+// env is one fresh database with the selected event store, the ledger service on it and the read model.
 type env struct {
 	pool    *pgxpool.Pool
-	store   *postgres.Store
+	backend backend
+	store   eventlog.Store
 	ledger  *ledger.Service
 	rm      *readmodel.ReadModel
 	seq     int
 	receive time.Time
 }
 
-func newEnv(t testing.TB) *env {
-	t.Helper()
-	pool := pgtest.NewDatabase(t)
-	store := postgres.NewStore(pool)
-	return &env{
-		pool: pool, store: store, ledger: ledger.NewService(store, eventcodec.JSON{}),
-		rm:      readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{}),
-		receive: day.Add(-24 * time.Hour),
+func newEnv(tb testing.TB) *env {
+	tb.Helper()
+	return newEnvOn(tb, selectedStore(tb))
+}
+
+// newEnvOn is newEnv with the event store named, for tests that measure one store.
+func newEnvOn(tb testing.TB, kind string) *env {
+	tb.Helper()
+	pool := pgtest.NewDatabase(tb)
+	e := &env{pool: pool, backend: newBackend(tb, kind), receive: day.Add(-24 * time.Hour)}
+	var ls ledger.Store
+	e.store, ls = e.backend.open(tb, pool)
+	e.ledger = ledger.NewService(ls, eventcodec.JSON{})
+	e.rm = readmodel.New(pool, e.store, eventcodec.JSON{}, readmodel.Options{})
+	return e
+}
+
+// stored counts the booking events the store holds: the truth the projection must catch up with.
+// On PostgreSQL it is the table, which ReadAll may lag (see catchUp). EventStoreDB acknowledges an
+// append only once it is in $all, so a full ReadAll is exact there.
+func (e *env) stored(tb testing.TB) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	if e.backend.kind == storePostgres {
+		var n int64
+		require.NoError(tb, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n))
+		return n
+	}
+	var (
+		n    int64
+		from eventlog.Position
+	)
+	for {
+		page, err := e.store.ReadAll(ctx, from, 10000)
+		require.NoError(tb, err)
+		for _, ev := range page {
+			if strings.HasPrefix(ev.StreamID, "booking-") {
+				n++
+			}
+		}
+		if len(page) < 10000 {
+			return n
+		}
+		from = page[len(page)-1].Position
 	}
 }
 
@@ -88,8 +183,7 @@ func (e *env) quarantine(t testing.TB, provider, id, reason string) {
 func (e *env) catchUp(t testing.TB) int64 {
 	t.Helper()
 	ctx := context.Background()
-	var stored int64
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&stored))
+	stored := e.stored(t)
 	var total int64
 	deadline := time.Now().Add(time.Minute)
 	for {

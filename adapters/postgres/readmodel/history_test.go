@@ -33,6 +33,10 @@ func TestSeedStory_CanceledTenOClockBookingWithCreateRetriedAfterCancel(t *testi
 		// Someone else books the freed slot later: no conflict.
 		e.deliver(t, one("calendly-other", created("calendly-next", booked.Add(time.Hour), slot("EV-NEXT", at(10, 0), 30, host))))
 		e.catchUp(t)
+		if e.backend.esdb != nil {
+			assert.Zero(t, e.count(t, "events"), "with EventStoreDB selected, no event is in PostgreSQL")
+			assert.Equal(t, 2, e.backend.esdb.StreamLength(id.Stream()))
+		}
 
 		b := e.booking(t, id)
 		assert.Equal(t, projections.StatusCanceled, b.Status)

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
-	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
@@ -25,8 +24,7 @@ import (
 func (e *env) waitReadable(t testing.TB) []eventlog.RecordedEvent {
 	t.Helper()
 	ctx := context.Background()
-	var stored int64
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&stored))
+	stored := e.stored(t)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var all []eventlog.RecordedEvent
@@ -182,25 +180,27 @@ func TestRunnerFollowsNewEvents(t *testing.T) {
 	}
 }
 
-// Two `serve` processes: each has its own pool, store and read model on one database.
+// Two `serve` processes: each has its own pool, event-store client and read model on one database.
 func TestTwoRunnersElectOneActive(t *testing.T) {
 	url := pgtest.NewDatabaseURL(t)
+	be := newBackend(t, selectedStore(t))
 	type proc struct {
-		pool   *postgres.Store
 		rm     *readmodel.ReadModel
 		runner *projections.Runner
 	}
 	newProc := func() proc {
 		pool := pgtest.Open(t, url)
-		store := postgres.NewStore(pool)
+		store, _ := be.open(t, pool)
 		rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})
-		return proc{pool: store, rm: rm, runner: rm.Runner(projections.RunnerOptions{
+		return proc{rm: rm, runner: rm.Runner(projections.RunnerOptions{
 			StandbyInterval: 10 * time.Millisecond, RetryInterval: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})}
 	}
 	a, b := newProc(), newProc()
 	admin := pgtest.Open(t, url)
-	e := &env{pool: admin, store: postgres.NewStore(admin), receive: day}
-	e.ledger = ledger.NewService(e.store, eventcodec.JSON{})
+	e := &env{pool: admin, backend: be, receive: day}
+	var ls ledger.Store
+	e.store, ls = be.open(t, admin)
+	e.ledger = ledger.NewService(ls, eventcodec.JSON{})
 	e.rm = a.rm
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -281,8 +281,7 @@ WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_datab
 func waitApplied(t testing.TB, e *env) {
 	t.Helper()
 	ctx := context.Background()
-	var stored int64
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&stored))
+	stored := e.stored(t)
 	require.Eventually(t, func() bool {
 		cp, err := e.rm.Checkpoint(ctx)
 		require.NoError(t, err)
