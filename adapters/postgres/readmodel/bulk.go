@@ -3,6 +3,7 @@ package readmodel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -131,16 +132,8 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 			return fmt.Errorf("at %s: %w", m.pos, projections.ErrCheckpointMoved)
 		}
 		// Empty already (the reset did it in the transaction that moved the checkpoint to the
-		// start); repeated so that COPY can never meet a row, and for its ACCESS EXCLUSIVE lock on
-		// every loaded table until the commit, which dropIndexes relies on.
-		if _, err := tx.Exec(ctx, `TRUNCATE `+loadedTables); err != nil {
-			return err
-		}
-		// The tables' indexes and index-backed constraints, the double-booking guard among them, are
-		// dropped for the load and created again before the commit: one bulk build costs a fraction of
-		// maintaining each index row by row. See dropIndexes for why no one can see them missing.
-		deferred, err := dropIndexes(ctx, tx)
-		if err != nil {
+		// start); repeated so that COPY can never meet a row.
+		if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams, payment_stream_refs, calendar_booking_refs`); err != nil {
 			return err
 		}
 		if err := copyBookings(ctx, tx, rows); err != nil {
@@ -157,9 +150,6 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 			return err
 		}
 		if err := copyRefs(ctx, tx, rows, prows); err != nil {
-			return err
-		}
-		if err := restoreIndexes(ctx, tx, deferred); err != nil {
 			return err
 		}
 		if m.failAfterApply != nil {
@@ -237,6 +227,10 @@ func copyClaims(ctx context.Context, tx pgx.Tx, claims []projections.Claim, hold
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"calendar_slots"}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder"},
 		pgx.CopyFromRows(src))
 	if err != nil {
+		var pgErr interface{ SQLState() string }
+		if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" {
+			return fmt.Errorf("copy claims: the slot-holder rule produced overlapping holders (a bug): %w", err)
+		}
 		return fmt.Errorf("copy %d claims: %w", len(claims), err)
 	}
 	return nil
