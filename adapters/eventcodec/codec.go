@@ -117,9 +117,6 @@ func (JSON) Encode(e booking.Event) (eventlog.EventData, error) {
 
 // Decode turns a stored event back into a domain event.
 func (JSON) Decode(r eventlog.RecordedEvent) (booking.Event, error) {
-	if e, ok := decodeFast(r); ok {
-		return e, nil
-	}
 	var m metaV1
 	if err := json.Unmarshal(r.Metadata, &m); err != nil {
 		return booking.Event{}, fmt.Errorf("decode metadata of %s@%d: %w", r.StreamID, r.Version, err)
