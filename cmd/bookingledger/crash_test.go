@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/httpapi/sample"
+	"bookingledger/adapters/postgres/pgtest"
+)
+
+// crashKey is the Calendly signing key of the crash test's server.
+const crashKey = "crash-test-calendly-key"
+
+// startServeProcess runs the real binary's serve (a separate process, so it can be killed with
+// SIGKILL) and returns it with its base URL once it prints "listening on ADDR".
+func startServeProcess(t *testing.T, bin, dbURL string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"BOOKINGLEDGER_DATABASE_URL="+dbURL,
+		"BOOKINGLEDGER_ADDR=127.0.0.1:0",
+		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS="+crashKey,
+		"BOOKINGLEDGER_LOG_LEVEL=error",
+	)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = io.Discard
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	addr := make(chan string, 1)
+	go func() {
+		for lines.Scan() {
+			if a, ok := strings.CutPrefix(lines.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return cmd, "http://" + a
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not print its address within 60s")
+		return nil, ""
+	}
+}
+
+// TestKilledServerLosesNoAcknowledgedDelivery: DESIGN invariant 1. Clients post distinct deliveries
+// concurrently while the server process is killed with SIGKILL at an arbitrary instant; every delivery
+// that got a 2xx must be in the store afterwards, and a restarted server must recognise each of them as
+// a duplicate.
+func TestKilledServerLosesNoAcknowledgedDelivery(t *testing.T) {
+	dbURL := pgtest.NewDatabaseURL(t)
+	bin := filepath.Join(t.TempDir(), "bookingledger")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run(), "build the binary")
+
+	cmd, base := startServeProcess(t, bin, dbURL)
+
+	type acked struct {
+		d       sample.Delivery
+		eventID string
+	}
+	var (
+		mu      sync.Mutex
+		ackedOK []acked
+		wg      sync.WaitGroup
+	)
+	client := &http.Client{Timeout: 5 * time.Second}
+	stop := make(chan struct{})
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := sample.Build("calendly", "invitee.created", crashKey,
+					sample.Params{Booking: fmt.Sprintf("crash-%d-%d", w, i), Host: fmt.Sprintf("host-%d", w)}, time.Now())
+				if err != nil {
+					t.Errorf("build delivery: %v", err)
+					return
+				}
+				req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/calendly", bytes.NewReader(d.Body))
+				req.Header = d.Header.Clone()
+				resp, err := client.Do(req)
+				if err != nil {
+					return // the server is gone: nothing was acknowledged for this one
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode/100 != 2 {
+					continue
+				}
+				var r struct {
+					Status  string `json:"status"`
+					EventID string `json:"event_id"`
+				}
+				if err := json.Unmarshal(body, &r); err != nil {
+					t.Errorf("2xx with an unreadable body %q: %v", body, err)
+					return
+				}
+				mu.Lock()
+				ackedOK = append(ackedOK, acked{d: d, eventID: r.EventID})
+				mu.Unlock()
+			}
+		})
+	}
+
+	// Kill mid-stream, once the server has acknowledged a fair number of deliveries.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(ackedOK)
+		mu.Unlock()
+		if n >= 150 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	close(stop)
+	wg.Wait()
+	require.NotEmpty(t, ackedOK, "the server acknowledged nothing before it was killed")
+	t.Logf("%d deliveries acknowledged before SIGKILL", len(ackedOK))
+
+	pool := pgtest.Open(t, dbURL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, a := range ackedOK {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE event_id = $1::uuid`, a.eventID).Scan(&n))
+		assert.Equal(t, 1, n, "acknowledged event %s is not in the store", a.eventID)
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM receipts WHERE $1::uuid = ANY (event_ids) AND outcome = 'accepted'`, a.eventID).Scan(&n))
+		assert.Equal(t, 1, n, "acknowledged event %s has no accepted receipt", a.eventID)
+	}
+
+	// The provider's retries after the crash: every acknowledged delivery is a duplicate now.
+	_, base = startServeProcess(t, bin, dbURL)
+	for _, a := range ackedOK[:min(len(ackedOK), 40)] {
+		req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/calendly", bytes.NewReader(a.d.Body))
+		req.Header = a.d.Header.Clone()
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		assert.Contains(t, string(body), `"status":"duplicate"`)
+	}
+}
