@@ -225,8 +225,13 @@ func TestSubscribeSurvivesLostListener(t *testing.T) {
 	require.NoError(t, err)
 	sub.next(t, 30*time.Second)
 
-	killed := count(t, pool, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`)
+	// The first event may arrive by the catch-up read before the subscription has issued LISTEN:
+	// wait for the listening connection to exist before killing it.
+	const listeners = `FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`
+	require.Eventually(t, func() bool { return count(t, pool, `SELECT count(*) `+listeners) == 1 },
+		10*time.Second, 10*time.Millisecond, "the subscription never listened")
+	killed := count(t, pool, `SELECT count(pg_terminate_backend(pid)) `+listeners)
 	require.Equal(t, 1, killed, "the subscription's listening connection")
 
 	for v := uint64(2); v <= 3; v++ {
