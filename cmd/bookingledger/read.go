@@ -81,9 +81,13 @@ type readSide struct {
 	store eventStore
 }
 
-// openReadSide opens the database and the event store. It refuses a database with pending migrations:
-// the read models' tables may not be there yet, and only migrate (or serve) may change the schema.
+// openReadSide checks the store flags, then opens the database and the event store. It refuses a
+// database with pending migrations: the read models' tables may not be there yet, and only migrate (or
+// serve) may change the schema.
 func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSide, error) {
+	if err := sf.check(); err != nil {
+		return nil, err
+	}
 	pool, err := openPool(ctx, *sf.databaseURL)
 	if err != nil {
 		return nil, err
@@ -148,9 +152,6 @@ func runHistory(ctx context.Context, args []string, getenv func(string) string, 
 	if err := id.Validate(); err != nil {
 		return usageErrorf("history: %w", err)
 	}
-	if err := sf.check(); err != nil {
-		return err
-	}
 	rs, err := openReadSide(ctx, sf, stderr)
 	if err != nil {
 		return err
@@ -205,9 +206,6 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 	q.Resource = *resource
 	if err := q.Validate(); err != nil {
 		return usageErrorf("calendar: %w", err)
-	}
-	if err := sf.check(); err != nil {
-		return err
 	}
 	rs, err := openReadSide(ctx, sf, stderr)
 	if err != nil {
@@ -268,9 +266,6 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		}
 	default:
 		return usageErrorf("reconcile: unknown action %q (want list or resolve)", pos[0])
-	}
-	if err := sf.check(); err != nil {
-		return err
 	}
 	rs, err := openReadSide(ctx, sf, stderr)
 	if err != nil {
@@ -366,9 +361,6 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 		}
 	default:
 		return usageErrorf("rebuild takes at most one projection name, got %q", pos)
-	}
-	if err := sf.check(); err != nil {
-		return err
 	}
 	rs, err := openReadSide(ctx, sf, stderr)
 	if err != nil {
