@@ -90,20 +90,8 @@ func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":    "5s",
 		"BOOKINGLEDGER_DEFERRED_WORKERS": "2",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout, stderr := newAddrWriter(), &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, env, stdout, stderr) }()
-	var addr string
-	select {
-	case addr = <-stdout.addr:
-	case err := <-done:
-		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not print its address\n%s", stderr.String())
-	}
-	base := "http://" + addr
+	srv := startServe(t, env)
+	base := srv.base
 	send := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		err := run(context.Background(), append([]string{"send", "acuity"}, append(args, "--url", base)...), env, &out, io.Discard)
@@ -135,7 +123,7 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 			break
 		}
 		require.ErrorIs(t, err, pgx.ErrNoRows)
-		require.True(t, time.Now().Before(deadline), "the deferred delivery was not finished within 30 s\n%s", stderr.String())
+		require.True(t, time.Now().Before(deadline), "the deferred delivery was not finished within 30 s\n%s", srv.stderr.String())
 		time.Sleep(100 * time.Millisecond)
 	}
 	assert.Contains(t, reason, "for deferred receipt ")
@@ -143,14 +131,8 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE stream_id = 'booking-acuity-124'`).Scan(&n))
 	assert.Equal(t, 2, n)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not shut down")
-	}
-	logs := stderr.String()
+	srv.stop(t)
+	logs := srv.stderr.String()
 	assert.NotContains(t, logs, demoAcuityKey)
 	assert.Contains(t, logs, `"msg":"delivery deferred"`)
 	assert.Contains(t, logs, `"msg":"deferred delivery recorded"`)

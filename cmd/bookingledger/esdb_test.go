@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -27,20 +26,8 @@ func TestServeWithEventStoreDB(t *testing.T) {
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout, stderr := newAddrWriter(), &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, env, stdout, stderr) }()
-	var addr string
-	select {
-	case addr = <-stdout.addr:
-	case err := <-done:
-		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not print its address\n%s", stderr.String())
-	}
-	base := "http://" + addr
+	srv := startServe(t, env)
+	base := srv.base
 
 	resp, err := http.Get(base + "/readyz")
 	require.NoError(t, err)
@@ -54,13 +41,7 @@ func TestServeWithEventStoreDB(t *testing.T) {
 	assert.Contains(t, out.String(), `"status":"accepted"`)
 	assert.Contains(t, out.String(), `"status":"duplicate"`)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not shut down")
-	}
+	srv.stop(t)
 
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -79,21 +78,8 @@ func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey + ",an-older-key",
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdout, stderr := newAddrWriter(), &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, env, stdout, stderr) }()
-
-	var addr string
-	select {
-	case addr = <-stdout.addr:
-	case err := <-done:
-		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not print its address\n%s", stderr.String())
-	}
-	base := "http://" + addr
+	srv := startServe(t, env)
+	base := srv.base
 
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get(base + path)
@@ -127,13 +113,7 @@ func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.
 	assert.Error(t, err, "a non-2xx makes send fail")
 	assert.Contains(t, out, "401")
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not shut down")
-	}
+	srv.stop(t)
 	_, err = http.Get(base + "/healthz")
 	assert.Error(t, err, "nothing listens after shutdown")
 
@@ -150,7 +130,7 @@ func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.
 	require.NoError(t, conn.QueryRow(context.Background(), `SELECT secret_ref FROM receipts WHERE outcome = 'accepted' LIMIT 1`).Scan(&secretRef))
 	assert.Contains(t, secretRef, "secret 0 (", "the newest key matched")
 
-	logs := stderr.String()
+	logs := srv.stderr.String()
 	assert.Contains(t, logs, `"msg":"delivery"`)
 	assert.NotContains(t, logs, demoCalendlyKey)
 	assert.NotContains(t, logs, dbURL)
