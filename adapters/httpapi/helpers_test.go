@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/esdb/esdbtest"
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres"
@@ -78,31 +78,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// envEventStore selects the event store the ingress tests record through: "postgres" (the default)
-// or "esdb" (a fresh in-process EventStoreDB per test, receipts in PostgreSQL). `make test` runs this
-// package once with each.
-const envEventStore = "BOOKINGLEDGER_TEST_EVENT_STORE"
-
-const (
-	storePostgres = "postgres"
-	storeESDB     = "esdb"
-)
-
-// selectedStore returns the event store envEventStore names; anything else is a mistake in the
-// environment, not a reason to quietly test PostgreSQL again.
-func selectedStore(t testing.TB) string {
-	t.Helper()
-	switch v := os.Getenv(envEventStore); v {
-	case "", storePostgres:
-		return storePostgres
-	case storeESDB:
-		return storeESDB
-	default:
-		t.Fatalf("%s=%q: want %q or %q", envEventStore, v, storePostgres, storeESDB)
-		return ""
-	}
-}
-
 // stores is the selected event store of one test, with the ledger.Store serve would build on it.
 type stores struct {
 	Kind   string
@@ -118,8 +93,8 @@ type stores struct {
 func newStores(t testing.TB, pool *pgxpool.Pool) *stores {
 	t.Helper()
 	pg := postgres.NewStore(pool)
-	if selectedStore(t) == storePostgres {
-		return &stores{Kind: storePostgres, Events: pg, Ledger: pg}
+	if eventlogtest.SelectedStore(t) == eventlogtest.StorePostgres {
+		return &stores{Kind: eventlogtest.StorePostgres, Events: pg, Ledger: pg}
 	}
 	srv := esdbtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -127,7 +102,7 @@ func newStores(t testing.TB, pool *pgxpool.Pool) *stores {
 	es, err := esdb.Open(ctx, srv.ConnString())
 	require.NoError(t, err, "open the esdb test server")
 	t.Cleanup(es.Close)
-	return &stores{Kind: storeESDB, Events: es, Ledger: esdb.NewLedgerStore(es, pg), ESDB: srv, ping: es.Ping}
+	return &stores{Kind: eventlogtest.StoreESDB, Events: es, Ledger: esdb.NewLedgerStore(es, pg), ESDB: srv, ping: es.Ping}
 }
 
 type testServer struct {
@@ -332,7 +307,7 @@ func (ts *testServer) allEvents(t *testing.T) []eventlog.RecordedEvent {
 // is readable. EventStoreDB acknowledges an append only once it is in $all, so there is nothing to wait for.
 func (ts *testServer) settleLog(t *testing.T) {
 	t.Helper()
-	if ts.Stores.Kind != storePostgres {
+	if ts.Stores.Kind != eventlogtest.StorePostgres {
 		return
 	}
 	ctx := context.Background()

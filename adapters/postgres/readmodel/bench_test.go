@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -113,7 +114,7 @@ func seedLog(tb testing.TB, e *env, events []booking.Event) {
 // logs larger than the rebuild buffer: one bulk write, then incremental batches.
 func BenchmarkRebuild(b *testing.B) {
 	n := envInt("BOOKINGLEDGER_BENCH_EVENTS", 50000)
-	e := newEnvOn(b, storePostgres) // docs/benchmarks.md measures the PostgreSQL store
+	e := newEnvOn(b, eventlogtest.StorePostgres) // docs/benchmarks.md measures the PostgreSQL store
 	seedLog(b, e, benchEvents(n))
 	var stored int64
 	require.NoError(b, e.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&stored))
@@ -168,7 +169,7 @@ func scanLog(tb testing.TB, store eventlog.Store, batch int) int64 {
 // waits for) to the booking being visible through the read model's Booking query, with the runner
 // following the store's subscription. Run it with a fixed count, e.g. -benchtime=300x.
 func BenchmarkProjectionLag(b *testing.B) {
-	e := newEnvOn(b, storePostgres)
+	e := newEnvOn(b, eventlogtest.StorePostgres)
 	seedLog(b, e, benchEvents(envInt("BOOKINGLEDGER_BENCH_BACKGROUND", 5000)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

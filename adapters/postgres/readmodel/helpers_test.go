@@ -3,7 +3,6 @@ package readmodel_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/esdb/esdbtest"
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
@@ -34,31 +34,6 @@ func eid(parts ...string) eventlog.EventID {
 	return eventlog.EventID(uuid.NewSHA1(testNamespace, []byte(strings.Join(parts, " "))))
 }
 
-// envEventStore selects the event store the projection tests read through: "postgres" (the default)
-// or "esdb" (a fresh in-process EventStoreDB per test database; receipts, read model and checkpoint in
-// PostgreSQL). `make test` runs this package once with each.
-const envEventStore = "BOOKINGLEDGER_TEST_EVENT_STORE"
-
-const (
-	storePostgres = "postgres"
-	storeESDB     = "esdb"
-)
-
-// selectedStore returns the event store envEventStore names; anything else is a mistake in the
-// environment, not a reason to quietly test PostgreSQL again.
-func selectedStore(tb testing.TB) string {
-	tb.Helper()
-	switch v := os.Getenv(envEventStore); v {
-	case "", storePostgres:
-		return storePostgres
-	case storeESDB:
-		return storeESDB
-	default:
-		tb.Fatalf("%s=%q: want %q or %q", envEventStore, v, storePostgres, storeESDB)
-		return ""
-	}
-}
-
 // backend is where one test database's events live: PostgreSQL itself, or one EventStoreDB node.
 type backend struct {
 	kind string
@@ -67,10 +42,10 @@ type backend struct {
 
 func newBackend(tb testing.TB, kind string) backend {
 	tb.Helper()
-	if kind == storeESDB {
+	if kind == eventlogtest.StoreESDB {
 		return backend{kind: kind, esdb: esdbtest.New(tb)}
 	}
-	return backend{kind: storePostgres}
+	return backend{kind: eventlogtest.StorePostgres}
 }
 
 // open returns the event store and the ledger.Store serve builds on it for a process whose pool is
@@ -102,7 +77,7 @@ type env struct {
 
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
-	return newEnvOn(tb, selectedStore(tb))
+	return newEnvOn(tb, eventlogtest.SelectedStore(tb))
 }
 
 // newEnvOn is newEnv with the event store named, for tests that measure one store.
@@ -123,7 +98,7 @@ func newEnvOn(tb testing.TB, kind string) *env {
 func (e *env) stored(tb testing.TB) int64 {
 	tb.Helper()
 	ctx := context.Background()
-	if e.backend.kind == storePostgres {
+	if e.backend.kind == eventlogtest.StorePostgres {
 		var n int64
 		require.NoError(tb, e.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n))
 		return n

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
@@ -183,7 +184,7 @@ func TestRunnerFollowsNewEvents(t *testing.T) {
 // Two `serve` processes: each has its own pool, event-store client and read model on one database.
 func TestTwoRunnersElectOneActive(t *testing.T) {
 	url := pgtest.NewDatabaseURL(t)
-	be := newBackend(t, selectedStore(t))
+	be := newBackend(t, eventlogtest.SelectedStore(t))
 	type proc struct {
 		rm     *readmodel.ReadModel
 		runner *projections.Runner
