@@ -304,12 +304,16 @@ ON CONFLICT (stream) DO UPDATE SET refs = excluded.refs, payment_status = exclud
 	return affected.items, nil
 }
 
+// supersededSQL finds the stored bookings rescheduled from one of $1. The non-empty test repeats the partial
+// index's predicate: a generic plan cannot infer it from the parameter.
+const supersededSQL = `SELECT booking, rescheduled_from FROM calendar_bookings
+WHERE rescheduled_from = ANY($1) AND rescheduled_from <> '' AND NOT (booking = ANY($1))`
+
 // supersededBy returns, for each of ids, the bookings whose own events say they were rescheduled
 // from it: the rows already stored (other than ids, whose rows are stale) and ids' own folds.
 func (a *applier) supersededBy(ctx context.Context, ids []booking.ID) (map[booking.ID][]booking.ID, error) {
 	out := map[booking.ID][]booking.ID{}
-	rows, err := a.tx.Query(ctx, `SELECT booking, rescheduled_from FROM calendar_bookings
-WHERE rescheduled_from = ANY($1) AND NOT (booking = ANY($1))`, idStrings(ids))
+	rows, err := a.tx.Query(ctx, supersededSQL, idStrings(ids))
 	if err != nil {
 		return nil, fmt.Errorf("reschedule links: %w", err)
 	}

@@ -14,25 +14,57 @@ import (
 	"bookingledger/projections"
 )
 
-// desiredConflictsSQL recomputes the conflict pairs from the stored claims: every claim that does not
-// hold, against every overlapping holder of another meeting (the same pairs as AssignSlots).
+// The item queries come in two forms. The scoped ones run in every incremental batch and must cost
+// in proportion to the batch, not to the calendar: pgx prepares statements, and after a few executions
+// PostgreSQL may switch to a generic plan, which cannot use an index behind "$1 OR …" or a partial
+// index whose predicate the parameters only imply. So the scoped forms name their keys directly and
+// repeat partial-index predicates literally; TestScopedQueriesStayIndexed checks their generic plans.
+// The whole-table forms serve the rebuild, which reads everything anyway.
+
+// desiredConflictsSQL recomputes every conflict pair from the stored claims: each claim that does not
+// hold, against each overlapping holder of another meeting (the same pairs as AssignSlots).
 const desiredConflictsSQL = `SELECT l.booking, h.booking, array_agg(DISTINCT l.resource ORDER BY l.resource)
 FROM calendar_slots l
 JOIN calendar_slots h ON h.resource_id = l.resource_id AND h.during && l.during AND h.meeting <> l.meeting AND h.holder
-WHERE NOT l.holder AND ($1 OR l.booking = ANY($2) OR h.booking = ANY($2))
+WHERE NOT l.holder
 GROUP BY l.booking, h.booking`
+
+// scopedConflictsSQL is desiredConflictsSQL for the pairs with a booking of $1 on either side: from
+// the scope's own claims (by primary key) to the overlapping claims (GiST), once as the claim that
+// does not hold and once as the holder. Either side yields every shared resource of its pairs.
+const scopedConflictsSQL = `WITH mine AS (SELECT * FROM calendar_slots WHERE booking = ANY($1)),
+pairs AS (
+    SELECT l.booking AS lb, h.booking AS hb, l.resource
+    FROM mine l
+    JOIN calendar_slots h ON h.resource_id = l.resource_id AND h.during && l.during AND h.meeting <> l.meeting AND h.holder
+    WHERE NOT l.holder
+  UNION
+    SELECT l.booking, h.booking, l.resource
+    FROM mine h
+    JOIN calendar_slots l ON l.resource_id = h.resource_id AND l.during && h.during AND l.meeting <> h.meeting AND NOT l.holder
+    WHERE h.holder
+)
+SELECT lb, hb, array_agg(DISTINCT resource ORDER BY resource) FROM pairs GROUP BY lb, hb`
 
 const desiredLateSQL = `SELECT b.booking, f.event, f.type, f.occurred_at, f.code, f.reason
 FROM calendar_bookings b
 CROSS JOIN LATERAL jsonb_to_recordset(b.findings) AS f(event text, type text, occurred_at timestamptz, code text, reason text)
-WHERE b.findings <> '[]'::jsonb AND ($1 OR b.booking = ANY($2))`
+WHERE b.findings <> '[]'::jsonb`
+
+const scopedLateSQL = desiredLateSQL + ` AND b.booking = ANY($1)`
 
 // existingItemsSQL returns the items that matter for a sync: open ones and those an operator closed
 // (never reopened).
 const existingItemsSQL = `SELECT ` + itemColumns + ` FROM reconciliation_items
+WHERE (closed_at IS NULL OR closed_by = 'operator') AND kind IN ('conflict', 'late_event')`
+
+// scopedItemsSQL is existingItemsSQL for conflicts with a booking of $1 on either side and late events
+// of a booking of $2.
+const scopedItemsSQL = `SELECT ` + itemColumns + ` FROM reconciliation_items
 WHERE (closed_at IS NULL OR closed_by = 'operator')
-  AND ((kind = 'conflict' AND ($1 OR booking = ANY($2) OR other_booking = ANY($2)))
-    OR (kind = 'late_event' AND ($1 OR booking = ANY($3))))`
+  AND ((kind = 'conflict' AND booking = ANY($1))
+    OR (kind = 'conflict' AND other_booking = ANY($1) AND other_booking <> '')
+    OR (kind = 'late_event' AND booking = ANY($2)))`
 
 // syncItems makes the conflict and late-event items of the scope match the calendar: open what the
 // calendar calls for (unless an operator closed that subject), refresh reasons, and close with a note
@@ -41,7 +73,15 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
 func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string, all bool) error {
 	conflictScope, lateScope = nonNil(conflictScope), nonNil(lateScope)
 	var conflicts []projections.Conflict
-	rows, err := tx.Query(ctx, desiredConflictsSQL, all, conflictScope)
+	conflictsSQL, conflictArgs := scopedConflictsSQL, []any{conflictScope}
+	lateSQL, lateArgs := scopedLateSQL, []any{lateScope}
+	itemsSQL, itemsArgs := scopedItemsSQL, []any{conflictScope, lateScope}
+	if all {
+		conflictsSQL, conflictArgs = desiredConflictsSQL, nil
+		lateSQL, lateArgs = desiredLateSQL, nil
+		itemsSQL, itemsArgs = existingItemsSQL, nil
+	}
+	rows, err := tx.Query(ctx, conflictsSQL, conflictArgs...)
 	if err != nil {
 		return fmt.Errorf("conflict pairs: %w", err)
 	}
@@ -62,7 +102,7 @@ func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string
 	}
 
 	var desired []projections.DesiredItem
-	rows, err = tx.Query(ctx, desiredLateSQL, all, lateScope)
+	rows, err = tx.Query(ctx, lateSQL, lateArgs...)
 	if err != nil {
 		return fmt.Errorf("late events: %w", err)
 	}
@@ -88,7 +128,7 @@ func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string
 		return fmt.Errorf("late events: %w", err)
 	}
 
-	existing, err := queryItems(ctx, tx, existingItemsSQL, all, conflictScope, lateScope)
+	existing, err := queryItems(ctx, tx, itemsSQL, itemsArgs...)
 	if err != nil {
 		return fmt.Errorf("existing items: %w", err)
 	}
