@@ -26,8 +26,9 @@ import (
 // checkpoint at the start: the next runner simply starts the replay again. Past bufferLimit events
 // the flush happens early and the rest of the replay continues incrementally.
 
-// flush writes everything buffered. The caller holds m.mu.
-func (m *ReadModel) flush(ctx context.Context) error {
+// flush writes everything buffered. When last, the replay has caught up: the same transaction syncs
+// the reconciliation items (from memory, rebuild_items.go) and ends the rebuild. The caller holds m.mu.
+func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	if !m.buffering {
 		return nil
 	}
@@ -152,6 +153,11 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 		if err := copyRefs(ctx, tx, rows, prows); err != nil {
 			return err
 		}
+		if last {
+			if err := m.finishRebuild(ctx, tx, rows, asg.Conflicts); err != nil {
+				return err
+			}
+		}
 		if m.failAfterApply != nil {
 			return m.failAfterApply()
 		}
@@ -159,6 +165,9 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 	})
 	if err != nil {
 		return fmt.Errorf("write rebuilt read model: %w", err)
+	}
+	if last {
+		m.rebuilding = false
 	}
 	m.pos, m.buffering, m.buffered = m.bufPos, false, 0
 	m.cache.trim()

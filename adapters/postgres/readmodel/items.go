@@ -71,6 +71,15 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
 // what it no longer calls for. conflictScope names bookings whose conflict pairs may have changed,
 // lateScope those whose findings may have changed; all ignores both and syncs everything.
 func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string, all bool) error {
+	plan, err := planItemSync(ctx, tx, conflictScope, lateScope, all)
+	if err != nil {
+		return err
+	}
+	return plan.write(ctx, tx)
+}
+
+// planItemSync is syncItems' reading half: what the stored calendar calls for against what the queue holds.
+func planItemSync(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string, all bool) (itemPlan, error) {
 	conflictScope, lateScope = nonNil(conflictScope), nonNil(lateScope)
 	var conflicts []projections.Conflict
 	conflictsSQL, conflictArgs := scopedConflictsSQL, []any{conflictScope}
@@ -83,7 +92,7 @@ func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string
 	}
 	rows, err := tx.Query(ctx, conflictsSQL, conflictArgs...)
 	if err != nil {
-		return fmt.Errorf("conflict pairs: %w", err)
+		return itemPlan{}, fmt.Errorf("conflict pairs: %w", err)
 	}
 	for rows.Next() {
 		var (
@@ -92,19 +101,19 @@ func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string
 		)
 		if err := rows.Scan(&l, &h, &res); err != nil {
 			rows.Close()
-			return fmt.Errorf("conflict pairs: %w", err)
+			return itemPlan{}, fmt.Errorf("conflict pairs: %w", err)
 		}
 		conflicts = append(conflicts, projections.Conflict{Booking: booking.ID(l), Holder: booking.ID(h), Resources: res})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("conflict pairs: %w", err)
+		return itemPlan{}, fmt.Errorf("conflict pairs: %w", err)
 	}
 
 	var desired []projections.DesiredItem
 	rows, err = tx.Query(ctx, lateSQL, lateArgs...)
 	if err != nil {
-		return fmt.Errorf("late events: %w", err)
+		return itemPlan{}, fmt.Errorf("late events: %w", err)
 	}
 	for rows.Next() {
 		var (
@@ -113,24 +122,24 @@ func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string
 		)
 		if err := rows.Scan(&b, &ev, &typ, &at, &code, &reason); err != nil {
 			rows.Close()
-			return fmt.Errorf("late events: %w", err)
+			return itemPlan{}, fmt.Errorf("late events: %w", err)
 		}
 		id, err := eventlog.ParseEventID(ev)
 		if err != nil {
 			rows.Close()
-			return fmt.Errorf("late events of %s: %w", b, err)
+			return itemPlan{}, fmt.Errorf("late events of %s: %w", b, err)
 		}
 		desired = append(desired, projections.LateEventItem(booking.ID(b), booking.Finding{
 			Event: id, Type: booking.EventType(typ), OccurredAt: at, Code: booking.FindingCode(code), Reason: reason}))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("late events: %w", err)
+		return itemPlan{}, fmt.Errorf("late events: %w", err)
 	}
 
 	existing, err := queryItems(ctx, tx, itemsSQL, itemsArgs...)
 	if err != nil {
-		return fmt.Errorf("existing items: %w", err)
+		return itemPlan{}, fmt.Errorf("existing items: %w", err)
 	}
 
 	var need orderedSet
@@ -146,12 +155,25 @@ func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string
 	}
 	bookings, err := loadBookings(ctx, tx, need.items)
 	if err != nil {
-		return err
+		return itemPlan{}, err
 	}
 	for _, c := range conflicts {
 		desired = append(desired, projections.ConflictItem(c, bookings[c.Booking], bookings[c.Holder]))
 	}
+	return planItems(desired, existing, bookings), nil
+}
 
+// itemPlan is the writes that make the reconciliation queue match a calendar.
+type itemPlan struct {
+	insert                     []projections.DesiredItem
+	refreshIDs, closeIDs       []int64
+	refreshReasons, closeNotes []string
+}
+
+// planItems opens what desired calls for (unless an operator closed that subject), refreshes the
+// reasons of open items, and closes with a note the open items desired no longer calls for. bookings
+// holds the calendar rows of every booking named by a desired or open conflict item.
+func planItems(desired []projections.DesiredItem, existing []projections.Item, bookings map[booking.ID]projections.Booking) itemPlan {
 	open := map[projections.ItemKey]projections.Item{}
 	resolved := map[projections.ItemKey]bool{}
 	for _, it := range existing {
@@ -193,6 +215,11 @@ func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string
 		closeIDs, closeNotes = append(closeIDs, it.ID), append(closeNotes, projections.AutoCloseNote(it, b, o))
 	}
 
+	return itemPlan{insert: insert, refreshIDs: refreshIDs, refreshReasons: refreshReasons, closeIDs: closeIDs, closeNotes: closeNotes}
+}
+
+func (p itemPlan) write(ctx context.Context, tx pgx.Tx) error {
+	insert, refreshIDs, refreshReasons, closeIDs, closeNotes := p.insert, p.refreshIDs, p.refreshReasons, p.closeIDs, p.closeNotes
 	if err := insertItems(ctx, tx, insert); err != nil {
 		return err
 	}

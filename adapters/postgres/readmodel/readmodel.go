@@ -70,6 +70,9 @@ type ReadModel struct {
 	resourceIDs map[string]int32
 	// failAfterApply, set by tests, fails a batch after every write and before the commit.
 	failAfterApply func() error
+	// compareItemPlan, set by tests, receives a rebuild's item plan from memory and the one
+	// planItemSync makes from the rows written, in the same transaction.
+	compareItemPlan func(mem, sql itemPlan)
 }
 
 // New returns the read model on pool (migrated by postgres.Migrate), reading events from events and
@@ -169,10 +172,10 @@ ON CONFLICT (name) DO UPDATE SET commit_position = 0, prepare_position = 0, even
 func (m *ReadModel) CaughtUp(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.flush(ctx); err != nil {
+	if err := m.flush(ctx, true); err != nil {
 		return err
 	}
-	if m.rebuilding {
+	if m.rebuilding { // the rebuild wrote early and continued incrementally
 		err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 			if err := syncItems(ctx, tx, nil, nil, true); err != nil {
 				return err
@@ -312,7 +315,7 @@ func (m *ReadModel) buffer(ctx context.Context, events []eventlog.RecordedEvent)
 	m.buffered += int64(len(events))
 	m.bufPos = events[len(events)-1].Position
 	if m.buffered >= m.bufferLimit {
-		return m.flush(ctx)
+		return m.flush(ctx, false)
 	}
 	return nil
 }
