@@ -22,9 +22,10 @@ import (
 // while the checkpoint is at the start and a rebuild is in progress, Apply only decodes into the
 // stream cache (complete in that mode: it has seen every event of every stream), and flush computes
 // every row once, in memory, with the same functions as the incremental path, then loads them with
-// COPY in one transaction together with the checkpoint. A crash before the flush leaves the
-// checkpoint at the start: the next runner simply starts the replay again. Past bufferLimit events
-// the flush happens early and the rest of the replay continues incrementally.
+// COPY into staging tables and swaps those in, in one transaction together with the checkpoint
+// (rebuild_swap.go). A crash before that commit leaves the checkpoint at the start: the next runner
+// simply starts the replay again. Past bufferLimit events the flush happens early and the rest of the
+// replay continues incrementally.
 
 // flush writes everything buffered. When last, the replay has caught up: the same transaction syncs
 // the reconciliation items (from memory, rebuild_items.go) and ends the rebuild. The caller holds m.mu.
@@ -114,6 +115,12 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 		}
 	}
 
+	prows := make([]paymentRow, len(payments))
+	for i, p := range payments {
+		prows[i] = paymentRow{stream: p.id, state: p.state, version: p.version}
+	}
+	jobs := loadJobs(rows, claims, asg.Holders, resourceID, prows)
+
 	oldC, oldP, err := positionArgs(m.pos)
 	if err != nil {
 		return err
@@ -121,6 +128,16 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	newC, newP, err := positionArgs(m.bufPos)
 	if err != nil {
 		return err
+	}
+	stage, err := m.createStaging(ctx)
+	if err != nil {
+		return err
+	}
+	if stage != nil {
+		if err := m.loadStaging(ctx, stage, jobs); err != nil {
+			m.dropStagingQuietly(stage)
+			return fmt.Errorf("write rebuilt read model: %w", err)
+		}
 	}
 	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE projection_checkpoints
@@ -132,26 +149,21 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("at %s: %w", m.pos, projections.ErrCheckpointMoved)
 		}
-		// Empty already (the reset did it in the transaction that moved the checkpoint to the
-		// start); repeated so that COPY can never meet a row.
-		if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams, payment_stream_refs, calendar_booking_refs`); err != nil {
-			return err
-		}
-		if err := copyBookings(ctx, tx, rows); err != nil {
-			return err
-		}
-		if err := copyClaims(ctx, tx, claims, asg.Holders, resourceID); err != nil {
-			return err
-		}
-		prows := make([]paymentRow, len(payments))
-		for i, p := range payments {
-			prows[i] = paymentRow{stream: p.id, state: p.state, version: p.version}
-		}
-		if err := copyPayments(ctx, tx, prows); err != nil {
-			return err
-		}
-		if err := copyRefs(ctx, tx, rows, prows); err != nil {
-			return err
+		if stage != nil {
+			if err := stage.swap(ctx, tx); err != nil {
+				return err
+			}
+		} else {
+			// Empty already (the reset did it in the transaction that moved the checkpoint to the
+			// start); repeated so that COPY can never meet a row.
+			if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams, payment_stream_refs, calendar_booking_refs`); err != nil {
+				return err
+			}
+			for _, j := range jobs {
+				if err := j(ctx, tx, func(t string) string { return t }); err != nil {
+					return err
+				}
+			}
 		}
 		if last {
 			if err := m.finishRebuild(ctx, tx, rows, asg.Conflicts); err != nil {
@@ -164,6 +176,9 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 		return nil
 	})
 	if err != nil {
+		if stage != nil {
+			m.dropStagingQuietly(stage)
+		}
 		return fmt.Errorf("write rebuilt read model: %w", err)
 	}
 	if last {
@@ -172,6 +187,40 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 	m.pos, m.buffering, m.buffered = m.bufPos, false, 0
 	m.cache.trim()
 	return nil
+}
+
+// loadJobs splits the write into parts that can load at once: the claims by resource (a resource's
+// claims are checked against each other, so they stay in one part), the calendar rows, and the
+// payment streams with the link tables.
+func loadJobs(rows []projections.Booking, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32,
+	prows []paymentRow) []loadJob {
+	parts := make([][]projections.Claim, rebuildLoadConns)
+	for _, c := range claims {
+		k := int(resourceID[c.Resource]) % rebuildLoadConns
+		parts[k] = append(parts[k], c)
+	}
+	var jobs []loadJob
+	for _, part := range parts {
+		jobs = append(jobs, func(ctx context.Context, c copier, table func(string) string) error {
+			return copyClaims(ctx, c, table("calendar_slots"), part, holders, resourceID)
+		})
+	}
+	jobs = append(jobs,
+		func(ctx context.Context, c copier, table func(string) string) error {
+			return copyBookings(ctx, c, table("calendar_bookings"), rows)
+		},
+		func(ctx context.Context, c copier, table func(string) string) error {
+			if err := copyPayments(ctx, c, table("payment_streams"), prows); err != nil {
+				return err
+			}
+			return copyRefs(ctx, c, table("calendar_booking_refs"), table("payment_stream_refs"), rows, prows)
+		})
+	return jobs
+}
+
+// copier is what a transaction and a connection offer for COPY.
+type copier interface {
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
 }
 
 func compareID(a, b booking.ID) int {
@@ -200,7 +249,7 @@ func tsRange(start, end time.Time) any {
 	}
 }
 
-func copyBookings(ctx context.Context, tx pgx.Tx, rows []projections.Booking) error {
+func copyBookings(ctx context.Context, tx copier, table string, rows []projections.Booking) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -215,7 +264,7 @@ func copyBookings(ctx context.Context, tx pgx.Tx, rows []projections.Booking) er
 			r.PaymentStatus, r.PaymentRefs, r.PaymentStreams, r.Capacity, r.NoShow, r.ScheduledAt, r.UpdatedAt, int64(r.StreamVersion),
 			r.EventCount, r.RescheduledFrom, r.RescheduledTo, r.CancelReason, r.CanceledBy, r.CancelImplied, string(findings)}
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"calendar_bookings"}, []string{"booking", "provider", "meeting", "resources",
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "provider", "meeting", "resources",
 		"during", "status", "booking_status", "holder", "payment_status", "payment_refs", "payment_streams", "capacity",
 		"no_show", "scheduled_at", "updated_at", "stream_version", "event_count", "rescheduled_from", "rescheduled_to",
 		"cancel_reason", "canceled_by", "cancel_implied", "findings"}, pgx.CopyFromRows(src))
@@ -225,7 +274,7 @@ func copyBookings(ctx context.Context, tx pgx.Tx, rows []projections.Booking) er
 	return nil
 }
 
-func copyClaims(ctx context.Context, tx pgx.Tx, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32) error {
+func copyClaims(ctx context.Context, tx copier, table string, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32) error {
 	if len(claims) == 0 {
 		return nil
 	}
@@ -233,7 +282,7 @@ func copyClaims(ctx context.Context, tx pgx.Tx, claims []projections.Claim, hold
 	for i, c := range claims {
 		src[i] = []any{string(c.Booking), resourceID[c.Resource], c.Resource, c.Meeting, tsRange(c.Start, c.End), c.Priority, holders[c.Booking]}
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"calendar_slots"}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder"},
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder"},
 		pgx.CopyFromRows(src))
 	if err != nil {
 		var pgErr interface{ SQLState() string }
@@ -245,7 +294,7 @@ func copyClaims(ctx context.Context, tx pgx.Tx, claims []projections.Claim, hold
 	return nil
 }
 
-func copyPayments(ctx context.Context, tx pgx.Tx, rows []paymentRow) error {
+func copyPayments(ctx context.Context, tx copier, table string, rows []paymentRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -253,7 +302,7 @@ func copyPayments(ctx context.Context, tx pgx.Tx, rows []paymentRow) error {
 	for i, p := range rows {
 		src[i] = []any{string(p.stream), nonNil(p.state.PaymentRefs), string(p.state.Payment), int64(p.version), nullTime(p.state.UpdatedAt)}
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"payment_streams"}, []string{"stream", "refs", "payment_status", "stream_version", "updated_at"},
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"stream", "refs", "payment_status", "stream_version", "updated_at"},
 		pgx.CopyFromRows(src))
 	if err != nil {
 		return fmt.Errorf("copy %d payment streams: %w", len(rows), err)
@@ -261,7 +310,7 @@ func copyPayments(ctx context.Context, tx pgx.Tx, rows []paymentRow) error {
 	return nil
 }
 
-func copyRefs(ctx context.Context, tx pgx.Tx, rows []projections.Booking, payments []paymentRow) error {
+func copyRefs(ctx context.Context, tx copier, bookingRefsTable, streamRefsTable string, rows []projections.Booking, payments []paymentRow) error {
 	var bookingRefs, streamRefs [][]any
 	for _, b := range rows {
 		for _, r := range b.PaymentRefs {
@@ -273,10 +322,10 @@ func copyRefs(ctx context.Context, tx pgx.Tx, rows []projections.Booking, paymen
 			streamRefs = append(streamRefs, []any{r, string(p.stream)})
 		}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"calendar_booking_refs"}, []string{"ref", "booking"}, pgx.CopyFromRows(bookingRefs)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{bookingRefsTable}, []string{"ref", "booking"}, pgx.CopyFromRows(bookingRefs)); err != nil {
 		return fmt.Errorf("copy booking payment refs: %w", err)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"payment_stream_refs"}, []string{"ref", "stream"}, pgx.CopyFromRows(streamRefs)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{streamRefsTable}, []string{"ref", "stream"}, pgx.CopyFromRows(streamRefs)); err != nil {
 		return fmt.Errorf("copy payment stream refs: %w", err)
 	}
 	return nil

@@ -1,0 +1,240 @@
+package readmodel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A rebuild's write is PostgreSQL's work (COPY, and above all the exclusion constraint's check of
+// every claim), which one connection does on one core while the rebuild's own process waits. So the
+// write loads staging tables instead — copies of the read-model tables made with CREATE TABLE … (LIKE …
+// INCLUDING ALL), which keeps the exclusion constraint — from rebuildLoadConns connections at once,
+// each committing on its own (claims are split by resource, so two loads never check against each
+// other's rows). Then one transaction moves the checkpoint, drops the (empty) read-model tables,
+// renames the staging tables, their indexes and constraints to the names the migration gave the
+// originals, and, at the end of the replay, syncs the reconciliation items. Readers see the old
+// tables until that commit and the new ones after it. A crash before it leaves the checkpoint at the
+// start and staging tables nobody reads; the next rebuild's write drops them. Each write names its
+// staging tables with a random suffix, so a runner that lost its lock cannot swap in another
+// runner's tables, and its commit fails on the checkpoint anyway.
+//
+// Anything the swap would not carry over (grants, views, triggers, foreign keys, policies,
+// publications, inheritance) makes the write fall back to loading the read-model tables in place,
+// in one transaction and on one connection.
+
+// rebuildTables are the tables a rebuild's write replaces.
+var rebuildTables = []string{"calendar_bookings", "calendar_slots", "payment_streams", "payment_stream_refs", "calendar_booking_refs"}
+
+// rebuildLoadConns is the number of connections that load staging tables at once.
+const rebuildLoadConns = 2
+
+const stagingPattern = `^(calendar_bookings|calendar_slots|payment_streams|payment_stream_refs|calendar_booking_refs)_rebuild_[0-9a-f]{16}$`
+
+// swapBlockersSQL names the read-model tables that something else refers to or that carry settings
+// CREATE TABLE … LIKE does not copy: their own indexes, constraints, defaults, row type and TOAST
+// table are the only dependents a swap keeps.
+const swapBlockersSQL = `SELECT c.relname FROM pg_class c
+WHERE c.oid = ANY(ARRAY(SELECT t::regclass FROM unnest($1::text[]) AS t)) AND (
+    coalesce(c.relacl <> acldefault('r', c.relowner), false) OR c.relrowsecurity OR c.relkind <> 'r' OR c.relispartition
+    OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
+    OR EXISTS (SELECT 1 FROM pg_depend d WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = c.oid AND NOT (
+           (d.classid = 'pg_class'::regclass AND (d.objid = c.reltoastrelid
+               OR EXISTS (SELECT 1 FROM pg_index x WHERE x.indexrelid = d.objid AND x.indrelid = c.oid)))
+        OR d.classid = 'pg_type'::regclass
+        OR d.classid = 'pg_attrdef'::regclass
+        OR (d.classid = 'pg_constraint'::regclass AND EXISTS (
+               SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid AND k.conrelid = c.oid AND k.contype IN ('p', 'x', 'c'))))))`
+
+// namedPartsSQL lists a table's indexes and check constraints by shape (their definition without
+// names), to pair the staging table's parts with the original's.
+const namedPartsSQL = `SELECT 'index', i.relname,
+    format('%s %s %s %s', x.indisunique, x.indisprimary, x.indisexclusion, substring(pg_get_indexdef(x.indexrelid) FROM ' USING .*$'))
+FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = $1::regclass
+UNION ALL
+SELECT 'check', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k WHERE k.conrelid = $1::regclass AND k.contype = 'c'`
+
+// staging is one write's set of staging tables.
+type staging struct {
+	suffix string
+	// renames are the statements that give the staging tables' parts the originals' names, after
+	// the originals are dropped and the staging tables renamed.
+	renames []string
+}
+
+func (s *staging) table(name string) string { return name + s.suffix }
+
+// createStaging drops staging tables left by earlier writes, creates this write's, and pairs their
+// parts with the originals'. It returns nil (and no error) when the tables cannot be swapped.
+func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
+	blockers, err := collectStrings(ctx, m.pool, swapBlockersSQL, rebuildTables)
+	if err != nil {
+		return nil, fmt.Errorf("check read-model tables: %w", err)
+	}
+	if len(blockers) > 0 {
+		return nil, nil
+	}
+	if err := dropStaging(ctx, m.pool, ""); err != nil {
+		return nil, err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("name staging tables: %w", err)
+	}
+	s := &staging{suffix: "_rebuild_" + hex.EncodeToString(b[:])}
+	var create strings.Builder
+	for _, t := range rebuildTables {
+		fmt.Fprintf(&create, "CREATE TABLE %s (LIKE %s INCLUDING ALL);\n", s.table(t), t)
+	}
+	if _, err := m.pool.Exec(ctx, create.String()); err != nil {
+		return nil, fmt.Errorf("create staging tables: %w", err)
+	}
+	for _, t := range rebuildTables {
+		renames, ok, err := pairParts(ctx, m.pool, t, s.table(t))
+		if err != nil || !ok {
+			m.dropStagingQuietly(s)
+			return nil, err
+		}
+		s.renames = append(s.renames, renames...)
+	}
+	return s, nil
+}
+
+// pairParts returns the renames that give staged's indexes and check constraints the names of
+// original's; ok is false when the two do not pair one to one.
+func pairParts(ctx context.Context, q querier, original, staged string) (renames []string, ok bool, err error) {
+	parts := func(table string) (map[string]string, bool, error) {
+		rows, err := q.Query(ctx, namedPartsSQL, table)
+		if err != nil {
+			return nil, false, fmt.Errorf("parts of %s: %w", table, err)
+		}
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			var kind, name, shape string
+			if err := rows.Scan(&kind, &name, &shape); err != nil {
+				return nil, false, fmt.Errorf("parts of %s: %w", table, err)
+			}
+			key := kind + " " + shape
+			if _, dup := out[key]; dup {
+				return nil, false, rows.Err()
+			}
+			out[key] = name
+		}
+		return out, true, rows.Err()
+	}
+	want, ok, err := parts(original)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	have, ok, err := parts(staged)
+	if err != nil || !ok || len(have) != len(want) {
+		return nil, false, err
+	}
+	for key, to := range want {
+		from, found := have[key]
+		if !found {
+			return nil, false, nil
+		}
+		if from == to {
+			continue
+		}
+		if strings.HasPrefix(key, "index ") {
+			renames = append(renames, fmt.Sprintf("ALTER INDEX %s RENAME TO %s", pgx.Identifier{from}.Sanitize(), pgx.Identifier{to}.Sanitize()))
+		} else {
+			renames = append(renames, fmt.Sprintf("ALTER TABLE %s RENAME CONSTRAINT %s TO %s",
+				pgx.Identifier{original}.Sanitize(), pgx.Identifier{from}.Sanitize(), pgx.Identifier{to}.Sanitize()))
+		}
+	}
+	return renames, true, nil
+}
+
+// dropStaging drops the staging tables whose suffix is suffix, or all of them when suffix is empty.
+func dropStaging(ctx context.Context, q querier, suffix string) error {
+	names, err := collectStrings(ctx, q, `SELECT relname FROM pg_class
+WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND relname ~ $1 AND ($2 = '' OR right(relname, length($2)) = $2)`,
+		stagingPattern, suffix)
+	if err != nil {
+		return fmt.Errorf("find staging tables: %w", err)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = pgx.Identifier{n}.Sanitize()
+	}
+	if _, err := q.Exec(ctx, `DROP TABLE IF EXISTS `+strings.Join(quoted, ", ")); err != nil {
+		return fmt.Errorf("drop staging tables: %w", err)
+	}
+	return nil
+}
+
+// dropStagingQuietly cleans up after a failed write; what it cannot drop, the next write does.
+func (m *ReadModel) dropStagingQuietly(s *staging) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = dropStaging(ctx, m.pool, s.suffix)
+}
+
+// loadJob copies one part of the rebuilt read model into table.
+type loadJob func(ctx context.Context, c copier, table func(string) string) error
+
+// loadStaging runs jobs on rebuildLoadConns connections, each job in its own transaction.
+func (m *ReadModel) loadStaging(ctx context.Context, s *staging, jobs []loadJob) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan loadJob, len(jobs))
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	errs := make([]error, rebuildLoadConns)
+	var wg sync.WaitGroup
+	for w := range rebuildLoadConns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := m.pool.Acquire(ctx)
+			if err != nil {
+				errs[w] = fmt.Errorf("load staging tables: %w", err)
+				cancel(errs[w])
+				return
+			}
+			defer conn.Release()
+			for j := range next {
+				err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return j(ctx, tx, s.table) })
+				if err != nil {
+					errs[w] = err
+					cancel(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// swap replaces the read-model tables with the staging tables. tx has moved the checkpoint.
+func (s *staging) swap(ctx context.Context, tx pgx.Tx) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "DROP TABLE %s;\n", strings.Join(rebuildTables, ", "))
+	for _, t := range rebuildTables {
+		fmt.Fprintf(&b, "ALTER TABLE %s RENAME TO %s;\n", s.table(t), t)
+	}
+	for _, r := range s.renames {
+		b.WriteString(r + ";\n")
+	}
+	if _, err := tx.Exec(ctx, b.String()); err != nil {
+		return fmt.Errorf("swap in the rebuilt tables: %w", err)
+	}
+	return nil
+}
