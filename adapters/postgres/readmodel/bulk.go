@@ -1,6 +1,7 @@
 package readmodel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,27 +40,33 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 		version uint64
 		state   booking.State
 	}
-	var all []stream
+	// Streams are large values: they are gathered once, presized, and sorted by pointer.
+	all := make([]stream, 0, m.cache.lru.Len())
 	for el := m.cache.lru.Front(); el != nil; el = el.Next() {
 		e := el.Value.(*cacheEntry)
 		if id, ok := booking.FromStream(e.stream); ok && len(e.events) > 0 {
 			all = append(all, stream{id: id, events: e.events, version: e.version})
 		}
 	}
-	parallel(len(all), func(i int) { all[i].state = booking.Fold(all[i].events) })
-	var bookings, payments []stream
-	for _, s := range all {
-		if projections.IsPaymentOnly(s.events) {
-			payments = append(payments, s)
+	paymentOnly := make([]bool, len(all))
+	parallel(len(all), func(i int) {
+		all[i].state = booking.Fold(all[i].events)
+		paymentOnly[i] = projections.IsPaymentOnly(all[i].events)
+	})
+	bookings := make([]*stream, 0, len(all))
+	var payments []*stream
+	for i := range all {
+		if paymentOnly[i] {
+			payments = append(payments, &all[i])
 		} else {
-			bookings = append(bookings, s)
+			bookings = append(bookings, &all[i])
 		}
 	}
-	slices.SortFunc(bookings, func(a, b stream) int { return compareID(a.id, b.id) })
-	slices.SortFunc(payments, func(a, b stream) int { return compareID(a.id, b.id) })
+	slices.SortFunc(bookings, func(a, b *stream) int { return compareID(a.id, b.id) })
+	slices.SortFunc(payments, func(a, b *stream) int { return compareID(a.id, b.id) })
 
 	payStreams := make([]projections.PaymentStream, len(payments))
-	payEvents := map[booking.ID][]booking.Event{}
+	payEvents := make(map[booking.ID][]booking.Event, len(payments))
 	for i, p := range payments {
 		payStreams[i] = projections.PaymentStream{Stream: p.id, Refs: p.state.PaymentRefs}
 		payEvents[p.id] = p.events
@@ -87,7 +94,7 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 		row.Booking, row.PaymentRefs = b.id, closure
 		rows[i] = row
 	})
-	var claims []projections.Claim
+	claims := make([]projections.Claim, 0, len(rows))
 	for _, row := range rows {
 		if row.Claims() {
 			for _, r := range row.Resources {
@@ -98,8 +105,12 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	}
 	asg := projections.AssignSlots(claims)
 	var names []string
+	seen := map[string]bool{}
 	for _, c := range claims {
-		names = append(names, c.Resource)
+		if !seen[c.Resource] {
+			seen[c.Resource] = true
+			names = append(names, c.Resource)
+		}
 	}
 	resourceID, err := m.resourceIDsOf(ctx, names)
 	if err != nil {
@@ -195,6 +206,9 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 func loadJobs(rows []projections.Booking, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32,
 	prows []paymentRow) []loadJob {
 	parts := make([][]projections.Claim, rebuildLoadConns)
+	for k := range parts {
+		parts[k] = make([]projections.Claim, 0, len(claims)/rebuildLoadConns+len(claims)/8)
+	}
 	for _, c := range claims {
 		k := int(resourceID[c.Resource]) % rebuildLoadConns
 		parts[k] = append(parts[k], c)
@@ -256,9 +270,12 @@ func copyBookings(ctx context.Context, tx copier, table string, rows []projectio
 	src := make([][]any, len(rows))
 	for i, b := range rows {
 		r := toRowJSON(b)
-		findings, err := json.Marshal(r.Findings)
-		if err != nil {
-			return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
+		findings := []byte("[]") // what Marshal makes of no findings, without its cost for every row
+		if len(r.Findings) > 0 {
+			var err error
+			if findings, err = json.Marshal(r.Findings); err != nil {
+				return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
+			}
 		}
 		src[i] = []any{r.Booking, r.Provider, r.Meeting, r.Resources, tsRange(b.Start, b.End), r.Status, r.BookingStatus, r.Holder,
 			r.PaymentStatus, r.PaymentRefs, r.PaymentStreams, r.Capacity, r.NoShow, r.ScheduledAt, r.UpdatedAt, int64(r.StreamVersion),
@@ -322,6 +339,15 @@ func copyRefs(ctx context.Context, tx copier, bookingRefsTable, streamRefsTable 
 			streamRefs = append(streamRefs, []any{r, string(p.stream)})
 		}
 	}
+	// In primary-key order, so that each key lands on the index's rightmost page.
+	byKey := func(a, b []any) int {
+		if c := cmp.Compare(a[0].(string), b[0].(string)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a[1].(string), b[1].(string))
+	}
+	slices.SortFunc(bookingRefs, byKey)
+	slices.SortFunc(streamRefs, byKey)
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{bookingRefsTable}, []string{"ref", "booking"}, pgx.CopyFromRows(bookingRefs)); err != nil {
 		return fmt.Errorf("copy booking payment refs: %w", err)
 	}

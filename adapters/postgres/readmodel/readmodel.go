@@ -204,10 +204,13 @@ func positionArgs(p eventlog.Position) (int64, int64, error) {
 func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	fresh := events[:0:0]
-	for _, e := range events {
-		if e.Position.Compare(m.bufPos) > 0 {
-			fresh = append(fresh, e)
+	fresh := events
+	if slices.ContainsFunc(events, func(e eventlog.RecordedEvent) bool { return e.Position.Compare(m.bufPos) <= 0 }) {
+		fresh = events[:0:0] // a batch overlapping what was applied: keep only the new events
+		for _, e := range events {
+			if e.Position.Compare(m.bufPos) > 0 {
+				fresh = append(fresh, e)
+			}
 		}
 	}
 	if len(fresh) == 0 {
