@@ -38,12 +38,13 @@ const rebuildLoadConns = 2
 
 const stagingPattern = `^(calendar_bookings|calendar_slots|payment_streams|payment_stream_refs|calendar_booking_refs)_rebuild_[0-9a-f]{16}$`
 
-// swapBlockersSQL names the read-model tables that something else refers to or that carry settings
-// CREATE TABLE … LIKE does not copy: their own indexes, constraints, defaults, row type and TOAST
-// table are the only dependents a swap keeps.
+// swapBlockersSQL names the read-model tables that something else refers to, that carry settings
+// CREATE TABLE … LIKE does not copy, or that live outside the schema new tables are created in: their
+// own indexes, constraints, defaults, row type and TOAST table are the only dependents a swap keeps.
 const swapBlockersSQL = `SELECT c.relname FROM pg_class c
 WHERE c.oid = ANY(ARRAY(SELECT t::regclass FROM unnest($1::text[]) AS t)) AND (
-    coalesce(c.relacl <> acldefault('r', c.relowner), false) OR c.relrowsecurity OR c.relkind <> 'r' OR c.relispartition
+    c.relnamespace <> current_schema()::regnamespace
+    OR coalesce(c.relacl <> acldefault('r', c.relowner), false) OR c.relrowsecurity OR c.relkind <> 'r' OR c.relispartition
     OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
     OR EXISTS (SELECT 1 FROM pg_depend d WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = c.oid AND NOT (
            (d.classid = 'pg_class'::regclass AND (d.objid = c.reltoastrelid
