@@ -27,8 +27,8 @@ import (
 // runner's tables, and its commit fails on the checkpoint anyway.
 //
 // Anything the swap would not carry over (grants, views, triggers, foreign keys, policies,
-// publications, inheritance) makes the write fall back to loading the read-model tables in place,
-// in one transaction and on one connection.
+// publications, inheritance, another owner) makes the write fall back to loading the read-model
+// tables in place, in one transaction and on one connection.
 
 // rebuildTables are the tables a rebuild's write replaces.
 var rebuildTables = []string{"calendar_bookings", "calendar_slots", "payment_streams", "payment_stream_refs", "calendar_booking_refs"}
@@ -39,11 +39,12 @@ const rebuildLoadConns = 2
 const stagingPattern = `^(calendar_bookings|calendar_slots|payment_streams|payment_stream_refs|calendar_booking_refs)_rebuild_[0-9a-f]{16}$`
 
 // swapBlockersSQL names the read-model tables that something else refers to, that carry settings
-// CREATE TABLE … LIKE does not copy, or that live outside the schema new tables are created in: their
-// own indexes, constraints, defaults, row type and TOAST table are the only dependents a swap keeps.
+// CREATE TABLE … LIKE does not copy, that another role owns (it could not drop them, and the new
+// tables would change owner), or that live outside the schema new tables are created in: their own
+// indexes, constraints, defaults, row type and TOAST table are the only dependents a swap keeps.
 const swapBlockersSQL = `SELECT c.relname FROM pg_class c
 WHERE c.oid = ANY(ARRAY(SELECT t::regclass FROM unnest($1::text[]) AS t)) AND (
-    c.relnamespace <> current_schema()::regnamespace
+    c.relnamespace <> current_schema()::regnamespace OR c.relowner <> current_user::regrole
     OR coalesce(c.relacl <> acldefault('r', c.relowner), false) OR c.relrowsecurity OR c.relkind <> 'r' OR c.relispartition
     OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
     OR EXISTS (SELECT 1 FROM pg_depend d WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = c.oid AND NOT (

@@ -3,9 +3,11 @@ package readmodel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -135,30 +137,53 @@ INSERT INTO calendar_slots_rebuild_00000000000000aa SELECT * FROM calendar_slots
 	assert.ErrorContains(t, err, "calendar_slots_no_double_booking")
 }
 
-// What a swap would not carry over — here a view and a grant — makes the rebuild load the tables in
-// place.
+// What a swap would not carry over — a view, a grant, another owner — makes the rebuild load the
+// tables in place.
 func TestRebuildLoadsInPlaceWhenTablesHaveDependents(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	for _, d := range genScenario(8) {
-		e.deliver(t, d)
+	role := fmt.Sprintf("rb_owner_%d", time.Now().UnixNano())
+	cases := []struct {
+		name, setup, check, undo string
+		want                     []string
+	}{
+		{"a view over calendar_slots", `CREATE VIEW holders_view AS SELECT booking FROM calendar_slots WHERE holder`,
+			`SELECT count(*)::text FROM holders_view`, ``, nil},
+		{"a grant on calendar_bookings", `GRANT SELECT ON calendar_bookings TO PUBLIC`,
+			`SELECT has_table_privilege('public', 'calendar_bookings', 'SELECT')::text`, ``, []string{"true"}},
+		{"payment_streams owned by another role", `CREATE ROLE ` + role + `; ALTER TABLE payment_streams OWNER TO ` + role,
+			`SELECT tableowner FROM pg_tables WHERE tablename = 'payment_streams'`,
+			`ALTER TABLE payment_streams OWNER TO current_user; DROP ROLE ` + role, []string{role}},
 	}
-	e.catchUp(t)
-	want := snapshotOf(t, e)
-	_, err := e.pool.Exec(ctx, `CREATE VIEW holders_view AS SELECT booking FROM calendar_slots WHERE holder;
-GRANT SELECT ON calendar_bookings TO PUBLIC`)
-	require.NoError(t, err)
-	oids := tableOIDs(t, e)
-	holders := queryStrings(t, e, `SELECT booking FROM holders_view ORDER BY 1`)
-	require.NotEmpty(t, holders)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			for _, d := range genScenario(8) {
+				e.deliver(t, d)
+			}
+			e.catchUp(t)
+			want := snapshotOf(t, e)
+			_, err := e.pool.Exec(ctx, c.setup)
+			require.NoError(t, err)
+			if c.undo != "" {
+				t.Cleanup(func() {
+					_, err := e.pool.Exec(context.Background(), c.undo)
+					assert.NoError(t, err)
+				})
+			}
+			oids := tableOIDs(t, e)
+			before := queryStrings(t, e, c.check)
+			if c.want != nil {
+				require.Equal(t, c.want, before)
+			}
 
-	require.NoError(t, e.rm.Rebuild(ctx, nil))
-	assert.Equal(t, want, snapshotOf(t, e))
-	assert.Equal(t, oids, tableOIDs(t, e))
-	assert.Equal(t, holders, queryStrings(t, e, `SELECT booking FROM holders_view ORDER BY 1`))
-	assert.Equal(t, []string{"true"}, queryStrings(t, e, `SELECT has_table_privilege('public', 'calendar_bookings', 'SELECT')::text`))
-	assert.Empty(t, stagingTables(t, e))
-	cp, err := e.rm.Checkpoint(ctx)
-	require.NoError(t, err)
-	assert.False(t, cp.Rebuilding)
+			require.NoError(t, e.rm.Rebuild(ctx, nil))
+			assert.Equal(t, want, snapshotOf(t, e))
+			assert.Equal(t, oids, tableOIDs(t, e), "the tables were swapped")
+			assert.Equal(t, before, queryStrings(t, e, c.check))
+			assert.Empty(t, stagingTables(t, e))
+			cp, err := e.rm.Checkpoint(ctx)
+			require.NoError(t, err)
+			assert.False(t, cp.Rebuilding)
+		})
+	}
 }
