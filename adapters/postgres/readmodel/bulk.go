@@ -34,6 +34,24 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	if !m.buffering {
 		return nil
 	}
+	oldC, oldP, err := positionArgs(m.pos)
+	if err != nil {
+		return err
+	}
+	newC, newP, err := positionArgs(m.bufPos)
+	if err != nil {
+		return err
+	}
+	// The staging tables are PostgreSQL's work and the fold is ours: they overlap.
+	type staged struct {
+		s   *staging
+		err error
+	}
+	stagedC := make(chan staged, 1)
+	go func() {
+		s, err := m.createStaging(ctx)
+		stagedC <- staged{s, err}
+	}()
 	type stream struct {
 		id      booking.ID
 		events  []booking.Event
@@ -70,6 +88,32 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	for i, p := range payments {
 		payStreams[i] = projections.PaymentStream{Stream: p.id, Refs: p.state.PaymentRefs}
 		payEvents[p.id] = p.events
+	}
+	prows := make([]paymentRow, len(payments))
+	for i, p := range payments {
+		prows[i] = paymentRow{stream: p.id, state: p.state, version: p.version}
+	}
+	st := <-stagedC
+	if st.err != nil {
+		return st.err
+	}
+	stage := st.s
+	// The payment streams depend on nothing computed below: with staging tables they load while
+	// the calendar rows and the slot assignment are computed.
+	payJob := func(ctx context.Context, c copier, table func(string) string) error {
+		return copyPayments(ctx, c, table("payment_streams"), table("payment_stream_refs"), prows)
+	}
+	var ld *loader
+	if stage != nil {
+		ld = m.startLoad(ctx, stage)
+		ld.add(payJob)
+	}
+	abort := func(err error) error {
+		if ld != nil {
+			ld.abort()
+			m.dropStagingQuietly(stage)
+		}
+		return err
 	}
 	index := projections.NewPaymentIndex(payStreams)
 	superseded := map[booking.ID][]booking.ID{}
@@ -114,7 +158,7 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	}
 	resourceID, err := m.resourceIDsOf(ctx, names)
 	if err != nil {
-		return err
+		return abort(err)
 	}
 	for i := range rows {
 		if rows[i].Claims() {
@@ -126,29 +170,17 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 		}
 	}
 
-	prows := make([]paymentRow, len(payments))
-	for i, p := range payments {
-		prows[i] = paymentRow{stream: p.id, state: p.state, version: p.version}
-	}
-	jobs := loadJobs(rows, claims, asg.Holders, resourceID, prows)
-
-	oldC, oldP, err := positionArgs(m.pos)
-	if err != nil {
-		return err
-	}
-	newC, newP, err := positionArgs(m.bufPos)
-	if err != nil {
-		return err
-	}
-	stage, err := m.createStaging(ctx)
-	if err != nil {
-		return err
-	}
-	if stage != nil {
-		if err := m.loadStaging(ctx, stage, jobs); err != nil {
+	jobs := loadJobs(rows, claims, asg.Holders, resourceID)
+	if ld != nil {
+		for _, j := range jobs {
+			ld.add(j)
+		}
+		if err := ld.wait(); err != nil {
 			m.dropStagingQuietly(stage)
 			return fmt.Errorf("write rebuilt read model: %w", err)
 		}
+	} else {
+		jobs = append(jobs, payJob)
 	}
 	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE projection_checkpoints
@@ -200,37 +232,35 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 	return nil
 }
 
-// loadJobs splits the write into parts that can load at once: the claims by resource (a resource's
-// claims are checked against each other, so they stay in one part), the calendar rows, and the
-// payment streams with the link tables.
-func loadJobs(rows []projections.Booking, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32,
-	prows []paymentRow) []loadJob {
-	parts := make([][]projections.Claim, rebuildLoadConns)
+// loadJobs splits the write of the calendar into parts that can load at once: the calendar rows with
+// their payment references first (the largest part), then the claims by resource (a resource's claims
+// are checked against each other, so they stay in one part). The claims take most of the load's
+// time, so they are split in more parts than there are connections, which evens out the connections.
+func loadJobs(rows []projections.Booking, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32) []loadJob {
+	parts := make([][]projections.Claim, rebuildClaimParts)
 	for k := range parts {
-		parts[k] = make([]projections.Claim, 0, len(claims)/rebuildLoadConns+len(claims)/8)
+		parts[k] = make([]projections.Claim, 0, len(claims)/rebuildClaimParts+len(claims)/8)
 	}
 	for _, c := range claims {
-		k := int(resourceID[c.Resource]) % rebuildLoadConns
+		k := int(resourceID[c.Resource]) % rebuildClaimParts
 		parts[k] = append(parts[k], c)
 	}
-	var jobs []loadJob
+	jobs := []loadJob{func(ctx context.Context, c copier, table func(string) string) error {
+		if err := copyBookings(ctx, c, table("calendar_bookings"), rows); err != nil {
+			return err
+		}
+		return copyBookingRefs(ctx, c, table("calendar_booking_refs"), rows)
+	}}
 	for _, part := range parts {
 		jobs = append(jobs, func(ctx context.Context, c copier, table func(string) string) error {
 			return copyClaims(ctx, c, table("calendar_slots"), part, holders, resourceID)
 		})
 	}
-	jobs = append(jobs,
-		func(ctx context.Context, c copier, table func(string) string) error {
-			return copyBookings(ctx, c, table("calendar_bookings"), rows)
-		},
-		func(ctx context.Context, c copier, table func(string) string) error {
-			if err := copyPayments(ctx, c, table("payment_streams"), prows); err != nil {
-				return err
-			}
-			return copyRefs(ctx, c, table("calendar_booking_refs"), table("payment_stream_refs"), rows, prows)
-		})
 	return jobs
 }
+
+// rebuildClaimParts is the number of parts a rebuild's claims load in.
+const rebuildClaimParts = 3
 
 // copier is what a transaction and a connection offer for COPY.
 type copier interface {
@@ -311,48 +341,48 @@ func copyClaims(ctx context.Context, tx copier, table string, claims []projectio
 	return nil
 }
 
-func copyPayments(ctx context.Context, tx copier, table string, rows []paymentRow) error {
+func copyPayments(ctx context.Context, tx copier, table, refsTable string, rows []paymentRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	src := make([][]any, len(rows))
+	var refs [][]any
 	for i, p := range rows {
 		src[i] = []any{string(p.stream), nonNil(p.state.PaymentRefs), string(p.state.Payment), int64(p.version), nullTime(p.state.UpdatedAt)}
+		for _, r := range p.state.PaymentRefs {
+			refs = append(refs, []any{r, string(p.stream)})
+		}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"stream", "refs", "payment_status", "stream_version", "updated_at"},
 		pgx.CopyFromRows(src))
 	if err != nil {
 		return fmt.Errorf("copy %d payment streams: %w", len(rows), err)
 	}
+	slices.SortFunc(refs, byRefKey)
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{refsTable}, []string{"ref", "stream"}, pgx.CopyFromRows(refs)); err != nil {
+		return fmt.Errorf("copy payment stream refs: %w", err)
+	}
 	return nil
 }
 
-func copyRefs(ctx context.Context, tx copier, bookingRefsTable, streamRefsTable string, rows []projections.Booking, payments []paymentRow) error {
-	var bookingRefs, streamRefs [][]any
+// byRefKey orders link rows by primary key, so that each key lands on the index's rightmost page.
+func byRefKey(a, b []any) int {
+	if c := cmp.Compare(a[0].(string), b[0].(string)); c != 0 {
+		return c
+	}
+	return cmp.Compare(a[1].(string), b[1].(string))
+}
+
+func copyBookingRefs(ctx context.Context, tx copier, table string, rows []projections.Booking) error {
+	var refs [][]any
 	for _, b := range rows {
 		for _, r := range b.PaymentRefs {
-			bookingRefs = append(bookingRefs, []any{r, string(b.Booking)})
+			refs = append(refs, []any{r, string(b.Booking)})
 		}
 	}
-	for _, p := range payments {
-		for _, r := range p.state.PaymentRefs {
-			streamRefs = append(streamRefs, []any{r, string(p.stream)})
-		}
-	}
-	// In primary-key order, so that each key lands on the index's rightmost page.
-	byKey := func(a, b []any) int {
-		if c := cmp.Compare(a[0].(string), b[0].(string)); c != 0 {
-			return c
-		}
-		return cmp.Compare(a[1].(string), b[1].(string))
-	}
-	slices.SortFunc(bookingRefs, byKey)
-	slices.SortFunc(streamRefs, byKey)
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{bookingRefsTable}, []string{"ref", "booking"}, pgx.CopyFromRows(bookingRefs)); err != nil {
+	slices.SortFunc(refs, byRefKey)
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"ref", "booking"}, pgx.CopyFromRows(refs)); err != nil {
 		return fmt.Errorf("copy booking payment refs: %w", err)
-	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{streamRefsTable}, []string{"ref", "stream"}, pgx.CopyFromRows(streamRefs)); err != nil {
-		return fmt.Errorf("copy payment stream refs: %w", err)
 	}
 	return nil
 }

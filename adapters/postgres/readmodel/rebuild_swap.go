@@ -189,40 +189,62 @@ func (m *ReadModel) dropStagingQuietly(s *staging) {
 // loadJob copies one part of the rebuilt read model into table.
 type loadJob func(ctx context.Context, c copier, table func(string) string) error
 
-// loadStaging runs jobs on rebuildLoadConns connections, each job in its own transaction.
-func (m *ReadModel) loadStaging(ctx context.Context, s *staging, jobs []loadJob) error {
+// loader runs load jobs on rebuildLoadConns connections as they are added, each job in its own
+// transaction, so that the first parts load while the rest are computed.
+type loader struct {
+	next   chan loadJob
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+	errs   []error
+}
+
+var errLoadAborted = errors.New("load of staging tables aborted")
+
+// startLoad starts the connections that load s; the caller ends with wait or abort.
+func (m *ReadModel) startLoad(ctx context.Context, s *staging) *loader {
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan loadJob, len(jobs))
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	errs := make([]error, rebuildLoadConns)
-	var wg sync.WaitGroup
+	l := &loader{next: make(chan loadJob), cancel: cancel, errs: make([]error, rebuildLoadConns)}
 	for w := range rebuildLoadConns {
-		wg.Add(1)
+		l.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer l.wg.Done()
 			conn, err := m.pool.Acquire(ctx)
 			if err != nil {
-				errs[w] = fmt.Errorf("load staging tables: %w", err)
-				cancel(errs[w])
-				return
+				l.errs[w] = fmt.Errorf("load staging tables: %w", err)
+				cancel(l.errs[w])
+			} else {
+				defer conn.Release()
 			}
-			defer conn.Release()
-			for j := range next {
-				err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return j(ctx, tx, s.table) })
-				if err != nil {
-					errs[w] = err
+			for j := range l.next {
+				if ctx.Err() != nil {
+					continue // failed or aborted: only drain, so that add never blocks
+				}
+				if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return j(ctx, tx, s.table) }); err != nil {
+					l.errs[w] = err
 					cancel(err)
-					return
 				}
 			}
 		}()
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return l
+}
+
+// add queues a job; it blocks until a connection takes it.
+func (l *loader) add(j loadJob) { l.next <- j }
+
+// wait returns once every job added has loaded, or the first failure.
+func (l *loader) wait() error {
+	close(l.next)
+	l.wg.Wait()
+	l.cancel(nil)
+	return errors.Join(l.errs...)
+}
+
+// abort stops the load; the caller drops the staging tables.
+func (l *loader) abort() {
+	l.cancel(errLoadAborted)
+	close(l.next)
+	l.wg.Wait()
 }
 
 // swap replaces the read-model tables with the staging tables. tx has moved the checkpoint.
