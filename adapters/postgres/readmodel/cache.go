@@ -34,7 +34,7 @@ const maxSeen = 2_000_000
 type cacheEntry struct {
 	stream  string
 	events  []booking.Event
-	ids     map[eventlog.EventID]struct{}
+	ids     map[eventlog.EventID]struct{} // the events' ids, once the stream has more than smallStream
 	version uint64
 }
 
@@ -52,11 +52,30 @@ func (c *streamCache) reset(complete bool) {
 	c.seen = map[string]struct{}{}
 }
 
+// smallStream is the number of events up to which a stream's duplicates are found by scanning its
+// events: most streams have a few, and a map each is most of what a rebuild's replay allocates.
+const smallStream = 16
+
 func (e *cacheEntry) add(version uint64, ev booking.Event) int {
-	if _, dup := e.ids[ev.ID]; dup {
-		return 0
+	if e.ids != nil {
+		if _, dup := e.ids[ev.ID]; dup {
+			return 0
+		}
+		e.ids[ev.ID] = struct{}{}
+	} else {
+		for i := range e.events {
+			if e.events[i].ID == ev.ID {
+				return 0
+			}
+		}
+		if len(e.events) == smallStream {
+			e.ids = make(map[eventlog.EventID]struct{}, 2*smallStream)
+			for i := range e.events {
+				e.ids[e.events[i].ID] = struct{}{}
+			}
+			e.ids[ev.ID] = struct{}{}
+		}
 	}
-	e.ids[ev.ID] = struct{}{}
 	e.events = append(e.events, ev)
 	e.version = max(e.version, version)
 	return 1
@@ -80,7 +99,7 @@ func (c *streamCache) observe(stream string, version uint64, ev booking.Event) {
 		return
 	}
 	c.seen[stream] = struct{}{}
-	e := &cacheEntry{stream: stream, ids: map[eventlog.EventID]struct{}{}}
+	e := &cacheEntry{stream: stream}
 	c.size += e.add(version, ev)
 	c.entries[stream] = c.lru.PushFront(e)
 }
@@ -100,7 +119,7 @@ func (c *streamCache) get(stream string) ([]booking.Event, uint64, bool) {
 func (c *streamCache) put(stream string, versions []uint64, events []booking.Event) {
 	el, ok := c.entries[stream]
 	if !ok {
-		el = c.lru.PushFront(&cacheEntry{stream: stream, ids: map[eventlog.EventID]struct{}{}})
+		el = c.lru.PushFront(&cacheEntry{stream: stream})
 		c.entries[stream] = el
 		if c.complete {
 			c.seen[stream] = struct{}{}

@@ -1,0 +1,43 @@
+package readmodel
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+)
+
+// A stream's duplicates are dropped whether it is small (found by scanning) or has grown past
+// smallStream (found in its map), and across the switch from one to the other.
+func TestStreamCacheDropsDuplicates(t *testing.T) {
+	for _, n := range []int{1, smallStream - 1, smallStream, smallStream + 1, 3 * smallStream} {
+		t.Run(fmt.Sprintf("%d events", n), func(t *testing.T) {
+			c := newStreamCache(1_000_000)
+			c.reset(true)
+			ev := func(i int) booking.Event {
+				var id eventlog.EventID
+				id[0], id[15] = byte(i>>8), byte(i)
+				return booking.Event{ID: id, Booking: "b"}
+			}
+			for i := range n {
+				c.observe("booking-b", uint64(i+1), ev(i))
+				for j := range i + 1 { // every earlier event again, delivered a second time
+					c.observe("booking-b", uint64(j+1), ev(j))
+				}
+			}
+			c.put("booking-b", []uint64{1, uint64(n + 1)}, []booking.Event{ev(0), ev(n)})
+			events, version, ok := c.get("booking-b")
+			require.True(t, ok)
+			require.Len(t, events, n+1)
+			for i, e := range events {
+				assert.Equal(t, ev(i).ID, e.ID)
+			}
+			assert.Equal(t, uint64(n+1), version)
+			assert.Equal(t, n+1, c.size)
+		})
+	}
+}
