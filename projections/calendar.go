@@ -102,13 +102,21 @@ type BookingInput struct {
 	Payments []LinkedPayment
 	// SupersededBy lists bookings whose own events say they were rescheduled from this one.
 	SupersededBy []booking.ID
+	// Folded, when set, is booking.Fold(Events), which a caller that has folded the events already
+	// passes to save folding them again. BookingRow does not modify it.
+	Folded *booking.State
 }
 
 // BookingRow computes a booking's calendar row before the slot assignment: a booking that claims its
 // slot comes back active and not holding; AssignSlots decides holder or conflict. The row depends
 // only on the sets in the input, never on their order.
 func BookingRow(in BookingInput) Booking {
-	s := booking.Fold(in.Events)
+	var s booking.State
+	if in.Folded != nil {
+		s = *in.Folded
+	} else {
+		s = booking.Fold(in.Events)
+	}
 	b := Booking{
 		Booking:         s.Booking,
 		Provider:        s.Provider,
@@ -134,14 +142,14 @@ func BookingRow(in BookingInput) Booking {
 		b.Start, b.End = s.Slot.Start.UTC(), s.Slot.End.UTC()
 	}
 
-	payEvents := slices.Clone(in.Events)
+	payEvents := PaymentEvents(in.Events)
 	for _, p := range in.Payments {
 		b.PaymentStreams = append(b.PaymentStreams, p.Stream)
 		payEvents = append(payEvents, PaymentEvents(p.Events)...)
 	}
 	slices.Sort(b.PaymentStreams)
 	b.PaymentStreams = slices.Compact(b.PaymentStreams)
-	ps := booking.Fold(PaymentEvents(payEvents))
+	ps := booking.Fold(payEvents)
 	b.Payment = ps.Payment
 	b.PaymentRefs = mergeSorted(s.PaymentRefs, ps.PaymentRefs)
 

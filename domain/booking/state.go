@@ -226,18 +226,30 @@ func mergeRefs(have, add []string) []string {
 
 // Sorted returns the distinct events (by ID, first copy kept) in fold order.
 func Sorted(events []Event) []Event {
-	seen := make(map[eventlog.EventID]struct{}, len(events))
 	out := make([]Event, 0, len(events))
-	for _, e := range events {
-		if _, dup := seen[e.ID]; dup {
-			continue
+	if len(events) <= smallSet {
+		// A booking has a few events: a scan finds duplicates without a map's allocations.
+		for _, e := range events {
+			if !slices.ContainsFunc(out, func(o Event) bool { return o.ID == e.ID }) {
+				out = append(out, e)
+			}
 		}
-		seen[e.ID] = struct{}{}
-		out = append(out, e)
+	} else {
+		seen := make(map[eventlog.EventID]struct{}, len(events))
+		for _, e := range events {
+			if _, dup := seen[e.ID]; dup {
+				continue
+			}
+			seen[e.ID] = struct{}{}
+			out = append(out, e)
+		}
 	}
 	slices.SortStableFunc(out, Compare)
 	return out
 }
+
+// smallSet is the number of events up to which Sorted finds duplicates by scanning.
+const smallSet = 16
 
 // Fold computes a booking's state from its events in any order and with any duplicates.
 func Fold(events []Event) State {

@@ -133,7 +133,7 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 			linkedPayments = append(linkedPayments, projections.LinkedPayment{Stream: p, Events: payEvents[p]})
 		}
 		row := projections.BookingRow(projections.BookingInput{
-			Events: b.events, StreamVersion: b.version, Payments: linkedPayments, SupersededBy: superseded[b.id],
+			Events: b.events, StreamVersion: b.version, Payments: linkedPayments, SupersededBy: superseded[b.id], Folded: &b.state,
 		})
 		row.Booking, row.PaymentRefs = b.id, closure
 		rows[i] = row
