@@ -260,7 +260,7 @@ func loadJobs(rows []projections.Booking, claims []projections.Claim, holders ma
 }
 
 // rebuildClaimParts is the number of parts a rebuild's claims load in.
-const rebuildClaimParts = 3
+const rebuildClaimParts = 4
 
 // copier is what a transaction and a connection offer for COPY.
 type copier interface {
