@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -147,7 +148,7 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 			}
 		}
 	}
-	asg := projections.AssignSlots(claims)
+	asg := assignSlots(claims, runtime.GOMAXPROCS(0))
 	var names []string
 	seen := map[string]bool{}
 	for _, c := range claims {
@@ -230,6 +231,68 @@ WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionN
 	m.pos, m.buffering, m.buffered = m.bufPos, false, 0
 	m.cache.trim()
 	return nil
+}
+
+// assignSlots is projections.AssignSlots(claims) computed in up to parts groups at once. Claims
+// interact only through overlaps on a shared resource, and a booking's claims only together, so the
+// groups are the resources joined by bookings that claim several of them: no overlap connects two
+// groups, and each group's answer for its bookings is the whole set's (see AssignSlots).
+func assignSlots(claims []projections.Claim, parts int) projections.Assignment {
+	if parts <= 1 || len(claims) < 1024 {
+		return projections.AssignSlots(claims)
+	}
+	index := map[string]int{}
+	var parent []int
+	find := func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	resource := func(r string) int {
+		i, ok := index[r]
+		if !ok {
+			i = len(parent)
+			index[r] = i
+			parent = append(parent, i)
+		}
+		return i
+	}
+	first := make(map[booking.ID]int, len(claims))
+	for _, c := range claims {
+		r := resource(c.Resource)
+		if o, ok := first[c.Booking]; ok {
+			if a, b := find(r), find(o); a != b {
+				parent[a] = b
+			}
+		} else {
+			first[c.Booking] = r
+		}
+	}
+	groups := make([][]projections.Claim, parts)
+	for _, c := range claims {
+		k := find(index[c.Resource]) % parts
+		groups[k] = append(groups[k], c)
+	}
+	asgs := make([]projections.Assignment, parts)
+	var wg sync.WaitGroup
+	for k := range parts {
+		wg.Go(func() { asgs[k] = projections.AssignSlots(groups[k]) })
+	}
+	wg.Wait()
+	out := projections.Assignment{Holders: make(map[booking.ID]bool, len(first))}
+	for _, a := range asgs {
+		maps.Copy(out.Holders, a.Holders)
+		out.Conflicts = append(out.Conflicts, a.Conflicts...)
+	}
+	slices.SortFunc(out.Conflicts, func(a, b projections.Conflict) int {
+		if c := cmp.Compare(a.Booking, b.Booking); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Holder, b.Holder)
+	})
+	return out
 }
 
 // loadJobs splits the write of the calendar into parts that can load at once: the calendar rows with
