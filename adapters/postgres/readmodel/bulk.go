@@ -356,12 +356,34 @@ func tsRange(start, end time.Time) any {
 	}
 }
 
+// rowsOf feeds COPY n rows that fill writes into one reused slice: pgx encodes a row before it asks
+// for the next, so the table is never held as [][]any (a rebuild's largest allocation otherwise).
+func rowsOf(n, width int, fill func(i int, row []any) error) pgx.CopyFromSource {
+	row := make([]any, width)
+	i := 0
+	return pgx.CopyFromFunc(func() ([]any, error) {
+		if i == n {
+			return nil, nil
+		}
+		if err := fill(i, row); err != nil {
+			return nil, err
+		}
+		i++
+		return row, nil
+	})
+}
+
+var copyBookingColumns = []string{"booking", "provider", "meeting", "resources",
+	"during", "status", "booking_status", "holder", "payment_status", "payment_refs", "payment_streams", "capacity",
+	"no_show", "scheduled_at", "updated_at", "stream_version", "event_count", "rescheduled_from", "rescheduled_to",
+	"cancel_reason", "canceled_by", "cancel_implied", "findings"}
+
 func copyBookings(ctx context.Context, tx copier, table string, rows []projections.Booking) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	src := make([][]any, len(rows))
-	for i, b := range rows {
+	src := rowsOf(len(rows), len(copyBookingColumns), func(i int, row []any) error {
+		b := rows[i]
 		r := toRowJSON(b)
 		findings := []byte("[]") // what Marshal makes of no findings, without its cost for every row
 		if len(r.Findings) > 0 {
@@ -370,15 +392,12 @@ func copyBookings(ctx context.Context, tx copier, table string, rows []projectio
 				return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
 			}
 		}
-		src[i] = []any{r.Booking, r.Provider, r.Meeting, r.Resources, tsRange(b.Start, b.End), r.Status, r.BookingStatus, r.Holder,
+		copy(row, []any{r.Booking, r.Provider, r.Meeting, r.Resources, tsRange(b.Start, b.End), r.Status, r.BookingStatus, r.Holder,
 			r.PaymentStatus, r.PaymentRefs, r.PaymentStreams, r.Capacity, r.NoShow, r.ScheduledAt, r.UpdatedAt, int64(r.StreamVersion),
-			r.EventCount, r.RescheduledFrom, r.RescheduledTo, r.CancelReason, r.CanceledBy, r.CancelImplied, string(findings)}
-	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "provider", "meeting", "resources",
-		"during", "status", "booking_status", "holder", "payment_status", "payment_refs", "payment_streams", "capacity",
-		"no_show", "scheduled_at", "updated_at", "stream_version", "event_count", "rescheduled_from", "rescheduled_to",
-		"cancel_reason", "canceled_by", "cancel_implied", "findings"}, pgx.CopyFromRows(src))
-	if err != nil {
+			r.EventCount, r.RescheduledFrom, r.RescheduledTo, r.CancelReason, r.CanceledBy, r.CancelImplied, string(findings)})
+		return nil
+	})
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, copyBookingColumns, src); err != nil {
 		return fmt.Errorf("copy %d calendar rows: %w", len(rows), err)
 	}
 	return nil
@@ -388,12 +407,12 @@ func copyClaims(ctx context.Context, tx copier, table string, claims []projectio
 	if len(claims) == 0 {
 		return nil
 	}
-	src := make([][]any, len(claims))
-	for i, c := range claims {
-		src[i] = []any{string(c.Booking), resourceID[c.Resource], c.Resource, c.Meeting, tsRange(c.Start, c.End), c.Priority, holders[c.Booking]}
-	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder"},
-		pgx.CopyFromRows(src))
+	src := rowsOf(len(claims), 7, func(i int, row []any) error {
+		c := claims[i]
+		copy(row, []any{string(c.Booking), resourceID[c.Resource], c.Resource, c.Meeting, tsRange(c.Start, c.End), c.Priority, holders[c.Booking]})
+		return nil
+	})
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder"}, src)
 	if err != nil {
 		var pgErr interface{ SQLState() string }
 		if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" {
