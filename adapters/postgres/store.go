@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bookingledger/domain/eventlog"
@@ -108,7 +109,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string) ([]eventlog.Recor
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, translate(err))
 	}
-	events, err := collectEvents(rows)
+	events, err := collectEvents(rows, 8)
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, translate(err))
 	}
@@ -135,27 +136,63 @@ func (s *Store) ReadAll(ctx context.Context, from eventlog.Position, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("read all from %s: %w", from, translate(err))
 	}
-	events, err := collectEvents(rows)
+	events, err := collectEvents(rows, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read all from %s: %w", from, translate(err))
 	}
 	return events, nil
 }
 
-func collectEvents(rows pgx.Rows) ([]eventlog.RecordedEvent, error) {
+// collectEvents reads up to sizeHint events (the slice grows beyond it if need be). A rebuild reads
+// the whole log through here, so it allocates per read rather than per event where it can: the
+// events' bytes come out of a few shared blocks, and their types (a handful of names) are interned.
+func collectEvents(rows pgx.Rows, sizeHint int) ([]eventlog.RecordedEvent, error) {
 	defer rows.Close()
-	events := []eventlog.RecordedEvent{}
+	events := make([]eventlog.RecordedEvent, 0, min(sizeHint, maxEventsHint))
+	var (
+		arena byteArena
+		types = map[string]string{}
+	)
 	for rows.Next() {
 		var (
-			e            eventlog.RecordedEvent
-			version, pos int64
+			e             eventlog.RecordedEvent
+			version, pos  int64
+			typ, data, md pgtype.DriverBytes // valid until the next row: copied below
 		)
-		if err := rows.Scan(&e.StreamID, &version, (*[16]byte)(&e.ID), &e.Type, &e.Data, &e.Metadata,
+		if err := rows.Scan(&e.StreamID, &version, (*[16]byte)(&e.ID), &typ, &data, &md,
 			&e.Position.Commit, &pos, &e.RecordedAt); err != nil {
 			return nil, err
 		}
+		t, ok := types[string(typ)]
+		if !ok {
+			t = string(typ)
+			types[t] = t
+		}
+		e.Type, e.Data, e.Metadata = t, arena.copy(data), arena.copy(md)
 		e.Version, e.Position.Prepare = uint64(version), uint64(pos)
 		events = append(events, e)
 	}
 	return events, rows.Err()
+}
+
+// maxEventsHint caps the capacity collectEvents reserves up front.
+const maxEventsHint = 10000
+
+// byteArena copies byte slices into shared blocks. A slice it returns keeps its whole block alive,
+// which is fine for events that are decoded and dropped, as every reader here does.
+type byteArena struct{ block []byte }
+
+const arenaBlock = 64 << 10
+
+// copy returns a copy of b: nil for nil (a NULL column), non-nil for an empty b.
+func (a *byteArena) copy(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if a.block == nil || len(b) > cap(a.block)-len(a.block) {
+		a.block = make([]byte, 0, max(arenaBlock, len(b)))
+	}
+	start := len(a.block)
+	a.block = append(a.block, b...)
+	return a.block[start:len(a.block):len(a.block)]
 }
