@@ -1,11 +1,9 @@
 package acuity_test
 
 import (
-	"context"
 	"encoding/base64"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -140,22 +138,7 @@ func TestConcurrentUse(t *testing.T) {
 	api.Put(appt(baseState()))
 	p := newProvider(t, api, newerKey, keyA)
 	body := []byte("action=changed&id=1148237562&calendarID=4417311&appointmentTypeID=21870436")
-	h := sigHeader(acuity.Sign(keyA, body))
-	at := time.Date(2025, 6, 10, 8, 0, 0, 0, time.UTC)
-	want, err := p.Map(context.Background(), h, body, at)
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 20 {
-				got, err := p.Verify(h, body, time.Now())
-				assert.NoError(t, err)
-				assert.Equal(t, 1, got.SecretIndex)
-				m, err := p.Map(context.Background(), h, body, at)
-				assert.NoError(t, err)
-				assert.Equal(t, want, m)
-			}
-		})
-	}
-	wg.Wait()
+	providertest.CheckConcurrentUse(t, p, providertest.Delivery{
+		Header: sigHeader(acuity.Sign(keyA, body)), Body: body, VerifyAt: time.Now(),
+		ReceivedAt: time.Date(2025, 6, 10, 8, 0, 0, 0, time.UTC), SecretIndex: 1}, 20)
 }

@@ -1,11 +1,9 @@
 package calcom_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -102,22 +100,7 @@ func compact(tb testing.TB, body []byte) []byte {
 
 func TestConcurrentUse(t *testing.T) {
 	v := vectors(t)[0]
-	body := v.body(t)
 	p := calcom.New(providers.NewSecrets(otherSecret, v.Secret))
-	want, err := p.Map(context.Background(), nil, body, time.Time{})
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 50 {
-				got, err := p.Verify(header(v.Signature), body, time.Now())
-				assert.NoError(t, err)
-				assert.Equal(t, 1, got.SecretIndex)
-				m, err := p.Map(context.Background(), nil, body, time.Time{})
-				assert.NoError(t, err)
-				assert.Equal(t, want, m)
-			}
-		})
-	}
-	wg.Wait()
+	providertest.CheckConcurrentUse(t, p, providertest.Delivery{
+		Header: header(v.Signature), Body: v.body(t), VerifyAt: time.Now(), SecretIndex: 1}, 50)
 }

@@ -1,11 +1,9 @@
 package calendly_test
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -123,23 +121,7 @@ func TestVerifyNeverLeaksSecret(t *testing.T) {
 
 func TestConcurrentUse(t *testing.T) {
 	v := vectors(t)[0]
-	body := v.body(t)
 	p := calendly.New(providers.NewSecrets(otherKey, v.Key), 0)
-	want, err := p.Map(context.Background(), nil, body, time.Time{})
-	require.NoError(t, err)
-
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 50 {
-				got, err := p.Verify(header(v.Header), body, time.Unix(v.T, 0))
-				assert.NoError(t, err)
-				assert.Equal(t, 1, got.SecretIndex)
-				m, err := p.Map(context.Background(), nil, body, time.Time{})
-				assert.NoError(t, err)
-				assert.Equal(t, want, m)
-			}
-		})
-	}
-	wg.Wait()
+	providertest.CheckConcurrentUse(t, p, providertest.Delivery{
+		Header: header(v.Header), Body: v.body(t), VerifyAt: time.Unix(v.T, 0), SecretIndex: 1}, 50)
 }

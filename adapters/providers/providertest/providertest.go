@@ -1,12 +1,15 @@
 package providertest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,4 +121,36 @@ func IDs(ms ...providers.Mapped) []string {
 		}
 	}
 	return out
+}
+
+// Delivery is one signed request as a provider's tests send it.
+type Delivery struct {
+	Header      http.Header
+	Body        []byte
+	VerifyAt    time.Time // the clock Verify is given
+	ReceivedAt  time.Time // the receive time Map is given
+	SecretIndex int       // the secret Verify must report as matched
+}
+
+// CheckConcurrentUse calls Verify and Map on one provider from 8 goroutines at once, rounds times each
+// (run it under -race): every call must verify with the expected secret and map to what a single call
+// maps, as the ingress shares one provider between all requests.
+func CheckConcurrentUse(t *testing.T, p providers.Provider, d Delivery, rounds int) {
+	t.Helper()
+	want, err := p.Map(context.Background(), d.Header, d.Body, d.ReceivedAt)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range rounds {
+				got, err := p.Verify(d.Header, d.Body, d.VerifyAt)
+				assert.NoError(t, err)
+				assert.Equal(t, d.SecretIndex, got.SecretIndex)
+				m, err := p.Map(context.Background(), d.Header, d.Body, d.ReceivedAt)
+				assert.NoError(t, err)
+				assert.Equal(t, want, m)
+			}
+		})
+	}
+	wg.Wait()
 }

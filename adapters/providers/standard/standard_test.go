@@ -1,13 +1,11 @@
 package standard_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -192,23 +190,8 @@ func TestVerify(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	g := readGolden(t)
 	d := g.Deliveries[len(g.Deliveries)-2]
-	body := providertest.ReadFile(t, d.BodyFile)
 	p := newProvider(t, 0, g.Secrets...)
-	h := headers(d.ID, strconv.FormatInt(d.Timestamp, 10), d.Signature)
-	want, err := p.Map(context.Background(), h, body, time.Time{})
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 50 {
-				got, err := p.Verify(h, body, time.Unix(d.Timestamp, 0))
-				assert.NoError(t, err)
-				assert.Equal(t, d.SecretIndex, got.SecretIndex)
-				m, err := p.Map(context.Background(), h, body, time.Time{})
-				assert.NoError(t, err)
-				assert.Equal(t, want, m)
-			}
-		})
-	}
-	wg.Wait()
+	providertest.CheckConcurrentUse(t, p, providertest.Delivery{
+		Header: headers(d.ID, strconv.FormatInt(d.Timestamp, 10), d.Signature), Body: providertest.ReadFile(t, d.BodyFile),
+		VerifyAt: time.Unix(d.Timestamp, 0), SecretIndex: d.SecretIndex}, 50)
 }

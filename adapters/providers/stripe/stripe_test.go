@@ -1,11 +1,9 @@
 package stripe_test
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -131,22 +129,7 @@ func TestVerify(t *testing.T) {
 
 func TestConcurrentUse(t *testing.T) {
 	v := vectors(t)[1]
-	body := providertest.ReadFile(t, v.BodyFile)
 	p := stripe.New(providers.NewSecrets(unrelated, v.Secrets[1]), 0)
-	want, err := p.Map(context.Background(), nil, body, time.Time{})
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 50 {
-				got, err := p.Verify(header(v.Header), body, time.Unix(v.T, 0))
-				assert.NoError(t, err)
-				assert.Equal(t, 1, got.SecretIndex)
-				m, err := p.Map(context.Background(), nil, body, time.Time{})
-				assert.NoError(t, err)
-				assert.Equal(t, want, m)
-			}
-		})
-	}
-	wg.Wait()
+	providertest.CheckConcurrentUse(t, p, providertest.Delivery{
+		Header: header(v.Header), Body: providertest.ReadFile(t, v.BodyFile), VerifyAt: time.Unix(v.T, 0), SecretIndex: 1}, 50)
 }
