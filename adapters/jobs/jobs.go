@@ -100,6 +100,18 @@ type Config struct {
 	// Clock is the time of each attempt, which becomes the observation time of what it fetched; nil
 	// means time.Now.
 	Clock func() time.Time
+	// Kinds are further kinds of work on the same River client (process steps, relay deliveries), each
+	// on its own queue so that one kind's backlog never starves another's.
+	Kinds []Kind
+}
+
+// Kind is a kind of background work: its River queue, how many of its jobs run at once in this
+// instance, and the registration of its workers. Its jobs are inserted through Queue.Client, usually
+// with InsertManyTx in the transaction of the projection that planned them.
+type Kind struct {
+	Queue    string
+	Workers  int
+	Register func(*river.Workers) error
 }
 
 // Queue defers deliveries and works the deferred ones. Create it with New; Defer works without Start
@@ -143,10 +155,20 @@ func New(cfg Config) (*Queue, error) {
 	if err := river.AddWorkerSafely(workers, w); err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
+	queues := map[string]river.QueueConfig{QueueDeferred: {MaxWorkers: orDefault(cfg.Workers, DefaultWorkers)}}
+	for _, k := range cfg.Kinds {
+		if _, dup := queues[k.Queue]; dup || k.Queue == "" || k.Register == nil {
+			return nil, fmt.Errorf("jobs: kind on queue %q: queue empty, taken, or without workers", k.Queue)
+		}
+		if err := k.Register(workers); err != nil {
+			return nil, fmt.Errorf("jobs: queue %s: %w", k.Queue, err)
+		}
+		queues[k.Queue] = river.QueueConfig{MaxWorkers: orDefault(k.Workers, DefaultWorkers)}
+	}
 	rc := &river.Config{
 		// River's own logs go to ours: its default is stdout, which serve reserves for "listening on".
 		Logger:      q.log.With("component", "river"),
-		Queues:      map[string]river.QueueConfig{QueueDeferred: {MaxWorkers: orDefault(cfg.Workers, DefaultWorkers)}},
+		Queues:      queues,
 		Workers:     workers,
 		MaxAttempts: q.maxAttempts,
 		JobTimeout:  orDefault(cfg.JobTimeout, DefaultJobTimeout),

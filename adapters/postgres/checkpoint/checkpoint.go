@@ -1,0 +1,181 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bookingledger/domain/eventlog"
+	"bookingledger/projections"
+)
+
+var (
+	_ projections.Projection = (*Projection)(nil)
+	_ projections.Resetter   = (*Projection)(nil)
+)
+
+// ApplyFunc applies events, which follow the last applied position in global order, inside tx. The
+// checkpoint has already been advanced in tx; returning an error rolls both back.
+type ApplyFunc func(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedEvent) error
+
+// ResetFunc empties what a rebuild recomputes, inside the transaction that moves the checkpoint back to
+// the start of the log.
+type ResetFunc func(ctx context.Context, tx pgx.Tx) error
+
+// Config names a projection and says how it applies and resets.
+type Config struct {
+	// Name is the checkpoint row and the runner's lock name. It must be unique among projections.
+	Name string
+	// Apply is required.
+	Apply ApplyFunc
+	// Reset is optional: without it a rebuild only moves the checkpoint back, and Apply must be
+	// idempotent on a replay (projections that plan effects are: they find their existing keys).
+	Reset ResetFunc
+}
+
+// Projection is a projections.Projection whose checkpoint lives in projection_checkpoints. Apply, Load
+// and Reset are called by one runner at a time.
+type Projection struct {
+	pool *pgxpool.Pool
+	cfg  Config
+
+	mu  sync.Mutex
+	pos eventlog.Position
+}
+
+// New returns the projection on pool (migrated by postgres.Migrate).
+func New(pool *pgxpool.Pool, cfg Config) (*Projection, error) {
+	if pool == nil || cfg.Name == "" || cfg.Apply == nil {
+		return nil, errors.New("checkpoint: pool, name and apply are required")
+	}
+	return &Projection{pool: pool, cfg: cfg}, nil
+}
+
+// Name implements projections.Projection.
+func (p *Projection) Name() string { return p.cfg.Name }
+
+// Load implements projections.Projection: it creates the checkpoint row on first use.
+func (p *Projection) Load(ctx context.Context) (eventlog.Position, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pos, err := Load(ctx, p.pool, p.cfg.Name)
+	if err != nil {
+		return eventlog.Position{}, err
+	}
+	p.pos = pos
+	return pos, nil
+}
+
+// Apply implements projections.Projection. Events at or before the saved position are skipped, so a
+// batch that overlaps what was applied is harmless.
+func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fresh := events
+	for len(fresh) > 0 && fresh[0].Position.Compare(p.pos) <= 0 {
+		fresh = fresh[1:]
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	last := fresh[len(fresh)-1].Position
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := Advance(ctx, tx, p.cfg.Name, p.pos, last, len(fresh)); err != nil {
+			return err
+		}
+		return p.cfg.Apply(ctx, tx, fresh)
+	})
+	if err != nil {
+		return err
+	}
+	p.pos = last
+	return nil
+}
+
+// Reset implements projections.Resetter: Config.Reset (if any) and the checkpoint's return to the start
+// of the log commit together.
+func (p *Projection) Reset(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if p.cfg.Reset != nil {
+			if err := p.cfg.Reset(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return Rewind(ctx, tx, p.cfg.Name, false)
+	})
+	if err != nil {
+		return fmt.Errorf("reset %s: %w", p.cfg.Name, err)
+	}
+	p.pos = eventlog.Position{}
+	return nil
+}
+
+// Querier is what Load and Advance need: a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Load returns the saved checkpoint of name, creating the row at the start of the log on first use.
+func Load(ctx context.Context, q Querier, name string) (eventlog.Position, error) {
+	if _, err := q.Exec(ctx, `INSERT INTO projection_checkpoints (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name); err != nil {
+		return eventlog.Position{}, fmt.Errorf("create checkpoint %s: %w", name, err)
+	}
+	var c, pr int64
+	if err := q.QueryRow(ctx, `SELECT commit_position, prepare_position FROM projection_checkpoints WHERE name = $1`,
+		name).Scan(&c, &pr); err != nil {
+		return eventlog.Position{}, fmt.Errorf("read checkpoint %s: %w", name, err)
+	}
+	return eventlog.Position{Commit: uint64(c), Prepare: uint64(pr)}, nil
+}
+
+// Advance moves name's checkpoint from from to to within tx, counting n events applied, and reports
+// whether the projection is rebuilding. It fails with projections.ErrCheckpointMoved when the saved
+// checkpoint is not from: another runner wrote it, and the caller must roll back.
+func Advance(ctx context.Context, tx pgx.Tx, name string, from, to eventlog.Position, n int) (rebuilding bool, err error) {
+	oldC, oldP, err := positionArgs(from)
+	if err != nil {
+		return false, err
+	}
+	newC, newP, err := positionArgs(to)
+	if err != nil {
+		return false, err
+	}
+	err = tx.QueryRow(ctx, `UPDATE projection_checkpoints
+SET commit_position = $2, prepare_position = $3, events_applied = events_applied + $4, updated_at = now()
+WHERE name = $1 AND commit_position = $5 AND prepare_position = $6
+RETURNING rebuilding`, name, newC, newP, n, oldC, oldP).Scan(&rebuilding)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("checkpoint %s at %s: %w", name, from, projections.ErrCheckpointMoved)
+	}
+	if err != nil {
+		return false, fmt.Errorf("save checkpoint %s: %w", name, err)
+	}
+	return rebuilding, nil
+}
+
+// Rewind moves name's checkpoint back to the start of the log within tx and sets its rebuilding flag.
+func Rewind(ctx context.Context, tx pgx.Tx, name string, rebuilding bool) error {
+	_, err := tx.Exec(ctx, `INSERT INTO projection_checkpoints (name, rebuilding) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuilding = $2, updated_at = now()`,
+		name, rebuilding)
+	if err != nil {
+		return fmt.Errorf("rewind checkpoint %s: %w", name, err)
+	}
+	return nil
+}
+
+func positionArgs(p eventlog.Position) (int64, int64, error) {
+	if p.Commit > math.MaxInt64 || p.Prepare > math.MaxInt64 {
+		return 0, 0, fmt.Errorf("position %s does not fit the checkpoint columns", p)
+	}
+	return int64(p.Commit), int64(p.Prepare), nil
+}

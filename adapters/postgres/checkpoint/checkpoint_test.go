@@ -1,0 +1,176 @@
+package checkpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/checkpoint"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/domain/eventlog"
+	"bookingledger/projections"
+)
+
+// seen is the test double of a second projection: one row per applied event, so that an event applied
+// twice fails the primary key and an event skipped shows in the count.
+const seenTable = `CREATE TABLE seen_events (id uuid PRIMARY KEY, stream text NOT NULL)`
+
+func seenProjection(t *testing.T, pool *pgxpool.Pool, failAt int) *checkpoint.Projection {
+	t.Helper()
+	applied := 0
+	p, err := checkpoint.New(pool, checkpoint.Config{
+		Name: "seen",
+		Apply: func(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedEvent) error {
+			for _, e := range events {
+				if failAt > 0 && applied == failAt {
+					applied++
+					return errors.New("injected failure")
+				}
+				applied++
+				if _, err := tx.Exec(ctx, `INSERT INTO seen_events (id, stream) VALUES ($1, $2)`, uuid.UUID(e.ID), e.StreamID); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Reset: func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `TRUNCATE seen_events`)
+			return err
+		},
+	})
+	require.NoError(t, err)
+	return p
+}
+
+func appendEvents(t *testing.T, store *postgres.Store, streams, perStream int) {
+	t.Helper()
+	for s := range streams {
+		for v := range perStream {
+			id := uuid.New()
+			_, err := store.Append(context.Background(), fmt.Sprintf("test-%d", s), eventlog.Any(),
+				[]eventlog.EventData{{ID: eventlog.EventID(id), Type: "test.v1", Data: []byte(fmt.Sprintf(`{"v":%d}`, v))}})
+			require.NoError(t, err)
+		}
+	}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM seen_events`).Scan(&n))
+	return n
+}
+
+func setup(t *testing.T) (*pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	pool := pgtest.NewDatabase(t)
+	_, err := pool.Exec(context.Background(), seenTable)
+	require.NoError(t, err)
+	return pool, postgres.NewStore(pool)
+}
+
+func TestProjectionAppliesEveryEventOnceAcrossRestarts(t *testing.T) {
+	pool, store := setup(t)
+	ctx := context.Background()
+	appendEvents(t, store, 5, 7)
+	run := func() int64 {
+		r := projections.NewRunner(store, seenProjection(t, pool, 0), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
+		n, err := r.CatchUp(ctx)
+		require.NoError(t, err)
+		return n
+	}
+	assert.EqualValues(t, 35, run())
+	assert.Equal(t, 35, count(t, pool))
+	// A new process (fresh Load) applies nothing twice and only what is new.
+	assert.EqualValues(t, 0, run())
+	appendEvents(t, store, 2, 3)
+	assert.EqualValues(t, 6, run())
+	assert.Equal(t, 41, count(t, pool))
+}
+
+func TestFailedBatchLeavesNeitherRowsNorCheckpoint(t *testing.T) {
+	pool, store := setup(t)
+	ctx := context.Background()
+	appendEvents(t, store, 1, 10)
+	r := projections.NewRunner(store, seenProjection(t, pool, 6), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
+	_, err := r.CatchUp(ctx)
+	require.ErrorContains(t, err, "injected failure")
+	// The first batch (4) committed; the second failed at its third event and left nothing.
+	assert.Equal(t, 4, count(t, pool))
+	pos, err := checkpoint.Load(ctx, pool, "seen")
+	require.NoError(t, err)
+	events, err := store.ReadAll(ctx, eventlog.Position{}, 4)
+	require.NoError(t, err)
+	assert.Equal(t, events[3].Position, pos)
+	// The next runner resumes from the checkpoint.
+	r = projections.NewRunner(store, seenProjection(t, pool, 0), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
+	n, err := r.CatchUp(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 6, n)
+	assert.Equal(t, 10, count(t, pool))
+}
+
+func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
+	pool, store := setup(t)
+	ctx := context.Background()
+	appendEvents(t, store, 1, 6)
+	events, err := store.ReadAll(ctx, eventlog.Position{}, 10)
+	require.NoError(t, err)
+	a, b := seenProjection(t, pool, 0), seenProjection(t, pool, 0)
+	_, err = a.Load(ctx)
+	require.NoError(t, err)
+	_, err = b.Load(ctx)
+	require.NoError(t, err)
+	// Both believe they are at the start; they race to apply the same batch. Exactly one commits.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, p := range []*checkpoint.Projection{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.Apply(ctx, events[:3])
+		}()
+	}
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			// The loser's checkpoint update waits for the winner's row lock, then finds the row moved.
+			assert.ErrorIs(t, err, projections.ErrCheckpointMoved)
+		}
+	}
+	assert.Equal(t, 1, failed, "exactly one of two racing runners commits")
+	assert.Equal(t, 3, count(t, pool))
+}
+
+func TestRebuildResetsAndReplaysOnce(t *testing.T) {
+	pool, store := setup(t)
+	ctx := context.Background()
+	appendEvents(t, store, 3, 4)
+	r := projections.NewRunner(store, seenProjection(t, pool, 0), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 5})
+	_, err := r.CatchUp(ctx)
+	require.NoError(t, err)
+	var last projections.Progress
+	require.NoError(t, r.Rebuild(ctx, func(p projections.Progress) { last = p }))
+	assert.Equal(t, projections.Progress{Done: 12, Total: 12}, last)
+	assert.Equal(t, 12, count(t, pool))
+	var applied int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT events_applied FROM projection_checkpoints WHERE name = 'seen'`).Scan(&applied))
+	assert.EqualValues(t, 12, applied)
+}
+
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	_, err := checkpoint.New(nil, checkpoint.Config{Name: "x"})
+	assert.Error(t, err)
+}
