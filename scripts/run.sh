@@ -12,7 +12,21 @@ if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 && ! runuser -u postgres --
 	echo "run: $PWD is private to root; keeping the cluster in $pgdir instead of .pgdata"
 fi
 url=$(scripts/pg.sh start "$pgdir")
-trap 'scripts/pg.sh stop "$pgdir"' EXIT
+sinks_pid=
+trap '[ -n "$sinks_pid" ] && kill "$sinks_pid" 2>/dev/null; scripts/pg.sh stop "$pgdir"' EXIT
+
+# Local stand-ins for the outside systems (SMTP, CalDAV, ...): `bookingledger dev-sinks` prints what
+# each receives, prefixed "sink", and writes the environment that points serve at them.
+sinks_env="$pgdir/sinks.env"
+rm -f "$sinks_env"
+bin/bookingledger dev-sinks --env-file "$sinks_env" > >(sed -u 's/^/sink  /') &
+sinks_pid=$!
+for _ in $(seq 100); do [ -s "$sinks_env" ] && break; sleep 0.1; done
+[ -s "$sinks_env" ] || { echo "run: dev-sinks did not start" >&2; exit 1; }
+set -a
+# shellcheck disable=SC1090
+. "$sinks_env"
+set +a
 
 # Demo secrets: used only when the variable is not already set. Never use them in production.
 : "${BOOKINGLEDGER_CALENDLY_SIGNING_KEYS:=demo-calendly-signing-key}"
@@ -36,6 +50,7 @@ BOOKINGLEDGER_STANDARD_SECRETS=$BOOKINGLEDGER_STANDARD_SECRETS
 BOOKINGLEDGER_ACUITY_API_KEYS=$BOOKINGLEDGER_ACUITY_API_KEYS
 BOOKINGLEDGER_ACUITY_USER_ID=$BOOKINGLEDGER_ACUITY_USER_ID
 ENV
+cat "$sinks_env" >>"$envfile"
 
 cat <<MSG
 run: PostgreSQL  $url
@@ -46,6 +61,7 @@ run: demo secrets (also in $envfile; load them in another shell with: set -a; . 
        BOOKINGLEDGER_STANDARD_SECRETS=$BOOKINGLEDGER_STANDARD_SECRETS
        BOOKINGLEDGER_ACUITY_API_KEYS=$BOOKINGLEDGER_ACUITY_API_KEYS
        BOOKINGLEDGER_ACUITY_USER_ID=$BOOKINGLEDGER_ACUITY_USER_ID
+run: dev sinks (lines starting "sink" are what they received): $(tr '\n' ' ' <"$sinks_env")
 run: serving on $BOOKINGLEDGER_ADDR (Ctrl-C stops the server and the cluster)
 MSG
 bin/bookingledger serve

@@ -27,6 +27,8 @@ Usage:
                                    the open reconciliation items; close one with a note
   bookingledger rebuild [calendar] [--quiet]
                                    replay the event log into an emptied read model (stop serve first)
+  bookingledger dev-sinks [--only NAME,...] [--env-file PATH]
+                                   local stand-ins (SMTP, CalDAV, ...) for development; prints serve's env
   bookingledger version            print the build's version
   bookingledger help               print this text
 
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runReconcile(ctx, rest, getenv, stdout, stderr)
 	case "rebuild":
 		err = runRebuild(ctx, rest, getenv, stdout, stderr)
+	case "dev-sinks":
+		err = runDevSinks(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		err = runVersion(stdout)
 	case "help", "-h", "-help", "--help":

@@ -1,0 +1,182 @@
+package smtpsink
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/mail"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// Message is one message the sink accepted (or read and then dropped, see Fault).
+type Message struct {
+	From      string
+	To        []string
+	MessageID string
+	Subject   string
+	Data      []byte
+	// Dropped is set when the sink read the data and closed the connection without an answer.
+	Dropped    bool
+	ReceivedAt time.Time
+}
+
+// Fault decides, per message after its data has been read, what the sink does instead of accepting.
+type Fault int
+
+// Faults.
+const (
+	// Accept answers 250: the message is delivered.
+	Accept Fault = iota
+	// DropAfterData closes the connection without answering: the sender cannot know the outcome.
+	DropAfterData
+	// TempFail answers 451: nothing was accepted, the sender may retry.
+	TempFail
+)
+
+// Config configures a Sink.
+type Config struct {
+	// Addr to listen on; 127.0.0.1:0 when empty. Only loopback addresses are accepted.
+	Addr string
+	// OnMessage, when set, is called for every message read (accepted or not), outside the sink's lock.
+	OnMessage func(Message)
+	// Fault, when set, is asked for every message read; nil accepts everything.
+	Fault func(Message) Fault
+}
+
+// Sink is a running capturing SMTP server.
+type Sink struct {
+	cfg    Config
+	ln     net.Listener
+	server *smtp.Server
+
+	mu   sync.Mutex
+	msgs []Message
+}
+
+// Start listens and serves until Close.
+func Start(cfg Config) (*Sink, error) {
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if err := loopbackOnly(addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("smtp sink: listen on %s: %w", addr, err)
+	}
+	s := &Sink{cfg: cfg, ln: ln}
+	s.server = smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		return &session{sink: s, conn: c}, nil
+	}))
+	s.server.Domain = "localhost"
+	s.server.AllowInsecureAuth = true
+	s.server.ReadTimeout = time.Minute
+	s.server.WriteTimeout = time.Minute
+	s.server.MaxMessageBytes = 1 << 20
+	go func() { _ = s.server.Serve(ln) }()
+	return s, nil
+}
+
+func loopbackOnly(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("smtp sink: address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("smtp sink: address %q is not a loopback address", addr)
+	}
+	return nil
+}
+
+// Addr is the host:port the sink listens on.
+func (s *Sink) Addr() string { return s.ln.Addr().String() }
+
+// Messages returns a copy of every message read so far, in order of arrival.
+func (s *Sink) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.msgs...)
+}
+
+// Delivered returns the messages that were accepted (not dropped, not refused).
+func (s *Sink) Delivered() []Message {
+	var out []Message
+	for _, m := range s.Messages() {
+		if !m.Dropped {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Close stops the server and its connections.
+func (s *Sink) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := s.server.Shutdown(ctx)
+	if err != nil {
+		err = s.server.Close()
+	}
+	if errors.Is(err, smtp.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+type session struct {
+	sink *Sink
+	conn *smtp.Conn
+	from string
+	to   []string
+}
+
+func (s *session) Reset()        { s.from, s.to = "", nil }
+func (s *session) Logout() error { return nil }
+
+func (s *session) Mail(from string, _ *smtp.MailOptions) error { s.from = from; return nil }
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.to = append(s.to, to)
+	return nil
+}
+
+func (s *session) Data(r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	m := Message{From: s.from, To: append([]string(nil), s.to...), Data: data, ReceivedAt: time.Now().UTC()}
+	if parsed, err := mail.ReadMessage(bytes.NewReader(data)); err == nil {
+		m.MessageID = parsed.Header.Get("Message-ID")
+		m.Subject = parsed.Header.Get("Subject")
+	}
+	fault := Accept
+	if s.sink.cfg.Fault != nil {
+		fault = s.sink.cfg.Fault(m)
+	}
+	switch fault {
+	case TempFail:
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "sink: try again later"}
+	case DropAfterData:
+		m.Dropped = true
+	}
+	s.sink.mu.Lock()
+	s.sink.msgs = append(s.sink.msgs, m)
+	s.sink.mu.Unlock()
+	if s.sink.cfg.OnMessage != nil {
+		s.sink.cfg.OnMessage(m)
+	}
+	if fault == DropAfterData {
+		// The sender wrote the final dot and waits for an answer that never comes.
+		_ = s.conn.Conn().Close()
+		return errors.New("sink: connection dropped after data")
+	}
+	return nil
+}
