@@ -22,7 +22,9 @@ func TestDevSinksServeTheirProtocolsAndReportWhatTheyReceive(t *testing.T) {
 	out := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"dev-sinks", "--env-file", envFile}, func(string) string { return "" }, out, out) }()
+	go func() {
+		done <- run(ctx, []string{"dev-sinks", "--env-file", envFile}, func(string) string { return "" }, out, out)
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "dev-sinks: ready") }, 10*time.Second, 10*time.Millisecond)
 
