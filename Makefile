@@ -4,7 +4,7 @@ GO ?= go
 
 .PHONY: run test lint bench build fuzz clean-pg
 
-## run: private PostgreSQL in .pgdata, migrations, `bookingledger serve` on :8080 with demo secrets
+## run: private PostgreSQL in .pgdata, migrations, `bookingledger serve` (webhooks :8080, admin 127.0.0.1:8081) with demo secrets
 run: build
 	@scripts/run.sh
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: a private PostgreSQL in .pgdata (kept between runs), migrations, and `bookingledger serve`
-# on BOOKINGLEDGER_ADDR (default :8080) with demo secrets for every provider. Ctrl-C stops the server
-# and the cluster; the data stays until `make clean-pg`.
+# with webhooks on BOOKINGLEDGER_ADDR (default :8080) and the read API and metrics on
+# BOOKINGLEDGER_ADMIN_ADDR (default 127.0.0.1:8081), with demo secrets for every provider. Ctrl-C
+# stops the server and the cluster; the data stays until `make clean-pg`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +37,8 @@ set +a
 : "${BOOKINGLEDGER_ACUITY_API_KEYS:=demo-acuity-api-key}"
 : "${BOOKINGLEDGER_ACUITY_USER_ID:=demo-acuity-user}"
 : "${BOOKINGLEDGER_ADDR:=:8080}"
-export BOOKINGLEDGER_DATABASE_URL="$url" BOOKINGLEDGER_ADDR BOOKINGLEDGER_CALENDLY_SIGNING_KEYS \
+: "${BOOKINGLEDGER_ADMIN_ADDR:=127.0.0.1:8081}"
+export BOOKINGLEDGER_DATABASE_URL="$url" BOOKINGLEDGER_ADDR BOOKINGLEDGER_ADMIN_ADDR BOOKINGLEDGER_CALENDLY_SIGNING_KEYS \
 	BOOKINGLEDGER_CALCOM_SECRETS BOOKINGLEDGER_STRIPE_SECRETS BOOKINGLEDGER_STANDARD_SECRETS \
 	BOOKINGLEDGER_ACUITY_API_KEYS BOOKINGLEDGER_ACUITY_USER_ID
 
@@ -62,6 +64,8 @@ run: demo secrets (also in $envfile; load them in another shell with: set -a; . 
        BOOKINGLEDGER_ACUITY_API_KEYS=$BOOKINGLEDGER_ACUITY_API_KEYS
        BOOKINGLEDGER_ACUITY_USER_ID=$BOOKINGLEDGER_ACUITY_USER_ID
 run: dev sinks (lines starting "sink" are what they received): $(tr '\n' ' ' <"$sinks_env")
-run: serving on $BOOKINGLEDGER_ADDR (Ctrl-C stops the server and the cluster)
+run: webhooks, /healthz, /readyz on $BOOKINGLEDGER_ADDR (public)
+run: read API (/api/), /metrics  on $BOOKINGLEDGER_ADMIN_ADDR (admin)
+run: Ctrl-C stops the server and the cluster
 MSG
 bin/bookingledger serve

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -96,9 +95,7 @@ func newAcuityServerOn(t *testing.T, dbURL string, pool *pgxpool.Pool, withQueue
 	})
 	require.NoError(t, err)
 	s.Server = srv
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	s.URL = hs.URL
+	s.listen(t)
 	return s
 }
 

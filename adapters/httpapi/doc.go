@@ -1,7 +1,9 @@
 // Package httpapi is the HTTP edge of bookingledger: POST /webhooks/{provider} (size cap, signature
 // verification over the raw bytes before any parsing, mapping, recording through the ledger, and the
 // mapping of errors to HTTP statuses), the operational endpoints /healthz, /readyz and /metrics, and
-// graceful serving with a bounded drain.
+// graceful serving with a bounded drain and deliberate connection limits. It keeps two surfaces apart:
+// the public one (Handler: webhooks and probes, for the internet) and the admin one (AdminHandler:
+// /metrics and the routes mounted through Config.AdminRoutes), each served on its own listener.
 //
 // Its one promise: a 2xx is written only after ledger.Service.Record returned, i.e. after the commit
 // that holds the receipt and the events; every failure to record answers 503 so the provider retries.

@@ -106,7 +106,8 @@ func newStores(t testing.TB, pool *pgxpool.Pool) *stores {
 }
 
 type testServer struct {
-	URL      string
+	URL      string // the public surface
+	AdminURL string // the admin surface (/metrics)
 	DBURL    string
 	Pool     *pgxpool.Pool
 	Stores   *stores
@@ -175,9 +176,7 @@ func newServer(t *testing.T, opts ...serverOption) *testServer {
 	srv, err := httpapi.New(cfg)
 	require.NoError(t, err)
 	ts.Server = srv
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	ts.URL = hs.URL
+	ts.listen(t)
 	return ts
 }
 
@@ -394,10 +393,20 @@ func (ts *testServer) metric(t *testing.T, name string, labels map[string]string
 	return 0
 }
 
+// listen serves ts.Server's public and admin surfaces on their own test listeners.
+func (ts *testServer) listen(t *testing.T) {
+	t.Helper()
+	hs := httptest.NewServer(ts.Server.Handler())
+	t.Cleanup(hs.Close)
+	admin := httptest.NewServer(ts.Server.AdminHandler())
+	t.Cleanup(admin.Close)
+	ts.URL, ts.AdminURL = hs.URL, admin.URL
+}
+
 // scrape returns the /metrics text.
 func (ts *testServer) scrape(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(ts.URL + "/metrics")
+	resp, err := http.Get(ts.AdminURL + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

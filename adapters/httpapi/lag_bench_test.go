@@ -117,7 +117,7 @@ func BenchmarkProjectionLagAtRate(b *testing.B) {
 		Providers: []providers.Provider{calendly.New(providers.NewSecrets(calendlyKey), 0)},
 		Ready:     httpapi.CheckFunc(func(context.Context) error { return nil }),
 		Logger:    slog.New(slog.DiscardHandler),
-		Routes: func(mux *http.ServeMux) {
+		AdminRoutes: func(mux httpapi.Mux) {
 			readapi.Register(mux, readapi.Deps{Reader: rm})
 		},
 	})
@@ -126,13 +126,15 @@ func BenchmarkProjectionLagAtRate(b *testing.B) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	b.Cleanup(hs.Close)
+	admin := httptest.NewServer(srv.AdminHandler())
+	b.Cleanup(admin.Close)
 	ingest := &http.Client{Transport: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512}}
 	// The poller has its own connection, so it never waits behind the ingest's.
 	poll := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	b.Cleanup(ingest.CloseIdleConnections)
 	b.Cleanup(poll.CloseIdleConnections)
 
-	lr := &lagRun{ingest: ingest, poll: poll, baseURL: hs.URL}
+	lr := &lagRun{ingest: ingest, poll: poll, baseURL: hs.URL, adminURL: admin.URL}
 	// A second of deliveries at the same rate first, not counted: the target is the lag of a server
 	// that is already taking 1,000 req/s. From cold, the first burst opens its database and HTTP
 	// connections and prepares its statements while it is being timed (about 100 ms in which ack
@@ -169,7 +171,8 @@ func BenchmarkProjectionLagAtRate(b *testing.B) {
 // lagRun is the clients of one benchmark's server.
 type lagRun struct {
 	ingest, poll *http.Client
-	baseURL      string
+	baseURL      string // webhooks
+	adminURL     string // the read API
 	// base is the start of the next round's first booking; rounds never share a calendar hour.
 	base time.Time
 }
@@ -320,7 +323,7 @@ func (lr *lagRun) pollUntilSeen(ctx context.Context, starts []time.Time, index m
 
 func (lr *lagRun) calendar(ctx context.Context, from, to time.Time) ([]readapi.CalendarEntryDTO, error) {
 	q := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lr.baseURL+"/api/calendar?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lr.adminURL+"/api/calendar?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}

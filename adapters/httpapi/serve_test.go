@@ -65,12 +65,21 @@ func TestServeDrainsInFlightRequestsOnShutdown(t *testing.T) {
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	aln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
 	base := "http://" + ln.Addr().String()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
+	go func() {
+		served <- srv.Serve(ctx, httpapi.Endpoint{Name: "public", Listener: ln},
+			httpapi.Endpoint{Name: "admin", Listener: aln, Handler: srv.AdminHandler()})
+	}()
+	resp, err := http.Get("http://" + aln.Addr().String() + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the admin listener serves")
 
 	type result struct {
 		r   reply
@@ -84,14 +93,16 @@ func TestServeDrainsInFlightRequestsOnShutdown(t *testing.T) {
 	<-slow.entered
 	cancel() // shutdown begins while the delivery is being handled
 
-	// New connections are refused once Serve stopped listening.
-	require.Eventually(t, func() bool {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	}, 5*time.Second, 10*time.Millisecond)
+	// New connections are refused on both listeners once Serve stopped listening.
+	for _, l := range []net.Listener{ln, aln} {
+		require.Eventually(t, func() bool {
+			c, err := net.DialTimeout("tcp", l.Addr().String(), 100*time.Millisecond)
+			if err == nil {
+				c.Close()
+			}
+			return err != nil
+		}, 5*time.Second, 10*time.Millisecond)
+	}
 	select {
 	case err := <-served:
 		t.Fatalf("Serve returned before the in-flight request finished: %v", err)
@@ -127,7 +138,7 @@ func TestServeGivesUpDrainingAfterTheTimeout(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
+	go func() { served <- srv.Serve(ctx, httpapi.Endpoint{Listener: ln}) }()
 	go func() {
 		_, _ = postTo(context.Background(), &http.Client{}, "http://"+ln.Addr().String(), "stuck", header(), []byte(`{}`))
 	}()
@@ -172,16 +183,26 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	assert.NoError(t, err, "the base config is valid, so each case fails for its own reason")
 }
 
-func TestRoutesMountsFurtherHandlers(t *testing.T) {
+func TestAdminRoutesMountOnTheAdminSurfaceOnly(t *testing.T) {
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger: nopLedger{},
 		Ready:  httpapi.CheckFunc(func(context.Context) error { return nil }),
-		Routes: func(mux *http.ServeMux) {
+		AdminRoutes: func(mux httpapi.Mux) {
 			mux.HandleFunc("GET /api/ping", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
 		},
 	})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/ping", nil))
+	srv.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/ping", nil))
 	assert.Equal(t, http.StatusTeapot, rec.Code)
+	assert.Equal(t, []string{"GET /metrics", "GET /api/ping"}, srv.AdminPatterns())
+	assert.Equal(t, []string{"POST /webhooks/{provider}", "GET /healthz", "GET /readyz"}, srv.PublicPatterns())
+	for _, path := range []string{"/api/ping", "/metrics"} {
+		rec = httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		assert.Equal(t, http.StatusNotFound, rec.Code, "%s is not on the public surface", path)
+	}
+	rec = httptest.NewRecorder()
+	srv.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	assert.Equal(t, http.StatusNotFound, rec.Code, "the admin surface serves only admin routes")
 }

@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +48,52 @@ const (
 	readyTimeout                   = 2 * time.Second
 )
 
+// Connection limits of both listeners. Providers send a webhook's headers in one packet and its body
+// right after; a client that trickles them (slowloris) is cut off instead of holding a connection and
+// a goroutine for as long as it likes.
+const (
+	// DefaultReadHeaderTimeout bounds reading a request's headers, for every request of a connection.
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// readTimeout bounds reading a whole request: a 1 MiB body takes well under a second on any link
+	// a provider uses.
+	readTimeout = 30 * time.Second
+	// minWriteMargin: the write timeout (counted from the end of the headers) leaves the record timeout
+	// this much room for reading the body and writing the answer, so a slow commit answers 503 rather
+	// than a cut connection.
+	minWriteMargin = 20 * time.Second
+	// idleTimeout closes keep-alive connections nobody uses; providers reconnect cheaply.
+	idleTimeout = 60 * time.Second
+	// maxHeaderBytes: the largest provider header set (Stripe with several v1 signatures, Standard
+	// Webhooks with rotated secrets) is well under 4 KiB; bearer tokens and cookies on the admin side
+	// too. Go's default is 1 MiB.
+	maxHeaderBytes = 64 << 10
+)
+
+// Mux is where routes are mounted; *http.ServeMux satisfies it.
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// routeMux is a ServeMux that remembers its patterns, so that tests can enumerate what a surface
+// serves (no admin route may answer on the public listener).
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func newRouteMux() *routeMux { return &routeMux{ServeMux: http.NewServeMux()} }
+
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.HandleFunc(pattern, h)
+}
+
 // Config holds a server's dependencies and limits.
 type Config struct {
 	Ledger Ledger
@@ -70,9 +118,13 @@ type Config struct {
 	RetryAfter time.Duration
 	// DrainTimeout bounds the wait for in-flight requests on shutdown. Zero means the default.
 	DrainTimeout time.Duration
-	// Routes, when set, mounts further routes (the JSON read API under /api/) on the server's mux, so
-	// that they share its listener, timeouts and graceful drain.
-	Routes func(mux *http.ServeMux)
+	// ReadHeaderTimeout bounds reading one request's headers on both listeners; zero means
+	// DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// AdminRoutes, when set, mounts the admin surface's routes (the read API under /api/, the operator
+	// UI under /ui/, /admin/) next to /metrics on the admin handler. They never answer on the public
+	// one (Handler), which serves only /webhooks/*, /healthz and /readyz.
+	AdminRoutes func(mux Mux)
 }
 
 // Server is the HTTP ingress. Create it with New; it is safe for concurrent use.
@@ -89,7 +141,9 @@ type Server struct {
 	recordTO  time.Duration
 	retry     time.Duration
 	drain     time.Duration
-	mux       *http.ServeMux
+	headerTO  time.Duration
+	public    *routeMux
+	admin     *routeMux
 }
 
 // New builds a server from cfg.
@@ -100,7 +154,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Ready == nil {
 		return nil, errors.New("httpapi: no readiness checker")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.RejectReceiptsPerMinute < 0 || cfg.RecordTimeout < 0 || cfg.RetryAfter < 0 || cfg.DrainTimeout < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.RejectReceiptsPerMinute < 0 || cfg.RecordTimeout < 0 || cfg.RetryAfter < 0 || cfg.DrainTimeout < 0 || cfg.ReadHeaderTimeout < 0 {
 		return nil, errors.New("httpapi: negative limit")
 	}
 	s := &Server{
@@ -114,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 		recordTO:  orDefault(cfg.RecordTimeout, DefaultRecordTimeout),
 		retry:     orDefault(cfg.RetryAfter, DefaultRetryAfter),
 		drain:     orDefault(cfg.DrainTimeout, DefaultDrainTimeout),
+		headerTO:  orDefault(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -147,13 +202,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = m
 
-	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /webhooks/{provider}", s.handleWebhook)
-	s.mux.HandleFunc("GET /healthz", s.handleHealth)
-	s.mux.HandleFunc("GET /readyz", s.handleReady)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
-	if cfg.Routes != nil {
-		cfg.Routes(s.mux)
+	s.public = newRouteMux()
+	s.public.HandleFunc("POST /webhooks/{provider}", s.handleWebhook)
+	s.public.HandleFunc("GET /healthz", s.handleHealth)
+	s.public.HandleFunc("GET /readyz", s.handleReady)
+	s.admin = newRouteMux()
+	s.admin.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	if cfg.AdminRoutes != nil {
+		cfg.AdminRoutes(s.admin)
 	}
 	return s, nil
 }
@@ -165,45 +221,119 @@ func orDefault[T int64 | time.Duration](v, def T) T {
 	return v
 }
 
-// Handler is the server's routes.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the public surface: /webhooks/{provider}, /healthz, /readyz.
+func (s *Server) Handler() http.Handler { return s.public }
+
+// AdminHandler is the admin surface: /metrics and whatever Config.AdminRoutes mounted.
+func (s *Server) AdminHandler() http.Handler { return s.admin }
+
+// PublicPatterns are the route patterns Handler serves.
+func (s *Server) PublicPatterns() []string { return append([]string(nil), s.public.patterns...) }
+
+// AdminPatterns are the route patterns AdminHandler serves.
+func (s *Server) AdminPatterns() []string { return append([]string(nil), s.admin.patterns...) }
 
 // Registry is the registry /metrics serves.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
-// Serve answers requests on ln until ctx ends, then stops accepting connections and waits up to the
-// drain timeout for in-flight requests to finish. It returns nil after a clean drain.
+// Endpoint is one listener and what it serves.
+type Endpoint struct {
+	// Name is the endpoint's name in logs ("public", "admin").
+	Name     string
+	Listener net.Listener
+	// Handler is what the listener serves; nil means the public surface (Handler).
+	Handler http.Handler
+	// TLS, when set, serves HTTPS (HTTP/2 offered) with it; nil serves plain HTTP.
+	TLS *tls.Config
+}
+
+// Serve answers requests on every endpoint until ctx ends, then stops accepting connections on all of
+// them and waits up to the drain timeout for their in-flight requests to finish. It returns nil after
+// a clean drain. When one endpoint fails to serve, the others are shut down and the error returned.
 //
 // Requests do not inherit ctx: a shutdown must let a delivery that is committing finish and get its
 // answer, not cancel it halfway (which would cost the provider a retry at best).
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+func (s *Server) Serve(ctx context.Context, endpoints ...Endpoint) error {
+	if len(endpoints) == 0 {
+		return errors.New("serve http: no endpoint")
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	servers := make([]*http.Server, len(endpoints))
+	errc := make(chan error, len(endpoints))
+	for i, ep := range endpoints {
+		srv := s.httpServer(ep)
+		servers[i] = srv
+		go func() {
+			var err error
+			if ep.TLS != nil {
+				err = srv.ServeTLS(ep.Listener, "", "") // the certificate is in srv.TLSConfig
+			} else {
+				err = srv.Serve(ep.Listener)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				err = fmt.Errorf("serve http (%s): %w", ep.Name, err)
+			} else {
+				err = nil
+			}
+			errc <- err
+		}()
+	}
+	var failed error
 	select {
-	case err := <-errc:
-		return fmt.Errorf("serve http: %w", err)
+	case failed = <-errc:
+		if failed == nil {
+			failed = errors.New("serve http: a listener stopped")
+		}
 	case <-ctx.Done():
+		s.log.Info("shutting down: draining in-flight requests", "timeout", s.drain.String())
 	}
-	s.log.Info("shutting down: draining in-flight requests", "timeout", s.drain.String())
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drain)
 	defer cancel()
-	err := srv.Shutdown(dctx)
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return fmt.Errorf("serve http: %w", serr)
+	var (
+		wg       sync.WaitGroup
+		drainErr = make([]error, len(servers))
+	)
+	for i, srv := range servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(dctx); err != nil {
+				_ = srv.Close()
+				drainErr[i] = err
+			}
+		})
 	}
-	if err != nil {
-		_ = srv.Close()
+	wg.Wait()
+	remaining := len(endpoints)
+	if failed != nil {
+		remaining-- // its error was read above
+	}
+	for range remaining {
+		if err := <-errc; err != nil && failed == nil {
+			failed = err
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	if err := errors.Join(drainErr...); err != nil {
 		return fmt.Errorf("drain http requests: %w", err)
 	}
 	return nil
+}
+
+func (s *Server) httpServer(ep Endpoint) *http.Server {
+	h := ep.Handler
+	if h == nil {
+		h = s.public
+	}
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         ep.TLS,
+		ReadHeaderTimeout: s.headerTO,
+		ReadTimeout:       max(readTimeout, s.headerTO),
+		WriteTimeout:      s.recordTO + minWriteMargin,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {

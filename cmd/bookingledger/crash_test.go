@@ -35,6 +35,7 @@ func startServeProcess(t *testing.T, bin, dbURL string) (*exec.Cmd, string) {
 	cmd.Env = append(os.Environ(),
 		"BOOKINGLEDGER_DATABASE_URL="+dbURL,
 		"BOOKINGLEDGER_ADDR=127.0.0.1:0",
+		"BOOKINGLEDGER_ADMIN_ADDR=127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS="+crashKey,
 		"BOOKINGLEDGER_LOG_LEVEL=error",
 	)

@@ -25,7 +25,8 @@ import (
 
 // servedProcess is a `bookingledger serve` started through run on an ephemeral port.
 type servedProcess struct {
-	base   string
+	base   string // the public listener: webhooks, /healthz, /readyz
+	admin  string // the admin listener: /api/, /metrics
 	stderr *lockedBuffer
 	cancel context.CancelFunc
 	done   chan error
@@ -33,6 +34,7 @@ type servedProcess struct {
 
 func startServe(t *testing.T, env func(string) string) *servedProcess {
 	t.Helper()
+	env = withEphemeralAdmin(env)
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := newAddrWriter(), &lockedBuffer{}
 	p := &servedProcess{stderr: stderr, cancel: cancel, done: make(chan error, 1)}
@@ -47,12 +49,24 @@ func startServe(t *testing.T, env func(string) string) *servedProcess {
 	select {
 	case addr := <-stdout.addr:
 		p.base = "http://" + addr
+		p.admin = "http://" + stdout.adminAddr()
 	case err := <-p.done:
 		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("serve did not print its address\n%s", stderr.String())
 	}
 	return p
+}
+
+// withEphemeralAdmin gives serve an ephemeral admin port unless the test chose one, so that serves in
+// parallel tests (and a developer's make run) never compete for the default one.
+func withEphemeralAdmin(env func(string) string) func(string) string {
+	return func(k string) string {
+		if v := env(k); v != "" || k != envAdminAddr {
+			return v
+		}
+		return "127.0.0.1:0"
+	}
 }
 
 // stop interrupts serve as SIGINT would and requires a clean exit.
@@ -133,7 +147,8 @@ type calendarAnswer struct {
 	} `json:"bookings"`
 }
 
-// waitForCalendar waits until GET /api/calendar over the window shows exactly want (booking → status).
+// waitForCalendar waits until GET /api/calendar on the admin listener at base over the window shows
+// exactly want (booking → status).
 func waitForCalendar(t *testing.T, base, from, to string, want map[string]string) {
 	t.Helper()
 	url := base + "/api/calendar?from=" + from + "&to=" + to
@@ -273,10 +288,10 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		day1From, day1To = "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z"
 		day2From, day2To = "2030-01-08T00:00:00Z", "2030-01-09T00:00:00Z"
 	)
-	waitForCalendar(t, base, day1From, day1To, map[string]string{
+	waitForCalendar(t, srv.admin, day1From, day1To, map[string]string{
 		"calendly-e2e-a": "active", "calendly-e2e-b": "canceled", "calendly-e2e-c": "conflict", "calendly-e2e-d": "conflict",
 	})
-	waitForCalendar(t, base, day2From, day2To, map[string]string{
+	waitForCalendar(t, srv.admin, day2From, day2To, map[string]string{
 		"calendly-seed-10am": "canceled", "calendly-seed-next": "active",
 	})
 
@@ -285,16 +300,16 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 			Status string `json:"status"`
 			Holder bool   `json:"holder"`
 		}
-		getJSON(t, base+"/api/bookings/calendly-e2e-a", &b)
+		getJSON(t, srv.admin+"/api/bookings/calendly-e2e-a", &b)
 		assert.Equal(t, "active", b.Status)
 		assert.True(t, b.Holder)
-		getJSON(t, base+"/api/bookings/calendly-seed-next", &b)
+		getJSON(t, srv.admin+"/api/bookings/calendly-seed-next", &b)
 		assert.True(t, b.Holder, "the slot the canceled 10:00 booking left is free for the next one")
-		status, _ := httpDo(t, http.MethodGet, base+"/api/bookings/calendly-nobody", "")
+		status, _ := httpDo(t, http.MethodGet, srv.admin+"/api/bookings/calendly-nobody", "")
 		assert.Equal(t, http.StatusNotFound, status)
 
 		var h historyAnswer
-		getJSON(t, base+"/api/bookings/calendly-e2e-a/history", &h)
+		getJSON(t, srv.admin+"/api/bookings/calendly-e2e-a/history", &h)
 		assert.Equal(t, "active", h.State.Status)
 		assert.True(t, h.Projected)
 		assert.Equal(t, []string{"accepted", "duplicate"}, h.outcomes(), "receipts include the redelivery")
@@ -305,7 +320,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Equal(t, 1, h.findingKinds()["duplicate_delivery"])
 
 		h = historyAnswer{}
-		getJSON(t, base+"/api/bookings/calendly-e2e-c/history", &h)
+		getJSON(t, srv.admin+"/api/bookings/calendly-e2e-c/history", &h)
 		assert.Equal(t, "conflict", h.State.Status)
 		require.Equal(t, 1, h.findingKinds()["conflict"], "%+v", h.Findings)
 		for _, f := range h.Findings {
@@ -316,7 +331,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 
 		// The seed story: canceled, the late create stored second but folded first, the retry a duplicate.
 		h = historyAnswer{}
-		getJSON(t, base+"/api/bookings/calendly-seed-10am/history", &h)
+		getJSON(t, srv.admin+"/api/bookings/calendly-seed-10am/history", &h)
 		assert.Equal(t, "canceled", h.State.Status)
 		assert.False(t, h.State.Holder)
 		assert.Equal(t, []string{"accepted", "accepted", "duplicate"}, h.outcomes())
@@ -340,7 +355,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 
 	var items itemsAnswer
 	t.Run("reconciliation over HTTP and the CLI", func(t *testing.T) {
-		getJSON(t, base+"/api/reconciliation", &items)
+		getJSON(t, srv.admin+"/api/reconciliation", &items)
 		require.Len(t, items.Items, 2, "%+v", items)
 		ids := map[string]int64{}
 		for _, it := range items.Items {
@@ -358,14 +373,14 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Contains(t, stdout, "calendly-e2e-d vs calendly-e2e-a")
 		stdout, stderr, code = cli(t, env, "reconcile", "list", "--json")
 		require.Equal(t, 0, code, stderr)
-		_, httpItems := httpDo(t, http.MethodGet, base+"/api/reconciliation", "")
+		_, httpItems := httpDo(t, http.MethodGet, srv.admin+"/api/reconciliation", "")
 		assert.JSONEq(t, httpItems, stdout, "reconcile list --json is the HTTP answer")
 
 		// One item resolved over HTTP, the other with the CLI.
-		status, body := httpDo(t, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", base, ids["calendly-e2e-c"]), `{"note":"host confirmed; C moves"}`)
+		status, body := httpDo(t, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.admin, ids["calendly-e2e-c"]), `{"note":"host confirmed; C moves"}`)
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"closed_by":"operator"`)
-		status, _ = httpDo(t, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", base, ids["calendly-e2e-c"]), `{"note":"again"}`)
+		status, _ = httpDo(t, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.admin, ids["calendly-e2e-c"]), `{"note":"again"}`)
 		assert.Equal(t, http.StatusConflict, status)
 
 		stdout, stderr, code = cli(t, env, "reconcile", "resolve", fmt.Sprint(ids["calendly-e2e-d"]), "--note", "D refunded")
@@ -381,7 +396,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Contains(t, stderr, "there is no reconciliation item 999999")
 
 		items = itemsAnswer{}
-		getJSON(t, base+"/api/reconciliation", &items)
+		getJSON(t, srv.admin+"/api/reconciliation", &items)
 		assert.Empty(t, items.Items)
 		stdout, _, code = cli(t, env, "reconcile", "list")
 		assert.Equal(t, 0, code)
@@ -404,7 +419,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		for _, b := range []string{"calendly-e2e-c", "calendly-seed-10am"} {
 			stdout, stderr, code = cli(t, env, "history", b, "--json")
 			require.Equal(t, 0, code, stderr)
-			_, httpHistory := httpDo(t, http.MethodGet, base+"/api/bookings/"+b+"/history", "")
+			_, httpHistory := httpDo(t, http.MethodGet, srv.admin+"/api/bookings/"+b+"/history", "")
 			assert.JSONEq(t, httpHistory, stdout, "history --json is the HTTP answer")
 		}
 		_, stderr, code = cli(t, env, "history", "calendly-nobody")
@@ -419,7 +434,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Regexp(t, `2030-01-07T09:00:00Z\s+2030-01-07T09:30:00Z\s+https://api.calendly.com/users/demo-host\s+active\s+calendly-e2e-a`, lines[1])
 		stdout, stderr, code = cli(t, env, "calendar", "--from", day2From, "--to", day2To, "--resource", "https://api.calendly.com/users/seed-host", "--json")
 		require.Equal(t, 0, code, stderr)
-		_, httpCal := httpDo(t, http.MethodGet, base+"/api/calendar?from="+day2From+"&to="+day2To+"&resource=https://api.calendly.com/users/seed-host", "")
+		_, httpCal := httpDo(t, http.MethodGet, srv.admin+"/api/calendar?from="+day2From+"&to="+day2To+"&resource=https://api.calendly.com/users/seed-host", "")
 		assert.JSONEq(t, httpCal, stdout, "calendar --json is the HTTP answer")
 	})
 
@@ -435,7 +450,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Contains(t, stderr, "projection is run by another process", "ErrBusy's message")
 
 	var metrics string
-	_, metrics = httpDo(t, http.MethodGet, base+"/metrics", "")
+	_, metrics = httpDo(t, http.MethodGet, srv.admin+"/metrics", "")
 	assert.Contains(t, metrics, `bookingledger_projection_active{projection="calendar"} 1`)
 	srv.stop(t)
 	logs := srv.stderr.String()
@@ -493,7 +508,7 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 	first := startServe(t, env)
 	second := startServe(t, env)
 	active := func(p *servedProcess) string {
-		_, m := httpDo(t, http.MethodGet, p.base+"/metrics", "")
+		_, m := httpDo(t, http.MethodGet, p.admin+"/metrics", "")
 		for line := range strings.SplitSeq(m, "\n") {
 			if v, ok := strings.CutPrefix(line, `bookingledger_projection_active{projection="calendar"} `); ok {
 				return v
@@ -515,7 +530,7 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 	}
 
 	send(t, env, standby.base, "calendly", "invitee.created", "--booking", "ha-1")
-	waitForCalendar(t, standby.base, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "active"})
+	waitForCalendar(t, standby.admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "active"})
 
 	leader.stop(t)
 	waitFor(t, 30*time.Second, "the standby takes over", func() (bool, string) {
@@ -523,7 +538,7 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 		return a == "1", a
 	})
 	send(t, env, standby.base, "calendly", "invitee.canceled", "--booking", "ha-1")
-	waitForCalendar(t, standby.base, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "canceled"})
+	waitForCalendar(t, standby.admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "canceled"})
 	standby.stop(t)
 }
 

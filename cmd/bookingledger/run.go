@@ -13,8 +13,9 @@ import (
 const usageText = `bookingledger records booking webhooks in an event-sourced ledger.
 
 Usage:
-  bookingledger serve    [flags]   migrate the database, then serve webhooks, the read API (/api/...),
-                                   /healthz, /readyz, /metrics, and keep the calendar projection current
+  bookingledger serve    [flags]   migrate the database, then serve webhooks, /healthz, /readyz (public
+                                   listener) and the read API (/api/...), /metrics (admin listener), and
+                                   keep the calendar projection current
   bookingledger migrate  [flags]   apply pending database migrations and exit
   bookingledger send <provider> <event> [flags]
                                    sign and post a realistic webhook delivery (demo and smoke tests)

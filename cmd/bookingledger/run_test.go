@@ -23,10 +23,11 @@ import (
 // addrWriter is serve's stdout in tests: it hands over the address of the "listening on" line, so
 // tests wait for the bound port instead of sleeping.
 type addrWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	addr chan string
-	sent bool
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	addr  chan string
+	admin string // from the "admin listening on" line, printed before "listening on"
+	sent  bool
 }
 
 func newAddrWriter() *addrWriter { return &addrWriter{addr: make(chan string, 1)} }
@@ -37,6 +38,9 @@ func (w *addrWriter) Write(p []byte) (int, error) {
 	w.buf.Write(p)
 	if !w.sent {
 		for line := range strings.SplitSeq(w.buf.String(), "\n") {
+			if a, ok := strings.CutPrefix(line, "admin listening on "); ok {
+				w.admin = strings.TrimSpace(a)
+			}
 			if a, ok := strings.CutPrefix(line, "listening on "); ok && strings.HasSuffix(w.buf.String(), "\n") {
 				w.addr <- strings.TrimSpace(a)
 				w.sent = true
@@ -45,6 +49,12 @@ func (w *addrWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+func (w *addrWriter) adminAddr() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.admin
 }
 
 type lockedBuffer struct {

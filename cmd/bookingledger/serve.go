@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,24 +32,30 @@ const (
 	envDatabaseURL         = "BOOKINGLEDGER_DATABASE_URL"
 	envDatabaseURLFallback = "DATABASE_URL"
 	envAddr                = "BOOKINGLEDGER_ADDR"
+	envAdminAddr           = "BOOKINGLEDGER_ADMIN_ADDR"
 	envEventStore          = "BOOKINGLEDGER_EVENT_STORE"
 )
 
 const serveUsage = `Usage: bookingledger serve [flags]
 
-Applies pending migrations (bookingledger's and the job queue's), then serves POST /webhooks/{provider},
-the read API (GET /api/bookings/{booking}, /api/bookings/{booking}/history, /api/calendar,
-/api/reconciliation, POST /api/reconciliation/{id}/resolve), /healthz, /readyz and /metrics; works
-deferred deliveries and keeps the calendar projection up to date in the background (one serve per
-database applies it, others stand by), until interrupted (SIGINT, SIGTERM): it drains in-flight
-requests, then stops the projection and lets running jobs finish, before it exits. Prints
-"listening on HOST:PORT" on stdout once it accepts connections. Provider secrets come from the
+Applies pending migrations (bookingledger's and the job queue's), then serves two listeners: the public
+one (--addr) answers POST /webhooks/{provider}, /healthz and /readyz and nothing else; the admin one
+(--admin-addr, loopback by default) answers the read API (GET /api/bookings/{booking},
+/api/bookings/{booking}/history, /api/calendar, /api/reconciliation, POST
+/api/reconciliation/{id}/resolve) and /metrics. Either serves HTTPS when given a certificate and key.
+It works deferred deliveries and keeps the calendar projection up to date in the background (one serve
+per database applies it, others stand by), until interrupted (SIGINT, SIGTERM): it drains in-flight
+requests on both listeners, then stops the projection and lets running jobs finish, before it exits.
+Prints "admin listening on HOST:PORT", then "listening on HOST:PORT" on stdout once both accept
+connections. Provider secrets come from the
 environment only: BOOKINGLEDGER_CALENDLY_SIGNING_KEYS, BOOKINGLEDGER_CALCOM_SECRETS,
 BOOKINGLEDGER_ACUITY_API_KEYS, BOOKINGLEDGER_STRIPE_SECRETS, BOOKINGLEDGER_STANDARD_SECRETS
 (comma-separated, newest first); a provider without one rejects everything with 401.`
 
 type serveConfig struct {
 	addr            string
+	adminAddr       string
+	tls, adminTLS   *tls.Config // nil: plain HTTP
 	databaseURL     string
 	eventStore      string
 	maxBody         int64
@@ -64,7 +71,12 @@ type serveConfig struct {
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	f := newEnvFlags("serve", getenv, stderr, serveUsage)
 	var c serveConfig
-	addr := f.String("addr", []string{envAddr}, ":8080", "listen address")
+	addr := f.String("addr", []string{envAddr}, ":8080", "public listen address: webhooks, /healthz, /readyz")
+	adminAddr := f.String("admin-addr", []string{envAdminAddr}, "127.0.0.1:8081", "admin listen address: /api/, /metrics (keep it private)")
+	tlsCert := f.String("tls-cert", []string{"BOOKINGLEDGER_TLS_CERT"}, "", "PEM certificate (chain) file: serve the public listener over HTTPS")
+	tlsKey := f.String("tls-key", []string{"BOOKINGLEDGER_TLS_KEY"}, "", "PEM private key file of --tls-cert")
+	adminCert := f.String("admin-tls-cert", []string{"BOOKINGLEDGER_ADMIN_TLS_CERT"}, "", "PEM certificate (chain) file: serve the admin listener over HTTPS")
+	adminKey := f.String("admin-tls-key", []string{"BOOKINGLEDGER_ADMIN_TLS_KEY"}, "", "PEM private key file of --admin-tls-cert")
 	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
 	store := f.String("event-store", []string{envEventStore}, "postgres", `event store: "postgres" or an esdb:// / esdb+discover:// URL`)
 	maxBody := f.Int64("max-body-bytes", []string{"BOOKINGLEDGER_MAX_BODY_BYTES"}, httpapi.DefaultMaxBodyBytes, 1, "largest accepted webhook body; larger ones get 413")
@@ -84,13 +96,19 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if len(rest) > 0 {
 		return c, usageErrorf("serve takes no arguments, got %q", rest)
 	}
-	c = serveConfig{addr: *addr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
+	c = serveConfig{addr: *addr, adminAddr: *adminAddr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
 		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level,
 		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers}
 	if c.databaseURL == "" {
 		return c, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
 	}
 	if err := checkEventStore(c.eventStore); err != nil {
+		return c, err
+	}
+	if c.tls, err = loadTLS("BOOKINGLEDGER_TLS_CERT", "BOOKINGLEDGER_TLS_KEY", *tlsCert, *tlsKey); err != nil {
+		return c, err
+	}
+	if c.adminTLS, err = loadTLS("BOOKINGLEDGER_ADMIN_TLS_CERT", "BOOKINGLEDGER_ADMIN_TLS_KEY", *adminCert, *adminKey); err != nil {
 		return c, err
 	}
 	if _, err := parseLevel(c.logLevel); err != nil {
@@ -100,6 +118,23 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, err
 	}
 	return c, nil
+}
+
+// loadTLS reads a certificate and its key at start, so that a wrong path or a mismatched pair is a
+// configuration error (exit 2) rather than a listener that fails its first handshake. Renewed
+// certificates are picked up by a restart.
+func loadTLS(certVar, keyVar, certFile, keyFile string) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, usageErrorf("%s and %s go together: set both or neither", certVar, keyVar)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, usageErrorf("%s / %s: %w", certVar, keyVar, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // isESDB reports whether the event-store setting names EventStoreDB.
@@ -245,30 +280,60 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
 		RecordTimeout:           cfg.recordTimeout,
 		DrainTimeout:            cfg.drain,
-		Routes: func(mux *http.ServeMux) {
-			readapi.Register(mux, readapi.Deps{Reader: rm, Logger: log})
-		},
+		AdminRoutes:             adminRoutes(rm, log),
 	})
 	if err != nil {
 		return err
 	}
 
 	var lc net.ListenConfig
+	aln, err := lc.Listen(ctx, "tcp", cfg.adminAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (%s): %w", cfg.adminAddr, envAdminAddr, err)
+	}
 	ln, err := lc.Listen(ctx, "tcp", cfg.addr)
 	if err != nil {
+		_ = aln.Close()
 		return fmt.Errorf("listen on %s (%s): %w", cfg.addr, envAddr, err)
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "providers", cfg.providers.names())
-	// The line tests and scripts wait for: the port is bound when it is printed.
-	if _, err := fmt.Fprintf(stdout, "listening on %s\n", ln.Addr()); err != nil {
+	if cfg.adminTLS == nil && !isLoopback(aln.Addr()) {
+		log.Warn("the admin listener is reachable beyond this host over plain HTTP; set BOOKINGLEDGER_ADMIN_TLS_CERT/KEY or bind it to loopback",
+			"admin_addr", aln.Addr().String())
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "admin_addr", aln.Addr().String(),
+		"tls", cfg.tls != nil, "admin_tls", cfg.adminTLS != nil, "providers", cfg.providers.names())
+	// The lines tests and scripts wait for: both ports are bound when they are printed, the admin one
+	// first, so that whoever waits for "listening on" knows both.
+	if _, err := fmt.Fprintf(stdout, "admin listening on %s\nlistening on %s\n", aln.Addr(), ln.Addr()); err != nil {
 		_ = ln.Close()
+		_ = aln.Close()
 		return fmt.Errorf("write to stdout: %w", err)
 	}
-	if err := srv.Serve(ctx, ln); err != nil {
+	err = srv.Serve(ctx,
+		httpapi.Endpoint{Name: "public", Listener: ln, Handler: srv.Handler(), TLS: cfg.tls},
+		httpapi.Endpoint{Name: "admin", Listener: aln, Handler: wrapAdmin(srv.AdminHandler()), TLS: cfg.adminTLS})
+	if err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// adminRoutes mounts the admin surface (next to /metrics): every route that reads or changes what the
+// ledger knows goes here, never on the public listener. Tests enumerate what it mounts.
+func adminRoutes(rm readapi.Reader, log *slog.Logger) func(httpapi.Mux) {
+	return func(mux httpapi.Mux) {
+		readapi.Register(mux, readapi.Deps{Reader: rm, Logger: log})
+	}
+}
+
+// wrapAdmin is the one place the admin surface is wrapped before it is served (authentication goes
+// here). The public listener never sees it.
+func wrapAdmin(h http.Handler) http.Handler { return h }
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // deferringLedger is the ledger the ingress records through, with the job queue as its

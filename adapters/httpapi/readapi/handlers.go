@@ -39,8 +39,13 @@ const maxResolveBody = 16 << 10
 // maxResourceLength bounds the resource query parameter.
 const maxResourceLength = 512
 
+// Mux is where Register mounts the handlers; *http.ServeMux and httpapi.Mux satisfy it.
+type Mux interface {
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
 // Register mounts the read API on mux.
-func Register(mux *http.ServeMux, deps Deps) {
+func Register(mux Mux, deps Deps) {
 	h := &handlers{r: deps.Reader, log: deps.Logger}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
