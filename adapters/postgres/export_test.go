@@ -27,3 +27,7 @@ func MigrateFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
 func PendingFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) ([]string, error) {
 	return pending(ctx, pool, fsys)
 }
+
+func CheckNotNewerFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
+	return checkNotNewer(ctx, pool, fsys)
+}

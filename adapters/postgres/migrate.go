@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -35,7 +36,7 @@ const migrationTable = "schema_migrations"
 var migrationName = regexp.MustCompile(`^[0-9]{4}_[a-z0-9_]+\.sql$`)
 
 // Migrate applies the embedded migrations not yet applied, each in its own transaction, in version
-// order. Concurrent calls are safe: goose holds a session advisory lock for the run, and a caller
+// order. It refuses (ErrSchemaNewer) a database that holds migrations it does not embed. Concurrent calls are safe: goose holds a session advisory lock for the run, and a caller
 // that waited finds the work done. A migration file that must run outside a transaction says so with
 // `-- +goose NO TRANSACTION`. After migrating it checks the transaction-id horizon (CheckTransactionIDs).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
@@ -79,7 +80,74 @@ func newMigrator(pool *pgxpool.Pool, fsys fs.FS) (*goose.Provider, func(), error
 	return p, func() { _ = db.Close() }, nil
 }
 
+// ErrSchemaNewer: the database holds migrations this binary does not embed — a newer bookingledger
+// migrated it. Running against it could misread or corrupt what the newer code wrote
+// (docs/operations/upgrades.md), so the old binary stops instead.
+var ErrSchemaNewer = errors.New("the database schema is newer than this binary")
+
+// NewerVersions returns the versions (as "0070") applied to the database that this binary does not
+// embed, in order; none on a database not migrated yet.
+func NewerVersions(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	return newerVersions(ctx, pool, migrationFiles)
+}
+
+func newerVersions(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) ([]string, error) {
+	p, done, err := newMigrator(pool, fsys)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	known := map[int64]bool{}
+	for _, src := range p.ListSources() {
+		known[src.Version] = true
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, migrationTable).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("migration status: %w", translate(err))
+	}
+	if !exists {
+		return []string{}, nil
+	}
+	rows, err := pool.Query(ctx, `SELECT DISTINCT version_id FROM `+migrationTable+` WHERE version_id > 0 AND is_applied ORDER BY version_id`)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", translate(err))
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", translate(err))
+	}
+	out := []string{}
+	for _, v := range applied {
+		if !known[v] {
+			out = append(out, fmt.Sprintf("%04d", v))
+		}
+	}
+	return out, nil
+}
+
+// CheckNotNewer returns ErrSchemaNewer, naming the versions, when the database holds migrations this
+// binary does not embed.
+func CheckNotNewer(ctx context.Context, pool *pgxpool.Pool) error {
+	return checkNotNewer(ctx, pool, migrationFiles)
+}
+
+func checkNotNewer(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
+	newer, err := newerVersions(ctx, pool, fsys)
+	if err != nil {
+		return err
+	}
+	if len(newer) > 0 {
+		return fmt.Errorf("%w: it has migration(s) %s, which this binary does not know; run the bookingledger "+
+			"release that applied them (or a later one) — migrations are forward-only", ErrSchemaNewer, strings.Join(newer, ", "))
+	}
+	return nil
+}
+
+// migrate refuses a schema newer than fsys (ErrSchemaNewer), then applies what is pending.
 func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
+	if err := checkNotNewer(ctx, pool, fsys); err != nil {
+		return err
+	}
 	p, done, err := newMigrator(pool, fsys)
 	if err != nil {
 		return err

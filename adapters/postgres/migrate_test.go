@@ -109,6 +109,34 @@ func TestMigrationFailureRollsBack(t *testing.T) {
 	assert.Empty(t, pending)
 }
 
+// TestOlderMigrationsRefuseANewerSchema: a binary that embeds fewer migrations than the database
+// holds (an old release after a newer one migrated) refuses, naming what it does not know; the newer
+// set migrates on, and a binary with every version is content.
+func TestOlderMigrationsRefuseANewerSchema(t *testing.T) {
+	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
+	ctx := testCtx(t)
+	older := fstest.MapFS{
+		"migrations/0001_first.sql": {Data: []byte("-- +goose Up\nCREATE TABLE first (id int);")},
+	}
+	newer := fstest.MapFS{
+		"migrations/0001_first.sql":  older["migrations/0001_first.sql"],
+		"migrations/0002_second.sql": {Data: []byte("-- +goose Up\nCREATE TABLE second (id int);")},
+		"migrations/0070_third.sql":  {Data: []byte("-- +goose Up\nCREATE TABLE third (id int);")},
+	}
+	require.NoError(t, postgres.CheckNotNewerFS(ctx, pool, older), "an empty database is not newer than anything")
+	require.NoError(t, postgres.MigrateFS(ctx, pool, older))
+	require.NoError(t, postgres.MigrateFS(ctx, pool, newer))
+
+	err := postgres.MigrateFS(ctx, pool, older)
+	require.ErrorIs(t, err, postgres.ErrSchemaNewer)
+	assert.Contains(t, err.Error(), "migration(s) 0002, 0070, which this binary does not know")
+	assert.ErrorIs(t, postgres.CheckNotNewerFS(ctx, pool, older), postgres.ErrSchemaNewer)
+	pending, err := postgres.PendingFS(ctx, pool, older)
+	require.NoError(t, err)
+	assert.Empty(t, pending, "nothing of its own is missing: the refusal is about the versions it lacks")
+	assert.NoError(t, postgres.MigrateFS(ctx, pool, newer), "the newer binary is fine")
+}
+
 func TestMigrationNamesAreChecked(t *testing.T) {
 	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
 	ctx := testCtx(t)

@@ -92,6 +92,10 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 	if err != nil {
 		return nil, err
 	}
+	if err := postgres.CheckNotNewer(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database: %w", err)
+	}
 	pending, err := postgres.Pending(ctx, pool)
 	if err != nil {
 		pool.Close()

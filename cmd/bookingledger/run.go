@@ -8,6 +8,8 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+
+	"bookingledger/adapters/postgres"
 )
 
 const usageText = `bookingledger records booking webhooks in an event-sourced ledger.
@@ -77,8 +79,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return err
 }
 
+// exitSchemaNewer: a newer release migrated the database. Its own status, so that a supervisor can
+// stop restarting (systemd: RestartPreventExitStatus=3) instead of looping on a binary that cannot run.
+const exitSchemaNewer = 3
+
 // exitCode reports err on stderr and returns the process's exit status: 0 on success, 2 for usage and
-// configuration errors, 1 for everything else.
+// configuration errors, 3 when the database schema is newer than the binary, 1 for everything else.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
@@ -88,6 +94,9 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.As(err, &ue) {
 		fmt.Fprintln(stderr, "Run 'bookingledger help' for usage.")
 		return 2
+	}
+	if errors.Is(err, postgres.ErrSchemaNewer) {
+		return exitSchemaNewer
 	}
 	return 1
 }

@@ -33,6 +33,7 @@ const (
 	envDatabaseURLFallback = "DATABASE_URL"
 	envAddr                = "BOOKINGLEDGER_ADDR"
 	envAdminAddr           = "BOOKINGLEDGER_ADMIN_ADDR"
+	envAllowNewer          = "BOOKINGLEDGER_ALLOW_NEWER_SCHEMA"
 	envEventStore          = "BOOKINGLEDGER_EVENT_STORE"
 )
 
@@ -66,6 +67,7 @@ type serveConfig struct {
 	providers       providerConfig
 	deferAttempts   int64
 	deferWorkers    int64
+	allowNewer      bool
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -88,6 +90,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"fetch attempts of a deferred delivery (River's backoff, attempt^4 s) before it is quarantined")
 	deferWorkers := f.Int64("deferred-workers", []string{"BOOKINGLEDGER_DEFERRED_WORKERS"}, jobs.DefaultWorkers, 1,
 		"deferred deliveries worked at once by this instance")
+	allowNewer := f.Bool("allow-newer-schema", []string{envAllowNewer},
+		"start although a newer release migrated the database (only when its migrations are expand-only: docs/operations/upgrades.md)")
 	providerFlags := registerProviderFlags(f)
 	rest, err := f.parse(args)
 	if err != nil {
@@ -98,7 +102,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	c = serveConfig{addr: *addr, adminAddr: *adminAddr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
 		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level,
-		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers}
+		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers, allowNewer: *allowNewer}
 	if c.databaseURL == "" {
 		return c, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
 	}
@@ -206,7 +210,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Closed only after the server drained: in-flight deliveries still commit through it.
 	defer pool.Close()
 
-	if _, err := migrateSchema(ctx, pool, log); err != nil {
+	if _, err := migrateSchema(ctx, pool, log, cfg.allowNewer); err != nil {
 		return fmt.Errorf("migrate on start: %w", err)
 	}
 	es, err := openEventStore(ctx, cfg.eventStore, pool, log)
@@ -346,8 +350,23 @@ type deferringLedger struct {
 var _ httpapi.Deferrer = deferringLedger{}
 
 // migrateSchema applies bookingledger's migrations, then River's (the job queue's tables): the one
-// place that sets up the schema, for both serve and migrate. It returns what it applied.
-func migrateSchema(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) ([]string, error) {
+// place that sets up the schema, for both serve and migrate. It returns what it applied. A schema a
+// newer release migrated is refused (postgres.ErrSchemaNewer, exit 3) unless allowNewer, when there is
+// nothing of ours to apply and it only warns.
+func migrateSchema(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, allowNewer bool) ([]string, error) {
+	if allowNewer {
+		newer, err := postgres.NewerVersions(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		if len(newer) > 0 {
+			if log != nil {
+				log.Warn("the database schema is newer than this binary; starting anyway ("+envAllowNewer+")",
+					"unknown_migrations", strings.Join(newer, ", "))
+			}
+			return nil, postgres.CheckTransactionIDs(ctx, pool)
+		}
+	}
 	before, err := postgres.Pending(ctx, pool)
 	if err != nil {
 		return nil, err
@@ -400,7 +419,8 @@ const migrateUsage = `Usage: bookingledger migrate [flags]
 
 Applies the pending database migrations — bookingledger's, then those of River, the job queue that
 finishes deferred deliveries — and prints what it applied. Safe to run while other instances start:
-migration runs are serialized by advisory locks.`
+migration runs are serialized by advisory locks. Migrations are forward-only: a database a newer
+release migrated is refused with exit status 3.`
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("migrate", getenv, stderr, migrateUsage)
@@ -420,7 +440,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer pool.Close()
-	applied, err := migrateSchema(ctx, pool, nil)
+	applied, err := migrateSchema(ctx, pool, nil, false)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
