@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -52,7 +53,7 @@ func seenProjection(t *testing.T, pool *pgxpool.Pool, failAt int) *checkpoint.Pr
 	return p
 }
 
-func appendEvents(t *testing.T, store *postgres.Store, streams, perStream int) {
+func appendEvents(t *testing.T, pool *pgxpool.Pool, store *postgres.Store, streams, perStream int) {
 	t.Helper()
 	for s := range streams {
 		for v := range perStream {
@@ -62,6 +63,20 @@ func appendEvents(t *testing.T, store *postgres.Store, streams, perStream int) {
 			require.NoError(t, err)
 		}
 	}
+	settle(t, pool, store)
+}
+
+// settle waits until the global log shows every stored event. Readers see only transactions older
+// than the oldest one running anywhere in the cluster (ADR 0002), so a transaction of another test
+// package's database can hide these for a moment; a catch-up that ran now would find fewer.
+func settle(t *testing.T, pool *pgxpool.Pool, store *postgres.Store) {
+	t.Helper()
+	var stored int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&stored))
+	require.Eventually(t, func() bool {
+		seen, err := store.ReadAll(context.Background(), eventlog.Position{}, stored+1)
+		return err == nil && len(seen) == stored
+	}, 30*time.Second, 10*time.Millisecond, "%d stored events never all became visible", stored)
 }
 
 func count(t *testing.T, pool *pgxpool.Pool) int {
@@ -82,7 +97,7 @@ func setup(t *testing.T) (*pgxpool.Pool, *postgres.Store) {
 func TestProjectionAppliesEveryEventOnceAcrossRestarts(t *testing.T) {
 	pool, store := setup(t)
 	ctx := context.Background()
-	appendEvents(t, store, 5, 7)
+	appendEvents(t, pool, store, 5, 7)
 	run := func() int64 {
 		r := projections.NewRunner(store, seenProjection(t, pool, 0), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
 		n, err := r.CatchUp(ctx)
@@ -93,7 +108,7 @@ func TestProjectionAppliesEveryEventOnceAcrossRestarts(t *testing.T) {
 	assert.Equal(t, 35, count(t, pool))
 	// A new process (fresh Load) applies nothing twice and only what is new.
 	assert.EqualValues(t, 0, run())
-	appendEvents(t, store, 2, 3)
+	appendEvents(t, pool, store, 2, 3)
 	assert.EqualValues(t, 6, run())
 	assert.Equal(t, 41, count(t, pool))
 }
@@ -101,7 +116,7 @@ func TestProjectionAppliesEveryEventOnceAcrossRestarts(t *testing.T) {
 func TestFailedBatchLeavesNeitherRowsNorCheckpoint(t *testing.T) {
 	pool, store := setup(t)
 	ctx := context.Background()
-	appendEvents(t, store, 1, 10)
+	appendEvents(t, pool, store, 1, 10)
 	r := projections.NewRunner(store, seenProjection(t, pool, 6), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
 	_, err := r.CatchUp(ctx)
 	require.ErrorContains(t, err, "injected failure")
@@ -123,7 +138,7 @@ func TestFailedBatchLeavesNeitherRowsNorCheckpoint(t *testing.T) {
 func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
 	pool, store := setup(t)
 	ctx := context.Background()
-	appendEvents(t, store, 1, 6)
+	appendEvents(t, pool, store, 1, 6)
 	events, err := store.ReadAll(ctx, eventlog.Position{}, 10)
 	require.NoError(t, err)
 	a, b := seenProjection(t, pool, 0), seenProjection(t, pool, 0)
@@ -157,7 +172,7 @@ func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
 func TestRebuildResetsAndReplaysOnce(t *testing.T) {
 	pool, store := setup(t)
 	ctx := context.Background()
-	appendEvents(t, store, 3, 4)
+	appendEvents(t, pool, store, 3, 4)
 	r := projections.NewRunner(store, seenProjection(t, pool, 0), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 5})
 	_, err := r.CatchUp(ctx)
 	require.NoError(t, err)
