@@ -5,7 +5,8 @@
 // slot-holder rule that picks one holder per overlapping set whatever the arrival order), the
 // reconciliation item model, and the auditor's booking history with its text timeline renderer.
 //
-// Storage lives in adapters/postgres/readmodel, which implements Projection and Locker and the
-// queries. This package imports domain/... and the standard library only; it must not import
+// Storage lives in adapters/postgres: checkpoint (the checkpoint row, the advisory-lock Locker, any
+// projection that is its tables plus one Apply) and readmodel (the calendar projection and its
+// queries). This package imports domain/... and the standard library only; it must not import
 // adapters, pgx, HTTP or provider packages.
 package projections

@@ -29,17 +29,11 @@ type Projection interface {
 	// Apply applies events, which follow the last applied position in global order, and saves the
 	// position of the last one as the checkpoint in the same transaction: all of it or nothing.
 	Apply(ctx context.Context, events []eventlog.RecordedEvent) error
-}
-
-// CaughtUpHook is implemented by projections that want to know when a catch-up reached the end of the
-// log (to finish a rebuild, or to pick up state that has no events, such as quarantined receipts).
-type CaughtUpHook interface {
+	// CaughtUp is called whenever a catch-up reached the end of the log (to finish a rebuild, or to
+	// pick up state that has no events, such as quarantined receipts); most projections do nothing.
 	CaughtUp(ctx context.Context) error
-}
-
-// Resetter is implemented by projections that can be rebuilt: Reset empties the read model and moves
-// the checkpoint back to the start of the log, atomically.
-type Resetter interface {
+	// Reset empties the read model and moves the checkpoint back to the start of the log, atomically:
+	// the start of a rebuild.
 	Reset(ctx context.Context) error
 }
 
@@ -56,12 +50,6 @@ type Lease interface {
 	Lost() <-chan struct{}
 	// Release gives the lock up.
 	Release(ctx context.Context)
-}
-
-// EventCounter is implemented by stores that can count the events of the global log cheaply; Rebuild
-// uses it for its progress total and otherwise counts with one pass of ReadAll.
-type EventCounter interface {
-	CountEvents(ctx context.Context) (int64, error)
 }
 
 // Progress of a rebuild: events replayed and the events in the log when it started (at least Done).
@@ -258,10 +246,8 @@ func (r *Runner) lead(parent context.Context, lease Lease, progressed func()) er
 }
 
 func (r *Runner) caughtUp(ctx context.Context) error {
-	if h, ok := r.proj.(CaughtUpHook); ok {
-		if err := h.CaughtUp(ctx); err != nil {
-			return fmt.Errorf("%s caught up: %w", r.proj.Name(), err)
-		}
+	if err := r.proj.CaughtUp(ctx); err != nil {
+		return fmt.Errorf("%s caught up: %w", r.proj.Name(), err)
 	}
 	return nil
 }
@@ -414,10 +400,6 @@ func (r *Runner) CatchUp(ctx context.Context) (int64, error) {
 // ErrBusy when another process (a running `serve`) holds it. An interrupted rebuild is finished by the
 // next runner that takes the lock: it resumes from the checkpoint the rebuild reached.
 func (r *Runner) Rebuild(ctx context.Context, progress func(Progress)) error {
-	rs, ok := r.proj.(Resetter)
-	if !ok {
-		return fmt.Errorf("rebuild %s: projection cannot be reset", r.proj.Name())
-	}
 	return r.withLease(ctx, func(ctx context.Context) error {
 		var total int64
 		if progress != nil {
@@ -427,7 +409,7 @@ func (r *Runner) Rebuild(ctx context.Context, progress func(Progress)) error {
 			}
 			progress(Progress{Total: total})
 		}
-		if err := rs.Reset(ctx); err != nil {
+		if err := r.proj.Reset(ctx); err != nil {
 			return fmt.Errorf("rebuild %s: reset: %w", r.proj.Name(), err)
 		}
 		pos, err := r.proj.Load(ctx)
@@ -470,9 +452,6 @@ func (r *Runner) withLease(parent context.Context, f func(context.Context) error
 }
 
 func (r *Runner) count(ctx context.Context) (int64, error) {
-	if c, ok := r.store.(EventCounter); ok {
-		return c.CountEvents(ctx)
-	}
 	const countBatch = 10000
 	var (
 		n   int64

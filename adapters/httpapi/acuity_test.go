@@ -33,13 +33,7 @@ const (
 	acuityAppt = "1148237562"
 )
 
-// deferringLedger is the ledger serve builds: the service, plus the job queue as its Deferrer.
-type deferringLedger struct {
-	*ledger.Service
-	*jobs.Queue
-}
-
-var _ httpapi.Deferrer = deferringLedger{}
+var _ httpapi.Deferrer = (*jobs.Queue)(nil)
 
 type acuityServer struct {
 	*testServer
@@ -75,16 +69,17 @@ func newAcuityServerOn(t *testing.T, dbURL string, pool *pgxpool.Pool, withQueue
 	log := slog.New(slog.NewJSONHandler(s.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s.Stores = newStores(t, pool)
 	svc := ledger.NewService(s.Stores.Ledger, eventcodec.JSON{})
-	var l httpapi.Ledger = svc
+	var deferrer httpapi.Deferrer // none: a delivery that cannot be fetched is a 503
 	if withQueue {
 		s.queue, err = jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: []jobs.Refetcher{p}, Logger: log,
 			MaxAttempts: 3, RetryPolicy: fixedRetry(10 * time.Millisecond), PollInterval: 50 * time.Millisecond,
 			StopTimeout: 2 * time.Second, Clock: s.Clock.Now})
 		require.NoError(t, err)
-		l = deferringLedger{svc, s.queue}
+		deferrer = s.queue
 	}
 	srv, err := httpapi.New(httpapi.Config{
-		Ledger:                  l,
+		Ledger:                  svc,
+		Deferrer:                deferrer,
 		Providers:               []providers.Provider{p},
 		Ready:                   httpapi.CheckFunc(func(context.Context) error { return nil }),
 		Logger:                  log,

@@ -97,6 +97,9 @@ func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 // Config holds a server's dependencies and limits.
 type Config struct {
 	Ledger Ledger
+	// Deferrer keeps deliveries whose data could not be fetched yet (providers.ErrDeferred) for
+	// background completion; nil answers them 503, for the provider to retry.
+	Deferrer Deferrer
 	// Providers are served at /webhooks/<Name()>; a name not listed answers 404.
 	Providers []providers.Provider
 	Ready     Checker
@@ -130,6 +133,7 @@ type Config struct {
 // Server is the HTTP ingress. Create it with New; it is safe for concurrent use.
 type Server struct {
 	ledger    Ledger
+	deferrer  Deferrer
 	providers map[string]providers.Provider
 	ready     Checker
 	log       *slog.Logger
@@ -159,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		ledger:    cfg.Ledger,
+		deferrer:  cfg.Deferrer,
 		providers: make(map[string]providers.Provider, len(cfg.Providers)),
 		ready:     cfg.Ready,
 		log:       cfg.Logger,

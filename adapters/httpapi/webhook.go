@@ -94,13 +94,12 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if deliveryID == "" {
 		deliveryID = bodyDigest(body)
 	}
-	deferrer, canDefer := s.ledger.(Deferrer)
 	switch {
 	case mapErr == nil, errors.Is(mapErr, providers.ErrUnmappable):
-	case errors.Is(mapErr, providers.ErrDeferred) && canDefer:
+	case errors.Is(mapErr, providers.ErrDeferred) && s.deferrer != nil:
 		// The body is sound but its data could not be fetched: keep it durably with the job that will
 		// finish it, and ack. 202, like a quarantine: accepted for processing, not processed yet.
-		res, err := deferrer.Defer(ctx, ledger.Receipt{
+		res, err := s.deferrer.Defer(ctx, ledger.Receipt{
 			Provider:   name,
 			ReceivedAt: receivedAt,
 			DeliveryID: deliveryID,
@@ -149,10 +148,10 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	s.acknowledge(w, r, name, started, deliveryID, res, status)
 }
 
-// Deferrer is an optional capability of the Ledger: keeping a verified delivery whose Map failed with
+// Deferrer (Config.Deferrer, optional) keeps a verified delivery whose Map failed with
 // providers.ErrDeferred (its data could not be fetched yet) durably — the deferred receipt (with the
 // body) and the work that will finish it, committed together — so that it can be acknowledged. A
-// ledger without it makes such deliveries 503s, for the provider to retry.
+// server without one answers such deliveries 503, for the provider to retry.
 type Deferrer interface {
 	// Defer stores r (outcome deferred) and schedules its completion; v names the secret that
 	// verified it, for fetching with the same credentials later.

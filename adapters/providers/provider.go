@@ -57,7 +57,10 @@ type Mapped struct {
 type Provider interface {
 	Name() string
 	Verify(h http.Header, body []byte, now time.Time) (Verified, error)
-	// Map turns a verified body into events. An error means the body cannot be mapped (malformed,
-	// missing fields): the delivery is acked and quarantined, never retried forever.
+	// Map turns a verified body into events. An error wrapping ErrUnmappable means the body will
+	// never map (malformed, missing fields): the delivery is acked and quarantined, never retried
+	// forever. ErrDeferred means its data could not be fetched yet: the delivery is kept for the job
+	// queue to finish (503 when the server has no deferrer). Any other error is transient: 503, and
+	// the provider retries.
 	Map(ctx context.Context, h http.Header, body []byte, receivedAt time.Time) (Mapped, error)
 }

@@ -2,12 +2,92 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"bookingledger/adapters/postgres/checkpoint"
+	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/projections"
 )
+
+// projectionDeps is what the projections are built from: the database their tables, checkpoints and
+// locks live in, the event store they follow, and the calendar read model the read API also queries.
+type projectionDeps struct {
+	pool     *pgxpool.Pool
+	events   eventStore
+	calendar *readmodel.ReadModel
+}
+
+// projectionEntry is a projection serve runs and rebuild names.
+type projectionEntry struct {
+	name string
+	// rebuildBatch is the batch a rebuild reads and applies at once (0: the runner's default).
+	rebuildBatch int
+	build        func(d projectionDeps) (projections.Projection, error)
+}
+
+// projectionRegistry lists every projection, in the order serve starts them. A new projection is one
+// more entry.
+func projectionRegistry() []projectionEntry {
+	return []projectionEntry{{
+		name:         readmodel.ProjectionName,
+		rebuildBatch: readmodel.RebuildBatchSize,
+		build:        func(d projectionDeps) (projections.Projection, error) { return d.calendar, nil },
+	}}
+}
+
+// lookupProjection finds name in the registry, or says which names there are.
+func lookupProjection(registry []projectionEntry, name string) (projectionEntry, error) {
+	names := make([]string, len(registry))
+	for i, e := range registry {
+		if e.name == name {
+			return e, nil
+		}
+		names[i] = e.name
+	}
+	return projectionEntry{}, usageErrorf("rebuild: unknown projection %q (have %s)", name, strings.Join(names, ", "))
+}
+
+// runner builds e's projection on its runner over the event store, elected by the database's
+// advisory locks.
+func (d projectionDeps) runner(e projectionEntry, opts projections.RunnerOptions) (*projections.Runner, error) {
+	p, err := e.build(d)
+	if err != nil {
+		return nil, fmt.Errorf("projection %s: %w", e.name, err)
+	}
+	if p.Name() != e.name {
+		return nil, fmt.Errorf("projection %s is registered as %s", p.Name(), e.name)
+	}
+	return projections.NewRunner(d.events.events, p, checkpoint.NewLocker(d.pool), opts), nil
+}
+
+// startRunners runs every registered projection in the background (startRunner) and returns them
+// with the function that stops them all.
+func startRunners(ctx context.Context, d projectionDeps, registry []projectionEntry, log *slog.Logger) ([]*projections.Runner, func(), error) {
+	var (
+		runners []*projections.Runner
+		stops   []func()
+	)
+	stopAll := func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+	for _, e := range registry {
+		r, err := d.runner(e, projections.RunnerOptions{Logger: log})
+		if err != nil {
+			stopAll()
+			return nil, nil, err
+		}
+		runners = append(runners, r)
+		stops = append(stops, startRunner(ctx, r, log))
+	}
+	return runners, stopAll, nil
+}
 
 // startRunner runs the projection in the background and returns the function that stops it and waits
 // for it. The runner gets the server's context values but not its cancellation: it must keep
@@ -28,19 +108,19 @@ func startRunner(ctx context.Context, runner *projections.Runner, log *slog.Logg
 	}
 }
 
-// projectionCollector exports a runner's status as metrics. The runner's health is not part of
+// projectionCollector exports the runners' status as metrics, one series per projection. The runner's health is not part of
 // /readyz on purpose: readiness gates webhook traffic, which does not depend on the projection (a
 // lagging or failing projection delays reads, never acknowledgements), and a standby runner — another
 // serve process holds the projection's lock — is the normal state of every instance but one.
 type projectionCollector struct {
-	runner                    *projections.Runner
+	runners                   []*projections.Runner
 	active, applied, lastSeen *prometheus.Desc
 }
 
-func newProjectionCollector(r *projections.Runner) *projectionCollector {
+func newProjectionCollector(r []*projections.Runner) *projectionCollector {
 	labels := []string{"projection"}
 	return &projectionCollector{
-		runner: r,
+		runners: r,
 		active: prometheus.NewDesc("bookingledger_projection_active",
 			"1 while this process holds the projection's lock and applies events; 0 on a standby.", labels, nil),
 		applied: prometheus.NewDesc("bookingledger_projection_events_applied_total",
@@ -57,18 +137,20 @@ func (c *projectionCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *projectionCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.runner.Status()
 	b2f := func(b bool) float64 {
 		if b {
 			return 1
 		}
 		return 0
 	}
-	var last float64
-	if !st.LastApply.IsZero() {
-		last = float64(st.LastApply.UnixNano()) / 1e9
+	for _, r := range c.runners {
+		st := r.Status()
+		var last float64
+		if !st.LastApply.IsZero() {
+			last = float64(st.LastApply.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, b2f(st.Active), st.Projection)
+		ch <- prometheus.MustNewConstMetric(c.applied, prometheus.CounterValue, float64(st.Applied), st.Projection)
+		ch <- prometheus.MustNewConstMetric(c.lastSeen, prometheus.GaugeValue, last, st.Projection)
 	}
-	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, b2f(st.Active), st.Projection)
-	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.CounterValue, float64(st.Applied), st.Projection)
-	ch <- prometheus.MustNewConstMetric(c.lastSeen, prometheus.GaugeValue, last, st.Projection)
 }

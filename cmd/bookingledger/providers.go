@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/acuity"
 	"bookingledger/adapters/providers/calcom"
@@ -13,14 +14,16 @@ import (
 )
 
 // providerSpec names a provider's configuration: its secrets variable and, for schemes that sign a
-// timestamp, its tolerance variable and default.
+// timestamp, its tolerance variable and default. build returns the provider and, when the provider
+// can finish deferred deliveries (fetch their data later), the same provider as the job queue's
+// refetcher.
 type providerSpec struct {
 	name       string
 	secretsEnv string
 	toleranceF string // flag name; "" when the scheme signs no timestamp
 	toleranceE string
 	toleranceD time.Duration
-	build      func(s providers.Secrets, tol time.Duration, f providerFlags) (providers.Provider, error)
+	build      func(s providers.Secrets, tol time.Duration, f providerFlags) (providers.Provider, jobs.Refetcher, error)
 }
 
 // Acuity's settings beyond its keys: the webhooks carry no data, so the provider fetches appointments.
@@ -42,22 +45,22 @@ func providerSpecs() []providerSpec {
 		{
 			name: calendly.Name, secretsEnv: "BOOKINGLEDGER_CALENDLY_SIGNING_KEYS",
 			toleranceF: "calendly-tolerance", toleranceE: "BOOKINGLEDGER_CALENDLY_TOLERANCE", toleranceD: calendly.DefaultTolerance,
-			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, error) {
-				return calendly.New(s, tol), nil
+			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, jobs.Refetcher, error) {
+				return calendly.New(s, tol), nil, nil
 			},
 		},
 		{
 			// Cal.com signs no timestamp: no tolerance to configure; a replay is a duplicate by event ID.
 			name: calcom.Name, secretsEnv: "BOOKINGLEDGER_CALCOM_SECRETS",
-			build: func(s providers.Secrets, _ time.Duration, _ providerFlags) (providers.Provider, error) {
-				return calcom.New(s), nil
+			build: func(s providers.Secrets, _ time.Duration, _ providerFlags) (providers.Provider, jobs.Refetcher, error) {
+				return calcom.New(s), nil, nil
 			},
 		},
 		{
 			// Acuity signs no timestamp either; its API keys verify signatures and authenticate the
 			// appointment fetch (with the user id).
 			name: acuity.Name, secretsEnv: "BOOKINGLEDGER_ACUITY_API_KEYS",
-			build: func(s providers.Secrets, _ time.Duration, f providerFlags) (providers.Provider, error) {
+			build: func(s providers.Secrets, _ time.Duration, f providerFlags) (providers.Provider, jobs.Refetcher, error) {
 				cfg := acuity.Config{Keys: s}
 				if f.acuityUserID != nil {
 					cfg.UserID = *f.acuityUserID
@@ -68,37 +71,39 @@ func providerSpecs() []providerSpec {
 				p, err := acuity.New(cfg)
 				switch {
 				case errors.Is(err, acuity.ErrNoUserID):
-					return nil, usageErrorf("BOOKINGLEDGER_ACUITY_API_KEYS is set but %s is not (or pass --acuity-user-id): "+
+					return nil, nil, usageErrorf("BOOKINGLEDGER_ACUITY_API_KEYS is set but %s is not (or pass --acuity-user-id): "+
 						"appointments are fetched with the user id and the API key", envAcuityUserID)
 				case err != nil:
-					return nil, usageErrorf("%s / --acuity-api-url: %w", envAcuityAPIURL, err)
+					return nil, nil, usageErrorf("%s / --acuity-api-url: %w", envAcuityAPIURL, err)
 				}
-				return p, nil
+				return p, p, nil
 			},
 		},
 		{
 			name: stripe.Name, secretsEnv: "BOOKINGLEDGER_STRIPE_SECRETS",
 			toleranceF: "stripe-tolerance", toleranceE: "BOOKINGLEDGER_STRIPE_TOLERANCE", toleranceD: stripe.DefaultTolerance,
-			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, error) {
-				return stripe.New(s, tol), nil
+			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, jobs.Refetcher, error) {
+				return stripe.New(s, tol), nil, nil
 			},
 		},
 		{
 			name: standard.Name, secretsEnv: "BOOKINGLEDGER_STANDARD_SECRETS",
 			toleranceF: "standard-tolerance", toleranceE: "BOOKINGLEDGER_STANDARD_TOLERANCE", toleranceD: standard.DefaultTolerance,
-			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, error) {
+			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, jobs.Refetcher, error) {
 				p, err := standard.New(s, tol)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				return p, nil
+				return p, nil, nil
 			},
 		},
 	}
 }
 
 type providerConfig struct {
-	list         []providers.Provider
+	list []providers.Provider
+	// refetchers finish deferred deliveries: the providers whose specs name them.
+	refetchers   []jobs.Refetcher
 	secrets      map[string]providers.Secrets
 	unconfigured []string
 }
@@ -138,7 +143,7 @@ func loadProviders(getenv func(string) string, flags providerFlags) (providerCon
 		if p := flags.tolerances[s.name]; p != nil {
 			tol = *p
 		}
-		p, err := s.build(secrets, tol, flags)
+		p, refetcher, err := s.build(secrets, tol, flags)
 		var ue usageError
 		switch {
 		case errors.As(err, &ue):
@@ -147,6 +152,9 @@ func loadProviders(getenv func(string) string, flags providerFlags) (providerCon
 			return c, usageErrorf("%s: %w", s.secretsEnv, err)
 		}
 		c.list = append(c.list, p)
+		if refetcher != nil {
+			c.refetchers = append(c.refetchers, refetcher)
+		}
 		c.secrets[s.name] = secrets
 		if secrets.Empty() {
 			c.unconfigured = append(c.unconfigured, s.name)

@@ -18,6 +18,7 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -115,6 +116,10 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 	}
 	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts})
 	return &readSide{rm: rm, pool: pool, store: store}, nil
+}
+
+func (r *readSide) deps() projectionDeps {
+	return projectionDeps{pool: r.pool, events: r.store, calendar: r.rm}
 }
 
 func (r *readSide) Close() {
@@ -331,17 +336,15 @@ func isSet(f *envFlags, name string) bool {
 
 const rebuildUsage = `Usage: bookingledger rebuild [projection] [--quiet] [flags]
 
-Empties a projection's read model and replays the whole event log into it, then syncs the
-reconciliation queue once (operators' resolutions are kept). The only projection is "calendar" (the
-calendar, payment links and reconciliation queue); it is the default.
+Empties the named projection's read model and replays the whole event log into it; the other
+projections are left alone. The default is "calendar" (the calendar, payment links and
+reconciliation queue, which is synced once at the end: operators' resolutions are kept). An unknown
+name is refused with the list of the projections serve runs.
 
 Stop every 'bookingledger serve' on this database first: the serve that runs the projection holds its
 lock, and rebuild refuses to start while it does. A serve started during the rebuild waits as a
 standby. An interrupted rebuild (Ctrl-C) leaves the read model partly rebuilt; the next serve or
 rebuild finishes it. Progress goes to stderr (--quiet: none), the result to stdout.`
-
-// projectionNames are the projections rebuild knows.
-var projectionNames = []string{readmodel.ProjectionName}
 
 func runRebuild(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("rebuild", getenv, stderr, rebuildUsage)
@@ -356,30 +359,36 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 	case 0:
 	case 1:
 		name = pos[0]
-		known := false
-		for _, n := range projectionNames {
-			known = known || n == name
-		}
-		if !known {
-			return usageErrorf("rebuild: unknown projection %q (have %s)", name, strings.Join(projectionNames, ", "))
-		}
 	default:
 		return usageErrorf("rebuild takes at most one projection name, got %q", pos)
+	}
+	entry, err := lookupProjection(projectionRegistry(), name)
+	if err != nil {
+		return err
 	}
 	rs, err := openReadSide(ctx, sf, stderr)
 	if err != nil {
 		return err
 	}
 	defer rs.Close()
+	return rebuildProjection(ctx, rs.deps(), entry, *quiet, stdout, stderr)
+}
 
+// rebuildProjection rebuilds e's projection and prints the result.
+func rebuildProjection(ctx context.Context, d projectionDeps, e projectionEntry, quiet bool, stdout, stderr io.Writer) error {
+	name := e.name
+	runner, err := d.runner(e, projections.RunnerOptions{BatchSize: e.rebuildBatch})
+	if err != nil {
+		return err
+	}
 	var progress func(projections.Progress)
 	var bar *progressBar
-	if !*quiet {
+	if !quiet {
 		bar = newProgressBar(stderr, "rebuild "+name)
 		progress = bar.update
 	}
 	start := time.Now()
-	err = rs.rm.Rebuild(ctx, progress)
+	err = runner.Rebuild(ctx, progress)
 	if bar != nil {
 		bar.finish()
 	}
@@ -393,7 +402,7 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 		return fmt.Errorf("rebuild %s: %w", name, err)
 	}
 	elapsed := time.Since(start)
-	cp, err := rs.rm.Checkpoint(ctx)
+	cp, err := checkpoint.Read(ctx, d.pool, name)
 	if err != nil {
 		return fmt.Errorf("rebuild %s: done, but reading its checkpoint failed: %w", name, err)
 	}

@@ -24,7 +24,6 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/ledger"
-	"bookingledger/projections"
 )
 
 // Environment variables read by more than one command.
@@ -238,13 +237,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	// Deferred deliveries (a provider's data could not be fetched in time) are kept and finished by the
 	// job queue, in PostgreSQL whichever store holds the events.
-	var refetchers []jobs.Refetcher
-	for _, p := range cfg.providers.list {
-		if r, ok := p.(jobs.Refetcher); ok {
-			refetchers = append(refetchers, r)
-		}
-	}
-	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: refetchers, Logger: log,
+	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10))})
 	if err != nil {
 		return err
@@ -260,22 +253,25 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}()
 
-	// The read side: the calendar projection follows the event log in the background, whichever store
-	// holds it; the read API answers from its tables. Its runner stops after the HTTP drain (deferred
-	// calls run last-in first-out) and before the event store and the pool close.
+	// The read side: the projections follow the event log in the background, whichever store holds
+	// it; the read API answers from the calendar's tables. Their runners stop after the HTTP drain
+	// (deferred calls run last-in first-out) and before the event store and the pool close.
 	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts})
-	runner := rm.Runner(projections.RunnerOptions{Logger: log})
-	stopRunner := startRunner(ctx, runner, log)
-	defer stopRunner()
+	runners, stopRunners, err := startRunners(ctx, projectionDeps{pool: pool, events: es, calendar: rm}, projectionRegistry(), log)
+	if err != nil {
+		return err
+	}
+	defer stopRunners()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(newProjectionCollector(runner))
+	reg.MustRegister(newProjectionCollector(runners))
 	for _, name := range cfg.providers.unconfigured {
 		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
 	}
 	srv, err := httpapi.New(httpapi.Config{
-		Ledger:                  deferringLedger{svc, queue},
+		Ledger:                  svc,
+		Deferrer:                queue,
 		Providers:               cfg.providers.list,
 		Ready:                   ready,
 		Logger:                  log,
@@ -339,15 +335,6 @@ func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
 }
-
-// deferringLedger is the ledger the ingress records through, with the job queue as its
-// httpapi.Deferrer: a delivery whose data could not be fetched is kept and finished in the background.
-type deferringLedger struct {
-	*ledger.Service
-	*jobs.Queue
-}
-
-var _ httpapi.Deferrer = deferringLedger{}
 
 // migrateSchema applies bookingledger's migrations, then River's (the job queue's tables): the one
 // place that sets up the schema, for both serve and migrate. It returns what it applied. A schema a

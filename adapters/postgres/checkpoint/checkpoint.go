@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,10 +16,7 @@ import (
 	"bookingledger/projections"
 )
 
-var (
-	_ projections.Projection = (*Projection)(nil)
-	_ projections.Resetter   = (*Projection)(nil)
-)
+var _ projections.Projection = (*Projection)(nil)
 
 // ApplyFunc applies events, which follow the last applied position in global order, inside tx. The
 // checkpoint has already been advanced in tx; returning an error rolls both back.
@@ -98,7 +96,10 @@ func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent)
 	return nil
 }
 
-// Reset implements projections.Resetter: Config.Reset (if any) and the checkpoint's return to the start
+// CaughtUp implements projections.Projection: nothing waits for the end of the log.
+func (p *Projection) CaughtUp(context.Context) error { return nil }
+
+// Reset implements projections.Projection: Config.Reset (if any) and the checkpoint's return to the start
 // of the log commit together.
 func (p *Projection) Reset(ctx context.Context) error {
 	p.mu.Lock()
@@ -124,17 +125,45 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Checkpoint is a projection's saved row.
+type Checkpoint struct {
+	Name     string
+	Position eventlog.Position
+	// EventsApplied counts the events applied since the last rebuild (or the first start).
+	EventsApplied int64
+	// Rebuilding is set by a rebuild's reset and cleared when the rebuild caught up.
+	Rebuilding bool
+	UpdatedAt  time.Time
+}
+
 // Load returns the saved checkpoint of name, creating the row at the start of the log on first use.
 func Load(ctx context.Context, q Querier, name string) (eventlog.Position, error) {
+	cp, err := Open(ctx, q, name)
+	return cp.Position, err
+}
+
+// Open is Load with the whole row.
+func Open(ctx context.Context, q Querier, name string) (Checkpoint, error) {
 	if _, err := q.Exec(ctx, `INSERT INTO projection_checkpoints (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name); err != nil {
-		return eventlog.Position{}, fmt.Errorf("create checkpoint %s: %w", name, err)
+		return Checkpoint{}, fmt.Errorf("create checkpoint %s: %w", name, err)
 	}
+	return Read(ctx, q, name)
+}
+
+// Read returns the saved checkpoint of name; a projection that never ran is at the start of the log.
+func Read(ctx context.Context, q Querier, name string) (Checkpoint, error) {
+	cp := Checkpoint{Name: name}
 	var c, pr int64
-	if err := q.QueryRow(ctx, `SELECT commit_position, prepare_position FROM projection_checkpoints WHERE name = $1`,
-		name).Scan(&c, &pr); err != nil {
-		return eventlog.Position{}, fmt.Errorf("read checkpoint %s: %w", name, err)
+	err := q.QueryRow(ctx, `SELECT commit_position, prepare_position, events_applied, rebuilding, updated_at
+FROM projection_checkpoints WHERE name = $1`, name).Scan(&c, &pr, &cp.EventsApplied, &cp.Rebuilding, &cp.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cp, nil
 	}
-	return eventlog.Position{Commit: uint64(c), Prepare: uint64(pr)}, nil
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("read checkpoint %s: %w", name, err)
+	}
+	cp.Position = eventlog.Position{Commit: uint64(c), Prepare: uint64(pr)}
+	return cp, nil
 }
 
 // Advance moves name's checkpoint from from to to within tx, counting n events applied, and reports
@@ -169,6 +198,14 @@ ON CONFLICT (name) DO UPDATE SET commit_position = 0, prepare_position = 0, even
 		name, rebuilding)
 	if err != nil {
 		return fmt.Errorf("rewind checkpoint %s: %w", name, err)
+	}
+	return nil
+}
+
+// EndRebuild clears name's rebuilding flag within tx: the rebuild has caught up with the log.
+func EndRebuild(ctx context.Context, tx pgx.Tx, name string) error {
+	if _, err := tx.Exec(ctx, `UPDATE projection_checkpoints SET rebuilding = false, updated_at = now() WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("end rebuild of %s: %w", name, err)
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
-	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
 )
@@ -99,7 +98,7 @@ func TestProjectionAppliesEveryEventOnceAcrossRestarts(t *testing.T) {
 	ctx := context.Background()
 	appendEvents(t, pool, store, 5, 7)
 	run := func() int64 {
-		r := projections.NewRunner(store, seenProjection(t, pool, 0), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
+		r := projections.NewRunner(store, seenProjection(t, pool, 0), checkpoint.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
 		n, err := r.CatchUp(ctx)
 		require.NoError(t, err)
 		return n
@@ -117,7 +116,7 @@ func TestFailedBatchLeavesNeitherRowsNorCheckpoint(t *testing.T) {
 	pool, store := setup(t)
 	ctx := context.Background()
 	appendEvents(t, pool, store, 1, 10)
-	r := projections.NewRunner(store, seenProjection(t, pool, 6), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
+	r := projections.NewRunner(store, seenProjection(t, pool, 6), checkpoint.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
 	_, err := r.CatchUp(ctx)
 	require.ErrorContains(t, err, "injected failure")
 	// The first batch (4) committed; the second failed at its third event and left nothing.
@@ -128,7 +127,7 @@ func TestFailedBatchLeavesNeitherRowsNorCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, events[3].Position, pos)
 	// The next runner resumes from the checkpoint.
-	r = projections.NewRunner(store, seenProjection(t, pool, 0), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
+	r = projections.NewRunner(store, seenProjection(t, pool, 0), checkpoint.NewLocker(pool), projections.RunnerOptions{BatchSize: 4})
 	n, err := r.CatchUp(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 6, n)
@@ -173,7 +172,7 @@ func TestRebuildResetsAndReplaysOnce(t *testing.T) {
 	pool, store := setup(t)
 	ctx := context.Background()
 	appendEvents(t, pool, store, 3, 4)
-	r := projections.NewRunner(store, seenProjection(t, pool, 0), readmodel.NewLocker(pool), projections.RunnerOptions{BatchSize: 5})
+	r := projections.NewRunner(store, seenProjection(t, pool, 0), checkpoint.NewLocker(pool), projections.RunnerOptions{BatchSize: 5})
 	_, err := r.CatchUp(ctx)
 	require.NoError(t, err)
 	var last projections.Progress

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
 )
@@ -34,14 +35,6 @@ import (
 func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	if !m.buffering {
 		return nil
-	}
-	oldC, oldP, err := positionArgs(m.pos)
-	if err != nil {
-		return err
-	}
-	newC, newP, err := positionArgs(m.bufPos)
-	if err != nil {
-		return err
 	}
 	// The staging tables are PostgreSQL's work and the fold is ours: they overlap.
 	type staged struct {
@@ -184,14 +177,8 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 		jobs = append(jobs, payJob)
 	}
 	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE projection_checkpoints
-SET commit_position = $2, prepare_position = $3, events_applied = events_applied + $4, updated_at = now()
-WHERE name = $1 AND commit_position = $5 AND prepare_position = $6`, ProjectionName, newC, newP, m.buffered, oldC, oldP)
-		if err != nil {
-			return fmt.Errorf("save checkpoint: %w", err)
-		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("at %s: %w", m.pos, projections.ErrCheckpointMoved)
+		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, m.bufPos, int(m.buffered)); err != nil {
+			return err
 		}
 		if stage != nil {
 			if err := stage.swap(ctx, tx); err != nil {

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
-	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
 )
 
@@ -199,27 +198,7 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 	}), nil
 }
 
-// Checkpoint is a projection's saved position.
-type Checkpoint struct {
-	Name          string
-	Position      eventlog.Position
-	EventsApplied int64
-	Rebuilding    bool
-	UpdatedAt     time.Time
-}
-
 // Checkpoint returns the calendar projection's saved checkpoint (zero when it never ran).
-func (m *ReadModel) Checkpoint(ctx context.Context) (Checkpoint, error) {
-	cp := Checkpoint{Name: ProjectionName}
-	var c, p int64
-	err := m.pool.QueryRow(ctx, `SELECT commit_position, prepare_position, events_applied, rebuilding, updated_at
-FROM projection_checkpoints WHERE name = $1`, ProjectionName).Scan(&c, &p, &cp.EventsApplied, &cp.Rebuilding, &cp.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return cp, nil
-	}
-	if err != nil {
-		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", ProjectionName, err)
-	}
-	cp.Position = eventlog.Position{Commit: uint64(c), Prepare: uint64(p)}
-	return cp, nil
+func (m *ReadModel) Checkpoint(ctx context.Context) (checkpoint.Checkpoint, error) {
+	return checkpoint.Read(ctx, m.pool, ProjectionName)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -13,17 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
 )
 
-var (
-	_ projections.Projection   = (*ReadModel)(nil)
-	_ projections.Resetter     = (*ReadModel)(nil)
-	_ projections.CaughtUpHook = (*ReadModel)(nil)
-)
+var _ projections.Projection = (*ReadModel)(nil)
 
 // ProjectionName is the calendar projection's checkpoint and lock name.
 const ProjectionName = "calendar"
@@ -54,7 +50,7 @@ type ReadModel struct {
 	events   eventlog.Store
 	codec    ledger.Codec
 	receipts ReceiptSource
-	locker   *Locker
+	locker   *checkpoint.Locker
 	readConc int
 
 	mu         sync.Mutex // guards the apply state below
@@ -93,7 +89,7 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 	// Complete mode must not give up while buffering (see streamCache.observe).
 	opts.RebuildBufferEvents = min(opts.RebuildBufferEvents, maxSeen)
 	return &ReadModel{
-		pool: pool, events: events, codec: codec, receipts: opts.Receipts, locker: NewLocker(pool),
+		pool: pool, events: events, codec: codec, receipts: opts.Receipts, locker: checkpoint.NewLocker(pool),
 		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), bufferLimit: int64(opts.RebuildBufferEvents),
 		resourceIDs: map[string]int32{},
 	}
@@ -101,9 +97,6 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 
 // Name implements projections.Projection.
 func (m *ReadModel) Name() string { return ProjectionName }
-
-// Locker returns the advisory-lock locker of the read model's database.
-func (m *ReadModel) Locker() *Locker { return m.locker }
 
 // Runner returns a runner of the calendar projection over the read model's event store, elected by
 // its advisory lock. `serve` runs it with Run.
@@ -125,26 +118,18 @@ func (m *ReadModel) Rebuild(ctx context.Context, progress func(projections.Progr
 func (m *ReadModel) Load(ctx context.Context) (eventlog.Position, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, err := m.pool.Exec(ctx, `INSERT INTO projection_checkpoints (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, ProjectionName); err != nil {
-		return eventlog.Position{}, fmt.Errorf("create checkpoint %s: %w", ProjectionName, err)
+	cp, err := checkpoint.Open(ctx, m.pool, ProjectionName)
+	if err != nil {
+		return eventlog.Position{}, err
 	}
-	var (
-		c, p       int64
-		rebuilding bool
-	)
-	if err := m.pool.QueryRow(ctx, `SELECT commit_position, prepare_position, rebuilding FROM projection_checkpoints WHERE name = $1`,
-		ProjectionName).Scan(&c, &p, &rebuilding); err != nil {
-		return eventlog.Position{}, fmt.Errorf("read checkpoint %s: %w", ProjectionName, err)
-	}
-	m.pos = eventlog.Position{Commit: uint64(c), Prepare: uint64(p)}
-	m.rebuilding = rebuilding
+	m.pos, m.rebuilding = cp.Position, cp.Rebuilding
 	m.cache.reset(m.pos == eventlog.Position{})
-	m.buffering = rebuilding && m.pos == eventlog.Position{}
+	m.buffering = m.rebuilding && m.pos == eventlog.Position{}
 	m.buffered, m.bufPos = 0, m.pos
 	return m.pos, nil
 }
 
-// Reset implements projections.Resetter: the calendar tables are emptied and the checkpoint goes
+// Reset implements projections.Projection: the calendar tables are emptied and the checkpoint goes
 // back to the start, in one transaction. Reconciliation items stay: operators' resolutions are not
 // in the log; CaughtUp syncs them with the rebuilt calendar.
 func (m *ReadModel) Reset(ctx context.Context) error {
@@ -154,10 +139,7 @@ func (m *ReadModel) Reset(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams, payment_stream_refs, calendar_booking_refs`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO projection_checkpoints AS c (name, rebuilding) VALUES ($1, true)
-ON CONFLICT (name) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuilding = true, updated_at = now()`,
-			ProjectionName)
-		return err
+		return checkpoint.Rewind(ctx, tx, ProjectionName, true)
 	})
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", ProjectionName, err)
@@ -167,7 +149,7 @@ ON CONFLICT (name) DO UPDATE SET commit_position = 0, prepare_position = 0, even
 	return nil
 }
 
-// CaughtUp implements projections.CaughtUpHook: it finishes a rebuild (one sync of the reconciliation
+// CaughtUp implements projections.Projection: it finishes a rebuild (one sync of the reconciliation
 // items with the rebuilt calendar) and opens items for quarantined receipts.
 func (m *ReadModel) CaughtUp(ctx context.Context) error {
 	m.mu.Lock()
@@ -180,8 +162,7 @@ func (m *ReadModel) CaughtUp(ctx context.Context) error {
 			if err := syncItems(ctx, tx, nil, nil, true); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `UPDATE projection_checkpoints SET rebuilding = false, updated_at = now() WHERE name = $1`, ProjectionName)
-			return err
+			return checkpoint.EndRebuild(ctx, tx, ProjectionName)
 		})
 		if err != nil {
 			return fmt.Errorf("finish rebuild of %s: %w", ProjectionName, err)
@@ -189,13 +170,6 @@ func (m *ReadModel) CaughtUp(ctx context.Context) error {
 		m.rebuilding = false
 	}
 	return syncQuarantine(ctx, m.pool)
-}
-
-func positionArgs(p eventlog.Position) (int64, int64, error) {
-	if p.Commit > math.MaxInt64 || p.Prepare > math.MaxInt64 {
-		return 0, 0, fmt.Errorf("position %s does not fit the checkpoint columns", p)
-	}
-	return int64(p.Commit), int64(p.Prepare), nil
 }
 
 // Apply implements projections.Projection: the read-model changes of events and the checkpoint of the
@@ -220,14 +194,6 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		return m.buffer(ctx, fresh)
 	}
 	last := fresh[len(fresh)-1].Position
-	oldC, oldP, err := positionArgs(m.pos)
-	if err != nil {
-		return err
-	}
-	newC, newP, err := positionArgs(last)
-	if err != nil {
-		return err
-	}
 
 	var touched []booking.ID
 	seen := map[booking.ID]bool{}
@@ -251,17 +217,10 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 	if err := a.load(ctx, touched); err != nil {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		var rebuilding bool
-		err := tx.QueryRow(ctx, `UPDATE projection_checkpoints
-SET commit_position = $2, prepare_position = $3, events_applied = events_applied + $4, updated_at = now()
-WHERE name = $1 AND commit_position = $5 AND prepare_position = $6
-RETURNING rebuilding`, ProjectionName, newC, newP, len(fresh), oldC, oldP).Scan(&rebuilding)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("at %s: %w", m.pos, projections.ErrCheckpointMoved)
-		}
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		rebuilding, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, last, len(fresh))
 		if err != nil {
-			return fmt.Errorf("save checkpoint: %w", err)
+			return err
 		}
 		a.tx, a.syncItems = tx, !rebuilding
 		if err := a.apply(ctx, touched); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
@@ -163,8 +164,5 @@ func (m *ReadModel) finishRebuild(ctx context.Context, tx pgx.Tx, rows []project
 	if err := plan.write(ctx, tx); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE projection_checkpoints SET rebuilding = false, updated_at = now() WHERE name = $1`, ProjectionName); err != nil {
-		return fmt.Errorf("end rebuild: %w", err)
-	}
-	return nil
+	return checkpoint.EndRebuild(ctx, tx, ProjectionName)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/projections"
 )
@@ -63,7 +64,7 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 func TestRebuildRefusedWhileAnotherProcessRuns(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	lease, err := readmodel.NewLocker(e.pool).TryAcquire(ctx, readmodel.ProjectionName)
+	lease, err := checkpoint.NewLocker(e.pool).TryAcquire(ctx, readmodel.ProjectionName)
 	require.NoError(t, err)
 	require.NotNil(t, lease)
 	defer lease.Release(ctx)

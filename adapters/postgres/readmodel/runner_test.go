@@ -13,6 +13,7 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/eventlogtest"
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
@@ -218,7 +219,7 @@ func TestTwoRunnersElectOneActive(t *testing.T) {
 	holdersOfLock := func() []int {
 		rows, err := admin.Query(context.Background(), `SELECT pid FROM pg_locks
 WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((classid::bigint << 32) | objid::bigint) = $1`, readmodel.LockKey(readmodel.ProjectionName))
+  AND ((classid::bigint << 32) | objid::bigint) = $1`, checkpoint.LockKey(readmodel.ProjectionName))
 		require.NoError(t, err)
 		var pids []int
 		for rows.Next() {

@@ -1,4 +1,4 @@
-package readmodel
+package checkpoint
 
 import (
 	"context"
@@ -107,7 +107,3 @@ func (le *lease) Release(ctx context.Context) {
 	_ = le.conn.Close(ctx) // ending the session releases the lock in any case
 	le.lostOnce.Do(func() { close(le.lost) })
 }
-
-// Backend returns the server process id of the lock's session (tests terminate it to simulate a
-// lost connection).
-func (le *lease) backend() uint32 { return le.conn.PgConn().PID() }
