@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/esdb/esdbtest"
+	"bookingledger/adapters/ledgertest"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
@@ -143,100 +145,23 @@ func TestReceiptFailureAfterAppendHealsOnRetry(t *testing.T) {
 	assert.Equal(t, []eventlog.EventID{d.Events[0].ID}, ids(recs), "the event is stored exactly once")
 }
 
-func TestCommitStoresDuplicateWhenEveryAppendWasDuplicate(t *testing.T) {
+// TestLedgerContract runs the ledger's storage contract over esdb.LedgerStore: events in the
+// in-process EventStoreDB test server, receipts in memory.
+func TestLedgerContract(t *testing.T) {
 	srv := esdbtest.New(t)
-	store := openStore(t, srv.ConnString())
-	receipts := &flakyReceipts{}
-	ls := esdb.NewLedgerStore(store, receipts)
-	one, two := bookingStream(t), bookingStream(t)
-	a, b := newEvent("test.a.v1"), newEvent("test.b.v1")
-	_, err := store.Append(ctxFor(t), one, eventlog.NoStream(), []eventlog.EventData{a})
-	require.NoError(t, err)
-
-	cases := []struct {
-		name    string
-		appends []ledger.Append
-		want    ledger.Outcome
-	}{
-		{"all duplicate", []ledger.Append{{Stream: one, Expected: eventlog.Exact(0), Events: []eventlog.EventData{a}}}, ledger.OutcomeDuplicate},
-		{"one new", []ledger.Append{
-			{Stream: one, Expected: eventlog.Exact(0), Events: []eventlog.EventData{a}},
-			{Stream: two, Expected: eventlog.Exact(0), Events: []eventlog.EventData{b}},
-		}, ledger.OutcomeAccepted},
-		{"receipt only", nil, ledger.OutcomeAccepted},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := ledger.Receipt{Provider: "standard", DeliveryID: tc.name, Outcome: ledger.OutcomeAccepted}
-			res, err := ls.Commit(ctxFor(t), ledger.Commit{Appends: tc.appends, Receipt: r})
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, res.Outcome)
-			assert.Len(t, res.Appends, len(tc.appends))
-			got := receipts.all()
-			assert.Equal(t, tc.want, got[len(got)-1].Outcome, "the receipt is stored with the outcome reported")
-		})
-	}
-}
-
-func TestCommitPassesVersionConflictsThrough(t *testing.T) {
-	srv := esdbtest.New(t)
-	store := openStore(t, srv.ConnString())
-	receipts := &flakyReceipts{}
-	ls := esdb.NewLedgerStore(store, receipts)
-	name := bookingStream(t)
-	_, err := store.Append(ctxFor(t), name, eventlog.NoStream(), []eventlog.EventData{newEvent("test.a.v1")})
-	require.NoError(t, err)
-	_, err = ls.Commit(ctxFor(t), ledger.Commit{
-		Appends: []ledger.Append{{Stream: name, Expected: eventlog.Exact(0), Events: []eventlog.EventData{newEvent("test.b.v1")}}},
-		Receipt: ledger.Receipt{DeliveryID: "d", Outcome: ledger.OutcomeAccepted},
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Fixture {
+		receipts := &flakyReceipts{}
+		return ledgertest.Fixture{
+			Store: esdb.NewLedgerStore(openStore(t, srv.ConnString()), receipts),
+			Receipts: func(_ context.Context, b booking.ID) ([]ledger.Receipt, error) {
+				var out []ledger.Receipt
+				for _, r := range receipts.all() {
+					if slices.ContainsFunc(r.Events, func(e ledger.EventRef) bool { return e.Booking == b }) {
+						out = append(out, r)
+					}
+				}
+				return out, nil
+			},
+		}
 	})
-	require.ErrorIs(t, err, eventlog.ErrVersionConflict, "the ledger reloads and decides again on this error")
-	assert.Empty(t, receipts.all(), "no receipt for a commit that did not happen")
-}
-
-// TestConcurrentDeliveriesThroughTheLedger sends 8 copies each of two deliveries for one booking at
-// the same time: each event is stored once, each delivery is accepted once, every copy gets a receipt.
-func TestConcurrentDeliveriesThroughTheLedger(t *testing.T) {
-	srv := esdbtest.New(t)
-	store := openStore(t, srv.ConnString())
-	receipts := &flakyReceipts{}
-	svc := ledger.NewService(esdb.NewLedgerStore(store, receipts), testCodec{})
-	bk := booking.ID("calendly-" + uuid.NewString()[:8])
-	first := scheduled(bk, "invitee-1")
-	cancel := booking.Event{
-		ID: eventlog.EventID(uuid.NewSHA1(uuid.NameSpaceURL, []byte("test:cancel"))), Booking: bk, Provider: "calendly",
-		ProviderRef: "cancel", OccurredAt: first.OccurredAt.Add(time.Hour), Payload: booking.Canceled{Reason: "host sick"},
-	}
-	deliveries := []ledger.Delivery{delivery("create", first), delivery("cancel", cancel)}
-
-	const copies = 8
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		outcomes = map[string]map[ledger.Outcome]int{"create": {}, "cancel": {}}
-		start    = make(chan struct{})
-	)
-	for i := range 2 * copies {
-		d := deliveries[i%2]
-		wg.Go(func() {
-			<-start
-			res, err := svc.Record(ctxFor(t), d)
-			if err != nil {
-				t.Errorf("record %s: %v", d.Receipt.DeliveryID, err)
-				return
-			}
-			mu.Lock()
-			outcomes[d.Receipt.DeliveryID][res.Outcome]++
-			mu.Unlock()
-		})
-	}
-	close(start)
-	wg.Wait()
-	for _, id := range []string{"create", "cancel"} {
-		assert.Equal(t, map[ledger.Outcome]int{ledger.OutcomeAccepted: 1, ledger.OutcomeDuplicate: copies - 1}, outcomes[id], id)
-	}
-	assert.Len(t, receipts.all(), 2*copies)
-	recs, err := store.ReadStream(ctxFor(t), bk.Stream())
-	require.NoError(t, err)
-	assert.ElementsMatch(t, []eventlog.EventID{first.ID, cancel.ID}, ids(recs))
 }

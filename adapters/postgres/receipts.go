@@ -15,13 +15,14 @@ import (
 
 // insertReceiptSQL stores a receipt. $11 lists the event IDs the same transaction appended (NULL: the
 // events live in another store, keep the outcome as given). A receipt committed as accepted becomes
-// duplicate when the transaction wrote none of them, i.e. when every append came back as an idempotent
+// duplicate when the transaction wrote none of the events it appends (a receipt-only commit stays as
+// it is), i.e. when every append came back as an idempotent
 // re-append because a concurrent copy of the delivery won. Deciding it here, inside the transaction, is
 // what keeps the stored outcome true under that race.
 const insertReceiptSQL = `INSERT INTO receipts
     (provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body)
 VALUES ($1, $2, $3, $4,
-    CASE WHEN $5::text = 'accepted' AND $11::uuid[] IS NOT NULL AND NOT EXISTS (
+    CASE WHEN $5::text = 'accepted' AND cardinality($11::uuid[]) > 0 AND NOT EXISTS (
             SELECT 1 FROM events e WHERE e.event_id = ANY ($11::uuid[]) AND e.tx_id = pg_current_xact_id())
         THEN 'duplicate' ELSE $5::text END,
     $6, $7, $8, $9, $10, $12)

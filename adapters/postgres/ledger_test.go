@@ -1,0 +1,25 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"bookingledger/adapters/ledgertest"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
+)
+
+// TestLedgerContract runs the ledger's storage contract, each test on a fresh database.
+func TestLedgerContract(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Fixture {
+		s, _ := newStore(t)
+		return ledgertest.Fixture{Store: s, Receipts: func(ctx context.Context, b booking.ID) ([]ledger.Receipt, error) {
+			stored, err := s.ReceiptsForBooking(ctx, string(b))
+			out := make([]ledger.Receipt, len(stored))
+			for i, r := range stored {
+				out[i] = r.Receipt
+			}
+			return out, err
+		}}
+	})
+}
