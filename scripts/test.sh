@@ -18,6 +18,32 @@ echo "test: private PostgreSQL at $url"
 
 scripts/lint.sh
 
+# Tools that check the operations examples: promtool (Debian's prometheus package) for the alert rules
+# here, nginx for the deploy test's `nginx -t`. As root with apt-get they are installed when missing,
+# as scripts/pg.sh does with PostgreSQL; otherwise their checks are skipped, except under CI=true.
+ensure_tool() { # ensure_tool COMMAND PACKAGE
+	if command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; then
+		return 0
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test: $1 not found; installing Debian's $2 package"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+	fi
+}
+ensure_tool promtool prometheus
+ensure_tool nginx nginx
+rules=docs/operations/monitoring
+if command -v promtool >/dev/null 2>&1; then
+	promtool check rules "$rules/alerts.yml"
+	promtool test rules "$rules/alerts_test.yml"
+elif [ "${CI:-}" = true ]; then
+	echo "test: promtool not found and could not be installed; the alert rules must be checked under CI" >&2
+	exit 1
+else
+	echo "test: promtool not found; alert rules not checked (install Debian's prometheus package, or run as root)"
+fi
+
 # -p 2: the machine has two cores, and PostgreSQL needs its share.
 go test -race -count=1 -p 2 -timeout 30m ./...
 

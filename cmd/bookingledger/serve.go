@@ -266,6 +266,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(newProjectionCollector(runners))
+	state := stateSources{pool: pool, openItems: rm.OpenItemCounts, log: log,
+		quarantined: func(ctx context.Context) (int64, error) {
+			return es.receipts.CountReceipts(ctx, ledger.OutcomeQuarantined)
+		}}
+	for _, r := range runners {
+		state.projections = append(state.projections, r.Status().Projection)
+	}
+	if es.esdb == nil {
+		state.eventsAfter = es.receipts.EventsAfter // the events are in PostgreSQL, next to the receipts
+	}
+	reg.MustRegister(newStateCollector(state))
 	for _, name := range cfg.providers.unconfigured {
 		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
 	}
