@@ -111,6 +111,18 @@ func (e *env) start(t *testing.T) <-chan *river.Event {
 	return events
 }
 
+// waitAny returns the next job event.
+func waitAny(t *testing.T, events <-chan *river.Event) *river.Event {
+	t.Helper()
+	select {
+	case ev := <-events:
+		return ev
+	case <-time.After(20 * time.Second):
+		t.Fatal("no job event within 20 s")
+		return nil
+	}
+}
+
 func wait(t *testing.T, events <-chan *river.Event, kind river.EventKind) *river.Event {
 	t.Helper()
 	timeout := time.After(20 * time.Second)
@@ -221,14 +233,27 @@ func TestFetchFailuresThenRetryAppendsTheEvents(t *testing.T) {
 	wait(t, events, river.EventKindJobFailed) // River retried with its backoff; still down
 	assert.Equal(t, 0, e.count(t, `SELECT count(*) FROM events`), "never mapped without data")
 	e.api.Recover()
-	done := wait(t, events, river.EventKindJobCompleted)
-	assert.Equal(t, 3, done.Job.Attempt)
+	// An attempt already under way when the API recovered may still fail (10 ms apart, on a loaded
+	// machine): count those, so the test says what happened instead of racing the retry.
+	late := 0
+	var done *river.Event
+	for done == nil {
+		ev := waitAny(t, events)
+		switch ev.Kind {
+		case river.EventKindJobFailed:
+			late++
+		case river.EventKindJobCompleted:
+			done = ev
+		}
+	}
+	require.LessOrEqual(t, late, 1, "at most the attempt in flight at recovery fails")
+	assert.Equal(t, 3+late, done.Job.Attempt)
 
 	got := e.receipts(t)
 	require.Len(t, got, 2, "the deferred receipt and the one that finished it")
 	assert.Equal(t, "deferred", got[0].Outcome)
 	assert.Equal(t, "accepted", got[1].Outcome)
-	assert.Equal(t, fmt.Sprintf("fetched on attempt 3 for deferred receipt %d", got[0].ID), got[1].Reason)
+	assert.Equal(t, fmt.Sprintf("fetched on attempt %d for deferred receipt %d", done.Job.Attempt, got[0].ID), got[1].Reason)
 	assert.Equal(t, got[0].DeliveryID, got[1].DeliveryID, "both found under one delivery id")
 	assert.Equal(t, []string{fmt.Sprintf("acuity-%d", apptID), fmt.Sprintf("acuity-%d", apptID)}, got[1].Bookings)
 	assert.Equal(t, r.Body, got[1].Body)
