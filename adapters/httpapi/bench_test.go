@@ -89,38 +89,7 @@ func BenchmarkIngest(b *testing.B) {
 
 	for _, conc := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
-			ds := build(b, b.N)
-			lat := make([]time.Duration, b.N)
-			var next atomic.Int64
-			var failed atomic.Value
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			start := time.Now()
-			for range conc {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						i := int(next.Add(1) - 1)
-						if i >= len(ds) {
-							return
-						}
-						t0 := time.Now()
-						if err := deliver(ds[i]); err != nil {
-							failed.Store(err)
-							return
-						}
-						lat[i] = time.Since(t0)
-					}
-				}()
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			if err, _ := failed.Load().(error); err != nil {
-				b.Fatal(err)
-			}
-			report(b, lat, elapsed)
+			closedLoop(b, build(b, b.N), conc, deliver)
 		})
 	}
 
@@ -153,6 +122,43 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		report(b, lat, elapsed)
 	})
+}
+
+// closedLoop sends ds from conc senders, each sending its next delivery when the last was answered,
+// and reports throughput and latency.
+func closedLoop(b *testing.B, ds []sample.Delivery, conc int, deliver func(sample.Delivery) error) {
+	b.Helper()
+	lat := make([]time.Duration, len(ds))
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ds) {
+					return
+				}
+				t0 := time.Now()
+				if err := deliver(ds[i]); err != nil {
+					failed.Store(err)
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	report(b, lat, elapsed)
 }
 
 func report(b *testing.B, lat []time.Duration, elapsed time.Duration) {

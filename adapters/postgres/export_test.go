@@ -31,3 +31,13 @@ func PendingFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) ([]string, e
 func CheckNotNewerFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
 	return checkNotNewer(ctx, pool, fsys)
 }
+
+// HoldCommits makes every group commit of s call hold before it takes its deliveries from the queue.
+func HoldCommits(s *Store, hold func()) { s.commits.hold = hold }
+
+// QueuedCommits is how many deliveries wait for the next group commit of s.
+func QueuedCommits(s *Store) int {
+	s.commits.mu.Lock()
+	defer s.commits.mu.Unlock()
+	return len(s.commits.queue)
+}

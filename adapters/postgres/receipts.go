@@ -2,110 +2,211 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
 )
 
-// insertReceiptSQL stores a receipt. $11 lists the event IDs the same transaction appended (NULL: the
-// events live in another store, keep the outcome as given). A receipt committed as accepted becomes
-// duplicate when the transaction wrote none of the events it appends (a receipt-only commit stays as
-// it is), i.e. when every append came back as an idempotent
-// re-append because a concurrent copy of the delivery won. Deciding it here, inside the transaction, is
-// what keeps the stored outcome true under that race.
-const insertReceiptSQL = `INSERT INTO receipts
-    (provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body)
-VALUES ($1, $2, $3, $4,
-    CASE WHEN $5::text = 'accepted' AND cardinality($11::uuid[]) > 0 AND NOT EXISTS (
-            SELECT 1 FROM events e WHERE e.event_id = ANY ($11::uuid[]) AND e.tx_id = pg_current_xact_id())
-        THEN 'duplicate' ELSE $5::text END,
-    $6, $7, $8, $9, $10, $12)
+// receiptColumns are the columns every receipt insert writes, in the order receiptArgs gives them.
+const receiptColumns = `provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body`
+
+// insertReceiptSQL stores a receipt with the outcome as given: a delivery without appends, or one whose
+// events live in another store.
+const insertReceiptSQL = `INSERT INTO receipts (` + receiptColumns + `)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING id, outcome`
 
-// Commit implements ledger.Store: every append and the receipt in one implicit transaction, sent as one
-// pipelined batch ending in a single Sync: one round trip (plus one, the first time a pooled
-// connection sees these statements, to prepare them). A failing append rolls back the others and the
-// receipt (TestCommitIsAtomic).
+// commitDeliverySQL is one delivery of a group: its appends in a subtransaction (bl_try_appends,
+// migrations/0090_group_commit.sql) and, if they succeeded, its receipt. A receipt committed as
+// accepted becomes duplicate when every append came back as an idempotent re-append, i.e. a concurrent
+// copy of the delivery won the race between read and commit, possibly in the same group. Deciding it
+// here, from the appends' own answers, is what keeps the stored outcome true under that race.
+const commitDeliverySQL = `WITH a AS MATERIALIZED (
+    SELECT * FROM bl_try_appends($1, $2, $3, $4, $5, $6, $7, $8)
+), r AS (
+    INSERT INTO receipts (` + receiptColumns + `)
+    SELECT $9, $10, $11, $12,
+        CASE WHEN $13::text = 'accepted' AND true = ALL (a.duplicates) THEN 'duplicate' ELSE $13::text END,
+        $14, $15, $16, $17, $18, $19
+    FROM a WHERE a.status = 'ok'
+    RETURNING id, outcome
+)
+SELECT a.status, a.message, a.detail, a.first_versions, a.last_versions, a.tx_ids, a.positions, a.duplicates,
+    r.id, r.outcome
+FROM a LEFT JOIN r ON true`
+
+// maxCommitGroup bounds the deliveries of one group commit. Each delivery with appends is a
+// subtransaction, and PostgreSQL keeps at most 64 of a transaction's subtransaction ids in every
+// snapshot before other sessions must look them up on disk.
+const maxCommitGroup = 32
+
+// Commit implements ledger.Store: every append and the receipt of the delivery commit atomically,
+// together with the other deliveries that reached the store while the previous group was committing
+// (group commit, docs/adr/0010-group-commit.md). Per delivery the outcome is what it would be alone: a
+// failing append undoes that delivery's appends only and fails that Commit (a version conflict makes
+// the ledger reload and decide again), while a group that fails to commit fails every Commit in it, so
+// nothing is acknowledged that was not durably written.
 func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResult, error) {
 	for _, a := range c.Appends {
 		if err := eventlog.Validate(a.Stream, a.Events); err != nil {
 			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
 		}
 	}
-	written := [][16]byte{}
-	for _, a := range c.Appends {
-		for _, e := range a.Events {
-			written = append(written, e.ID)
-		}
-	}
-	rargs := receiptArgs(c.Receipt, written)
-
-	if len(c.Appends) == 0 {
-		var (
-			id      int64
-			outcome string
-		)
-		if err := s.pool.QueryRow(ctx, insertReceiptSQL, rargs...).Scan(&id, &outcome); err != nil {
-			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: insert receipt: %w", c.Receipt.DeliveryID, translate(err))
-		}
-		return ledger.CommitResult{Appends: []eventlog.AppendResult{}, Outcome: ledger.Outcome(outcome)}, nil
-	}
-
-	// Lock streams in name order: two deliveries touching the same streams then wait for each other
-	// instead of deadlocking.
-	order := make([]int, len(c.Appends))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(i, j int) bool { return c.Appends[order[i]].Stream < c.Appends[order[j]].Stream })
-	batch := &pgx.Batch{}
-	for _, i := range order {
-		a := c.Appends[i]
-		batch.Queue(appendSQL, appendArgs(a.Stream, a.Expected, a.Events)...)
-	}
-	batch.Queue(insertReceiptSQL, rargs...)
-	br := s.pool.SendBatch(ctx, batch)
-	res, err := readCommit(br, c, order)
-	if closeErr := br.Close(); err == nil && closeErr != nil {
-		err = fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, translate(closeErr))
-	}
+	res, err := s.commits.do(ctx, c)
 	if err != nil {
-		return ledger.CommitResult{}, err
-	}
-	for _, a := range res.Appends {
-		if !a.Duplicate {
-			s.wrote()
-			break
-		}
+		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
 	}
 	return res, nil
 }
 
-// readCommit reads the batch's results; order[k] is the index in c.Appends of the k-th append sent.
-func readCommit(br pgx.BatchResults, c ledger.Commit, order []int) (ledger.CommitResult, error) {
-	res := ledger.CommitResult{Appends: make([]eventlog.AppendResult, len(c.Appends))}
-	for _, i := range order {
-		r, err := scanAppend(br.QueryRow())
-		if err != nil {
-			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: append to %s: %w", c.Receipt.DeliveryID, c.Appends[i].Stream, translate(err))
+// commitGroup sends a group's deliveries as one pipelined batch in one implicit transaction ending in a
+// single Sync: one round trip and one WAL flush for the group.
+func (s *Store) commitGroup(ctx context.Context, commits []ledger.Commit) ([]ledger.CommitResult, []error) {
+	batch := &pgx.Batch{}
+	for _, c := range commits {
+		if len(c.Appends) == 0 {
+			batch.Queue(insertReceiptSQL, receiptArgs(c.Receipt)...)
+			continue
 		}
-		res.Appends[i] = r
+		batch.Queue(commitDeliverySQL, append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt)...)...)
 	}
+	results := make([]ledger.CommitResult, len(commits))
+	errs := make([]error, len(commits))
+	br := s.pool.SendBatch(ctx, batch)
+	var failed error
+	for i, c := range commits {
+		if failed != nil {
+			break
+		}
+		var err error
+		if len(c.Appends) == 0 {
+			results[i], err = scanReceiptOnly(br.QueryRow())
+		} else {
+			results[i], errs[i], err = scanDelivery(br.QueryRow(), c)
+		}
+		if err != nil {
+			failed = err
+		}
+	}
+	if err := br.Close(); failed == nil {
+		failed = err
+	}
+	var refused *pgconn.PgError
+	if failed != nil && len(commits) > 1 && errors.As(failed, &refused) {
+		// The server refused the group and rolled all of it back. Commit its deliveries one by one, so
+		// that the one at fault fails alone. (A lost connection is not retried: whether the group
+		// committed is unknown, and its callers must answer so.)
+		for i := range commits {
+			r, e := s.commitGroup(ctx, commits[i:i+1])
+			results[i], errs[i] = r[0], e[0]
+		}
+		return results, errs
+	}
+	if failed != nil {
+		// The group's transaction did not commit: none of its deliveries is acknowledged.
+		err := translate(failed)
+		for i := range errs {
+			results[i], errs[i] = ledger.CommitResult{}, err
+		}
+		return results, errs
+	}
+	for i, r := range results {
+		if errs[i] == nil && slices.ContainsFunc(r.Appends, func(a eventlog.AppendResult) bool { return !a.Duplicate }) {
+			s.wrote()
+			break
+		}
+	}
+	return results, errs
+}
+
+func scanReceiptOnly(row pgx.Row) (ledger.CommitResult, error) {
 	var (
 		id      int64
 		outcome string
 	)
-	if err := br.QueryRow().Scan(&id, &outcome); err != nil {
-		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: insert receipt: %w", c.Receipt.DeliveryID, translate(err))
+	if err := row.Scan(&id, &outcome); err != nil {
+		return ledger.CommitResult{}, fmt.Errorf("insert receipt: %w", err)
 	}
-	res.Outcome = ledger.Outcome(outcome)
-	return res, nil
+	return ledger.CommitResult{Appends: []eventlog.AppendResult{}, Outcome: ledger.Outcome(outcome)}, nil
+}
+
+// scanDelivery reads one delivery's answer: the delivery's own failure (its appends undone, the group
+// unaffected) comes back as deliveryErr, a failure of the statement (the group is lost) as err.
+func scanDelivery(row pgx.Row, c ledger.Commit) (res ledger.CommitResult, deliveryErr, err error) {
+	var (
+		status                 string
+		message, detail        *string
+		first, last, positions []int64
+		txs                    []uint64
+		dups                   []bool
+		id                     *int64
+		outcome                *string
+	)
+	if err := row.Scan(&status, &message, &detail, &first, &last, &txs, &positions, &dups, &id, &outcome); err != nil {
+		return res, nil, err
+	}
+	if status != "ok" {
+		pgErr := &pgconn.PgError{Code: status, Message: deref(message), Detail: deref(detail)}
+		return res, translate(pgErr), nil
+	}
+	if id == nil || outcome == nil || len(first) != len(c.Appends) {
+		return res, nil, fmt.Errorf("group commit: answer of delivery %s is incomplete", c.Receipt.DeliveryID)
+	}
+	res.Appends = make([]eventlog.AppendResult, len(c.Appends))
+	for k, i := range lockOrder(c.Appends) { // the answers come in lock order; the caller's order is kept
+		res.Appends[i] = eventlog.AppendResult{FirstVersion: uint64(first[k]), LastVersion: uint64(last[k]),
+			Position: eventlog.Position{Commit: txs[k], Prepare: uint64(positions[k])}, Duplicate: dups[k]}
+	}
+	res.Outcome = ledger.Outcome(*outcome)
+	return res, nil, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// groupAppendArgs flattens a delivery's appends into bl_try_appends's parallel arrays. Streams are
+// locked in name order, so two groups touching the same streams wait for each other instead of
+// deadlocking (a deadlock with any other writer undoes one delivery, which the ledger retries).
+func groupAppendArgs(appends []ledger.Append) []any {
+	var (
+		streams, kinds, types []string
+		versions              []int64
+		counts                []int32
+		ids                   [][16]byte
+		data, meta            [][]byte
+	)
+	for _, i := range lockOrder(appends) {
+		a := appends[i]
+		p := newAppendParams(a.Stream, a.Expected, a.Events)
+		streams, kinds, versions = append(streams, p.stream), append(kinds, p.kind), append(versions, p.version)
+		counts = append(counts, int32(len(a.Events)))
+		ids, types = append(ids, p.ids...), append(types, p.types...)
+		data, meta = append(data, p.data...), append(meta, p.meta...)
+	}
+	return []any{streams, kinds, versions, counts, ids, types, data, meta}
+}
+
+// lockOrder returns the indexes of appends in stream-name order.
+func lockOrder(appends []ledger.Append) []int {
+	order := make([]int, len(appends))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return appends[order[i]].Stream < appends[order[j]].Stream })
+	return order
 }
 
 // InsertReceipt stores a receipt on its own and returns its id. It is for stores whose events live
@@ -115,13 +216,13 @@ func (s *Store) InsertReceipt(ctx context.Context, r ledger.Receipt) (int64, err
 		id      int64
 		outcome string
 	)
-	if err := s.pool.QueryRow(ctx, insertReceiptSQL, receiptArgs(r, nil)...).Scan(&id, &outcome); err != nil {
+	if err := s.pool.QueryRow(ctx, insertReceiptSQL, receiptArgs(r)...).Scan(&id, &outcome); err != nil {
 		return 0, fmt.Errorf("insert receipt %s: %w", r.DeliveryID, translate(err))
 	}
 	return id, nil
 }
 
-func receiptArgs(r ledger.Receipt, written [][16]byte) []any {
+func receiptArgs(r ledger.Receipt) []any {
 	n := len(r.Events)
 	bookings, streams, types := make([]string, n), make([]string, n), make([]string, n)
 	ids := make([][16]byte, n)
@@ -133,7 +234,7 @@ func receiptArgs(r ledger.Receipt, written [][16]byte) []any {
 		body = nil // an unverified body is never stored
 	}
 	return []any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, string(r.Outcome), r.Reason,
-		bookings, streams, ids, types, written, body}
+		bookings, streams, ids, types, body}
 }
 
 // StoredReceipt is a receipt as stored.

@@ -36,12 +36,17 @@ type Store struct {
 	rereadLast     time.Duration // quick re-reads stop beyond this (and beyond pollInterval)
 	notifyInterval time.Duration
 	notifier       atomic.Int32 // notifierIdle, notifierRunning or notifierDirty
+	commits        *group[ledger.Commit, ledger.CommitResult]
+	reads          *group[string, []eventlog.RecordedEvent]
 }
 
 // NewStore returns a store over pool. The schema must be migrated (Migrate).
 func NewStore(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, pollInterval: defaultPollInterval, rereadFirst: defaultRereadFirst,
+	s := &Store{pool: pool, pollInterval: defaultPollInterval, rereadFirst: defaultRereadFirst,
 		rereadLast: defaultPollInterval, notifyInterval: defaultNotifyInterval}
+	s.commits = &group[ledger.Commit, ledger.CommitResult]{max: maxCommitGroup, run: s.commitGroup}
+	s.reads = &group[string, []eventlog.RecordedEvent]{max: maxReadGroup, run: s.readStreams}
+	return s
 }
 
 // appendSQL is one round trip (once the pooled connection has prepared it): bl_append locks the
@@ -65,26 +70,37 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventlog.Exp
 	return res, nil
 }
 
-func appendArgs(stream string, expected eventlog.ExpectedVersion, events []eventlog.EventData) []any {
-	kind, version := "any", uint64(0)
+// appendParams are bl_append's arguments for one append.
+type appendParams struct {
+	stream, kind string
+	version      int64
+	ids          [][16]byte
+	types        []string
+	data, meta   [][]byte
+}
+
+func newAppendParams(stream string, expected eventlog.ExpectedVersion, events []eventlog.EventData) appendParams {
+	p := appendParams{stream: stream, kind: "any", ids: make([][16]byte, len(events)), types: make([]string, len(events)),
+		data: make([][]byte, len(events)), meta: make([][]byte, len(events))}
 	switch {
 	case expected.IsNoStream():
-		kind = "no_stream"
+		p.kind = "no_stream"
 	case expected.IsStreamExists():
-		kind = "stream_exists"
+		p.kind = "stream_exists"
 	default:
 		if v, ok := expected.Exact(); ok {
-			kind, version = "exact", v
+			p.kind, p.version = "exact", int64(v)
 		}
 	}
-	ids := make([][16]byte, len(events))
-	types := make([]string, len(events))
-	data := make([][]byte, len(events))
-	meta := make([][]byte, len(events))
 	for i, e := range events {
-		ids[i], types[i], data[i], meta[i] = e.ID, e.Type, e.Data, e.Metadata
+		p.ids[i], p.types[i], p.data[i], p.meta[i] = e.ID, e.Type, e.Data, e.Metadata
 	}
-	return []any{stream, kind, int64(version), ids, types, data, meta}
+	return p
+}
+
+func appendArgs(stream string, expected eventlog.ExpectedVersion, events []eventlog.EventData) []any {
+	p := newAppendParams(stream, expected, events)
+	return []any{p.stream, p.kind, p.version, p.ids, p.types, p.data, p.meta}
 }
 
 func scanAppend(row pgx.Row) (eventlog.AppendResult, error) {
@@ -103,17 +119,50 @@ func scanAppend(row pgx.Row) (eventlog.AppendResult, error) {
 
 const eventColumns = `stream_id, version, event_id, event_type, data, metadata, tx_id, global_position, recorded_at`
 
-// ReadStream implements eventlog.Store.
+// maxReadGroup bounds the streams one grouped read fetches.
+const maxReadGroup = 64
+
+// ReadStream implements eventlog.Store. Reads that arrive while another read is in flight are fetched
+// together in the next one (one round trip for a group of deliveries, like Commit).
 func (s *Store) ReadStream(ctx context.Context, stream string) ([]eventlog.RecordedEvent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE stream_id = $1 ORDER BY version`, stream)
+	events, err := s.reads.do(ctx, stream)
 	if err != nil {
-		return nil, fmt.Errorf("read stream %s: %w", stream, translate(err))
-	}
-	events, err := collectEvents(rows, 8)
-	if err != nil {
-		return nil, fmt.Errorf("read stream %s: %w", stream, translate(err))
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
 	return events, nil
+}
+
+// readStreams reads a group of streams in one query and hands each caller its own stream.
+func (s *Store) readStreams(ctx context.Context, streams []string) ([][]eventlog.RecordedEvent, []error) {
+	out := make([][]eventlog.RecordedEvent, len(streams))
+	errs := make([]error, len(streams))
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE stream_id = ANY($1) ORDER BY stream_id, version`, streams)
+	var events []eventlog.RecordedEvent
+	if err == nil {
+		events, err = collectEvents(rows, 8*len(streams))
+	}
+	if err != nil {
+		err = translate(err)
+		for i := range errs {
+			errs[i] = err
+		}
+		return out, errs
+	}
+	byStream := make(map[string][]eventlog.RecordedEvent, len(streams))
+	for i := 0; i < len(events); {
+		j := i + 1
+		for j < len(events) && events[j].StreamID == events[i].StreamID {
+			j++
+		}
+		byStream[events[i].StreamID] = events[i:j:j] // capped: a caller's append never reaches another's events
+		i = j
+	}
+	for i, st := range streams {
+		if out[i] = byStream[st]; out[i] == nil {
+			out[i] = []eventlog.RecordedEvent{}
+		}
+	}
+	return out, errs
 }
 
 // readAllSQL returns only rows of transactions older than every transaction still running: those can

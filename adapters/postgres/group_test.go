@@ -1,0 +1,164 @@
+package postgres_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+)
+
+// commitHeldGroup queues commits while the store's group commit is held, so that all of them are
+// committed as one group, then releases it and returns each Commit's answer.
+func commitHeldGroup(t *testing.T, s *postgres.Store, commits []ledger.Commit) ([]ledger.CommitResult, []error) {
+	t.Helper()
+	ctx := testCtx(t)
+	release := make(chan struct{})
+	postgres.HoldCommits(s, func() { <-release })
+	results := make([]ledger.CommitResult, len(commits))
+	errs := make([]error, len(commits))
+	var wg sync.WaitGroup
+	for i, c := range commits {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = s.Commit(ctx, c)
+		}()
+		// One at a time, so the group keeps the order of commits.
+		require.Eventually(t, func() bool { return postgres.QueuedCommits(s) == i+1 }, 10*time.Second, time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	return results, errs
+}
+
+func TestGroupCommitThatFailsAcknowledgesNone(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	// A deferred constraint trigger fails the transaction at COMMIT, after every statement succeeded:
+	// the latest point at which a group can fail.
+	_, err := pool.Exec(ctx, `
+CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'injected commit failure'; END $$;
+CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON receipts DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW EXECUTE FUNCTION fail_at_commit()`)
+	require.NoError(t, err)
+	var commits []ledger.Commit
+	var streams []string
+	for range 8 {
+		st := streamName(t)
+		streams = append(streams, st)
+		commits = append(commits, commitOf("d-"+st, appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
+	}
+	_, errs := commitHeldGroup(t, s, commits)
+	for i, err := range errs {
+		assert.ErrorContains(t, err, "injected commit failure", "delivery %d", i)
+	}
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = ANY($1)`, streams))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts`))
+}
+
+func TestGroupCommitIsolatesTheDeliveryAtFault(t *testing.T) {
+	s, pool := newStore(t)
+	var commits []ledger.Commit
+	var streams []string
+	for i := range 8 {
+		st := streamName(t)
+		streams = append(streams, st)
+		c := commitOf("d-"+st, appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+		if i == 3 {
+			c.Receipt.Outcome = "lost" // violates receipts_outcome_check: the group is refused
+		}
+		commits = append(commits, c)
+	}
+	results, errs := commitHeldGroup(t, s, commits)
+	for i := range commits {
+		if i == 3 {
+			assert.Error(t, errs[i])
+			continue
+		}
+		require.NoError(t, errs[i], "delivery %d", i)
+		assert.Equal(t, ledger.OutcomeAccepted, results[i].Outcome)
+	}
+	assert.Equal(t, 7, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = ANY($1)`, streams))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = $1`, streams[3]))
+	assert.Equal(t, 7, count(t, pool, `SELECT count(*) FROM receipts`))
+}
+
+// Deliveries of one booking in one group are decided in order against each other: the first appends,
+// an identical copy is a duplicate (its receipt says so, although the same transaction wrote the
+// events), and a different delivery planned against the same version conflicts alone, without a
+// receipt, so that the ledger reloads and decides it again.
+func TestGroupCommitDecidesOneBookingsDeliveriesInOrder(t *testing.T) {
+	s, pool := newStore(t)
+	st := streamName(t)
+	create, cancel := event(t, "booking.scheduled.v1"), event(t, "booking.canceled.v1")
+	other := streamName(t)
+	results, errs := commitHeldGroup(t, s, []ledger.Commit{
+		commitOf("d-create", appendOf(st, eventlog.NoStream(), create)),
+		commitOf("d-create", appendOf(st, eventlog.NoStream(), create)),
+		commitOf("d-cancel", appendOf(st, eventlog.NoStream(), cancel)),
+		commitOf("d-other", appendOf(other, eventlog.NoStream(), event(t, "booking.scheduled.v1"))),
+	})
+	require.NoError(t, errs[0])
+	assert.Equal(t, ledger.OutcomeAccepted, results[0].Outcome)
+	require.NoError(t, errs[1])
+	assert.Equal(t, ledger.OutcomeDuplicate, results[1].Outcome)
+	assert.True(t, results[1].Appends[0].Duplicate)
+	assert.Equal(t, results[0].Appends[0].Position, results[1].Appends[0].Position)
+	assert.ErrorIs(t, errs[2], eventlog.ErrVersionConflict)
+	require.NoError(t, errs[3])
+	assert.Equal(t, ledger.OutcomeAccepted, results[3].Outcome)
+
+	got, err := s.ReadStream(testCtx(t), st)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, create.ID, got[0].ID)
+	assert.Equal(t, 2, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-create'`))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-cancel'`))
+
+	// Decided again against the stored create, the cancel appends after it.
+	res, err := s.Commit(testCtx(t), commitOf("d-cancel", appendOf(st, eventlog.Exact(1), cancel)))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), res.Appends[0].LastVersion)
+}
+
+// A group's appends answer in the caller's order, although they are locked in stream-name order.
+func TestGroupCommitAnswersAppendsInTheCallersOrder(t *testing.T) {
+	s, _ := newStore(t)
+	a, b := "booking-zz-"+streamName(t)[len("booking-"):], "booking-aa-"+streamName(t)[len("booking-"):]
+	res, err := s.Commit(testCtx(t), commitOf("d-two", appendOf(a, eventlog.NoStream(), events(t, 2)...),
+		appendOf(b, eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
+	require.NoError(t, err)
+	require.Len(t, res.Appends, 2)
+	assert.Equal(t, uint64(2), res.Appends[0].LastVersion, "the first append (two events) answers first")
+	assert.Equal(t, uint64(1), res.Appends[1].LastVersion)
+}
+
+// A caller that stops waiting before its group is sent writes nothing.
+func TestGroupCommitSkipsCallersThatGaveUp(t *testing.T) {
+	s, pool := newStore(t)
+	release := make(chan struct{})
+	postgres.HoldCommits(s, func() { <-release })
+	ctx, cancel := context.WithCancel(testCtx(t))
+	st := streamName(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Commit(ctx, commitOf("d-gone", appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return postgres.QueuedCommits(s) == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	close(release)
+	assert.ErrorIs(t, <-done, context.Canceled)
+	// Groups run one after another: once a later commit is answered, the abandoned one was dealt with.
+	_, err := s.Commit(testCtx(t), commitOf("d-later", appendOf(streamName(t), eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
+	require.NoError(t, err)
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-gone'`))
+}
