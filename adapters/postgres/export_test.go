@@ -32,8 +32,9 @@ func CheckNotNewerFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error 
 	return checkNotNewer(ctx, pool, fsys)
 }
 
-// HoldCommits makes every group commit of s call hold before it takes its deliveries from the queue.
-func HoldCommits(s *Store, hold func()) { s.commits.hold = hold }
+// HoldCommits makes s commit one group at a time and call hold before it takes a group's deliveries
+// from the queue.
+func HoldCommits(s *Store, hold func()) { s.commits.hold, s.commits.runners = hold, 1 }
 
 // QueuedCommits is how many deliveries wait for the next group commit of s.
 func QueuedCommits(s *Store) int {

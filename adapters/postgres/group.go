@@ -6,18 +6,20 @@ import (
 	"sync/atomic"
 )
 
-// group runs the calls that queue while a run is in flight together, in the next run: natural batching.
-// A lone call runs at once and waits for nobody; under load a run takes whatever arrived during the
-// previous one, up to max. At most one run is in flight per group. No goroutine outlives the queue.
+// group runs the calls that queue while runs are in flight together, in the next run: natural
+// batching. A lone call runs at once and waits for nobody; under load a run takes whatever arrived
+// while every runner was busy, up to max. At most runners runs are in flight. No goroutine outlives the
+// queue.
 type group[Req, Res any] struct {
-	max int
+	max     int
+	runners int
 	// run answers every request of a batch: results and errors are indexed like reqs. Its context ends
 	// only when every caller of the batch has stopped waiting.
 	run func(ctx context.Context, reqs []Req) ([]Res, []error)
 
 	mu      sync.Mutex
 	queue   []*groupCall[Req, Res]
-	running bool
+	running int // runs in flight; the queue is empty while running < runners
 	// hold, set by tests, runs before each batch is taken from the queue, so that a test can gather
 	// the calls it wants in one batch.
 	hold func()
@@ -31,17 +33,17 @@ type groupCall[Req, Res any] struct {
 	done chan struct{}
 }
 
-// do queues req and waits for its answer. When no run is in flight, the caller runs the group itself,
-// in its own goroutine (a lone call costs no hand-over); calls that queue meanwhile are run by a
+// do queues req and waits for its answer. When a runner is free, the caller runs the batch itself, in
+// its own goroutine (a lone call costs no hand-over), and calls that queued meanwhile are run by a
 // goroutine started for them. When ctx ends first, do returns ctx's error while the run may still
 // complete the request: to the caller the outcome is unknown, as with any lost answer.
 func (g *group[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	c := &groupCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
-	if !g.running {
-		// Nothing runs, so the queue held nothing before c: c is in the batch runNext takes.
-		g.running = true
+	if g.running < max(g.runners, 1) {
+		// A runner is free, so the queue held nothing before c: c is in the batch runNext takes.
+		g.running++
 		g.mu.Unlock()
 		if g.runNext() {
 			go g.loop()
@@ -63,8 +65,8 @@ func (g *group[Req, Res]) loop() {
 	}
 }
 
-// runNext runs one batch from the queue and reports whether more calls wait. When none wait it clears
-// running, so that running is false only while the queue is empty.
+// runNext runs one batch from the queue and reports whether more calls wait. When none wait the runner
+// ends, so that a runner is free only while the queue is empty.
 func (g *group[Req, Res]) runNext() (more bool) {
 	if g.hold != nil {
 		g.hold()
@@ -80,7 +82,7 @@ func (g *group[Req, Res]) runNext() (more bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.queue) == 0 {
-		g.running = false
+		g.running--
 		return false
 	}
 	return true
@@ -102,17 +104,21 @@ func (g *group[Req, Res]) runBatch(calls []*groupCall[Req, Res]) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var waiting atomic.Int32
-	waiting.Store(int32(len(live)))
-	for _, c := range live {
-		stop := context.AfterFunc(c.ctx, func() {
-			if waiting.Add(-1) == 0 {
-				cancel()
-			}
-		})
-		defer stop()
+	ctx := live[0].ctx // one caller: its context is the batch's
+	if len(live) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		var waiting atomic.Int32
+		waiting.Store(int32(len(live)))
+		for _, c := range live {
+			stop := context.AfterFunc(c.ctx, func() {
+				if waiting.Add(-1) == 0 {
+					cancel()
+				}
+			})
+			defer stop()
+		}
 	}
 	reqs := make([]Req, len(live))
 	for i, c := range live {

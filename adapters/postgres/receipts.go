@@ -25,13 +25,15 @@ const insertReceiptSQL = `INSERT INTO receipts (` + receiptColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING id, outcome`
 
-// commitDeliverySQL is one delivery of a group: its appends in a subtransaction (bl_try_appends,
-// migrations/0090_group_commit.sql) and, if they succeeded, its receipt. A receipt committed as
-// accepted becomes duplicate when every append came back as an idempotent re-append, i.e. a concurrent
-// copy of the delivery won the race between read and commit, possibly in the same group. Deciding it
-// here, from the appends' own answers, is what keeps the stored outcome true under that race.
-const commitDeliverySQL = `WITH a AS MATERIALIZED (
-    SELECT * FROM bl_try_appends($1, $2, $3, $4, $5, $6, $7, $8)
+// commitDeliverySQL is one delivery: its appends (fn: bl_appends, or bl_try_appends in a group of
+// several, migrations/0090_group_commit.sql) and, if they succeeded, its receipt. A receipt committed
+// as accepted becomes duplicate when every append came back as an idempotent re-append, i.e. a
+// concurrent copy of the delivery won the race between read and commit, possibly in the same group.
+// Deciding it here, from the appends' own answers, is what keeps the stored outcome true under that
+// race.
+func commitDeliverySQL(fn string) string {
+	return `WITH a AS MATERIALIZED (
+    SELECT * FROM ` + fn + `($1, $2, $3, $4, $5, $6, $7, $8)
 ), r AS (
     INSERT INTO receipts (` + receiptColumns + `)
     SELECT $9, $10, $11, $12,
@@ -43,15 +45,27 @@ const commitDeliverySQL = `WITH a AS MATERIALIZED (
 SELECT a.status, a.message, a.detail, a.first_versions, a.last_versions, a.tx_ids, a.positions, a.duplicates,
     r.id, r.outcome
 FROM a LEFT JOIN r ON true`
+}
+
+var (
+	// commitAloneSQL: an error fails the transaction, which holds this delivery only.
+	commitAloneSQL = commitDeliverySQL("bl_appends")
+	// commitInGroupSQL: an error undoes this delivery's subtransaction and is answered as its status.
+	commitInGroupSQL = commitDeliverySQL("bl_try_appends")
+)
 
 // maxCommitGroup bounds the deliveries of one group commit. Each delivery with appends is a
 // subtransaction, and PostgreSQL keeps at most 64 of a transaction's subtransaction ids in every
 // snapshot before other sessions must look them up on disk.
 const maxCommitGroup = 32
 
+// commitRunners is how many groups commit at once: while one waits for its WAL flush the next is
+// executed, and deliveries queue only when both are busy.
+const commitRunners = 2
+
 // Commit implements ledger.Store: every append and the receipt of the delivery commit atomically,
 // together with the other deliveries that reached the store while the previous group was committing
-// (group commit, docs/adr/0010-group-commit.md). Per delivery the outcome is what it would be alone: a
+// (group commit, docs/adr/0012-group-commit.md). Per delivery the outcome is what it would be alone: a
 // failing append undoes that delivery's appends only and fails that Commit (a version conflict makes
 // the ledger reload and decide again), while a group that fails to commit fails every Commit in it, so
 // nothing is acknowledged that was not durably written.
@@ -71,19 +85,41 @@ func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResul
 // commitGroup sends a group's deliveries as one pipelined batch in one implicit transaction ending in a
 // single Sync: one round trip and one WAL flush for the group.
 func (s *Store) commitGroup(ctx context.Context, commits []ledger.Commit) ([]ledger.CommitResult, []error) {
+	// A subtransaction per delivery is what isolates deliveries from each other; alone, it would cost
+	// for nothing.
+	sql := commitInGroupSQL
+	if len(commits) == 1 {
+		sql = commitAloneSQL
+	}
+	// Deliveries run in the order of the first stream they lock (stable: one booking's deliveries keep
+	// their order), so that two groups committing at once take their stream locks in one order and
+	// wait for each other instead of deadlocking.
+	order := make([]int, len(commits))
+	for i := range order {
+		order[i] = i
+	}
+	first := func(c ledger.Commit) string {
+		if len(c.Appends) == 0 {
+			return ""
+		}
+		return c.Appends[lockOrder(c.Appends)[0]].Stream
+	}
+	sort.SliceStable(order, func(i, j int) bool { return first(commits[order[i]]) < first(commits[order[j]]) })
 	batch := &pgx.Batch{}
-	for _, c := range commits {
+	for _, i := range order {
+		c := commits[i]
 		if len(c.Appends) == 0 {
 			batch.Queue(insertReceiptSQL, receiptArgs(c.Receipt)...)
 			continue
 		}
-		batch.Queue(commitDeliverySQL, append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt)...)...)
+		batch.Queue(sql, append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt)...)...)
 	}
 	results := make([]ledger.CommitResult, len(commits))
 	errs := make([]error, len(commits))
 	br := s.pool.SendBatch(ctx, batch)
 	var failed error
-	for i, c := range commits {
+	for _, i := range order {
+		c := commits[i]
 		if failed != nil {
 			break
 		}

@@ -44,8 +44,8 @@ type Store struct {
 func NewStore(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, pollInterval: defaultPollInterval, rereadFirst: defaultRereadFirst,
 		rereadLast: defaultPollInterval, notifyInterval: defaultNotifyInterval}
-	s.commits = &group[ledger.Commit, ledger.CommitResult]{max: maxCommitGroup, run: s.commitGroup}
-	s.reads = &group[string, []eventlog.RecordedEvent]{max: maxReadGroup, run: s.readStreams}
+	s.commits = &group[ledger.Commit, ledger.CommitResult]{max: maxCommitGroup, runners: commitRunners, run: s.commitGroup}
+	s.reads = &group[string, []eventlog.RecordedEvent]{max: maxReadGroup, runners: readRunners, run: s.readStreams}
 	return s
 }
 
@@ -119,8 +119,12 @@ func scanAppend(row pgx.Row) (eventlog.AppendResult, error) {
 
 const eventColumns = `stream_id, version, event_id, event_type, data, metadata, tx_id, global_position, recorded_at`
 
-// maxReadGroup bounds the streams one grouped read fetches.
-const maxReadGroup = 64
+// maxReadGroup bounds the streams one grouped read fetches; readRunners is how many grouped reads
+// run at once.
+const (
+	maxReadGroup = 64
+	readRunners  = 2
+)
 
 // ReadStream implements eventlog.Store. Reads that arrive while another read is in flight are fetched
 // together in the next one (one round trip for a group of deliveries, like Commit).
@@ -136,7 +140,15 @@ func (s *Store) ReadStream(ctx context.Context, stream string) ([]eventlog.Recor
 func (s *Store) readStreams(ctx context.Context, streams []string) ([][]eventlog.RecordedEvent, []error) {
 	out := make([][]eventlog.RecordedEvent, len(streams))
 	errs := make([]error, len(streams))
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE stream_id = ANY($1) ORDER BY stream_id, version`, streams)
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if len(streams) == 1 {
+		rows, err = s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE stream_id = $1 ORDER BY version`, streams[0])
+	} else {
+		rows, err = s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE stream_id = ANY($1) ORDER BY stream_id, version`, streams)
+	}
 	var events []eventlog.RecordedEvent
 	if err == nil {
 		events, err = collectEvents(rows, 8*len(streams))
