@@ -86,6 +86,18 @@ func (b Booking) Claims() bool {
 	return b.BookingStatus == booking.StatusActive && b.Status != StatusCanceled && b.HasSlot()
 }
 
+// SlotStatus is the status the slot-holder rule gives a booking that claims its slot: active when it
+// holds the slot, conflict when another meeting's booking holds it.
+func SlotStatus(holder bool) Status {
+	if holder {
+		return StatusActive
+	}
+	return StatusConflict
+}
+
+// Assign records the slot-holder rule's verdict on a booking that claims its slot.
+func (b *Booking) Assign(holder bool) { b.Holder, b.Status = holder, SlotStatus(holder) }
+
 // LinkedPayment is a payment stream's contribution to a booking's payment status.
 type LinkedPayment struct {
 	Stream booking.ID

@@ -199,7 +199,7 @@ WHERE booking = ANY($1) AND rescheduled_from <> ''`, idStrings(bookTouched))
 		rows[i] = row
 	}
 
-	component, err := a.assignSlots(ctx, ids, rows)
+	component, conflicts, err := a.assignSlots(ctx, ids, rows)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ WHERE booking = ANY($1) AND rescheduled_from <> ''`, idStrings(bookTouched))
 			scope = append(scope, c)
 		}
 	}
-	return syncItems(ctx, a.tx, scope, idStrings(ids), false)
+	return syncItems(ctx, a.tx, conflicts, scope, idStrings(ids), false)
 }
 
 type paymentRowJSON struct {
@@ -412,32 +412,28 @@ JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, as
 
 // assignSlots replaces the claims of rows, recomputes the slot-holder rule over every claim connected
 // to the old and new claims by overlaps on a resource, writes the holder flags, and sets the status of
-// rows and of the other bookings of that connected set. It returns the other bookings.
+// rows and of the other bookings of that connected set. It returns the other bookings and the rule's
+// conflict pairs, which are those of every booking of rows and of the connected set.
 //
 // New claims are inserted once, with their final holder flag. The exclusion constraint is checked row
 // by row, so the writes go in an order where the holders present are always a subset of the final,
 // overlap-free set: releases of stored claims, then the new claims, then stored claims that take a slot.
-func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []projections.Booking) ([]string, error) {
+func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []projections.Booking) ([]string, []projections.Conflict, error) {
 	var seedRes []int32
 	var seedStart, seedEnd []time.Time
 	old, err := a.tx.Query(ctx, `DELETE FROM calendar_slots WHERE booking = ANY($1) RETURNING resource_id, lower(during), upper(during)`, idStrings(ids))
-	if err != nil {
-		return nil, fmt.Errorf("drop old claims: %w", err)
-	}
-	for old.Next() {
+	if err == nil {
 		var (
 			r    int32
 			s, e time.Time
 		)
-		if err := old.Scan(&r, &s, &e); err != nil {
-			old.Close()
-			return nil, fmt.Errorf("drop old claims: %w", err)
-		}
-		seedRes, seedStart, seedEnd = append(seedRes, r), append(seedStart, s), append(seedEnd, e)
+		_, err = pgx.ForEachRow(old, []any{&r, &s, &e}, func() error {
+			seedRes, seedStart, seedEnd = append(seedRes, r), append(seedStart, s), append(seedEnd, e)
+			return nil
+		})
 	}
-	old.Close()
-	if err := old.Err(); err != nil {
-		return nil, fmt.Errorf("drop old claims: %w", err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("drop old claims: %w", err)
 	}
 
 	var fresh []projections.Claim
@@ -449,7 +445,7 @@ func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []proj
 	}
 	resourceID, err := a.m.resourceIDsOf(ctx, names)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, b := range rows {
 		if !b.Claims() {
@@ -462,11 +458,11 @@ func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []proj
 		}
 	}
 	if len(seedRes) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	stored, holding, err := connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	asg := projections.AssignSlots(append(slices.Clone(stored), fresh...))
 
@@ -488,7 +484,7 @@ func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []proj
 	slices.Sort(take)
 	if len(release) > 0 {
 		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = false WHERE booking = ANY($1) AND holder`, release); err != nil {
-			return nil, fmt.Errorf("release slots: %w", err)
+			return nil, nil, fmt.Errorf("release slots: %w", err)
 		}
 	}
 	if len(fresh) > 0 {
@@ -506,12 +502,12 @@ SELECT b, i, r, m, tstzrange(s, e), p, h
 FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::boolean[])
     AS x(b, i, r, m, s, e, p, h)`,
 			cb, ci, cr, cm, cs, ce, cp, ch); err != nil {
-			return nil, fmt.Errorf("insert claims: %w", err)
+			return nil, nil, fmt.Errorf("insert claims: %w", err)
 		}
 	}
 	if len(take) > 0 {
 		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = true WHERE booking = ANY($1)`, take); err != nil {
-			return nil, fmt.Errorf("take slots: %w", err)
+			return nil, nil, fmt.Errorf("take slots: %w", err)
 		}
 	}
 
@@ -520,12 +516,7 @@ FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::timestamptz[]
 		inRows[b.Booking] = i
 	}
 	for _, c := range fresh {
-		i := inRows[c.Booking]
-		rows[i].Holder = asg.Holders[c.Booking]
-		rows[i].Status = projections.StatusActive
-		if !rows[i].Holder {
-			rows[i].Status = projections.StatusConflict
-		}
+		rows[inRows[c.Booking]].Assign(asg.Holders[c.Booking])
 	}
 	var others, otherStatus []string
 	var otherHolder []bool
@@ -533,21 +524,17 @@ FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::timestamptz[]
 		if _, ok := inRows[id]; ok {
 			continue // its claims were dropped above; a stored claim of it cannot be here
 		}
-		status := projections.StatusConflict
-		if asg.Holders[id] {
-			status = projections.StatusActive
-		}
-		others, otherStatus, otherHolder = append(others, string(id)), append(otherStatus, string(status)), append(otherHolder, asg.Holders[id])
+		others, otherStatus, otherHolder = append(others, string(id)), append(otherStatus, string(projections.SlotStatus(asg.Holders[id]))), append(otherHolder, asg.Holders[id])
 	}
 	if len(others) > 0 {
 		if _, err := a.tx.Exec(ctx, `UPDATE calendar_bookings b SET status = u.status, holder = u.holder, projected_at = now()
 FROM unnest($1::text[], $2::text[], $3::boolean[]) AS u(booking, status, holder)
 WHERE b.booking = u.booking AND (b.status <> u.status OR b.holder <> u.holder)`, others, otherStatus, otherHolder); err != nil {
-			return nil, fmt.Errorf("update statuses of overlapping bookings: %w", err)
+			return nil, nil, fmt.Errorf("update statuses of overlapping bookings: %w", err)
 		}
 	}
 	slices.Sort(others)
-	return others, nil
+	return others, asg.Conflicts, nil
 }
 
 // connectedClaimsSQL returns every claim connected to the seed ranges by a chain of overlaps on a

@@ -156,11 +156,7 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	}
 	for i := range rows {
 		if rows[i].Claims() {
-			rows[i].Holder = asg.Holders[rows[i].Booking]
-			rows[i].Status = projections.StatusActive
-			if !rows[i].Holder {
-				rows[i].Status = projections.StatusConflict
-			}
+			rows[i].Assign(asg.Holders[rows[i].Booking])
 		}
 	}
 

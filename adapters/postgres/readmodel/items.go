@@ -21,30 +21,8 @@ import (
 // repeat partial-index predicates literally; TestScopedQueriesStayIndexed checks their generic plans.
 // The whole-table forms serve the rebuild, which reads everything anyway.
 
-// desiredConflictsSQL recomputes every conflict pair from the stored claims: each claim that does not
-// hold, against each overlapping holder of another meeting (the same pairs as AssignSlots).
-const desiredConflictsSQL = `SELECT l.booking, h.booking, array_agg(DISTINCT l.resource ORDER BY l.resource)
-FROM calendar_slots l
-JOIN calendar_slots h ON h.resource_id = l.resource_id AND h.during && l.during AND h.meeting <> l.meeting AND h.holder
-WHERE NOT l.holder
-GROUP BY l.booking, h.booking`
-
-// scopedConflictsSQL is desiredConflictsSQL for the pairs with a booking of $1 on either side: from
-// the scope's own claims (by primary key) to the overlapping claims (GiST), once as the claim that
-// does not hold and once as the holder. Either side yields every shared resource of its pairs.
-const scopedConflictsSQL = `WITH mine AS (SELECT * FROM calendar_slots WHERE booking = ANY($1)),
-pairs AS (
-    SELECT l.booking AS lb, h.booking AS hb, l.resource
-    FROM mine l
-    JOIN calendar_slots h ON h.resource_id = l.resource_id AND h.during && l.during AND h.meeting <> l.meeting AND h.holder
-    WHERE NOT l.holder
-  UNION
-    SELECT l.booking, h.booking, l.resource
-    FROM mine h
-    JOIN calendar_slots l ON l.resource_id = h.resource_id AND l.during && h.during AND l.meeting <> h.meeting AND NOT l.holder
-    WHERE h.holder
-)
-SELECT lb, hb, array_agg(DISTINCT resource ORDER BY resource) FROM pairs GROUP BY lb, hb`
+// allClaimsSQL is every stored claim: the input of the slot-holder rule over the whole calendar.
+const allClaimsSQL = `SELECT booking, resource, meeting, lower(during), upper(during), priority_at FROM calendar_slots`
 
 const desiredLateSQL = `SELECT b.booking, f.event, f.type, f.occurred_at, f.code, f.reason
 FROM calendar_bookings b
@@ -68,72 +46,59 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
 
 // syncItems makes the conflict and late-event items of the scope match the calendar: open what the
 // calendar calls for (unless an operator closed that subject), refresh reasons, and close with a note
-// what it no longer calls for. conflictScope names bookings whose conflict pairs may have changed,
-// lateScope those whose findings may have changed; all ignores both and syncs everything.
-func syncItems(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string, all bool) error {
-	plan, err := planItemSync(ctx, tx, conflictScope, lateScope, all)
+// what it no longer calls for. conflicts are the slot-holder rule's pairs of every booking of
+// conflictScope (the bookings whose pairs may have changed), lateScope names those whose findings may
+// have changed; all ignores the three and syncs everything, with the rule applied to every stored claim.
+func syncItems(ctx context.Context, tx pgx.Tx, conflicts []projections.Conflict, conflictScope, lateScope []string, all bool) error {
+	plan, err := planItemSync(ctx, tx, conflicts, conflictScope, lateScope, all)
 	if err != nil {
 		return err
 	}
 	return plan.write(ctx, tx)
 }
 
-// planItemSync is syncItems' reading half: what the stored calendar calls for against what the queue holds.
-func planItemSync(ctx context.Context, tx pgx.Tx, conflictScope, lateScope []string, all bool) (itemPlan, error) {
+// planItemSync is syncItems' reading half: what the calendar calls for against what the queue holds.
+func planItemSync(ctx context.Context, tx pgx.Tx, conflicts []projections.Conflict, conflictScope, lateScope []string, all bool) (itemPlan, error) {
 	conflictScope, lateScope = nonNil(conflictScope), nonNil(lateScope)
-	var conflicts []projections.Conflict
-	conflictsSQL, conflictArgs := scopedConflictsSQL, []any{conflictScope}
 	lateSQL, lateArgs := scopedLateSQL, []any{lateScope}
 	itemsSQL, itemsArgs := scopedItemsSQL, []any{conflictScope, lateScope}
 	if all {
-		conflictsSQL, conflictArgs = desiredConflictsSQL, nil
 		lateSQL, lateArgs = desiredLateSQL, nil
 		itemsSQL, itemsArgs = existingItemsSQL, nil
-	}
-	rows, err := tx.Query(ctx, conflictsSQL, conflictArgs...)
-	if err != nil {
-		return itemPlan{}, fmt.Errorf("conflict pairs: %w", err)
-	}
-	for rows.Next() {
-		var (
-			l, h string
-			res  []string
-		)
-		if err := rows.Scan(&l, &h, &res); err != nil {
-			rows.Close()
-			return itemPlan{}, fmt.Errorf("conflict pairs: %w", err)
+		rows, err := tx.Query(ctx, allClaimsSQL)
+		if err != nil {
+			return itemPlan{}, fmt.Errorf("claims: %w", err)
 		}
-		conflicts = append(conflicts, projections.Conflict{Booking: booking.ID(l), Holder: booking.ID(h), Resources: res})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return itemPlan{}, fmt.Errorf("conflict pairs: %w", err)
+		claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
+			return c, r.Scan(&c.Booking, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority)
+		})
+		if err != nil {
+			return itemPlan{}, fmt.Errorf("claims: %w", err)
+		}
+		conflicts = projections.AssignSlots(claims).Conflicts
 	}
 
-	var desired []projections.DesiredItem
-	rows, err = tx.Query(ctx, lateSQL, lateArgs...)
+	rows, err := tx.Query(ctx, lateSQL, lateArgs...)
 	if err != nil {
 		return itemPlan{}, fmt.Errorf("late events: %w", err)
 	}
-	for rows.Next() {
+	desired, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.DesiredItem, error) {
 		var (
-			b, ev, typ, code, reason string
-			at                       time.Time
+			b  booking.ID
+			ev string
+			f  booking.Finding
 		)
-		if err := rows.Scan(&b, &ev, &typ, &at, &code, &reason); err != nil {
-			rows.Close()
-			return itemPlan{}, fmt.Errorf("late events: %w", err)
+		if err := r.Scan(&b, &ev, &f.Type, &f.OccurredAt, &f.Code, &f.Reason); err != nil {
+			return projections.DesiredItem{}, err
 		}
 		id, err := eventlog.ParseEventID(ev)
 		if err != nil {
-			rows.Close()
-			return itemPlan{}, fmt.Errorf("late events of %s: %w", b, err)
+			return projections.DesiredItem{}, fmt.Errorf("of %s: %w", b, err)
 		}
-		desired = append(desired, projections.LateEventItem(booking.ID(b), booking.Finding{
-			Event: id, Type: booking.EventType(typ), OccurredAt: at, Code: booking.FindingCode(code), Reason: reason}))
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		f.Event = id
+		return projections.LateEventItem(b, f), nil
+	})
+	if err != nil {
 		return itemPlan{}, fmt.Errorf("late events: %w", err)
 	}
 

@@ -54,7 +54,6 @@ ANALYZE calendar_bookings, calendar_slots, reconciliation_items, calendar_resour
 	cases := []struct {
 		name, sql, args string
 	}{
-		{"scoped conflicts", scopedConflictsSQL, scope},
 		{"scoped late events", scopedLateSQL, scope},
 		{"scoped items", scopedItemsSQL, scope + `, ` + scope},
 		{"superseded by", supersededSQL, scope},

@@ -159,7 +159,7 @@ func (m *ReadModel) CaughtUp(ctx context.Context) error {
 	}
 	if m.rebuilding { // the rebuild wrote early and continued incrementally
 		err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-			if err := syncItems(ctx, tx, nil, nil, true); err != nil {
+			if err := syncItems(ctx, tx, nil, nil, nil, true); err != nil {
 				return err
 			}
 			return checkpoint.EndRebuild(ctx, tx, ProjectionName)

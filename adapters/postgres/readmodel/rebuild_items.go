@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,10 +25,6 @@ import (
 // and conflicts (AssignSlots' pairs over every claim of rows), inside tx. The existing items are read:
 // operators' decisions are not in the log.
 func memItemPlan(ctx context.Context, tx pgx.Tx, rows []projections.Booking, conflicts []projections.Conflict) (itemPlan, error) {
-	conflicts, err := collateResources(ctx, tx, conflicts)
-	if err != nil {
-		return itemPlan{}, err
-	}
 	var desired []projections.DesiredItem
 	for _, b := range rows {
 		if len(b.Findings) == 0 {
@@ -113,40 +108,6 @@ func storedFindings(b projections.Booking) ([]booking.Finding, error) {
 	return out, nil
 }
 
-// collateResources orders the resources of every conflict as desiredConflictsSQL's
-// "array_agg(… ORDER BY resource)" does: in the database's collation, which need not be byte order.
-// Only conflicts on several resources need it, and they are rare.
-func collateResources(ctx context.Context, tx pgx.Tx, conflicts []projections.Conflict) ([]projections.Conflict, error) {
-	var names []string
-	for _, c := range conflicts {
-		if len(c.Resources) > 1 {
-			names = append(names, c.Resources...)
-		}
-	}
-	if len(names) == 0 {
-		return conflicts, nil
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	ordered, err := collectStrings(ctx, tx, `SELECT r FROM unnest($1::text[]) AS r ORDER BY r`, names)
-	if err != nil {
-		return nil, fmt.Errorf("order conflict resources: %w", err)
-	}
-	rank := make(map[string]int, len(ordered))
-	for i, r := range ordered {
-		rank[r] = i
-	}
-	out := slices.Clone(conflicts)
-	for i := range out {
-		if len(out[i].Resources) > 1 {
-			res := slices.Clone(out[i].Resources)
-			slices.SortStableFunc(res, func(a, b string) int { return rank[a] - rank[b] })
-			out[i].Resources = res
-		}
-	}
-	return out, nil
-}
-
 // finishRebuild syncs the reconciliation items with rows and ends the rebuild, in the transaction
 // that writes rows.
 func (m *ReadModel) finishRebuild(ctx context.Context, tx pgx.Tx, rows []projections.Booking, conflicts []projections.Conflict) error {
@@ -155,7 +116,7 @@ func (m *ReadModel) finishRebuild(ctx context.Context, tx pgx.Tx, rows []project
 		return err
 	}
 	if m.compareItemPlan != nil {
-		sqlPlan, err := planItemSync(ctx, tx, nil, nil, true)
+		sqlPlan, err := planItemSync(ctx, tx, nil, nil, nil, true)
 		if err != nil {
 			return err
 		}
