@@ -18,8 +18,6 @@ var (
 	ErrItemClosed = errors.New("reconciliation item already closed")
 	// ErrInvalidQuery: a query parameter is missing or out of range.
 	ErrInvalidQuery = errors.New("invalid query")
-	// ErrBusy: another process runs the projection (holds its lock), so this one cannot rebuild it.
-	ErrBusy = errors.New("projection is run by another process")
 )
 
 // Status is a booking's status in the calendar.

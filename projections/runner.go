@@ -15,6 +15,9 @@ import (
 // the lock again.
 var ErrLeaseLost = errors.New("projection lock lost")
 
+// ErrBusy: another process runs the projection (holds its lock), so this one cannot rebuild it.
+var ErrBusy = errors.New("projection is run by another process")
+
 // ErrCheckpointMoved: the saved checkpoint is not where this runner left it, so another runner wrote
 // it. The batch is rolled back; the runner reloads the checkpoint.
 var ErrCheckpointMoved = errors.New("projection checkpoint moved by another runner")
@@ -156,7 +159,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case err != nil:
 			log.Warn("projection lock unavailable", "error", err)
 			r.update(func(s *RunnerStatus) { s.Active, s.LastError = false, err.Error() })
-			if sleep(ctx, wait) != nil {
+			if eventlog.Sleep(ctx, wait) != nil {
 				return ctx.Err()
 			}
 			wait = min(2*wait, r.opts.MaxRetryInterval)
@@ -167,7 +170,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				standby = true
 			}
 			r.update(func(s *RunnerStatus) { s.Active = false })
-			if sleep(ctx, r.opts.StandbyInterval) != nil {
+			if eventlog.Sleep(ctx, r.opts.StandbyInterval) != nil {
 				return ctx.Err()
 			}
 			continue
@@ -187,7 +190,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		log.Warn("projection stopped; retrying", "error", err, "wait", wait)
 		r.update(func(s *RunnerStatus) { s.LastError = err.Error() })
-		if sleep(ctx, wait) != nil {
+		if eventlog.Sleep(ctx, wait) != nil {
 			return ctx.Err()
 		}
 		wait = min(2*wait, r.opts.MaxRetryInterval)
@@ -233,7 +236,7 @@ func (r *Runner) lead(parent context.Context, lease Lease, progressed func()) er
 		return cause(r.live(ctx, sub, pos, onBatch))
 	}
 	for {
-		if err := sleep(ctx, r.opts.PollInterval); err != nil {
+		if err := eventlog.Sleep(ctx, r.opts.PollInterval); err != nil {
 			return cause(err)
 		}
 		if pos, err = r.catchUp(ctx, pos, onBatch); err != nil {
@@ -467,16 +470,5 @@ func (r *Runner) count(ctx context.Context) (int64, error) {
 			return n, nil
 		}
 		pos = events[len(events)-1].Position
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

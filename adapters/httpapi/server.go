@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -169,11 +170,11 @@ func New(cfg Config) (*Server, error) {
 		log:       cfg.Logger,
 		registry:  cfg.Registry,
 		clock:     cfg.Clock,
-		maxBody:   orDefault(cfg.MaxBodyBytes, DefaultMaxBodyBytes),
-		recordTO:  orDefault(cfg.RecordTimeout, DefaultRecordTimeout),
-		retry:     orDefault(cfg.RetryAfter, DefaultRetryAfter),
-		drain:     orDefault(cfg.DrainTimeout, DefaultDrainTimeout),
-		headerTO:  orDefault(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		maxBody:   cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes),
+		recordTO:  cmp.Or(cfg.RecordTimeout, DefaultRecordTimeout),
+		retry:     cmp.Or(cfg.RetryAfter, DefaultRetryAfter),
+		drain:     cmp.Or(cfg.DrainTimeout, DefaultDrainTimeout),
+		headerTO:  cmp.Or(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -217,13 +218,6 @@ func New(cfg Config) (*Server, error) {
 		cfg.AdminRoutes(s.admin)
 	}
 	return s, nil
-}
-
-func orDefault[T int64 | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // Handler is the public surface: /webhooks/{provider}, /healthz, /readyz.

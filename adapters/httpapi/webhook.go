@@ -10,10 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/ledger"
@@ -39,13 +36,9 @@ type ErrorResponse struct {
 	Code string `json:"code"`
 }
 
-// maxReasonBytes bounds a reason stored in a receipt: its text partly echoes the request.
 // maxDeliveryIDBytes is far above any provider's identity (Token caps each part at 512 bytes); it only
 // guards the receipts index against a pathological value.
-const (
-	maxReasonBytes     = 300
-	maxDeliveryIDBytes = 2048
-)
+const maxDeliveryIDBytes = 2048
 
 func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
@@ -90,7 +83,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.recordTO)
 	defer cancel()
 	mapped, mapErr := p.Map(ctx, r.Header, body, receivedAt)
-	deliveryID := storableText(mapped.DeliveryID, maxDeliveryIDBytes)
+	deliveryID := ledger.StorableText(mapped.DeliveryID, maxDeliveryIDBytes)
 	if deliveryID == "" {
 		deliveryID = bodyDigest(body)
 	}
@@ -105,7 +98,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			DeliveryID: deliveryID,
 			Secret:     verified.Label(),
 			Outcome:    ledger.OutcomeDeferred,
-			Reason:     clipReason(mapErr.Error()),
+			Reason:     ledger.ClipReason(mapErr.Error()),
 			Body:       body,
 		}, verified)
 		if err != nil {
@@ -128,7 +121,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			ReceivedAt: receivedAt,
 			DeliveryID: deliveryID,
 			Secret:     verified.Label(),
-			Reason:     clipReason(mapped.Reason),
+			Reason:     ledger.ClipReason(mapped.Reason),
 			Body:       body,
 		},
 		Events: mapped.Events,
@@ -200,7 +193,7 @@ func (s *Server) reject(ctx context.Context, w http.ResponseWriter, provider str
 
 	receipted := false
 	if b := s.buckets[provider]; b != nil && b.allow(receivedAt) {
-		reason := clipReason(fmt.Sprintf("%s: %v (%d bytes)", row.code, err, size))
+		reason := ledger.ClipReason(fmt.Sprintf("%s: %v (%d bytes)", row.code, err, size))
 		rctx, cancel := context.WithTimeout(ctx, s.recordTO)
 		rerr := s.ledger.Reject(rctx, ledger.Receipt{Provider: provider, ReceivedAt: receivedAt}, reason)
 		cancel()
@@ -240,30 +233,8 @@ func bodyDigest(body []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func clipReason(s string) string { return storableText(s, maxReasonBytes) }
-
-// storableText bounds s to limit bytes and makes it storable text: valid UTF-8 without control
-// characters (PostgreSQL text refuses NUL and invalid UTF-8, and a refused receipt would turn into a
-// 503 loop).
-func storableText(s string, limit int) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
 // storableError keeps a Map error's identity (errors.Is) while making its text safe to store.
 type storableError struct{ err error }
 
-func (e storableError) Error() string { return clipReason(e.err.Error()) }
+func (e storableError) Error() string { return ledger.ClipReason(e.err.Error()) }
 func (e storableError) Unwrap() error { return e.err }

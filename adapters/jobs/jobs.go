@@ -1,14 +1,13 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"slices"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,8 +39,6 @@ const (
 	// it snoozes (River does not count a snooze as an attempt) rather than giving up with the delivery
 	// recorded nowhere but in the deferred receipt.
 	DefaultRecordRetry = time.Minute
-	// maxReasonBytes matches the ingress's bound on stored reasons.
-	maxReasonBytes = 300
 )
 
 // Recorder records a delivery: domain/ledger.Service.
@@ -130,10 +127,14 @@ func New(cfg Config) (*Queue, error) {
 	if cfg.Pool == nil || cfg.Ledger == nil {
 		return nil, errors.New("jobs: pool and ledger are required")
 	}
+	if cfg.MaxAttempts < 0 || cfg.Workers < 0 || cfg.JobTimeout < 0 || cfg.StopTimeout < 0 || cfg.RecordRetry < 0 ||
+		slices.ContainsFunc(cfg.Kinds, func(k Kind) bool { return k.Workers < 0 }) {
+		return nil, errors.New("jobs: negative limit")
+	}
 	q := &Queue{
 		pool:        cfg.Pool,
-		maxAttempts: orDefault(cfg.MaxAttempts, DefaultMaxAttempts),
-		stopTimeout: orDefault(cfg.StopTimeout, DefaultStopTimeout),
+		maxAttempts: cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts),
+		stopTimeout: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
 		refetchers:  make(map[string]Refetcher, len(cfg.Refetchers)),
 		log:         cfg.Logger,
 	}
@@ -151,11 +152,11 @@ func New(cfg Config) (*Queue, error) {
 		clock = time.Now
 	}
 	workers := river.NewWorkers()
-	w := &refetchWorker{q: q, ledger: cfg.Ledger, clock: clock, recordRetry: orDefault(cfg.RecordRetry, DefaultRecordRetry)}
+	w := &refetchWorker{q: q, ledger: cfg.Ledger, clock: clock, recordRetry: cmp.Or(cfg.RecordRetry, DefaultRecordRetry)}
 	if err := river.AddWorkerSafely(workers, w); err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	queues := map[string]river.QueueConfig{QueueDeferred: {MaxWorkers: orDefault(cfg.Workers, DefaultWorkers)}}
+	queues := map[string]river.QueueConfig{QueueDeferred: {MaxWorkers: cmp.Or(cfg.Workers, DefaultWorkers)}}
 	for _, k := range cfg.Kinds {
 		if _, dup := queues[k.Queue]; dup || k.Queue == "" || k.Register == nil {
 			return nil, fmt.Errorf("jobs: kind on queue %q: queue empty, taken, or without workers", k.Queue)
@@ -163,7 +164,7 @@ func New(cfg Config) (*Queue, error) {
 		if err := k.Register(workers); err != nil {
 			return nil, fmt.Errorf("jobs: queue %s: %w", k.Queue, err)
 		}
-		queues[k.Queue] = river.QueueConfig{MaxWorkers: orDefault(k.Workers, DefaultWorkers)}
+		queues[k.Queue] = river.QueueConfig{MaxWorkers: cmp.Or(k.Workers, DefaultWorkers)}
 	}
 	rc := &river.Config{
 		// River's own logs go to ours: its default is stdout, which serve reserves for "listening on".
@@ -171,7 +172,7 @@ func New(cfg Config) (*Queue, error) {
 		Queues:      queues,
 		Workers:     workers,
 		MaxAttempts: q.maxAttempts,
-		JobTimeout:  orDefault(cfg.JobTimeout, DefaultJobTimeout),
+		JobTimeout:  cmp.Or(cfg.JobTimeout, DefaultJobTimeout),
 		RetryPolicy: cfg.RetryPolicy,
 	}
 	if cfg.PollInterval > 0 {
@@ -184,13 +185,6 @@ func New(cfg Config) (*Queue, error) {
 	}
 	q.client = client
 	return q, nil
-}
-
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // Start runs the workers until Stop. It returns once they run.
@@ -238,7 +232,7 @@ func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verifie
 		// A job no worker can finish would only ever end quarantined: refuse now, visibly.
 		return ledger.Result{}, fmt.Errorf("defer %s delivery %s: provider cannot refetch", r.Provider, r.DeliveryID)
 	}
-	reason := Clip(r.Reason)
+	reason := ledger.ClipReason(r.Reason)
 	tx, err := q.pool.Begin(ctx)
 	if err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: begin: %w", r.DeliveryID, err)
@@ -258,22 +252,4 @@ func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verifie
 	}
 	q.log.Info("delivery deferred", "provider", r.Provider, "delivery_id", r.DeliveryID, "receipt", id, "job", job.Job.ID)
 	return ledger.Result{Outcome: ledger.OutcomeDeferred, Reason: reason}, nil
-}
-
-// Clip makes s a storable reason: valid UTF-8 without control characters, at most 300 bytes.
-func Clip(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	if len(s) <= maxReasonBytes {
-		return s
-	}
-	cut := maxReasonBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -64,7 +64,7 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 		d.Events = mapped.Events
 		d.Receipt.Reason = fmt.Sprintf("fetched on attempt %d for deferred receipt %d", job.Attempt, a.ReceiptID)
 		if mapped.Reason != "" {
-			d.Receipt.Reason = Clip(mapped.Reason + "; " + d.Receipt.Reason)
+			d.Receipt.Reason = ledger.ClipReason(mapped.Reason + "; " + d.Receipt.Reason)
 		}
 	case errors.Is(mapErr, providers.ErrUnmappable):
 		d.MapErr = reasonError{fmt.Errorf("deferred receipt %d, attempt %d: %w", a.ReceiptID, job.Attempt, mapErr)}
@@ -116,5 +116,5 @@ FROM receipts WHERE id = $1`, id).Scan(&dr.provider, &dr.receivedAt, &dr.deliver
 // reasonError keeps a Map error's identity while making its text a storable reason.
 type reasonError struct{ err error }
 
-func (e reasonError) Error() string { return Clip(e.err.Error()) }
+func (e reasonError) Error() string { return ledger.ClipReason(e.err.Error()) }
 func (e reasonError) Unwrap() error { return e.err }

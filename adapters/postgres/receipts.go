@@ -288,29 +288,24 @@ FROM receipts WHERE bookings @> ARRAY[$1::text] ORDER BY id`, bookingID)
 	if err != nil {
 		return nil, fmt.Errorf("receipts of booking %s: %w", bookingID, translate(err))
 	}
-	defer rows.Close()
-	out := []StoredReceipt{}
-	for rows.Next() {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sr StoredReceipt, err error) {
 		var (
-			sr                       StoredReceipt
-			outcome                  string
 			bookings, streams, types []string
 			ids                      [][16]byte
 		)
 		r := &sr.Receipt
-		if err := rows.Scan(&sr.ID, &r.Provider, &r.ReceivedAt, &r.DeliveryID, &r.Secret, &outcome, &r.Reason,
+		if err := row.Scan(&sr.ID, &r.Provider, &r.ReceivedAt, &r.DeliveryID, &r.Secret, &r.Outcome, &r.Reason,
 			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt); err != nil {
-			return nil, fmt.Errorf("receipts of booking %s: %w", bookingID, translate(err))
+			return sr, err
 		}
-		r.Outcome = ledger.Outcome(outcome)
 		r.Events = make([]ledger.EventRef, len(ids))
 		for i := range ids {
 			r.Events[i] = ledger.EventRef{Booking: booking.ID(bookings[i]), Stream: streams[i],
 				ID: eventlog.EventID(ids[i]), Type: booking.EventType(types[i])}
 		}
-		out = append(out, sr)
-	}
-	if err := rows.Err(); err != nil {
+		return sr, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("receipts of booking %s: %w", bookingID, translate(err))
 	}
 	return out, nil

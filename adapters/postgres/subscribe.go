@@ -42,7 +42,7 @@ func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle fu
 			if !errors.Is(err, eventlog.ErrUnavailable) {
 				return fmt.Errorf("subscribe from %s: %w", from, err)
 			}
-			if err := sleep(ctx, s.pollInterval); err != nil {
+			if err := eventlog.Sleep(ctx, s.pollInterval); err != nil {
 				return err
 			}
 			continue
@@ -94,7 +94,7 @@ func (l *listener) wait(ctx context.Context, timeout time.Duration) (bool, error
 		if err := l.listen(ctx); err == nil {
 			return true, nil
 		}
-		return false, sleep(ctx, timeout)
+		return false, eventlog.Sleep(ctx, timeout)
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -132,16 +132,5 @@ func (l *listener) close() {
 		defer cancel()
 		_ = l.conn.Close(ctx)
 		l.conn = nil
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

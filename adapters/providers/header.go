@@ -30,7 +30,7 @@ func ParseTimestampedSignatures(header string) (TimestampedSignatures, error) {
 	for item := range strings.SplitSeq(header, ",") {
 		key, value, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok {
-			return TimestampedSignatures{}, fmt.Errorf("%w: element %q is not key=value", ErrMalformedHeader, clip(item))
+			return TimestampedSignatures{}, fmt.Errorf("%w: element %q is not key=value", ErrMalformedHeader, Clip(item))
 		}
 		switch key {
 		case "t":

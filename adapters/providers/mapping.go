@@ -22,7 +22,7 @@ func ParseTime(field, s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, Unmappable("%s %q is not an RFC 3339 time", field, clip(s))
+		return time.Time{}, Unmappable("%s %q is not an RFC 3339 time", field, Clip(s))
 	}
 	return t.UTC(), nil
 }
@@ -38,13 +38,13 @@ func Token(field, s string) error {
 		return Unmappable("%s longer than 512 bytes", field)
 	}
 	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0 {
-		return Unmappable("%s %q contains white space or control characters", field, clip(s))
+		return Unmappable("%s %q contains white space or control characters", field, Clip(s))
 	}
 	return nil
 }
 
-// bookingPrefixes are the provider prefixes of bookingledger booking IDs.
-func bookingPrefixList() []string {
+// BookingPrefixes are the provider prefixes of bookingledger booking IDs, the one list of them.
+func BookingPrefixes() []string {
 	return []string{"calendly-", "calcom-", "acuity-", "stripe-", "standard-"}
 }
 
@@ -54,7 +54,7 @@ func ParseBookingRef(field, s string) (booking.ID, error) {
 	if err := Token(field, s); err != nil {
 		return "", err
 	}
-	for _, p := range bookingPrefixList() {
+	for _, p := range BookingPrefixes() {
 		if strings.HasPrefix(s, p) && len(s) > len(p) {
 			id := booking.ID(s)
 			if err := id.Validate(); err != nil {
@@ -63,5 +63,5 @@ func ParseBookingRef(field, s string) (booking.ID, error) {
 			return id, nil
 		}
 	}
-	return "", Unmappable("%s %q is not a bookingledger booking id (want %s<key>)", field, clip(s), strings.Join(bookingPrefixList(), "|"))
+	return "", Unmappable("%s %q is not a bookingledger booking id (want %s<key>)", field, Clip(s), strings.Join(BookingPrefixes(), "|"))
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"bookingledger/domain/ledger"
 )
 
 // Tolerance bounds how far a signed timestamp may lie from the receiver's clock. Past limits replays
@@ -60,24 +62,19 @@ func ParseTolerance(s string, def time.Duration) (time.Duration, error) {
 // fractions are refused; the value must fit comfortably in time.Time arithmetic.
 func ParseUnix(s string) (time.Time, error) {
 	if s == "" || len(s) > 12 {
-		return time.Time{}, fmt.Errorf("%w: timestamp %q is not 1 to 12 decimal digits", ErrMalformedHeader, clip(s))
+		return time.Time{}, fmt.Errorf("%w: timestamp %q is not 1 to 12 decimal digits", ErrMalformedHeader, Clip(s))
 	}
 	var n int64
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < '0' || c > '9' {
-			return time.Time{}, fmt.Errorf("%w: timestamp %q is not decimal", ErrMalformedHeader, clip(s))
+			return time.Time{}, fmt.Errorf("%w: timestamp %q is not decimal", ErrMalformedHeader, Clip(s))
 		}
 		n = n*10 + int64(c-'0')
 	}
 	return time.Unix(n, 0).UTC(), nil
 }
 
-// clip keeps attacker-controlled text in error messages short.
-func clip(s string) string {
-	const max = 40
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
-}
+// Clip keeps request text quoted in an error message short and storable (an error may become a
+// receipt's reason).
+func Clip(s string) string { return ledger.StorableText(s, 40) }

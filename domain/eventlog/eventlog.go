@@ -234,3 +234,16 @@ func Validate(stream string, events []EventData) error {
 type Subscriber interface {
 	Subscribe(ctx context.Context, from Position, handle func(RecordedEvent) error) error
 }
+
+// Sleep waits d, or until ctx ends (then it returns ctx.Err()): the wait between polls of the log, for
+// stores and projection runners alike.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
 	"bookingledger/projections"
 )
 
@@ -240,9 +241,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func clip(s string) string { return ledger.StorableText(s, 64) }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/stripe"
 )
 
@@ -23,7 +24,7 @@ func stripeKind() kind {
 // StripeBookingRef is the bookingledger booking a Stripe sample pays for: p.Booking when it already
 // names a provider ("calcom-…"), else the Calendly booking of that key, the demo's default provider.
 func StripeBookingRef(booking string) string {
-	for _, prefix := range []string{"calendly-", "calcom-", "acuity-", "stripe-", "standard-"} {
+	for _, prefix := range providers.BookingPrefixes() {
 		if strings.HasPrefix(booking, prefix) {
 			return booking
 		}

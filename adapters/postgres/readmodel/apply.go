@@ -229,25 +229,13 @@ type paymentRowJSON struct {
 // applyPaymentStreams stores the payment-only streams among touched, drops those that became bookings,
 // and returns every payment reference whose links may have changed.
 func (a *applier) applyPaymentStreams(ctx context.Context, touched, payTouched, bookTouched []booking.ID) ([]string, error) {
-	old := map[booking.ID][]string{}
-	rows, err := a.tx.Query(ctx, `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, idStrings(touched))
+	stored, err := queryPaymentStreams(ctx, a.tx, `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, idStrings(touched))
 	if err != nil {
 		return nil, fmt.Errorf("read payment streams: %w", err)
 	}
-	for rows.Next() {
-		var (
-			s    string
-			refs []string
-		)
-		if err := rows.Scan(&s, &refs); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read payment streams: %w", err)
-		}
-		old[booking.ID(s)] = refs
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read payment streams: %w", err)
+	old := map[booking.ID][]string{}
+	for _, ps := range stored {
+		old[ps.Stream] = ps.Refs
 	}
 
 	var affected orderedSet
@@ -314,19 +302,14 @@ WHERE rescheduled_from = ANY($1) AND rescheduled_from <> '' AND NOT (booking = A
 func (a *applier) supersededBy(ctx context.Context, ids []booking.ID) (map[booking.ID][]booking.ID, error) {
 	out := map[booking.ID][]booking.ID{}
 	rows, err := a.tx.Query(ctx, supersededSQL, idStrings(ids))
+	var by, from booking.ID
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&by, &from}, func() error {
+			out[from] = append(out[from], by)
+			return nil
+		})
+	}
 	if err != nil {
-		return nil, fmt.Errorf("reschedule links: %w", err)
-	}
-	for rows.Next() {
-		var by, from string
-		if err := rows.Scan(&by, &from); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("reschedule links: %w", err)
-		}
-		out[booking.ID(from)] = append(out[booking.ID(from)], booking.ID(by))
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reschedule links: %w", err)
 	}
 	for _, id := range ids {
@@ -360,32 +343,20 @@ func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booki
 		if len(ask) == 0 {
 			break
 		}
-		rows, err := a.tx.Query(ctx, `SELECT DISTINCT p.stream, p.refs FROM payment_stream_refs r
+		found, err := queryPaymentStreams(ctx, a.tx, `SELECT DISTINCT p.stream, p.refs FROM payment_stream_refs r
 JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, ask)
 		if err != nil {
 			return nil, nil, fmt.Errorf("payment streams: %w", err)
 		}
-		for rows.Next() {
-			var (
-				s    string
-				refs []string
-			)
-			if err := rows.Scan(&s, &refs); err != nil {
-				rows.Close()
-				return nil, nil, fmt.Errorf("payment streams: %w", err)
-			}
-			if fetched[s] {
+		for _, ps := range found {
+			if fetched[string(ps.Stream)] {
 				continue
 			}
-			fetched[s] = true
-			streams = append(streams, projections.PaymentStream{Stream: booking.ID(s), Refs: refs})
-			for _, r := range refs {
+			fetched[string(ps.Stream)] = true
+			streams = append(streams, ps)
+			for _, r := range ps.Refs {
 				want.add(r)
 			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, nil, fmt.Errorf("payment streams: %w", err)
 		}
 	}
 
@@ -557,28 +528,30 @@ func connectedClaims(ctx context.Context, q querier, res []int32, start, end []t
 	if err != nil {
 		return nil, nil, fmt.Errorf("connected claims: %w", err)
 	}
-	defer rows.Close()
-	var claims []projections.Claim
 	holding := map[booking.ID]bool{}
-	for rows.Next() {
-		var (
-			c      projections.Claim
-			id     string
-			holder bool
-		)
-		if err := rows.Scan(&id, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority, &holder); err != nil {
-			return nil, nil, fmt.Errorf("connected claims: %w", err)
-		}
-		c.Booking = booking.ID(id)
-		claims = append(claims, c)
+	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
+		var holder bool
+		err = r.Scan(&c.Booking, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority, &holder)
 		if holder {
 			holding[c.Booking] = true
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return c, err
+	})
+	if err != nil {
 		return nil, nil, fmt.Errorf("connected claims: %w", err)
 	}
 	return claims, holding, nil
+}
+
+// queryPaymentStreams reads (stream, refs) rows.
+func queryPaymentStreams(ctx context.Context, q querier, sql string, args ...any) ([]projections.PaymentStream, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ps projections.PaymentStream, err error) {
+		return ps, r.Scan(&ps.Stream, &ps.Refs)
+	})
 }
 
 func collectStrings(ctx context.Context, q querier, sql string, args ...any) ([]string, error) {

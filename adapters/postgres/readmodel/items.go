@@ -247,20 +247,16 @@ ORDER BY r.id`)
 	if err != nil {
 		return fmt.Errorf("quarantined receipts: %w", err)
 	}
-	var items []projections.DesiredItem
-	for rows.Next() {
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.DesiredItem, error) {
 		var (
-			id                             int64
-			provider, delivery, reason, bk string
+			id                         int64
+			provider, delivery, reason string
+			bk                         booking.ID
 		)
-		if err := rows.Scan(&id, &provider, &delivery, &reason, &bk); err != nil {
-			rows.Close()
-			return fmt.Errorf("quarantined receipts: %w", err)
-		}
-		items = append(items, projections.QuarantineItem(id, provider, delivery, reason, booking.ID(bk)))
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		err := r.Scan(&id, &provider, &delivery, &reason, &bk)
+		return projections.QuarantineItem(id, provider, delivery, reason, bk), err
+	})
+	if err != nil {
 		return fmt.Errorf("quarantined receipts: %w", err)
 	}
 	return insertItems(ctx, q, items)
@@ -274,21 +270,16 @@ func queryItems(ctx context.Context, q querier, sql string, args ...any) ([]proj
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []projections.Item{}
-	for rows.Next() {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (it projections.Item, err error) {
 		var (
-			it             projections.Item
-			kind, b, other string
-			event          *[16]byte
-			receipt        *int64
-			closedAt       *time.Time
+			event    *[16]byte
+			receipt  *int64
+			closedAt *time.Time
 		)
-		if err := rows.Scan(&it.ID, &kind, &it.Subject, &b, &other, &event, &receipt, &it.Reason, &it.OpenedAt, &closedAt,
+		if err := r.Scan(&it.ID, &it.Kind, &it.Subject, &it.Booking, &it.OtherBooking, &event, &receipt, &it.Reason, &it.OpenedAt, &closedAt,
 			&it.ClosedBy, &it.Note); err != nil {
-			return nil, err
+			return it, err
 		}
-		it.Kind, it.Booking, it.OtherBooking = projections.ItemKind(kind), booking.ID(b), booking.ID(other)
 		if event != nil {
 			it.EventID = eventlog.EventID(*event)
 		}
@@ -297,7 +288,6 @@ func queryItems(ctx context.Context, q querier, sql string, args ...any) ([]proj
 		}
 		it.ClosedAt = timeOf(closedAt)
 		it.OpenedAt = it.OpenedAt.UTC()
-		out = append(out, it)
-	}
-	return out, rows.Err()
+		return it, nil
+	})
 }

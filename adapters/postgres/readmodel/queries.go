@@ -39,16 +39,8 @@ func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error)
 	if err != nil {
 		return nil, fmt.Errorf("list bookings: %w", err)
 	}
-	defer rows.Close()
-	out := []projections.Booking{}
-	for rows.Next() {
-		b, err := scanBooking(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list bookings: %w", err)
-		}
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Booking, error) { return scanBooking(r) })
+	if err != nil {
 		return nil, fmt.Errorf("list bookings: %w", err)
 	}
 	return out, nil
@@ -83,21 +75,12 @@ func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) (
 	if err != nil {
 		return nil, fmt.Errorf("calendar: %w", err)
 	}
-	defer rows.Close()
-	out := []projections.CalendarEntry{}
-	for rows.Next() {
-		var (
-			e          projections.CalendarEntry
-			id, status string
-		)
-		if err := rows.Scan(&id, &e.Provider, &e.Meeting, &e.Resource, &e.Start, &e.End, &status); err != nil {
-			return nil, fmt.Errorf("calendar: %w", err)
-		}
-		e.Booking, e.Status = booking.ID(id), projections.Status(status)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (e projections.CalendarEntry, err error) {
+		err = r.Scan(&e.Booking, &e.Provider, &e.Meeting, &e.Resource, &e.Start, &e.End, &e.Status)
 		e.Start, e.End = e.Start.UTC(), e.End.UTC()
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		return e, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("calendar: %w", err)
 	}
 	return out, nil

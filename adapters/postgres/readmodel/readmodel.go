@@ -300,22 +300,17 @@ func (m *ReadModel) resourceIDsOf(ctx context.Context, names []string) (map[stri
 SELECT id, resource FROM ins
 UNION ALL
 SELECT id, resource FROM calendar_resources WHERE resource = ANY($1)`, missing)
+		var (
+			id   int32
+			name string
+		)
+		if err == nil {
+			_, err = pgx.ForEachRow(rows, []any{&id, &name}, func() error {
+				m.resourceIDs[name] = id
+				return nil
+			})
+		}
 		if err != nil {
-			return nil, fmt.Errorf("number resources: %w", err)
-		}
-		for rows.Next() {
-			var (
-				id   int32
-				name string
-			)
-			if err := rows.Scan(&id, &name); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("number resources: %w", err)
-			}
-			m.resourceIDs[name] = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("number resources: %w", err)
 		}
 	}

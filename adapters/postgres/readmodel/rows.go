@@ -203,16 +203,12 @@ func loadBookings(ctx context.Context, q querier, ids []string) (map[booking.ID]
 	if err != nil {
 		return nil, fmt.Errorf("load calendar rows: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		b, err := scanBooking(rows)
-		if err != nil {
-			return nil, fmt.Errorf("load calendar rows: %w", err)
-		}
-		out[b.Booking] = b
-	}
-	if err := rows.Err(); err != nil {
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Booking, error) { return scanBooking(r) })
+	if err != nil {
 		return nil, fmt.Errorf("load calendar rows: %w", err)
+	}
+	for _, b := range list {
+		out[b.Booking] = b
 	}
 	return out, nil
 }

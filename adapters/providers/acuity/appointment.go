@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"bookingledger/adapters/providers"
 )
 
 // ErrBadAppointment: the appointments API answered 200 with something that is not a usable
@@ -86,7 +88,7 @@ func ParseAppointment(b []byte) (Appointment, error) {
 	}
 	minutes, err := strconv.Atoi(string(*raw.Duration))
 	if err != nil || minutes < 1 || minutes > maxDurationMinutes {
-		return Appointment{}, fmt.Errorf("%w: duration %q is not 1 to %d minutes", ErrBadAppointment, clip(string(*raw.Duration)), maxDurationMinutes)
+		return Appointment{}, fmt.Errorf("%w: duration %q is not 1 to %d minutes", ErrBadAppointment, providers.Clip(string(*raw.Duration)), maxDurationMinutes)
 	}
 	a.End = a.Start.Add(time.Duration(minutes) * time.Minute)
 	if raw.DatetimeCreated != "" {
@@ -109,7 +111,7 @@ func parseTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(TimeLayout, s)
 	if err != nil {
 		if t, err = time.Parse(time.RFC3339, s); err != nil {
-			return time.Time{}, fmt.Errorf("%w: %s %q is not a time like 2025-06-30T10:15:00+0100", ErrBadAppointment, field, clip(s))
+			return time.Time{}, fmt.Errorf("%w: %s %q is not a time like 2025-06-30T10:15:00+0100", ErrBadAppointment, field, providers.Clip(s))
 		}
 	}
 	return t.UTC(), nil
@@ -118,7 +120,7 @@ func parseTime(field, s string) (time.Time, error) {
 func canonicalValue(field string, v idValue) (string, error) {
 	id, err := CanonicalID(field, string(v))
 	if err != nil {
-		return "", fmt.Errorf("%w: %s %q is not a decimal id", ErrBadAppointment, field, clip(string(v)))
+		return "", fmt.Errorf("%w: %s %q is not a decimal id", ErrBadAppointment, field, providers.Clip(string(v)))
 	}
 	return id, nil
 }

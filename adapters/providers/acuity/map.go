@@ -65,7 +65,7 @@ func MapAppointment(n Notification, a Appointment, observedAt time.Time) (provid
 		return m, nil
 	}
 	if a.ID != n.ID {
-		return m, fmt.Errorf("%w: asked for appointment %s, got %s", ErrBadAppointment, n.ID, clip(a.ID))
+		return m, fmt.Errorf("%w: asked for appointment %s, got %s", ErrBadAppointment, n.ID, providers.Clip(a.ID))
 	}
 	id := BookingID(a.ID)
 	created := a.Created

@@ -107,21 +107,12 @@ func CanonicalID(field, s string) (string, error) {
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return "", providers.Unmappable("%s %q is not a decimal id", field, clip(s))
+			return "", providers.Unmappable("%s %q is not a decimal id", field, providers.Clip(s))
 		}
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return "", providers.Unmappable("%s %q is out of range", field, clip(s))
+		return "", providers.Unmappable("%s %q is out of range", field, providers.Clip(s))
 	}
 	return strconv.FormatUint(v, 10), nil
-}
-
-// clip keeps text from a request or response short in error messages.
-func clip(s string) string {
-	const max = 40
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
 }

@@ -1,0 +1,20 @@
+package ledger_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+
+	"bookingledger/domain/ledger"
+)
+
+func TestClipReasonMakesStorableText(t *testing.T) {
+	s := ledger.ClipReason("bad \x00 header \xff" + strings.Repeat("é", 400))
+	assert.True(t, utf8.ValidString(s))
+	assert.NotContains(t, s, "\x00")
+	assert.LessOrEqual(t, len(s), ledger.MaxReasonBytes+len("…"))
+	assert.True(t, strings.HasSuffix(s, "é…"), "cut at a character boundary")
+	assert.Equal(t, "short", ledger.StorableText("short", 40))
+}
