@@ -85,6 +85,25 @@ type History struct {
 	// FoldOrder lists the event IDs in the order the fold applied them (booking.Sorted).
 	FoldOrder []eventlog.EventID
 	Findings  []HistoryFinding
+	// Steps are the process steps of the booking's thread (the booking and those rescheduled from or
+	// to it), oldest first: what bookingledger did about it. Empty when none were planned.
+	Steps []StepEntry
+}
+
+// StepEntry is one process step (adapters/process): an effect on a target with its own idempotency key.
+type StepEntry struct {
+	Key         string
+	Kind        string
+	State       string
+	Booking     string
+	Answers     string // the booking state the step answers
+	Attempts    int
+	CreatedAt   time.Time
+	RequestedAt time.Time // zero until requested
+	FinishedAt  time.Time // zero until done, failed, skipped or needing reconciliation
+	UpdatedAt   time.Time
+	LastError   string
+	Note        string
 }
 
 // HistoryInput is what a history is computed from.

@@ -105,7 +105,34 @@ func WriteTimeline(w io.Writer, h History) error {
 		}
 		ew.printf("  - %s: %s\n", kind, f.Reason)
 	}
+	if len(h.Steps) > 0 {
+		ew.printf("\nprocess steps (%d)\n", len(h.Steps))
+		WriteSteps(ew, h.Steps)
+	}
 	return ew.err
+}
+
+// WriteSteps renders process steps, two lines each: kind, state, attempts, key and the state it
+// answers; then its times, last error and note.
+func WriteSteps(w io.Writer, steps []StepEntry) {
+	ew := &errWriter{w: w}
+	for _, s := range steps {
+		ew.printf("  %-27s %-20s attempts %d  key %s  (%s, %s)\n", s.Kind, s.State, s.Attempts, s.Key, s.Booking, s.Answers)
+		ew.printf("      created %s", clock(s.CreatedAt))
+		if !s.RequestedAt.IsZero() {
+			ew.printf(", requested %s", clock(s.RequestedAt))
+		}
+		if !s.FinishedAt.IsZero() {
+			ew.printf(", finished %s", clock(s.FinishedAt))
+		}
+		if s.LastError != "" {
+			ew.printf("; last error: %s", s.LastError)
+		}
+		if s.Note != "" {
+			ew.printf("; %s", s.Note)
+		}
+		ew.printf("\n")
+	}
 }
 
 type errWriter struct {

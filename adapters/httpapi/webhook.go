@@ -115,6 +115,12 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if mapErr != nil {
 		mapErr = storableError{mapErr}
 	}
+	if mapErr == nil && len(mapped.Contacts) > 0 && s.contacts != nil {
+		if err := s.contacts.SaveContacts(ctx, mapped.Contacts); err != nil {
+			s.unavailable(w, name, started, err)
+			return
+		}
+	}
 	res, err := s.ledger.Record(ctx, ledger.Delivery{
 		Receipt: ledger.Receipt{
 			Provider:   name,
@@ -139,6 +145,12 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusAccepted
 	}
 	s.acknowledge(w, r, name, started, deliveryID, res, status)
+}
+
+// ContactStore keeps invitees' contact details outside the event log (personal data never enters
+// events).
+type ContactStore interface {
+	SaveContacts(ctx context.Context, contacts []providers.Contact) error
 }
 
 // Deferrer (Config.Deferrer, optional) keeps a verified delivery whose Map failed with

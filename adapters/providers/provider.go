@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"bookingledger/domain/booking"
@@ -51,6 +52,29 @@ type Mapped struct {
 	// (acked and ignored). Reason then says which type.
 	Events []booking.Event
 	Reason string
+	// Contacts are the invitees' addresses the body names, for the invitee email steps. Personal
+	// data: kept in the erasable contacts table, never in events.
+	Contacts []Contact
+}
+
+// Contact is an invitee's email address and name, by booking.
+type Contact struct {
+	Booking booking.ID
+	Email   string
+	Name    string
+}
+
+// NewContacts returns the one contact of b when email looks like an address (a body without one has
+// none: not an error, the booking is recorded anyway). Values are trimmed and bounded.
+func NewContacts(b booking.ID, email, name string) []Contact {
+	email, name = strings.TrimSpace(email), strings.TrimSpace(name)
+	if email == "" || len(email) > 254 || !strings.Contains(email, "@") || strings.ContainsAny(email, " \r\n<>") {
+		return nil
+	}
+	if len(name) > 200 || strings.ContainsAny(name, "\r\n") {
+		name = ""
+	}
+	return []Contact{{Booking: b, Email: email, Name: name}}
 }
 
 // Provider is one webhook source. Verify must run before Map, over the exact request bytes.

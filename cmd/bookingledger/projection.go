@@ -6,11 +6,14 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
 
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/process"
 	"bookingledger/projections"
 )
 
@@ -20,6 +23,10 @@ type projectionDeps struct {
 	pool     *pgxpool.Pool
 	events   eventStore
 	calendar *readmodel.ReadModel
+	// jobs inserts the process steps' jobs; stepTargets are the configured step targets.
+	jobs        *river.Client[pgx.Tx]
+	stepTargets process.Targets
+	log         *slog.Logger
 }
 
 // projectionEntry is a projection serve runs and rebuild names.
@@ -37,6 +44,12 @@ func projectionRegistry() []projectionEntry {
 		name:         readmodel.ProjectionName,
 		rebuildBatch: readmodel.RebuildBatchSize,
 		build:        func(d projectionDeps) (projections.Projection, error) { return d.calendar, nil },
+	}, {
+		// After the calendar: it plans from the calendar's rows and never runs ahead of it.
+		name: process.Name,
+		build: func(d projectionDeps) (projections.Projection, error) {
+			return process.NewProjection(process.ProjectionConfig{Pool: d.pool, Client: d.jobs, Targets: d.stepTargets, Logger: d.log})
+		},
 	}}
 }
 

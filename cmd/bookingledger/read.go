@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
@@ -114,7 +116,7 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 		pool.Close()
 		return nil, err
 	}
-	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts})
+	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: process.NewStore(pool, nil)})
 	return &readSide{rm: rm, pool: pool, store: store}, nil
 }
 
@@ -243,6 +245,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	f := newEnvFlags("reconcile", getenv, stderr, reconcileUsage)
 	sf := registerStoreFlags(f)
 	note := f.String("note", []string{"BOOKINGLEDGER_RESOLVE_NOTE"}, "", "resolve: why the item is closed (required, at most 4000 bytes)")
+	action := f.String("action", []string{"BOOKINGLEDGER_RESOLVE_ACTION"}, "", "resolve a process step's item: mark-done, retry or skip (required for step items, refused for others)")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape)")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -273,6 +276,9 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		if len(strings.TrimSpace(*note)) > readmodel.MaxNoteLength {
 			return usageErrorf("reconcile resolve: --note is longer than %d bytes", readmodel.MaxNoteLength)
 		}
+		if *action != "" && !slices.Contains(process.Actions, process.Action(*action)) {
+			return usageErrorf("reconcile resolve: unknown --action %q (want %s)", *action, actionNames())
+		}
 	default:
 		return usageErrorf("reconcile: unknown action %q (want list or resolve)", pos[0])
 	}
@@ -297,6 +303,14 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return projections.WriteItems(stdout, items)
 	}
 
+	if *action != "" {
+		return resolveStep(ctx, rs, id, *action, *note, stdout)
+	}
+	if isStep, err := process.NewStore(rs.pool, nil).IsStepItem(ctx, id); err != nil {
+		return fmt.Errorf("reconcile resolve: %w", err)
+	} else if isStep {
+		return usageErrorf("reconcile resolve: item %d is a process step whose outcome is unknown: say what to do with --action %s", id, strings.ReplaceAll(actionNames(), ", ", "|"))
+	}
 	it, err := rs.rm.Resolve(ctx, id, *note)
 	switch {
 	case errors.Is(err, projections.ErrNotFound):
@@ -338,8 +352,10 @@ const rebuildUsage = `Usage: bookingledger rebuild [projection] [--quiet] [flags
 
 Empties the named projection's read model and replays the whole event log into it; the other
 projections are left alone. The default is "calendar" (the calendar, payment links and
-reconciliation queue, which is synced once at the end: operators' resolutions are kept). An unknown
-name is refused with the list of the projections serve runs.
+reconciliation queue, which is synced once at the end: operators' resolutions are kept). "process"
+re-plans every booking's process steps from the calendar: existing steps are found by their keys, so
+nothing is sent again (targets are read from the same environment as serve's). An unknown name is
+refused with the list of the projections serve runs.
 
 Stop every 'bookingledger serve' on this database first: the serve that runs the projection holds its
 lock, and rebuild refuses to start while it does. A serve started during the rebuild waits as a
@@ -371,7 +387,11 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer rs.Close()
-	return rebuildProjection(ctx, rs.deps(), entry, *quiet, stdout, stderr)
+	deps, err := withSteps(rs.deps(), getenv)
+	if err != nil {
+		return err
+	}
+	return rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr)
 }
 
 // rebuildProjection rebuilds e's projection and prints the result.

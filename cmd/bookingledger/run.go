@@ -28,7 +28,9 @@ Usage:
   bookingledger reconcile list [--json]
   bookingledger reconcile resolve <id> --note "..."
                                    the open reconciliation items; close one with a note
-  bookingledger rebuild [calendar] [--quiet]
+  bookingledger steps [--state S] [--json]
+                                   process steps (calendar events, emails) with key, state, attempts
+  bookingledger rebuild [calendar|process] [--quiet]
                                    replay the event log into an emptied read model (stop serve first)
   bookingledger dev-sinks [--only NAME,...] [--env-file PATH]
                                    local stand-ins (SMTP, CalDAV, ...) for development; prints serve's env
@@ -63,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runReconcile(ctx, rest, getenv, stdout, stderr)
 	case "rebuild":
 		err = runRebuild(ctx, rest, getenv, stdout, stderr)
+	case "steps":
+		err = runSteps(ctx, rest, getenv, stdout, stderr)
 	case "dev-sinks":
 		err = runDevSinks(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":

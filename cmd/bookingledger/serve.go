@@ -23,6 +23,7 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/process"
 	"bookingledger/domain/ledger"
 )
 
@@ -67,6 +68,7 @@ type serveConfig struct {
 	deferAttempts   int64
 	deferWorkers    int64
 	allowNewer      bool
+	steps           stepsConfig
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -118,6 +120,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, err
 	}
 	if c.providers, err = loadProviders(getenv, providerFlags); err != nil {
+		return c, err
+	}
+	if c.steps, err = parseSteps(getenv); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -237,8 +242,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	// Deferred deliveries (a provider's data could not be fetched in time) are kept and finished by the
 	// job queue, in PostgreSQL whichever store holds the events.
+	// Process steps: the host calendar (CalDAV) and invitee email (SMTP) of each booking, on their
+	// own queue of the same River client; the process projection plans them (docs/process-steps.md).
+	stepWorker, err := cfg.steps.worker(pool, log)
+	if err != nil {
+		return err
+	}
+	for _, t := range cfg.steps.unconfigured {
+		log.Warn("process steps: target not configured; its steps are not planned", "target", t)
+	}
 	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
-		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10))})
+		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
+		Kinds: []jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}}})
 	if err != nil {
 		return err
 	}
@@ -256,16 +271,20 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The read side: the projections follow the event log in the background, whichever store holds
 	// it; the read API answers from the calendar's tables. Their runners stop after the HTTP drain
 	// (deferred calls run last-in first-out) and before the event store and the pool close.
-	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts})
-	runners, stopRunners, err := startRunners(ctx, projectionDeps{pool: pool, events: es, calendar: rm}, projectionRegistry(), log)
+	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: process.NewStore(pool, nil)})
+	deps := projectionDeps{pool: pool, events: es, calendar: rm, jobs: queue.Client(), stepTargets: stepWorker.Targets(), log: log}
+	runners, stopRunners, err := startRunners(ctx, deps, projectionRegistry(), log)
 	if err != nil {
 		return err
 	}
 	defer stopRunners()
+	// Steps left requested by a worker that stopped are probed or handed to an operator.
+	stopSweeper := startSweeper(ctx, pool, queue.Client(), 2*cfg.steps.callTimeout, log)
+	defer stopSweeper()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(newProjectionCollector(runners))
+	reg.MustRegister(newProjectionCollector(runners), newStepsCollector(process.NewStore(pool, nil)))
 	state := stateSources{pool: pool, openItems: rm.OpenItemCounts, log: log,
 		quarantined: func(ctx context.Context) (int64, error) {
 			return es.receipts.CountReceipts(ctx, ledger.OutcomeQuarantined)
@@ -283,6 +302,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger:                  svc,
 		Deferrer:                queue,
+		Contacts:                process.NewContacts(pool),
 		Providers:               cfg.providers.list,
 		Ready:                   ready,
 		Logger:                  log,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/mail"
 	"sync"
@@ -156,6 +157,9 @@ func (s *session) Data(r io.Reader) error {
 	if parsed, err := mail.ReadMessage(bytes.NewReader(data)); err == nil {
 		m.MessageID = parsed.Header.Get("Message-ID")
 		m.Subject = parsed.Header.Get("Subject")
+		if dec, err := new(mime.WordDecoder).DecodeHeader(m.Subject); err == nil {
+			m.Subject = dec
+		}
 	}
 	fault := Accept
 	if s.sink.cfg.Fault != nil {

@@ -175,6 +175,37 @@ type HistoryDTO struct {
 	Events    []EventDTO          `json:"events"`
 	FoldOrder []string            `json:"fold_order"`
 	Findings  []HistoryFindingDTO `json:"findings"`
+	// Steps are the process steps of the booking's thread, oldest first.
+	Steps []StepDTO `json:"steps"`
+}
+
+// StepDTO is one process step: an effect on the host calendar or the invitee's mailbox.
+type StepDTO struct {
+	Key         string     `json:"key"`
+	Kind        string     `json:"kind"`
+	State       string     `json:"state"`
+	Booking     string     `json:"booking"`
+	Answers     string     `json:"answers"`
+	Attempts    int        `json:"attempts"`
+	CreatedAt   time.Time  `json:"created_at"`
+	RequestedAt *time.Time `json:"requested_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	LastError   string     `json:"last_error"`
+	Note        string     `json:"note"`
+}
+
+// ToStep converts a step entry.
+func ToStep(s projections.StepEntry) StepDTO {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	return StepDTO{Key: s.Key, Kind: s.Kind, State: s.State, Booking: s.Booking, Answers: s.Answers, Attempts: s.Attempts,
+		CreatedAt: s.CreatedAt, RequestedAt: opt(s.RequestedAt), FinishedAt: opt(s.FinishedAt), UpdatedAt: s.UpdatedAt,
+		LastError: s.LastError, Note: s.Note}
 }
 
 // ReceiptDTO is one delivery receipt naming the booking.
@@ -225,7 +256,10 @@ type HistoryFindingDTO struct {
 // ToHistory converts a history to its JSON shape.
 func ToHistory(h projections.History) HistoryDTO {
 	d := HistoryDTO{Booking: string(h.Booking), State: toBooking(h.State), Projected: h.Projected,
-		Receipts: []ReceiptDTO{}, Events: []EventDTO{}, FoldOrder: []string{}, Findings: []HistoryFindingDTO{}}
+		Receipts: []ReceiptDTO{}, Events: []EventDTO{}, FoldOrder: []string{}, Findings: []HistoryFindingDTO{}, Steps: []StepDTO{}}
+	for _, s := range h.Steps {
+		d.Steps = append(d.Steps, ToStep(s))
+	}
 	for _, r := range h.Receipts {
 		rd := ReceiptDTO{ID: r.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
 			Secret: r.Secret, Outcome: string(r.Outcome), Reason: r.Reason, Events: []EventRefDTO{}}

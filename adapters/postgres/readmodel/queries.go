@@ -176,9 +176,20 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 	if len(recs) == 0 && len(receipts) == 0 && row == nil {
 		return projections.History{}, fmt.Errorf("history of %s: %w", id, projections.ErrNotFound)
 	}
-	return projections.BuildHistory(projections.HistoryInput{
+	h := projections.BuildHistory(projections.HistoryInput{
 		Booking: id, Recorded: recs, Events: events, Receipts: receipts, Row: row, Items: items,
-	}), nil
+	})
+	if m.steps != nil {
+		if h.Steps, err = m.steps.StepsForBooking(ctx, id); err != nil {
+			return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
+		}
+	}
+	return h, nil
+}
+
+// StepSource lists a booking's process steps (adapters/process.Store).
+type StepSource interface {
+	StepsForBooking(ctx context.Context, id booking.ID) ([]projections.StepEntry, error)
 }
 
 // Checkpoint returns the calendar projection's saved checkpoint (zero when it never ran).

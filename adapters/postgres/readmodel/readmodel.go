@@ -34,6 +34,8 @@ type ReceiptSource interface {
 type Options struct {
 	// Receipts defaults to postgres.NewStore(pool).
 	Receipts ReceiptSource
+	// Steps, when set, adds the booking's process steps to its history.
+	Steps StepSource
 	// CacheEvents bounds the decoded events kept between batches (200000).
 	CacheEvents int
 	// ReadConcurrency bounds the streams read from the store at once (4).
@@ -50,6 +52,7 @@ type ReadModel struct {
 	events   eventlog.Store
 	codec    ledger.Codec
 	receipts ReceiptSource
+	steps    StepSource
 	locker   *checkpoint.Locker
 	readConc int
 
@@ -89,7 +92,7 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 	// Complete mode must not give up while buffering (see streamCache.observe).
 	opts.RebuildBufferEvents = min(opts.RebuildBufferEvents, maxSeen)
 	return &ReadModel{
-		pool: pool, events: events, codec: codec, receipts: opts.Receipts, locker: checkpoint.NewLocker(pool),
+		pool: pool, events: events, codec: codec, receipts: opts.Receipts, steps: opts.Steps, locker: checkpoint.NewLocker(pool),
 		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), bufferLimit: int64(opts.RebuildBufferEvents),
 		resourceIDs: map[string]int32{},
 	}

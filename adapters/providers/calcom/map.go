@@ -38,6 +38,7 @@ type envelope struct {
 type person struct {
 	ID    json.Number `json:"id"`
 	Email string      `json:"email"`
+	Name  string      `json:"name"` // for Mapped.Contacts only
 }
 
 // bookingPayload holds the fields the ledger needs; names, notes and answers are not decoded.
@@ -172,6 +173,9 @@ func mapBody(body []byte) (providers.Mapped, error) {
 		if err := e.Booking.Validate(); err != nil {
 			return providers.Mapped{}, providers.Unmappable("calcom %s: %v", env.TriggerEvent, err)
 		}
+	}
+	if len(b.Attendees) > 0 && len(out.Events) > 0 {
+		out.Contacts = providers.NewContacts(id, b.Attendees[0].Email, b.Attendees[0].Name)
 	}
 	return out, nil
 }

@@ -27,8 +27,10 @@ type envelope struct {
 }
 
 // invitee is the payload of invitee.* and invitee_no_show.* events; only the fields the ledger needs.
-// Personal data (name, email, answers) is deliberately not decoded.
+// Name and email are decoded for Mapped.Contacts only (never into events); answers are not decoded.
 type invitee struct {
+	Email          string          `json:"email"`
+	Name           string          `json:"name"`
 	URI            string          `json:"uri"`
 	Event          string          `json:"event"`
 	Status         string          `json:"status"`
@@ -153,6 +155,7 @@ func mapBody(body []byte) (providers.Mapped, error) {
 			OccurredAt:  occurred,
 			Payload:     payload,
 		}},
+		Contacts: providers.NewContacts(id, inv.Email, inv.Name),
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package calendly_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,7 @@ func TestMapTestdata(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			got, err := mapFile(t, tt.file)
 			require.NoError(t, err)
+			got.Contacts = nil // TestMapExtractsContactsOutsideTheEvents
 			assert.Equal(t, tt.want, got)
 			providertest.CheckMapped(t, calendly.Name, got, err)
 		})
@@ -263,4 +265,18 @@ func TestFallsBackToEnvelopeTime(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got.Events, 1)
 	assert.Equal(t, ts(t, "2024-05-14T09:12:31Z"), got.Events[0].OccurredAt)
+}
+
+// TestMapExtractsContactsOutsideTheEvents: the invitee's address and name are returned for the
+// erasable contacts table, and appear nowhere in the events.
+func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
+	got, err := mapFile(t, "invitee_created.json")
+	require.NoError(t, err)
+	require.Len(t, got.Contacts, 1)
+	c := got.Contacts[0]
+	assert.Equal(t, got.Events[0].Booking, c.Booking)
+	assert.Equal(t, "ada.lovelace@example.com", c.Email)
+	assert.NotEmpty(t, c.Name)
+	assert.NotContains(t, fmt.Sprintf("%#v", got.Events), c.Email, "no address in the events")
+	assert.NotContains(t, fmt.Sprintf("%#v", got.Events), c.Name, "no name in the events")
 }

@@ -1,0 +1,243 @@
+package caldav
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-ical"
+	"github.com/emersion/go-webdav"
+	"github.com/emersion/go-webdav/caldav"
+	"github.com/google/uuid"
+
+	"bookingledger/adapters/egress"
+	"bookingledger/adapters/process"
+)
+
+// Placeholder in the URL template, replaced by the resource's collection name.
+const Placeholder = "{resource}"
+
+// Config configures the target.
+type Config struct {
+	// URLTemplate is the calendar collection of a host resource, e.g.
+	// https://dav.example.com/calendars/{resource}/bookings/ ; it must contain {resource}.
+	URLTemplate string
+	Username    string
+	Password    string
+	// AllowPrivate allows loopback and private addresses (development sinks, tests).
+	AllowPrivate bool
+	// Timeout bounds one request (30 s when zero).
+	Timeout time.Duration
+}
+
+// Target is the CalDAV calendar target.
+type Target struct {
+	cfg    Config
+	http   *http.Client
+	client webdav.HTTPClient
+}
+
+var _ process.Calendar = (*Target)(nil)
+
+// New checks the configuration and returns the target.
+func New(cfg Config) (*Target, error) {
+	if !strings.Contains(cfg.URLTemplate, Placeholder) {
+		return nil, fmt.Errorf("caldav: URL template must contain %s", Placeholder)
+	}
+	u, err := url.Parse(strings.ReplaceAll(cfg.URLTemplate, Placeholder, "x"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("caldav: URL template is not an http(s) URL")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	hc := egress.HTTPClient(cfg.AllowPrivate, cfg.Timeout)
+	var c webdav.HTTPClient = hc
+	if cfg.Username != "" {
+		c = webdav.HTTPClientWithBasicAuth(hc, cfg.Username, cfg.Password)
+	}
+	return &Target{cfg: cfg, http: hc, client: c}, nil
+}
+
+// Collection is the collection name of a resource: readable (the resource's last path segment,
+// lower-cased, reduced to [a-z0-9-]) and unique (a hash of the whole resource).
+func Collection(resource string) string {
+	last := resource
+	if i := strings.LastIndex(strings.TrimRight(resource, "/"), "/"); i >= 0 {
+		last = strings.TrimRight(resource, "/")[i+1:]
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(last) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(resource))
+	if b.Len() == 0 {
+		return hex.EncodeToString(sum[:6])
+	}
+	return b.String() + "-" + hex.EncodeToString(sum[:4])
+}
+
+// Href implements process.Calendar: <collection of resource><key>.ics.
+func (t *Target) Href(resource string, key uuid.UUID) (string, error) {
+	if resource == "" {
+		return "", errors.New("caldav: booking has no host resource")
+	}
+	base := strings.ReplaceAll(t.cfg.URLTemplate, Placeholder, Collection(resource))
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	return base + key.String() + ".ics", nil
+}
+
+func encode(ev process.Event) ([]byte, error) {
+	e := ical.NewEvent()
+	e.Props.SetText(ical.PropUID, ev.UID)
+	e.Props.SetDateTime(ical.PropDateTimeStamp, time.Now().UTC())
+	e.Props.SetDateTime(ical.PropDateTimeStart, ev.Start.UTC())
+	e.Props.SetDateTime(ical.PropDateTimeEnd, ev.End.UTC())
+	e.Props.SetText(ical.PropSummary, ev.Summary)
+	e.Props.SetText(ical.PropSequence, strconv.Itoa(ev.Sequence))
+	cal := ical.NewCalendar()
+	cal.Props.SetText(ical.PropVersion, "2.0")
+	cal.Props.SetText(ical.PropProductID, "-//bookingledger//process steps//EN")
+	cal.Children = append(cal.Children, e.Component)
+	var buf bytes.Buffer
+	if err := ical.NewEncoder(&buf).Encode(cal); err != nil {
+		return nil, fmt.Errorf("caldav: encode event: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Create implements process.Calendar.
+func (t *Target) Create(ctx context.Context, href string, ev process.Event) (string, error) {
+	return t.put(ctx, href, ev, "If-None-Match", "*")
+}
+
+// Update implements process.Calendar.
+func (t *Target) Update(ctx context.Context, href, etag string, ev process.Event) (string, error) {
+	if etag == "" {
+		return t.put(ctx, href, ev, "If-Match", "*")
+	}
+	return t.put(ctx, href, ev, "If-Match", strconv.Quote(etag))
+}
+
+func (t *Target) put(ctx context.Context, href string, ev process.Event, cond, value string) (string, error) {
+	body, err := encode(ev)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", process.ErrRejected, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, href, bytes.NewReader(body))
+	if err != nil {
+		return "", fmt.Errorf("%w: caldav: %w", process.ErrRejected, err)
+	}
+	req.Header.Set("Content-Type", ical.MIMEType+"; charset=utf-8")
+	req.Header.Set(cond, value)
+	resp, err := t.do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if err := statusError("PUT", resp); err != nil {
+		return "", err
+	}
+	etag, _ := strconv.Unquote(resp.Header.Get("ETag"))
+	return etag, nil
+}
+
+func (t *Target) do(req *http.Request) (*http.Response, error) {
+	if t.cfg.Username != "" {
+		req.SetBasicAuth(t.cfg.Username, t.cfg.Password)
+	}
+	resp, err := t.http.Do(req)
+	if err != nil {
+		if errors.Is(err, egress.ErrForbiddenAddress) {
+			return nil, fmt.Errorf("%w: caldav %s: %w", process.ErrRejected, req.Method, err)
+		}
+		// Sent or not, we cannot tell: the caller probes.
+		return nil, fmt.Errorf("caldav %s: %w", req.Method, err)
+	}
+	return resp, nil
+}
+
+// statusError says what a non-2xx answer proves.
+func statusError(method string, resp *http.Response) error {
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+	err := fmt.Errorf("caldav %s: %s: %s", method, resp.Status, strings.TrimSpace(string(msg)))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		return fmt.Errorf("%w: %w", process.ErrPrecondition, err)
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		return fmt.Errorf("%w: %w", process.ErrNotFound, err)
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
+		// The server answered that it could not process the request: nothing was written.
+		return fmt.Errorf("%w: %w", process.ErrNothingDone, err)
+	default:
+		return fmt.Errorf("%w: %w", process.ErrRejected, err)
+	}
+}
+
+// Get implements process.Calendar with go-webdav's CalDAV client.
+func (t *Target) Get(ctx context.Context, href string) (process.Object, error) {
+	u, err := url.Parse(href)
+	if err != nil {
+		return process.Object{}, fmt.Errorf("%w: caldav: %w", process.ErrRejected, err)
+	}
+	// A HEAD first: go-webdav's client reports a 404 as an error without its status.
+	head, err := http.NewRequestWithContext(ctx, http.MethodHead, href, nil)
+	if err != nil {
+		return process.Object{}, fmt.Errorf("%w: caldav: %w", process.ErrRejected, err)
+	}
+	resp, err := t.do(head)
+	if err != nil {
+		return process.Object{}, err
+	}
+	resp.Body.Close()
+	if err := statusError("HEAD", resp); err != nil {
+		return process.Object{}, err
+	}
+	client, err := caldav.NewClient(t.client, u.Scheme+"://"+u.Host)
+	if err != nil {
+		return process.Object{}, fmt.Errorf("%w: caldav: %w", process.ErrRejected, err)
+	}
+	co, err := client.GetCalendarObject(ctx, u.Path)
+	if err != nil {
+		return process.Object{}, fmt.Errorf("caldav GET: %w", err)
+	}
+	o := process.Object{ETag: co.ETag}
+	for _, ev := range co.Data.Events() {
+		o.UID, _ = ev.Props.Text(ical.PropUID)
+		o.Start, _ = ev.DateTimeStart(time.UTC)
+		o.End, _ = ev.DateTimeEnd(time.UTC)
+	}
+	return o, nil
+}
+
+// Delete implements process.Calendar.
+func (t *Target) Delete(ctx context.Context, href string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, href, nil)
+	if err != nil {
+		return fmt.Errorf("%w: caldav: %w", process.ErrRejected, err)
+	}
+	resp, err := t.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return statusError("DELETE", resp)
+}

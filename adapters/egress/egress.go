@@ -1,0 +1,52 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// ErrForbiddenAddress: the target resolved to an address that is not allowed.
+var ErrForbiddenAddress = errors.New("target address not allowed (private, loopback or link-local)")
+
+// Dialer returns a dialer that refuses non-public addresses unless allowPrivate is set.
+func Dialer(allowPrivate bool, timeout time.Duration) *net.Dialer {
+	d := &net.Dialer{Timeout: timeout}
+	if !allowPrivate {
+		d.Control = func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: %s", ErrForbiddenAddress, address)
+			}
+			if a := ap.Addr().Unmap(); !Public(a) {
+				return fmt.Errorf("%w: %s", ErrForbiddenAddress, a)
+			}
+			return nil
+		}
+	}
+	return d
+}
+
+// Public reports whether a is a global unicast address outside the private ranges.
+func Public(a netip.Addr) bool {
+	return a.IsGlobalUnicast() && !a.IsPrivate() && !a.IsLoopback() && !a.IsLinkLocalUnicast()
+}
+
+// HTTPClient returns a client that dials through Dialer, follows no redirects and gives up after
+// timeout.
+func HTTPClient(allowPrivate bool, timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = Dialer(allowPrivate, timeout).DialContext
+	tr.Proxy = nil // a proxy would dial on our behalf, around the address check
+	return &http.Client{
+		Transport: tr,
+		Timeout:   timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}

@@ -1,0 +1,153 @@
+package email
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/mail"
+	"net/smtp"
+	"net/textproto"
+	"strings"
+	"time"
+
+	"bookingledger/adapters/egress"
+	"bookingledger/adapters/process"
+)
+
+// Config configures the sender.
+type Config struct {
+	// Addr is the SMTP server's host:port.
+	Addr string
+	// From is the sender address.
+	From     string
+	Username string
+	Password string
+	// AllowPrivate allows loopback and private addresses (development sinks, tests).
+	AllowPrivate bool
+	// Timeout bounds one message's conversation (30 s when zero).
+	Timeout time.Duration
+	// Clock stamps the Date header; nil means time.Now.
+	Clock func() time.Time
+}
+
+// Sender sends invitee emails.
+type Sender struct {
+	cfg  Config
+	host string
+}
+
+var _ process.Mailer = (*Sender)(nil)
+
+// New checks the configuration and returns the sender.
+func New(cfg Config) (*Sender, error) {
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil || host == "" {
+		return nil, errors.New("email: SMTP address must be host:port")
+	}
+	if _, err := mail.ParseAddress(cfg.From); err != nil {
+		return nil, errors.New("email: from address is not an email address")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Sender{cfg: cfg, host: host}, nil
+}
+
+// nothingSent wraps an error that happened before the message's data was complete.
+func nothingSent(stage string, err error) error {
+	var tp *textproto.Error
+	if errors.As(err, &tp) && tp.Code >= 500 {
+		return fmt.Errorf("%w: smtp %s: %w", process.ErrRejected, stage, err)
+	}
+	if errors.Is(err, egress.ErrForbiddenAddress) {
+		return fmt.Errorf("%w: smtp %s: %w", process.ErrRejected, stage, err)
+	}
+	return fmt.Errorf("%w: smtp %s: %w", process.ErrNothingDone, stage, err)
+}
+
+// Send implements process.Mailer.
+func (s *Sender) Send(ctx context.Context, m process.Mail) error {
+	if _, err := mail.ParseAddress(m.To); err != nil {
+		return fmt.Errorf("%w: invitee address is not an email address", process.ErrRejected)
+	}
+	deadline := time.Now().Add(s.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn, err := egress.Dialer(s.cfg.AllowPrivate, s.cfg.Timeout).DialContext(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return nothingSent("dial", err)
+	}
+	_ = conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	c, err := smtp.NewClient(conn, s.host)
+	if err != nil {
+		_ = conn.Close()
+		return nothingSent("greeting", err)
+	}
+	defer c.Close()
+	if err := c.Hello("bookingledger"); err != nil {
+		return nothingSent("EHLO", err)
+	}
+	if ok, _ := c.Extension("STARTTLS"); ok {
+		if err := c.StartTLS(&tls.Config{ServerName: s.host, MinVersion: tls.VersionTLS12}); err != nil {
+			return nothingSent("STARTTLS", err)
+		}
+	}
+	if s.cfg.Username != "" {
+		if err := c.Auth(smtp.PlainAuth("", s.cfg.Username, s.cfg.Password, s.host)); err != nil {
+			return nothingSent("AUTH", err)
+		}
+	}
+	if err := c.Mail(s.cfg.From); err != nil {
+		return nothingSent("MAIL FROM", err)
+	}
+	if err := c.Rcpt(m.To); err != nil {
+		return nothingSent("RCPT TO", err)
+	}
+	w, err := c.Data()
+	if err != nil {
+		return nothingSent("DATA", err)
+	}
+	if _, err := w.Write(s.message(m)); err != nil {
+		// The server has not seen the final dot: it discards a message it did not receive whole.
+		return nothingSent("message data", err)
+	}
+	if err := w.Close(); err != nil {
+		var tp *textproto.Error
+		if errors.As(err, &tp) {
+			// The server answered the data: a 4xx or 5xx means it did not take the message.
+			return nothingSent("end of data", err)
+		}
+		// The final dot went out and no answer came back: the message may have been accepted.
+		return fmt.Errorf("smtp end of data: no answer from the server, message may have been delivered: %w", err)
+	}
+	_ = c.Quit() // the message is accepted; a failed QUIT changes nothing
+	return nil
+}
+
+func (s *Sender) message(m process.Mail) []byte {
+	to := m.To
+	if m.ToName != "" {
+		to = (&mail.Address{Name: m.ToName, Address: m.To}).String()
+	}
+	h := []string{
+		"From: " + s.cfg.From,
+		"To: " + to,
+		"Subject: " + mime.QEncoding.Encode("utf-8", m.Subject),
+		"Date: " + s.cfg.Clock().UTC().Format(time.RFC1123Z),
+		"Message-ID: <" + m.MessageID + ">",
+		"MIME-Version: 1.0",
+		"Content-Type: text/plain; charset=utf-8",
+		"Content-Transfer-Encoding: 8bit",
+	}
+	body := strings.ReplaceAll(strings.ReplaceAll(m.Body, "\r\n", "\n"), "\n", "\r\n")
+	return []byte(strings.Join(h, "\r\n") + "\r\n\r\n" + body)
+}

@@ -1,0 +1,246 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"bookingledger/domain/booking"
+	"bookingledger/projections"
+)
+
+// Store reads steps and applies operators' resolutions.
+type Store struct {
+	pool        *pgxpool.Pool
+	client      *river.Client[pgx.Tx] // for retry; nil: retry refused
+	maxAttempts int
+}
+
+// NewStore returns the store; client (optional) inserts the job of a retried step.
+func NewStore(pool *pgxpool.Pool, client *river.Client[pgx.Tx]) *Store {
+	return &Store{pool: pool, client: client, maxAttempts: DefaultMaxAttempts}
+}
+
+// ForBooking returns the steps of every thread the booking belongs to, oldest first.
+func (s *Store) ForBooking(ctx context.Context, booking string) ([]Step, error) {
+	return stepsOf(ctx, s.pool, `WHERE thread IN (SELECT thread FROM process_steps WHERE booking = $1 OR thread = $1) ORDER BY id`, booking)
+}
+
+// ErrInvalidState: the state filter names no state.
+var ErrInvalidState = errors.New("unknown step state")
+
+// MaxList bounds List.
+const MaxList = 1000
+
+// List returns steps in state (all when empty), newest first, at most MaxList.
+func (s *Store) List(ctx context.Context, state State) ([]Step, error) {
+	if state == "" {
+		return stepsOf(ctx, s.pool, `ORDER BY id DESC LIMIT $1`, MaxList)
+	}
+	if !slices.Contains(States, state) {
+		return nil, fmt.Errorf("%w %q (want one of %s)", ErrInvalidState, state, statesText())
+	}
+	return stepsOf(ctx, s.pool, `WHERE state = $1 ORDER BY id DESC LIMIT $2`, string(state), MaxList)
+}
+
+func statesText() string {
+	out := make([]string, len(States))
+	for i, st := range States {
+		out[i] = string(st)
+	}
+	return strings.Join(out, ", ")
+}
+
+// Counts returns the number of steps by kind and state.
+func (s *Store) Counts(ctx context.Context) (map[Kind]map[State]int64, error) {
+	r, err := s.pool.Query(ctx, `SELECT kind, state, count(*) FROM process_steps GROUP BY kind, state`)
+	if err != nil {
+		return nil, fmt.Errorf("process: count steps: %w", err)
+	}
+	defer r.Close()
+	out := map[Kind]map[State]int64{}
+	for r.Next() {
+		var k, st string
+		var n int64
+		if err := r.Scan(&k, &st, &n); err != nil {
+			return nil, fmt.Errorf("process: count steps: %w", err)
+		}
+		if out[Kind(k)] == nil {
+			out[Kind(k)] = map[State]int64{}
+		}
+		out[Kind(k)][State(st)] = n
+	}
+	return out, r.Err()
+}
+
+// Action is an operator's resolution of a step that needs reconciliation.
+type Action string
+
+// Actions.
+const (
+	// ActionMarkDone: the operator checked the target and the effect happened.
+	ActionMarkDone Action = "mark-done"
+	// ActionRetry: the operator checked that nothing happened; the step runs again.
+	ActionRetry Action = "retry"
+	// ActionSkip: the effect is not wanted (or was done by hand); nothing is sent.
+	ActionSkip Action = "skip"
+)
+
+// Actions lists the actions.
+var Actions = []Action{ActionMarkDone, ActionRetry, ActionSkip}
+
+// IsStepItem reports whether reconciliation item id is a step's.
+func (s *Store) IsStepItem(ctx context.Context, id int64) (bool, error) {
+	var kind string
+	err := s.pool.QueryRow(ctx, `SELECT kind FROM reconciliation_items WHERE id = $1`, id).Scan(&kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read item %d: %w", id, err)
+	}
+	return kind == "step", nil
+}
+
+// Resolve closes step item id with the operator's note and applies action to its step. Errors wrap
+// projections.ErrNotFound, ErrItemClosed or ErrInvalidQuery (unknown action, not a step item, a step
+// no longer needing reconciliation).
+func (s *Store) Resolve(ctx context.Context, id int64, action Action, note string) (projections.Item, Step, error) {
+	note = strings.TrimSpace(note)
+	if note == "" {
+		return projections.Item{}, Step{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
+	}
+	if !slices.Contains(Actions, action) {
+		return projections.Item{}, Step{}, fmt.Errorf("%w: action %q: want mark-done, retry or skip", projections.ErrInvalidQuery, action)
+	}
+	var item projections.Item
+	var step Step
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var kind, subject string
+		var closed *time.Time
+		err := tx.QueryRow(ctx, `SELECT kind, subject, closed_at FROM reconciliation_items WHERE id = $1 FOR UPDATE`, id).Scan(&kind, &subject, &closed)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("item %d: %w", id, projections.ErrNotFound)
+		case err != nil:
+			return err
+		case kind != "step":
+			return fmt.Errorf("%w: item %d is a %s item, not a step's: resolve it without --action", projections.ErrInvalidQuery, id, kind)
+		case closed != nil:
+			return fmt.Errorf("item %d: %w", id, projections.ErrItemClosed)
+		}
+		key, err := uuid.Parse(strings.TrimPrefix(subject, "step "))
+		if err != nil {
+			return fmt.Errorf("item %d: subject %q names no step", id, subject)
+		}
+		steps, err := stepsOf(ctx, tx, `WHERE key = $1 FOR UPDATE`, key)
+		if err != nil {
+			return err
+		}
+		if len(steps) == 0 {
+			return fmt.Errorf("step %s: %w", key, projections.ErrNotFound)
+		}
+		step = steps[0]
+		if step.State != StateNeedsReconciliation {
+			return fmt.Errorf("%w: step %s is %s, not needs_reconciliation", projections.ErrInvalidQuery, key, step.State)
+		}
+		text := "operator " + string(action) + ": " + note
+		switch action {
+		case ActionMarkDone:
+			step.State = StateDone
+		case ActionSkip:
+			step.State = StateSkipped
+		case ActionRetry:
+			if s.client == nil {
+				return errors.New("retry needs the job queue")
+			}
+			step.State = StatePending
+		}
+		if _, err := tx.Exec(ctx, `UPDATE process_steps SET state = $2, note = $3, lease_until = NULL,
+finished_at = CASE WHEN $2 = 'pending' THEN NULL ELSE now() END, updated_at = now() WHERE id = $1`, step.ID, string(step.State), text); err != nil {
+			return fmt.Errorf("resolve step %s: %w", key, err)
+		}
+		if action == ActionRetry {
+			if err := InsertJobs(ctx, tx, s.client, []int64{step.ID}, s.maxAttempts); err != nil {
+				return err
+			}
+		}
+		step.Note = text
+		err = tx.QueryRow(ctx, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2 WHERE id = $1
+RETURNING id, kind, subject, booking, reason, opened_at, closed_at, note`, id, text).Scan(
+			&item.ID, &item.Kind, &item.Subject, &item.Booking, &item.Reason, &item.OpenedAt, &item.ClosedAt, &item.Note)
+		if err != nil {
+			return fmt.Errorf("close item %d: %w", id, err)
+		}
+		item.ClosedBy = projections.ClosedByOperator
+		return nil
+	})
+	if err != nil {
+		return projections.Item{}, Step{}, fmt.Errorf("resolve item %d: %w", id, err)
+	}
+	return item, step, nil
+}
+
+// Sweep inserts a job for every step left requested by a worker that stopped (its lease ran out more
+// than grace ago), so that the next worker probes it or hands it to an operator.
+func Sweep(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], grace time.Duration, maxAttempts int) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var ids []int64
+		r, err := tx.Query(ctx, `UPDATE process_steps SET lease_until = now(), updated_at = now()
+WHERE id IN (SELECT id FROM process_steps WHERE state = 'requested' AND lease_until < now() - $1::interval
+             ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED)
+RETURNING id`, grace.String())
+		if err != nil {
+			return err
+		}
+		if ids, err = pgx.CollectRows(r, pgx.RowTo[int64]); err != nil {
+			return err
+		}
+		n = len(ids)
+		return InsertJobs(ctx, tx, client, ids, maxAttempts)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("process: sweep: %w", err)
+	}
+	return n, nil
+}
+
+// StepsForBooking implements readmodel.StepSource: the steps of the booking's threads for its history.
+func (s *Store) StepsForBooking(ctx context.Context, id booking.ID) ([]projections.StepEntry, error) {
+	steps, err := s.ForBooking(ctx, string(id))
+	if err != nil {
+		return nil, err
+	}
+	return Entries(steps), nil
+}
+
+// Entries converts steps for history and listings.
+func Entries(steps []Step) []projections.StepEntry {
+	out := make([]projections.StepEntry, len(steps))
+	for i, st := range steps {
+		out[i] = projections.StepEntry{Key: st.Key.String(), Kind: string(st.Kind), State: string(st.State), Booking: st.Booking,
+			Answers: st.Answers, Attempts: st.Attempts, CreatedAt: st.CreatedAt.UTC(), RequestedAt: st.RequestedAt, FinishedAt: st.FinishedAt,
+			UpdatedAt: st.UpdatedAt.UTC(), LastError: st.LastError, Note: st.Note}
+	}
+	return out
+}
+
+// InsertOnlyClient is a River client that only inserts step jobs (commands that run no workers:
+// `reconcile resolve --action retry`, `rebuild process`); serve's workers run them.
+func InsertOnlyClient(pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
+	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("process: river client: %w", err)
+	}
+	return c, nil
+}

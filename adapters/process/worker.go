@@ -1,0 +1,445 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"bookingledger/adapters/jobs"
+)
+
+// Worker defaults.
+const (
+	// DefaultCallTimeout bounds one call to a target.
+	DefaultCallTimeout = 30 * time.Second
+	// DefaultRetryBase is the first retry's delay; each further one doubles it, up to DefaultRetryMax.
+	DefaultRetryBase = time.Second
+	DefaultRetryMax  = 5 * time.Minute
+	// DefaultSweepInterval is how often a worker looks for steps left requested by a stopped worker.
+	DefaultSweepInterval = 5 * time.Second
+	// waitForPredecessor is how soon a step whose predecessor has not finished looks again.
+	waitForPredecessor = time.Second
+)
+
+// WorkerConfig configures the step workers.
+type WorkerConfig struct {
+	Pool     *pgxpool.Pool
+	Calendar Calendar // nil: not configured
+	Mailer   Mailer   // nil: not configured
+	Logger   *slog.Logger
+	// CallTimeout bounds one call; the lease of a requested step is twice that.
+	CallTimeout time.Duration
+	RetryBase   time.Duration
+	RetryMax    time.Duration
+	// HoldAfterRequested, when set, is called after 'requested' is committed and before the target is
+	// called: tests hold the worker there to kill the process.
+	HoldAfterRequested func(ctx context.Context, s Step)
+	// HoldAfterCall, when set, is called after the target answered and before the outcome is
+	// recorded: tests kill the process there (the effect happened, the record says requested).
+	HoldAfterCall func(ctx context.Context, s Step)
+}
+
+// Worker carries out steps. Register it with Register on the River client's workers.
+type Worker struct {
+	river.WorkerDefaults[StepArgs]
+	cfg WorkerConfig
+}
+
+// NewWorker returns the worker.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("process: worker needs a pool")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = DefaultRetryBase
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = DefaultRetryMax
+	}
+	return &Worker{cfg: cfg}, nil
+}
+
+// Targets reports which targets the worker can act on: the planner plans only those.
+func (w *Worker) Targets() Targets {
+	return Targets{Calendar: w.cfg.Calendar != nil, Email: w.cfg.Mailer != nil}
+}
+
+// Register adds the worker to River's workers (jobs.Kind.Register).
+func (w *Worker) Register(ws *river.Workers) error { return river.AddWorkerSafely(ws, w) }
+
+// NextRetry implements river.Worker: doubling from RetryBase, capped at RetryMax.
+func (w *Worker) NextRetry(job *river.Job[StepArgs]) time.Time {
+	d := w.cfg.RetryBase
+	for i := 1; i < job.Attempt && d < w.cfg.RetryMax; i++ {
+		d *= 2
+	}
+	return time.Now().Add(min(d, w.cfg.RetryMax))
+}
+
+// Timeout implements river.Worker: a claim, a call and its record.
+func (w *Worker) Timeout(*river.Job[StepArgs]) time.Duration { return 3 * w.cfg.CallTimeout }
+
+func (w *Worker) lease() time.Duration { return 2 * w.cfg.CallTimeout }
+
+// outcome is what a call proved.
+type outcome struct {
+	state State
+	err   error // the call's error, stored as last_error
+	href  string
+	etag  string
+	note  string
+}
+
+// Work implements river.Worker.
+func (w *Worker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
+	s, recovered, wait, err := w.claim(ctx, job.Args.Step)
+	switch {
+	case err != nil:
+		return err
+	case wait > 0:
+		return river.JobSnooze(wait)
+	case s == nil:
+		return nil // finished, skipped or superseded: nothing to do
+	}
+	if w.cfg.HoldAfterRequested != nil {
+		w.cfg.HoldAfterRequested(ctx, *s)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	o := w.call(callCtx, s, recovered)
+	cancel()
+	if w.cfg.HoldAfterCall != nil {
+		w.cfg.HoldAfterCall(ctx, *s)
+	}
+	final := job.Attempt >= job.MaxAttempts
+	if o.state == StatePending && final {
+		o.state, o.note = StateFailed, fmt.Sprintf("gave up after %d attempts", job.Attempt)
+	}
+	if o.state == StateRequested && final {
+		o.state, o.note = StateNeedsReconciliation, fmt.Sprintf("outcome unknown after %d attempts", job.Attempt)
+	}
+	if err := w.record(context.WithoutCancel(ctx), s, o); err != nil {
+		return err
+	}
+	w.cfg.Logger.Info("process step", "step", s.ID, "key", s.Key.String(), "kind", string(s.Kind),
+		"booking", s.Booking, "state", string(o.state), "attempt", job.Attempt, "error", errText(o.err))
+	switch o.state {
+	case StatePending, StateRequested:
+		return fmt.Errorf("step %s %s: %w", s.Kind, s.Key, o.err) // River retries (NextRetry)
+	}
+	return nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return jobs.Clip(err.Error())
+}
+
+// claim moves a pending step to requested (or takes over a requested one whose lease ran out) and
+// commits that before anything is called. It returns nil when there is nothing to do, and a wait
+// when another worker or the step's predecessor must finish first.
+func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, wait time.Duration, err error) {
+	err = pgx.BeginFunc(ctx, w.cfg.Pool, func(tx pgx.Tx) error {
+		steps, err := stepsOf(ctx, tx, `WHERE id = $1 FOR UPDATE`, id)
+		if err != nil || len(steps) == 0 {
+			return err
+		}
+		st := steps[0]
+		now := time.Now()
+		switch st.State {
+		case StatePending:
+		case StateRequested:
+			if st.LeaseUntil.After(now) {
+				wait = st.LeaseUntil.Sub(now) + 100*time.Millisecond
+				return nil
+			}
+			recovered = true
+		default:
+			return nil
+		}
+		if st.After != uuid.Nil && !recovered {
+			pred, err := stepsOf(ctx, tx, `WHERE key = $1`, st.After)
+			if err != nil {
+				return err
+			}
+			if len(pred) == 1 {
+				switch pred[0].State {
+				case StatePending, StateRequested:
+					wait = waitForPredecessor
+					return nil
+				case StateNeedsReconciliation:
+					return w.finish(ctx, tx, st, outcome{state: StateNeedsReconciliation,
+						note: fmt.Sprintf("follows %s %s, whose outcome is unknown: resolve that one first, then retry this one", pred[0].Kind, pred[0].Key)})
+				case StateFailed, StateSkipped:
+					return w.finish(ctx, tx, st, outcome{state: StateSkipped,
+						note: fmt.Sprintf("follows %s %s, which was %s: there is nothing to %s", pred[0].Kind, pred[0].Key, pred[0].State, verb(st.Kind))})
+				}
+			}
+		}
+		if !recovered && (st.Kind != CalendarDelete && st.Kind != EmailCancellation) {
+			// The calendar may have moved on since the step was planned (the process projection follows
+			// it, but a worker can be faster): never confirm what is no longer true.
+			var status string
+			var start, end *time.Time
+			err := tx.QueryRow(ctx, `SELECT status, lower(during), upper(during) FROM calendar_bookings WHERE booking = $1`, st.Booking).Scan(&status, &start, &end)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("process: read calendar row: %w", err)
+			}
+			if status != "active" || start == nil || !start.Equal(st.Start) || end == nil || !end.Equal(st.End) {
+				return w.finish(ctx, tx, st, outcome{state: StateSkipped,
+					note: fmt.Sprintf("booking %s is no longer active at this slot (calendar: %s) when the step was to run", st.Booking, orNone(status))})
+			}
+		}
+		err = tx.QueryRow(ctx, `UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
+requested_at = coalesce(requested_at, now()), lease_until = now() + $2::interval, updated_at = now()
+WHERE id = $1 RETURNING attempts, lease_until`, st.ID, w.lease().String()).Scan(&st.Attempts, &st.LeaseUntil)
+		if err != nil {
+			return fmt.Errorf("process: mark step requested: %w", err)
+		}
+		st.State = StateRequested
+		s = &st
+		return nil
+	})
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("process: claim step %d: %w", id, err)
+	}
+	return s, recovered, wait, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no row"
+	}
+	return s
+}
+
+func verb(k Kind) string {
+	if k.IsCalendar() {
+		return "change"
+	}
+	return "follow up"
+}
+
+// finish records o for st in tx, opening a reconciliation item when the outcome is unknown.
+func (w *Worker) finish(ctx context.Context, tx pgx.Tx, st Step, o outcome) error {
+	terminal := o.state != StatePending && o.state != StateRequested
+	_, err := tx.Exec(ctx, `UPDATE process_steps SET state = $2, last_error = CASE WHEN $3 = '' THEN last_error ELSE $3 END,
+note = CASE WHEN $4 = '' THEN note ELSE $4 END,
+target_href = CASE WHEN $5 = '' THEN target_href ELSE $5 END, target_etag = CASE WHEN $6 = '' THEN target_etag ELSE $6 END,
+lease_until = CASE WHEN $2 = 'requested' THEN now() ELSE NULL END,
+finished_at = CASE WHEN $7 THEN now() ELSE NULL END, updated_at = now()
+WHERE id = $1`, st.ID, string(o.state), errText(o.err), jobs.Clip(o.note), o.href, o.etag, terminal)
+	if err != nil {
+		return fmt.Errorf("process: record step %d: %w", st.ID, err)
+	}
+	if o.state == StateNeedsReconciliation {
+		reason := fmt.Sprintf("%s %s: %s", st.Kind, st.Key, firstNonEmpty(o.note, errText(o.err)))
+		if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_items (kind, subject, booking, reason) VALUES ('step', $1, $2, $3)
+ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, "step "+st.Key.String(), st.Booking, jobs.Clip(reason)); err != nil {
+			return fmt.Errorf("process: open reconciliation item for step %d: %w", st.ID, err)
+		}
+	}
+	return nil
+}
+
+func (w *Worker) record(ctx context.Context, st *Step, o outcome) error {
+	return pgx.BeginFunc(ctx, w.cfg.Pool, func(tx pgx.Tx) error {
+		// Only the claim's own state may be overwritten: an operator may have resolved it meanwhile.
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM process_steps WHERE id = $1 FOR UPDATE`, st.ID).Scan(&state); err != nil {
+			return fmt.Errorf("process: record step %d: %w", st.ID, err)
+		}
+		if State(state) != StateRequested {
+			return nil
+		}
+		return w.finish(ctx, tx, *st, o)
+	})
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// call acts on the target and says what the result proves.
+func (w *Worker) call(ctx context.Context, s *Step, recovered bool) outcome {
+	if s.Kind.IsCalendar() {
+		if w.cfg.Calendar == nil {
+			return outcome{state: StatePending, err: errors.New("no calendar target configured in this instance")}
+		}
+		return w.callCalendar(ctx, s)
+	}
+	if w.cfg.Mailer == nil {
+		return outcome{state: StatePending, err: errors.New("no mail target configured in this instance")}
+	}
+	if recovered {
+		// SMTP cannot be asked whether a message arrived: a second send could be a second email.
+		return outcome{state: StateNeedsReconciliation, note: fmt.Sprintf(
+			"outcome unknown: the worker stopped after requesting it (attempt %d); check the mail server for Message-ID <%s>", s.Attempts-1, MessageID(s.Key))}
+	}
+	return w.callMail(ctx, s)
+}
+
+// MessageID is the email's Message-ID for a step key (without angle brackets).
+func MessageID(key uuid.UUID) string { return key.String() + "@bookingledger" }
+
+func classify(err error) outcome {
+	switch {
+	case err == nil:
+		return outcome{state: StateDone}
+	case errors.Is(err, ErrNothingDone):
+		return outcome{state: StatePending, err: err}
+	case errors.Is(err, ErrRejected):
+		return outcome{state: StateFailed, err: err}
+	default:
+		return outcome{state: StateRequested, err: err} // unknown: probe on the next attempt
+	}
+}
+
+func (w *Worker) callMail(ctx context.Context, s *Step) outcome {
+	var email, name string
+	err := w.cfg.Pool.QueryRow(ctx, `SELECT email, name FROM contacts WHERE booking = $1`, s.Booking).Scan(&email, &name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return outcome{state: StateFailed, note: "no invitee email known for " + s.Booking + " (the provider sent none, or it was erased)"}
+	}
+	if err != nil {
+		return outcome{state: StatePending, err: fmt.Errorf("read contact: %w: %w", ErrNothingDone, err)}
+	}
+	o := classify(w.cfg.Mailer.Send(ctx, composeMail(s, email, name)))
+	if o.state == StateRequested {
+		// A message whose fate is unknown is never sent again blindly.
+		o.state = StateNeedsReconciliation
+		o.note = fmt.Sprintf("outcome unknown: %s; check the mail server for Message-ID <%s>", errText(o.err), MessageID(s.Key))
+	}
+	return o
+}
+
+func composeMail(s *Step, email, name string) Mail {
+	when := s.Start.UTC().Format("Mon 2 Jan 2006 15:04") + "-" + s.End.UTC().Format("15:04 MST")
+	greeting := "Hello,"
+	if name != "" {
+		greeting = "Hello " + name + ","
+	}
+	var subject, line string
+	switch s.Kind {
+	case EmailConfirmation:
+		subject, line = "Booking confirmed: "+when, "your booking on "+when+" is confirmed."
+	case EmailRescheduled:
+		subject, line = "Booking rescheduled: "+when, "your booking has been moved to "+when+"."
+	default:
+		subject, line = "Booking canceled: "+when, "your booking on "+when+" has been canceled."
+	}
+	body := strings.Join([]string{greeting, "", line, "", "Reference: " + s.Booking, ""}, "\r\n")
+	return Mail{MessageID: MessageID(s.Key), To: email, ToName: name, Subject: subject, Body: body}
+}
+
+// object finds the calendar object of st's thread: the href and the ETag of the last write.
+func (w *Worker) object(ctx context.Context, st *Step) (href, etag string, seq int, err error) {
+	err = w.cfg.Pool.QueryRow(ctx, `SELECT coalesce((SELECT target_href FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href <> '' ORDER BY id LIMIT 1), ''),
+coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('host_calendar.create', 'host_calendar.update') AND state = 'done' AND id < $2 ORDER BY id DESC LIMIT 1), ''),
+(SELECT count(*) FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.update' AND state = 'done' AND id < $2)`,
+		st.Thread, st.ID).Scan(&href, &etag, &seq)
+	if err != nil {
+		return "", "", 0, fmt.Errorf("process: find calendar object: %w: %w", ErrNothingDone, err)
+	}
+	return href, etag, seq, nil
+}
+
+func (w *Worker) callCalendar(ctx context.Context, s *Step) outcome {
+	cal := w.cfg.Calendar
+	ev := Event{UID: "", Summary: "Booking " + s.Booking, Start: s.Start, End: s.End}
+	switch s.Kind {
+	case CalendarCreate:
+		href, err := cal.Href(s.Resource, s.Key)
+		if err != nil {
+			return outcome{state: StateFailed, err: fmt.Errorf("%w: %w", ErrRejected, err)}
+		}
+		ev.UID = s.Key.String()
+		// Probe first: a create is found done when the object with our UID is there (a crash after the
+		// PUT, or a retry whose answer was lost). If-None-Match keeps the PUT from replacing anything.
+		if o, done := w.probeCreate(ctx, href, ev.UID); done {
+			return o
+		}
+		etag, err := cal.Create(ctx, href, ev)
+		if errors.Is(err, ErrPrecondition) {
+			o, _ := w.probeCreate(ctx, href, ev.UID)
+			return o
+		}
+		o := classify(err)
+		o.href, o.etag = href, etag
+		return o
+	case CalendarUpdate:
+		href, etag, seq, err := w.object(ctx, s)
+		if err != nil {
+			return classify(err)
+		}
+		if href == "" {
+			return outcome{state: StateSkipped, note: "the thread has no calendar object to update"}
+		}
+		var createKey uuid.UUID
+		_ = w.cfg.Pool.QueryRow(ctx, `SELECT key FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href = $2 ORDER BY id LIMIT 1`, s.Thread, href).Scan(&createKey)
+		ev.UID, ev.Sequence = createKey.String(), seq+1
+		if got, err := cal.Get(ctx, href); err == nil && got.Start.Equal(s.Start) && got.End.Equal(s.End) {
+			return outcome{state: StateDone, href: href, etag: got.ETag}
+		}
+		newTag, err := cal.Update(ctx, href, etag, ev)
+		if errors.Is(err, ErrPrecondition) {
+			if got, gerr := cal.Get(ctx, href); gerr == nil && got.Start.Equal(s.Start) && got.End.Equal(s.End) {
+				return outcome{state: StateDone, href: href, etag: got.ETag}
+			}
+			return outcome{state: StateNeedsReconciliation, err: err, href: href,
+				note: "the calendar object was changed by someone else since our last write (ETag differs); update it by hand or retry"}
+		}
+		o := classify(err)
+		o.href, o.etag = href, newTag
+		return o
+	default: // delete
+		href, _, _, err := w.object(ctx, s)
+		if err != nil {
+			return classify(err)
+		}
+		if href == "" {
+			return outcome{state: StateSkipped, note: "the thread has no calendar object to delete"}
+		}
+		err = cal.Delete(ctx, href)
+		if errors.Is(err, ErrNotFound) {
+			return outcome{state: StateDone, href: href, note: "already gone"}
+		}
+		o := classify(err)
+		o.href = href
+		return o
+	}
+}
+
+func (w *Worker) probeCreate(ctx context.Context, href, uid string) (outcome, bool) {
+	got, err := w.cfg.Calendar.Get(ctx, href)
+	switch {
+	case err == nil && got.UID == uid:
+		return outcome{state: StateDone, href: href, etag: got.ETag}, true
+	case err == nil:
+		return outcome{state: StateNeedsReconciliation, href: href, note: fmt.Sprintf("another object (UID %s) is at %s", got.UID, href)}, true
+	case errors.Is(err, ErrNotFound):
+		return outcome{}, false
+	default:
+		o := classify(err)
+		o.href = href
+		return o, true
+	}
+}

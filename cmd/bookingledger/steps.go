@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"bookingledger/adapters/httpapi/readapi"
+	"bookingledger/adapters/process"
+	"bookingledger/projections"
+)
+
+const stepsUsage = `Usage: bookingledger steps [--state STATE] [--json] [flags]
+
+Lists process steps — what bookingledger did about bookings: host calendar events over CalDAV and
+invitee emails over SMTP — newest first (at most 1000), each with its key, kind, state, attempts,
+times, last error and note. --state keeps one state: pending, requested, done, needs_reconciliation,
+failed or skipped. Steps needing reconciliation are also in 'bookingledger reconcile list'.`
+
+func runSteps(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("steps", getenv, stderr, stepsUsage)
+	sf := registerStoreFlags(f)
+	state := f.String("state", []string{"BOOKINGLEDGER_STEPS_STATE"}, "", "only steps in this state")
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("steps takes no arguments, got %q", pos)
+	}
+	if *state != "" && !validState(*state) {
+		return usageErrorf("steps: unknown --state %q (want pending, requested, done, needs_reconciliation, failed or skipped)", *state)
+	}
+	rs, err := openReadSide(ctx, sf, stderr)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	steps, err := process.NewStore(rs.pool, nil).List(ctx, process.State(*state))
+	if err != nil {
+		return fmt.Errorf("steps: %w", err)
+	}
+	entries := process.Entries(steps)
+	if *asJSON {
+		out := struct {
+			Steps []readapi.StepDTO `json:"steps"`
+		}{Steps: []readapi.StepDTO{}}
+		for _, e := range entries {
+			out.Steps = append(out.Steps, readapi.ToStep(e))
+		}
+		return writeJSONTo(stdout, out)
+	}
+	if _, err := fmt.Fprintf(stdout, "steps (%d)\n", len(entries)); err != nil {
+		return err
+	}
+	projections.WriteSteps(stdout, entries)
+	return nil
+}
+
+func validState(s string) bool {
+	for _, st := range process.States {
+		if string(st) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveStep closes a step's reconciliation item with an action (reconcile resolve --action).
+func resolveStep(ctx context.Context, rs *readSide, id int64, action, note string, stdout io.Writer) error {
+	client, err := process.InsertOnlyClient(rs.pool)
+	if err != nil {
+		return err
+	}
+	it, st, err := process.NewStore(rs.pool, client).Resolve(ctx, id, process.Action(action), note)
+	switch {
+	case errors.Is(err, projections.ErrNotFound):
+		return fmt.Errorf("reconcile resolve: there is no reconciliation item %d (see 'bookingledger reconcile list'): %w", id, err)
+	case errors.Is(err, projections.ErrItemClosed):
+		return fmt.Errorf("reconcile resolve: item %d is closed already; nothing changed: %w", id, err)
+	case errors.Is(err, projections.ErrInvalidQuery):
+		return usageError{fmt.Errorf("reconcile resolve: %w", err)}
+	case err != nil:
+		return fmt.Errorf("reconcile resolve: %w", err)
+	}
+	_, err = fmt.Fprintf(stdout, "closed item %d (step %s %s of %s): step is now %s\n  reason: %s\n  note:   %s\n",
+		it.ID, st.Kind, st.Key, st.Booking, st.State, it.Reason, it.Note)
+	return err
+}
+
+func actionNames() string {
+	out := make([]string, len(process.Actions))
+	for i, a := range process.Actions {
+		out[i] = string(a)
+	}
+	return strings.Join(out, ", ")
+}
+
+// withSteps adds what the process projection needs outside serve (rebuild): an insert-only job
+// client and the targets configured in the environment, as serve would read them.
+func withSteps(d projectionDeps, getenv func(string) string) (projectionDeps, error) {
+	sc, err := parseSteps(getenv)
+	if err != nil {
+		return d, err
+	}
+	if d.jobs, err = process.InsertOnlyClient(d.pool); err != nil {
+		return d, err
+	}
+	d.stepTargets = process.Targets{Calendar: sc.calendar != nil, Email: sc.mailer != nil}
+	return d, nil
+}
