@@ -98,19 +98,6 @@ const (
 // Actions lists the actions.
 var Actions = []Action{ActionMarkDone, ActionRetry, ActionSkip}
 
-// IsStepItem reports whether reconciliation item id is a step's.
-func (s *Store) IsStepItem(ctx context.Context, id int64) (bool, error) {
-	var kind string
-	err := s.pool.QueryRow(ctx, `SELECT kind FROM reconciliation_items WHERE id = $1`, id).Scan(&kind)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read item %d: %w", id, err)
-	}
-	return kind == "step", nil
-}
-
 // Resolve closes step item id with the operator's note and applies action to its step. Errors wrap
 // projections.ErrNotFound, ErrItemClosed or ErrInvalidQuery (unknown action, not a step item, a step
 // no longer needing reconciliation).

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,35 +29,13 @@ const crashKey = "crash-test-calendly-key"
 // SIGKILL) and returns it with its base URL once it prints "listening on ADDR".
 func startServeProcess(t *testing.T, bin, dbURL string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(),
-		"BOOKINGLEDGER_DATABASE_URL="+dbURL,
-		"BOOKINGLEDGER_ADDR=127.0.0.1:0",
-		"BOOKINGLEDGER_ADMIN_ADDR=127.0.0.1:0",
-		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS="+crashKey,
-		"BOOKINGLEDGER_LOG_LEVEL=error",
-	)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = io.Discard
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(stdout)
-	addr := make(chan string, 1)
-	go func() {
-		for lines.Scan() {
-			if a, ok := strings.CutPrefix(lines.Text(), "listening on "); ok {
-				addr <- a
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return cmd, "http://" + a
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not print its address within 60s")
-		return nil, ""
-	}
+	return startServeBinary(t, bin, map[string]string{
+		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
+		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
+		"BOOKINGLEDGER_ADMIN_ADDR":            "127.0.0.1:0",
+		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": crashKey,
+		"BOOKINGLEDGER_LOG_LEVEL":             "error",
+	})
 }
 
 // TestKilledServerLosesNoAcknowledgedDelivery: DESIGN invariant 1. Clients post distinct deliveries

@@ -17,6 +17,7 @@ import (
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/process"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
 )
@@ -60,6 +61,8 @@ func TestRebuildRebuildsTheProjectionItNames(t *testing.T) {
 		build: func(projectionDeps) (projections.Projection, error) { return seen, nil }})
 	d := projectionDeps{pool: pool, events: eventStore{events: store, receipts: store},
 		calendar: readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})}
+	d.jobs, err = process.InsertOnlyClient(pool)
+	require.NoError(t, err)
 	for _, e := range registry {
 		r, err := d.runner(e, projections.RunnerOptions{})
 		require.NoError(t, err)
@@ -100,5 +103,5 @@ func TestRebuildRebuildsTheProjectionItNames(t *testing.T) {
 	_, err = lookupProjection(registry, "calender")
 	var ue usageError
 	require.ErrorAs(t, err, &ue)
-	assert.EqualError(t, err, `rebuild: unknown projection "calender" (have calendar, seen)`)
+	assert.EqualError(t, err, `rebuild: unknown projection "calender" (have calendar, process, seen)`)
 }

@@ -306,21 +306,9 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if *action != "" {
 		return resolveStep(ctx, rs, id, *action, *note, stdout)
 	}
-	if isStep, err := process.NewStore(rs.pool, nil).IsStepItem(ctx, id); err != nil {
-		return fmt.Errorf("reconcile resolve: %w", err)
-	} else if isStep {
-		return usageErrorf("reconcile resolve: item %d is a process step whose outcome is unknown: say what to do with --action %s", id, strings.ReplaceAll(actionNames(), ", ", "|"))
-	}
 	it, err := rs.rm.Resolve(ctx, id, *note)
-	switch {
-	case errors.Is(err, projections.ErrNotFound):
-		return fmt.Errorf("reconcile resolve: there is no reconciliation item %d (see 'bookingledger reconcile list'): %w", id, err)
-	case errors.Is(err, projections.ErrItemClosed):
-		return fmt.Errorf("reconcile resolve: item %d is closed already; nothing changed: %w", id, err)
-	case errors.Is(err, projections.ErrInvalidQuery):
-		return usageError{fmt.Errorf("reconcile resolve: %w", err)}
-	case err != nil:
-		return fmt.Errorf("reconcile resolve: %w", err)
+	if err != nil {
+		return resolveError(id, err)
 	}
 	if *asJSON {
 		return writeJSONTo(stdout, readapi.ToItem(it))
@@ -335,6 +323,20 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	_, err = fmt.Fprintf(stdout, "closed item %d (%s: %s) at %s by %s\n  reason: %s\n  note:   %s\n",
 		it.ID, it.Kind, subject, it.ClosedAt.UTC().Format(time.RFC3339), it.ClosedBy, it.Reason, it.Note)
 	return err
+}
+
+// resolveError says what a failed resolution of item id means to the operator.
+func resolveError(id int64, err error) error {
+	switch {
+	case errors.Is(err, projections.ErrNotFound):
+		return fmt.Errorf("reconcile resolve: there is no reconciliation item %d (see 'bookingledger reconcile list'): %w", id, err)
+	case errors.Is(err, projections.ErrItemClosed):
+		return fmt.Errorf("reconcile resolve: item %d is closed already; nothing changed: %w", id, err)
+	case errors.Is(err, projections.ErrInvalidQuery):
+		return usageError{fmt.Errorf("reconcile resolve: %w", err)}
+	default:
+		return fmt.Errorf("reconcile resolve: %w", err)
+	}
 }
 
 // isSet reports whether the flag was given on the command line.

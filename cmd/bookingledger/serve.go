@@ -51,7 +51,11 @@ Prints "admin listening on HOST:PORT", then "listening on HOST:PORT" on stdout o
 connections. Provider secrets come from the
 environment only: BOOKINGLEDGER_CALENDLY_SIGNING_KEYS, BOOKINGLEDGER_CALCOM_SECRETS,
 BOOKINGLEDGER_ACUITY_API_KEYS, BOOKINGLEDGER_STRIPE_SECRETS, BOOKINGLEDGER_STANDARD_SECRETS
-(comma-separated, newest first); a provider without one rejects everything with 401.`
+(comma-separated, newest first); a provider without one rejects everything with 401.
+
+Process steps (docs/process-steps.md): with BOOKINGLEDGER_CALDAV_URL_TEMPLATE set, each confirmed
+booking gets an event on its host's CalDAV calendar; with BOOKINGLEDGER_SMTP_ADDR and
+BOOKINGLEDGER_SMTP_FROM set, its invitee gets emails; unset targets are logged and not planned.`
 
 type serveConfig struct {
 	addr            string

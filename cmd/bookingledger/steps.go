@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -76,15 +75,8 @@ func resolveStep(ctx context.Context, rs *readSide, id int64, action, note strin
 		return err
 	}
 	it, st, err := process.NewStore(rs.pool, client).Resolve(ctx, id, process.Action(action), note)
-	switch {
-	case errors.Is(err, projections.ErrNotFound):
-		return fmt.Errorf("reconcile resolve: there is no reconciliation item %d (see 'bookingledger reconcile list'): %w", id, err)
-	case errors.Is(err, projections.ErrItemClosed):
-		return fmt.Errorf("reconcile resolve: item %d is closed already; nothing changed: %w", id, err)
-	case errors.Is(err, projections.ErrInvalidQuery):
-		return usageError{fmt.Errorf("reconcile resolve: %w", err)}
-	case err != nil:
-		return fmt.Errorf("reconcile resolve: %w", err)
+	if err != nil {
+		return resolveError(id, err)
 	}
 	_, err = fmt.Fprintf(stdout, "closed item %d (step %s %s of %s): step is now %s\n  reason: %s\n  note:   %s\n",
 		it.ID, st.Kind, st.Key, st.Booking, st.State, it.Reason, it.Note)

@@ -120,17 +120,24 @@ func (m *ReadModel) Resolve(ctx context.Context, id int64, note string) (project
 	case len(note) > MaxNoteLength || !utf8.ValidString(note):
 		return projections.Item{}, fmt.Errorf("%w: note must be valid UTF-8 of at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
 	}
+	// A process step's item is closed with the step's resolution (adapters/process.Store.Resolve):
+	// closing it alone would leave the step waiting for a decision nobody sees any more.
 	items, err := queryItems(ctx, m.pool, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2
-WHERE id = $1 AND closed_at IS NULL RETURNING `+itemColumns, id, note)
+WHERE id = $1 AND closed_at IS NULL AND kind <> 'step' RETURNING `+itemColumns, id, note)
 	if err != nil {
 		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
 	}
 	if len(items) == 1 {
 		return items[0], nil
 	}
-	var exists bool
-	if err := m.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM reconciliation_items WHERE id = $1)`, id).Scan(&exists); err != nil {
+	var exists, step bool
+	if err := m.pool.QueryRow(ctx, `SELECT count(*) > 0, coalesce(bool_or(kind = 'step' AND closed_at IS NULL), false) FROM reconciliation_items WHERE id = $1`,
+		id).Scan(&exists, &step); err != nil {
 		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
+	}
+	if step {
+		return projections.Item{}, fmt.Errorf("%w: item %d is a process step whose outcome is unknown: resolve it with an action (bookingledger reconcile resolve %d --action mark-done|retry|skip)",
+			projections.ErrInvalidQuery, id, id)
 	}
 	if exists {
 		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, projections.ErrItemClosed)

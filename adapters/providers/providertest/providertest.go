@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -153,4 +154,18 @@ func CheckConcurrentUse(t *testing.T, p providers.Provider, d Delivery, rounds i
 		})
 	}
 	wg.Wait()
+}
+
+// CheckContacts checks that m returns the invitee's contact (email) for its booking, and that neither
+// the address nor the name appear anywhere in its events: personal data stays out of the log.
+func CheckContacts(tb testing.TB, m providers.Mapped, email string) {
+	tb.Helper()
+	require.Len(tb, m.Contacts, 1)
+	require.NotEmpty(tb, m.Events)
+	c := m.Contacts[0]
+	assert.Equal(tb, m.Events[0].Booking, c.Booking)
+	assert.Equal(tb, email, c.Email)
+	assert.NotEmpty(tb, c.Name)
+	assert.NotContains(tb, fmt.Sprintf("%#v", m.Events), c.Email, "no address in the events")
+	assert.NotContains(tb, fmt.Sprintf("%#v", m.Events), c.Name, "no name in the events")
 }
