@@ -22,6 +22,9 @@ const (
 	// ItemLateEvent: an event was kept in its stream but changed nothing (a create after its cancel,
 	// a request after the confirmation): a fold finding.
 	ItemLateEvent ItemKind = "late_event"
+	// ItemStep: a process step whose outcome is unknown (adapters/process); subject "step <key>". It is
+	// closed together with its step, by an operator's action.
+	ItemStep ItemKind = "step"
 )
 
 // Closers of an item.

@@ -75,7 +75,7 @@ func TestDatabaseGauges(t *testing.T) {
 	waitSample(t, srv.admin, `bookingledger_projection_events_behind{projection="calendar"}`, "0")
 	assert.Equal(t, "0", seriesValue(t, srv.admin, `bookingledger_projection_checkpoint_timestamp_seconds{projection="calendar"}`), "never applied")
 	assert.Equal(t, "1", seriesValue(t, srv.admin, "bookingledger_state_scrape_ok"))
-	for _, kind := range []string{"conflict", "quarantined", "late_event"} {
+	for _, kind := range []string{"conflict", "quarantined", "late_event", "step"} {
 		assert.Equal(t, "0", seriesValue(t, srv.admin, `bookingledger_reconciliation_open_items{kind="`+kind+`"}`), kind)
 	}
 
