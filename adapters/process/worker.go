@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"bookingledger/adapters/jobs"
+	"bookingledger/domain/ledger"
 )
 
 // Worker defaults.
@@ -143,11 +143,16 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	return nil
 }
 
+// maxTextBytes bounds stored errors, notes and reasons, as the ingress bounds its reasons.
+const maxTextBytes = 300
+
+func clip(s string) string { return ledger.StorableText(s, maxTextBytes) }
+
 func errText(err error) string {
 	if err == nil {
 		return ""
 	}
-	return jobs.Clip(err.Error())
+	return clip(err.Error())
 }
 
 // claim moves a pending step to requested (or takes over a requested one whose lease ran out) and
@@ -243,14 +248,14 @@ note = CASE WHEN $4 = '' THEN note ELSE $4 END,
 target_href = CASE WHEN $5 = '' THEN target_href ELSE $5 END, target_etag = CASE WHEN $6 = '' THEN target_etag ELSE $6 END,
 lease_until = CASE WHEN $2 = 'requested' THEN now() ELSE NULL END,
 finished_at = CASE WHEN $7 THEN now() ELSE NULL END, updated_at = now()
-WHERE id = $1`, st.ID, string(o.state), errText(o.err), jobs.Clip(o.note), o.href, o.etag, terminal)
+WHERE id = $1`, st.ID, string(o.state), errText(o.err), clip(o.note), o.href, o.etag, terminal)
 	if err != nil {
 		return fmt.Errorf("process: record step %d: %w", st.ID, err)
 	}
 	if o.state == StateNeedsReconciliation {
 		reason := fmt.Sprintf("%s %s: %s", st.Kind, st.Key, firstNonEmpty(o.note, errText(o.err)))
 		if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_items (kind, subject, booking, reason) VALUES ('step', $1, $2, $3)
-ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, "step "+st.Key.String(), st.Booking, jobs.Clip(reason)); err != nil {
+ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, "step "+st.Key.String(), st.Booking, clip(reason)); err != nil {
 			return fmt.Errorf("process: open reconciliation item for step %d: %w", st.ID, err)
 		}
 	}
