@@ -2,11 +2,15 @@
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: run test lint bench build fuzz clean-pg
+.PHONY: run rebuild test lint bench build fuzz clean-pg
 
 ## run: private PostgreSQL in .pgdata, migrations, `bookingledger serve` (webhooks :8080, admin 127.0.0.1:8081) with demo secrets
 run: build
 	@scripts/run.sh
+
+## rebuild: `bookingledger rebuild` on the `make run` cluster (started for it when make run is not running)
+rebuild: build
+	@scripts/run.sh rebuild
 
 ## test: private throwaway PostgreSQL, gofmt + go vet + lint, go test -race ./..., brief fuzzing
 test:

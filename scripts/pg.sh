@@ -4,8 +4,12 @@
 #   scripts/pg.sh start DIR [--fast]   init (once) and start a cluster in DIR; prints its URL on stdout
 #   scripts/pg.sh stop DIR             stop it (no error when it is not running)
 #   scripts/pg.sh url DIR              print the URL of a running cluster
+#   scripts/pg.sh status DIR           exit 0 when the cluster in DIR is running
+#   scripts/pg.sh resetwal DIR EPOCH   stop it, move it to transaction-id epoch EPOCH (after restoring a
+#                                      dump from another cluster: docs/operations/backup.md), start it
 #
-# The cluster listens on 127.0.0.1 on a free port and on a unix socket inside DIR, trusts local
+# The cluster listens on 127.0.0.1 on a port of its own — the one it had last time when that is still
+# free, so that a URL written down (make run's demo.env) stays true — and on a unix socket inside DIR, trusts local
 # connections and has a database named bookingledger. --fast turns off fsync for throwaway test
 # clusters. As root (CI, containers) initdb refuses to run, so the cluster belongs to the `postgres`
 # system user (or `bookingledger`, created on demand); on a laptop it belongs to you.
@@ -70,11 +74,15 @@ run_as() {
 	fi
 }
 
+port_free() {
+	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
 free_port() {
 	local p
 	for _ in $(seq 1 200); do
 		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+		if port_free "$p"; then
 			echo "$p"
 			return 0
 		fi
@@ -84,7 +92,7 @@ free_port() {
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: $0 start|stop|url DIR [--fast]"
+[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: $0 start|stop|url|status DIR [--fast] | resetwal DIR EPOCH"
 fast=0
 [ "${3:-}" = "--fast" ] && fast=1
 
@@ -109,13 +117,31 @@ start)
 			run_as "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
 			{ cat "$dir/initdb.log" >&2; die "initdb failed"; }
 	fi
-	port=$(free_port)
-	opts="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c max_connections=300 -c shared_buffers=256MB"
-	if [ "$fast" = 1 ]; then
-		opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	port=""
+	if [ -f "$dir/port" ] && port_free "$(cat "$dir/port")"; then
+		port=$(cat "$dir/port")
 	fi
-	run_as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2 ||
-		{ tail -n 30 "$dir/server.log" >&2; die "PostgreSQL did not start"; }
+	if [ "$fast" = 1 ]; then touch "$dir/fast"; else rm -f "$dir/fast"; fi # for resetwal's restart
+	# Another cluster may take a free port between the check and the bind: then try another one.
+	for attempt in 1 2 3; do
+		[ -n "$port" ] || port=$(free_port)
+		opts="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c max_connections=300 -c shared_buffers=256MB"
+		if [ "$fast" = 1 ]; then
+			opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+		fi
+		before=0
+		if [ -f "$dir/server.log" ]; then before=$(wc -l <"$dir/server.log"); fi
+		if run_as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2; then
+			break
+		fi
+		if [ "$attempt" = 3 ] || ! tail -n "+$((before + 1))" "$dir/server.log" | grep -q "could not bind"; then
+			tail -n 30 "$dir/server.log" >&2
+			die "PostgreSQL did not start"
+		fi
+		log "port $port was taken; trying another"
+		port=""
+	done
+	echo "$port" >"$dir/port"
 	run_as "$bindir/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtc \
 		"SELECT 1 FROM pg_database WHERE datname='bookingledger'" | grep -q 1 ||
 		run_as "$bindir/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "CREATE DATABASE bookingledger" >&2
@@ -132,6 +158,22 @@ stop)
 url)
 	[ -f "$dir/url" ] || die "no cluster in $dir (run: $0 start $dir)"
 	cat "$dir/url"
+	;;
+status)
+	[ -f "$dir/data/postmaster.pid" ] || exit 1
+	bindir=$(ensure_bindir)
+	pick_owner
+	run_as "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1
+	;;
+resetwal)
+	epoch=${3:-}
+	[[ "$epoch" =~ ^[0-9]+$ ]] || die "usage: $0 resetwal DIR EPOCH"
+	[ -d "$dir/data" ] || die "no cluster in $dir"
+	bindir=$(ensure_bindir)
+	pick_owner
+	run_as "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >&2 2>/dev/null || true
+	run_as "$bindir/pg_resetwal" -e "$epoch" "$dir/data" >&2
+	if [ -f "$dir/fast" ]; then exec "$0" start "$dir" --fast; else exec "$0" start "$dir"; fi
 	;;
 *)
 	die "unknown command $cmd"

@@ -12,9 +12,23 @@ if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 && ! runuser -u postgres --
 	pgdir=/var/tmp/bookingledger-$(printf '%s' "$PWD" | cksum | cut -d' ' -f1)
 	echo "run: $PWD is private to root; keeping the cluster in $pgdir instead of .pgdata"
 fi
+
+# `make rebuild` (scripts/run.sh rebuild): the README's rebuild against the same cluster, started for
+# the occasion when make run is not running, and stopped again afterwards.
+if [ "${1:-}" = rebuild ]; then
+	running=0
+	if scripts/pg.sh status "$pgdir"; then running=1; fi
+	url=$(scripts/pg.sh start "$pgdir")
+	[ "$running" = 1 ] || trap 'scripts/pg.sh stop "$pgdir"' EXIT
+	BOOKINGLEDGER_DATABASE_URL="$url" bin/bookingledger rebuild
+	exit
+fi
+
 url=$(scripts/pg.sh start "$pgdir")
 sinks_pid=
-trap '[ -n "$sinks_pid" ] && kill "$sinks_pid" 2>/dev/null; scripts/pg.sh stop "$pgdir"' EXIT
+# The sinks may be gone already (Ctrl-C reaches them too): a failed kill must not skip stopping the
+# cluster (set -e applies inside the trap).
+trap 'if [ -n "$sinks_pid" ]; then kill "$sinks_pid" 2>/dev/null || true; fi; scripts/pg.sh stop "$pgdir"' EXIT
 
 # Local stand-ins for the outside systems (SMTP, CalDAV, ...): `bookingledger dev-sinks` prints what
 # each receives, prefixed "sink", and writes the environment that points serve at them.

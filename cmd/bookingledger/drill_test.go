@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres/pgtest"
+)
+
+// pgBin finds a PostgreSQL client program (pg_dump, pg_restore) where scripts/pg.sh finds the server.
+func pgBin(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+	for _, d := range dirs {
+		if p := filepath.Join(d, name); isExecutable(p) {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s not found (CI=true: the restore drill must run); install PostgreSQL's client programs", name)
+	}
+	t.Skipf("%s not found: install PostgreSQL (e.g. apt-get install postgresql) to run the restore drill", name)
+	return ""
+}
+
+func versionOf(bindir string) int {
+	var v int
+	fmt.Sscanf(filepath.Base(filepath.Dir(bindir)), "%d", &v)
+	return v
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode()&0o111 != 0
+}
+
+// newCluster starts a PostgreSQL cluster of its own with scripts/pg.sh and returns its directory and
+// URL; it is stopped and deleted when the test ends.
+func newCluster(t *testing.T) (dir, url string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "bl-drill-") // not t.TempDir: its parent is private to this user, and the cluster may run as postgres
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = exec.Command(pgScript, "stop", dir).Run()
+		_ = os.RemoveAll(dir)
+	})
+	return dir, pgStart(t, "start", dir, "--fast")
+}
+
+var pgScript = filepath.Join("..", "..", "scripts", "pg.sh")
+
+// pgStart runs a scripts/pg.sh command that prints the cluster's URL, and returns it.
+func pgStart(t *testing.T, args ...string) string {
+	t.Helper()
+	var stderr strings.Builder
+	cmd := exec.Command(pgScript, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "scripts/pg.sh %v: %s", args, stderr.String())
+	return strings.TrimSpace(string(out))
+}
+
+// sourceTables are the tables docs/operations/backup.md says to back up; rebuiltTables those whose
+// rows a rebuild recomputes or that are ephemeral (their data is left out of the dump). A table in
+// neither fails the drill: place it in the backup guide and here.
+var (
+	sourceTables  = []string{"events", "streams", "receipts", "reconciliation_items", "schema_migrations", "river_job", "river_queue", "river_migration"}
+	rebuiltTables = []string{"calendar_bookings", "calendar_resources", "calendar_slots", "calendar_booking_refs",
+		"payment_streams", "payment_stream_refs", "projection_checkpoints", "river_leader", "river_notification"}
+)
+
+// dumpArgs is the pg_dump command of docs/operations/backup.md.
+var dumpArgs = []string{"--format=custom", "--no-owner",
+	"--exclude-table-data=calendar_*", "--exclude-table-data=payment_stream*",
+	"--exclude-table-data=projection_checkpoints", "--exclude-table-data=river_leader", "--exclude-table-data=river_notification"}
+
+// readSideSnapshot is what an operator sees: the calendar, every booking's history, and the
+// reconciliation items, open and closed.
+func readSideSnapshot(t *testing.T, env func(string) string, bookings []string) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	out, stderr, code := cli(t, env, "calendar", "--from", "2030-02-01T00:00:00Z", "--to", "2030-02-03T00:00:00Z", "--json")
+	require.Equal(t, 0, code, stderr)
+	snap["calendar"] = out
+	for _, b := range bookings {
+		out, stderr, code = cli(t, env, "history", b, "--json")
+		require.Equal(t, 0, code, stderr)
+		snap["history "+b] = out
+	}
+	out, stderr, code = cli(t, env, "reconcile", "list", "--json")
+	require.Equal(t, 0, code, stderr)
+	snap["open items"] = out
+	conn, err := pgx.Connect(context.Background(), env(envDatabaseURL))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT kind, subject, booking, other_booking, reason,
+    coalesce(closed_by, ''), note, closed_at IS NULL FROM reconciliation_items ORDER BY kind, subject, id`)
+	require.NoError(t, err)
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var (
+			kind, subject, bk, other, reason, by, note string
+			open                                       bool
+		)
+		err := r.Scan(&kind, &subject, &bk, &other, &reason, &by, &note, &open)
+		return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%s|open=%t", kind, subject, bk, other, reason, by, note, open), err
+	})
+	require.NoError(t, err)
+	snap["all items"] = strings.Join(all, "\n")
+	return snap
+}
+
+// TestBackupRestoreDrill is docs/operations/backup.md's drill: a scenario served, the source of truth
+// dumped without the read models, restored into a new cluster, the read models rebuilt — and what
+// operators see is identical; the restored cluster then records and projects new deliveries.
+func TestBackupRestoreDrill(t *testing.T) {
+	pgDump, pgRestore := pgBin(t, "pg_dump"), pgBin(t, "pg_restore")
+	srcURL := pgtest.NewEmptyDatabaseURL(t)
+	base := map[string]string{
+		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
+		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
+		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
+	}
+	envFor := func(dbURL string) func(string) string {
+		kv := map[string]string{envDatabaseURL: dbURL}
+		for k, v := range base {
+			kv[k] = v
+		}
+		return envOf(kv)
+	}
+	env := envFor(srcURL)
+
+	// The scenario: a cancel that overtakes its create, two double bookings (one resolved by an
+	// operator through the read API), a quarantined delivery.
+	srv := startServe(t, env)
+	const day = "2030-02-01T"
+	send(t, env, srv.base, "calendly", "invitee.canceled", "--booking", "d-late", "--start", day+"09:00:00Z")
+	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "d-late", "--start", day+"09:00:00Z")
+	for _, b := range []string{"d-a", "d-b"} {
+		send(t, env, srv.base, "calendly", "invitee.created", "--booking", b, "--start", day+"10:00:00Z")
+	}
+	for _, b := range []string{"d-c", "d-d"} {
+		send(t, env, srv.base, "calendly", "invitee.created", "--booking", b, "--start", day+"11:00:00Z", "--host", "other-host")
+	}
+	raw := filepath.Join(t.TempDir(), "body.json")
+	require.NoError(t, os.WriteFile(raw, []byte(`{"event":"invitee.created","payload":{}}`), 0o600))
+	send(t, env, srv.base, "calendly", "--raw", raw)
+	waitForCalendar(t, srv.admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
+		"calendly-d-late": "canceled", "calendly-d-a": "active", "calendly-d-b": "conflict",
+		"calendly-d-c": "active", "calendly-d-d": "conflict"})
+	var items itemsAnswer
+	waitFor(t, 30*time.Second, "two conflicts and a quarantined item", func() (bool, string) {
+		raw := getJSON(t, srv.admin+"/api/reconciliation", &items)
+		return len(items.Items) == 3, raw
+	})
+	for _, it := range items.Items {
+		if it.Kind == "conflict" && it.Booking == "calendly-d-b" {
+			status, body := httpDo(t, "POST", fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.admin, it.ID), `{"note":"host keeps both"}`)
+			require.Equal(t, 200, status, body)
+		}
+	}
+	srv.stop(t)
+	bookings := []string{"calendly-d-late", "calendly-d-a", "calendly-d-b", "calendly-d-c", "calendly-d-d"}
+	before := readSideSnapshot(t, env, bookings)
+	require.Contains(t, before["all items"], "host keeps both")
+	require.Contains(t, before["history calendly-d-late"], "out_of_order")
+
+	// Every table is either backed up or rebuilt.
+	src := pgtest.Open(t, srcURL)
+	rows, err := src.Query(context.Background(), `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	known := append(append([]string{}, sourceTables...), rebuiltTables...)
+	for _, table := range tables {
+		assert.Contains(t, known, table, "table %s is neither backed up nor rebuilt: place it in docs/operations/backup.md and this test", table)
+	}
+
+	// Dump, new cluster, restore.
+	dump := filepath.Join(t.TempDir(), "bookingledger.dump")
+	out, err := exec.Command(pgDump, append(dumpArgs, "--file="+dump, srcURL)...).CombinedOutput()
+	require.NoError(t, err, "pg_dump: %s", out)
+	dir, dstURL := newCluster(t)
+	out, err = exec.Command(pgRestore, "--no-owner", "--exit-on-error", "--dbname="+dstURL, dump).CombinedOutput()
+	require.NoError(t, err, "pg_restore: %s", out)
+	dst, err := pgx.Connect(context.Background(), dstURL)
+	require.NoError(t, err)
+	count := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}, table string) int {
+		var n int
+		require.NoError(t, q.QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n))
+		return n
+	}
+	assert.Zero(t, count(dst, "calendar_bookings"), "the read models' rows are not in the dump")
+	for _, table := range []string{"events", "receipts", "reconciliation_items"} {
+		assert.Equal(t, count(src, table), count(dst, table), "%s restored", table)
+	}
+	dst.Close(context.Background())
+
+	// The transaction-id step, when the new cluster is behind the old one (it usually is).
+	_, stderr, code := cli(t, envFor(dstURL), "migrate")
+	if code != 0 {
+		m := regexp.MustCompile(`pg_resetwal -e (\d+)`).FindStringSubmatch(stderr)
+		require.NotNil(t, m, "migrate on the restored cluster: %s", stderr)
+		t.Logf("the new cluster was behind the restored transaction ids: pg_resetwal -e %s", m[1])
+		dstURL = pgStart(t, "resetwal", dir, m[1])
+		_, stderr, code = cli(t, envFor(dstURL), "migrate")
+		require.Equal(t, 0, code, stderr)
+	}
+	dstEnv := envFor(dstURL)
+	_, stderr, code = cli(t, dstEnv, "rebuild", "--quiet")
+	require.Equal(t, 0, code, stderr)
+
+	after := readSideSnapshot(t, dstEnv, bookings)
+	for k := range before {
+		assert.Equal(t, before[k], after[k], "%s after restore and rebuild", k)
+	}
+
+	// The restored cluster takes new deliveries, and they sort after the restored ones.
+	restored := startServe(t, dstEnv)
+	out2 := send(t, dstEnv, restored.base, "calendly", "invitee.created", "--booking", "d-a", "--start", day+"10:00:00Z")
+	assert.Contains(t, out2, `"status":"duplicate"`, "a redelivery of a restored delivery")
+	send(t, dstEnv, restored.base, "calendly", "invitee.created", "--booking", "d-new", "--start", day+"14:00:00Z")
+	waitForCalendar(t, restored.admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
+		"calendly-d-late": "canceled", "calendly-d-a": "active", "calendly-d-b": "conflict",
+		"calendly-d-c": "active", "calendly-d-d": "conflict", "calendly-d-new": "active"})
+	restored.stop(t)
+}
+
+// TestPgScriptKeepsItsPort: a cluster of scripts/pg.sh comes back on the port it had, so that a URL
+// written down (make run's .pgdata/demo.env) stays true across restarts.
+func TestPgScriptKeepsItsPort(t *testing.T) {
+	pgBin(t, "pg_ctl")
+	dir, first := newCluster(t)
+	require.NoError(t, exec.Command(pgScript, "stop", dir).Run())
+	assert.Error(t, exec.Command(pgScript, "status", dir).Run(), "stopped")
+	again := pgStart(t, "start", dir, "--fast")
+	assert.Equal(t, first, again)
+	assert.NoError(t, exec.Command(pgScript, "status", dir).Run(), "running")
+}
