@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"bookingledger/adapters/providers/acuity/acuitysink"
+)
+
+// acuityDevSink is Acuity's appointments API: `send acuity scheduled --booking N` makes serve fetch
+// appointment N from it; each fetch is printed, and PUT <url>/appointments/N changes what it answers
+// (moved, canceled).
+func acuityDevSink() devSink {
+	return devSink{
+		name:  "acuity",
+		about: "fake of Acuity's appointments API",
+		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
+			state := func(canceled bool) string {
+				if canceled {
+					return "canceled"
+				}
+				return "active"
+			}
+			s, err := acuitysink.Start(acuitysink.Config{
+				OnFetch: func(f acuitysink.Fetch) {
+					report("appointment %s fetched (%s, %s)", f.ID, state(f.Canceled), f.Start.UTC().Format(time.RFC3339))
+				},
+				OnPut: func(id string, a acuitysink.Appointment) {
+					report("appointment %s set (%s, %s)", id, state(a.Canceled), a.Start.UTC().Format(time.RFC3339))
+				},
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			return []string{envAcuityAPIURL + "=" + s.URL()}, s.Close, nil
+		},
+	}
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres/pgtest"
+)
+
+// make run's Acuity: serve pointed at the dev sink's API records `send acuity` deliveries, a
+// redelivery is a duplicate, and a cancel set through the sink's PUT is fetched and recorded.
+func TestAcuityDevSinkServesTheTour(t *testing.T) {
+	envFile := filepath.Join(t.TempDir(), "sinks.env")
+	out := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dev-sinks", "--only", "acuity", "--env-file", envFile}, func(string) string { return "" }, out, out)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "dev-sinks: ready") }, 10*time.Second, 10*time.Millisecond)
+	raw, err := os.ReadFile(envFile)
+	require.NoError(t, err)
+	apiURL, ok := strings.CutPrefix(strings.TrimSpace(string(raw)), envAcuityAPIURL+"=")
+	require.True(t, ok, "the sink's one env line: %s", raw)
+
+	env := envOf(map[string]string{
+		"BOOKINGLEDGER_DATABASE_URL":    pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_ADDR":            "127.0.0.1:0",
+		"BOOKINGLEDGER_ACUITY_API_KEYS": demoAcuityKey,
+		"BOOKINGLEDGER_ACUITY_USER_ID":  demoAcuityUser,
+		envAcuityAPIURL:                 apiURL,
+		"BOOKINGLEDGER_DRAIN_TIMEOUT":   "5s",
+	})
+	srv := startServe(t, env)
+	assert.Contains(t, send(t, env, srv.base, "acuity", "scheduled", "--booking", "42"), `200 OK {"status":"accepted","booking":"acuity-42"`)
+	assert.Contains(t, send(t, env, srv.base, "acuity", "changed", "--booking", "42"), `"status":"duplicate"`)
+	assert.Contains(t, out.String(), "acuity: appointment 42 fetched (active, 2026-12-02T11:00:00Z)")
+	waitForCalendar(t, srv.admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "active"})
+
+	status, body := httpDo(t, http.MethodPut, apiURL+"/appointments/42", `{"start":"2026-12-02T11:00:00Z","minutes":30,"calendarID":1,"canceled":true}`)
+	require.Equal(t, http.StatusNoContent, status, body)
+	assert.Contains(t, send(t, env, srv.base, "acuity", "canceled", "--booking", "42"), `200 OK {"status":"accepted"`)
+	waitForCalendar(t, srv.admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "canceled"})
+	assert.Contains(t, out.String(), "acuity: appointment 42 set (canceled, 2026-12-02T11:00:00Z)")
+	srv.stop(t)
+}
