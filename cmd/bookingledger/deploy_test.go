@@ -65,8 +65,9 @@ func assertChecks(t *testing.T, check checker, example, broken string) {
 // that read them.
 func TestDeployExamples(t *testing.T) {
 	t.Run("systemd unit", func(t *testing.T) {
-		analyze := lookTool(t, "systemd-analyze", false) // where available: not every CI image has systemd
-		bin, err := os.Executable()                      // any executable: verify checks that ExecStart exists
+		// Where available: not every CI image has systemd.
+		analyze := lookTool(t, "systemd-analyze", false)
+		bin, err := os.Executable() // any executable: verify checks that ExecStart exists
 		require.NoError(t, err)
 		unit := readExample(t, "bookingledger.service")
 		require.Contains(t, unit, "ExecStart=/usr/local/bin/bookingledger serve")
