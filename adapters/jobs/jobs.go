@@ -100,6 +100,14 @@ type Config struct {
 	// Kinds are further kinds of work on the same River client (process steps, relay deliveries), each
 	// on its own queue so that one kind's backlog never starves another's.
 	Kinds []Kind
+	// Contacts, when set, keeps the invitee contacts a refetch found (for the invitee email steps)
+	// before the delivery is recorded, as the ingress does for deliveries mapped at once.
+	Contacts ContactStore
+}
+
+// ContactStore keeps invitees' contact details outside the event log (adapters/process.Contacts).
+type ContactStore interface {
+	SaveContacts(ctx context.Context, contacts []providers.Contact) error
 }
 
 // Kind is a kind of background work: its River queue, how many of its jobs run at once in this
@@ -115,6 +123,7 @@ type Kind struct {
 // (any instance can insert), Start runs the workers. Safe for concurrent use.
 type Queue struct {
 	pool        *pgxpool.Pool
+	contacts    ContactStore
 	client      *river.Client[pgx.Tx]
 	maxAttempts int
 	stopTimeout time.Duration
@@ -133,6 +142,7 @@ func New(cfg Config) (*Queue, error) {
 	}
 	q := &Queue{
 		pool:        cfg.Pool,
+		contacts:    cfg.Contacts,
 		maxAttempts: cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts),
 		stopTimeout: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
 		refetchers:  make(map[string]Refetcher, len(cfg.Refetchers)),

@@ -22,6 +22,7 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/process"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/acuity"
 	"bookingledger/adapters/providers/acuity/acuitytest"
@@ -94,6 +95,7 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool, maxAttempts int) *env {
 		PollInterval: 50 * time.Millisecond,
 		StopTimeout:  2 * time.Second,
 		Clock:        func() time.Time { return e.clock },
+		Contacts:     process.NewContacts(pool),
 	})
 	require.NoError(t, err)
 	e.queue = q
@@ -263,6 +265,11 @@ func TestFetchFailuresThenRetryAppendsTheEvents(t *testing.T) {
 	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Equal(t, []string{"booking.rescheduled.v1", "booking.scheduled.v1"}, types)
+	var email, name string
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT email, name FROM contacts WHERE booking = $1`,
+		fmt.Sprintf("acuity-%d", apptID)).Scan(&email, &name), "the fetched client's contact is kept for the email steps")
+	assert.Equal(t, "ada.lovelace@example.com", email)
+	assert.Equal(t, "Ada Lovelace", name)
 	assert.Contains(t, e.logs.String(), `"msg":"deferred delivery not fetched yet; River retries it"`)
 	assert.NotContains(t, e.logs.String(), apiKey)
 }

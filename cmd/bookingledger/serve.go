@@ -257,7 +257,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
-		Kinds: []jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}}})
+		Kinds:    []jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}},
+		Contacts: process.NewContacts(pool)})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"bookingledger/adapters/providers"
@@ -24,8 +25,9 @@ const TimeLayout = "2006-01-02T15:04:05-0700"
 // maxDurationMinutes bounds an appointment: a week. Longer values are data errors, not bookings.
 const maxDurationMinutes = 7 * 24 * 60
 
-// Appointment is the part of GET /appointments/{id} the ledger uses. Names, e-mail addresses, phone
-// numbers, notes and form answers are never decoded.
+// Appointment is the part of GET /appointments/{id} the ledger uses. The client's e-mail address and
+// name are decoded for the contacts table only (never into events); phone numbers, notes and form
+// answers are never decoded.
 type Appointment struct {
 	ID string
 	// Start and End are in UTC; End is Start plus duration minutes.
@@ -41,6 +43,9 @@ type Appointment struct {
 	Created time.Time
 	// Timezone is the client's time zone name, informational: datetime carries its own offset.
 	Timezone string
+	// Email and Name are the client's, for providers.Mapped.Contacts.
+	Email string
+	Name  string
 }
 
 type appointmentJSON struct {
@@ -53,6 +58,9 @@ type appointmentJSON struct {
 	NoShow          *boolFlag `json:"noShow"`
 	DatetimeCreated string    `json:"datetimeCreated"`
 	Timezone        string    `json:"timezone"`
+	Email           string    `json:"email"`
+	FirstName       string    `json:"firstName"`
+	LastName        string    `json:"lastName"`
 }
 
 // ParseAppointment reads an appointment document. Errors wrap ErrBadAppointment.
@@ -99,6 +107,8 @@ func ParseAppointment(b []byte) (Appointment, error) {
 	a.Canceled = raw.Canceled != nil && bool(*raw.Canceled)
 	a.NoShow = raw.NoShow != nil && bool(*raw.NoShow)
 	a.Timezone = raw.Timezone
+	a.Email = raw.Email
+	a.Name = strings.TrimSpace(raw.FirstName + " " + raw.LastName)
 	return a, nil
 }
 

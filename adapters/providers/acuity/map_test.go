@@ -107,6 +107,8 @@ func TestParseAppointment(t *testing.T) {
 		CalendarID: "4417311",
 		Created:    ts(t, "2025-06-02T19:03:11Z"), // 14:03:11 at -0500
 		Timezone:   "Europe/London",
+		Email:      "ada.lovelace@example.com",
+		Name:       "Ada Lovelace",
 	}, got)
 
 	class := appointmentFile(t, "appointment_class.json")
@@ -260,4 +262,15 @@ func TestReplayLaterIsDuplicateWhileTheAppointmentIsUnchanged(t *testing.T) {
 			assert.Equal(t, providertest.IDs(first), providertest.IDs(replay))
 		})
 	}
+}
+
+// TestMapExtractsContactsOutsideTheEvents: the client's address and name are returned for the
+// erasable contacts table, and appear nowhere in the events.
+func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
+	a := appointmentFile(t, "appointment_scheduled.json")
+	n, err := acuity.ParseNotification([]byte("action=scheduled&id=" + a.ID))
+	require.NoError(t, err)
+	got, err := acuity.MapAppointment(n, a, time.Now())
+	require.NoError(t, err)
+	providertest.CheckContacts(t, got, "ada.lovelace@example.com")
 }
