@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -82,6 +83,9 @@ func (s *Store) Counts(ctx context.Context) (map[Kind]map[State]int64, error) {
 	return out, r.Err()
 }
 
+// MaxNoteLength bounds an operator's note, as readmodel.MaxNoteLength does for other items.
+const MaxNoteLength = 4000
+
 // Action is an operator's resolution of a step that needs reconciliation.
 type Action string
 
@@ -105,6 +109,9 @@ func (s *Store) Resolve(ctx context.Context, id int64, action Action, note strin
 	note = strings.TrimSpace(note)
 	if note == "" {
 		return projections.Item{}, Step{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
+	}
+	if len(note) > MaxNoteLength || !utf8.ValidString(note) {
+		return projections.Item{}, Step{}, fmt.Errorf("%w: note must be valid UTF-8 of at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	if !slices.Contains(Actions, action) {
 		return projections.Item{}, Step{}, fmt.Errorf("%w: action %q: want mark-done, retry or skip", projections.ErrInvalidQuery, action)
@@ -175,6 +182,12 @@ RETURNING id, kind, subject, booking, reason, opened_at, closed_at, note`, id, t
 		return projections.Item{}, Step{}, fmt.Errorf("resolve item %d: %w", id, err)
 	}
 	return item, step, nil
+}
+
+// ResolveStep implements readapi.StepResolver.
+func (s *Store) ResolveStep(ctx context.Context, id int64, action, note string) (projections.Item, error) {
+	it, _, err := s.Resolve(ctx, id, Action(action), note)
+	return it, err
 }
 
 // Sweep inserts a job for every step left requested by a worker that stopped (its lease ran out more

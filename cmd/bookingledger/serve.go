@@ -316,7 +316,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
 		RecordTimeout:           cfg.recordTimeout,
 		DrainTimeout:            cfg.drain,
-		AdminRoutes:             adminRoutes(rm, log),
+		AdminRoutes:             adminRoutes(rm, process.NewStore(pool, queue.Client()), log),
 	})
 	if err != nil {
 		return err
@@ -357,9 +357,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 // adminRoutes mounts the admin surface (next to /metrics): every route that reads or changes what the
 // ledger knows goes here, never on the public listener. Tests enumerate what it mounts.
-func adminRoutes(rm readapi.Reader, log *slog.Logger) func(httpapi.Mux) {
+func adminRoutes(rm readapi.Reader, steps readapi.StepResolver, log *slog.Logger) func(httpapi.Mux) {
 	return func(mux httpapi.Mux) {
-		readapi.Register(mux, readapi.Deps{Reader: rm, Logger: log})
+		readapi.Register(mux, readapi.Deps{Reader: rm, Steps: steps, Logger: log})
 	}
 }
 

@@ -27,9 +27,18 @@ type Reader interface {
 	Resolve(ctx context.Context, id int64, note string) (projections.Item, error)
 }
 
+// StepResolver closes a process step's reconciliation item with an operator's action (mark-done,
+// retry, skip) and applies it to the step (adapters/process.Store); its errors wrap the projections
+// sentinels as Reader.Resolve's do.
+type StepResolver interface {
+	ResolveStep(ctx context.Context, id int64, action, note string) (projections.Item, error)
+}
+
 // Deps are the handlers' dependencies.
 type Deps struct {
 	Reader Reader
+	// Steps, when set, lets POST /api/reconciliation/{id}/resolve take an "action" for step items.
+	Steps StepResolver
 	// Logger receives unexpected errors (never request bodies); nil discards.
 	Logger *slog.Logger
 }
@@ -47,7 +56,7 @@ type Mux interface {
 
 // Register mounts the read API on mux.
 func Register(mux Mux, deps Deps) {
-	h := &handlers{r: deps.Reader, log: deps.Logger}
+	h := &handlers{r: deps.Reader, steps: deps.Steps, log: deps.Logger}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -59,8 +68,9 @@ func Register(mux Mux, deps Deps) {
 }
 
 type handlers struct {
-	r   Reader
-	log *slog.Logger
+	r     Reader
+	steps StepResolver
+	log   *slog.Logger
 }
 
 // ErrorDTO is the body of every error answer.
@@ -192,6 +202,9 @@ func (h *handlers) reconciliation(w http.ResponseWriter, r *http.Request) {
 // ResolveRequest is the body of POST /api/reconciliation/{id}/resolve.
 type ResolveRequest struct {
 	Note string `json:"note"`
+	// Action resolves a process step's item: mark-done, retry or skip (required for step items,
+	// refused for others).
+	Action string `json:"action,omitempty"`
 }
 
 func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
@@ -221,7 +234,16 @@ func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, `body must be one JSON object {"note": "..."}`)
 		return
 	}
-	it, err := h.r.Resolve(r.Context(), id, req.Note)
+	var it projections.Item
+	switch {
+	case req.Action == "":
+		it, err = h.r.Resolve(r.Context(), id, req.Note)
+	case h.steps == nil:
+		badRequest(w, "this server resolves no process steps: action %q not accepted", clip(req.Action))
+		return
+	default:
+		it, err = h.steps.ResolveStep(r.Context(), id, req.Action, req.Note)
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
