@@ -101,5 +101,8 @@ bench ./adapters/postgres/readmodel/ '^BenchmarkProjectionLag$' "${lag_deliverie
 # Ack -> visible through GET /api/calendar while deliveries arrive at 1,000 req/s: one round of
 # BOOKINGLEDGER_BENCH_LAG_DELIVERIES (default 3,000) deliveries.
 bench ./adapters/httpapi/ '^BenchmarkProjectionLagAtRate$' 1x
+# Ack -> both process steps done (in-process CalDAV and SMTP sinks) while bookings arrive at 200/s: one
+# round of BOOKINGLEDGER_BENCH_STEP_DELIVERIES (default 2,000) bookings (docs/process-steps.md).
+bench ./cmd/bookingledger/ '^BenchmarkStepLagAtRate$' 1x
 
 summary

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bookingledger/adapters/caldav/caldavsink"
+	"bookingledger/adapters/email/smtpsink"
+	"bookingledger/adapters/httpapi/sample"
+	"bookingledger/adapters/postgres/pgtest"
+)
+
+const (
+	// envStepBenchDeliveries sets the bookings of one BenchmarkStepLagAtRate round.
+	envStepBenchDeliveries     = "BOOKINGLEDGER_BENCH_STEP_DELIVERIES"
+	defaultStepBenchDeliveries = 2000
+	stepBenchRate              = 200 // bookings per second, open loop
+)
+
+// BenchmarkStepLagAtRate measures step completion lag: from a create's acknowledgement to the last of
+// its two steps (calendar object, confirmation email) being done, with fast sinks (the in-process
+// CalDAV and SMTP servers), while new bookings arrive open loop at 200/s. serve runs in process, as
+// `serve` wires it. Reported: p50 and p99 lag in ms, and the share of bookings whose steps finished.
+// Not run by make test; `make bench` runs it (BOOKINGLEDGER_BENCH_STEP_DELIVERIES per round).
+func BenchmarkStepLagAtRate(b *testing.B) {
+	n := defaultStepBenchDeliveries
+	if v, err := strconv.Atoi(os.Getenv(envStepBenchDeliveries)); err == nil && v > 0 {
+		n = v
+	}
+	for range b.N {
+		b.StopTimer()
+		smtp, err := smtpsink.Start(smtpsink.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		dav, err := caldavsink.Start(caldavsink.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		dbURL := pgtest.NewEmptyDatabaseURL(b)
+		vars := map[string]string{
+			"BOOKINGLEDGER_DATABASE_URL":          dbURL,
+			"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
+			"BOOKINGLEDGER_ADMIN_ADDR":            "127.0.0.1:0",
+			"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
+			"BOOKINGLEDGER_LOG_LEVEL":             "error",
+			envSMTPAddr:                           smtp.Addr(),
+			envSMTPFrom:                           "bookings@bench.localhost",
+			envCalDAVURLTemplate:                  dav.URL() + "/dav/{resource}/bookings/",
+			envStepsAllowPrivate:                  "true",
+			envStepsWorkers:                       "16",
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stdout := newAddrWriter()
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, []string{"serve"}, envOf(vars), stdout, &lockedBuffer{}) }()
+		var base string
+		select {
+		case a := <-stdout.addr:
+			base = "http://" + a
+		case err := <-done:
+			b.Fatalf("serve exited: %v", err)
+		case <-time.After(60 * time.Second):
+			b.Fatal("serve did not start")
+		}
+		pool, err := pgxpool.New(ctx, dbURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		// Build every delivery first: signing is not what is measured.
+		start := time.Date(2032, 1, 1, 0, 0, 0, 0, time.UTC)
+		bodies := make([]sample.Delivery, n)
+		for i := range bodies {
+			if bodies[i], err = sample.Build("calendly", "invitee.created", demoCalendlyKey,
+				sample.Params{Booking: fmt.Sprintf("lag-%d", i), Host: fmt.Sprintf("lag-host-%d", i%50), Start: start.Add(time.Duration(i) * time.Hour)}, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		acked := make([]time.Time, n)
+		var wg sync.WaitGroup
+		tick := time.NewTicker(time.Second / stepBenchRate)
+		b.StartTimer()
+		for i := range bodies {
+			<-tick.C
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/calendly", bytes.NewReader(bodies[i].Body))
+				req.Header = bodies[i].Header.Clone()
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						acked[i] = time.Now()
+					}
+				}
+			})
+		}
+		tick.Stop()
+		wg.Wait()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			var open int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM process_steps WHERE state NOT IN ('done', 'failed', 'skipped', 'needs_reconciliation')`).Scan(&open); err == nil {
+				var total int
+				_ = pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&total)
+				if open == 0 && total >= 2*n {
+					break
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		b.StopTimer()
+		rows, err := pool.Query(ctx, `SELECT booking, max(finished_at) FROM process_steps WHERE state = 'done' GROUP BY booking HAVING count(*) = 2`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		finished := map[string]time.Time{}
+		for rows.Next() {
+			var id string
+			var at time.Time
+			if err := rows.Scan(&id, &at); err != nil {
+				b.Fatal(err)
+			}
+			finished[id] = at
+		}
+		rows.Close()
+		var lags []float64
+		for i, at := range acked {
+			if f, ok := finished[fmt.Sprintf("calendly-lag-%d", i)]; ok && !at.IsZero() {
+				lags = append(lags, float64(f.Sub(at).Microseconds())/1000)
+			}
+		}
+		slices.Sort(lags)
+		if len(lags) > 0 {
+			b.ReportMetric(lags[len(lags)/2], "p50-ms")
+			b.ReportMetric(lags[min(len(lags)-1, len(lags)*99/100)], "p99-ms")
+		}
+		b.ReportMetric(float64(len(lags))/float64(n), "completed-ratio")
+		pool.Close()
+		cancel()
+		<-done
+		_ = smtp.Close()
+		_ = dav.Close()
+	}
+}
