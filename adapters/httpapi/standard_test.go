@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,4 +38,50 @@ func TestStandardWebhooksRetryWithAFreshTimestampIsADuplicate(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, stale.Status)
 	assert.Equal(t, "stale_timestamp", stale.JSON(t)["code"])
 	assert.Equal(t, 1, ts.events(t))
+}
+
+// Svix sends the Standard Webhooks scheme under svix-* header names; a retry under either family is
+// the same delivery.
+func TestStandardWebhooksAcceptsSvixHeaders(t *testing.T) {
+	ts := newServer(t)
+	svix := func(d sample.Delivery) sample.Delivery {
+		h := http.Header{}
+		h.Set(standard.SvixHeaderID, d.Header.Get(standard.HeaderID))
+		h.Set(standard.SvixHeaderTimestamp, d.Header.Get(standard.HeaderTimestamp))
+		h.Set(standard.SvixHeaderSignature, d.Header.Get(standard.HeaderSignature))
+		h.Set("Content-Type", "application/json")
+		d.Header = h
+		return d
+	}
+	build := func(key string) sample.Delivery {
+		d, err := sample.Build("standard", standard.TypeScheduled, standardSecret, sample.Params{Booking: key}, ts.Clock.Now())
+		require.NoError(t, err)
+		return d
+	}
+
+	r := ts.send(t, svix(build("svix1")))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, "accepted", r.JSON(t)["status"])
+	assert.Equal(t, "standard-svix1", r.JSON(t)["booking"])
+
+	// The same message retried under the other family, both ways round.
+	ts.Clock.Advance(time.Minute)
+	r = ts.send(t, build("svix1"))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, "duplicate", r.JSON(t)["status"])
+	first := build("svix2")
+	r = ts.send(t, first)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, "accepted", r.JSON(t)["status"])
+	r = ts.send(t, svix(first))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, "duplicate", r.JSON(t)["status"])
+
+	// A forged svix signature is refused like a webhook-* one.
+	forged := svix(build("svix3"))
+	forged.Header.Set(standard.SvixHeaderSignature, "v1,"+strings.Repeat("A", 43)+"=")
+	r = ts.send(t, forged)
+	assert.Equal(t, http.StatusUnauthorized, r.Status)
+	assert.Equal(t, "bad_signature", r.JSON(t)["code"])
+	assert.Equal(t, 2, ts.events(t))
 }

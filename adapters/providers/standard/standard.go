@@ -22,6 +22,12 @@ const (
 	HeaderTimestamp = "webhook-timestamp"
 	// HeaderSignature is a space-separated list of "v1,<base64>" entries.
 	HeaderSignature = "webhook-signature"
+	// SvixHeaderID, SvixHeaderTimestamp and SvixHeaderSignature are the same three headers as Svix, the
+	// most common Standard Webhooks sender, names them unless an account pays for white-labelled
+	// webhook-* headers. Same scheme, same values, same identity.
+	SvixHeaderID        = "svix-id"
+	SvixHeaderTimestamp = "svix-timestamp"
+	SvixHeaderSignature = "svix-signature"
 	// SecretPrefix starts a Standard Webhooks secret; the rest is the base64 key.
 	SecretPrefix = "whsec_"
 	// DefaultTolerance is the reference libraries' window, applied on both sides.
@@ -85,10 +91,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (providers.
 	if len(p.keys) == 0 {
 		return providers.Verified{}, providers.ErrNoSecret
 	}
-	id, ts, sig := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
-	for _, m := range []struct{ name, value string }{{HeaderID, id}, {HeaderTimestamp, ts}, {HeaderSignature, sig}} {
+	f := headerFamily(h)
+	id, ts, sig := h.Get(f.id), h.Get(f.timestamp), h.Get(f.signature)
+	for _, m := range []struct{ name, value string }{{f.id, id}, {f.timestamp, ts}, {f.signature, sig}} {
 		if strings.TrimSpace(m.value) == "" {
-			return providers.Verified{}, fmt.Errorf("%w: %s", providers.ErrMissingHeader, m.name)
+			return providers.Verified{}, fmt.Errorf("%w: %s", providers.ErrMissingHeader, f.expected(m.name))
 		}
 	}
 	if err := checkID(id); err != nil {
@@ -116,6 +123,35 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (providers.
 		return providers.Verified{}, err
 	}
 	return providers.VerifiedBy(p.secrets, match, signedAt), nil
+}
+
+// family is one naming of the three headers.
+type family struct{ id, timestamp, signature string }
+
+var (
+	webhookFamily = family{HeaderID, HeaderTimestamp, HeaderSignature}
+	svixFamily    = family{SvixHeaderID, SvixHeaderTimestamp, SvixHeaderSignature}
+)
+
+// headerFamily picks the headers a request is read from, as a whole: webhook-* when it has any of
+// them, else svix-* when it has any of those. Never a mix, so that the id Verify checks the signature
+// over is the id Map derives the identity from, and a retry under either family is the same delivery.
+func headerFamily(h http.Header) family {
+	for _, f := range []family{webhookFamily, svixFamily} {
+		if h.Get(f.id) != "" || h.Get(f.timestamp) != "" || h.Get(f.signature) != "" {
+			return f
+		}
+	}
+	return webhookFamily
+}
+
+// expected names a missing header for the 401: with neither family present, both spellings.
+func (f family) expected(name string) string {
+	if f != webhookFamily {
+		return name
+	}
+	svix := map[string]string{HeaderID: SvixHeaderID, HeaderTimestamp: SvixHeaderTimestamp, HeaderSignature: SvixHeaderSignature}[name]
+	return name + " (or " + svix + ")"
 }
 
 // checkID keeps webhook-id usable as a delivery id and event identity: 1 to 256 printable ASCII
@@ -162,7 +198,7 @@ func ParseSignatures(v string) ([][]byte, error) {
 
 // Map turns a verified body into booking events; see mapBody.
 func (p *Provider) Map(_ context.Context, h http.Header, body []byte, _ time.Time) (providers.Mapped, error) {
-	return mapBody(h.Get(HeaderID), body)
+	return mapBody(h.Get(headerFamily(h).id), body)
 }
 
 // Sign returns the webhook-signature value ("v1,<base64>") for a message, as a Standard Webhooks

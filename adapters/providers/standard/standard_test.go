@@ -195,3 +195,37 @@ func TestConcurrentUse(t *testing.T) {
 		Header: headers(d.ID, strconv.FormatInt(d.Timestamp, 10), d.Signature), Body: providertest.ReadFile(t, d.BodyFile),
 		VerifyAt: time.Unix(d.Timestamp, 0), SecretIndex: d.SecretIndex}, 50)
 }
+
+// Svix names the three headers svix-*; the scheme and the identity are the same.
+func TestSvixHeaderFamily(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	p := newProvider(t, 0, secret)
+	at := time.Unix(1614265330, 0)
+	body := []byte(`{"type":"booking.canceled","timestamp":"2021-02-25T15:02:10Z","data":{"booking":"b1"}}`)
+	sig, err := standard.Sign(secret, "msg_1", at, body)
+	require.NoError(t, err)
+	h := http.Header{}
+	h.Set(standard.SvixHeaderID, "msg_1")
+	h.Set(standard.SvixHeaderTimestamp, "1614265330")
+	h.Set(standard.SvixHeaderSignature, sig)
+	_, err = p.Verify(h, body, at)
+	require.NoError(t, err)
+	m, err := p.Map(t.Context(), h, body, at)
+	require.NoError(t, err)
+	assert.Equal(t, "msg_1", m.DeliveryID)
+	wh, err := p.Map(t.Context(), headers("msg_1", "1614265330", sig), body, at)
+	require.NoError(t, err)
+	assert.Equal(t, wh.Events[0].ID, m.Events[0].ID, "same identity under either family")
+
+	// The families are never mixed: a webhook-id next to svix-* headers makes it a webhook-* request.
+	mixed := h.Clone()
+	mixed.Set(standard.HeaderID, "msg_1")
+	_, err = p.Verify(mixed, body, at)
+	require.ErrorIs(t, err, providers.ErrMissingHeader)
+	assert.Contains(t, err.Error(), standard.HeaderTimestamp)
+
+	// With neither, the error names both spellings of the header expected.
+	_, err = p.Verify(http.Header{}, body, at)
+	require.ErrorIs(t, err, providers.ErrMissingHeader)
+	assert.Contains(t, err.Error(), "webhook-id (or svix-id)")
+}
