@@ -96,6 +96,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			Provider:   name,
 			ReceivedAt: receivedAt,
 			DeliveryID: deliveryID,
+			Booking:    mapped.Booking,
 			Secret:     verified.Label(),
 			Outcome:    ledger.OutcomeDeferred,
 			Reason:     ledger.ClipReason(mapErr.Error()),

@@ -280,11 +280,12 @@ type StoredReceipt struct {
 	RecordedAt time.Time
 }
 
-// ReceiptsForBooking returns every receipt that names bookingID, oldest first.
+// ReceiptsForBooking returns every receipt that names bookingID, oldest first: through its events, or
+// as the booking a deferred receipt waits for (pending_booking).
 func (s *Store) ReceiptsForBooking(ctx context.Context, bookingID string) ([]StoredReceipt, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, provider, received_at, delivery_id, secret_ref, outcome, reason,
-    bookings, streams, event_ids, event_types, body, recorded_at
-FROM receipts WHERE bookings @> ARRAY[$1::text] ORDER BY id`, bookingID)
+    bookings, streams, event_ids, event_types, body, recorded_at, pending_booking
+FROM receipts WHERE bookings @> ARRAY[$1::text] OR pending_booking = $1 ORDER BY id`, bookingID)
 	if err != nil {
 		return nil, fmt.Errorf("receipts of booking %s: %w", bookingID, translate(err))
 	}
@@ -292,12 +293,14 @@ FROM receipts WHERE bookings @> ARRAY[$1::text] ORDER BY id`, bookingID)
 		var (
 			bookings, streams, types []string
 			ids                      [][16]byte
+			pending                  string
 		)
 		r := &sr.Receipt
 		if err := row.Scan(&sr.ID, &r.Provider, &r.ReceivedAt, &r.DeliveryID, &r.Secret, &r.Outcome, &r.Reason,
-			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt); err != nil {
+			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending); err != nil {
 			return sr, err
 		}
+		r.Booking = booking.ID(pending)
 		r.Events = make([]ledger.EventRef, len(ids))
 		for i := range ids {
 			r.Events[i] = ledger.EventRef{Booking: booking.ID(bookings[i]), Stream: streams[i],

@@ -48,6 +48,10 @@ type Verified struct {
 type Mapped struct {
 	// DeliveryID is the provider's identity of the delivery: stable across retries of one delivery.
 	DeliveryID string
+	// Booking is the booking the delivery is about when that is known without its events: set with
+	// ErrDeferred (Acuity: the appointment id of the body), so that the deferred receipt shows in the
+	// booking's history while it waits.
+	Booking booking.ID
 	// Events are the booking events the delivery carries; none means an event type we do not map
 	// (acked and ignored). Reason then says which type.
 	Events []booking.Event

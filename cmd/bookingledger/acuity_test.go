@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers/acuity/acuitytest"
 )
@@ -109,6 +111,13 @@ func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 	out, err = send("scheduled", "--booking", "124")
 	require.NoError(t, err, "a deferred delivery is acked: %s", out)
 	assert.Contains(t, out, `202 Accepted {"status":"deferred"`)
+
+	// While it waits, the deferred receipt is part of the booking's history.
+	h := getHistory(t, base, "acuity-124")
+	require.Len(t, h.Receipts, 1, "%+v", h)
+	assert.Equal(t, "deferred", h.Receipts[0].Outcome)
+	assert.Equal(t, "acuity:scheduled:124", h.Receipts[0].DeliveryID)
+	assert.Contains(t, h.Receipts[0].Reason, "HTTP 503")
 	api.Recover()
 
 	conn, err := pgx.Connect(context.Background(), dbURL)
@@ -130,6 +139,14 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 	var n int
 	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE stream_id = 'booking-acuity-124'`).Scan(&n))
 	assert.Equal(t, 2, n)
+	// Once finished, the history lists both: the deferral and the receipt that carries the events.
+	deadline = time.Now().Add(30 * time.Second)
+	for h = getHistory(t, base, "acuity-124"); len(h.Events) < 2; h = getHistory(t, base, "acuity-124") {
+		require.True(t, time.Now().Before(deadline), "the booking was not projected within 30 s")
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Len(t, h.Receipts, 2, "%+v", h)
+	assert.Equal(t, []string{"deferred", "accepted"}, []string{h.Receipts[0].Outcome, h.Receipts[1].Outcome})
 
 	srv.stop(t)
 	logs := srv.stderr.String()
@@ -139,4 +156,16 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 	for line := range strings.SplitSeq(strings.TrimSpace(logs), "\n") {
 		assert.True(t, strings.HasPrefix(line, "{"), "every log line is JSON: %s", line)
 	}
+}
+
+// getHistory reads GET /api/bookings/{id}/history.
+func getHistory(t *testing.T, base, id string) readapi.HistoryDTO {
+	t.Helper()
+	resp, err := http.Get(base + "/api/bookings/" + id + "/history")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var h readapi.HistoryDTO
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
+	return h
 }

@@ -44,6 +44,9 @@ type Receipt struct {
 	Body []byte
 	// Events lists what the delivery carried: filled by the service.
 	Events []EventRef
+	// Booking names the booking of a receipt that carries no events yet (a deferred delivery whose
+	// body names its booking), so that the booking's history lists it; empty otherwise.
+	Booking booking.ID
 }
 
 // EventRef names one event of a delivery.

@@ -191,7 +191,7 @@ func (p *Provider) Map(ctx context.Context, h http.Header, body []byte, received
 	}
 	a, attempts, err := p.fetchWithRetries(ctx, n.ID, key)
 	if err != nil {
-		return providers.Mapped{DeliveryID: n.DeliveryID()}, fmt.Errorf("%w: appointment %s after %d attempt(s): %w", providers.ErrDeferred, n.ID, attempts, err)
+		return providers.Mapped{DeliveryID: n.DeliveryID(), Booking: BookingID(n.ID)}, fmt.Errorf("%w: appointment %s after %d attempt(s): %w", providers.ErrDeferred, n.ID, attempts, err)
 	}
 	return p.mapFetched(n, a, receivedAt)
 }
@@ -210,11 +210,11 @@ func (p *Provider) Refetch(ctx context.Context, body []byte, secretFingerprint s
 	}
 	key, ok := p.keyByFingerprint(secretFingerprint)
 	if !ok {
-		return providers.Mapped{DeliveryID: n.DeliveryID()}, fmt.Errorf("%w: no Acuity API key configured", providers.ErrDeferred)
+		return providers.Mapped{DeliveryID: n.DeliveryID(), Booking: BookingID(n.ID)}, fmt.Errorf("%w: no Acuity API key configured", providers.ErrDeferred)
 	}
 	a, _, err := p.fetchOnce(ctx, n.ID, key)
 	if err != nil {
-		return providers.Mapped{DeliveryID: n.DeliveryID()}, fmt.Errorf("%w: appointment %s: %w", providers.ErrDeferred, n.ID, err)
+		return providers.Mapped{DeliveryID: n.DeliveryID(), Booking: BookingID(n.ID)}, fmt.Errorf("%w: appointment %s: %w", providers.ErrDeferred, n.ID, err)
 	}
 	return p.mapFetched(n, a, observedAt)
 }
@@ -222,7 +222,7 @@ func (p *Provider) Refetch(ctx context.Context, body []byte, secretFingerprint s
 func (p *Provider) mapFetched(n Notification, a Appointment, observedAt time.Time) (providers.Mapped, error) {
 	m, err := MapAppointment(n, a, observedAt)
 	if err != nil {
-		return providers.Mapped{DeliveryID: n.DeliveryID()}, fmt.Errorf("%w: %w", providers.ErrDeferred, err)
+		return providers.Mapped{DeliveryID: n.DeliveryID(), Booking: BookingID(n.ID)}, fmt.Errorf("%w: %w", providers.ErrDeferred, err)
 	}
 	return m, nil
 }
