@@ -12,6 +12,7 @@ const (
 	MetricRejections      = "bookingledger_webhook_rejections_total"
 	MetricReceiptsDropped = "bookingledger_webhook_rejected_receipts_dropped_total"
 	MetricAckSeconds      = "bookingledger_webhook_ack_seconds"
+	MetricFindings        = "bookingledger_webhook_findings_total"
 )
 
 // Outcome labels of MetricDeliveries beyond the ledger outcomes: "rejected" (not verified: 401, 413,
@@ -30,6 +31,7 @@ type metrics struct {
 	rejections      *prometheus.CounterVec
 	receiptsDropped *prometheus.CounterVec
 	ack             *prometheus.HistogramVec
+	findings        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -46,6 +48,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: MetricReceiptsDropped,
 			Help: "Rejected requests whose receipt was not written because the per-provider rate limit was exhausted.",
 		}, []string{"provider"}),
+		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricFindings,
+			Help: "Accepted deliveries whose events the booking's state refused (kept, changed nothing), by provider and finding (after_terminal, superseded).",
+		}, []string{"provider", "finding"}),
 		ack: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: MetricAckSeconds,
 			Help: "Time from request start to a 2xx acknowledgement (after the commit), by provider.",
@@ -53,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.0005, .001, .002, .003, .005, .0075, .01, .015, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"provider"}),
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.rejections, m.receiptsDropped, m.ack} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.rejections, m.receiptsDropped, m.ack, m.findings} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register webhook metrics: %w", err)
 		}

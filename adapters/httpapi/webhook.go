@@ -24,8 +24,12 @@ type Response struct {
 	Booking string `json:"booking,omitempty"`
 	Stream  string `json:"stream,omitempty"`
 	EventID string `json:"event_id,omitempty"`
-	// Reason says why a delivery was ignored, quarantined or deferred.
+	// Reason says why a delivery was ignored, quarantined or deferred, or why its accepted events
+	// were refused (Finding).
 	Reason string `json:"reason,omitempty"`
+	// Finding names how the booking's state refused the accepted events (booking.FindingCode:
+	// after_terminal, superseded): they are kept in the stream but changed nothing.
+	Finding string `json:"finding,omitempty"`
 }
 
 // ErrorResponse is the body of every non-2xx answer to a webhook.
@@ -168,6 +172,10 @@ type Deferrer interface {
 // it.
 func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, name string, started time.Time, deliveryID string, res ledger.Result, status int) {
 	resp := Response{Status: res.Outcome, Booking: string(res.Booking), Reason: res.Reason}
+	if f := res.Finding; f != nil {
+		resp.Finding, resp.Reason = string(f.Code), f.Reason
+		s.metrics.findings.WithLabelValues(name, resp.Finding).Inc()
+	}
 	if res.Booking != "" {
 		resp.Stream = res.Booking.Stream()
 	}
@@ -180,7 +188,8 @@ func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, name string
 	s.metrics.deliveries.WithLabelValues(name, string(res.Outcome)).Inc()
 	s.metrics.ack.WithLabelValues(name).Observe(latency.Seconds())
 	level := slog.LevelInfo
-	if res.Outcome == ledger.OutcomeQuarantined || res.Outcome == ledger.OutcomeDeferred {
+	if res.Outcome == ledger.OutcomeQuarantined || res.Outcome == ledger.OutcomeDeferred || resp.Finding != "" {
+		// A refusal's reason names event types, times and states, never what a person wrote.
 		level = slog.LevelWarn
 	}
 	s.log.LogAttrs(r.Context(), level, "delivery",
@@ -190,7 +199,8 @@ func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, name string
 		slog.String("event_id", resp.EventID),
 		slog.String("delivery_id", deliveryID),
 		slog.Int("appended", res.Appended),
-		slog.String("reason", res.Reason),
+		slog.String("reason", resp.Reason),
+		slog.String("finding", resp.Finding),
 		slog.Int("status", status),
 		slog.Float64("latency_ms", float64(latency.Microseconds())/1000),
 	)

@@ -111,6 +111,11 @@ type Result struct {
 	EventID eventlog.EventID
 	// Appended counts the events newly written.
 	Appended int
+	// Finding is set when the events appended were kept but refused by the booking's state (a create
+	// after the cancel): the first finding the fold made that it did not make before this delivery.
+	// The delivery is still accepted — it happened and it is in the stream — but it changed nothing,
+	// and callers make that loud.
+	Finding *booking.Finding
 }
 
 // Service records deliveries.
@@ -154,7 +159,7 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 	}
 
 	for attempt := 1; ; attempt++ {
-		c, err := s.plan(ctx, d.Events)
+		c, finding, err := s.plan(ctx, d.Events)
 		if err != nil {
 			if errors.Is(err, booking.ErrInvalidEvent) || errors.Is(err, booking.ErrInvalidSlot) || errors.Is(err, booking.ErrWrongBooking) {
 				return s.commitReceiptOnly(ctx, r, res, OutcomeQuarantined, err.Error())
@@ -177,6 +182,9 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 			return res, fmt.Errorf("record delivery %s: %w", r.DeliveryID, err)
 		}
 		res.Outcome = cr.Outcome
+		if res.Outcome == OutcomeAccepted {
+			res.Finding = finding
+		}
 		for _, a := range cr.Appends {
 			if !a.Duplicate {
 				res.Appended += int(a.LastVersion - a.FirstVersion + 1)
@@ -186,9 +194,13 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 	}
 }
 
-// plan loads every stream the events touch and returns the appends of the events not yet stored.
-func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, error) {
-	var c Commit
+// plan loads every stream the events touch and returns the appends of the events not yet stored, and
+// the first finding folding them in adds to their stream (nil when they apply).
+func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, *booking.Finding, error) {
+	var (
+		c       Commit
+		finding *booking.Finding
+	)
 	loaded := map[string]bool{}
 	for _, e := range events {
 		stream := e.Booking.Stream()
@@ -198,7 +210,7 @@ func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, err
 		loaded[stream] = true
 		recs, err := s.store.ReadStream(ctx, stream)
 		if err != nil {
-			return Commit{}, fmt.Errorf("read %s: %w", stream, err)
+			return Commit{}, nil, fmt.Errorf("read %s: %w", stream, err)
 		}
 		past := make([]booking.Event, 0, len(recs))
 		known := make(map[eventlog.EventID]bool, len(recs))
@@ -206,30 +218,37 @@ func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, err
 			known[rec.ID] = true
 			ev, err := s.codec.Decode(rec)
 			if err != nil {
-				return Commit{}, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
+				return Commit{}, nil, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
 			}
 			past = append(past, ev)
 		}
 		state := booking.Fold(past)
-		var add []eventlog.EventData
+		var (
+			add   []eventlog.EventData
+			added []booking.Event
+		)
 		for _, e2 := range events {
 			if e2.Booking.Stream() != stream || known[e2.ID] {
 				continue
 			}
 			decided, err := booking.Decide(state, e2)
 			if err != nil {
-				return Commit{}, fmt.Errorf("decide %s on %s: %w", e2.Type(), stream, err)
+				return Commit{}, nil, fmt.Errorf("decide %s on %s: %w", e2.Type(), stream, err)
 			}
 			for _, ne := range decided {
 				data, err := s.codec.Encode(ne)
 				if err != nil {
-					return Commit{}, fmt.Errorf("encode %s: %w", ne.Type(), err)
+					return Commit{}, nil, fmt.Errorf("encode %s: %w", ne.Type(), err)
 				}
 				add = append(add, data)
+				added = append(added, ne)
 				known[ne.ID] = true
 			}
 		}
 		if len(add) > 0 {
+			if finding == nil {
+				finding = newFinding(state, booking.Fold(append(past, added...)))
+			}
 			var version uint64
 			if n := len(recs); n > 0 {
 				version = recs[n-1].Version
@@ -237,7 +256,25 @@ func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, err
 			c.Appends = append(c.Appends, Append{Stream: stream, Expected: eventlog.Exact(version), Events: add})
 		}
 	}
-	return c, nil
+	return c, finding, nil
+}
+
+// newFinding is the first finding of after that before does not have: a refusal the new events
+// caused, of one of them or of an event already stored that they now fold ahead of.
+func newFinding(before, after booking.State) *booking.Finding {
+	for _, f := range after.Findings {
+		old := false
+		for _, b := range before.Findings {
+			if b.Event == f.Event && b.Code == f.Code {
+				old = true
+				break
+			}
+		}
+		if !old {
+			return &f
+		}
+	}
+	return nil
 }
 
 func (s *Service) commitReceiptOnly(ctx context.Context, r Receipt, res Result, o Outcome, reason string) (Result, error) {
