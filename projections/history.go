@@ -194,11 +194,30 @@ func BuildHistory(in HistoryInput) History {
 		}
 	}
 
-	// An event is out of order when something that arrived before it is ordered after it by the fold.
+	// An event is out of order when something that arrived before it, with an earlier delivery, is
+	// ordered after it by the fold. Events of one delivery are appended in one commit: they arrive
+	// together, whatever order the delivery lists them in (an Acuity delivery's observed slot comes
+	// before its creation anchor), so they are never out of order among themselves.
+	deliveredBy := map[eventlog.EventID]int64{}
+	for _, r := range h.Receipts {
+		if r.Outcome != ledger.OutcomeAccepted {
+			continue
+		}
+		for _, e := range r.Events {
+			if _, seen := deliveredBy[e.ID]; !seen {
+				deliveredBy[e.ID] = r.ID
+			}
+		}
+	}
+	together := func(a, b eventlog.EventID) bool {
+		ra, oka := deliveredBy[a]
+		rb, okb := deliveredBy[b]
+		return oka && okb && ra == rb
+	}
 	for i, e := range h.Events {
 		var overtaken []string
 		for _, earlier := range h.Events[:i] {
-			if earlier.FoldIndex > e.FoldIndex {
+			if earlier.FoldIndex > e.FoldIndex && !together(earlier.ID, e.ID) {
 				overtaken = append(overtaken, fmt.Sprintf("%s v%d (provider time %s)", earlier.Type, earlier.Version, stamp(earlier.OccurredAt)))
 			}
 		}

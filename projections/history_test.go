@@ -68,3 +68,36 @@ func TestWriteItemsAndCalendar(t *testing.T) {
 	require.NoError(t, projections.WriteItems(&buf, nil))
 	assert.Equal(t, "no open reconciliation items\n", buf.String())
 }
+
+// Acuity's first delivery lists its observed slot before its creation anchor, which the fold puts
+// first: both are appended in one commit, so they arrived together and neither is out of order. A
+// later delivery that the fold orders before a stored event still is.
+func TestEventsOfOneDeliveryAreNotOutOfOrder(t *testing.T) {
+	sl := booking.Slot{Meeting: "m", Resources: []string{"h"}, Start: t0.Add(24 * time.Hour), End: t0.Add(25 * time.Hour)}
+	observed := ev("acuity-1", 1, 5, booking.Rescheduled{Slot: sl})
+	anchor := ev("acuity-1", 2, 1, booking.Scheduled{Slot: sl, Capacity: 1})
+	recorded := []eventlog.RecordedEvent{
+		{StreamID: "booking-acuity-1", Version: 1, ID: observed.ID},
+		{StreamID: "booking-acuity-1", Version: 2, ID: anchor.ID},
+	}
+	first := projections.ReceiptEntry{ID: 1, Provider: "acuity", DeliveryID: "acuity:scheduled:1", Outcome: ledger.OutcomeAccepted,
+		Events: []ledger.EventRef{{Booking: "acuity-1", ID: observed.ID}, {Booking: "acuity-1", ID: anchor.ID}}}
+	h := projections.BuildHistory(projections.HistoryInput{
+		Booking: "acuity-1", Recorded: recorded, Events: []booking.Event{observed, anchor},
+		Receipts: []projections.ReceiptEntry{first},
+	})
+	assert.Equal(t, []eventlog.EventID{anchor.ID, observed.ID}, h.FoldOrder)
+	assert.Empty(t, h.Findings, "a normal first delivery has no finding")
+
+	// A move observed earlier than the stored slot, arriving in a later delivery, is out of order.
+	earlier := ev("acuity-1", 3, 3, booking.Rescheduled{Slot: sl})
+	h = projections.BuildHistory(projections.HistoryInput{
+		Booking: "acuity-1", Events: []booking.Event{observed, anchor, earlier},
+		Recorded: append(recorded, eventlog.RecordedEvent{StreamID: "booking-acuity-1", Version: 3, ID: earlier.ID}),
+		Receipts: []projections.ReceiptEntry{first, {ID: 2, Provider: "acuity", Outcome: ledger.OutcomeAccepted,
+			Events: []ledger.EventRef{{Booking: "acuity-1", ID: earlier.ID}, {Booking: "acuity-1", ID: anchor.ID}}}},
+	})
+	require.Len(t, h.Findings, 1, "%+v", h.Findings)
+	assert.Equal(t, projections.FindingOutOfOrder, h.Findings[0].Kind)
+	assert.Equal(t, earlier.ID, h.Findings[0].Event)
+}

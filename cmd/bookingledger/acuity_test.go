@@ -107,6 +107,11 @@ func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"status":"duplicate"`)
 
+	// Acuity's first delivery is normal: its history points out only the duplicate "changed".
+	first := getHistory(t, base, "acuity-123")
+	require.Len(t, first.Findings, 1, "%+v", first.Findings)
+	assert.Equal(t, "duplicate_delivery", first.Findings[0].Kind)
+
 	api.FailAll(http.StatusServiceUnavailable)
 	out, err = send("scheduled", "--booking", "124")
 	require.NoError(t, err, "a deferred delivery is acked: %s", out)
