@@ -16,6 +16,12 @@ var (
 	ErrUnknownProvider = errors.New("unknown provider")
 	ErrBodyTooLarge    = errors.New("request body too large")
 	ErrBodyUnreadable  = errors.New("request body could not be read")
+	// ErrBodyTimeout: the body did not arrive within the server's read timeout (a trickled body).
+	ErrBodyTimeout = errors.New("request body not received within the read timeout")
+	// ErrMethodNotAllowed and ErrNotFound answer requests the routes do not serve, in the JSON error
+	// body rather than the mux's plain text.
+	ErrMethodNotAllowed = errors.New("method not allowed")
+	ErrNotFound         = errors.New("not found")
 	// ErrVerification is the fallback for a Verify error that wraps none of the providers sentinels:
 	// still a 401, because a verifier that fails in an unexpected way must fail closed.
 	ErrVerification = errors.New("verification failed")
@@ -43,7 +49,10 @@ func errorTable() []errorStatus {
 	return []errorStatus{
 		{ErrUnknownProvider, http.StatusNotFound, "unknown_provider"},
 		{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, "body_too_large"},
+		{ErrBodyTimeout, http.StatusRequestTimeout, "body_timeout"},
 		{ErrBodyUnreadable, http.StatusBadRequest, "body_unreadable"},
+		{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
+		{ErrNotFound, http.StatusNotFound, "not_found"},
 		{providers.ErrNoSecret, http.StatusUnauthorized, "no_secret"},
 		{providers.ErrMissingHeader, http.StatusUnauthorized, "missing_header"},
 		{providers.ErrMalformedHeader, http.StatusUnauthorized, "malformed_header"},

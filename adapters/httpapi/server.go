@@ -55,9 +55,9 @@ const (
 const (
 	// DefaultReadHeaderTimeout bounds reading a request's headers, for every request of a connection.
 	DefaultReadHeaderTimeout = 5 * time.Second
-	// readTimeout bounds reading a whole request: a 1 MiB body takes well under a second on any link
-	// a provider uses.
-	readTimeout = 30 * time.Second
+	// DefaultReadTimeout bounds reading a whole request: a 1 MiB body takes well under a second on any
+	// link a provider uses. A body still arriving then is answered 408.
+	DefaultReadTimeout = 30 * time.Second
 	// minWriteMargin: the write timeout (counted from the end of the headers) leaves the record timeout
 	// this much room for reading the body and writing the answer, so a slow commit answers 503 rather
 	// than a cut connection.
@@ -95,6 +95,11 @@ func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 	m.ServeMux.HandleFunc(pattern, h)
 }
 
+// ServeHTTP answers what the mux itself would answer in plain text (404, 405) in the JSON error body.
+func (m *routeMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serveWithJSONFallback(m.ServeMux, w, r)
+}
+
 // Config holds a server's dependencies and limits.
 type Config struct {
 	Ledger Ledger
@@ -125,6 +130,8 @@ type Config struct {
 	// ReadHeaderTimeout bounds reading one request's headers on both listeners; zero means
 	// DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading one whole request, body included; zero means DefaultReadTimeout.
+	ReadTimeout time.Duration
 	// AdminRoutes, when set, mounts the admin surface's routes (the read API under /api/, the operator
 	// UI under /ui/, /admin/) next to /metrics on the admin handler. They never answer on the public
 	// one (Handler), which serves only /webhooks/*, /healthz and /readyz.
@@ -151,6 +158,7 @@ type Server struct {
 	retry     time.Duration
 	drain     time.Duration
 	headerTO  time.Duration
+	readTO    time.Duration
 	public    *routeMux
 	admin     *routeMux
 }
@@ -163,7 +171,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Ready == nil {
 		return nil, errors.New("httpapi: no readiness checker")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.RejectReceiptsPerMinute < 0 || cfg.RecordTimeout < 0 || cfg.RetryAfter < 0 || cfg.DrainTimeout < 0 || cfg.ReadHeaderTimeout < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.RejectReceiptsPerMinute < 0 || cfg.RecordTimeout < 0 || cfg.RetryAfter < 0 || cfg.DrainTimeout < 0 || cfg.ReadHeaderTimeout < 0 || cfg.ReadTimeout < 0 {
 		return nil, errors.New("httpapi: negative limit")
 	}
 	s := &Server{
@@ -180,6 +188,7 @@ func New(cfg Config) (*Server, error) {
 		retry:     cmp.Or(cfg.RetryAfter, DefaultRetryAfter),
 		drain:     cmp.Or(cfg.DrainTimeout, DefaultDrainTimeout),
 		headerTO:  cmp.Or(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		readTO:    cmp.Or(cfg.ReadTimeout, DefaultReadTimeout),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -271,7 +280,7 @@ func (s *Server) Serve(ctx context.Context, endpoints ...Endpoint) error {
 			if ep.TLS != nil {
 				err = srv.ServeTLS(ep.Listener, "", "") // the certificate is in srv.TLSConfig
 			} else {
-				err = srv.Serve(ep.Listener)
+				err = srv.Serve(jsonErrorListener{ep.Listener})
 			}
 			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				err = fmt.Errorf("serve http (%s): %w", ep.Name, err)
@@ -332,7 +341,7 @@ func (s *Server) httpServer(ep Endpoint) *http.Server {
 		Handler:           h,
 		TLSConfig:         ep.TLS,
 		ReadHeaderTimeout: s.headerTO,
-		ReadTimeout:       max(readTimeout, s.headerTO),
+		ReadTimeout:       max(s.readTO, s.headerTO),
 		WriteTimeout:      s.recordTO + minWriteMargin,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

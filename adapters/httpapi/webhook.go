@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -69,6 +70,10 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			err = fmt.Errorf("%w: more than %d bytes (Content-Length %d)", ErrBodyTooLarge, s.maxBody, r.ContentLength)
+		} else if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			// The read deadline passed mid-body. The client may still read an answer before the
+			// server closes the connection: 408 says what happened.
+			err = fmt.Errorf("%w: %w", ErrBodyTimeout, err)
 		} else {
 			err = fmt.Errorf("%w: %w", ErrBodyUnreadable, err)
 		}
@@ -217,7 +222,9 @@ func (s *Server) reject(ctx context.Context, w http.ResponseWriter, provider str
 	receipted := false
 	if b := s.buckets[provider]; b != nil && b.allow(receivedAt) {
 		reason := ledger.ClipReason(fmt.Sprintf("%s: %v (%d bytes)", row.code, err, size))
-		rctx, cancel := context.WithTimeout(ctx, s.recordTO)
+		// Its own bounded context: a request whose body could not be read often has a canceled one
+		// already (the client went away), and its receipt is what records that it happened.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.recordTO)
 		rerr := s.ledger.Reject(rctx, ledger.Receipt{Provider: provider, ReceivedAt: receivedAt}, reason)
 		cancel()
 		if rerr != nil {
