@@ -37,7 +37,7 @@ func (p *stubProvider) Verify(http.Header, []byte, time.Time) (providers.Verifie
 	if p.verifyErr != nil {
 		return providers.Verified{}, p.verifyErr
 	}
-	return providers.Verified{SecretIndex: 0, SecretFingerprint: "00000000"}, nil
+	return providers.Verified{SecretIndex: 0}, nil
 }
 
 func (p *stubProvider) Map(ctx context.Context, _ http.Header, _ []byte, _ time.Time) (providers.Mapped, error) {

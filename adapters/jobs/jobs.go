@@ -48,12 +48,12 @@ type Recorder interface {
 
 var _ Recorder = (*ledger.Service)(nil)
 
-// Refetcher maps a deferred delivery again. Refetch gets the stored verified body, the fingerprint of
-// the secret that verified it and the time of the attempt; its errors wrap providers.ErrUnmappable
+// Refetcher maps a deferred delivery again. Refetch gets the stored verified body, the index of the
+// secret that verified it (in the provider's configured list) and the time of the attempt; its errors wrap providers.ErrUnmappable
 // (the body will never map: quarantine) or anything else (try again later).
 type Refetcher interface {
 	Name() string
-	Refetch(ctx context.Context, body []byte, secretFingerprint string, observedAt time.Time) (providers.Mapped, error)
+	Refetch(ctx context.Context, body []byte, secretIndex int, observedAt time.Time) (providers.Mapped, error)
 }
 
 // RefetchArgs is the job of one deferred delivery. It carries references only: the body stays in the
@@ -63,8 +63,10 @@ type RefetchArgs struct {
 	ReceiptID int64 `json:"receipt_id"`
 	// Provider names the Refetcher.
 	Provider string `json:"provider"`
-	// SecretFingerprint identifies the secret that verified the delivery (providers.Fingerprint).
-	SecretFingerprint string `json:"secret_fingerprint"`
+	// SecretIndex is the position of the secret that verified the delivery in the provider's list.
+	// Jobs queued before it existed carried a secret_fingerprint instead; they read as index 0, the
+	// newest secret, which is what the provider falls back to when a secret was rotated out anyway.
+	SecretIndex int `json:"secret_index"`
 }
 
 // Kind is River's name of the job. Stored in river_job rows: never rename it.
@@ -252,7 +254,7 @@ func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verifie
 	if err := tx.QueryRow(ctx, insertDeferredSQL, r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, reason, r.Body, string(r.Booking)).Scan(&id); err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert receipt: %w", r.DeliveryID, err)
 	}
-	args := RefetchArgs{ReceiptID: id, Provider: r.Provider, SecretFingerprint: v.SecretFingerprint}
+	args := RefetchArgs{ReceiptID: id, Provider: r.Provider, SecretIndex: v.SecretIndex}
 	job, err := q.client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: QueueDeferred, MaxAttempts: q.maxAttempts})
 	if err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert job: %w", r.DeliveryID, err)

@@ -198,7 +198,7 @@ func TestDeferStoresTheReceiptAndTheJobTogether(t *testing.T) {
 	assert.Equal(t, r.Body, got[0].Body, "the verified body is kept")
 	assert.Equal(t, 1, e.count(t, `SELECT count(*) FROM river_job WHERE kind = 'bookingledger.refetch_deferred'
     AND queue = 'deferred' AND (args->>'receipt_id')::bigint = $1 AND args->>'provider' = 'acuity'
-    AND args->>'secret_fingerprint' = $2 AND max_attempts = 3`, got[0].ID, v.SecretFingerprint))
+    AND (args->>'secret_index')::int = $2 AND max_attempts = 3`, got[0].ID, v.SecretIndex))
 	assert.Equal(t, 0, e.count(t, `SELECT count(*) FROM river_job WHERE args::text LIKE '%' || $1 || '%'`, apiKey),
 		"the job carries no secret")
 }
@@ -367,7 +367,7 @@ type hangingRefetcher struct {
 
 func (hangingRefetcher) Name() string { return acuity.Name }
 
-func (h hangingRefetcher) Refetch(ctx context.Context, _ []byte, _ string, _ time.Time) (providers.Mapped, error) {
+func (h hangingRefetcher) Refetch(ctx context.Context, _ []byte, _ int, _ time.Time) (providers.Mapped, error) {
 	h.started <- struct{}{}
 	select {
 	case <-ctx.Done():

@@ -52,7 +52,7 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 		mapErr error
 	)
 	if f, ok := w.q.refetchers[a.Provider]; ok {
-		mapped, mapErr = f.Refetch(ctx, dr.body, a.SecretFingerprint, w.clock())
+		mapped, mapErr = f.Refetch(ctx, dr.body, a.SecretIndex, w.clock())
 	} else {
 		mapErr = fmt.Errorf("no refetcher configured for provider %s", a.Provider)
 	}

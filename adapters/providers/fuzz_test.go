@@ -1,6 +1,7 @@
 package providers_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,15 +43,15 @@ func FuzzParseSecrets(f *testing.F) {
 	f.Add(" , ")
 	f.Fuzz(func(t *testing.T, env string) {
 		s := providers.ParseSecrets(env)
-		var fps []string
+		n := 0
 		for _, v := range s.All() {
 			assert.NotEmpty(t, v)
 			assert.Equal(t, strings.TrimSpace(v), v)
 			assert.NotContains(t, v, ",")
-			fps = append(fps, providers.Fingerprint(v))
+			n++
 		}
-		// Printed forms are made of fingerprints and fixed text only.
-		assert.Equal(t, "secrets["+strings.Join(fps, ",")+"]", s.String())
-		assert.Equal(t, "providers.Secrets{"+strings.Join(fps, ",")+"}", s.GoString())
+		// Printed forms are made of the count and fixed text only.
+		assert.Equal(t, fmt.Sprintf("secrets[%d]", n), s.String())
+		assert.Equal(t, fmt.Sprintf("providers.Secrets{%d}", n), s.GoString())
 	})
 }

@@ -38,8 +38,6 @@ var ErrDeferred = errors.New("mapping deferred: data the body refers to could no
 type Verified struct {
 	// SecretIndex is the position of the matching secret in the configured list (0 = newest).
 	SecretIndex int
-	// SecretFingerprint identifies the matching secret without revealing it.
-	SecretFingerprint string
 	// SignedAt is the signed timestamp, zero when the scheme signs none (Cal.com, Acuity).
 	SignedAt time.Time
 }

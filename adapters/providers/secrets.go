@@ -1,8 +1,6 @@
 package providers
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"iter"
 	"strings"
@@ -51,43 +49,26 @@ func (s Secrets) All() iter.Seq2[int, string] {
 	}
 }
 
-// Fingerprints lists the fingerprint of each secret, newest first.
-func (s Secrets) Fingerprints() []string {
-	out := make([]string, len(s.values))
-	for i, v := range s.values {
-		out[i] = Fingerprint(v)
-	}
-	return out
-}
-
-// String shows fingerprints only, so that a Secrets printed by mistake leaks nothing.
+// String shows how many secrets there are and nothing about them, so that a Secrets printed by
+// mistake leaks nothing — not even a hash someone could test guesses of a weak secret against.
 func (s Secrets) String() string {
-	return "secrets[" + strings.Join(s.Fingerprints(), ",") + "]"
+	return fmt.Sprintf("secrets[%d]", len(s.values))
 }
 
 // GoString keeps %#v from printing the values.
 func (s Secrets) GoString() string {
-	return "providers.Secrets{" + strings.Join(s.Fingerprints(), ",") + "}"
-}
-
-// Fingerprint identifies a secret in receipts and logs without revealing it: the first 8 hex
-// characters of its SHA-256. 32 bits tell operators which configured secret matched; they are far too
-// few to help anyone recover a secret of real entropy.
-func Fingerprint(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:4])
+	return fmt.Sprintf("providers.Secrets{%d}", len(s.values))
 }
 
 // VerifiedBy describes a successful verification by the secret at index i of s.
-func VerifiedBy(s Secrets, i int, signedAt time.Time) Verified {
-	v := Verified{SecretIndex: i, SignedAt: signedAt}
-	if i >= 0 && i < len(s.values) {
-		v.SecretFingerprint = Fingerprint(s.values[i])
-	}
-	return v
+func VerifiedBy(_ Secrets, i int, signedAt time.Time) Verified {
+	return Verified{SecretIndex: i, SignedAt: signedAt}
 }
 
-// Label is the receipt form of a verification: "secret <index> (<fingerprint>)".
+// Label is the receipt form of a verification: "secret <index>", the position of the matching secret
+// in its provider's configured list (0 = newest). The index alone: a fingerprint of the secret (until
+// 2026-12 the first 8 hex digits of its unsalted SHA-256) would let anyone who reads receipts or
+// histories test guesses of a weak secret offline. Receipts stored before keep their old text.
 func (v Verified) Label() string {
-	return fmt.Sprintf("secret %d (%s)", v.SecretIndex, v.SecretFingerprint)
+	return fmt.Sprintf("secret %d", v.SecretIndex)
 }

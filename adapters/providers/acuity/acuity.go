@@ -197,10 +197,10 @@ func (p *Provider) Map(ctx context.Context, h http.Header, body []byte, received
 }
 
 // Refetch maps a delivery that was deferred: it parses the stored body again, fetches once with the
-// API key whose fingerprint verified the delivery (the newest key if that one has been rotated out
-// since) and maps the state at observedAt. Errors wrap providers.ErrUnmappable (the body) or
+// API key at secretIndex in the configured list — the one that verified the delivery unless the keys
+// were rotated since (the newest key when the index is out of range) and maps the state at observedAt. Errors wrap providers.ErrUnmappable (the body) or
 // providers.ErrDeferred (the fetch) as in Map; the caller retries the latter.
-func (p *Provider) Refetch(ctx context.Context, body []byte, secretFingerprint string, observedAt time.Time) (providers.Mapped, error) {
+func (p *Provider) Refetch(ctx context.Context, body []byte, secretIndex int, observedAt time.Time) (providers.Mapped, error) {
 	n, err := ParseNotification(body)
 	if err != nil {
 		return providers.Mapped{}, err
@@ -208,7 +208,7 @@ func (p *Provider) Refetch(ctx context.Context, body []byte, secretFingerprint s
 	if !n.Fetches() {
 		return MapAppointment(n, Appointment{}, observedAt)
 	}
-	key, ok := p.keyByFingerprint(secretFingerprint)
+	key, ok := p.keyByIndex(secretIndex)
 	if !ok {
 		return providers.Mapped{DeliveryID: n.DeliveryID(), Booking: BookingID(n.ID)}, fmt.Errorf("%w: no Acuity API key configured", providers.ErrDeferred)
 	}
@@ -244,13 +244,13 @@ func (p *Provider) verifyingKey(h http.Header, body []byte) (string, error) {
 	return "", errors.New("acuity map called on a request no API key verifies")
 }
 
-func (p *Provider) keyByFingerprint(fp string) (string, bool) {
+func (p *Provider) keyByIndex(i int) (string, bool) {
 	newest, found := "", false
-	for _, k := range p.keys.All() {
+	for j, k := range p.keys.All() {
 		if !found {
 			newest, found = k, true
 		}
-		if providers.Fingerprint(k) == fp {
+		if j == i {
 			return k, true
 		}
 	}

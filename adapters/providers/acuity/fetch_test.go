@@ -155,26 +155,26 @@ func TestRefetch(t *testing.T) {
 	_, body := signed(keyA, "rescheduled")
 	later := time.Date(2025, 6, 3, 12, 0, 0, 0, time.UTC)
 
-	m, err := p.Refetch(context.Background(), body, providers.Fingerprint(keyA), later)
+	m, err := p.Refetch(context.Background(), body, 1, later)
 	require.NoError(t, err)
 	require.Len(t, m.Events, 2)
 	assert.Equal(t, later, m.Events[0].OccurredAt, "the observation is the refetch's time")
 
-	m, err = p.Refetch(context.Background(), body, "00000000", later)
+	m, err = p.Refetch(context.Background(), body, 2, later)
 	requireDeferred(t, m, err)
-	assert.Contains(t, err.Error(), "HTTP 401", "a rotated-out key falls back to the newest, which Acuity refuses here")
+	assert.Contains(t, err.Error(), "HTTP 401", "an index past the list (a key rotated out) falls back to the newest, which Acuity refuses here")
 
 	n := len(api.Requests())
 	api.FailNext(1, http.StatusServiceUnavailable)
-	m, err = p.Refetch(context.Background(), body, providers.Fingerprint(keyA), later)
+	m, err = p.Refetch(context.Background(), body, 1, later)
 	requireDeferred(t, m, err)
 	assert.Len(t, api.Requests(), n+1, "one attempt: the job queue owns the retries")
 
-	_, err = p.Refetch(context.Background(), []byte("garbage"), providers.Fingerprint(keyA), later)
+	_, err = p.Refetch(context.Background(), []byte("garbage"), 1, later)
 	assert.ErrorIs(t, err, providers.ErrUnmappable)
 
 	none, err := acuity.New(acuity.Config{APIURL: api.URL})
 	require.NoError(t, err)
-	m, err = none.Refetch(context.Background(), body, providers.Fingerprint(keyA), later)
+	m, err = none.Refetch(context.Background(), body, 1, later)
 	requireDeferred(t, m, err)
 }

@@ -39,13 +39,12 @@ func TestGoldenSignatures(t *testing.T) {
 
 			got, err := calcom.New(providers.NewSecrets(v.Secret)).Verify(header(v.Signature), body, time.Now())
 			require.NoError(t, err)
-			assert.Equal(t, providers.Verified{SecretIndex: 0, SecretFingerprint: providers.Fingerprint(v.Secret)}, got,
+			assert.Equal(t, providers.Verified{SecretIndex: 0}, got,
 				"no timestamp is signed: SignedAt stays zero")
 
 			got, err = calcom.New(providers.NewSecrets(otherSecret, v.Secret)).Verify(header(v.Signature), body, time.Now())
 			require.NoError(t, err)
 			assert.Equal(t, 1, got.SecretIndex)
-			assert.Equal(t, providers.Fingerprint(v.Secret), got.SecretFingerprint)
 		})
 	}
 }

@@ -44,14 +44,12 @@ func TestGoldenSignatures(t *testing.T) {
 			got, err := calendly.New(providers.NewSecrets(v.Key), 0).Verify(header(v.Header), body, at)
 			require.NoError(t, err)
 			assert.Equal(t, 0, got.SecretIndex)
-			assert.Equal(t, providers.Fingerprint(v.Key), got.SecretFingerprint)
 			assert.True(t, at.Equal(got.SignedAt))
 
 			// Rotation: the new key is configured first and does not match; the old one does.
 			got, err = calendly.New(providers.NewSecrets(otherKey, v.Key), 0).Verify(header(v.Header), body, at)
 			require.NoError(t, err)
 			assert.Equal(t, 1, got.SecretIndex)
-			assert.Equal(t, providers.Fingerprint(v.Key), got.SecretFingerprint)
 		})
 	}
 }

@@ -59,7 +59,7 @@ func New(secrets providers.Secrets, tolerance time.Duration) (*Provider, error) 
 	for i, s := range secrets.All() {
 		k, err := DecodeSecret(s)
 		if err != nil {
-			return nil, fmt.Errorf("standard webhooks secret %d (%s): %w", i, providers.Fingerprint(s), err)
+			return nil, fmt.Errorf("standard webhooks secret %d: %w", i, err)
 		}
 		p.keys = append(p.keys, k)
 	}

@@ -48,7 +48,7 @@ func TestGoldenSignatures(t *testing.T) {
 
 		got, err := stripe.New(providers.NewSecrets(v.Secrets[0]), 0).Verify(header(v.Header), body, at)
 		require.NoError(t, err)
-		assert.Equal(t, providers.Verified{SecretIndex: 0, SecretFingerprint: providers.Fingerprint(v.Secrets[0]), SignedAt: at.UTC()}, got)
+		assert.Equal(t, providers.Verified{SecretIndex: 0, SignedAt: at.UTC()}, got)
 
 		got, err = stripe.New(providers.NewSecrets(unrelated, v.Secrets[0]), 0).Verify(header(v.Header), body, at)
 		require.NoError(t, err)
@@ -75,7 +75,6 @@ func TestGoldenSignatures(t *testing.T) {
 			got, err := stripe.New(providers.NewSecrets(tt.secrets...), 0).Verify(header(v.Header), body, at)
 			require.NoError(t, err)
 			assert.Equal(t, tt.index, got.SecretIndex)
-			assert.Equal(t, providers.Fingerprint(tt.secrets[tt.index]), got.SecretFingerprint)
 		}
 	})
 }
