@@ -3,6 +3,7 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/ledger"
@@ -67,6 +69,11 @@ type RefetchArgs struct {
 	// Jobs queued before it existed carried a secret_fingerprint instead; they read as index 0, the
 	// newest secret, which is what the provider falls back to when a secret was rotated out anyway.
 	SecretIndex int `json:"secret_index"`
+	// Subject is what one job fetches: "<provider>:<booking>" when the body names its booking (an
+	// Acuity appointment), else "<provider>:<delivery id>". It is River's uniqueness key: while a job
+	// for it waits or retries, further deliveries of the subject join it instead of adding jobs (its
+	// next fetch sees the latest state for all of them). Jobs queued before it existed have none.
+	Subject string `json:"subject,omitempty" river:"unique"`
 }
 
 // Kind is River's name of the job. Stored in river_job rows: never rename it.
@@ -254,14 +261,53 @@ func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verifie
 	if err := tx.QueryRow(ctx, insertDeferredSQL, r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, reason, r.Body, string(r.Booking)).Scan(&id); err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert receipt: %w", r.DeliveryID, err)
 	}
-	args := RefetchArgs{ReceiptID: id, Provider: r.Provider, SecretIndex: v.SecretIndex}
-	job, err := q.client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: QueueDeferred, MaxAttempts: q.maxAttempts})
+	subject := string(r.Booking)
+	if subject == "" {
+		subject = r.DeliveryID
+	}
+	args := RefetchArgs{ReceiptID: id, Provider: r.Provider, SecretIndex: v.SecretIndex, Subject: r.Provider + ":" + subject}
+	opts := &river.InsertOpts{Queue: QueueDeferred, MaxAttempts: q.maxAttempts, UniqueOpts: river.UniqueOpts{
+		// Completed, cancelled and discarded jobs do not count: a delivery after them is new work.
+		ByArgs: true, ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+			rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled},
+	}}
+	job, err := q.client.InsertTx(ctx, tx, args, opts)
 	if err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert job: %w", r.DeliveryID, err)
+	}
+	res := ledger.Result{Outcome: ledger.OutcomeDeferred, Reason: reason, Booking: r.Booking}
+	switch {
+	case !job.UniqueSkippedAsDuplicate:
+	case job.Job.State == rivertype.JobStateRunning:
+		// The running job may have fetched already, before the change this delivery announces: it
+		// gets a job of its own (not unique, so it cannot collide).
+		opts.UniqueOpts = river.UniqueOpts{}
+		if job, err = q.client.InsertTx(ctx, tx, args, opts); err != nil {
+			return ledger.Result{}, fmt.Errorf("defer delivery %s: insert job: %w", r.DeliveryID, err)
+		}
+	default:
+		// A job for the subject has not fetched yet (or fetches again after a failure): its fetch
+		// covers this delivery too. The receipt stays, as a duplicate of that deferral.
+		first := deferredReceiptOf(job.Job)
+		res.Outcome = ledger.OutcomeDuplicate
+		res.Reason = ledger.ClipReason(fmt.Sprintf("duplicate of deferred receipt %d (job %d), whose fetch covers it; %s", first, job.Job.ID, reason))
+		if _, err := tx.Exec(ctx, `UPDATE receipts SET outcome = 'duplicate', reason = $2 WHERE id = $1`, id, res.Reason); err != nil {
+			return ledger.Result{}, fmt.Errorf("defer delivery %s: mark duplicate: %w", r.DeliveryID, err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: commit: %w", r.DeliveryID, err)
 	}
-	q.log.Info("delivery deferred", "provider", r.Provider, "delivery_id", r.DeliveryID, "receipt", id, "job", job.Job.ID)
-	return ledger.Result{Outcome: ledger.OutcomeDeferred, Reason: reason}, nil
+	q.log.Info("delivery deferred", "provider", r.Provider, "delivery_id", r.DeliveryID, "receipt", id,
+		"job", job.Job.ID, "outcome", string(res.Outcome))
+	return res, nil
+}
+
+// deferredReceiptOf reads the receipt id of a refetch job's args (0 if they do not decode).
+func deferredReceiptOf(j *rivertype.JobRow) int64 {
+	var a RefetchArgs
+	if err := json.Unmarshal(j.EncodedArgs, &a); err != nil {
+		return 0
+	}
+	return a.ReceiptID
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -310,22 +311,86 @@ func TestUnmappableBodyIsQuarantinedWithoutRetry(t *testing.T) {
 	assert.Empty(t, e.api.Requests())
 }
 
-// Two copies of one delivery deferred at once (a replay while the API was down) finish once.
-func TestConcurrentCopiesAppendOnce(t *testing.T) {
+// Copies of one delivery deferred while the API is down (a retry, a replay, changed next to
+// rescheduled) make one job: later copies are duplicates of the deferral, and the one fetch finishes
+// all of them.
+func TestCopiesOfADeferredDeliveryShareOneJob(t *testing.T) {
 	e := newEnv(t, 3)
 	const copies = 4
-	for range copies {
+	var ids []int64
+	for i := range copies {
 		r, v := deferred("changed")
-		_, err := e.queue.Defer(context.Background(), r, v)
+		r.Booking = acuity.BookingID(strconv.Itoa(apptID))
+		res, err := e.queue.Defer(context.Background(), r, v)
 		require.NoError(t, err)
+		if i == 0 {
+			assert.Equal(t, ledger.OutcomeDeferred, res.Outcome)
+		} else {
+			assert.Equal(t, ledger.OutcomeDuplicate, res.Outcome)
+			assert.Contains(t, res.Reason, fmt.Sprintf("duplicate of deferred receipt %d (job ", ids[0]))
+		}
+		got := e.receipts(t)
+		ids = append(ids, got[len(got)-1].ID)
 	}
+	// Another action on the same appointment joins the same job: the fetch is of the appointment.
+	r, v := deferred("rescheduled")
+	r.Booking = acuity.BookingID(strconv.Itoa(apptID))
+	res, err := e.queue.Defer(context.Background(), r, v)
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeDuplicate, res.Outcome)
+	assert.Equal(t, 1, e.count(t, `SELECT count(*) FROM river_job`), "one job per appointment")
+	assert.Equal(t, 1, e.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'deferred'`))
+	assert.Equal(t, copies, e.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'duplicate' AND pending_booking = $1`,
+		fmt.Sprintf("acuity-%d", apptID)), "every copy is receipted and named in the booking's history")
+
 	events := e.start(t)
-	for range copies {
-		wait(t, events, river.EventKindJobCompleted)
-	}
+	wait(t, events, river.EventKindJobCompleted)
 	assert.Equal(t, 2, e.count(t, `SELECT count(*) FROM events`))
 	assert.Equal(t, 1, e.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'accepted'`))
-	assert.Equal(t, copies-1, e.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'duplicate'`))
+
+	// Once that job completed, a new deferral is new work with a job of its own.
+	r, v = deferred("changed")
+	r.Booking = acuity.BookingID(strconv.Itoa(apptID))
+	res, err = e.queue.Defer(context.Background(), r, v)
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeDeferred, res.Outcome)
+	wait(t, events, river.EventKindJobCompleted)
+	assert.Equal(t, 2, e.count(t, `SELECT count(*) FROM river_job`))
+	assert.Equal(t, 2, e.count(t, `SELECT count(*) FROM events`), "the same state again: nothing new")
+}
+
+// A copy that arrives while the subject's job runs may announce a change that job fetched too early
+// to see: it gets a job of its own.
+func TestACopyDuringARunningFetchGetsItsOwnJob(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	_, err := jobs.Migrate(context.Background(), pool, nil)
+	require.NoError(t, err)
+	hang := make(chan struct{})
+	started := make(chan struct{}, 2)
+	q, err := jobs.New(jobs.Config{
+		Pool:         pool,
+		Ledger:       ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
+		Refetchers:   []jobs.Refetcher{hangingRefetcher{started: started, hang: hang}},
+		PollInterval: 50 * time.Millisecond,
+		StopTimeout:  200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	r, v := deferred("rescheduled")
+	_, err = q.Defer(context.Background(), r, v)
+	require.NoError(t, err)
+	require.NoError(t, q.Start(context.Background()))
+	defer func() { close(hang); _ = q.Stop(context.Background()) }()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job did not start")
+	}
+	res, err := q.Defer(context.Background(), r, v)
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeDeferred, res.Outcome)
+	var jobsN int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobsN))
+	assert.Equal(t, 2, jobsN)
 }
 
 func TestStopCancelsAHangingAttemptWhichIsRetriedLater(t *testing.T) {
