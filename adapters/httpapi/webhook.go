@@ -237,7 +237,10 @@ func (s *Server) reject(ctx context.Context, w http.ResponseWriter, provider str
 		s.metrics.receiptsDropped.WithLabelValues(provider).Inc()
 	}
 	s.log.Warn("rejected", "provider", provider, "reason", row.code, "status", row.status, "bytes", size, "receipted", receipted)
-	s.writeError(w, row)
+	// A refusal before the ledger says what was wrong in the verifier's own words ("missing signature
+	// header: Calendly-Webhook-Signature"): they name headers and limits, never a secret, and a sender
+	// fixing its setup needs them.
+	s.writeErrorText(w, row, ledger.ClipReason(err.Error()))
 }
 
 // unavailable answers 503 for an authentic delivery that could not be recorded: nothing is acked, the
@@ -251,10 +254,15 @@ func (s *Server) unavailable(w http.ResponseWriter, provider string, started tim
 }
 
 func (s *Server) writeError(w http.ResponseWriter, row errorStatus) {
+	s.writeErrorText(w, row, row.err.Error())
+}
+
+// writeErrorText answers row with text as the error in words.
+func (s *Server) writeErrorText(w http.ResponseWriter, row errorStatus, text string) {
 	if row.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(int((s.retry+time.Second-1)/time.Second)))
 	}
-	writeJSON(w, row.status, ErrorResponse{Error: row.err.Error(), Code: row.code})
+	writeJSON(w, row.status, ErrorResponse{Error: text, Code: row.code})
 }
 
 // bodyDigest identifies a delivery whose provider gave it no identity we could read.

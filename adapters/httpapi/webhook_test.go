@@ -370,3 +370,19 @@ func TestWrongMethodIsNotAWebhook(t *testing.T) {
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts`))
 }
+
+// A 401 for a missing header names the header the provider expects.
+func TestMissingHeaderNamesTheHeaderExpected(t *testing.T) {
+	ts := newServer(t)
+	for provider, want := range map[string]string{
+		"calendly": "missing signature header: Calendly-Webhook-Signature",
+		"calcom":   "missing signature header: X-Cal-Signature-256",
+		"stripe":   "missing signature header: Stripe-Signature",
+		"standard": "missing signature header: webhook-id (or svix-id)",
+	} {
+		r := ts.post(t, provider, header(), []byte(`{}`))
+		assert.Equal(t, http.StatusUnauthorized, r.Status, provider)
+		assert.Equal(t, "missing_header", r.JSON(t)["code"], provider)
+		assert.Equal(t, want, r.JSON(t)["error"], provider)
+	}
+}

@@ -80,13 +80,14 @@ func DecodeHexSHA256(s string) ([]byte, error) {
 // secret's bytes as-is (Calendly signing keys, Stripe whsec_ strings), newest first. Any v1 may match
 // any secret; the first matching secret is reported. The timestamp is checked only once a signature
 // matched, so ErrStale always means an authentic but old (or early) request — a clock or replay
-// problem worth a different alarm than a forgery.
-func VerifyTimestamped(secrets Secrets, header string, body []byte, now time.Time, tol Tolerance) (Verified, error) {
+// problem worth a different alarm than a forgery. name is the header's name, for the error of a
+// request without it.
+func VerifyTimestamped(secrets Secrets, name, header string, body []byte, now time.Time, tol Tolerance) (Verified, error) {
 	if secrets.Empty() {
 		return Verified{}, ErrNoSecret
 	}
 	if strings.TrimSpace(header) == "" {
-		return Verified{}, ErrMissingHeader
+		return Verified{}, fmt.Errorf("%w: %s", ErrMissingHeader, name)
 	}
 	h, err := ParseTimestampedSignatures(header)
 	if err != nil {

@@ -174,7 +174,7 @@ func TestParseTimestampedSignatures(t *testing.T) {
 }
 
 func TestVerifyTimestampedRejectsBeforeParsing(t *testing.T) {
-	_, err := providers.VerifyTimestamped(providers.Secrets{}, "garbage", nil, time.Now(), providers.Within(time.Minute))
+	_, err := providers.VerifyTimestamped(providers.Secrets{}, "X-Sig", "garbage", nil, time.Now(), providers.Within(time.Minute))
 	assert.ErrorIs(t, err, providers.ErrNoSecret, "fail closed before looking at the request")
 }
 

@@ -149,7 +149,7 @@ func (p *Provider) match(sig, body []byte) int {
 func ParseSignature(v string) ([]byte, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
-		return nil, providers.ErrMissingHeader
+		return nil, fmt.Errorf("%w: %s", providers.ErrMissingHeader, SignatureHeader)
 	}
 	if len(v) > 64 {
 		return nil, fmt.Errorf("%w: signature is %d characters, want 44 base64 characters", providers.ErrMalformedHeader, len(v))

@@ -67,7 +67,7 @@ func ParseSignature(v string) ([]byte, error) {
 	v = strings.TrimSpace(v)
 	switch {
 	case v == "":
-		return nil, providers.ErrMissingHeader
+		return nil, fmt.Errorf("%w: %s", providers.ErrMissingHeader, SignatureHeader)
 	case v == NoSecretProvided:
 		return nil, fmt.Errorf("%w: Cal.com sent no signature (%q): set a secret on the webhook at Cal.com", providers.ErrBadSignature, NoSecretProvided)
 	}

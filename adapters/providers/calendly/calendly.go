@@ -37,7 +37,7 @@ func (p *Provider) Name() string { return Name }
 
 // Verify checks Calendly-Webhook-Signature over "<t>." + body with each signing key.
 func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (providers.Verified, error) {
-	return providers.VerifyTimestamped(p.secrets, h.Get(SignatureHeader), body, now, p.tol)
+	return providers.VerifyTimestamped(p.secrets, SignatureHeader, h.Get(SignatureHeader), body, now, p.tol)
 }
 
 // Map turns a verified body into booking events; see mapBody.

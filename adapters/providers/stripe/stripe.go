@@ -39,7 +39,7 @@ func (p *Provider) Name() string { return Name }
 // Verify checks Stripe-Signature over "<t>." + body, keyed with each secret string as-is (not
 // base64-decoded). Any v1 may match; other schemes are ignored.
 func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (providers.Verified, error) {
-	return providers.VerifyTimestamped(p.secrets, h.Get(SignatureHeader), body, now, p.tol)
+	return providers.VerifyTimestamped(p.secrets, SignatureHeader, h.Get(SignatureHeader), body, now, p.tol)
 }
 
 // Map turns a verified event into booking events; see mapBody.
