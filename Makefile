@@ -28,9 +28,14 @@ bench:
 fuzz:
 	@FUZZTIME=$${FUZZTIME:-10s} scripts/fuzz.sh
 
+# The revision is stamped with -ldflags -X: Go's own VCS stamping is off where GOFLAGS=-buildvcs=false
+# is set (some CI images, this machine's go env) and finds no repository in a git worktree. Empty
+# outside a git checkout; "+modified" when the tree has uncommitted changes.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)$(shell git status --porcelain 2>/dev/null | grep -q . && echo +modified)
+
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/bookingledger ./cmd/bookingledger
+	$(GO) build -ldflags "-X main.buildRevision=$(REVISION)" -o bin/bookingledger ./cmd/bookingledger
 
 ## clean-pg: stop the `make run` cluster and delete its data
 clean-pg:

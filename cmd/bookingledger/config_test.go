@@ -48,6 +48,8 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "send without secret", args: []string{"send", "calendly", "invitee.created"}, code: 2, message: "BOOKINGLEDGER_CALENDLY_SIGNING_KEYS is not set"},
 		{name: "send bad start", args: []string{"send", "calendly", "invitee.created", "--secret", "k", "--start", "tomorrow"}, code: 2, message: "--start"},
 		{name: "send bad repeat", args: []string{"send", "calendly", "invitee.created", "--secret", "k", "--repeat", "0"}, code: 2, message: "must be at least 1"},
+		{name: "send to nothing listening", args: []string{"send", "calendly", "invitee.created", "--secret", "k", "--url", "http://127.0.0.1:1"}, code: 1,
+			message: "connection refused: check that `bookingledger serve` runs at http://127.0.0.1:1 (--url)"},
 		{name: "send missing raw file", args: []string{"send", "calendly", "--raw", "/nonexistent/body.json", "--secret", "k"}, code: 2, message: "--raw"},
 		{name: "history without booking", args: []string{"history"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "history wants one booking ID"},
 		{name: "history with two bookings", args: []string{"history", "calendly-a", "calendly-b"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "history wants one booking ID"},

@@ -105,7 +105,12 @@ func exitCode(err error, stderr io.Writer) int {
 	return 1
 }
 
-// version describes the build from the information the Go toolchain embeds.
+// buildRevision is the git revision `make build` stamps with -ldflags -X (a linker-set constant, never
+// assigned at run time): the fallback where the toolchain embedded no VCS information.
+var buildRevision string
+
+// version describes the build from the information the Go toolchain embeds, else the revision make
+// stamped.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -129,8 +134,11 @@ func version() string {
 		}
 	}
 	out := "bookingledger " + v
-	if rev != "" {
+	switch {
+	case rev != "":
 		out += " (" + rev + " " + at + dirty + ")"
+	case buildRevision != "":
+		out += " (" + buildRevision + ")"
 	}
 	return out + " " + bi.GoVersion
 }

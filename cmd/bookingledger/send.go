@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"bookingledger/adapters/httpapi/sample"
@@ -120,6 +121,10 @@ func post(ctx context.Context, client *http.Client, target, provider, secret str
 	}
 	req.Header = h
 	resp, err := client.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "", nil, fmt.Errorf("send: post %s: connection refused: check that `bookingledger serve` runs at %s (--url): %w",
+			target, strings.TrimSuffix(target, "/webhooks/"+provider), err)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("send: post %s: %w", target, err)
 	}

@@ -113,7 +113,8 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 func bookingParam(w http.ResponseWriter, r *http.Request) (booking.ID, bool) {
 	id := booking.ID(r.PathValue("booking"))
 	if err := id.Validate(); err != nil {
-		badRequest(w, "booking: %v", err)
+		// The code docs/api.md promises for it, not the generic invalid_request.
+		writeJSON(w, http.StatusBadRequest, ErrorDTO{Error: fmt.Sprintf("booking: %v", err), Code: "invalid_booking_id"})
 		return "", false
 	}
 	return id, true

@@ -128,7 +128,12 @@ func TestHandlers(t *testing.T) {
 		{"unknown booking", "GET", "/api/bookings/calendly-nobody", "", 404, func(t *testing.T, b map[string]any) {
 			assert.Equal(t, "not_found", b["code"])
 		}},
-		{"invalid booking id", "GET", "/api/bookings/a%20b", "", 400, nil},
+		{"invalid booking id", "GET", "/api/bookings/a%20b", "", 400, func(t *testing.T, b map[string]any) {
+			assert.Equal(t, "invalid_booking_id", b["code"], "the code docs/api.md names")
+		}},
+		{"invalid booking id of a history", "GET", "/api/bookings/a%20b/history", "", 400, func(t *testing.T, b map[string]any) {
+			assert.Equal(t, "invalid_booking_id", b["code"])
+		}},
 		{"history", "GET", "/api/bookings/calendly-a/history", "", 200, func(t *testing.T, b map[string]any) {
 			for _, k := range []string{"booking", "state", "receipts", "events", "findings", "fold_order"} {
 				assert.Contains(t, b, k)

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// `make build` stamps the binary with the git revision even where GOFLAGS=-buildvcs=false is set, so
+// that `bookingledger version` says which commit runs.
+func TestMakeBuildStampsTheRevision(t *testing.T) {
+	for _, tool := range []string{"make", "git"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not on PATH", tool)
+			}
+			t.Skipf("%s is not on PATH; install it to run this test", tool)
+		}
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	rev, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	build := exec.Command("make", "-s", "-C", root, "build")
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	version, err := exec.Command(filepath.Join(root, "bin", "bookingledger"), "version").Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(version), strings.TrimSpace(string(rev)), "the build names its revision: %s", version)
+}
