@@ -29,9 +29,10 @@ import (
 	"bookingledger/domain/ledger"
 )
 
-// muxNotFound is what a ServeMux answers when no route matches: the admin surface's own 404s (an
-// unknown booking) are JSON, so this body says the route itself is not there.
-const muxNotFound = "404 page not found\n"
+// muxNotFound is what the server answers when no route matches (the mux's 404 in the JSON error
+// body): the admin surface's own 404s (an unknown booking) name what was not found, so this body says
+// the route itself is not there.
+const muxNotFound = `{"error":"not found","code":"not_found"}` + "\n"
 
 var wildcard = regexp.MustCompile(`\{[^}]*\}`)
 
