@@ -132,6 +132,10 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading one whole request, body included; zero means DefaultReadTimeout.
 	ReadTimeout time.Duration
+	// LogSummaryInterval: a failure that repeats (a 503 per delivery while the store is down, a
+	// warning per /readyz probe) is logged at most about once per interval per kind, the line saying
+	// how many occurrences it stands for; zero means DefaultLogSummaryInterval.
+	LogSummaryInterval time.Duration
 	// AdminRoutes, when set, mounts the admin surface's routes (the read API under /api/, the operator
 	// UI under /ui/, /admin/) next to /metrics on the admin handler. They never answer on the public
 	// one (Handler), which serves only /webhooks/*, /healthz and /readyz.
@@ -159,6 +163,7 @@ type Server struct {
 	drain     time.Duration
 	headerTO  time.Duration
 	readTO    time.Duration
+	summary   *logSummary
 	public    *routeMux
 	admin     *routeMux
 }
@@ -171,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Ready == nil {
 		return nil, errors.New("httpapi: no readiness checker")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.RejectReceiptsPerMinute < 0 || cfg.RecordTimeout < 0 || cfg.RetryAfter < 0 || cfg.DrainTimeout < 0 || cfg.ReadHeaderTimeout < 0 || cfg.ReadTimeout < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.RejectReceiptsPerMinute < 0 || cfg.RecordTimeout < 0 || cfg.RetryAfter < 0 || cfg.DrainTimeout < 0 || cfg.ReadHeaderTimeout < 0 || cfg.ReadTimeout < 0 || cfg.LogSummaryInterval < 0 {
 		return nil, errors.New("httpapi: negative limit")
 	}
 	s := &Server{
@@ -193,6 +198,7 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.summary = newLogSummary(s.log, cmp.Or(cfg.LogSummaryInterval, DefaultLogSummaryInterval))
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
@@ -357,7 +363,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := s.ready.Ready(ctx); err != nil {
-		s.log.Warn("not ready", "error", err.Error())
+		s.summary.Log("not ready", slog.LevelWarn, "not ready", slog.String("error", err.Error()))
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
 		return
 	}

@@ -248,8 +248,10 @@ func (s *Server) reject(ctx context.Context, w http.ResponseWriter, provider str
 func (s *Server) unavailable(w http.ResponseWriter, provider string, started time.Time, err error) {
 	row := classify(err)
 	s.metrics.deliveries.WithLabelValues(provider, outcomeUnavailable).Inc()
-	s.log.Error("delivery not recorded", "provider", provider, "reason", row.code, "status", row.status,
-		"error", err.Error(), "latency_ms", float64(time.Since(started).Microseconds())/1000)
+	// Summarised: an outage answers every delivery 503, and one line per request would bury the log.
+	s.summary.Log("unavailable "+provider+" "+row.code, slog.LevelError, "delivery not recorded",
+		slog.String("provider", provider), slog.String("reason", row.code), slog.Int("status", row.status),
+		slog.String("error", err.Error()), slog.Float64("latency_ms", float64(time.Since(started).Microseconds())/1000))
 	s.writeError(w, row)
 }
 
