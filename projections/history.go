@@ -303,3 +303,22 @@ func summary(e booking.Event) string {
 func slotText(s booking.Slot) string {
 	return fmt.Sprintf("%s on %s (meeting %s)", span(s.Start, s.End), strings.Join(s.Resources, ", "), s.Meeting)
 }
+
+// ReceiptQuery selects receipts for operators (quarantined and deferred deliveries, rejections);
+// empty fields match everything, Limit bounds the answer (newest first).
+type ReceiptQuery struct {
+	Outcome  ledger.Outcome
+	Provider string
+	Limit    int
+}
+
+// ReceiptDetail is one receipt as an operator inspects it: the entry, the verified body kept with it
+// (none for rejected requests), the booking a deferred receipt waits for, and the other receipts of
+// the same delivery — what it became (the receipt that finished a deferral, a redelivery's copies).
+type ReceiptDetail struct {
+	ReceiptEntry
+	RecordedAt time.Time
+	Body       []byte
+	Pending    booking.ID
+	Related    []ReceiptEntry
+}

@@ -1,11 +1,13 @@
 package projections
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // WriteTimeline renders a history as a readable timeline for `bookingledger history <booking>`:
@@ -58,22 +60,10 @@ func WriteTimeline(w io.Writer, h History) error {
 	}
 
 	ew.printf("\nreceipts (%d)\n", len(h.Receipts))
-	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
-	for _, r := range h.Receipts {
-		secret := r.Secret // "secret N (fingerprint)", as the ingress labels it
-		if secret == "" {
-			secret = "no secret"
-		}
-		line := fmt.Sprintf("  #%d\t%s\t%s\tdelivery %s\t%s\t%s", r.ID, clock(r.ReceivedAt), r.Provider, r.DeliveryID, secret, r.Outcome)
-		if r.Reason != "" {
-			line += "\t" + r.Reason
-		}
-		_, _ = fmt.Fprintln(tw, line)
-	}
-	_ = tw.Flush()
+	writeReceiptLines(ew, h.Receipts)
 
 	ew.printf("\nevents in arrival order (%d)\n", len(h.Events))
-	tw = tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "  arrived\tfolded\tprovider time\trecorded\ttype\twhat")
 	for _, e := range h.Events {
 		what := e.Summary
@@ -204,5 +194,65 @@ func WriteCalendar(w io.Writer, entries []CalendarEntry) error {
 			e.Resource, e.Status, e.Booking, e.Meeting)
 	}
 	_ = tw.Flush()
+	return ew.err
+}
+
+// writeReceiptLines prints one aligned line per receipt.
+func writeReceiptLines(w io.Writer, rs []ReceiptEntry) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range rs {
+		secret := r.Secret // "secret N", as the ingress labels it
+		if secret == "" {
+			secret = "no secret"
+		}
+		line := fmt.Sprintf("  #%d\t%s\t%s\tdelivery %s\t%s\t%s", r.ID, clock(r.ReceivedAt), r.Provider, r.DeliveryID, secret, r.Outcome)
+		if r.Reason != "" {
+			line += "\t" + r.Reason
+		}
+		_, _ = fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
+}
+
+// WriteReceipts renders a receipts listing for `bookingledger receipts list`.
+func WriteReceipts(w io.Writer, rs []ReceiptEntry) error {
+	ew := &errWriter{w: w}
+	if len(rs) == 0 {
+		ew.printf("no receipts match\n")
+		return ew.err
+	}
+	ew.printf("receipts (%d, newest first)\n", len(rs))
+	writeReceiptLines(ew, rs)
+	ew.printf("\nbookingledger receipts show <id> prints one with its body and what became of it\n")
+	return ew.err
+}
+
+// WriteReceipt renders one receipt for `bookingledger receipts show`: its fields, the body kept with
+// it, and the other receipts of the same delivery.
+func WriteReceipt(w io.Writer, d ReceiptDetail) error {
+	ew := &errWriter{w: w}
+	ew.printf("receipt #%d: %s delivery %s\n", d.ID, d.Provider, orDash(d.DeliveryID))
+	ew.printf("  outcome:   %s\n", d.Outcome)
+	if d.Reason != "" {
+		ew.printf("  reason:    %s\n", d.Reason)
+	}
+	ew.printf("  received:  %s (recorded %s)\n", stamp(d.ReceivedAt), stamp(d.RecordedAt))
+	ew.printf("  secret:    %s\n", orDash(d.Secret))
+	if d.Pending != "" {
+		ew.printf("  waits for: booking %s\n", d.Pending)
+	}
+	for _, e := range d.Events {
+		ew.printf("  event:     %s %s on %s\n", e.Type, e.ID, e.Booking)
+	}
+	ew.printf("\nwhat became of the delivery (%d other receipt(s))\n", len(d.Related))
+	writeReceiptLines(ew, d.Related)
+	switch {
+	case d.Body == nil:
+		ew.printf("\nbody: not kept (an unverified request's body never is)\n")
+	case utf8.Valid(d.Body):
+		ew.printf("\nbody (%d bytes)\n%s\n", len(d.Body), d.Body)
+	default:
+		ew.printf("\nbody (%d bytes, not UTF-8; base64)\n%s\n", len(d.Body), base64.StdEncoding.EncodeToString(d.Body))
+	}
 	return ew.err
 }

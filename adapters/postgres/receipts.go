@@ -280,14 +280,81 @@ type StoredReceipt struct {
 	RecordedAt time.Time
 }
 
+// storedReceiptColumns are the columns queryReceipts reads, in its order. The body is read here and nowhere
+// else, so that how it is stored (issue #16: encrypted per subject) changes in one place.
+const storedReceiptColumns = `id, provider, received_at, delivery_id, secret_ref, outcome, reason,
+    bookings, streams, event_ids, event_types, body, recorded_at, pending_booking`
+
 // ReceiptsForBooking returns every receipt that names bookingID, oldest first: through its events, or
 // as the booking a deferred receipt waits for (pending_booking).
 func (s *Store) ReceiptsForBooking(ctx context.Context, bookingID string) ([]StoredReceipt, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, provider, received_at, delivery_id, secret_ref, outcome, reason,
-    bookings, streams, event_ids, event_types, body, recorded_at, pending_booking
+	out, err := s.queryReceipts(ctx, `SELECT `+storedReceiptColumns+`
 FROM receipts WHERE bookings @> ARRAY[$1::text] OR pending_booking = $1 ORDER BY id`, bookingID)
 	if err != nil {
-		return nil, fmt.Errorf("receipts of booking %s: %w", bookingID, translate(err))
+		return nil, fmt.Errorf("receipts of booking %s: %w", bookingID, err)
+	}
+	return out, nil
+}
+
+// ReceiptFilter selects receipts for operators; empty fields match everything.
+type ReceiptFilter struct {
+	Outcome  ledger.Outcome
+	Provider string
+	// Limit bounds the rows returned, newest first (DefaultReceiptLimit when zero).
+	Limit int
+}
+
+// DefaultReceiptLimit is ListReceipts' limit when the filter sets none.
+const DefaultReceiptLimit = 100
+
+// ListReceipts returns the receipts f selects, newest first.
+func (s *Store) ListReceipts(ctx context.Context, f ReceiptFilter) ([]StoredReceipt, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultReceiptLimit
+	}
+	out, err := s.queryReceipts(ctx, `SELECT `+storedReceiptColumns+`
+FROM receipts WHERE ($1 = '' OR outcome = $1) AND ($2 = '' OR provider = $2) ORDER BY id DESC LIMIT $3`,
+		string(f.Outcome), f.Provider, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list receipts: %w", err)
+	}
+	return out, nil
+}
+
+// ReceiptAndRelated returns receipt id and the other receipts of the same delivery (same provider and
+// delivery id: the deferred receipt and the one that finished it, the copies of a redelivery), oldest
+// first; found is false when there is no receipt id.
+func (s *Store) ReceiptAndRelated(ctx context.Context, id int64) (r StoredReceipt, related []StoredReceipt, found bool, err error) {
+	rs, err := s.queryReceipts(ctx, `SELECT `+storedReceiptColumns+` FROM receipts WHERE id = $1`, id)
+	if err != nil || len(rs) == 0 {
+		return StoredReceipt{}, nil, false, wrapIf(err, "receipt %d", id)
+	}
+	r = rs[0]
+	if r.Receipt.DeliveryID == "" {
+		return r, []StoredReceipt{}, true, nil // rejected requests have no identity to relate by
+	}
+	related, err = s.queryReceipts(ctx, `SELECT `+storedReceiptColumns+`
+FROM receipts WHERE delivery_id = $1 AND provider = $2 AND id <> $3 ORDER BY id LIMIT $4`,
+		r.Receipt.DeliveryID, r.Receipt.Provider, id, DefaultReceiptLimit)
+	if err != nil {
+		return StoredReceipt{}, nil, false, wrapIf(err, "receipts related to %d", id)
+	}
+	return r, related, true, nil
+}
+
+func wrapIf(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// queryReceipts runs a SELECT of storedReceiptColumns and scans its rows.
+func (s *Store) queryReceipts(ctx context.Context, sql string, args ...any) ([]StoredReceipt, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, translate(err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sr StoredReceipt, err error) {
 		var (
@@ -309,7 +376,7 @@ FROM receipts WHERE bookings @> ARRAY[$1::text] OR pending_booking = $1 ORDER BY
 		return sr, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("receipts of booking %s: %w", bookingID, translate(err))
+		return nil, translate(err)
 	}
 	return out, nil
 }

@@ -300,7 +300,12 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 			}
 			return writeJSONTo(stdout, out)
 		}
-		return projections.WriteItems(stdout, items)
+		if err := projections.WriteItems(stdout, items); err != nil {
+			return err
+		}
+		// Deliveries that never became events are receipts, not items: say where they are.
+		_, err = fmt.Fprintln(stdout, "\nquarantined and deferred deliveries: bookingledger receipts list --outcome quarantined (or deferred); receipts show <id>")
+		return err
 	}
 
 	if *action != "" {

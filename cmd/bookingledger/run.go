@@ -28,6 +28,9 @@ Usage:
   bookingledger reconcile list [--json]
   bookingledger reconcile resolve <id> --note "..."
                                    the open reconciliation items; close one with a note
+  bookingledger receipts list [--outcome O] [--provider P] [--json]
+  bookingledger receipts show <id> [--json]
+                                   delivery receipts (quarantined, deferred, …); one with its body
   bookingledger steps [--state S] [--json]
                                    process steps (calendar events, emails) with key, state, attempts
   bookingledger rebuild [calendar|process] [--quiet]
@@ -63,6 +66,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runCalendar(ctx, rest, getenv, stdout, stderr)
 	case "reconcile":
 		err = runReconcile(ctx, rest, getenv, stdout, stderr)
+	case "receipts":
+		err = runReceipts(ctx, rest, getenv, stdout, stderr)
 	case "rebuild":
 		err = runRebuild(ctx, rest, getenv, stdout, stderr)
 	case "steps":

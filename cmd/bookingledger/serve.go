@@ -357,10 +357,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 // adminRoutes mounts the admin surface (next to /metrics): every route that reads or changes what the
 // ledger knows goes here, never on the public listener. Tests enumerate what it mounts.
-func adminRoutes(rm readapi.Reader, steps readapi.StepResolver, log *slog.Logger) func(httpapi.Mux) {
+func adminRoutes(rm adminReader, steps readapi.StepResolver, log *slog.Logger) func(httpapi.Mux) {
 	return func(mux httpapi.Mux) {
-		readapi.Register(mux, readapi.Deps{Reader: rm, Steps: steps, Logger: log})
+		readapi.Register(mux, readapi.Deps{Reader: rm, Receipts: rm, Steps: steps, Logger: log})
 	}
+}
+
+// adminReader is what the admin routes read: the read model (readmodel.ReadModel).
+type adminReader interface {
+	readapi.Reader
+	readapi.ReceiptReader
 }
 
 // wrapAdmin is the one place the admin surface is wrapped before it is served (authentication goes

@@ -1,10 +1,12 @@
 package readapi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"bookingledger/projections"
 )
@@ -261,12 +263,7 @@ func ToHistory(h projections.History) HistoryDTO {
 		d.Steps = append(d.Steps, ToStep(s))
 	}
 	for _, r := range h.Receipts {
-		rd := ReceiptDTO{ID: r.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
-			Secret: r.Secret, Outcome: string(r.Outcome), Reason: r.Reason, Events: []EventRefDTO{}}
-		for _, e := range r.Events {
-			rd.Events = append(rd.Events, EventRefDTO{Booking: string(e.Booking), EventID: e.ID.String(), Type: string(e.Type)})
-		}
-		d.Receipts = append(d.Receipts, rd)
+		d.Receipts = append(d.Receipts, ToReceipt(r))
 	}
 	for _, e := range h.Events {
 		d.Events = append(d.Events, EventDTO{Version: e.Version, FoldIndex: e.FoldIndex, EventID: e.ID.String(),
@@ -294,4 +291,52 @@ func WriteHistoryJSON(w io.Writer, h projections.History) error {
 		return fmt.Errorf("write history of %s: %w", h.Booking, err)
 	}
 	return nil
+}
+
+// ToReceipt converts a receipt entry to its JSON shape.
+func ToReceipt(r projections.ReceiptEntry) ReceiptDTO {
+	rd := ReceiptDTO{ID: r.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
+		Secret: r.Secret, Outcome: string(r.Outcome), Reason: r.Reason, Events: []EventRefDTO{}}
+	for _, e := range r.Events {
+		rd.Events = append(rd.Events, EventRefDTO{Booking: string(e.Booking), EventID: e.ID.String(), Type: string(e.Type)})
+	}
+	return rd
+}
+
+// ReceiptsDTO is GET /api/receipts.
+type ReceiptsDTO struct {
+	Receipts []ReceiptDTO `json:"receipts"`
+}
+
+// ReceiptDetailDTO is GET /api/receipts/{id}: the receipt, its kept body and what became of the
+// delivery.
+type ReceiptDetailDTO struct {
+	ReceiptDTO
+	RecordedAt time.Time `json:"recorded_at"`
+	// PendingBooking is the booking a deferred receipt waits for.
+	PendingBooking string `json:"pending_booking,omitempty"`
+	// Body is the verified body as text when it is UTF-8, else BodyBase64 holds it; both are absent
+	// for a rejected request, whose body is never kept.
+	Body       *string `json:"body,omitempty"`
+	BodyBase64 string  `json:"body_base64,omitempty"`
+	// Related are the other receipts of the same delivery, oldest first.
+	Related []ReceiptDTO `json:"related"`
+}
+
+// ToReceiptDetail converts a receipt detail to its JSON shape.
+func ToReceiptDetail(d projections.ReceiptDetail) ReceiptDetailDTO {
+	out := ReceiptDetailDTO{ReceiptDTO: ToReceipt(d.ReceiptEntry), RecordedAt: d.RecordedAt.UTC(),
+		PendingBooking: string(d.Pending), Related: []ReceiptDTO{}}
+	switch {
+	case d.Body == nil:
+	case utf8.Valid(d.Body):
+		b := string(d.Body)
+		out.Body = &b
+	default:
+		out.BodyBase64 = base64.StdEncoding.EncodeToString(d.Body)
+	}
+	for _, r := range d.Related {
+		out.Related = append(out.Related, ToReceipt(r))
+	}
+	return out
 }

@@ -9,8 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
-
+	"strings"
 	"time"
 
 	"bookingledger/domain/booking"
@@ -34,11 +35,19 @@ type StepResolver interface {
 	ResolveStep(ctx context.Context, id int64, action, note string) (projections.Item, error)
 }
 
+// ReceiptReader lists and shows receipts for operators (readmodel.ReadModel implements it).
+type ReceiptReader interface {
+	Receipts(ctx context.Context, q projections.ReceiptQuery) ([]projections.ReceiptEntry, error)
+	Receipt(ctx context.Context, id int64) (projections.ReceiptDetail, error)
+}
+
 // Deps are the handlers' dependencies.
 type Deps struct {
 	Reader Reader
 	// Steps, when set, lets POST /api/reconciliation/{id}/resolve take an "action" for step items.
 	Steps StepResolver
+	// Receipts serves GET /api/receipts and GET /api/receipts/{id}; nil answers them 404.
+	Receipts ReceiptReader
 	// Logger receives unexpected errors (never request bodies); nil discards.
 	Logger *slog.Logger
 }
@@ -65,12 +74,87 @@ func Register(mux Mux, deps Deps) {
 	mux.HandleFunc("GET /api/calendar", h.calendar)
 	mux.HandleFunc("GET /api/reconciliation", h.reconciliation)
 	mux.HandleFunc("POST /api/reconciliation/{id}/resolve", h.resolve)
+	h.receipts = deps.Receipts
+	mux.HandleFunc("GET /api/receipts", h.listReceipts)
+	mux.HandleFunc("GET /api/receipts/{id}", h.showReceipt)
+}
+
+// errNoReceipts answers the receipt routes of a read API built without a ReceiptReader.
+var errNoReceipts = fmt.Errorf("receipts are not served here: %w", projections.ErrNotFound)
+
+// receiptOutcomes are the outcomes GET /api/receipts?outcome= takes.
+var receiptOutcomes = []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeDuplicate, ledger.OutcomeIgnored,
+	ledger.OutcomeQuarantined, ledger.OutcomeRejected, ledger.OutcomeDeferred}
+
+// ParseReceiptOutcome checks an outcome filter ("" for any); the CLI takes the same values.
+func ParseReceiptOutcome(s string) (ledger.Outcome, error) {
+	if s == "" || slices.Contains(receiptOutcomes, ledger.Outcome(s)) {
+		return ledger.Outcome(s), nil
+	}
+	names := make([]string, len(receiptOutcomes))
+	for i, o := range receiptOutcomes {
+		names[i] = string(o)
+	}
+	return "", fmt.Errorf("%w: outcome %q is not one of %s", projections.ErrInvalidQuery, s, strings.Join(names, ", "))
+}
+
+func (h *handlers) listReceipts(w http.ResponseWriter, r *http.Request) {
+	if h.receipts == nil {
+		h.fail(w, r, errNoReceipts)
+		return
+	}
+	q := r.URL.Query()
+	outcome, err := ParseReceiptOutcome(q.Get("outcome"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	rq := projections.ReceiptQuery{Outcome: outcome, Provider: q.Get("provider")}
+	if len(rq.Provider) > maxResourceLength {
+		badRequest(w, "provider is longer than %d bytes", maxResourceLength)
+		return
+	}
+	if v := q.Get("limit"); v != "" {
+		if rq.Limit, err = strconv.Atoi(v); err != nil || rq.Limit < 1 {
+			badRequest(w, "limit %q is not a positive integer", v)
+			return
+		}
+	}
+	rs, err := h.receipts.Receipts(r.Context(), rq)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := ReceiptsDTO{Receipts: make([]ReceiptDTO, len(rs))}
+	for i, e := range rs {
+		out.Receipts[i] = ToReceipt(e)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handlers) showReceipt(w http.ResponseWriter, r *http.Request) {
+	if h.receipts == nil {
+		h.fail(w, r, errNoReceipts)
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		badRequest(w, "receipt id %q is not a positive integer", r.PathValue("id"))
+		return
+	}
+	d, err := h.receipts.Receipt(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ToReceiptDetail(d))
 }
 
 type handlers struct {
-	r     Reader
-	steps StepResolver
-	log   *slog.Logger
+	r        Reader
+	steps    StepResolver
+	receipts ReceiptReader
+	log      *slog.Logger
 }
 
 // ErrorDTO is the body of every error answer.

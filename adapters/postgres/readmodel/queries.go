@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
@@ -165,9 +166,7 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 	}
 	receipts := make([]projections.ReceiptEntry, len(stored))
 	for i, s := range stored {
-		r := s.Receipt
-		receipts[i] = projections.ReceiptEntry{ID: s.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
-			Secret: r.Secret, Outcome: r.Outcome, Reason: r.Reason, Events: r.Events}
+		receipts[i] = receiptEntry(s)
 	}
 	var row *projections.Booking
 	switch b, err := m.Booking(ctx, id); {
@@ -202,4 +201,48 @@ type StepSource interface {
 // Checkpoint returns the calendar projection's saved checkpoint (zero when it never ran).
 func (m *ReadModel) Checkpoint(ctx context.Context) (checkpoint.Checkpoint, error) {
 	return checkpoint.Read(ctx, m.pool, ProjectionName)
+}
+
+func receiptEntry(s postgres.StoredReceipt) projections.ReceiptEntry {
+	r := s.Receipt
+	return projections.ReceiptEntry{ID: s.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
+		Secret: r.Secret, Outcome: r.Outcome, Reason: r.Reason, Events: r.Events}
+}
+
+// MaxReceiptLimit bounds one receipts listing.
+const MaxReceiptLimit = 1000
+
+// Receipts lists the receipts q selects, newest first. projections.ErrInvalidQuery for a limit out of
+// range.
+func (m *ReadModel) Receipts(ctx context.Context, q projections.ReceiptQuery) ([]projections.ReceiptEntry, error) {
+	if q.Limit < 0 || q.Limit > MaxReceiptLimit {
+		return nil, fmt.Errorf("%w: limit must be between 1 and %d", projections.ErrInvalidQuery, MaxReceiptLimit)
+	}
+	stored, err := m.receipts.ListReceipts(ctx, postgres.ReceiptFilter{Outcome: q.Outcome, Provider: q.Provider, Limit: q.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]projections.ReceiptEntry, len(stored))
+	for i, s := range stored {
+		out[i] = receiptEntry(s)
+	}
+	return out, nil
+}
+
+// Receipt is one receipt with its body and the other receipts of its delivery; projections.ErrNotFound
+// when there is none with that id.
+func (m *ReadModel) Receipt(ctx context.Context, id int64) (projections.ReceiptDetail, error) {
+	s, related, found, err := m.receipts.ReceiptAndRelated(ctx, id)
+	if err != nil {
+		return projections.ReceiptDetail{}, err
+	}
+	if !found {
+		return projections.ReceiptDetail{}, fmt.Errorf("receipt %d: %w", id, projections.ErrNotFound)
+	}
+	d := projections.ReceiptDetail{ReceiptEntry: receiptEntry(s), RecordedAt: s.RecordedAt.UTC(), Body: s.Receipt.Body,
+		Pending: s.Receipt.Booking, Related: make([]projections.ReceiptEntry, len(related))}
+	for i, r := range related {
+		d.Related[i] = receiptEntry(r)
+	}
+	return d, nil
 }

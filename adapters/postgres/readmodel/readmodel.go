@@ -24,10 +24,12 @@ var _ projections.Projection = (*ReadModel)(nil)
 // ProjectionName is the calendar projection's checkpoint and lock name.
 const ProjectionName = "calendar"
 
-// ReceiptSource reads the receipts naming a booking. *postgres.Store implements it; receipts live in
-// PostgreSQL whichever store holds the events.
+// ReceiptSource reads receipts: those naming a booking, and those operators look for.
+// *postgres.Store implements it; receipts live in PostgreSQL whichever store holds the events.
 type ReceiptSource interface {
 	ReceiptsForBooking(ctx context.Context, bookingID string) ([]postgres.StoredReceipt, error)
+	ListReceipts(ctx context.Context, f postgres.ReceiptFilter) ([]postgres.StoredReceipt, error)
+	ReceiptAndRelated(ctx context.Context, id int64) (postgres.StoredReceipt, []postgres.StoredReceipt, bool, error)
 }
 
 // Options tune a read model; zero values take the defaults.
