@@ -39,6 +39,10 @@ type ReceiptEntry struct {
 	Outcome ledger.Outcome
 	Reason  string
 	Events  []ledger.EventRef
+	// Repeats is how many identical deliveries the receipt stands for (duplicates of a replayed body
+	// past a rate fold into one receipt), the last received at LastReceivedAt; 0 or 1 means one.
+	Repeats        int
+	LastReceivedAt time.Time
 }
 
 // HistoryEvent is one stored event of the booking.
@@ -185,9 +189,13 @@ func BuildHistory(in HistoryInput) History {
 					vs = append(vs, fmt.Sprintf("%s v%d", e.Type, versionOf[e.ID]))
 				}
 			}
+			received := "received " + stamp(r.ReceivedAt)
+			if r.Repeats > 1 {
+				received = fmt.Sprintf("received %d times from %s to %s", r.Repeats, stamp(r.ReceivedAt), stamp(r.LastReceivedAt))
+			}
 			h.Findings = append(h.Findings, HistoryFinding{Kind: FindingDuplicateDelivery, ReceiptID: r.ID,
-				Reason: fmt.Sprintf("%s delivery %q received %s carried only events already stored (%s); nothing appended",
-					r.Provider, r.DeliveryID, stamp(r.ReceivedAt), strings.Join(vs, ", "))})
+				Reason: fmt.Sprintf("%s delivery %q %s carried only events already stored (%s); nothing appended",
+					r.Provider, r.DeliveryID, received, strings.Join(vs, ", "))})
 		case ledger.OutcomeQuarantined:
 			h.Findings = append(h.Findings, HistoryFinding{Kind: FindingQuarantined, ReceiptID: r.ID,
 				Reason: fmt.Sprintf("%s delivery %q received %s was quarantined: %s", r.Provider, r.DeliveryID, stamp(r.ReceivedAt), r.Reason)})

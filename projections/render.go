@@ -206,6 +206,9 @@ func writeReceiptLines(w io.Writer, rs []ReceiptEntry) {
 			secret = "no secret"
 		}
 		line := fmt.Sprintf("  #%d\t%s\t%s\tdelivery %s\t%s\t%s", r.ID, clock(r.ReceivedAt), r.Provider, r.DeliveryID, secret, r.Outcome)
+		if r.Repeats > 1 {
+			line += fmt.Sprintf(" ×%d (last %s)", r.Repeats, clock(r.LastReceivedAt))
+		}
 		if r.Reason != "" {
 			line += "\t" + r.Reason
 		}

@@ -47,7 +47,7 @@ func TestRedeliveryIsAckedAsDuplicateWithoutASecondEvent(t *testing.T) {
 		assert.Zero(t, ts.count(t, `SELECT count(*) FROM events`), "with EventStoreDB selected, no event is in PostgreSQL")
 		assert.Equal(t, 1, ts.Stores.ESDB.StreamLength("booking-calendly-redelivered"))
 	}
-	assert.Equal(t, 2, ts.count(t, `SELECT count(*) FROM receipts WHERE body = $1 AND secret_ref <> ''`, d.Body),
+	assert.Equal(t, 2, ts.count(t, `SELECT count(*) FROM receipts WHERE receipt_body(body, body_digest) = $1 AND secret_ref <> ''`, d.Body),
 		"both receipts keep the verified body and name the secret")
 	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "calendly", "outcome": "accepted"}))
 	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "calendly", "outcome": "duplicate"}))
@@ -137,7 +137,7 @@ func TestUnverifiedRequestsAreRefusedAndNeverAppended(t *testing.T) {
 			assert.Equal(t, wantReceipts, ts.receipts(t, "rejected"))
 		})
 	}
-	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'rejected' AND (body IS NOT NULL OR secret_ref <> '')`),
+	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'rejected' AND (receipt_body(body, body_digest) IS NOT NULL OR secret_ref <> '')`),
 		"a rejected receipt keeps no body and names no secret")
 	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome <> 'rejected'`))
 	assert.Equal(t, 2, ts.count(t, `SELECT count(*) FROM receipts WHERE reason LIKE 'stale_timestamp:%' AND reason LIKE '%(`+strconv.Itoa(len(valid.Body))+` bytes)'`),
@@ -238,7 +238,7 @@ func TestVerifiedButMalformedBodyIsQuarantinedAndKept(t *testing.T) {
 	assert.Equal(t, "quarantined", m["status"])
 	assert.NotEmpty(t, m["reason"])
 	assert.Equal(t, 0, ts.events(t))
-	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'quarantined' AND body = $1 AND reason <> ''`, body),
+	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'quarantined' AND receipt_body(body, body_digest) = $1 AND reason <> ''`, body),
 		"the exact verified bytes are kept for operators")
 	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "calendly", "outcome": "quarantined"}))
 }
@@ -254,7 +254,7 @@ func TestUnmappedEventTypeIsIgnored(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	assert.Equal(t, "ignored", r.JSON(t)["status"])
 	assert.Equal(t, 0, ts.events(t))
-	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'ignored' AND body = $1`, body))
+	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'ignored' AND receipt_body(body, body_digest) = $1`, body))
 }
 
 func TestCancelBeforeCreateKeepsBoth(t *testing.T) {

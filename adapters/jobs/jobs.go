@@ -238,8 +238,9 @@ func (q *Queue) Stop(ctx context.Context) error {
 func (q *Queue) Client() *river.Client[pgx.Tx] { return q.client }
 
 // insertDeferredSQL stores a deferred receipt: a verified delivery with its body and no events yet.
-const insertDeferredSQL = `INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body, pending_booking)
-VALUES ($1, $2, $3, $4, 'deferred', $5, $6, $7)
+// The body is stored once per digest by receipt_body_ref (migration 0031), like every receipt's.
+const insertDeferredSQL = `INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body_digest, pending_booking)
+VALUES ($1, $2, $3, $4, 'deferred', $5, receipt_body_ref($6), $7)
 RETURNING id`
 
 // Defer keeps a verified delivery whose mapping must wait: the deferred receipt (with the body) and

@@ -166,7 +166,7 @@ type receiptRow struct {
 
 func (e *env) receipts(t *testing.T) []receiptRow {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT id, outcome, reason, delivery_id, bookings, body FROM receipts ORDER BY id`)
+	rows, err := e.pool.Query(context.Background(), `SELECT id, outcome, reason, delivery_id, bookings, receipt_body(body, body_digest) FROM receipts ORDER BY id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []receiptRow

@@ -110,7 +110,7 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 
 func (w *refetchWorker) load(ctx context.Context, id int64) (deferredReceipt, error) {
 	var dr deferredReceipt
-	err := w.q.pool.QueryRow(ctx, `SELECT provider, received_at, delivery_id, secret_ref, outcome, body
+	err := w.q.pool.QueryRow(ctx, `SELECT provider, received_at, delivery_id, secret_ref, outcome, receipt_body(body, body_digest)
 FROM receipts WHERE id = $1`, id).Scan(&dr.provider, &dr.receivedAt, &dr.deliveryID, &dr.secret, &dr.outcome, &dr.body)
 	if err != nil {
 		return deferredReceipt{}, fmt.Errorf("load deferred receipt %d: %w", id, err)

@@ -16,14 +16,50 @@ import (
 	"bookingledger/domain/ledger"
 )
 
-// receiptColumns are the columns every receipt insert writes, in the order receiptArgs gives them.
-const receiptColumns = `provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body`
+// receiptColumns are the columns every receipt insert writes, in the order receiptArgs gives them. The
+// body is not a column of its own: receipt_body_ref (migration 0031) stores it once per digest and the
+// receipt references it, so that a replayed body is not stored again.
+const receiptColumns = `provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body_digest`
 
-// insertReceiptSQL stores a receipt with the outcome as given: a delivery without appends, or one whose
-// events live in another store.
-const insertReceiptSQL = `INSERT INTO receipts (` + receiptColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-RETURNING id, outcome`
+// insertReceiptSQL stores a receipt with the outcome as given: a delivery without appends (a
+// redelivery whose events are all stored is one), or one whose events live in another store.
+//
+// A duplicate whose identical body (same provider, delivery id and digest) already has FoldAfter
+// duplicate receipts received within FoldWindow ($12, $13: insertReceiptArgs) is not inserted: it
+// folds into the newest of them, which counts it (repeats) and its time (last_received_at). A replayed
+// signed body then adds no rows however often it comes, and the history still says how often it
+// arrived; the first FoldAfter stay rows of their own, so ordinary retries look as they always did.
+const insertReceiptSQL = `WITH d AS (
+    SELECT CASE WHEN $11::bytea IS NULL THEN NULL ELSE sha256($11::bytea) END AS digest
+), recent AS (
+    SELECT r.id FROM receipts r, d
+    WHERE $5::text = 'duplicate' AND d.digest IS NOT NULL
+      AND r.outcome = 'duplicate' AND r.provider = $1 AND r.delivery_id = $3 AND r.body_digest = d.digest
+      AND r.received_at > $2::timestamptz - $12::interval
+    ORDER BY r.id DESC LIMIT $13
+), folded AS (
+    UPDATE receipts SET repeats = repeats + 1, last_received_at = greatest(coalesce(last_received_at, received_at), $2)
+    WHERE id = (SELECT max(id) FROM recent) AND (SELECT count(*) FROM recent) >= $13
+    RETURNING id, outcome
+), inserted AS (
+    INSERT INTO receipts (` + receiptColumns + `)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, receipt_body_ref($11)
+    WHERE NOT EXISTS (SELECT 1 FROM folded)
+    RETURNING id, outcome
+)
+SELECT id, outcome FROM inserted UNION ALL SELECT id, outcome FROM folded`
+
+// Folding of identical duplicates (insertReceiptSQL): the first FoldAfter duplicate receipts of one
+// body within FoldWindow are rows of their own, later ones count on the newest.
+const (
+	FoldAfter  = 100
+	FoldWindow = time.Hour
+)
+
+// insertReceiptArgs are insertReceiptSQL's arguments.
+func insertReceiptArgs(r ledger.Receipt) []any {
+	return append(receiptArgs(r), FoldWindow, FoldAfter)
+}
 
 // commitDeliverySQL is one delivery: its appends (fn: bl_appends, or bl_try_appends in a group of
 // several, migrations/0090_group_commit.sql) and, if they succeeded, its receipt. A receipt committed
@@ -38,7 +74,7 @@ func commitDeliverySQL(fn string) string {
     INSERT INTO receipts (` + receiptColumns + `)
     SELECT $9, $10, $11, $12,
         CASE WHEN $13::text = 'accepted' AND true = ALL (a.duplicates) THEN 'duplicate' ELSE $13::text END,
-        $14, $15, $16, $17, $18, $19
+        $14, $15, $16, $17, $18, receipt_body_ref($19)
     FROM a WHERE a.status = 'ok'
     RETURNING id, outcome
 )
@@ -109,7 +145,7 @@ func (s *Store) commitGroup(ctx context.Context, commits []ledger.Commit) ([]led
 	for _, i := range order {
 		c := commits[i]
 		if len(c.Appends) == 0 {
-			batch.Queue(insertReceiptSQL, receiptArgs(c.Receipt)...)
+			batch.Queue(insertReceiptSQL, insertReceiptArgs(c.Receipt)...)
 			continue
 		}
 		batch.Queue(sql, append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt)...)...)
@@ -252,7 +288,7 @@ func (s *Store) InsertReceipt(ctx context.Context, r ledger.Receipt) (int64, err
 		id      int64
 		outcome string
 	)
-	if err := s.pool.QueryRow(ctx, insertReceiptSQL, receiptArgs(r)...).Scan(&id, &outcome); err != nil {
+	if err := s.pool.QueryRow(ctx, insertReceiptSQL, insertReceiptArgs(r)...).Scan(&id, &outcome); err != nil {
 		return 0, fmt.Errorf("insert receipt %s: %w", r.DeliveryID, translate(err))
 	}
 	return id, nil
@@ -278,12 +314,17 @@ type StoredReceipt struct {
 	ID         int64
 	Receipt    ledger.Receipt
 	RecordedAt time.Time
+	// Repeats is how many identical deliveries the receipt stands for (1 unless duplicates were folded
+	// into it), received from Receipt.ReceivedAt to LastReceivedAt.
+	Repeats        int
+	LastReceivedAt time.Time
 }
 
 // storedReceiptColumns are the columns queryReceipts reads, in its order. The body is read here and nowhere
 // else, so that how it is stored (issue #16: encrypted per subject) changes in one place.
 const storedReceiptColumns = `id, provider, received_at, delivery_id, secret_ref, outcome, reason,
-    bookings, streams, event_ids, event_types, body, recorded_at, pending_booking`
+    bookings, streams, event_ids, event_types, receipt_body(body, body_digest), recorded_at, pending_booking,
+    repeats, coalesce(last_received_at, received_at)`
 
 // ReceiptsForBooking returns every receipt that names bookingID, oldest first: through its events, or
 // as the booking a deferred receipt waits for (pending_booking).
@@ -364,7 +405,7 @@ func (s *Store) queryReceipts(ctx context.Context, sql string, args ...any) ([]S
 		)
 		r := &sr.Receipt
 		if err := row.Scan(&sr.ID, &r.Provider, &r.ReceivedAt, &r.DeliveryID, &r.Secret, &r.Outcome, &r.Reason,
-			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending); err != nil {
+			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending, &sr.Repeats, &sr.LastReceivedAt); err != nil {
 			return sr, err
 		}
 		r.Booking = booking.ID(pending)

@@ -220,6 +220,10 @@ type ReceiptDTO struct {
 	Outcome    string        `json:"outcome"`
 	Reason     string        `json:"reason,omitempty"`
 	Events     []EventRefDTO `json:"events"`
+	// Repeats and LastReceivedAt appear when identical duplicate deliveries were folded into this
+	// receipt: how many it stands for, and when the last arrived.
+	Repeats        int        `json:"repeats,omitempty"`
+	LastReceivedAt *time.Time `json:"last_received_at,omitempty"`
 }
 
 // EventRefDTO names an event a delivery carried.
@@ -299,6 +303,10 @@ func ToReceipt(r projections.ReceiptEntry) ReceiptDTO {
 		Secret: r.Secret, Outcome: string(r.Outcome), Reason: r.Reason, Events: []EventRefDTO{}}
 	for _, e := range r.Events {
 		rd.Events = append(rd.Events, EventRefDTO{Booking: string(e.Booking), EventID: e.ID.String(), Type: string(e.Type)})
+	}
+	if r.Repeats > 1 {
+		last := r.LastReceivedAt.UTC()
+		rd.Repeats, rd.LastReceivedAt = r.Repeats, &last
 	}
 	return rd
 }

@@ -206,7 +206,8 @@ func (m *ReadModel) Checkpoint(ctx context.Context) (checkpoint.Checkpoint, erro
 func receiptEntry(s postgres.StoredReceipt) projections.ReceiptEntry {
 	r := s.Receipt
 	return projections.ReceiptEntry{ID: s.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
-		Secret: r.Secret, Outcome: r.Outcome, Reason: r.Reason, Events: r.Events}
+		Secret: r.Secret, Outcome: r.Outcome, Reason: r.Reason, Events: r.Events,
+		Repeats: s.Repeats, LastReceivedAt: s.LastReceivedAt.UTC()}
 }
 
 // MaxReceiptLimit bounds one receipts listing.

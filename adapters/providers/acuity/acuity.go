@@ -54,10 +54,13 @@ type Config struct {
 	AttemptTimeout time.Duration
 	Budget         time.Duration
 	Backoff        time.Duration
+	// ReuseWindow is how long the fetch of a body answers identical replays of it (by receipt time);
+	// zero means DefaultReuseWindow, negative turns reuse off. See fetchReuse.
+	ReuseWindow time.Duration
 }
 
-// Provider verifies, fetches and maps Acuity deliveries. It holds no mutable state: safe for
-// concurrent use.
+// Provider verifies, fetches and maps Acuity deliveries. Safe for concurrent use; its only mutable
+// state is the short-lived reuse of fetches (fetchReuse).
 type Provider struct {
 	keys           providers.Secrets
 	userID         string
@@ -67,6 +70,7 @@ type Provider struct {
 	attemptTimeout time.Duration
 	budget         time.Duration
 	backoff        time.Duration
+	reuse          *fetchReuse
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -110,6 +114,11 @@ func New(cfg Config) (*Provider, error) {
 	if p.backoff <= 0 {
 		p.backoff = DefaultBackoff
 	}
+	window := cfg.ReuseWindow
+	if window == 0 {
+		window = DefaultReuseWindow
+	}
+	p.reuse = newFetchReuse(window)
 	return p, nil
 }
 
@@ -185,15 +194,21 @@ func (p *Provider) Map(ctx context.Context, h http.Header, body []byte, received
 	if !n.Fetches() {
 		return MapAppointment(n, Appointment{}, receivedAt)
 	}
-	key, err := p.verifyingKey(h, body)
+	ki, key, err := p.verifyingKey(h, body)
 	if err != nil {
 		return providers.Mapped{}, err
 	}
-	a, attempts, err := p.fetchWithRetries(ctx, n.ID, key)
+	attempts := 0
+	a, observedAt, err := p.reuse.fetch(ctx, body, ki, receivedAt, func() (Appointment, error) {
+		a, tries, err := p.fetchWithRetries(ctx, n.ID, key)
+		attempts = tries
+		return a, err
+	})
 	if err != nil {
 		return providers.Mapped{DeliveryID: n.DeliveryID(), Booking: BookingID(n.ID)}, fmt.Errorf("%w: appointment %s after %d attempt(s): %w", providers.ErrDeferred, n.ID, attempts, err)
 	}
-	return p.mapFetched(n, a, receivedAt)
+	// A reused fetch observed the state when it was made.
+	return p.mapFetched(n, a, observedAt)
 }
 
 // Refetch maps a delivery that was deferred: it parses the stored body again, fetches once with the
@@ -229,19 +244,19 @@ func (p *Provider) mapFetched(n Notification, a Appointment, observedAt time.Tim
 
 // verifyingKey finds the key that verifies the request again. Verify found it a moment ago, but the
 // Provider interface passes nothing from Verify to Map, and one HMAC per key is cheap.
-func (p *Provider) verifyingKey(h http.Header, body []byte) (string, error) {
+func (p *Provider) verifyingKey(h http.Header, body []byte) (int, string, error) {
 	sig, err := ParseSignature(h.Get(SignatureHeader))
 	if err == nil {
 		if i := p.match(sig, body); i >= 0 {
 			for j, k := range p.keys.All() {
 				if j == i {
-					return k, nil
+					return i, k, nil
 				}
 			}
 		}
 	}
 	// Not ErrUnmappable: the ingress verifies before it maps, so this is a caller's bug, never the body's.
-	return "", errors.New("acuity map called on a request no API key verifies")
+	return 0, "", errors.New("acuity map called on a request no API key verifies")
 }
 
 func (p *Provider) keyByIndex(i int) (string, bool) {

@@ -1,0 +1,70 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/httpapi/sample"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/providers/acuity"
+)
+
+// Acuity signs no timestamp: a captured signed body verifies forever. 10,000 replays of one cost O(1)
+// rows and bytes — the body is stored once, duplicates past the fold rate count on one receipt — and
+// at most a few fetches from Acuity's API, while every replay is still answered and counted.
+func TestTenThousandReplaysOfOneSignedBodyAddConstantRowsBytesAndFetches(t *testing.T) {
+	const replays = 10000
+	s := newAcuityServer(t, true)
+	s.put(t, time.Date(2025, 6, 30, 10, 15, 0, 0, time.FixedZone("", 3600)), false)
+	d, err := sample.Build(acuity.Name, "scheduled", acuityKey, sample.Params{Booking: acuityAppt}, s.Clock.Now())
+	require.NoError(t, err)
+	first := s.send(t, d)
+	require.Equal(t, http.StatusOK, first.Status, "%s", first.Body)
+	require.Equal(t, "accepted", first.JSON(t)["status"])
+
+	var (
+		wg      sync.WaitGroup
+		next    atomic.Int64
+		notDups atomic.Int64
+	)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	for range 8 {
+		wg.Go(func() {
+			for next.Add(1) <= replays {
+				r, err := postTo(context.Background(), client, s.URL, acuity.Name, d.Header, d.Body)
+				if err != nil || r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"status":"duplicate"`) {
+					notDups.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, notDups.Load(), "every replay is answered 200 duplicate")
+
+	rows := s.count(t, `SELECT count(*) FROM receipts`)
+	// The first FoldAfter duplicates are rows of their own (a few more when concurrent copies race past
+	// the count together), all later ones fold.
+	assert.LessOrEqual(t, rows, postgres.FoldAfter+10, "O(1) receipts: %d for %d replays", rows, replays)
+	assert.Equal(t, replays+1, s.count(t, `SELECT sum(repeats)::int FROM receipts`), "the receipts still count every delivery")
+	assert.Equal(t, 1, s.count(t, `SELECT count(*) FROM receipt_bodies`), "the body is stored once")
+	assert.Equal(t, 0, s.count(t, `SELECT count(*) FROM receipts WHERE body IS NOT NULL`), "no receipt carries a copy")
+	assert.Equal(t, len(d.Body), s.count(t, `SELECT sum(octet_length(body))::int FROM receipt_bodies`))
+	var folded struct {
+		repeats     int
+		first, last time.Time
+	}
+	require.NoError(t, s.Pool.QueryRow(context.Background(), `SELECT repeats, received_at, last_received_at FROM receipts
+WHERE repeats > 1`).Scan(&folded.repeats, &folded.first, &folded.last))
+	assert.Equal(t, replays-(rows-2), folded.repeats, "one receipt holds the count of the folded copies")
+	assert.False(t, folded.last.Before(folded.first))
+	assert.LessOrEqual(t, len(s.api.Requests()), 3, "at most a few fetches from Acuity's API")
+	assert.Equal(t, 2, len(s.appointmentTypes(t)), "the booking's stream is unchanged")
+}
