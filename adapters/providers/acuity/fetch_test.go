@@ -178,3 +178,38 @@ func TestRefetch(t *testing.T) {
 	m, err = none.Refetch(context.Background(), body, 1, later)
 	requireDeferred(t, m, err)
 }
+
+// A replay of a body fetched moments ago reuses that fetch (at its observation time); a different
+// body, a later replay past the window and a copy after a failed fetch each fetch again.
+func TestReplayReusesARecentFetch(t *testing.T) {
+	api := acuitytest.New(t, userID, keyA)
+	api.Put(appt(baseState()))
+	p := newProvider(t, api, keyA)
+	h, body := signed(keyA, "rescheduled")
+	t0 := time.Date(2025, 6, 3, 12, 0, 0, 0, time.UTC)
+
+	first, err := p.Map(context.Background(), h, body, t0)
+	require.NoError(t, err)
+	replay, err := p.Map(context.Background(), h, body, t0.Add(2*time.Second))
+	require.NoError(t, err)
+	assert.Len(t, api.Requests(), 1, "the replay reused the fetch")
+	assert.Equal(t, first.Events, replay.Events, "observed when the reused fetch was made")
+
+	hc, changed := signed(keyA, "changed")
+	_, err = p.Map(context.Background(), hc, changed, t0.Add(3*time.Second))
+	require.NoError(t, err)
+	assert.Len(t, api.Requests(), 2, "another body fetches")
+
+	_, err = p.Map(context.Background(), h, body, t0.Add(acuity.DefaultReuseWindow+time.Second))
+	require.NoError(t, err)
+	assert.Len(t, api.Requests(), 3, "past the window it fetches again")
+
+	api.FailAll(http.StatusServiceUnavailable)
+	m, err := p.Map(context.Background(), h, body, t0.Add(time.Minute))
+	requireDeferred(t, m, err)
+	n := len(api.Requests())
+	api.Recover()
+	_, err = p.Map(context.Background(), h, body, t0.Add(time.Minute))
+	require.NoError(t, err)
+	assert.Len(t, api.Requests(), n+1, "a failed fetch is never reused")
+}
