@@ -362,10 +362,37 @@ func TestCopiesOfADeferredDeliveryShareOneJob(t *testing.T) {
 // A copy that arrives while the subject's job runs may announce a change that job fetched too early
 // to see: it gets a job of its own.
 func TestACopyDuringARunningFetchGetsItsOwnJob(t *testing.T) {
+	hang := make(chan struct{})
+	pool, q := startHangingJob(t, hang)
+	defer func() { close(hang); _ = q.Stop(context.Background()) }()
+	r, v := deferred("rescheduled")
+	res, err := q.Defer(context.Background(), r, v)
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeDeferred, res.Outcome)
+	var jobsN int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobsN))
+	assert.Equal(t, 2, jobsN)
+}
+
+func TestStopCancelsAHangingAttemptWhichIsRetriedLater(t *testing.T) {
+	hang := make(chan struct{})
+	defer close(hang)
+	pool, q := startHangingJob(t, hang)
+	begin := time.Now()
+	require.NoError(t, q.Stop(context.Background()))
+	assert.Less(t, time.Since(begin), 5*time.Second)
+	var state string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&state))
+	assert.Contains(t, []string{"available", "retryable"}, state, "the canceled attempt is retried, not lost")
+}
+
+// startHangingJob defers one delivery to a queue whose refetch hangs until hang closes, starts the
+// queue and returns once that job's attempt runs.
+func startHangingJob(t *testing.T, hang chan struct{}) (*pgxpool.Pool, *jobs.Queue) {
+	t.Helper()
 	pool := pgtest.NewDatabase(t)
 	_, err := jobs.Migrate(context.Background(), pool, nil)
 	require.NoError(t, err)
-	hang := make(chan struct{})
 	started := make(chan struct{}, 2)
 	q, err := jobs.New(jobs.Config{
 		Pool:         pool,
@@ -379,50 +406,12 @@ func TestACopyDuringARunningFetchGetsItsOwnJob(t *testing.T) {
 	_, err = q.Defer(context.Background(), r, v)
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
-	defer func() { close(hang); _ = q.Stop(context.Background()) }()
 	select {
 	case <-started:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the job did not start")
 	}
-	res, err := q.Defer(context.Background(), r, v)
-	require.NoError(t, err)
-	assert.Equal(t, ledger.OutcomeDeferred, res.Outcome)
-	var jobsN int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobsN))
-	assert.Equal(t, 2, jobsN)
-}
-
-func TestStopCancelsAHangingAttemptWhichIsRetriedLater(t *testing.T) {
-	pool := pgtest.NewDatabase(t)
-	_, err := jobs.Migrate(context.Background(), pool, nil)
-	require.NoError(t, err)
-	hang := make(chan struct{})
-	defer close(hang)
-	started := make(chan struct{}, 1)
-	q, err := jobs.New(jobs.Config{
-		Pool:         pool,
-		Ledger:       ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
-		Refetchers:   []jobs.Refetcher{hangingRefetcher{started: started, hang: hang}},
-		PollInterval: 50 * time.Millisecond,
-		StopTimeout:  200 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	r, v := deferred("rescheduled")
-	_, err = q.Defer(context.Background(), r, v)
-	require.NoError(t, err)
-	require.NoError(t, q.Start(context.Background()))
-	select {
-	case <-started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the job did not start")
-	}
-	begin := time.Now()
-	require.NoError(t, q.Stop(context.Background()))
-	assert.Less(t, time.Since(begin), 5*time.Second)
-	var state string
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&state))
-	assert.Contains(t, []string{"available", "retryable"}, state, "the canceled attempt is retried, not lost")
+	return pool, q
 }
 
 type hangingRefetcher struct {
