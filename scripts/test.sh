@@ -50,7 +50,7 @@ go test -race -count=1 -p 2 -timeout 30m ./...
 # The ingress and projection suites again with the booking events in EventStoreDB (the in-process
 # test server of adapters/esdb/esdbtest; receipts and read models stay in PostgreSQL): the same
 # assertions must hold on both stores. Only these packages read BOOKINGLEDGER_TEST_EVENT_STORE.
-BOOKINGLEDGER_TEST_EVENT_STORE=esdb go test -race -count=1 -p 2 -timeout 30m ./adapters/httpapi ./adapters/postgres/readmodel
+BOOKINGLEDGER_TEST_EVENT_STORE=esdb go test -race -count=1 -p 2 -timeout 30m ./adapters/httpapi ./adapters/postgres/readmodel ./adapters/relay
 
 # A count, not a duration: when a duration runs out while the fuzzer is still handling a new input,
 # `go test -fuzz` can report "context deadline exceeded" as a failure without any failing input.

@@ -92,6 +92,10 @@ type Config struct {
 	Workers int
 	// JobTimeout bounds one attempt: fetch and record (DefaultJobTimeout when zero).
 	JobTimeout time.Duration
+	// RescueAfter is how long a job may stay running before River takes it for the job of a crashed
+	// process and runs it again (River's default, an hour, when zero). It must not be below
+	// JobTimeout.
+	RescueAfter time.Duration
 	// StopTimeout bounds Stop's wait for running jobs (DefaultStopTimeout when zero).
 	StopTimeout time.Duration
 	// RecordRetry is how soon a final attempt whose outcome could not be recorded runs again
@@ -193,6 +197,8 @@ func New(cfg Config) (*Queue, error) {
 		MaxAttempts: q.maxAttempts,
 		JobTimeout:  cmp.Or(cfg.JobTimeout, DefaultJobTimeout),
 		RetryPolicy: cfg.RetryPolicy,
+		// Zero keeps River's default.
+		RescueStuckJobsAfter: cfg.RescueAfter,
 	}
 	if cfg.PollInterval > 0 {
 		rc.FetchPollInterval = cfg.PollInterval

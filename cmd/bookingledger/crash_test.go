@@ -26,16 +26,32 @@ import (
 const crashKey = "crash-test-calendly-key"
 
 // startServeProcess runs the real binary's serve (a separate process, so it can be killed with
-// SIGKILL) and returns it with its base URL once it prints "listening on ADDR".
-func startServeProcess(t *testing.T, bin, dbURL string) (*exec.Cmd, string) {
+// SIGKILL) and returns it with its base URL once it prints "listening on ADDR". extraEnv are further
+// VAR=value settings.
+func startServeProcess(t *testing.T, bin, dbURL string, extraEnv ...string) (*exec.Cmd, string) {
 	t.Helper()
-	return startServeBinary(t, bin, map[string]string{
+	vars := map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_ADMIN_ADDR":            "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": crashKey,
 		"BOOKINGLEDGER_LOG_LEVEL":             "error",
-	})
+	}
+	for _, kv := range extraEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	return startServeBinary(t, bin, vars)
+}
+
+// buildBinary builds the real binary into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bookingledger")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run(), "build the binary")
+	return bin
 }
 
 // TestKilledServerLosesNoAcknowledgedDelivery: DESIGN invariant 1. Clients post distinct deliveries
@@ -44,10 +60,7 @@ func startServeProcess(t *testing.T, bin, dbURL string) (*exec.Cmd, string) {
 // a duplicate.
 func TestKilledServerLosesNoAcknowledgedDelivery(t *testing.T) {
 	dbURL := pgtest.NewDatabaseURL(t)
-	bin := filepath.Join(t.TempDir(), "bookingledger")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run(), "build the binary")
+	bin := buildBinary(t)
 
 	cmd, base := startServeProcess(t, bin, dbURL)
 

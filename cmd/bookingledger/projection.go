@@ -14,6 +14,7 @@ import (
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/process"
+	"bookingledger/adapters/relay"
 	"bookingledger/projections"
 )
 
@@ -27,6 +28,8 @@ type projectionDeps struct {
 	jobs        *river.Client[pgx.Tx]
 	stepTargets process.Targets
 	log         *slog.Logger
+	// relay is serve's relay; commands that only rebuild get one on pool.
+	relay *relay.Relay
 }
 
 // projectionEntry is a projection serve runs and rebuild names.
@@ -49,6 +52,20 @@ func projectionRegistry() []projectionEntry {
 		name: process.Name,
 		build: func(d projectionDeps) (projections.Projection, error) {
 			return process.NewProjection(process.ProjectionConfig{Pool: d.pool, Client: d.jobs, Targets: d.stepTargets, Logger: d.log})
+		},
+	}, {
+		// A rebuild of the relay re-plans every event and finds each delivery planned already: it never
+		// sends anything twice.
+		name: relay.ProjectionName,
+		build: func(d projectionDeps) (projections.Projection, error) {
+			rl := d.relay
+			if rl == nil {
+				var err error
+				if rl, err = relay.New(relay.Config{Pool: d.pool}); err != nil {
+					return nil, err
+				}
+			}
+			return rl.Projection()
 		},
 	}}
 }

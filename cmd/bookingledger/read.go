@@ -178,7 +178,10 @@ func runHistory(ctx context.Context, args []string, getenv func(string) string, 
 	if *asJSON {
 		return readapi.WriteHistoryJSON(stdout, h)
 	}
-	return projections.WriteTimeline(stdout, h)
+	if err := projections.WriteTimeline(stdout, h); err != nil {
+		return err
+	}
+	return writeBookingDeliveries(ctx, rs.pool, id, stdout)
 }
 
 const calendarUsage = `Usage: bookingledger calendar --from RFC3339 --to RFC3339 [--resource R] [--json] [flags]

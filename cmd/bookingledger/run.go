@@ -37,6 +37,13 @@ Usage:
                                    replay the event log into an emptied read model (stop serve first)
   bookingledger dev-sinks [--only NAME,...] [--env-file PATH]
                                    local stand-ins (SMTP, CalDAV, ...) for development; prints serve's env
+  bookingledger endpoints add --url URL [--types PATTERNS] [--description TEXT]
+  bookingledger endpoints list | disable ID | enable ID | rotate-secret ID | remove ID
+                                   the relay's endpoints: every ledger event, signed, to the user's own URLs
+  bookingledger deliveries [--endpoint ID] [--state dead] [--booking B]
+                                   relay deliveries, their state and attempts
+  bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types P] [--only-failed] [--dry-run]
+                                   send an endpoint's deliveries of a time window again (same webhook-ids)
   bookingledger version            print the build's version
   bookingledger help               print this text
 
@@ -74,6 +81,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runSteps(ctx, rest, getenv, stdout, stderr)
 	case "dev-sinks":
 		err = runDevSinks(ctx, rest, getenv, stdout, stderr)
+	case "endpoints":
+		err = runEndpoints(ctx, rest, getenv, stdout, stderr)
+	case "deliveries":
+		err = runDeliveries(ctx, rest, getenv, stdout, stderr)
+	case "replay":
+		err = runReplay(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		err = runVersion(stdout)
 	case "help", "-h", "-help", "--help":

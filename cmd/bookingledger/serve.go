@@ -20,10 +20,12 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/readapi"
+	"bookingledger/adapters/httpapi/relayapi"
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/process"
+	"bookingledger/adapters/relay"
 	"bookingledger/domain/ledger"
 )
 
@@ -73,6 +75,9 @@ type serveConfig struct {
 	deferWorkers    int64
 	allowNewer      bool
 	steps           stepsConfig
+	jobTimeout      time.Duration
+	rescueAfter     time.Duration
+	relay           relay.Config
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -97,6 +102,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"deferred deliveries worked at once by this instance")
 	allowNewer := f.Bool("allow-newer-schema", []string{envAllowNewer},
 		"start although a newer release migrated the database (only when its migrations are expand-only: docs/operations/upgrades.md)")
+	jobTimeout := f.Duration("job-timeout", []string{"BOOKINGLEDGER_JOB_TIMEOUT"}, jobs.DefaultJobTimeout, "bound on one background job's attempt")
+	rescueAfter := f.Duration("jobs-rescue-after", []string{"BOOKINGLEDGER_JOBS_RESCUE_AFTER"}, defaultRescueAfter,
+		"how long a job may stay running before it is taken for the job of a crashed process and run again (at least --job-timeout)")
+	relayFlags := registerRelayFlags(f)
 	providerFlags := registerProviderFlags(f)
 	rest, err := f.parse(args)
 	if err != nil {
@@ -107,7 +116,13 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	c = serveConfig{addr: *addr, adminAddr: *adminAddr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
 		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level,
-		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers, allowNewer: *allowNewer}
+		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers, allowNewer: *allowNewer, jobTimeout: *jobTimeout, rescueAfter: *rescueAfter}
+	if c.rescueAfter < c.jobTimeout {
+		return c, usageErrorf("BOOKINGLEDGER_JOBS_RESCUE_AFTER (%s) must be at least BOOKINGLEDGER_JOB_TIMEOUT (%s)", c.rescueAfter, c.jobTimeout)
+	}
+	if c.relay, err = relayFlags.config(); err != nil {
+		return c, err
+	}
 	if c.databaseURL == "" {
 		return c, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
 	}
@@ -183,6 +198,10 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
+// defaultRescueAfter: a relay delivery or deferred fetch whose process was killed mid-attempt runs
+// again within minutes rather than River's hour.
+const defaultRescueAfter = 5 * time.Minute
+
 // defaultPoolMaxConns applies when the database URL does not set pool_max_conns.
 const defaultPoolMaxConns = 20
 
@@ -244,6 +263,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	svc := ledger.NewService(store, eventcodec.JSON{})
 
+	reg := prometheus.NewRegistry()
+	// The relay: its workers run on the job queue, its projection plans deliveries from the log.
+	rcfg := cfg.relay
+	rcfg.Pool, rcfg.Events, rcfg.Codec, rcfg.Logger, rcfg.Metrics = pool, es.events, eventcodec.JSON{}, log, relay.NewMetrics(reg, pool)
+	rl, err := relay.New(rcfg)
+	if err != nil {
+		return err
+	}
+	relayKind, err := rl.Kind()
+	if err != nil {
+		return err
+	}
 	// Deferred deliveries (a provider's data could not be fetched in time) are kept and finished by the
 	// job queue, in PostgreSQL whichever store holds the events.
 	// Process steps: the host calendar (CalDAV) and invitee email (SMTP) of each booking, on their
@@ -257,7 +288,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
-		Kinds:    []jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}},
+		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
+		Kinds:    []jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind},
 		Contacts: process.NewContacts(pool)})
 	if err != nil {
 		return err
@@ -277,7 +309,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// it; the read API answers from the calendar's tables. Their runners stop after the HTTP drain
 	// (deferred calls run last-in first-out) and before the event store and the pool close.
 	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: process.NewStore(pool, nil)})
-	deps := projectionDeps{pool: pool, events: es, calendar: rm, jobs: queue.Client(), stepTargets: stepWorker.Targets(), log: log}
+	deps := projectionDeps{pool: pool, events: es, calendar: rm, jobs: queue.Client(), stepTargets: stepWorker.Targets(), log: log, relay: rl}
 	runners, stopRunners, err := startRunners(ctx, deps, projectionRegistry(), log)
 	if err != nil {
 		return err
@@ -287,7 +319,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	stopSweeper := startSweeper(ctx, pool, queue.Client(), 2*cfg.steps.callTimeout, log)
 	defer stopSweeper()
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(newProjectionCollector(runners), newStepsCollector(process.NewStore(pool, nil)))
 	state := stateSources{pool: pool, openItems: rm.OpenItemCounts, log: log,
@@ -316,7 +347,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
 		RecordTimeout:           cfg.recordTimeout,
 		DrainTimeout:            cfg.drain,
-		AdminRoutes:             adminRoutes(rm, process.NewStore(pool, queue.Client()), log),
+		AdminRoutes:             adminRoutes(rm, process.NewStore(pool, queue.Client()), rl, log),
 	})
 	if err != nil {
 		return err
@@ -357,9 +388,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 // adminRoutes mounts the admin surface (next to /metrics): every route that reads or changes what the
 // ledger knows goes here, never on the public listener. Tests enumerate what it mounts.
-func adminRoutes(rm adminReader, steps readapi.StepResolver, log *slog.Logger) func(httpapi.Mux) {
+func adminRoutes(rm adminReader, steps readapi.StepResolver, rl relayapi.Admin, log *slog.Logger) func(httpapi.Mux) {
 	return func(mux httpapi.Mux) {
 		readapi.Register(mux, readapi.Deps{Reader: rm, Receipts: rm, Steps: steps, Logger: log})
+		relayapi.Register(mux, relayapi.Deps{Relay: rl, Logger: log})
 	}
 }
 

@@ -212,15 +212,29 @@ func Sign(secret, id string, t time.Time, body []byte) (string, error) {
 	return "v1," + base64.StdEncoding.EncodeToString(mac), nil
 }
 
-// Headers returns the three Standard Webhooks headers of a signed message.
+// Headers returns the three Standard Webhooks headers of a message signed with one secret.
 func Headers(secret, id string, t time.Time, body []byte) (http.Header, error) {
-	sig, err := Sign(secret, id, t, body)
-	if err != nil {
-		return nil, err
+	return SignedHeaders(id, t, body, secret)
+}
+
+// SignedHeaders returns the three Standard Webhooks headers of a message signed with every secret
+// given (one "v1,<base64>" entry each, space-separated): a sender in the middle of a rotation signs
+// with the old and the new secret, so a receiver holding either verifies it.
+func SignedHeaders(id string, t time.Time, body []byte, secrets ...string) (http.Header, error) {
+	if len(secrets) == 0 {
+		return nil, fmt.Errorf("%w: no secret to sign with", ErrInvalidSecret)
+	}
+	sigs := make([]string, 0, len(secrets))
+	for _, s := range secrets {
+		sig, err := Sign(s, id, t, body)
+		if err != nil {
+			return nil, err
+		}
+		sigs = append(sigs, sig)
 	}
 	h := http.Header{}
 	h.Set(HeaderID, id)
 	h.Set(HeaderTimestamp, strconv.FormatInt(t.Unix(), 10))
-	h.Set(HeaderSignature, sig)
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
 	return h, nil
 }

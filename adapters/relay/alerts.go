@@ -1,0 +1,276 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"bookingledger/adapters/providers/standard"
+)
+
+// AlertThresholds are the lengths of a failure streak at which an endpoint's alert is sent, each
+// once per streak.
+var AlertThresholds = []int{1, 5, 20}
+
+// Alert kinds.
+const (
+	AlertFailing   = "failing"
+	AlertRecovered = "recovered"
+)
+
+// AlertFormat selects the body of alerts.
+const (
+	// AlertFormatStandard: a Standard Webhooks message signed with AlertConfig.Secret.
+	AlertFormatStandard = "standard"
+	// AlertFormatSlack: {"text": "..."}, as Slack's and compatible incoming webhooks take it.
+	AlertFormatSlack = "slack"
+)
+
+// alertJobAttempts bounds the sends of one alert.
+const alertJobAttempts = 10
+
+// AlertConfig says where alerts go besides the log and the metrics.
+type AlertConfig struct {
+	// URL receives a POST per alert; empty: log and metrics only.
+	URL string
+	// Format is AlertFormatStandard (default) or AlertFormatSlack.
+	Format string
+	// Secret signs standard alerts ("whsec_...").
+	Secret string
+}
+
+// Check validates the configuration: a parseable URL, a known format, and a secret for standard alerts.
+func (c AlertConfig) Check() error {
+	if c.URL == "" {
+		return nil
+	}
+	if _, err := ParseURL(c.URL); err != nil {
+		return fmt.Errorf("alert url: %w", err)
+	}
+	switch c.Format {
+	case "", AlertFormatStandard:
+		if _, err := standard.DecodeSecret(c.Secret); err != nil {
+			return fmt.Errorf("alert secret (needed to sign standard alerts): %w", err)
+		}
+	case AlertFormatSlack:
+	default:
+		return fmt.Errorf("alert format %q: want %s or %s", c.Format, AlertFormatStandard, AlertFormatSlack)
+	}
+	return nil
+}
+
+// alertNote is an alert decided in a transaction, logged and counted once it committed.
+type alertNote struct {
+	id         int64
+	endpointID int64
+	kind       string
+	failures   int
+	lastError  string
+}
+
+// streak updates an endpoint's failure streak after an attempt and records the alerts it crosses.
+// The endpoint row is locked by the update, so concurrent attempts count one after the other and each
+// threshold is crossed by exactly one of them.
+func (r *Relay) streak(ctx context.Context, tx pgx.Tx, endpointID int64, succeeded bool, lastErr string) ([]alertNote, error) {
+	var notes []alertNote
+	if succeeded {
+		var failures, alerted int
+		err := tx.QueryRow(ctx, `UPDATE relay_endpoints e SET consecutive_failures = 0, alerted_failures = 0
+FROM (SELECT id, consecutive_failures, alerted_failures FROM relay_endpoints WHERE id = $1 FOR UPDATE) old
+WHERE e.id = old.id AND old.consecutive_failures > 0
+RETURNING old.consecutive_failures, old.alerted_failures`, endpointID).Scan(&failures, &alerted)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil // no streak to end
+		}
+		if err != nil {
+			return nil, fmt.Errorf("end failure streak: %w", err)
+		}
+		if alerted > 0 {
+			n, err := r.insertAlert(ctx, tx, endpointID, AlertRecovered, failures, "")
+			if err != nil {
+				return nil, err
+			}
+			notes = append(notes, n)
+		}
+		return notes, nil
+	}
+	var failures, alerted int
+	if err := tx.QueryRow(ctx, `UPDATE relay_endpoints SET consecutive_failures = consecutive_failures + 1
+WHERE id = $1 RETURNING consecutive_failures, alerted_failures`, endpointID).Scan(&failures, &alerted); err != nil {
+		return nil, fmt.Errorf("count failure: %w", err)
+	}
+	for _, t := range AlertThresholds {
+		if failures == t && alerted < t {
+			if _, err := tx.Exec(ctx, `UPDATE relay_endpoints SET alerted_failures = $2 WHERE id = $1`, endpointID, t); err != nil {
+				return nil, fmt.Errorf("mark alert: %w", err)
+			}
+			n, err := r.insertAlert(ctx, tx, endpointID, AlertFailing, failures, lastErr)
+			if err != nil {
+				return nil, err
+			}
+			notes = append(notes, n)
+		}
+	}
+	return notes, nil
+}
+
+func (r *Relay) insertAlert(ctx context.Context, tx pgx.Tx, endpointID int64, kind string, failures int, lastErr string) (alertNote, error) {
+	n := alertNote{endpointID: endpointID, kind: kind, failures: failures, lastError: lastErr}
+	if err := tx.QueryRow(ctx, `INSERT INTO relay_alerts (endpoint_id, kind, failures, error) VALUES ($1, $2, $3, '') RETURNING id`,
+		endpointID, kind, failures).Scan(&n.id); err != nil {
+		return alertNote{}, fmt.Errorf("insert alert: %w", err)
+	}
+	if r.alerts.URL == "" {
+		return n, nil
+	}
+	if _, err := r.inserter.InsertTx(ctx, tx, AlertArgs{AlertID: n.id}, &river.InsertOpts{Queue: Queue, MaxAttempts: alertJobAttempts}); err != nil {
+		return alertNote{}, fmt.Errorf("insert alert job: %w", err)
+	}
+	return n, nil
+}
+
+// noteAlert logs and counts an alert that committed.
+func (r *Relay) noteAlert(n alertNote) {
+	r.metrics.alert(strconv.FormatInt(n.endpointID, 10), n.kind)
+	if n.kind == AlertRecovered {
+		r.log.Warn("relay endpoint recovered", "endpoint", n.endpointID, "failures", n.failures, "alert", n.id)
+		return
+	}
+	r.log.Warn("relay endpoint failing", "endpoint", n.endpointID, "consecutive_failures", n.failures,
+		"last_error", n.lastError, "alert", n.id)
+}
+
+// Alert is a recorded alert.
+type Alert struct {
+	ID          int64
+	EndpointID  int64
+	Kind        string
+	Failures    int
+	CreatedAt   time.Time
+	SentAt      time.Time
+	Error       string
+	EndpointURL string
+}
+
+// Alerts lists an endpoint's alerts (every endpoint's when endpointID is 0), oldest first.
+func (r *Relay) Alerts(ctx context.Context, endpointID int64) ([]Alert, error) {
+	rows, err := r.pool.Query(ctx, `SELECT a.id, a.endpoint_id, a.kind, a.failures, a.created_at, a.sent_at, a.error, e.url
+FROM relay_alerts a JOIN relay_endpoints e ON e.id = a.endpoint_id
+WHERE $1 = 0 OR a.endpoint_id = $1 ORDER BY a.id`, endpointID)
+	if err != nil {
+		return nil, fmt.Errorf("list alerts: %w", err)
+	}
+	defer rows.Close()
+	var out []Alert
+	for rows.Next() {
+		var (
+			a    Alert
+			sent *time.Time
+		)
+		if err := rows.Scan(&a.ID, &a.EndpointID, &a.Kind, &a.Failures, &a.CreatedAt, &sent, &a.Error, &a.EndpointURL); err != nil {
+			return nil, fmt.Errorf("list alerts: %w", err)
+		}
+		if sent != nil {
+			a.SentAt = *sent
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// AlertMessage is the data of a standard alert.
+type AlertMessage struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      AlertData `json:"data"`
+}
+
+// AlertData describes the endpoint and its streak.
+type AlertData struct {
+	Endpoint            int64  `json:"endpoint"`
+	URL                 string `json:"url"`
+	Description         string `json:"description,omitempty"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	Text                string `json:"text"`
+}
+
+type alertWorker struct {
+	river.WorkerDefaults[AlertArgs]
+	r *Relay
+}
+
+func (w *alertWorker) Work(ctx context.Context, job *river.Job[AlertArgs]) error {
+	r := w.r
+	var (
+		a    Alert
+		desc string
+	)
+	err := r.pool.QueryRow(ctx, `SELECT a.id, a.endpoint_id, a.kind, a.failures, a.created_at, e.url, e.description
+FROM relay_alerts a JOIN relay_endpoints e ON e.id = a.endpoint_id WHERE a.id = $1 AND a.sent_at IS NULL`, job.Args.AlertID).Scan(
+		&a.ID, &a.EndpointID, &a.Kind, &a.Failures, &a.CreatedAt, &a.EndpointURL, &desc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // sent already, or the endpoint was removed
+	}
+	if err != nil {
+		return fmt.Errorf("load alert %d: %w", job.Args.AlertID, err)
+	}
+	if r.alerts.URL == "" {
+		return nil // configured away since; the alert stays recorded and logged
+	}
+	host := a.EndpointURL
+	if u, err := ParseURL(a.EndpointURL); err == nil {
+		host = u.Host // the path and query may hold the receiver's own token
+	}
+	text := fmt.Sprintf("bookingledger relay: endpoint %d (%s) failed %d time(s) in a row", a.EndpointID, host, a.Failures)
+	if a.Kind == AlertRecovered {
+		text = fmt.Sprintf("bookingledger relay: endpoint %d (%s) recovered after %d consecutive failure(s)", a.EndpointID, host, a.Failures)
+	}
+	var (
+		body []byte
+		h    = http.Header{}
+	)
+	if r.alerts.Format == AlertFormatSlack {
+		body, _ = json.Marshal(map[string]string{"text": text})
+	} else {
+		body, _ = json.Marshal(AlertMessage{Type: "relay.endpoint." + a.Kind, Timestamp: a.CreatedAt.UTC(), Data: AlertData{
+			Endpoint: a.EndpointID, URL: host, Description: desc, ConsecutiveFailures: a.Failures, Text: text}})
+		if h, err = standard.SignedHeaders("alert_"+strconv.FormatInt(a.ID, 10), r.clock(), body, r.alerts.Secret); err != nil {
+			return river.JobCancel(err)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.alerts.URL, bytes.NewReader(body))
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "bookingledger-relay")
+	resp, err := r.client.Do(req)
+	var sendErr error
+	if err == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxReadResponse))
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			sendErr = fmt.Errorf("alert url answered HTTP %d", resp.StatusCode)
+		}
+	} else {
+		sendErr = err
+	}
+	if sendErr != nil {
+		_, _ = r.pool.Exec(ctx, `UPDATE relay_alerts SET error = $2 WHERE id = $1`, a.ID, clipText(sendErr.Error()))
+		return fmt.Errorf("send alert %d: %w", a.ID, sendErr)
+	}
+	if _, err := r.pool.Exec(ctx, `UPDATE relay_alerts SET sent_at = now(), error = '' WHERE id = $1`, a.ID); err != nil {
+		return fmt.Errorf("mark alert %d sent: %w", a.ID, err)
+	}
+	return nil
+}

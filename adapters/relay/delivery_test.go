@@ -1,0 +1,198 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/providers/standard"
+	"bookingledger/adapters/relay"
+)
+
+// Every event reaches every matching endpoint once, signed so that the project's own verifier
+// accepts it, with the stream version and the booking's state after the event; a provider's retry of
+// a delivery (a duplicate in the ledger) sends nothing more.
+func TestEveryEventIsDeliveredOnceWithVersionAndState(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{})
+	ctx := context.Background()
+	all := newReceiver(t)
+	cancels := newReceiver(t)
+	epAll, secretAll, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: all.url(), Description: "crm"})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(secretAll, "whsec_"))
+	all.setSecrets(secretAll)
+	epCancels, secretCancels, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: cancels.url(), Types: []string{"booking.canceled.*"}})
+	require.NoError(t, err)
+	cancels.setSecrets(secretCancels)
+
+	for i := range 5 {
+		b := fmt.Sprintf("calendly-relay-%d", i)
+		e.record(t, b+"-create", e.scheduled(b, 9+i))
+		e.record(t, b+"-create", e.scheduled(b, 9+i)) // the provider's retry: a duplicate
+		if i%2 == 0 {
+			e.record(t, b+"-cancel", e.canceled(b))
+		}
+	}
+	eventually(t, 30*time.Second, "8 messages at the first endpoint and 3 at the second", func() bool {
+		return len(all.messages()) >= 8 && len(cancels.messages()) >= 3
+	})
+	time.Sleep(300 * time.Millisecond) // anything extra would arrive now
+	assert.Empty(t, all.invalidMessages())
+	assert.Empty(t, cancels.invalidMessages())
+	for id, n := range all.ids() {
+		assert.Equal(t, 1, n, "webhook-id %s", id)
+	}
+	assert.Len(t, all.ids(), 8)
+	assert.Len(t, cancels.ids(), 3)
+
+	for _, m := range all.messages() {
+		d := m.msg.Data
+		assert.Equal(t, "booking-"+d.Booking, d.Stream)
+		assert.Equal(t, m.msg.Type, d.Event.Type)
+		assert.Equal(t, "msg_"+d.Event.ID, m.id)
+		switch d.Event.Type {
+		case "booking.scheduled.v1":
+			assert.EqualValues(t, 1, d.Version)
+			assert.Equal(t, "active", d.State.Status)
+			require.NotNil(t, d.State.Slot)
+			assert.Equal(t, []string{"host-1"}, d.State.Slot.Resources)
+			assert.Contains(t, string(d.Event.Payload), `"meeting":"m-`+d.Booking+`"`)
+		case "booking.canceled.v1":
+			assert.EqualValues(t, 2, d.Version)
+			assert.Equal(t, "canceled", d.State.Status)
+			assert.Equal(t, "no longer needed", d.State.CancelReason)
+			assert.Equal(t, 2, d.State.Events)
+		default:
+			t.Errorf("unexpected type %s", d.Event.Type)
+		}
+	}
+	for _, m := range cancels.messages() {
+		assert.Equal(t, "booking.canceled.v1", m.msg.Type)
+	}
+	for _, ep := range []int64{epAll.ID, epCancels.ID} {
+		ok := deliveriesIn(t, r, ep, relay.StateSucceeded)
+		for _, d := range ok {
+			_, attempts, err := r.DeliveryWithAttempts(ctx, d.ID)
+			require.NoError(t, err)
+			require.Len(t, attempts, 1)
+			assert.True(t, attempts[0].Succeeded)
+			assert.Equal(t, http.StatusNoContent, attempts[0].Status)
+		}
+	}
+}
+
+// A receiver that is down and comes back gets every delivery after the backoff, each with exactly one
+// successful attempt after the failed ones.
+func TestReceiverDownThenUpGetsEveryDeliveryOnce(t *testing.T) {
+	e := newEnv(t)
+	schedule := []time.Duration{0}
+	for range 40 {
+		schedule = append(schedule, 200*time.Millisecond)
+	}
+	r := e.startRelay(t, relayOpts{schedule: schedule, workers: 8})
+	ctx := context.Background()
+	addr := freeAddr(t)
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: "http://" + addr + "/hook"})
+	require.NoError(t, err)
+	for i := range 6 {
+		b := fmt.Sprintf("calendly-down-%d", i)
+		e.record(t, b, e.scheduled(b, 8+i))
+	}
+	eventually(t, 30*time.Second, "a failed attempt of every delivery", func() bool {
+		var n int
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(DISTINCT delivery_id) FROM relay_attempts WHERE NOT succeeded`).Scan(&n))
+		return n == 6
+	})
+
+	rc := newReceiverAt(t, addr, secret)
+	eventually(t, 30*time.Second, "every delivery succeeded", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 6
+	})
+	assert.Empty(t, rc.invalidMessages())
+	assert.Len(t, rc.ids(), 6)
+	for _, d := range deliveriesIn(t, r, ep.ID, "") {
+		_, attempts, err := r.DeliveryWithAttempts(ctx, d.ID)
+		require.NoError(t, err)
+		ok := 0
+		for i, a := range attempts {
+			if a.Succeeded {
+				ok++
+				assert.Equal(t, len(attempts)-1, i, "the success is the last attempt")
+			} else {
+				assert.Zero(t, a.Status, "connection refused has no status")
+				assert.NotEmpty(t, a.Error)
+			}
+		}
+		assert.Equal(t, 1, ok, "delivery %d: exactly one successful attempt", d.ID)
+		assert.GreaterOrEqual(t, len(attempts), 2)
+		for i := 1; i < len(attempts); i++ {
+			assert.GreaterOrEqual(t, attempts[i].At.Sub(attempts[i-1].At), 150*time.Millisecond, "backoff between attempts")
+		}
+	}
+}
+
+// newReceiverAt starts a receiver on a given address (one that was down until now).
+func newReceiverAt(t *testing.T, addr string, secrets ...string) *receiver {
+	t.Helper()
+	rc := newReceiver(t, secrets...)
+	rc.srv.Close()
+	var ln net.Listener
+	eventually(t, 5*time.Second, "the address to be free", func() bool {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err == nil
+	})
+	srv := &http.Server{Handler: http.HandlerFunc(rc.serve), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return rc
+}
+
+// After rotate-secret every message carries two signatures: a receiver that has only the old secret
+// and one that has only the new one both verify it.
+func TestRotationSignsWithBothSecrets(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	rc.verify = nil
+	ep, oldSecret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rotated, newSecret, err := r.RotateSecret(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.NotEqual(t, oldSecret, newSecret)
+	assert.WithinDuration(t, time.Now().Add(relay.RotationOverlap), rotated.PreviousUntil, time.Minute)
+	e.record(t, "rot", e.scheduled("calendly-rot", 9))
+	eventually(t, 30*time.Second, "the message", func() bool { return len(rc.messages()) == 1 })
+	m := rc.messages()[0]
+	sigs, err := standard.ParseSignatures(m.header.Get(standard.HeaderSignature))
+	require.NoError(t, err)
+	assert.Len(t, sigs, 2)
+	for _, s := range []string{oldSecret, newSecret} {
+		p, err := standard.New(providersSecrets(s), 0)
+		require.NoError(t, err)
+		_, err = p.Verify(m.header, m.body, time.Now())
+		assert.NoError(t, err, "verify with one of the secrets")
+	}
+	other, err := standard.New(providersSecrets(relay.NewSecret()), 0)
+	require.NoError(t, err)
+	_, err = other.Verify(m.header, m.body, time.Now())
+	assert.Error(t, err, "a stranger's secret does not verify")
+
+	// Once the overlap is over, only the new secret signs.
+	_, err = e.pool.Exec(ctx, `UPDATE relay_endpoints SET previous_until = now() - interval '1 second'`)
+	require.NoError(t, err)
+	e.record(t, "rot-2", e.canceled("calendly-rot"))
+	eventually(t, 30*time.Second, "the second message", func() bool { return len(rc.messages()) == 2 })
+	sigs, err = standard.ParseSignatures(rc.messages()[1].header.Get(standard.HeaderSignature))
+	require.NoError(t, err)
+	assert.Len(t, sigs, 1)
+}

@@ -1,0 +1,283 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"bookingledger/adapters/providers/standard"
+)
+
+// Errors callers branch on.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrInvalidTypes = errors.New("invalid type filter")
+	ErrInvalid      = errors.New("invalid request")
+)
+
+// RotationOverlap is how long a rotated-out secret keeps signing alongside the new one, so receivers
+// can switch at their own pace.
+const RotationOverlap = 24 * time.Hour
+
+// Endpoint is a user's receiver. Its secrets are not part of it: they are shown once, when created or
+// rotated.
+type Endpoint struct {
+	ID          int64
+	URL         string
+	Types       []string
+	Description string
+	// Disabled is set by disable or by a 410 answer; DisabledReason says which.
+	Disabled       bool
+	DisabledAt     time.Time
+	DisabledReason string
+	// PreviousUntil is when the secret before the last rotation stops signing (zero: none).
+	PreviousUntil       time.Time
+	ConsecutiveFailures int
+	CreatedAt           time.Time
+}
+
+// NewEndpoint is what Add needs.
+type NewEndpoint struct {
+	URL         string
+	Types       []string
+	Description string
+}
+
+// ParseTypes splits a comma-separated filter ("booking.scheduled.*, booking.payment_*") into
+// patterns; empty means every type.
+func ParseTypes(s string) ([]string, error) {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, CheckTypes(out)
+}
+
+// CheckTypes validates type patterns: lowercase letters, digits, '.', '_', '-' and '*' (any run of
+// characters), at most 32 patterns of 128 bytes.
+func CheckTypes(patterns []string) error {
+	if len(patterns) > 32 {
+		return fmt.Errorf("%w: more than 32 patterns", ErrInvalidTypes)
+	}
+	for _, p := range patterns {
+		if p == "" || len(p) > 128 {
+			return fmt.Errorf("%w: pattern must have 1 to 128 bytes", ErrInvalidTypes)
+		}
+		for _, c := range p {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("._-*", c)) {
+				return fmt.Errorf("%w: %q: only a-z, 0-9, '.', '_', '-' and '*' are allowed", ErrInvalidTypes, p)
+			}
+		}
+	}
+	return nil
+}
+
+// MatchTypes reports whether an event type passes the patterns (none: every type).
+func MatchTypes(patterns []string, eventType string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		// CheckTypes admits no '/', '[' or '\\', so path.Match's '*' is "any run of characters".
+		if ok, _ := path.Match(p, eventType); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// NewSecret returns a fresh Standard Webhooks secret: "whsec_" and the base64 of 24 random bytes.
+func NewSecret() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return standard.SecretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+const endpointColumns = `id, url, types, description, disabled_at, disabled_reason, previous_until,
+consecutive_failures, created_at`
+
+func scanEndpoint(row pgx.Row) (Endpoint, error) {
+	var (
+		e                 Endpoint
+		disabledAt, until *time.Time
+	)
+	if err := row.Scan(&e.ID, &e.URL, &e.Types, &e.Description, &disabledAt, &e.DisabledReason, &until,
+		&e.ConsecutiveFailures, &e.CreatedAt); err != nil {
+		return Endpoint{}, err
+	}
+	if disabledAt != nil {
+		e.Disabled, e.DisabledAt = true, *disabledAt
+	}
+	if until != nil {
+		e.PreviousUntil = *until
+	}
+	if e.Types == nil {
+		e.Types = []string{}
+	}
+	return e, nil
+}
+
+// AddEndpoint validates and stores an endpoint and returns it with its secret, which is not shown
+// again. The URL must pass the guard.
+func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, string, error) {
+	u, err := r.guard.CheckURL(ctx, n.URL)
+	if err != nil {
+		return Endpoint{}, "", err
+	}
+	if err := CheckTypes(n.Types); err != nil {
+		return Endpoint{}, "", err
+	}
+	if len(n.Description) > 500 {
+		return Endpoint{}, "", fmt.Errorf("%w: description longer than 500 bytes", ErrInvalid)
+	}
+	types := n.Types
+	if types == nil {
+		types = []string{}
+	}
+	secret := NewSecret()
+	e, err := scanEndpoint(r.pool.QueryRow(ctx, `INSERT INTO relay_endpoints (url, types, description, secret)
+VALUES ($1, $2, $3, $4) RETURNING `+endpointColumns, u.String(), types, n.Description, secret))
+	if err != nil {
+		return Endpoint{}, "", fmt.Errorf("add endpoint: %w", err)
+	}
+	return e, secret, nil
+}
+
+// Endpoints lists every endpoint, oldest first.
+func (r *Relay) Endpoints(ctx context.Context) ([]Endpoint, error) {
+	rows, err := r.pool.Query(ctx, `SELECT `+endpointColumns+` FROM relay_endpoints ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	defer rows.Close()
+	var out []Endpoint
+	for rows.Next() {
+		e, err := scanEndpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Endpoint returns one endpoint.
+func (r *Relay) Endpoint(ctx context.Context, id int64) (Endpoint, error) {
+	e, err := scanEndpoint(r.pool.QueryRow(ctx, `SELECT `+endpointColumns+` FROM relay_endpoints WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// DisableEndpoint stops sending to an endpoint: its pending deliveries pause when their turn comes,
+// and new events are kept as paused deliveries until EnableEndpoint.
+func (r *Relay) DisableEndpoint(ctx context.Context, id int64, reason string) (Endpoint, error) {
+	return r.disable(ctx, r.pool, id, reason)
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (r *Relay) disable(ctx context.Context, q querier, id int64, reason string) (Endpoint, error) {
+	e, err := scanEndpoint(q.QueryRow(ctx, `UPDATE relay_endpoints
+SET disabled_at = coalesce(disabled_at, now()), disabled_reason = $2 WHERE id = $1 RETURNING `+endpointColumns, id, reason))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("disable endpoint %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// EnableEndpoint resumes an endpoint: every paused delivery is scheduled again (a fresh run of the
+// retry schedule) and its failure streak starts over. It returns the endpoint and how many deliveries
+// resumed.
+func (r *Relay) EnableEndpoint(ctx context.Context, id int64) (Endpoint, int, error) {
+	var (
+		e Endpoint
+		n int
+	)
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var err error
+		e, err = scanEndpoint(tx.QueryRow(ctx, `UPDATE relay_endpoints
+SET disabled_at = NULL, disabled_reason = '', consecutive_failures = 0, alerted_failures = 0
+WHERE id = $1 RETURNING `+endpointColumns, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		ids, err := collectIDs(tx.Query(ctx, `UPDATE relay_deliveries SET state = 'pending', run_attempts = 0, next_attempt_at = now()
+WHERE endpoint_id = $1 AND state = 'paused' RETURNING id`, id))
+		if err != nil {
+			return err
+		}
+		n = len(ids)
+		return r.enqueue(ctx, tx, ids, time.Time{})
+	})
+	if err != nil {
+		return Endpoint{}, 0, fmt.Errorf("enable endpoint %d: %w", id, err)
+	}
+	return e, n, nil
+}
+
+// RotateSecret gives an endpoint a new secret and returns it (shown once); the current one keeps
+// signing alongside it for RotationOverlap. A secret rotated out earlier is dropped.
+func (r *Relay) RotateSecret(ctx context.Context, id int64) (Endpoint, string, error) {
+	secret := NewSecret()
+	e, err := scanEndpoint(r.pool.QueryRow(ctx, `UPDATE relay_endpoints
+SET previous_secret = secret, previous_until = now() + $3::interval, secret = $2
+WHERE id = $1 RETURNING `+endpointColumns, id, secret, RotationOverlap.String()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Endpoint{}, "", fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Endpoint{}, "", fmt.Errorf("rotate secret of endpoint %d: %w", id, err)
+	}
+	return e, secret, nil
+}
+
+// RemoveEndpoint deletes an endpoint with its deliveries, attempts and alerts; jobs still queued for
+// them find nothing and end.
+func (r *Relay) RemoveEndpoint(ctx context.Context, id int64) error {
+	tag, err := r.pool.Exec(ctx, `DELETE FROM relay_endpoints WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("remove endpoint %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// activeSecrets returns the secrets an endpoint signs with at now, newest first.
+func activeSecrets(secret string, previous *string, until *time.Time, now time.Time) []string {
+	out := []string{secret}
+	if previous != nil && until != nil && now.Before(*until) {
+		out = append(out, *previous)
+	}
+	return out
+}
+
+func collectIDs(rows pgx.Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}

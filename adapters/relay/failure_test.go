@@ -1,0 +1,199 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/standard"
+	"bookingledger/adapters/relay"
+)
+
+// alertSink is a real HTTP server that takes alerts and verifies their signature.
+type alertSink struct {
+	mu     sync.Mutex
+	alerts []relay.AlertMessage
+	bad    []string
+	srv    *httptest.Server
+}
+
+func newAlertSink(t *testing.T, secret string) *alertSink {
+	t.Helper()
+	v, err := standard.New(providers.NewSecrets(secret), 0)
+	require.NoError(t, err)
+	s := &alertSink{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, err := v.Verify(r.Header, body, time.Now()); err != nil {
+			s.bad = append(s.bad, err.Error())
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var m relay.AlertMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			s.bad = append(s.bad, err.Error())
+		}
+		s.alerts = append(s.alerts, m)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *alertSink) got() []relay.AlertMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]relay.AlertMessage(nil), s.alerts...)
+}
+
+// 20 consecutive failures of an endpoint alert at 1, 5 and 20, once each; the success that follows
+// sends one recovery notice.
+func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
+	e := newEnv(t)
+	alertSecret := relay.NewSecret()
+	sink := newAlertSink(t, alertSecret)
+	schedule := make([]time.Duration, 30)
+	for i := 1; i < len(schedule); i++ {
+		schedule[i] = 20 * time.Millisecond
+	}
+	r := e.startRelay(t, relayOpts{schedule: schedule, alerts: relay.AlertConfig{URL: sink.srv.URL, Secret: alertSecret}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	rc.setAnswer(func(n int) int {
+		if n <= 20 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	e.record(t, "alert", e.scheduled("calendly-alert", 9))
+
+	eventually(t, 60*time.Second, "the delivery to succeed", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 1
+	})
+	eventually(t, 30*time.Second, "four alerts sent", func() bool { return len(sink.got()) >= 4 })
+	time.Sleep(300 * time.Millisecond)
+	got := sink.got()
+	require.Len(t, got, 4)
+	var seen []string
+	for _, a := range got {
+		seen = append(seen, fmt.Sprintf("%s/%d", a.Type, a.Data.ConsecutiveFailures))
+		assert.Equal(t, ep.ID, a.Data.Endpoint)
+	}
+	assert.ElementsMatch(t, []string{"relay.endpoint.failing/1", "relay.endpoint.failing/5", "relay.endpoint.failing/20",
+		"relay.endpoint.recovered/20"}, seen)
+	alerts, err := r.Alerts(ctx, ep.ID)
+	require.NoError(t, err)
+	require.Len(t, alerts, 4)
+	for _, a := range alerts {
+		assert.False(t, a.SentAt.IsZero(), "alert %d marked sent", a.ID)
+	}
+	assert.Equal(t, []string{"failing", "failing", "failing", "recovered"},
+		[]string{alerts[0].Kind, alerts[1].Kind, alerts[2].Kind, alerts[3].Kind})
+	_, attempts, err := r.DeliveryWithAttempts(ctx, deliveriesIn(t, r, ep.ID, "")[0].ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 21)
+	assert.Equal(t, http.StatusInternalServerError, attempts[0].Status)
+	assert.Contains(t, attempts[0].Response, "failing on purpose")
+	got2, err := r.Endpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Zero(t, got2.ConsecutiveFailures)
+
+	// A new streak alerts again from 1.
+	rc.setAnswer(func(int) int { return http.StatusBadGateway })
+	e.record(t, "alert-2", e.canceled("calendly-alert"))
+	eventually(t, 30*time.Second, "the new streak's first alert", func() bool { return len(sink.got()) == 5 })
+	assert.Equal(t, 1, sink.got()[4].Data.ConsecutiveFailures)
+}
+
+// A 410 disables the endpoint: nothing more is sent, later events wait as paused deliveries, and
+// enable sends them all.
+func TestGoneDisablesTheEndpointUntilEnabled(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	rc.setAnswer(func(int) int { return http.StatusGone })
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	e.record(t, "gone-1", e.scheduled("calendly-gone", 9))
+	eventually(t, 30*time.Second, "the endpoint to be disabled", func() bool {
+		got, err := r.Endpoint(ctx, ep.ID)
+		require.NoError(t, err)
+		return got.Disabled
+	})
+	got, err := r.Endpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Contains(t, got.DisabledReason, "410")
+	e.record(t, "gone-2", e.canceled("calendly-gone"))
+	e.record(t, "gone-3", e.scheduled("calendly-gone-b", 10))
+	eventually(t, 30*time.Second, "three paused deliveries", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StatePaused)) == 3
+	})
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, 1, rc.requestCount(), "nothing is sent to a disabled endpoint")
+
+	rc.setAnswer(nil)
+	_, resumed, err := r.EnableEndpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 3, resumed)
+	eventually(t, 30*time.Second, "all three delivered", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 3
+	})
+	assert.Len(t, rc.ids(), 3)
+	assert.Empty(t, rc.invalidMessages())
+}
+
+// 429 and 503 with Retry-After wait at least that long, however short the schedule; the last attempt
+// of the schedule leaves the delivery dead and listed.
+func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, 10 * time.Millisecond, 10 * time.Millisecond}})
+	ctx := context.Background()
+	var (
+		mu    sync.Mutex
+		times []time.Time
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		times = append(times, time.Now())
+		n := len(times)
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	ep, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: srv.URL})
+	require.NoError(t, err)
+	e.record(t, "ra", e.scheduled("calendly-ra", 9))
+	eventually(t, 30*time.Second, "the delivery to be dead", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, times, 3)
+	assert.GreaterOrEqual(t, times[1].Sub(times[0]), 950*time.Millisecond, "Retry-After: 1 was honoured")
+	assert.Less(t, times[2].Sub(times[1]), 900*time.Millisecond, "without Retry-After the schedule applies")
+	dead := deliveriesIn(t, r, ep.ID, relay.StateDead)[0]
+	assert.Equal(t, 3, dead.Attempts)
+	assert.Equal(t, http.StatusServiceUnavailable, dead.LastStatus)
+	assert.False(t, dead.CompletedAt.IsZero())
+}

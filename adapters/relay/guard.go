@@ -1,0 +1,141 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrPrivateTarget: a URL names, or resolves to, a loopback, private, link-local or otherwise
+// non-public address, and private targets are not allowed.
+var ErrPrivateTarget = errors.New("target is not a public address")
+
+// ErrInvalidURL: not an absolute http(s) URL this relay can call.
+var ErrInvalidURL = errors.New("invalid endpoint url")
+
+// DefaultAttemptTimeout bounds one attempt: connect, send, and read the answer.
+const DefaultAttemptTimeout = 15 * time.Second
+
+// Guard decides which targets may be called and builds the HTTP client that calls them. The same
+// rule runs when an endpoint is added (CheckURL) and on every connection (the dialer's Control), so
+// a name that resolves to a public address when it is added and to a private one later (DNS
+// rebinding) is still refused.
+type Guard struct {
+	// AllowPrivate lets loopback and private targets through (tests, `make run`).
+	AllowPrivate bool
+	// Resolver resolves host names, in CheckURL and when dialing; nil means net.DefaultResolver.
+	Resolver *net.Resolver
+}
+
+// cgnat is the shared address space of carrier-grade NAT, private in effect though not in
+// netip.Addr.IsPrivate.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// allowedAddr reports whether a is a public unicast address (or private ones are allowed).
+func (g Guard) allowedAddr(a netip.Addr) bool {
+	if g.AllowPrivate {
+		return true
+	}
+	a = a.Unmap()
+	return a.IsGlobalUnicast() && !a.IsPrivate() && !cgnat.Contains(a) &&
+		!(a.Is4() && a.As4()[0] == 0)
+}
+
+// CheckURL parses raw and checks that it is an absolute http or https URL without credentials whose
+// host resolves only to allowed addresses. Errors wrap ErrInvalidURL or ErrPrivateTarget.
+func (g Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
+	u, err := ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !g.allowedAddr(a) {
+			return nil, fmt.Errorf("%w: %s (set BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true to allow it)", ErrPrivateTarget, host)
+		}
+		return u, nil
+	}
+	res := g.Resolver
+	if res == nil {
+		res = net.DefaultResolver
+	}
+	addrs, err := res.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 {
+		return nil, fmt.Errorf("%w: host %s does not resolve", ErrInvalidURL, host)
+	}
+	for _, a := range addrs {
+		if !g.allowedAddr(a) {
+			return nil, fmt.Errorf("%w: %s resolves to %s (set BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true to allow it)", ErrPrivateTarget, host, a.Unmap())
+		}
+	}
+	return u, nil
+}
+
+// ParseURL checks the shape of an endpoint URL without resolving it.
+func ParseURL(raw string) (*url.URL, error) {
+	if len(raw) > 2048 {
+		return nil, fmt.Errorf("%w: longer than 2048 bytes", ErrInvalidURL)
+	}
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%w: scheme must be http or https", ErrInvalidURL)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("%w: no host", ErrInvalidURL)
+	}
+	if u.User != nil {
+		// Credentials in a URL end up in logs and listings; receivers authenticate us by signature.
+		return nil, fmt.Errorf("%w: user information is not allowed in the url", ErrInvalidURL)
+	}
+	if u.Fragment != "" {
+		return nil, fmt.Errorf("%w: fragments are not sent; remove #%s", ErrInvalidURL, u.Fragment)
+	}
+	return u, nil
+}
+
+// control runs on every connection after the name was resolved, with the address actually dialed.
+func (g Guard) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: cannot parse dialed address %s", ErrPrivateTarget, address)
+	}
+	if !g.allowedAddr(ap.Addr()) {
+		return fmt.Errorf("%w: %s", ErrPrivateTarget, ap.Addr())
+	}
+	return nil
+}
+
+// Client returns an HTTP client that dials only allowed addresses, follows no redirect (a 3xx is the
+// answer), uses no proxy from the environment (a proxy would dial for us, past the check) and gives
+// up after timeout (DefaultAttemptTimeout when zero).
+func (g Guard) Client(timeout time.Duration) *http.Client {
+	if timeout <= 0 {
+		timeout = DefaultAttemptTimeout
+	}
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Control: g.control, Resolver: g.Resolver}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: timeout,
+	}
+	return &http.Client{
+		Transport:     tr,
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

@@ -1,0 +1,312 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/esdb"
+	"bookingledger/adapters/esdb/esdbtest"
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/eventlogtest"
+	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/standard"
+	"bookingledger/adapters/relay"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+	"bookingledger/projections"
+)
+
+var testNamespace = uuid.MustParse("0b7e3c55-2f7d-4d7e-9a31-5e2b7c9d1a40")
+
+// day is when the test bookings take place.
+var day = time.Date(2027, 3, 15, 0, 0, 0, 0, time.UTC)
+
+// shortSchedule keeps retries in tests to milliseconds.
+var shortSchedule = []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond,
+	200 * time.Millisecond, 250 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}
+
+// env is one database with the selected event store, the ledger and a relay whose projection and
+// workers run.
+type env struct {
+	pool   *pgxpool.Pool
+	store  eventlog.Store
+	ledger *ledger.Service
+	esdb   *esdbtest.Server
+	seq    int
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	pool := pgtest.NewDatabase(t)
+	_, err := jobs.Migrate(context.Background(), pool, nil)
+	require.NoError(t, err)
+	e := &env{pool: pool}
+	if eventlogtest.SelectedStore(t) == eventlogtest.StoreESDB {
+		e.esdb = esdbtest.New(t)
+	}
+	var ls ledger.Store
+	e.store, ls = e.open(t, pool)
+	e.ledger = ledger.NewService(ls, eventcodec.JSON{})
+	return e
+}
+
+// open returns a new client of the event store, as a separate process has.
+func (e *env) open(t *testing.T, pool *pgxpool.Pool) (eventlog.Store, ledger.Store) {
+	t.Helper()
+	pg := postgres.NewStore(pool)
+	if e.esdb == nil {
+		return pg, pg
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	es, err := esdb.Open(ctx, e.esdb.ConnString())
+	require.NoError(t, err)
+	t.Cleanup(es.Close)
+	return es, esdb.NewLedgerStore(es, pg)
+}
+
+type relayOpts struct {
+	schedule []time.Duration
+	alerts   relay.AlertConfig
+	guard    relay.Guard
+	// noProjection starts only workers (a second process whose runner stands by).
+	noProjection bool
+	registry     *prometheus.Registry
+	workers      int
+}
+
+// startRelay builds a relay on e and runs its workers (and, unless told otherwise, its projection)
+// until the test ends. Every call is another "process".
+func (e *env) startRelay(t *testing.T, o relayOpts) *relay.Relay {
+	t.Helper()
+	if o.schedule == nil {
+		o.schedule = shortSchedule
+	}
+	if o.workers == 0 {
+		o.workers = 4
+	}
+	if o.registry == nil {
+		o.registry = prometheus.NewRegistry()
+	}
+	if !o.guard.AllowPrivate && o.guard.Resolver == nil {
+		o.guard.AllowPrivate = true
+	}
+	store, _ := e.open(t, e.pool)
+	r, err := relay.New(relay.Config{Pool: e.pool, Events: store, Codec: eventcodec.JSON{}, Guard: o.guard,
+		Schedule: o.schedule, Jitter: -1, Alerts: o.alerts, Metrics: relay.NewMetrics(o.registry, e.pool), Workers: o.workers})
+	require.NoError(t, err)
+	kind, err := r.Kind()
+	require.NoError(t, err)
+	q, err := jobs.New(jobs.Config{Pool: e.pool, Ledger: e.ledger, Kinds: []jobs.Kind{kind}, PollInterval: 50 * time.Millisecond,
+		StopTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, q.Start(ctx))
+	done := make(chan struct{})
+	if o.noProjection {
+		close(done)
+	} else {
+		proj, err := r.Projection()
+		require.NoError(t, err)
+		runner := projections.NewRunner(store, proj, readmodel.NewLocker(e.pool), projections.RunnerOptions{
+			PollInterval: 20 * time.Millisecond, StandbyInterval: 100 * time.Millisecond, RetryInterval: 50 * time.Millisecond})
+		go func() { defer close(done); _ = runner.Run(ctx) }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = q.Stop(context.Background())
+	})
+	return r
+}
+
+func (e *env) eid(parts ...string) eventlog.EventID {
+	return eventlog.EventID(uuid.NewSHA1(testNamespace, []byte(strings.Join(parts, " "))))
+}
+
+// scheduled is a create of booking b at hour h of day.
+func (e *env) scheduled(b string, h int) booking.Event {
+	start := day.Add(time.Duration(h) * time.Hour)
+	return booking.Event{ID: e.eid(b, "scheduled"), Booking: booking.ID(b), Provider: "calendly", ProviderRef: b + " scheduled",
+		OccurredAt: day.Add(-48 * time.Hour), Payload: booking.Scheduled{Slot: booking.Slot{Meeting: "m-" + b,
+			Resources: []string{"host-1"}, Start: start, End: start.Add(30 * time.Minute)}}}
+}
+
+func (e *env) canceled(b string) booking.Event {
+	return booking.Event{ID: e.eid(b, "canceled"), Booking: booking.ID(b), Provider: "calendly", ProviderRef: b + " canceled",
+		OccurredAt: day.Add(-24 * time.Hour), Payload: booking.Canceled{Reason: "no longer needed"}}
+}
+
+func (e *env) noShow(b string) booking.Event {
+	return booking.Event{ID: e.eid(b, "no_show"), Booking: booking.ID(b), Provider: "calendly", ProviderRef: b + " no show",
+		OccurredAt: day.Add(time.Hour), Payload: booking.NoShowMarked{}}
+}
+
+// record records one delivery of events, as the ingress would.
+func (e *env) record(t *testing.T, deliveryID string, events ...booking.Event) ledger.Result {
+	t.Helper()
+	e.seq++
+	res, err := e.ledger.Record(context.Background(), ledger.Delivery{
+		Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: time.Now(), DeliveryID: deliveryID, Secret: "0:3f2a9c",
+			Body: []byte(`{"delivery":"` + deliveryID + `"}`)},
+		Events: events,
+	})
+	require.NoError(t, err)
+	return res
+}
+
+// received is one message a receiver accepted.
+type received struct {
+	id     string
+	header http.Header
+	body   []byte
+	msg    relay.Message
+}
+
+// receiver is a real HTTP server that verifies every message with the project's Standard Webhooks
+// verifier and answers what answer says (nil: 204).
+type receiver struct {
+	t      *testing.T
+	srv    *httptest.Server
+	verify *standard.Provider
+
+	mu       sync.Mutex
+	got      []received
+	requests int
+	invalid  []string
+	answer   func(n int) int // status for the n-th request (1-based)
+}
+
+func newReceiver(t *testing.T, secrets ...string) *receiver {
+	t.Helper()
+	rc := &receiver{t: t}
+	rc.setSecrets(secrets...)
+	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) setSecrets(secrets ...string) {
+	p, err := standard.New(providers.NewSecrets(secrets...), 0)
+	require.NoError(rc.t, err)
+	rc.mu.Lock()
+	rc.verify = p
+	rc.mu.Unlock()
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.requests++
+	status := http.StatusNoContent
+	if rc.answer != nil {
+		status = rc.answer(rc.requests)
+	}
+	if status/100 != 2 {
+		w.WriteHeader(status)
+		_, _ = fmt.Fprintf(w, "failing on purpose (%d)", status)
+		return
+	}
+	if rc.verify != nil {
+		if _, err := rc.verify.Verify(r.Header, body, time.Now()); err != nil {
+			rc.invalid = append(rc.invalid, err.Error())
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+	}
+	var m relay.Message
+	if err := json.Unmarshal(body, &m); err != nil {
+		rc.invalid = append(rc.invalid, "body: "+err.Error())
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	rc.got = append(rc.got, received{id: r.Header.Get("webhook-id"), header: r.Header.Clone(), body: body, msg: m})
+	w.WriteHeader(status)
+}
+
+func (rc *receiver) setAnswer(f func(n int) int) {
+	rc.mu.Lock()
+	rc.answer = f
+	rc.mu.Unlock()
+}
+
+func (rc *receiver) messages() []received {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]received(nil), rc.got...)
+}
+
+func (rc *receiver) requestCount() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.requests
+}
+
+func (rc *receiver) invalidMessages() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.invalid...)
+}
+
+// ids counts the received messages by webhook-id.
+func (rc *receiver) ids() map[string]int {
+	out := map[string]int{}
+	for _, m := range rc.messages() {
+		out[m.id]++
+	}
+	return out
+}
+
+func (rc *receiver) url() string { return rc.srv.URL + "/hook" }
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// deliveriesIn returns the endpoint's deliveries by state.
+func deliveriesIn(t *testing.T, r *relay.Relay, endpoint int64, state string) []relay.Delivery {
+	t.Helper()
+	ds, err := r.Deliveries(context.Background(), relay.DeliveryQuery{EndpointID: endpoint, State: state, Limit: 10000})
+	require.NoError(t, err)
+	return ds
+}
+
+// freeAddr returns a loopback address nothing listens on (yet).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func providersSecrets(s ...string) providers.Secrets { return providers.NewSecrets(s...) }

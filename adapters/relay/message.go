@@ -1,0 +1,127 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+)
+
+// Message is the body of every relay delivery (docs/relay.md). Its fields are the wire format:
+// change them only by adding.
+type Message struct {
+	Type      string      `json:"type"`
+	Timestamp time.Time   `json:"timestamp"`
+	Data      MessageData `json:"data"`
+}
+
+// MessageData says what happened and what the booking is after it. A receiver stores Version with
+// the state and applies a message only when its version is higher: one guard, correct under any
+// arrival order, duplicates included.
+type MessageData struct {
+	Booking string `json:"booking"`
+	Stream  string `json:"stream"`
+	// Version is the event's 1-based position in its stream.
+	Version uint64       `json:"version"`
+	Event   EventDTO     `json:"event"`
+	State   BookingState `json:"state"`
+}
+
+// EventDTO is the event as stored: its payload is the ledger's versioned wire format of its type.
+type EventDTO struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Provider   string          `json:"provider"`
+	OccurredAt time.Time       `json:"occurred_at"`
+	RecordedAt time.Time       `json:"recorded_at"`
+	Payload    json.RawMessage `json:"payload"`
+}
+
+// SlotDTO is a booking's slot.
+type SlotDTO struct {
+	Meeting   string    `json:"meeting"`
+	Resources []string  `json:"resources"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+}
+
+// FindingDTO is an event that changed nothing, and why.
+type FindingDTO struct {
+	Event  string `json:"event"`
+	Type   string `json:"type"`
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// BookingState is the fold of the stream's events up to and including the message's version.
+type BookingState struct {
+	Booking         string       `json:"booking"`
+	Provider        string       `json:"provider"`
+	Status          string       `json:"status"`
+	Slot            *SlotDTO     `json:"slot,omitempty"`
+	Capacity        int          `json:"capacity,omitempty"`
+	UpdatedAt       *time.Time   `json:"updated_at,omitempty"`
+	RescheduledFrom string       `json:"rescheduled_from,omitempty"`
+	RescheduledTo   string       `json:"rescheduled_to,omitempty"`
+	CancelReason    string       `json:"cancel_reason,omitempty"`
+	CanceledBy      string       `json:"canceled_by,omitempty"`
+	NoShow          bool         `json:"no_show"`
+	Payment         string       `json:"payment,omitempty"`
+	PaymentRefs     []string     `json:"payment_refs,omitempty"`
+	Events          int          `json:"events"`
+	Findings        []FindingDTO `json:"findings,omitempty"`
+}
+
+func toState(s booking.State) BookingState {
+	out := BookingState{Booking: string(s.Booking), Provider: s.Provider, Status: string(s.Status),
+		Capacity: s.Capacity, RescheduledFrom: string(s.RescheduledFrom), RescheduledTo: string(s.RescheduledTo),
+		CancelReason: s.CancelReason, CanceledBy: s.CanceledBy, NoShow: s.NoShow, Payment: string(s.Payment),
+		PaymentRefs: s.PaymentRefs, Events: s.Events}
+	if s.HasSlot() {
+		out.Slot = &SlotDTO{Meeting: s.Slot.Meeting, Resources: s.Slot.Resources, Start: s.Slot.Start.UTC(), End: s.Slot.End.UTC()}
+	}
+	if !s.UpdatedAt.IsZero() {
+		t := s.UpdatedAt.UTC()
+		out.UpdatedAt = &t
+	}
+	for _, f := range s.Findings {
+		out.Findings = append(out.Findings, FindingDTO{Event: f.Event.String(), Type: string(f.Type), Code: string(f.Code), Reason: f.Reason})
+	}
+	return out
+}
+
+// WebhookID is the message id of an event: the same for every attempt, replay and endpoint, so a
+// receiver deduplicates by it.
+func WebhookID(event eventlog.EventID) string { return "msg_" + event.String() }
+
+// buildMessage reads the delivery's stream and folds it up to the delivery's version. The result is
+// the same bytes on every attempt: the stream's prefix never changes.
+func (r *Relay) buildMessage(ctx context.Context, stream string, version uint64) (Message, eventlog.RecordedEvent, error) {
+	recs, err := r.events.ReadStream(ctx, stream)
+	if err != nil {
+		return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("read %s: %w", stream, err)
+	}
+	if version == 0 || uint64(len(recs)) < version {
+		return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("%s has %d events, not version %d", stream, len(recs), version)
+	}
+	events := make([]booking.Event, 0, version)
+	for _, rec := range recs[:version] {
+		e, err := r.codec.Decode(rec)
+		if err != nil {
+			return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
+		}
+		events = append(events, e)
+	}
+	rec, ev := recs[version-1], events[version-1]
+	b, _ := booking.FromStream(stream)
+	m := Message{Type: rec.Type, Timestamp: rec.RecordedAt.UTC(), Data: MessageData{
+		Booking: string(b), Stream: stream, Version: version,
+		Event: EventDTO{ID: rec.ID.String(), Type: rec.Type, Provider: ev.Provider, OccurredAt: ev.OccurredAt.UTC(),
+			RecordedAt: rec.RecordedAt.UTC(), Payload: json.RawMessage(rec.Data)},
+		State: toState(booking.Fold(events)),
+	}}
+	return m, rec, nil
+}

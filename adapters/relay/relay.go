@@ -1,0 +1,300 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/postgres/checkpoint"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+)
+
+// Queue is the River queue of relay work (deliveries and alerts).
+const Queue = "relay"
+
+// ProjectionName is the relay projection's checkpoint and lock name.
+const ProjectionName = "relay"
+
+// DefaultSchedule is the wait before each attempt of a delivery: the first goes out at once, the last
+// about 33 hours after the event.
+var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute,
+	2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+
+// DefaultJitter is the fraction by which each wait is randomly lengthened or shortened, so that the
+// retries of many deliveries that failed together do not arrive together.
+const DefaultJitter = 0.1
+
+// DefaultWorkers is how many deliveries one instance attempts at once.
+const DefaultWorkers = 8
+
+// DefaultInlineWait is the longest wait a worker spends itself. River makes scheduled jobs available
+// only every 5 s, which sub-second schedules (tests, tight receivers) would not survive; longer waits
+// go through River so that a down receiver never holds a worker for long.
+const DefaultInlineWait = time.Second
+
+// maxRetryAfter bounds a receiver's Retry-After.
+const maxRetryAfter = 24 * time.Hour
+
+// jobMaxAttempts bounds River's own retries of one job: they happen only when the worker could not
+// record an attempt (the database was unavailable), never for a failed send, which the relay
+// schedules itself.
+const jobMaxAttempts = 25
+
+// Decoder turns stored events into domain events (adapters/eventcodec.JSON).
+type Decoder interface {
+	Decode(r eventlog.RecordedEvent) (booking.Event, error)
+}
+
+// Config configures a Relay. Pool is required; Events and Codec only where deliveries are worked.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Events eventlog.Store
+	Codec  Decoder
+	Guard  Guard
+	// Schedule is the wait before each attempt (DefaultSchedule when empty); its length is the number
+	// of attempts before a delivery is dead.
+	Schedule []time.Duration
+	// Jitter is the random fraction of each wait (DefaultJitter when zero; negative: none).
+	Jitter float64
+	// AttemptTimeout bounds one attempt (DefaultAttemptTimeout when zero).
+	AttemptTimeout time.Duration
+	// InlineWait is the longest wait before a retry that a worker spends itself rather than through
+	// a scheduled job (DefaultInlineWait when zero; negative: none).
+	InlineWait time.Duration
+	// Workers is how many deliveries this instance attempts at once (DefaultWorkers when zero).
+	Workers int
+	Alerts  AlertConfig
+	Logger  *slog.Logger
+	// Metrics records attempts and alerts; nil records nothing.
+	Metrics *Metrics
+	// Clock is nil for time.Now.
+	Clock func() time.Time
+}
+
+// Relay plans, sends and administers deliveries. Safe for concurrent use.
+type Relay struct {
+	pool       *pgxpool.Pool
+	events     eventlog.Store
+	codec      Decoder
+	guard      Guard
+	client     httpDoer
+	schedule   []time.Duration
+	jitter     float64
+	workers    int
+	inlineWait time.Duration
+	alerts     AlertConfig
+	log        *slog.Logger
+	metrics    *Metrics
+	clock      func() time.Time
+	// inserter inserts jobs in the caller's transaction; it is insert-only (no workers), so that
+	// every command, not only serve, can schedule work.
+	inserter *river.Client[pgx.Tx]
+}
+
+// New returns a relay.
+func New(cfg Config) (*Relay, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("relay: pool is required")
+	}
+	schedule := cfg.Schedule
+	if len(schedule) == 0 {
+		schedule = DefaultSchedule
+	}
+	for _, d := range schedule {
+		if d < 0 {
+			return nil, errors.New("relay: schedule has a negative wait")
+		}
+	}
+	jitter := cfg.Jitter
+	if jitter == 0 {
+		jitter = DefaultJitter
+	}
+	jitter = max(min(jitter, 1), 0)
+	if err := cfg.Alerts.Check(); err != nil {
+		return nil, err
+	}
+	ins, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("relay: river client: %w", err)
+	}
+	r := &Relay{pool: cfg.Pool, events: cfg.Events, codec: cfg.Codec, guard: cfg.Guard,
+		client: cfg.Guard.Client(cfg.AttemptTimeout), schedule: schedule, jitter: jitter,
+		workers: cfg.Workers, alerts: cfg.Alerts, log: cfg.Logger, metrics: cfg.Metrics, clock: cfg.Clock,
+		inserter: ins}
+	switch {
+	case cfg.InlineWait == 0:
+		r.inlineWait = DefaultInlineWait
+	case cfg.InlineWait > 0:
+		r.inlineWait = cfg.InlineWait
+	default:
+		r.inlineWait = -1
+	}
+	if r.workers <= 0 {
+		r.workers = DefaultWorkers
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.clock == nil {
+		r.clock = time.Now
+	}
+	return r, nil
+}
+
+// Kind is the relay's work on the job queue: deliveries and alerts on Queue.
+func (r *Relay) Kind() (jobs.Kind, error) {
+	if r.events == nil || r.codec == nil {
+		return jobs.Kind{}, errors.New("relay: workers need the event store and codec")
+	}
+	return jobs.Kind{Queue: Queue, Workers: r.workers, Register: func(ws *river.Workers) error {
+		if err := river.AddWorkerSafely(ws, &deliverWorker{r: r}); err != nil {
+			return err
+		}
+		return river.AddWorkerSafely(ws, &alertWorker{r: r})
+	}}, nil
+}
+
+// Projection returns the relay projection: it plans the deliveries of each batch of events in the
+// transaction that advances its checkpoint. It has no reset: a replayed log finds the deliveries it
+// planned already (one per event and endpoint) and plans nothing twice.
+func (r *Relay) Projection() (*checkpoint.Projection, error) {
+	return checkpoint.New(r.pool, checkpoint.Config{Name: ProjectionName, Apply: r.plan})
+}
+
+// DeliverArgs is the job of one attempt of a delivery. Stored in river_job rows: never rename it.
+type DeliverArgs struct {
+	DeliveryID int64 `json:"delivery_id"`
+}
+
+// Kind is River's name of the job.
+func (DeliverArgs) Kind() string { return "bookingledger.relay_deliver" }
+
+// AlertArgs is the job that sends one alert.
+type AlertArgs struct {
+	AlertID int64 `json:"alert_id"`
+}
+
+// Kind is River's name of the job.
+func (AlertArgs) Kind() string { return "bookingledger.relay_alert" }
+
+// enqueue inserts one delivery job per id in tx, due at at (zero: now).
+func (r *Relay) enqueue(ctx context.Context, tx pgx.Tx, ids []int64, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	params := make([]river.InsertManyParams, len(ids))
+	for i, id := range ids {
+		params[i] = river.InsertManyParams{Args: DeliverArgs{DeliveryID: id},
+			InsertOpts: &river.InsertOpts{Queue: Queue, MaxAttempts: jobMaxAttempts, ScheduledAt: at}}
+	}
+	if _, err := r.inserter.InsertManyTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("insert delivery jobs: %w", err)
+	}
+	return nil
+}
+
+type planEndpoint struct {
+	id       int64
+	types    []string
+	disabled bool
+	created  time.Time
+}
+
+// plan inserts the deliveries of events: one per matching endpoint that existed when the event was
+// recorded (earlier events reach a new endpoint by replay), paused for a disabled endpoint. The
+// unique (endpoint, event) key makes a second planning of the same event a no-op.
+func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedEvent) error {
+	rows, err := tx.Query(ctx, `SELECT id, types, disabled_at IS NOT NULL, created_at FROM relay_endpoints`)
+	if err != nil {
+		return fmt.Errorf("relay plan: endpoints: %w", err)
+	}
+	var eps []planEndpoint
+	for rows.Next() {
+		var e planEndpoint
+		if err := rows.Scan(&e.id, &e.types, &e.disabled, &e.created); err != nil {
+			rows.Close()
+			return fmt.Errorf("relay plan: endpoints: %w", err)
+		}
+		eps = append(eps, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("relay plan: endpoints: %w", err)
+	}
+	if len(eps) == 0 {
+		return nil
+	}
+	var (
+		epIDs, versions                   []int64
+		eventIDs, bookings, streams, typs []string
+		states                            []string
+		recorded                          []time.Time
+	)
+	for _, ev := range events {
+		b, ok := booking.FromStream(ev.StreamID)
+		if !ok {
+			continue
+		}
+		for _, ep := range eps {
+			if ev.RecordedAt.Before(ep.created) || !MatchTypes(ep.types, ev.Type) {
+				continue
+			}
+			state := "pending"
+			if ep.disabled {
+				state = "paused"
+			}
+			epIDs = append(epIDs, ep.id)
+			eventIDs = append(eventIDs, ev.ID.String())
+			bookings = append(bookings, string(b))
+			streams = append(streams, ev.StreamID)
+			versions = append(versions, int64(ev.Version))
+			typs = append(typs, ev.Type)
+			recorded = append(recorded, ev.RecordedAt)
+			states = append(states, state)
+		}
+	}
+	if len(epIDs) == 0 {
+		return nil
+	}
+	ids, err := collectIDs(tx.Query(ctx, `INSERT INTO relay_deliveries
+    (endpoint_id, event_id, booking, stream, stream_version, event_type, recorded_at, state, next_attempt_at)
+SELECT e, v::uuid, b, s, ver, t, rec, st, CASE WHEN st = 'pending' THEN now() END
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::timestamptz[], $8::text[])
+    AS x(e, v, b, s, ver, t, rec, st)
+ON CONFLICT (endpoint_id, event_id) DO NOTHING
+RETURNING CASE WHEN state = 'pending' THEN id ELSE 0 END`,
+		epIDs, eventIDs, bookings, streams, versions, typs, recorded, states))
+	if err != nil {
+		return fmt.Errorf("relay plan: insert deliveries: %w", err)
+	}
+	pending := ids[:0]
+	for _, id := range ids {
+		if id != 0 {
+			pending = append(pending, id)
+		}
+	}
+	return r.enqueue(ctx, tx, pending, time.Time{})
+}
+
+// wait returns the jittered wait before attempt n+1 of a run (n attempts done), and false when the
+// schedule has no attempt n+1.
+func (r *Relay) wait(n int) (time.Duration, bool) {
+	if n >= len(r.schedule) {
+		return 0, false
+	}
+	d := r.schedule[n]
+	if r.jitter > 0 && d > 0 {
+		d = time.Duration(float64(d) * (1 + r.jitter*(2*rand.Float64()-1)))
+	}
+	return d, true
+}

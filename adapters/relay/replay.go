@@ -1,0 +1,202 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ReplayQuery selects the deliveries of one endpoint whose events were recorded in [From, To).
+type ReplayQuery struct {
+	EndpointID int64
+	From, To   time.Time
+	// Types narrows the selection to matching event types (none: every type).
+	Types []string
+	// OnlyFailed selects dead deliveries only; otherwise succeeded and dead ones. Pending and paused
+	// deliveries are never replayed: they are on their way already.
+	OnlyFailed bool
+}
+
+func (q ReplayQuery) check() error {
+	if q.EndpointID <= 0 {
+		return fmt.Errorf("%w: an endpoint is required", ErrInvalid)
+	}
+	if q.From.IsZero() || q.To.IsZero() || !q.From.Before(q.To) {
+		return fmt.Errorf("%w: from and to are required, from before to", ErrInvalid)
+	}
+	return CheckTypes(q.Types)
+}
+
+// TypeCount is how many deliveries of one event type a replay sends.
+type TypeCount struct {
+	Type  string
+	Count int
+}
+
+// ReplayItem names one delivery in a plan.
+type ReplayItem struct {
+	DeliveryID int64
+	WebhookID  string
+	Type       string
+	RecordedAt time.Time
+}
+
+// ReplayPlan is what a replay sends (a dry run's answer).
+type ReplayPlan struct {
+	Total int
+	// ByType counts per event type, by type name.
+	ByType      []TypeCount
+	First, Last *ReplayItem
+}
+
+// Replay is a started replay and its progress.
+type Replay struct {
+	ID         int64
+	EndpointID int64
+	Total      int
+	Succeeded  int
+	Dead       int
+	Pending    int
+	CreatedAt  time.Time
+}
+
+// Done reports whether every delivery of the replay finished.
+func (r Replay) Done() bool { return r.Succeeded+r.Dead >= r.Total }
+
+// selectReplay returns the matching deliveries in recorded order; with tx it locks them.
+func (r *Relay) selectReplay(ctx context.Context, q querierRows, qr ReplayQuery, lock bool) ([]ReplayItem, error) {
+	if err := qr.check(); err != nil {
+		return nil, err
+	}
+	states := []string{StateSucceeded, StateDead}
+	if qr.OnlyFailed {
+		states = []string{StateDead}
+	}
+	sql := `SELECT id, event_id::text, event_type, recorded_at FROM relay_deliveries
+WHERE endpoint_id = $1 AND recorded_at >= $2 AND recorded_at < $3 AND state = ANY($4)
+ORDER BY recorded_at, id`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, qr.EndpointID, qr.From, qr.To, states)
+	if err != nil {
+		return nil, fmt.Errorf("select replay: %w", err)
+	}
+	defer rows.Close()
+	var out []ReplayItem
+	for rows.Next() {
+		var (
+			it  ReplayItem
+			eid string
+		)
+		if err := rows.Scan(&it.DeliveryID, &eid, &it.Type, &it.RecordedAt); err != nil {
+			return nil, fmt.Errorf("select replay: %w", err)
+		}
+		if !MatchTypes(qr.Types, it.Type) {
+			continue
+		}
+		it.WebhookID = "msg_" + eid
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+type querierRows interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func planOf(items []ReplayItem) ReplayPlan {
+	p := ReplayPlan{Total: len(items)}
+	idx := map[string]int{}
+	for _, it := range items {
+		i, ok := idx[it.Type]
+		if !ok {
+			i = len(p.ByType)
+			idx[it.Type] = i
+			p.ByType = append(p.ByType, TypeCount{Type: it.Type})
+		}
+		p.ByType[i].Count++
+	}
+	if len(items) > 0 {
+		first, last := items[0], items[len(items)-1]
+		p.First, p.Last = &first, &last
+	}
+	return p
+}
+
+// PlanReplay answers a dry run: what StartReplay would send now.
+func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, error) {
+	if _, err := r.Endpoint(ctx, q.EndpointID); err != nil {
+		return ReplayPlan{}, err
+	}
+	items, err := r.selectReplay(ctx, r.pool, q, false)
+	if err != nil {
+		return ReplayPlan{}, err
+	}
+	return planOf(items), nil
+}
+
+// StartReplay schedules the selected deliveries again as one tracked replay: same webhook-ids, a
+// fresh run of the retry schedule, attempts marked with the replay. It refuses a disabled endpoint.
+func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayPlan, error) {
+	e, err := r.Endpoint(ctx, q.EndpointID)
+	if err != nil {
+		return Replay{}, ReplayPlan{}, err
+	}
+	if e.Disabled {
+		return Replay{}, ReplayPlan{}, fmt.Errorf("%w: endpoint %d is disabled; enable it first", ErrInvalid, e.ID)
+	}
+	var (
+		rep  Replay
+		plan ReplayPlan
+	)
+	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		items, err := r.selectReplay(ctx, tx, q, true)
+		if err != nil {
+			return err
+		}
+		plan = planOf(items)
+		types := q.Types
+		if types == nil {
+			types = []string{}
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO relay_replays (endpoint_id, from_time, to_time, types, only_failed, total)
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items)).Scan(&rep.ID, &rep.CreatedAt); err != nil {
+			return fmt.Errorf("insert replay: %w", err)
+		}
+		ids := make([]int64, len(items))
+		for i, it := range items {
+			ids[i] = it.DeliveryID
+		}
+		if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = 'pending', run_attempts = 0, replay_id = $2,
+    next_attempt_at = now(), completed_at = NULL WHERE id = ANY($1)`, ids, rep.ID); err != nil {
+			return fmt.Errorf("schedule replay: %w", err)
+		}
+		return r.enqueue(ctx, tx, ids, time.Time{})
+	})
+	if err != nil {
+		return Replay{}, ReplayPlan{}, fmt.Errorf("replay: %w", err)
+	}
+	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, plan.Total, plan.Total
+	return rep, plan, nil
+}
+
+// ReplayStatus returns a replay's progress.
+func (r *Relay) ReplayStatus(ctx context.Context, id int64) (Replay, error) {
+	rep := Replay{ID: id}
+	err := r.pool.QueryRow(ctx, `SELECT endpoint_id, total, created_at,
+    (SELECT count(*) FILTER (WHERE state = 'succeeded') FROM relay_deliveries WHERE replay_id = $1),
+    (SELECT count(*) FILTER (WHERE state = 'dead') FROM relay_deliveries WHERE replay_id = $1),
+    (SELECT count(*) FILTER (WHERE state IN ('pending', 'paused')) FROM relay_deliveries WHERE replay_id = $1)
+FROM relay_replays WHERE id = $1`, id).Scan(&rep.EndpointID, &rep.Total, &rep.CreatedAt, &rep.Succeeded, &rep.Dead, &rep.Pending)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Replay{}, fmt.Errorf("replay %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Replay{}, fmt.Errorf("replay %d: %w", id, err)
+	}
+	return rep, nil
+}

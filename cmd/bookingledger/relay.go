@@ -1,0 +1,486 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bookingledger/adapters/httpapi/relayapi"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/relay"
+	"bookingledger/domain/booking"
+)
+
+// Environment of the relay shared by serve and the relay commands.
+const envRelayAllowPrivate = "BOOKINGLEDGER_RELAY_ALLOW_PRIVATE"
+
+// relayFlags are serve's relay settings.
+type relayFlags struct {
+	allowPrivate *bool
+	schedule     *string
+	workers      *int64
+	alertURL     *string
+	alertFormat  *string
+	alertSecret  *string
+}
+
+func registerRelayFlags(f *envFlags) relayFlags {
+	return relayFlags{
+		allowPrivate: f.Bool("relay-allow-private", []string{envRelayAllowPrivate}, "let endpoints and the alert url be loopback or private addresses (tests, make run)"),
+		schedule: f.String("relay-schedule", []string{"BOOKINGLEDGER_RELAY_SCHEDULE"}, formatSchedule(relay.DefaultSchedule),
+			"wait before each delivery attempt, comma-separated Go durations (each jittered ±10%); its length is the number of attempts"),
+		workers:     f.Int64("relay-workers", []string{"BOOKINGLEDGER_RELAY_WORKERS"}, relay.DefaultWorkers, 1, "deliveries attempted at once by this instance"),
+		alertURL:    f.String("alert-url", []string{"BOOKINGLEDGER_ALERT_URL"}, "", "where relay alerts are POSTed (empty: log and metrics only)"),
+		alertFormat: f.String("alert-format", []string{"BOOKINGLEDGER_ALERT_FORMAT"}, relay.AlertFormatStandard, `alert body: "standard" (Standard Webhooks, signed) or "slack" ({"text": …})`),
+		alertSecret: f.Secret("alert-secret", []string{"BOOKINGLEDGER_ALERT_SECRET"}, "whsec_ secret that signs standard alerts"),
+	}
+}
+
+func formatSchedule(s []time.Duration) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseSchedule(v string) ([]time.Duration, error) {
+	var out []time.Duration
+	for p := range strings.SplitSeq(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil || d < 0 {
+			return nil, usageErrorf("BOOKINGLEDGER_RELAY_SCHEDULE / --relay-schedule: %q is not a non-negative Go duration such as 0s, 5s or 5m", strings.TrimSpace(p))
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 || len(out) > 100 {
+		return nil, usageErrorf("BOOKINGLEDGER_RELAY_SCHEDULE / --relay-schedule: want 1 to 100 waits")
+	}
+	return out, nil
+}
+
+// config checks the flags and returns the relay's configuration without pool and stores.
+func (rf relayFlags) config() (relay.Config, error) {
+	schedule, err := parseSchedule(*rf.schedule)
+	if err != nil {
+		return relay.Config{}, err
+	}
+	c := relay.Config{Guard: relay.Guard{AllowPrivate: *rf.allowPrivate}, Schedule: schedule, Workers: int(min(*rf.workers, 1<<10)),
+		Alerts: relay.AlertConfig{URL: *rf.alertURL, Format: *rf.alertFormat, Secret: *rf.alertSecret}}
+	if err := c.Alerts.Check(); err != nil {
+		return relay.Config{}, usageErrorf("BOOKINGLEDGER_ALERT_URL / _FORMAT / _SECRET: %w", err)
+	}
+	return c, nil
+}
+
+// openRelay opens the database for a relay command (no event store: they administer, serve sends).
+func openRelay(ctx context.Context, dbURL string, allowPrivate bool) (*relay.Relay, *pgxpool.Pool, error) {
+	if dbURL == "" {
+		return nil, nil, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+	}
+	pool, err := openPool(ctx, dbURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	pending, err := postgres.Pending(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("database: %w", err)
+	}
+	if len(pending) > 0 {
+		pool.Close()
+		return nil, nil, fmt.Errorf("the database schema is behind this binary (pending: %s); run 'bookingledger migrate' (or start serve) first",
+			strings.Join(pending, ", "))
+	}
+	r, err := relay.New(relay.Config{Pool: pool, Guard: relay.Guard{AllowPrivate: allowPrivate}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return r, pool, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+const endpointsUsage = `Usage: bookingledger endpoints <action> [flags]
+
+Manages the relay's endpoints: the user's own receivers of every ledger event, as Standard Webhooks.
+
+  endpoints add --url URL [--types 'booking.scheduled.*,booking.canceled.*'] [--description TEXT]
+                          adds an endpoint and prints its whsec_ signing secret (shown only now)
+  endpoints list          every endpoint, its state and failure streak
+  endpoints disable ID    stops sending; new events wait as paused deliveries
+  endpoints enable ID     resumes sending, paused deliveries first
+  endpoints rotate-secret ID
+                          prints a new secret; the old one keeps signing alongside it for 24 h
+  endpoints remove ID     deletes the endpoint with its deliveries
+
+URLs resolving to loopback or private addresses are refused unless BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true.
+--types takes comma-separated patterns of event types, '*' matching any run of characters; none
+means every type. --json prints the admin API's documents.`
+
+func runEndpoints(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("endpoints", getenv, stderr, endpointsUsage)
+	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
+	allow := f.Bool("relay-allow-private", []string{envRelayAllowPrivate}, "allow loopback and private endpoint addresses")
+	u := f.String("url", []string{"BOOKINGLEDGER_ENDPOINT_URL"}, "", "add: the endpoint's URL (http or https)")
+	types := f.String("types", []string{"BOOKINGLEDGER_ENDPOINT_TYPES"}, "", "add: comma-separated event type patterns (default: every type)")
+	desc := f.String("description", []string{"BOOKINGLEDGER_ENDPOINT_DESCRIPTION"}, "", "add: what the endpoint is for")
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageErrorf("endpoints wants an action: add, list, disable, enable, rotate-secret or remove")
+	}
+	action := pos[0]
+	var id int64
+	switch action {
+	case "add":
+		if len(pos) != 1 {
+			return usageErrorf("endpoints add takes flags only, got %q", pos[1:])
+		}
+		if *u == "" {
+			return usageErrorf("endpoints add: --url is required")
+		}
+	case "list":
+		if len(pos) != 1 {
+			return usageErrorf("endpoints list takes no arguments, got %q", pos[1:])
+		}
+	case "disable", "enable", "rotate-secret", "remove":
+		if len(pos) != 2 {
+			return usageErrorf("endpoints %s wants one endpoint id", action)
+		}
+		if id, err = strconv.ParseInt(pos[1], 10, 64); err != nil || id <= 0 {
+			return usageErrorf("endpoints %s: %q is not an endpoint id (see 'bookingledger endpoints list')", action, pos[1])
+		}
+	default:
+		return usageErrorf("endpoints: unknown action %q (want add, list, disable, enable, rotate-secret or remove)", action)
+	}
+	if action != "add" && (isSet(f, "url") || isSet(f, "types") || isSet(f, "description")) {
+		return usageErrorf("endpoints %s: --url, --types and --description apply to add only", action)
+	}
+	var patterns []string
+	if action == "add" {
+		if patterns, err = relay.ParseTypes(*types); err != nil {
+			return usageErrorf("endpoints add: --types: %w", err)
+		}
+	}
+	r, pool, err := openRelay(ctx, *dbURL, *allow)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	switch action {
+	case "add":
+		e, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: *u, Types: patterns, Description: *desc})
+		if err != nil {
+			return fmt.Errorf("endpoints add: %w", err)
+		}
+		if *asJSON {
+			return printJSON(stdout, relayapi.EndpointSecretDTO{Endpoint: relayapi.ToEndpoint(e), Secret: secret})
+		}
+		fmt.Fprintf(stdout, "endpoint %d added: %s (types: %s)\n", e.ID, e.URL, typesText(e.Types))
+		fmt.Fprintf(stdout, "signing secret (shown only now; the receiver verifies with it): %s\n", secret)
+		return nil
+	case "list":
+		eps, err := r.Endpoints(ctx)
+		if err != nil {
+			return fmt.Errorf("endpoints list: %w", err)
+		}
+		if *asJSON {
+			out := relayapi.EndpointsDTO{Endpoints: make([]relayapi.EndpointDTO, len(eps))}
+			for i, e := range eps {
+				out.Endpoints[i] = relayapi.ToEndpoint(e)
+			}
+			return printJSON(stdout, out)
+		}
+		if len(eps) == 0 {
+			fmt.Fprintln(stdout, "no endpoints (add one with 'bookingledger endpoints add --url URL')")
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSTATE\tFAILURES\tTYPES\tURL\tDESCRIPTION")
+		for _, e := range eps {
+			d := relayapi.ToEndpoint(e)
+			state := d.State
+			if d.DisabledReason != "" {
+				state += " (" + d.DisabledReason + ")"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", e.ID, state, e.ConsecutiveFailures, typesText(e.Types), e.URL, e.Description)
+		}
+		return tw.Flush()
+	case "disable":
+		e, err := r.DisableEndpoint(ctx, id, "disabled by an operator")
+		if err != nil {
+			return fmt.Errorf("endpoints disable: %w", err)
+		}
+		if *asJSON {
+			return printJSON(stdout, relayapi.ToEndpoint(e))
+		}
+		fmt.Fprintf(stdout, "endpoint %d disabled; new events wait as paused deliveries until 'bookingledger endpoints enable %d'\n", e.ID, e.ID)
+	case "enable":
+		e, n, err := r.EnableEndpoint(ctx, id)
+		if err != nil {
+			return fmt.Errorf("endpoints enable: %w", err)
+		}
+		if *asJSON {
+			return printJSON(stdout, relayapi.EnableDTO{Endpoint: relayapi.ToEndpoint(e), Resumed: n})
+		}
+		fmt.Fprintf(stdout, "endpoint %d enabled; %d paused deliveries resumed\n", e.ID, n)
+	case "rotate-secret":
+		e, secret, err := r.RotateSecret(ctx, id)
+		if err != nil {
+			return fmt.Errorf("endpoints rotate-secret: %w", err)
+		}
+		if *asJSON {
+			return printJSON(stdout, relayapi.EndpointSecretDTO{Endpoint: relayapi.ToEndpoint(e), Secret: secret})
+		}
+		fmt.Fprintf(stdout, "endpoint %d: new signing secret (shown only now): %s\n", e.ID, secret)
+		fmt.Fprintf(stdout, "the previous secret keeps signing alongside it until %s\n", e.PreviousUntil.UTC().Format(time.RFC3339))
+	case "remove":
+		if err := r.RemoveEndpoint(ctx, id); err != nil {
+			return fmt.Errorf("endpoints remove: %w", err)
+		}
+		fmt.Fprintf(stdout, "endpoint %d removed with its deliveries\n", id)
+	}
+	return nil
+}
+
+func typesText(ts []string) string {
+	if len(ts) == 0 {
+		return "all"
+	}
+	return strings.Join(ts, ",")
+}
+
+const deliveriesUsage = `Usage: bookingledger deliveries [--endpoint ID] [--state pending|paused|succeeded|dead] [--booking B] [--limit N] [--json]
+
+Lists relay deliveries, newest first: one per event and endpoint, with its state, attempts and the
+last answer. --state dead lists what ran out of retries (replay it with 'bookingledger replay').`
+
+func runDeliveries(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("deliveries", getenv, stderr, deliveriesUsage)
+	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
+	ep := f.Int64("endpoint", []string{"BOOKINGLEDGER_DELIVERIES_ENDPOINT"}, 0, 0, "only this endpoint's deliveries")
+	state := f.String("state", []string{"BOOKINGLEDGER_DELIVERIES_STATE"}, "", "only deliveries in this state")
+	b := f.String("booking", []string{"BOOKINGLEDGER_DELIVERIES_BOOKING"}, "", "only this booking's deliveries")
+	limit := f.Int64("limit", []string{"BOOKINGLEDGER_DELIVERIES_LIMIT"}, relay.DefaultDeliveryLimit, 1, "at most this many")
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("deliveries takes flags only, got %q", pos)
+	}
+	switch *state {
+	case "", relay.StatePending, relay.StatePaused, relay.StateSucceeded, relay.StateDead:
+	default:
+		return usageErrorf("deliveries: --state %q: want pending, paused, succeeded or dead", *state)
+	}
+	r, pool, err := openRelay(ctx, *dbURL, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ds, err := r.Deliveries(ctx, relay.DeliveryQuery{EndpointID: *ep, State: *state, Booking: *b, Limit: int(min(*limit, 100000))})
+	if err != nil {
+		return fmt.Errorf("deliveries: %w", err)
+	}
+	if *asJSON {
+		return printJSON(stdout, relayapi.ToDeliveries(ds))
+	}
+	if len(ds) == 0 {
+		fmt.Fprintln(stdout, "no deliveries")
+		return nil
+	}
+	return writeDeliveries(stdout, ds)
+}
+
+// writeDeliveries prints a delivery table (deliveries and history).
+func writeDeliveries(w io.Writer, ds []relay.Delivery) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tENDPOINT\tSTATE\tATTEMPTS\tLAST\tTYPE\tBOOKING@VERSION\tWEBHOOK-ID")
+	for _, d := range ds {
+		last := "-"
+		switch {
+		case d.LastStatus != 0:
+			last = strconv.Itoa(d.LastStatus)
+		case d.LastError != "":
+			last = "error"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s@%d\t%s\n", d.ID, d.EndpointID, d.State, d.Attempts, last, d.Type, d.Booking, d.Version, d.WebhookID)
+	}
+	return tw.Flush()
+}
+
+const replayUsage = `Usage: bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types PATTERNS] [--only-failed] [--dry-run]
+
+Sends an endpoint's deliveries of events recorded in [from, to) again, as one tracked replay: the
+same webhook-ids (receivers deduplicate by them), a fresh run of the retry schedule, attempts marked
+with the replay. Succeeded and dead deliveries are replayed (--only-failed: dead ones only); pending
+and paused ones are on their way already. --dry-run prints what would be sent: the count per type,
+the first and the last. The running serve sends them; this command shows the progress until every
+one finished (Ctrl-C stops watching, not the replay).`
+
+func runReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("replay", getenv, stderr, replayUsage)
+	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
+	ep := f.Int64("endpoint", []string{"BOOKINGLEDGER_REPLAY_ENDPOINT"}, 0, 0, "the endpoint (required)")
+	from := f.String("from", []string{"BOOKINGLEDGER_REPLAY_FROM"}, "", "window start, RFC 3339 (required)")
+	to := f.String("to", []string{"BOOKINGLEDGER_REPLAY_TO"}, "", "window end, RFC 3339, exclusive (required)")
+	types := f.String("types", []string{"BOOKINGLEDGER_REPLAY_TYPES"}, "", "comma-separated event type patterns (default: every type)")
+	onlyFailed := f.Bool("only-failed", []string{"BOOKINGLEDGER_REPLAY_ONLY_FAILED"}, "replay dead deliveries only")
+	dry := f.Bool("dry-run", []string{"BOOKINGLEDGER_REPLAY_DRY_RUN"}, "print what would be sent, send nothing")
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("replay takes flags only, got %q", pos)
+	}
+	if *ep <= 0 {
+		return usageErrorf("replay: --endpoint is required (see 'bookingledger endpoints list')")
+	}
+	q := relay.ReplayQuery{EndpointID: *ep, OnlyFailed: *onlyFailed}
+	for _, p := range []struct {
+		name string
+		v    string
+		dst  *time.Time
+	}{{"from", *from, &q.From}, {"to", *to, &q.To}} {
+		if p.v == "" {
+			return usageErrorf("replay: --%s is required (RFC 3339, e.g. 2027-03-15T00:00:00Z)", p.name)
+		}
+		if *p.dst, err = time.Parse(time.RFC3339Nano, p.v); err != nil {
+			return usageErrorf("replay: --%s %q is not an RFC 3339 time (e.g. 2027-03-15T00:00:00Z)", p.name, p.v)
+		}
+	}
+	if !q.From.Before(q.To) {
+		return usageErrorf("replay: --from must be before --to")
+	}
+	if q.Types, err = relay.ParseTypes(*types); err != nil {
+		return usageErrorf("replay: --types: %w", err)
+	}
+	r, pool, err := openRelay(ctx, *dbURL, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if *dry {
+		p, err := r.PlanReplay(ctx, q)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		if *asJSON {
+			return printJSON(stdout, relayapi.ToPlan(p))
+		}
+		writePlan(stdout, p, "would send")
+		return nil
+	}
+	rep, p, err := r.StartReplay(ctx, q)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if *asJSON {
+		return printJSON(stdout, relayapi.ReplayStartedDTO{Replay: relayapi.ToReplay(rep), Plan: relayapi.ToPlan(p)})
+	}
+	fmt.Fprintf(stdout, "replay %d of endpoint %d started: ", rep.ID, rep.EndpointID)
+	writePlan(stdout, p, "sending")
+	if p.Total == 0 {
+		return nil
+	}
+	return watchReplay(ctx, r, rep.ID, stdout)
+}
+
+func writePlan(w io.Writer, p relay.ReplayPlan, verb string) {
+	fmt.Fprintf(w, "%s %d message(s)\n", verb, p.Total)
+	for _, tc := range p.ByType {
+		fmt.Fprintf(w, "  %-32s %d\n", tc.Type, tc.Count)
+	}
+	for _, it := range []struct {
+		label string
+		item  *relay.ReplayItem
+	}{{"first", p.First}, {"last", p.Last}} {
+		if it.item != nil {
+			fmt.Fprintf(w, "  %-5s %s %s %s\n", it.label, it.item.RecordedAt.UTC().Format(time.RFC3339), it.item.Type, it.item.WebhookID)
+		}
+	}
+}
+
+// watchReplay shows a replay's progress until it finished or ctx ends.
+func watchReplay(ctx context.Context, r *relay.Relay, id int64, w io.Writer) error {
+	tty := isTerminal(w)
+	var last time.Time
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := r.ReplayStatus(ctx, id)
+		if err != nil {
+			return fmt.Errorf("replay %d: %w", id, err)
+		}
+		done := st.Done()
+		line := fmt.Sprintf("replay %d: %s %d/%d sent, %d dead, %d waiting", id, bar(st.Succeeded+st.Dead, st.Total), st.Succeeded, st.Total, st.Dead, st.Pending)
+		switch {
+		case tty:
+			fmt.Fprintf(w, "\r%s   ", line)
+			if done {
+				fmt.Fprintln(w)
+			}
+		case done || time.Since(last) >= progressInterval:
+			fmt.Fprintln(w, line)
+			last = time.Now()
+		}
+		if done {
+			if st.Dead > 0 {
+				return fmt.Errorf("replay %d: %d of %d deliveries are dead again (see 'bookingledger deliveries --state dead --endpoint %d')", id, st.Dead, st.Total, st.EndpointID)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(w, "\nstopped watching; replay %d goes on in serve\n", id)
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func bar(done, total int) string {
+	filled := progressWidth
+	if total > 0 {
+		filled = min(done*progressWidth/total, progressWidth)
+	}
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", progressWidth-filled) + "]"
+}
+
+// writeBookingDeliveries ends a booking's history with its relay deliveries.
+func writeBookingDeliveries(ctx context.Context, pool *pgxpool.Pool, id booking.ID, w io.Writer) error {
+	r, err := relay.New(relay.Config{Pool: pool})
+	if err != nil {
+		return err
+	}
+	ds, err := r.Deliveries(ctx, relay.DeliveryQuery{Booking: string(id), Limit: 1000})
+	if err != nil {
+		return fmt.Errorf("history: deliveries: %w", err)
+	}
+	fmt.Fprintf(w, "\nrelay deliveries (%d):\n", len(ds))
+	if len(ds) == 0 {
+		return nil
+	}
+	return writeDeliveries(w, ds)
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/esdb/esdbtest"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/standard"
+)
+
+// hookSink is a receiver in the test: it verifies each message with the project's Standard Webhooks
+// verifier once it knows the secret, and fails while told to.
+type hookSink struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	verifier *standard.Provider
+	fail     int // answer this status while non-zero
+	ids      []string
+	bodies   []string
+	bad      []string
+}
+
+func newHookSink(t *testing.T) *hookSink {
+	s := &hookSink{t: t}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.fail != 0 {
+			w.WriteHeader(s.fail)
+			return
+		}
+		if s.verifier != nil {
+			if _, err := s.verifier.Verify(r.Header, body, time.Now()); err != nil {
+				s.bad = append(s.bad, err.Error())
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+		}
+		s.ids = append(s.ids, r.Header.Get("webhook-id"))
+		s.bodies = append(s.bodies, string(body))
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *hookSink) setSecret(secret string) {
+	p, err := standard.New(providers.NewSecrets(secret), 0)
+	require.NoError(s.t, err)
+	s.mu.Lock()
+	s.verifier = p
+	s.mu.Unlock()
+}
+
+func (s *hookSink) setFail(status int) {
+	s.mu.Lock()
+	s.fail = status
+	s.mu.Unlock()
+}
+
+func (s *hookSink) received() (ids, bodies, bad []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ids...), append([]string(nil), s.bodies...), append([]string(nil), s.bad...)
+}
+
+var secretLine = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`)
+
+func relayEndToEnd(t *testing.T, vars map[string]string) {
+	sink := newHookSink(t)
+	alerts := newHookSink(t)
+	vars["BOOKINGLEDGER_ADDR"] = "127.0.0.1:0"
+	vars["BOOKINGLEDGER_CALENDLY_SIGNING_KEYS"] = demoCalendlyKey
+	vars["BOOKINGLEDGER_DRAIN_TIMEOUT"] = "5s"
+	vars["BOOKINGLEDGER_RELAY_ALLOW_PRIVATE"] = "true"
+	vars["BOOKINGLEDGER_RELAY_SCHEDULE"] = "0s,100ms,100ms"
+	vars["BOOKINGLEDGER_ALERT_URL"] = alerts.srv.URL
+	vars["BOOKINGLEDGER_ALERT_FORMAT"] = "slack"
+	env := envOf(vars)
+	srv := startServe(t, env)
+	base := srv.base
+
+	out, errOut, code := cli(t, env, "endpoints", "add", "--url", sink.srv.URL+"/hook", "--description", "crm")
+	require.Equal(t, 0, code, errOut)
+	secret := secretLine.FindString(out)
+	require.NotEmpty(t, secret, out)
+	sink.setSecret(secret)
+	assert.Contains(t, out, "endpoint 1 added")
+
+	t.Run("a private url is refused without the setting", func(t *testing.T) {
+		strict := map[string]string{}
+		for k, v := range vars {
+			strict[k] = v
+		}
+		delete(strict, "BOOKINGLEDGER_RELAY_ALLOW_PRIVATE")
+		_, errOut, code := cli(t, envOf(strict), "endpoints", "add", "--url", "http://127.0.0.1:9/x")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "not a public address")
+		status, body := httpDo(t, http.MethodPost, base+"/api/admin/endpoints", `{"url":"ftp://example.com"}`)
+		assert.Equal(t, http.StatusBadRequest, status, body)
+		assert.Contains(t, body, `"code":"invalid_url"`)
+	})
+
+	// The provider retries its create: the ledger records it once, the relay sends it once.
+	send(t, env, base, "calendly", "invitee.created", "--booking", "relay-a")
+	out = send(t, env, base, "calendly", "invitee.created", "--booking", "relay-a")
+	assert.Contains(t, out, `"status":"duplicate"`)
+	waitFor(t, 30*time.Second, "the create delivered", func() (bool, string) {
+		ids, _, _ := sink.received()
+		return len(ids) == 1, fmt.Sprint(ids)
+	})
+	time.Sleep(300 * time.Millisecond)
+	ids, bodies, bad := sink.received()
+	assert.Len(t, ids, 1, "delivered once despite the provider's retry")
+	assert.Empty(t, bad)
+	var msg struct {
+		Type string `json:"type"`
+		Data struct {
+			Booking string `json:"booking"`
+			Version int    `json:"version"`
+			State   struct {
+				Status string `json:"status"`
+			} `json:"state"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(bodies[0]), &msg))
+	assert.Equal(t, "booking.scheduled.v1", msg.Type)
+	assert.Equal(t, "calendly-relay-a", msg.Data.Booking)
+	assert.Equal(t, 1, msg.Data.Version)
+	assert.Equal(t, "active", msg.Data.State.Status)
+
+	out, errOut, code = cli(t, env, "deliveries")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "succeeded")
+	assert.Contains(t, out, ids[0])
+	var byBooking struct {
+		Deliveries []struct {
+			WebhookID string `json:"webhook_id"`
+			State     string `json:"state"`
+		} `json:"deliveries"`
+	}
+	getJSON(t, base+"/api/bookings/calendly-relay-a/deliveries", &byBooking)
+	require.Len(t, byBooking.Deliveries, 1)
+	assert.Equal(t, ids[0], byBooking.Deliveries[0].WebhookID)
+	out, errOut, code = cli(t, env, "history", "calendly-relay-a")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, ids[0], "history lists the booking's deliveries")
+
+	// The sink fails: the first failure alerts (Slack-compatible), the schedule runs out, the
+	// delivery is dead; after the sink recovers a replay of the failures sends it with its id.
+	sink.setFail(http.StatusInternalServerError)
+	send(t, env, base, "calendly", "invitee.canceled", "--booking", "relay-a")
+	waitFor(t, 30*time.Second, "a dead delivery", func() (bool, string) {
+		out, _, _ := cli(t, env, "deliveries", "--state", "dead")
+		return strings.Contains(out, "dead"), out
+	})
+	waitFor(t, 30*time.Second, "the 1-failure alert", func() (bool, string) {
+		_, bodies, _ := alerts.received()
+		return len(bodies) >= 1, fmt.Sprint(bodies)
+	})
+	_, alertBodies, _ := alerts.received()
+	assert.Contains(t, alertBodies[0], `"text":"bookingledger relay: endpoint 1`)
+	assert.Contains(t, alertBodies[0], "failed 1 time(s) in a row")
+	sink.setFail(0)
+
+	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	to := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	out, errOut, code = cli(t, env, "replay", "--endpoint", "1", "--from", from, "--to", to, "--only-failed", "--dry-run")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "would send 1 message(s)")
+	assert.Contains(t, out, "booking.canceled.v1")
+	out, errOut, code = cli(t, env, "replay", "--endpoint", "1", "--from", from, "--to", to, "--only-failed")
+	require.Equal(t, 0, code, errOut+out)
+	assert.Contains(t, out, "1/1 sent, 0 dead")
+	ids, _, bad = sink.received()
+	assert.Len(t, ids, 2)
+	assert.Empty(t, bad)
+	waitFor(t, 30*time.Second, "the recovery notice", func() (bool, string) {
+		_, bodies, _ := alerts.received()
+		return len(bodies) >= 2 && strings.Contains(bodies[len(bodies)-1], "recovered"), fmt.Sprint(bodies)
+	})
+
+	t.Run("admin API", func(t *testing.T) {
+		var eps struct {
+			Endpoints []struct {
+				ID    int64  `json:"id"`
+				State string `json:"state"`
+			} `json:"endpoints"`
+		}
+		getJSON(t, base+"/api/admin/endpoints", &eps)
+		require.Len(t, eps.Endpoints, 1)
+		status, body := httpDo(t, http.MethodPost, base+"/api/admin/endpoints/1/replay",
+			fmt.Sprintf(`{"from":%q,"to":%q,"dry_run":true}`, from, to))
+		require.Equal(t, http.StatusOK, status, body)
+		assert.Contains(t, body, `"total":2`)
+		status, body = httpDo(t, http.MethodPost, base+"/api/admin/endpoints/1/disable", "")
+		require.Equal(t, http.StatusOK, status, body)
+		assert.Contains(t, body, `"state":"disabled"`)
+		status, body = httpDo(t, http.MethodPost, base+"/api/admin/endpoints/1/replay", fmt.Sprintf(`{"from":%q,"to":%q}`, from, to))
+		assert.Equal(t, http.StatusBadRequest, status, body, "a disabled endpoint is not replayed")
+		status, body = httpDo(t, http.MethodPost, base+"/api/admin/endpoints/1/enable", "")
+		require.Equal(t, http.StatusOK, status, body)
+		status, body = httpDo(t, http.MethodPost, base+"/api/admin/endpoints/1/rotate-secret", "")
+		require.Equal(t, http.StatusOK, status, body)
+		assert.Contains(t, body, `"secret":"whsec_`)
+		status, body = httpDo(t, http.MethodGet, base+"/api/admin/endpoints/7", "")
+		assert.Equal(t, http.StatusNotFound, status, body)
+		status, body = httpDo(t, http.MethodDelete, base+"/api/admin/endpoints/1", "")
+		assert.Equal(t, http.StatusNoContent, status, body)
+	})
+	srv.stop(t)
+}
+
+func TestRelayEndToEnd(t *testing.T) {
+	relayEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
+}
+
+// TestRelayEndToEndWithEventStoreDB: the same with the events in EventStoreDB.
+func TestRelayEndToEndWithEventStoreDB(t *testing.T) {
+	es := esdbtest.New(t)
+	relayEndToEnd(t, map[string]string{
+		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_EVENT_STORE":  es.ConnString(),
+	})
+}
