@@ -54,7 +54,7 @@ type env struct {
 	seq    int
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	pool := pgtest.NewDatabase(t)
 	_, err := jobs.Migrate(context.Background(), pool, nil)
@@ -70,7 +70,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // open returns a new client of the event store, as a separate process has.
-func (e *env) open(t *testing.T, pool *pgxpool.Pool) (eventlog.Store, ledger.Store) {
+func (e *env) open(t testing.TB, pool *pgxpool.Pool) (eventlog.Store, ledger.Store) {
 	t.Helper()
 	pg := postgres.NewStore(pool)
 	if e.esdb == nil {
@@ -96,7 +96,7 @@ type relayOpts struct {
 
 // startRelay builds a relay on e and runs its workers (and, unless told otherwise, its projection)
 // until the test ends. Every call is another "process".
-func (e *env) startRelay(t *testing.T, o relayOpts) *relay.Relay {
+func (e *env) startRelay(t testing.TB, o relayOpts) *relay.Relay {
 	t.Helper()
 	if o.schedule == nil {
 		o.schedule = shortSchedule
@@ -162,7 +162,7 @@ func (e *env) noShow(b string) booking.Event {
 }
 
 // record records one delivery of events, as the ingress would.
-func (e *env) record(t *testing.T, deliveryID string, events ...booking.Event) ledger.Result {
+func (e *env) record(t testing.TB, deliveryID string, events ...booking.Event) ledger.Result {
 	t.Helper()
 	e.seq++
 	res, err := e.ledger.Record(context.Background(), ledger.Delivery{
@@ -185,7 +185,7 @@ type received struct {
 // receiver is a real HTTP server that verifies every message with the project's Standard Webhooks
 // verifier and answers what answer says (nil: 204).
 type receiver struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	verify *standard.Provider
 
@@ -196,7 +196,7 @@ type receiver struct {
 	answer   func(n int) int // status for the n-th request (1-based)
 }
 
-func newReceiver(t *testing.T, secrets ...string) *receiver {
+func newReceiver(t testing.TB, secrets ...string) *receiver {
 	t.Helper()
 	rc := &receiver{t: t}
 	rc.setSecrets(secrets...)

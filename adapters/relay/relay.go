@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,19 +84,20 @@ type Config struct {
 
 // Relay plans, sends and administers deliveries. Safe for concurrent use.
 type Relay struct {
-	pool       *pgxpool.Pool
-	events     eventlog.Store
-	codec      Decoder
-	guard      Guard
-	client     httpDoer
-	schedule   []time.Duration
-	jitter     float64
-	workers    int
-	inlineWait time.Duration
-	alerts     AlertConfig
-	log        *slog.Logger
-	metrics    *Metrics
-	clock      func() time.Time
+	pool           *pgxpool.Pool
+	events         eventlog.Store
+	codec          Decoder
+	guard          Guard
+	client         httpDoer
+	schedule       []time.Duration
+	jitter         float64
+	workers        int
+	inlineWait     time.Duration
+	attemptTimeout time.Duration
+	alerts         AlertConfig
+	log            *slog.Logger
+	metrics        *Metrics
+	clock          func() time.Time
 	// inserter inserts jobs in the caller's transaction; it is insert-only (no workers), so that
 	// every command, not only serve, can schedule work.
 	inserter *river.Client[pgx.Tx]
@@ -129,7 +131,7 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r := &Relay{pool: cfg.Pool, events: cfg.Events, codec: cfg.Codec, guard: cfg.Guard,
 		client: cfg.Guard.Client(cfg.AttemptTimeout), schedule: schedule, jitter: jitter,
-		workers: cfg.Workers, alerts: cfg.Alerts, log: cfg.Logger, metrics: cfg.Metrics, clock: cfg.Clock,
+		workers: cfg.Workers, attemptTimeout: cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout), alerts: cfg.Alerts, log: cfg.Logger, metrics: cfg.Metrics, clock: cfg.Clock,
 		inserter: ins}
 	switch {
 	case cfg.InlineWait == 0:

@@ -129,6 +129,9 @@ func planOf(items []ReplayItem) ReplayPlan {
 
 // PlanReplay answers a dry run: what StartReplay would send now.
 func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, error) {
+	if err := q.check(); err != nil {
+		return ReplayPlan{}, err
+	}
 	if _, err := r.Endpoint(ctx, q.EndpointID); err != nil {
 		return ReplayPlan{}, err
 	}
@@ -142,6 +145,9 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 // StartReplay schedules the selected deliveries again as one tracked replay: same webhook-ids, a
 // fresh run of the retry schedule, attempts marked with the replay. It refuses a disabled endpoint.
 func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayPlan, error) {
+	if err := q.check(); err != nil {
+		return Replay{}, ReplayPlan{}, err
+	}
 	e, err := r.Endpoint(ctx, q.EndpointID)
 	if err != nil {
 		return Replay{}, ReplayPlan{}, err

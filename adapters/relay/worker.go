@@ -208,6 +208,13 @@ func clipText(s string) string {
 	return s[:cut] + "…"
 }
 
+// roomFor reports whether the job's own deadline leaves time for a wait and one more attempt; if not,
+// the next attempt becomes a job of its own rather than being cut short.
+func (r *Relay) roomFor(ctx context.Context, wait time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) > wait+r.attemptTimeout+5*time.Second
+}
+
 // complete runs f and completes the job in one transaction: the job and the state it leads to never
 // disagree.
 func (r *Relay) complete(ctx context.Context, job *river.Job[DeliverArgs], f func(tx pgx.Tx) error) error {
@@ -244,7 +251,7 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], d deliv
 			next = a.at.Add(wait)
 		}
 	}
-	inline := state == StatePending && wait <= r.inlineWait
+	inline := state == StatePending && wait <= r.inlineWait && r.roomFor(ctx, wait)
 	var alerts []alertNote
 	apply := func(tx pgx.Tx) error {
 		var status *int

@@ -478,9 +478,9 @@ func writeBookingDeliveries(ctx context.Context, pool *pgxpool.Pool, id booking.
 	if err != nil {
 		return fmt.Errorf("history: deliveries: %w", err)
 	}
-	fmt.Fprintf(w, "\nrelay deliveries (%d):\n", len(ds))
 	if len(ds) == 0 {
-		return nil
+		return nil // a booking no endpoint was sent keeps the timeline it always had
 	}
+	fmt.Fprintf(w, "\nrelay deliveries (%d)\n", len(ds))
 	return writeDeliveries(w, ds)
 }
