@@ -24,8 +24,8 @@ import (
 	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
-	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/relay"
@@ -127,7 +127,7 @@ func (e *env) startRelay(t testing.TB, o relayOpts) *relay.Relay {
 	} else {
 		proj, err := r.Projection()
 		require.NoError(t, err)
-		runner := projections.NewRunner(store, proj, readmodel.NewLocker(e.pool), projections.RunnerOptions{
+		runner := projections.NewRunner(store, proj, checkpoint.NewLocker(e.pool), projections.RunnerOptions{
 			PollInterval: 20 * time.Millisecond, StandbyInterval: 100 * time.Millisecond, RetryInterval: 50 * time.Millisecond})
 		go func() { defer close(done); _ = runner.Run(ctx) }()
 	}
