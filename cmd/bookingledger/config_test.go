@@ -75,7 +75,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "reconcile resolve without note", args: []string{"reconcile", "resolve", "7"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "--note is required"},
 		{name: "reconcile resolve blank note", args: []string{"reconcile", "resolve", "7", "--note", "  "}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "--note is required"},
 		{name: "reconcile resolve unreachable", args: []string{"reconcile", "resolve", "7", "--note", "x"}, env: map[string]string{"DATABASE_URL": dead}, code: 1, message: "database:"},
-		{name: "rebuild unknown projection", args: []string{"rebuild", "calender"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: `unknown projection "calender" (have calendar, process)`},
+		{name: "rebuild unknown projection", args: []string{"rebuild", "calender"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: `unknown projection "calender" (have calendar, process, relay)`},
 		{name: "rebuild two projections", args: []string{"rebuild", "calendar", "calendar"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "at most one projection"},
 		{name: "rebuild without database", args: []string{"rebuild"}, code: 2, message: "DATABASE_URL"},
 		{name: "rebuild unreachable", args: []string{"rebuild", "--quiet"}, env: map[string]string{"DATABASE_URL": dead}, code: 1, message: "database:"},

@@ -336,6 +336,10 @@ func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ToItem(it))
 }
 
+// WriteJSON writes v as the answer with the API's headers; the relay's admin routes answer through it
+// too, so every /api/ route has one body format.
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/booking"
 )
@@ -75,11 +76,8 @@ type handlers struct {
 	log *slog.Logger
 }
 
-// ErrorDTO is the body of every error answer (the read API's shape).
-type ErrorDTO struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
+// ErrorDTO is the body of every error answer: the read API's.
+type ErrorDTO = readapi.ErrorDTO
 
 var errorTable = []struct {
 	err    error
@@ -112,16 +110,7 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 	writeJSON(w, http.StatusBadRequest, ErrorDTO{Error: fmt.Sprintf(format, args...), Code: "invalid_request"})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal error","code":"internal"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { readapi.WriteJSON(w, status, v) }
 
 func idParam(w http.ResponseWriter, r *http.Request, what string) (int64, bool) {
 	v := r.PathValue("id")
