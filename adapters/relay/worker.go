@@ -11,13 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"bookingledger/adapters/providers/standard"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
 )
 
 // Outcomes of an attempt, as stored and as the metrics' outcome label.
@@ -92,11 +93,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 		// A short wait is spent here rather than in River, whose scheduled jobs become available only
 		// every few seconds; the attempt and its due time are recorded already, so a crash in between
 		// loses nothing (River runs the job again).
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if eventlog.Sleep(ctx, wait) != nil {
 			return river.JobSnooze(max(wait, time.Second))
 		}
 	}
@@ -195,18 +192,8 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return max(min(d, maxRetryAfter), 0)
 }
 
-// clipText makes s storable: valid UTF-8, at most maxStoredResponse bytes.
-func clipText(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxStoredResponse {
-		return s
-	}
-	cut := maxStoredResponse
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// clipText makes s storable, at most maxStoredResponse bytes.
+func clipText(s string) string { return ledger.StorableText(s, maxStoredResponse) }
 
 // roomFor reports whether the job's own deadline leaves time for a wait and one more attempt; if not,
 // the next attempt becomes a job of its own rather than being cut short.
