@@ -31,9 +31,17 @@ func Dialer(allowPrivate bool, timeout time.Duration) *net.Dialer {
 	return d
 }
 
-// Public reports whether a is a global unicast address outside the private ranges.
+// cgnat is the shared address space of carrier-grade NAT (RFC 6598): private in effect, though not
+// in netip's IsPrivate.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// Public reports whether a is a global unicast address outside the private ranges (RFC 1918,
+// fc00::/7, carrier-grade NAT, "this network" 0.0.0.0/8). IPv4-mapped IPv6 addresses are judged as the
+// IPv4 address they carry.
 func Public(a netip.Addr) bool {
-	return a.IsGlobalUnicast() && !a.IsPrivate() && !a.IsLoopback() && !a.IsLinkLocalUnicast()
+	a = a.Unmap()
+	return a.IsGlobalUnicast() && !a.IsPrivate() && !a.IsLoopback() && !a.IsLinkLocalUnicast() &&
+		!cgnat.Contains(a) && !(a.Is4() && a.As4()[0] == 0)
 }
 
 // HTTPClient returns a client that dials through Dialer, follows no redirects and gives up after

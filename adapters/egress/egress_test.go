@@ -39,7 +39,8 @@ func TestLoopbackIsRefusedUnlessAllowed(t *testing.T) {
 
 func TestPublic(t *testing.T) {
 	for addr, want := range map[string]bool{"8.8.8.8": true, "10.1.2.3": false, "192.168.0.1": false, "127.0.0.1": false,
-		"169.254.169.254": false, "::1": false, "fd00::1": false, "2001:4860:4860::8888": true, "0.0.0.0": false} {
+		"169.254.169.254": false, "::1": false, "fd00::1": false, "2001:4860:4860::8888": true, "0.0.0.0": false,
+		"100.64.0.1": false, "100.127.255.254": false, "0.1.2.3": false, "::ffff:127.0.0.1": false, "::ffff:8.8.8.8": true} {
 		assert.Equal(t, want, egress.Public(netip.MustParseAddr(addr)), addr)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
+
+	"bookingledger/adapters/egress"
 )
 
 // ErrPrivateTarget: a URL names, or resolves to, a loopback, private, link-local or otherwise
-// non-public address, and private targets are not allowed.
+// non-public address, and private targets are not allowed. Refusals when dialing wrap
+// egress.ErrForbiddenAddress.
 var ErrPrivateTarget = errors.New("target is not a public address")
 
 // ErrInvalidURL: not an absolute http(s) URL this relay can call.
@@ -23,10 +25,10 @@ var ErrInvalidURL = errors.New("invalid endpoint url")
 // DefaultAttemptTimeout bounds one attempt: connect, send, and read the answer.
 const DefaultAttemptTimeout = 15 * time.Second
 
-// Guard decides which targets may be called and builds the HTTP client that calls them. The same
-// rule runs when an endpoint is added (CheckURL) and on every connection (the dialer's Control), so
-// a name that resolves to a public address when it is added and to a private one later (DNS
-// rebinding) is still refused.
+// Guard decides which targets may be called and builds the HTTP client that calls them. The rule is
+// adapters/egress's: it runs when an endpoint is added (CheckURL, on every resolved address) and on
+// every connection (egress's dialer), so a name that resolves to a public address when it is added
+// and to a private one later (DNS rebinding) is still refused.
 type Guard struct {
 	// AllowPrivate lets loopback and private targets through (tests, `make run`).
 	AllowPrivate bool
@@ -34,19 +36,9 @@ type Guard struct {
 	Resolver *net.Resolver
 }
 
-// cgnat is the shared address space of carrier-grade NAT, private in effect though not in
-// netip.Addr.IsPrivate.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// allowedAddr reports whether a is a public unicast address (or private ones are allowed).
-func (g Guard) allowedAddr(a netip.Addr) bool {
-	if g.AllowPrivate {
-		return true
-	}
-	a = a.Unmap()
-	return a.IsGlobalUnicast() && !a.IsPrivate() && !cgnat.Contains(a) &&
-		!(a.Is4() && a.As4()[0] == 0)
-}
+// allowedAddr reports whether a may be called: the one rule of adapters/egress, or anything when
+// private targets are allowed.
+func (g Guard) allowedAddr(a netip.Addr) bool { return g.AllowPrivate || egress.Public(a) }
 
 // CheckURL parses raw and checks that it is an absolute http or https URL without credentials whose
 // host resolves only to allowed addresses. Errors wrap ErrInvalidURL or ErrPrivateTarget.
@@ -103,18 +95,6 @@ func ParseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// control runs on every connection after the name was resolved, with the address actually dialed.
-func (g Guard) control(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("%w: cannot parse dialed address %s", ErrPrivateTarget, address)
-	}
-	if !g.allowedAddr(ap.Addr()) {
-		return fmt.Errorf("%w: %s", ErrPrivateTarget, ap.Addr())
-	}
-	return nil
-}
-
 // Client returns an HTTP client that dials only allowed addresses, follows no redirect (a 3xx is the
 // answer), uses no proxy from the environment (a proxy would dial for us, past the check) and gives
 // up after timeout (DefaultAttemptTimeout when zero).
@@ -122,7 +102,9 @@ func (g Guard) Client(timeout time.Duration) *http.Client {
 	if timeout <= 0 {
 		timeout = DefaultAttemptTimeout
 	}
-	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Control: g.control, Resolver: g.Resolver}
+	// egress's dialer checks the address actually dialed, after DNS (rebinding is refused too).
+	d := egress.Dialer(g.AllowPrivate, timeout)
+	d.KeepAlive, d.Resolver = 30*time.Second, g.Resolver
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,

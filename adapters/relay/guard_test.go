@@ -71,7 +71,7 @@ func TestPrivateTargetsAreRefusedWhenDialed(t *testing.T) {
 		return len(ds) == 1 && ds[0].Attempts >= 1
 	})
 	d := deliveriesIn(t, r, ep.ID, "")[0]
-	assert.Contains(t, d.LastError, "not a public address")
+	assert.Contains(t, d.LastError, "target address not allowed", "egress's dialer refused it")
 	assert.Zero(t, d.LastStatus)
 	assert.Zero(t, hits.Load(), "nothing reached the loopback receiver")
 }
