@@ -50,7 +50,7 @@ func requestFor(pattern string) (method, path string) {
 func adminPatterns(t *testing.T) []string {
 	t.Helper()
 	srv, err := httpapi.New(httpapi.Config{Ledger: nopLedger{}, Ready: httpapi.CheckFunc(func(context.Context) error { return nil }),
-		AdminRoutes: adminRoutes(nil, nil, nil)})
+		AdminRoutes: adminRoutes(nil, nil, nil, nil)})
 	require.NoError(t, err)
 	return srv.AdminPatterns()
 }
