@@ -81,6 +81,7 @@ func pgStart(t *testing.T, args ...string) string {
 // neither fails the drill: place it in the backup guide and here.
 var (
 	sourceTables = []string{"events", "streams", "receipts", "receipt_bodies", "reconciliation_items", "contacts", "process_steps",
+		"relay_endpoints", "relay_deliveries", "relay_attempts", "relay_replays", "relay_alerts",
 		"schema_migrations", "river_job", "river_queue", "river_migration"}
 	rebuiltTables = []string{"calendar_bookings", "calendar_resources", "calendar_slots", "calendar_booking_refs",
 		"payment_streams", "payment_stream_refs", "projection_checkpoints", "river_leader", "river_notification"}
