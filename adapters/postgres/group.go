@@ -42,12 +42,14 @@ func (g *group[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
 	if g.running < max(g.runners, 1) {
-		// A runner is free, so the queue held nothing before c: c is in the batch runNext takes.
+		// A runner is free, but another runner may take c in its batch before this one locks the
+		// queue (two run at once): the answer is read only after whichever batch held c closed done.
 		g.running++
 		g.mu.Unlock()
 		if g.runNext() {
 			go g.loop()
 		}
+		<-c.done
 		return c.res, c.err
 	}
 	g.mu.Unlock()
