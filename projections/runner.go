@@ -155,6 +155,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		lease, err := r.lock.TryAcquire(ctx, r.proj.Name())
 		switch {
 		case ctx.Err() != nil:
+			if lease != nil { // granted as the runner stops: give it back, or no other runner gets it
+				lease.Release(context.WithoutCancel(ctx))
+			}
 			return ctx.Err()
 		case err != nil:
 			log.Warn("projection lock unavailable", "error", err)

@@ -287,3 +287,26 @@ func TestStandbyRunnerWaits(t *testing.T) {
 	holder.Release(context.Background())
 	require.Eventually(t, func() bool { a, _, _, _ := proj.snapshot(); return a == 3 }, 10*time.Second, time.Millisecond)
 }
+
+// cancelingLocker grants the lock and, in the same call, ends the runner's context: the shutdown that
+// races a standby's successful attempt.
+type cancelingLocker struct {
+	memLocker
+	cancel context.CancelFunc
+}
+
+func (l *cancelingLocker) TryAcquire(ctx context.Context, name string) (projections.Lease, error) {
+	lease, err := l.memLocker.TryAcquire(ctx, name)
+	l.cancel()
+	return lease, err
+}
+
+func TestRunReleasesALockTakenAsItStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	locker := &cancelingLocker{cancel: cancel}
+	r := projections.NewRunner(newMemStore(), &memProj{}, locker, projections.RunnerOptions{})
+	assert.ErrorIs(t, r.Run(ctx), context.Canceled)
+	locker.mu.Lock()
+	defer locker.mu.Unlock()
+	assert.Nil(t, locker.held, "a runner that stops gives back the lock it was just granted")
+}
