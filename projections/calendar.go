@@ -2,6 +2,8 @@ package projections
 
 import (
 	"cmp"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -449,10 +451,78 @@ func (h *holderIndex) blocks(c Claim) bool {
 	return found
 }
 
-// CalendarQuery selects calendar entries overlapping [From, To), optionally of one resource.
+// CalendarQuery selects calendar entries overlapping [From, To), optionally of one resource, one page
+// at a time: After is the cursor of the previous page's last entry (nil for the first page), Limit the
+// page size (zero: DefaultCalendarPage).
 type CalendarQuery struct {
 	From, To time.Time
 	Resource string
+	After    *CalendarCursor
+	Limit    int
+}
+
+// Page sizes of a calendar query.
+const (
+	DefaultCalendarPage = 1000
+	MaxCalendarPage     = 10000
+)
+
+// CalendarCursor is the position of an entry in the calendar's order (start, resource, booking): a
+// page starts strictly after it.
+type CalendarCursor struct {
+	Start    time.Time
+	Resource string
+	Booking  booking.ID
+}
+
+// Cursor is the entry's position, to ask for the page after it.
+func (e CalendarEntry) Cursor() CalendarCursor {
+	return CalendarCursor{Start: e.Start, Resource: e.Resource, Booking: e.Booking}
+}
+
+// String encodes the cursor opaquely (base64url of a JSON array), for URLs and the CLI.
+func (c CalendarCursor) String() string {
+	b, _ := json.Marshal([]string{c.Start.UTC().Format(time.RFC3339Nano), c.Resource, string(c.Booking)})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ParseCalendarCursor decodes CalendarCursor.String; ErrInvalidQuery for anything else.
+func ParseCalendarCursor(s string) (CalendarCursor, error) {
+	bad := fmt.Errorf("%w: cursor is not one this server issued (pass next_cursor unchanged)", ErrInvalidQuery)
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	var parts []string
+	if err != nil || json.Unmarshal(b, &parts) != nil || len(parts) != 3 {
+		return CalendarCursor{}, bad
+	}
+	start, err := time.Parse(time.RFC3339Nano, parts[0])
+	if err != nil {
+		return CalendarCursor{}, bad
+	}
+	return CalendarCursor{Start: start, Resource: parts[1], Booking: booking.ID(parts[2])}, nil
+}
+
+// CalendarPage is one page of a calendar query. More says that entries follow the last one: ask again
+// with After set to the last entry's cursor.
+type CalendarPage struct {
+	Entries []CalendarEntry
+	More    bool
+}
+
+// Next is the cursor of the next page, or nil on the last page.
+func (p CalendarPage) Next() *CalendarCursor {
+	if !p.More || len(p.Entries) == 0 {
+		return nil
+	}
+	c := p.Entries[len(p.Entries)-1].Cursor()
+	return &c
+}
+
+// PageSize is the query's page size after defaults.
+func (q CalendarQuery) PageSize() int {
+	if q.Limit == 0 {
+		return DefaultCalendarPage
+	}
+	return q.Limit
 }
 
 // MaxCalendarWindow bounds a calendar query, so one request cannot read the whole table.
@@ -467,6 +537,8 @@ func (q CalendarQuery) Validate() error {
 		return fmt.Errorf("%w: to must be after from", ErrInvalidQuery)
 	case q.To.Sub(q.From) > MaxCalendarWindow:
 		return fmt.Errorf("%w: window longer than 366 days", ErrInvalidQuery)
+	case q.Limit < 0 || q.Limit > MaxCalendarPage:
+		return fmt.Errorf("%w: limit must be from 1 to %d", ErrInvalidQuery, MaxCalendarPage)
 	}
 	return nil
 }

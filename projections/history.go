@@ -245,7 +245,11 @@ func BuildHistory(in HistoryInput) History {
 		}
 		reason := it.Reason
 		if !it.Open() {
-			reason += fmt.Sprintf(" [closed %s by %s: %s]", stamp(it.ClosedAt), it.ClosedBy, it.Note)
+			by := it.ClosedBy
+			if it.ResolvedBy != "" {
+				by += " " + it.ResolvedBy
+			}
+			reason += fmt.Sprintf(" [closed %s by %s: %s]", stamp(it.ClosedAt), by, it.Note)
 		}
 		other := it.OtherBooking
 		if other == in.Booking {

@@ -49,6 +49,7 @@ type Item struct {
 	ClosedAt     time.Time // zero while open
 	ClosedBy     string    // ClosedByOperator or ClosedByAuto
 	Note         string    // resolution or automatic closing note
+	ResolvedBy   string    // who closed it when an operator did: a token's name or the CLI's user
 }
 
 // Open reports whether the item is open.

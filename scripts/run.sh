@@ -61,9 +61,15 @@ export BOOKINGLEDGER_DATABASE_URL="$url" BOOKINGLEDGER_ADDR BOOKINGLEDGER_ADMIN_
 	BOOKINGLEDGER_ACUITY_API_KEYS BOOKINGLEDGER_ACUITY_USER_ID BOOKINGLEDGER_RELAY_ALLOW_PRIVATE \
 	BOOKINGLEDGER_RELAY_SCHEDULE
 
+# A demo admin token for /api/ and the UI, made anew each run (the previous run's is revoked).
+bin/bookingledger migrate >/dev/null
+bin/bookingledger token revoke demo-admin >/dev/null 2>&1 || true
+BOOKINGLEDGER_TOKEN=$(bin/bookingledger token create --name demo-admin --scope admin 2>/dev/null)
+
 envfile="$pgdir/demo.env"
 cat >"$envfile" <<ENV
 BOOKINGLEDGER_DATABASE_URL=$BOOKINGLEDGER_DATABASE_URL
+BOOKINGLEDGER_TOKEN=$BOOKINGLEDGER_TOKEN
 BOOKINGLEDGER_CALENDLY_SIGNING_KEYS=$BOOKINGLEDGER_CALENDLY_SIGNING_KEYS
 BOOKINGLEDGER_CALCOM_SECRETS=$BOOKINGLEDGER_CALCOM_SECRETS
 BOOKINGLEDGER_STRIPE_SECRETS=$BOOKINGLEDGER_STRIPE_SECRETS
@@ -83,8 +89,10 @@ run: demo secrets (also in $envfile; load them in another shell with: set -a; . 
        BOOKINGLEDGER_ACUITY_API_KEYS=$BOOKINGLEDGER_ACUITY_API_KEYS
        BOOKINGLEDGER_ACUITY_USER_ID=$BOOKINGLEDGER_ACUITY_USER_ID
 run: dev sinks (lines starting "sink" are what they received): $(tr '\n' ' ' <"$sinks_env")
+run: demo admin token (for /api/ and the UI; also in $envfile as BOOKINGLEDGER_TOKEN)
+       $BOOKINGLEDGER_TOKEN
 run: webhooks, /healthz, /readyz on $BOOKINGLEDGER_ADDR (public)
-run: read API (/api/), /metrics  on $BOOKINGLEDGER_ADMIN_ADDR (admin)
+run: read API (/api/), /metrics  on $BOOKINGLEDGER_ADMIN_ADDR (admin; /api/ needs the token)
 run: Ctrl-C stops the server and the cluster
 MSG
 bin/bookingledger serve

@@ -322,7 +322,7 @@ func (lr *lagRun) pollUntilSeen(ctx context.Context, starts []time.Time, index m
 }
 
 func (lr *lagRun) calendar(ctx context.Context, from, to time.Time) ([]readapi.CalendarEntryDTO, error) {
-	q := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}}
+	q := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}, "limit": {strconv.Itoa(projections.MaxCalendarPage)}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lr.adminURL+"/api/calendar?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
@@ -339,7 +339,7 @@ func (lr *lagRun) calendar(ctx context.Context, from, to time.Time) ([]readapi.C
 	if err := json.NewDecoder(resp.Body).Decode(&dto); err != nil {
 		return nil, fmt.Errorf("GET /api/calendar: %w", err)
 	}
-	if len(dto.Bookings) >= readmodel.MaxCalendarEntries {
+	if dto.HasMore {
 		return nil, errors.New("GET /api/calendar: answer truncated; narrow the poll window")
 	}
 	return dto.Bookings, nil

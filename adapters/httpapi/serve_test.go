@@ -206,3 +206,17 @@ func TestAdminRoutesMountOnTheAdminSurfaceOnly(t *testing.T) {
 	srv.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	assert.Equal(t, http.StatusNotFound, rec.Code, "the admin surface serves only admin routes")
 }
+
+func TestGuardMetricsWrapsMetrics(t *testing.T) {
+	srv, err := httpapi.New(httpapi.Config{
+		Ledger: nopLedger{},
+		Ready:  httpapi.CheckFunc(func(context.Context) error { return nil }),
+		GuardMetrics: func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) })
+		},
+	})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	srv.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	assert.Equal(t, http.StatusUnauthorized, rec.Code)
+}

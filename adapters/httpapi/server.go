@@ -143,6 +143,9 @@ type Config struct {
 	// Contacts, when set, keeps the invitee contacts a mapping found (for the invitee email steps)
 	// before the delivery is recorded; a failure to keep them answers 503, so the provider retries.
 	Contacts ContactStore
+	// GuardMetrics, when set, wraps /metrics (the token check, BOOKINGLEDGER_METRICS_AUTH=token); nil
+	// serves it open.
+	GuardMetrics func(http.Handler) http.Handler
 }
 
 // Server is the HTTP ingress. Create it with New; it is safe for concurrent use.
@@ -233,7 +236,11 @@ func New(cfg Config) (*Server, error) {
 	s.public.HandleFunc("GET /healthz", s.handleHealth)
 	s.public.HandleFunc("GET /readyz", s.handleReady)
 	s.admin = newRouteMux()
-	s.admin.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	var metricsHandler http.Handler = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry})
+	if cfg.GuardMetrics != nil {
+		metricsHandler = cfg.GuardMetrics(metricsHandler)
+	}
+	s.admin.Handle("GET /metrics", metricsHandler)
 	if cfg.AdminRoutes != nil {
 		cfg.AdminRoutes(s.admin)
 	}

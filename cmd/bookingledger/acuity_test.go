@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -108,7 +107,7 @@ func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 	assert.Contains(t, out, `"status":"duplicate"`)
 
 	// Acuity's first delivery is normal: its history points out only the duplicate "changed".
-	first := getHistory(t, srv.admin, "acuity-123")
+	first := getHistory(t, srv, "acuity-123")
 	require.Len(t, first.Findings, 1, "%+v", first.Findings)
 	assert.Equal(t, "duplicate_delivery", first.Findings[0].Kind)
 
@@ -118,7 +117,7 @@ func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 	assert.Contains(t, out, `202 Accepted {"status":"deferred"`)
 
 	// While it waits, the deferred receipt is part of the booking's history.
-	h := getHistory(t, srv.admin, "acuity-124")
+	h := getHistory(t, srv, "acuity-124")
 	require.Len(t, h.Receipts, 1, "%+v", h)
 	assert.Equal(t, "deferred", h.Receipts[0].Outcome)
 	assert.Equal(t, "acuity:scheduled:124", h.Receipts[0].DeliveryID)
@@ -146,7 +145,7 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 	assert.Equal(t, 2, n)
 	// Once finished, the history lists both: the deferral and the receipt that carries the events.
 	deadline = time.Now().Add(30 * time.Second)
-	for h = getHistory(t, srv.admin, "acuity-124"); len(h.Events) < 2; h = getHistory(t, srv.admin, "acuity-124") {
+	for h = getHistory(t, srv, "acuity-124"); len(h.Events) < 2; h = getHistory(t, srv, "acuity-124") {
 		require.True(t, time.Now().Before(deadline), "the booking was not projected within 30 s")
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -163,14 +162,10 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 	}
 }
 
-// getHistory reads GET /api/bookings/{id}/history from the admin listener at admin.
-func getHistory(t *testing.T, admin, id string) readapi.HistoryDTO {
+// getHistory reads GET /api/bookings/{id}/history from the admin listener of srv, with its token.
+func getHistory(t *testing.T, srv *servedProcess, id string) readapi.HistoryDTO {
 	t.Helper()
-	resp, err := http.Get(admin + "/api/bookings/" + id + "/history")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var h readapi.HistoryDTO
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
+	getJSON(t, srv.token, srv.admin+"/api/bookings/"+id+"/history", &h)
 	return h
 }

@@ -174,7 +174,7 @@ func TestServeAsDatabaseOwnerWithoutSuperuser(t *testing.T) {
 	})
 	srv := startServe(t, env)
 	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "owner-1", "--start", "2030-01-07T10:00:00Z")
-	waitForCalendar(t, srv.admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-owner-1": "active"})
+	waitForCalendar(t, srv.token, srv.admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-owner-1": "active"})
 	srv.stop(t)
 
 	var super bool

@@ -82,15 +82,16 @@ func pgStart(t *testing.T, args ...string) string {
 var (
 	sourceTables = []string{"events", "streams", "receipts", "receipt_bodies", "reconciliation_items", "contacts", "process_steps",
 		"relay_endpoints", "relay_deliveries", "relay_attempts", "relay_replays", "relay_alerts",
-		"schema_migrations", "river_job", "river_queue", "river_migration"}
+		"api_tokens", "schema_migrations", "river_job", "river_queue", "river_migration"}
 	rebuiltTables = []string{"calendar_bookings", "calendar_resources", "calendar_slots", "calendar_booking_refs",
-		"payment_streams", "payment_stream_refs", "projection_checkpoints", "river_leader", "river_notification"}
+		"payment_streams", "payment_stream_refs", "projection_checkpoints", "river_leader", "river_notification", "ui_sessions"}
 )
 
 // dumpArgs is the pg_dump command of docs/operations/backup.md.
 var dumpArgs = []string{"--format=custom", "--no-owner",
 	"--exclude-table-data=calendar_*", "--exclude-table-data=payment_stream*",
-	"--exclude-table-data=projection_checkpoints", "--exclude-table-data=river_leader", "--exclude-table-data=river_notification"}
+	"--exclude-table-data=projection_checkpoints", "--exclude-table-data=river_leader", "--exclude-table-data=river_notification",
+	"--exclude-table-data=ui_sessions"}
 
 // readSideSnapshot is what an operator sees: the calendar, every booking's history, and the
 // reconciliation items, open and closed.
@@ -162,17 +163,17 @@ func TestBackupRestoreDrill(t *testing.T) {
 	raw := filepath.Join(t.TempDir(), "body.json")
 	require.NoError(t, os.WriteFile(raw, []byte(`{"event":"invitee.created","payload":{}}`), 0o600))
 	send(t, env, srv.base, "calendly", "--raw", raw)
-	waitForCalendar(t, srv.admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
+	waitForCalendar(t, srv.token, srv.admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
 		"calendly-d-late": "canceled", "calendly-d-a": "active", "calendly-d-b": "conflict",
 		"calendly-d-c": "active", "calendly-d-d": "conflict"})
 	var items itemsAnswer
 	waitFor(t, 30*time.Second, "two conflicts and a quarantined item", func() (bool, string) {
-		raw := getJSON(t, srv.admin+"/api/reconciliation", &items)
+		raw := getJSON(t, srv.token, srv.admin+"/api/reconciliation", &items)
 		return len(items.Items) == 3, raw
 	})
 	for _, it := range items.Items {
 		if it.Kind == "conflict" && it.Booking == "calendly-d-b" {
-			status, body := httpDo(t, "POST", fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.admin, it.ID), `{"note":"host keeps both"}`)
+			status, body := httpDo(t, srv.token, "POST", fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.admin, it.ID), `{"note":"host keeps both"}`)
 			require.Equal(t, 200, status, body)
 		}
 	}
@@ -241,7 +242,7 @@ func TestBackupRestoreDrill(t *testing.T) {
 	out2 := send(t, dstEnv, restored.base, "calendly", "invitee.created", "--booking", "d-a", "--start", day+"10:00:00Z")
 	assert.Contains(t, out2, `"status":"duplicate"`, "a redelivery of a restored delivery")
 	send(t, dstEnv, restored.base, "calendly", "invitee.created", "--booking", "d-new", "--start", day+"14:00:00Z")
-	waitForCalendar(t, restored.admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
+	waitForCalendar(t, restored.token, restored.admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
 		"calendly-d-late": "canceled", "calendly-d-a": "active", "calendly-d-b": "conflict",
 		"calendly-d-c": "active", "calendly-d-d": "conflict", "calendly-d-new": "active"})
 	restored.stop(t)

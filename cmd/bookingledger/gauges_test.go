@@ -24,7 +24,7 @@ import (
 // /metrics, or "missing".
 func seriesValue(t *testing.T, admin, series string) string {
 	t.Helper()
-	_, text := httpDo(t, http.MethodGet, admin+"/metrics", "")
+	_, text := httpDo(t, "", http.MethodGet, admin+"/metrics", "")
 	for line := range strings.SplitSeq(text, "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			return v
@@ -134,7 +134,7 @@ func TestMonitoringFilesNameServedMetrics(t *testing.T) {
 		v := seriesValue(t, srv.admin, `bookingledger_projection_events_behind{projection="calendar"}`)
 		return v == "0", v
 	})
-	_, scrape := httpDo(t, http.MethodGet, srv.admin+"/metrics", "")
+	_, scrape := httpDo(t, "", http.MethodGet, srv.admin+"/metrics", "")
 	srv.stop(t)
 
 	names := regexp.MustCompile(`\b(bookingledger_[a-z_]+)`)

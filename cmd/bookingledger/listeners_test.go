@@ -46,13 +46,15 @@ func requestFor(pattern string) (method, path string) {
 	return method, wildcard.ReplaceAllString(path, "1")
 }
 
-// adminPatterns are the routes serve mounts on the admin listener, enumerated from the same code.
+// adminPatterns are the routes serve mounts on the admin listener, enumerated from the same code: the
+// prefixes mounted next to /metrics and every route of the admin surface behind them.
 func adminPatterns(t *testing.T) []string {
 	t.Helper()
+	f := newAdminFixture(t, 1<<20)
 	srv, err := httpapi.New(httpapi.Config{Ledger: nopLedger{}, Ready: httpapi.CheckFunc(func(context.Context) error { return nil }),
-		AdminRoutes: adminRoutes(nil, nil, nil, nil)})
+		AdminRoutes: adminRoutes(f.adm)})
 	require.NoError(t, err)
-	return srv.AdminPatterns()
+	return append(srv.AdminPatterns(), f.routes...)
 }
 
 // TestPublicListenerAnswersNoAdminRoute: every route of the admin surface (enumerated, not listed by
@@ -73,28 +75,28 @@ func TestPublicListenerAnswersNoAdminRoute(t *testing.T) {
 	require.Contains(t, patterns, "GET /api/calendar")
 	for _, pattern := range patterns {
 		method, path := requestFor(pattern)
-		status, body := httpDo(t, method, srv.base+path, "")
+		status, body := httpDo(t, "", method, srv.base+path, "")
 		assert.Equal(t, http.StatusNotFound, status, "%s on the public listener", pattern)
 		assert.Equal(t, muxNotFound, body, "%s on the public listener", pattern)
-		_, body = httpDo(t, method, srv.admin+path, "")
+		_, body = httpDo(t, "", method, srv.admin+path, "")
 		assert.NotEqual(t, muxNotFound, body, "%s answers on the admin listener", pattern)
 	}
 	// Whole prefixes too, whatever is mounted under them later.
 	for _, path := range []string{"/api/", "/ui/", "/admin/", "/metrics", "/api/calendar", "/debug/pprof/"} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			status, _ := httpDo(t, method, srv.base+path, "")
+			status, _ := httpDo(t, "", method, srv.base+path, "")
 			assert.Equal(t, http.StatusNotFound, status, "%s %s on the public listener", method, path)
 		}
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		status, _ := httpDo(t, http.MethodGet, srv.base+path, "")
+		status, _ := httpDo(t, "", http.MethodGet, srv.base+path, "")
 		assert.Equal(t, http.StatusOK, status, path)
-		status, _ = httpDo(t, http.MethodGet, srv.admin+path, "")
+		status, _ = httpDo(t, "", http.MethodGet, srv.admin+path, "")
 		assert.Equal(t, http.StatusNotFound, status, "%s is public only", path)
 	}
 	out := send(t, env, srv.base, "calendly", "invitee.created", "--booking", "two-listeners")
 	assert.Contains(t, out, `"status":"accepted"`)
-	status, _ := httpDo(t, http.MethodPost, srv.admin+"/webhooks/calendly", "{}")
+	status, _ := httpDo(t, "", http.MethodPost, srv.admin+"/webhooks/calendly", "{}")
 	assert.Equal(t, http.StatusNotFound, status, "webhooks are not on the admin listener")
 	srv.stop(t)
 	for _, base := range []string{srv.base, srv.admin} {

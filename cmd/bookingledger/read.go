@@ -91,23 +91,9 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 	if err := sf.check(); err != nil {
 		return nil, err
 	}
-	pool, err := openPool(ctx, *sf.databaseURL)
+	pool, err := openMigratedPool(ctx, *sf.databaseURL)
 	if err != nil {
 		return nil, err
-	}
-	if err := postgres.CheckNotNewer(ctx, pool); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("database: %w", err)
-	}
-	pending, err := postgres.Pending(ctx, pool)
-	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("database: %w", err)
-	}
-	if len(pending) > 0 {
-		pool.Close()
-		return nil, fmt.Errorf("the database schema is behind this binary (pending: %s); run 'bookingledger migrate' (or start serve) first",
-			strings.Join(pending, ", "))
 	}
 	// Commands print results on stdout; only the event store client's warnings go to stderr.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -184,12 +170,13 @@ func runHistory(ctx context.Context, args []string, getenv func(string) string, 
 	return writeBookingDeliveries(ctx, rs.pool, id, stdout)
 }
 
-const calendarUsage = `Usage: bookingledger calendar --from RFC3339 --to RFC3339 [--resource R] [--json] [flags]
+const calendarUsage = `Usage: bookingledger calendar --from RFC3339 --to RFC3339 [--resource R] [--limit N] [--cursor C] [--json] [flags]
 
 Prints the calendar read model: one line per booking and resource whose slot overlaps [from, to), of
 every status (active, conflict, canceled, …), ordered by start. The window is at most 366 days.
---resource limits it to one host calendar (e.g. https://api.calendly.com/users/<host>). --json prints
-the document GET /api/calendar answers.`
+--resource limits it to one host calendar (e.g. https://api.calendly.com/users/<host>). It prints one
+page of at most --limit entries; when more follow it says so on stderr with the --cursor that prints
+the next page (--json: has_more and next_cursor). --json prints the document GET /api/calendar answers.`
 
 func runCalendar(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("calendar", getenv, stderr, calendarUsage)
@@ -197,6 +184,8 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 	from := f.String("from", []string{"BOOKINGLEDGER_CALENDAR_FROM"}, "", "window start, RFC 3339 (required)")
 	to := f.String("to", []string{"BOOKINGLEDGER_CALENDAR_TO"}, "", "window end, RFC 3339, exclusive (required)")
 	resource := f.String("resource", []string{"BOOKINGLEDGER_CALENDAR_RESOURCE"}, "", "only this resource (host calendar)")
+	limit := f.Int64("limit", []string{"BOOKINGLEDGER_CALENDAR_LIMIT"}, projections.DefaultCalendarPage, 1, "entries per page (at most 10000)")
+	cursor := f.String("cursor", []string{"BOOKINGLEDGER_CALENDAR_CURSOR"}, "", "print the page after this cursor (from the previous page)")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape) instead of a table")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -218,6 +207,17 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 		}
 	}
 	q.Resource = *resource
+	if *limit > projections.MaxCalendarPage {
+		return usageErrorf("calendar: --limit %d: at most %d", *limit, projections.MaxCalendarPage)
+	}
+	q.Limit = int(*limit)
+	if *cursor != "" {
+		c, err := projections.ParseCalendarCursor(*cursor)
+		if err != nil {
+			return usageErrorf("calendar: --cursor: %w", err)
+		}
+		q.After = &c
+	}
 	if err := q.Validate(); err != nil {
 		return usageErrorf("calendar: %w", err)
 	}
@@ -226,14 +226,20 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer rs.Close()
-	entries, err := rs.rm.Calendar(ctx, q)
+	page, err := rs.rm.Calendar(ctx, q)
 	if err != nil {
 		return fmt.Errorf("calendar: %w", err)
 	}
 	if *asJSON {
-		return writeJSONTo(stdout, readapi.ToCalendar(entries))
+		return writeJSONTo(stdout, readapi.ToCalendar(page))
 	}
-	return projections.WriteCalendar(stdout, entries)
+	if err := projections.WriteCalendar(stdout, page.Entries); err != nil {
+		return err
+	}
+	if next := page.Next(); next != nil {
+		fmt.Fprintf(stderr, "calendar: more entries follow this page of %d; the next page: --cursor %s\n", len(page.Entries), next)
+	}
+	return nil
 }
 
 const reconcileUsage = `Usage: bookingledger reconcile list [--json] [flags]
@@ -249,6 +255,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	sf := registerStoreFlags(f)
 	note := f.String("note", []string{"BOOKINGLEDGER_RESOLVE_NOTE"}, "", "resolve: why the item is closed (required, at most 4000 bytes)")
 	action := f.String("action", []string{"BOOKINGLEDGER_RESOLVE_ACTION"}, "", "resolve a process step's item: mark-done, retry or skip (required for step items, refused for others)")
+	by := f.String("by", []string{"BOOKINGLEDGER_OPERATOR"}, cliOperator(getenv), "resolve: who resolves it, recorded with the item")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape)")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -314,7 +321,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if *action != "" {
 		return resolveStep(ctx, rs, id, *action, *note, stdout)
 	}
-	it, err := rs.rm.Resolve(ctx, id, *note)
+	it, err := rs.rm.Resolve(ctx, id, *note, *by)
 	if err != nil {
 		return resolveError(id, err)
 	}
@@ -329,7 +336,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		subject = fmt.Sprintf("receipt #%d", it.ReceiptID)
 	}
 	_, err = fmt.Fprintf(stdout, "closed item %d (%s: %s) at %s by %s\n  reason: %s\n  note:   %s\n",
-		it.ID, it.Kind, subject, it.ClosedAt.UTC().Format(time.RFC3339), it.ClosedBy, it.Reason, it.Note)
+		it.ID, it.Kind, subject, it.ClosedAt.UTC().Format(time.RFC3339), it.ResolvedBy, it.Reason, it.Note)
 	return err
 }
 
@@ -345,6 +352,14 @@ func resolveError(id int64, err error) error {
 	default:
 		return fmt.Errorf("reconcile resolve: %w", err)
 	}
+}
+
+// cliOperator is who a resolution from the command line is recorded as by default: the OS user.
+func cliOperator(getenv func(string) string) string {
+	if u := strings.TrimSpace(getenv("USER")); u != "" {
+		return "cli:" + u
+	}
+	return "cli"
 }
 
 // isSet reports whether the flag was given on the command line.

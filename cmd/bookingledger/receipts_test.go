@@ -46,7 +46,7 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 	var list readapi.ReceiptsDTO
 	require.NoError(t, json.Unmarshal([]byte(stdout), &list))
 	require.Len(t, list.Receipts, 2)
-	_, httpList := httpDo(t, http.MethodGet, srv.admin+"/api/receipts?outcome=quarantined", "")
+	_, httpList := httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/receipts?outcome=quarantined", "")
 	assert.JSONEq(t, httpList, stdout, "receipts list --json is the HTTP answer")
 	first, second := list.Receipts[1], list.Receipts[0] // newest first
 
@@ -57,15 +57,15 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 		assert.Contains(t, stdout, want)
 	}
 	var detail readapi.ReceiptDetailDTO
-	getJSON(t, fmt.Sprintf("%s/api/receipts/%d", srv.admin, first.ID), &detail)
+	getJSON(t, srv.token, fmt.Sprintf("%s/api/receipts/%d", srv.admin, first.ID), &detail)
 	require.NotNil(t, detail.Body)
 	assert.Equal(t, broken, *detail.Body)
 	require.Len(t, detail.Related, 1)
 	assert.Equal(t, second.ID, detail.Related[0].ID)
 
-	status, body := httpDo(t, http.MethodGet, srv.admin+"/api/receipts/999999", "")
+	status, body := httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/receipts/999999", "")
 	assert.Equal(t, http.StatusNotFound, status, body)
-	status, body = httpDo(t, http.MethodGet, srv.admin+"/api/receipts?outcome=lost", "")
+	status, body = httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/receipts?outcome=lost", "")
 	assert.Equal(t, http.StatusBadRequest, status, body)
 	assert.Contains(t, body, "invalid_request")
 	_, stderr, code = cli(t, env, "receipts", "list", "--outcome", "lost")

@@ -33,6 +33,9 @@ Usage:
                                    delivery receipts (quarantined, deferred, …); one with its body
   bookingledger steps [--state S] [--json]
                                    process steps (calendar events, emails) with key, state, attempts
+  bookingledger token create --name N --scope read|admin [--expires 90d]
+  bookingledger token list | token revoke <id|name>
+                                   bearer tokens of /api/ and the UI (the token is printed once)
   bookingledger rebuild [calendar|process] [--quiet]
                                    replay the event log into an emptied read model (stop serve first)
   bookingledger dev-sinks [--only NAME,...] [--env-file PATH]
@@ -87,6 +90,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runDeliveries(ctx, rest, getenv, stdout, stderr)
 	case "replay":
 		err = runReplay(ctx, rest, getenv, stdout, stderr)
+	case "token":
+		err = runToken(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		err = runVersion(stdout)
 	case "help", "-h", "-help", "--help":

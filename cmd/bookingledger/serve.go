@@ -19,8 +19,7 @@ import (
 	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
-	"bookingledger/adapters/httpapi/readapi"
-	"bookingledger/adapters/httpapi/relayapi"
+	"bookingledger/adapters/httpapi/auth"
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
@@ -45,7 +44,9 @@ Applies pending migrations (bookingledger's and the job queue's), then serves tw
 one (--addr) answers POST /webhooks/{provider}, /healthz and /readyz and nothing else; the admin one
 (--admin-addr, loopback by default) answers the read API (GET /api/bookings/{booking},
 /api/bookings/{booking}/history, /api/calendar, /api/reconciliation, POST
-/api/reconciliation/{id}/resolve) and /metrics. Either serves HTTPS when given a certificate and key.
+/api/reconciliation/{id}/resolve), the operator UI (/ui/), River's job UI (/admin/jobs/) and /metrics.
+Everything but /metrics needs a token from 'bookingledger token create': read for GET, admin for the
+rest and for /admin/. Either serves HTTPS when given a certificate and key.
 It works deferred deliveries and keeps the calendar projection up to date in the background (one serve
 per database applies it, others stand by), until interrupted (SIGINT, SIGTERM): it drains in-flight
 requests on both listeners, then stops the projection and lets running jobs finish, before it exits.
@@ -78,6 +79,8 @@ type serveConfig struct {
 	jobTimeout      time.Duration
 	rescueAfter     time.Duration
 	relay           relay.Config
+	metricsAuth     string
+	authFailures    int64
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -106,6 +109,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	rescueAfter := f.Duration("jobs-rescue-after", []string{"BOOKINGLEDGER_JOBS_RESCUE_AFTER"}, defaultRescueAfter,
 		"how long a job may stay running before it is taken for the job of a crashed process and run again (at least --job-timeout)")
 	relayFlags := registerRelayFlags(f)
+	metricsAuth := f.String("metrics-auth", []string{"BOOKINGLEDGER_METRICS_AUTH"}, metricsOpen,
+		`/metrics: "open", or "token" (a read token, as for /api/)`)
+	authFailures := f.Int64("auth-failures-per-minute", []string{"BOOKINGLEDGER_AUTH_FAILURES_PER_MINUTE"}, auth.DefaultFailuresPerMinute, 1,
+		"failed token attempts allowed per client address per minute on the admin surface; past it 429")
 	providerFlags := registerProviderFlags(f)
 	rest, err := f.parse(args)
 	if err != nil {
@@ -116,7 +123,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	c = serveConfig{addr: *addr, adminAddr: *adminAddr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
 		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level,
-		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers, allowNewer: *allowNewer, jobTimeout: *jobTimeout, rescueAfter: *rescueAfter}
+		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers, allowNewer: *allowNewer, jobTimeout: *jobTimeout, rescueAfter: *rescueAfter,
+		metricsAuth: *metricsAuth, authFailures: *authFailures}
+	if c.metricsAuth != metricsOpen && c.metricsAuth != metricsToken {
+		return c, usageErrorf("BOOKINGLEDGER_METRICS_AUTH / --metrics-auth %q: want open or token", c.metricsAuth)
+	}
 	if c.rescueAfter < c.jobTimeout {
 		return c, usageErrorf("BOOKINGLEDGER_JOBS_RESCUE_AFTER (%s) must be at least BOOKINGLEDGER_JOB_TIMEOUT (%s)", c.rescueAfter, c.jobTimeout)
 	}
@@ -335,6 +346,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	for _, name := range cfg.providers.unconfigured {
 		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
 	}
+	// The admin surface: every route behind the token policy (adapters/httpapi/auth).
+	adm, err := newAdmin(adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, log: log, reg: reg,
+		failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
+	if err != nil {
+		return err
+	}
+	var guardMetrics func(http.Handler) http.Handler
+	if cfg.metricsAuth == metricsToken {
+		guardMetrics = adm.authn.Protect
+	}
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger:                  svc,
 		Deferrer:                queue,
@@ -347,7 +368,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
 		RecordTimeout:           cfg.recordTimeout,
 		DrainTimeout:            cfg.drain,
-		AdminRoutes:             adminRoutes(rm, process.NewStore(pool, queue.Client()), rl, log),
+		AdminRoutes:             adminRoutes(adm),
+		GuardMetrics:            guardMetrics,
 	})
 	if err != nil {
 		return err
@@ -378,32 +400,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	err = srv.Serve(ctx,
 		httpapi.Endpoint{Name: "public", Listener: ln, Handler: srv.Handler(), TLS: cfg.tls},
-		httpapi.Endpoint{Name: "admin", Listener: aln, Handler: wrapAdmin(srv.AdminHandler()), TLS: cfg.adminTLS})
+		httpapi.Endpoint{Name: "admin", Listener: aln, Handler: srv.AdminHandler(), TLS: cfg.adminTLS})
 	if err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
 }
-
-// adminRoutes mounts the admin surface (next to /metrics): every route that reads or changes what the
-// ledger knows goes here, never on the public listener. Tests enumerate what it mounts.
-func adminRoutes(rm adminReader, steps readapi.StepResolver, rl relayapi.Admin, log *slog.Logger) func(httpapi.Mux) {
-	return func(mux httpapi.Mux) {
-		readapi.Register(mux, readapi.Deps{Reader: rm, Receipts: rm, Steps: steps, Logger: log})
-		relayapi.Register(mux, relayapi.Deps{Relay: rl, Logger: log})
-	}
-}
-
-// adminReader is what the admin routes read: the read model (readmodel.ReadModel).
-type adminReader interface {
-	readapi.Reader
-	readapi.ReceiptReader
-}
-
-// wrapAdmin is the one place the admin surface is wrapped before it is served (authentication goes
-// here). The public listener never sees it.
-func wrapAdmin(h http.Handler) http.Handler { return h }
 
 func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)

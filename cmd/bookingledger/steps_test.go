@@ -172,7 +172,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 			FinishedAt       *time.Time `json:"finished_at"`
 		} `json:"steps"`
 	}
-	getJSON(t, srv.admin+"/api/bookings/calendly-s1/history", &hist)
+	getJSON(t, srv.token, srv.admin+"/api/bookings/calendly-s1/history", &hist)
 	require.Len(t, hist.Steps, 2)
 	for _, s := range hist.Steps {
 		assert.Equal(t, "done", s.State)
@@ -198,7 +198,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown --state "nope"`)
 
-	status, metrics := httpDo(t, http.MethodGet, srv.admin+"/metrics", "")
+	status, metrics := httpDo(t, "", http.MethodGet, srv.admin+"/metrics", "")
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, metrics, `bookingledger_process_steps{kind="host_calendar.create",state="done"} 2`)
 	assert.Contains(t, metrics, `bookingledger_process_steps{kind="invitee_email.cancellation",state="done"} 1`)
@@ -258,19 +258,19 @@ func TestStepsUnknownOutcomesGoToReconciliationAndTransientFailuresAreRetried(t 
 	_, errOut, code = cli(t, env, "reconcile", "resolve", id, "--note", "checked")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--action")
-	status, body := httpDo(t, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked"}`)
+	status, body := httpDo(t, srv.token, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked"}`)
 	assert.Equal(t, http.StatusBadRequest, status, "a step item is not closed without its step: %s", body)
 	assert.Contains(t, body, "--action")
-	status, body = httpDo(t, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked","action":"resend"}`)
+	status, body = httpDo(t, srv.token, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked","action":"resend"}`)
 	assert.Equal(t, http.StatusBadRequest, status, body)
 	assert.Contains(t, body, "mark-done, retry or skip")
 	_, errOut, code = cli(t, env, "reconcile", "resolve", id, "--note", "x", "--action", "resend")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown --action "resend"`)
-	status, body = httpDo(t, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"the mail server logged it as delivered","action":"mark-done"}`)
+	status, body = httpDo(t, srv.token, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"the mail server logged it as delivered","action":"mark-done"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, `"closed_by":"operator"`)
-	status, _ = httpDo(t, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"again","action":"mark-done"}`)
+	status, _ = httpDo(t, srv.token, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"again","action":"mark-done"}`)
 	assert.Equal(t, http.StatusConflict, status, "closed already")
 	w.waitSteps(t, "calendly-u1", "host_calendar.create=done", "invitee_email.confirmation=done")
 

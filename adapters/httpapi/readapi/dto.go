@@ -108,9 +108,12 @@ func toBooking(b projections.Booking) BookingDTO {
 	return d
 }
 
-// CalendarDTO is the answer of GET /api/calendar.
+// CalendarDTO is the answer of GET /api/calendar: one page. HasMore says the window holds more
+// entries after the last one; NextCursor (set exactly then) is the cursor parameter of the next page.
 type CalendarDTO struct {
-	Bookings []CalendarEntryDTO `json:"bookings"`
+	Bookings   []CalendarEntryDTO `json:"bookings"`
+	HasMore    bool               `json:"has_more"`
+	NextCursor string             `json:"next_cursor,omitempty"`
 }
 
 // CalendarEntryDTO is one booking on one resource.
@@ -124,10 +127,13 @@ type CalendarEntryDTO struct {
 	Status   string    `json:"status"`
 }
 
-// ToCalendar is the answer of GET /api/calendar for these entries (also `bookingledger calendar --json`).
-func ToCalendar(es []projections.CalendarEntry) CalendarDTO {
-	out := CalendarDTO{Bookings: make([]CalendarEntryDTO, len(es))}
-	for i, e := range es {
+// ToCalendar is the answer of GET /api/calendar for a page (also `bookingledger calendar --json`).
+func ToCalendar(p projections.CalendarPage) CalendarDTO {
+	out := CalendarDTO{Bookings: make([]CalendarEntryDTO, len(p.Entries)), HasMore: p.More}
+	if next := p.Next(); next != nil {
+		out.NextCursor = next.String()
+	}
+	for i, e := range p.Entries {
 		out.Bookings[i] = CalendarEntryDTO{Booking: string(e.Booking), Provider: e.Provider, Meeting: e.Meeting,
 			Resource: e.Resource, Start: e.Start.UTC(), End: e.End.UTC(), Status: string(e.Status)}
 	}
@@ -147,6 +153,7 @@ type ItemDTO struct {
 	OpenedAt     time.Time  `json:"opened_at"`
 	ClosedAt     *time.Time `json:"closed_at,omitempty"`
 	ClosedBy     string     `json:"closed_by,omitempty"`
+	ResolvedBy   string     `json:"resolved_by,omitempty"`
 	Note         string     `json:"note,omitempty"`
 }
 
@@ -159,7 +166,7 @@ type ItemsDTO struct {
 func ToItem(it projections.Item) ItemDTO {
 	d := ItemDTO{ID: it.ID, Kind: string(it.Kind), Subject: it.Subject, Booking: string(it.Booking),
 		OtherBooking: string(it.OtherBooking), ReceiptID: it.ReceiptID, Reason: it.Reason, OpenedAt: it.OpenedAt.UTC(),
-		ClosedAt: timePtr(it.ClosedAt), ClosedBy: it.ClosedBy, Note: it.Note}
+		ClosedAt: timePtr(it.ClosedAt), ClosedBy: it.ClosedBy, ResolvedBy: it.ResolvedBy, Note: it.Note}
 	if !it.EventID.IsZero() {
 		d.EventID = it.EventID.String()
 	}

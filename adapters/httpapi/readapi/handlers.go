@@ -23,9 +23,9 @@ import (
 type Reader interface {
 	Booking(ctx context.Context, id booking.ID) (projections.Booking, error)
 	History(ctx context.Context, id booking.ID) (projections.History, error)
-	Calendar(ctx context.Context, q projections.CalendarQuery) ([]projections.CalendarEntry, error)
+	Calendar(ctx context.Context, q projections.CalendarQuery) (projections.CalendarPage, error)
 	OpenItems(ctx context.Context) ([]projections.Item, error)
-	Resolve(ctx context.Context, id int64, note string) (projections.Item, error)
+	Resolve(ctx context.Context, id int64, note, by string) (projections.Item, error)
 }
 
 // StepResolver closes a process step's reconciliation item with an operator's action (mark-done,
@@ -48,6 +48,9 @@ type Deps struct {
 	Steps StepResolver
 	// Receipts serves GET /api/receipts and GET /api/receipts/{id}; nil answers them 404.
 	Receipts ReceiptReader
+	// Actor names who made a request (auth.Actor: the token's name); a resolution records it. Without
+	// it, or when it names nobody, resolving is refused.
+	Actor func(*http.Request) string
 	// Logger receives unexpected errors (never request bodies); nil discards.
 	Logger *slog.Logger
 }
@@ -58,16 +61,20 @@ const maxResolveBody = 16 << 10
 // maxResourceLength bounds the resource query parameter.
 const maxResourceLength = 512
 
-// Mux is where Register mounts the handlers; *http.ServeMux and httpapi.Mux satisfy it.
+// Mux is where Register mounts the handlers: an auth.Routes on the server; *http.ServeMux and
+// httpapi.Mux satisfy it too.
 type Mux interface {
 	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
 }
 
 // Register mounts the read API on mux.
 func Register(mux Mux, deps Deps) {
-	h := &handlers{r: deps.Reader, steps: deps.Steps, log: deps.Logger}
+	h := &handlers{r: deps.Reader, steps: deps.Steps, log: deps.Logger, actor: deps.Actor}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.actor == nil {
+		h.actor = func(*http.Request) string { return "" }
 	}
 	mux.HandleFunc("GET /api/bookings/{booking}", h.booking)
 	mux.HandleFunc("GET /api/bookings/{booking}/history", h.history)
@@ -155,6 +162,7 @@ type handlers struct {
 	steps    StepResolver
 	receipts ReceiptReader
 	log      *slog.Logger
+	actor    func(*http.Request) string
 }
 
 // ErrorDTO is the body of every error answer.
@@ -259,16 +267,32 @@ func (h *handlers) calendar(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := projections.CalendarQuery{From: from, To: to, Resource: resource}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > projections.MaxCalendarPage {
+			badRequest(w, "limit %q: want an integer from 1 to %d", clip(v), projections.MaxCalendarPage)
+			return
+		}
+		q.Limit = n
+	}
+	if v := r.URL.Query().Get("cursor"); v != "" {
+		c, err := projections.ParseCalendarCursor(v)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		q.After = &c
+	}
 	if err := q.Validate(); err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	es, err := h.r.Calendar(r.Context(), q)
+	page, err := h.r.Calendar(r.Context(), q)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ToCalendar(es))
+	writeJSON(w, http.StatusOK, ToCalendar(page))
 }
 
 func (h *handlers) reconciliation(w http.ResponseWriter, r *http.Request) {
@@ -319,10 +343,15 @@ func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, `body must be one JSON object {"note": "..."}`)
 		return
 	}
+	by := h.actor(r)
+	if by == "" {
+		writeJSON(w, http.StatusForbidden, ErrorDTO{Error: "no authenticated operator to record as the resolver", Code: "no_actor"})
+		return
+	}
 	var it projections.Item
 	switch {
 	case req.Action == "":
-		it, err = h.r.Resolve(r.Context(), id, req.Note)
+		it, err = h.r.Resolve(r.Context(), id, req.Note, by)
 	case h.steps == nil:
 		badRequest(w, "this server resolves no process steps: action %q not accepted", clip(req.Action))
 		return

@@ -61,26 +61,27 @@ func (f *fakeReader) History(ctx context.Context, id booking.ID) (projections.Hi
 	}, nil
 }
 
-func (f *fakeReader) Calendar(_ context.Context, q projections.CalendarQuery) ([]projections.CalendarEntry, error) {
+func (f *fakeReader) Calendar(_ context.Context, q projections.CalendarQuery) (projections.CalendarPage, error) {
 	f.lastQuery = q
-	return []projections.CalendarEntry{{Booking: "calendly-a", Provider: "calendly", Meeting: "m", Resource: "host-1",
-		Start: t0, End: t0.Add(30 * time.Minute), Status: projections.StatusActive}}, nil
+	return projections.CalendarPage{Entries: []projections.CalendarEntry{{Booking: "calendly-a", Provider: "calendly", Meeting: "m",
+		Resource: "host-1", Start: t0, End: t0.Add(30 * time.Minute), Status: projections.StatusActive}}, More: q.Limit == 1}, nil
 }
 
 func (f *fakeReader) OpenItems(context.Context) ([]projections.Item, error) { return f.items, nil }
 
-func (f *fakeReader) Resolve(_ context.Context, id int64, note string) (projections.Item, error) {
+func (f *fakeReader) Resolve(_ context.Context, id int64, note, by string) (projections.Item, error) {
 	if f.resolveErr != nil {
 		return projections.Item{}, f.resolveErr
 	}
 	return projections.Item{ID: id, Kind: projections.ItemConflict, Subject: "a b", Reason: "r", OpenedAt: t0,
-		ClosedAt: t0.Add(time.Hour), ClosedBy: projections.ClosedByOperator, Note: note}, nil
+		ClosedAt: t0.Add(time.Hour), ClosedBy: projections.ClosedByOperator, Note: note, ResolvedBy: by}, nil
 }
 
+// serve mounts the handlers with an actor read from a test header (auth.Actor in production).
 func serve(t *testing.T, r readapi.Reader) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	readapi.Register(mux, readapi.Deps{Reader: r})
+	readapi.Register(mux, readapi.Deps{Reader: r, Actor: func(r *http.Request) string { return r.Header.Get("X-Test-Actor") }})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
@@ -90,6 +91,9 @@ func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, m
 	t.Helper()
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
+	if !strings.Contains(path, "anonymous") {
+		req.Header.Set("X-Test-Actor", "front-desk")
+	}
 	resp, err := srv.Client().Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -151,7 +155,25 @@ func TestHandlers(t *testing.T) {
 				"start": "2027-03-15T10:00:00Z", "end": "2027-03-15T10:30:00Z", "status": "active"}, e)
 			assert.Equal(t, "host-1", fr.lastQuery.Resource)
 			assert.True(t, fr.lastQuery.To.Equal(time.Date(2027, 3, 15, 23, 0, 0, 0, time.UTC)))
+			assert.Equal(t, false, b["has_more"])
+			assert.NotContains(t, b, "next_cursor")
+			assert.Nil(t, fr.lastQuery.After)
 		}},
+		{"calendar, a page that is not the last", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&limit=1", "", 200, func(t *testing.T, b map[string]any) {
+			assert.Equal(t, true, b["has_more"])
+			want := projections.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}
+			assert.Equal(t, want.String(), b["next_cursor"])
+		}},
+		{"calendar, the next page", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&cursor=" +
+			projections.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}.String(), "", 200, func(t *testing.T, b map[string]any) {
+			require.NotNil(t, fr.lastQuery.After)
+			assert.Equal(t, projections.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}, *fr.lastQuery.After)
+		}},
+		{"calendar with a forged cursor", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&cursor=abc", "", 400, func(t *testing.T, b map[string]any) {
+			assert.Contains(t, b["error"], "cursor")
+		}},
+		{"calendar limit too large", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&limit=10001", "", 400, nil},
+		{"calendar limit zero", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&limit=0", "", 400, nil},
 		{"calendar without from", "GET", "/api/calendar?to=2027-03-16T00:00:00Z", "", 400, func(t *testing.T, b map[string]any) {
 			assert.Contains(t, b["error"], "from is required")
 		}},
@@ -172,6 +194,10 @@ func TestHandlers(t *testing.T) {
 		{"resolve", "POST", "/api/reconciliation/3/resolve", `{"note":"fixed by hand"}`, 200, func(t *testing.T, b map[string]any) {
 			assert.Equal(t, "fixed by hand", b["note"])
 			assert.Equal(t, "operator", b["closed_by"])
+			assert.Equal(t, "front-desk", b["resolved_by"], "the actor is recorded")
+		}},
+		{"resolve without an actor", "POST", "/api/reconciliation/3/resolve?anonymous", `{"note":"x"}`, 403, func(t *testing.T, b map[string]any) {
+			assert.Equal(t, "no_actor", b["code"])
 		}},
 		{"resolve with a bad id", "POST", "/api/reconciliation/abc/resolve", `{"note":"x"}`, 400, nil},
 		{"resolve with a negative id", "POST", "/api/reconciliation/-4/resolve", `{"note":"x"}`, 400, nil},

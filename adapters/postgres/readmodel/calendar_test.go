@@ -288,21 +288,24 @@ func TestOperatorResolutionIsNotReopened(t *testing.T) {
 	e.catchUp(t)
 	items := e.openItems(t)
 	require.Len(t, items, 1)
-	resolved, err := e.rm.Resolve(context.Background(), items[0].ID, "  called the invitee; moving them by hand  ")
+	resolved, err := e.rm.Resolve(context.Background(), items[0].ID, "  called the invitee; moving them by hand  ", "tester")
 	require.NoError(t, err)
 	assert.Equal(t, projections.ClosedByOperator, resolved.ClosedBy)
 	assert.Equal(t, "called the invitee; moving them by hand", resolved.Note)
+	assert.Equal(t, "tester", resolved.ResolvedBy, "who resolved it is recorded")
 
 	e.deliver(t, one("o-3", event("calendly-op2", "no-show", at(-1, 0), booking.NoShowMarked{})))
 	e.catchUp(t)
 	assert.Equal(t, projections.StatusConflict, e.booking(t, "calendly-op2").Status, "still a conflict at the provider")
 	assert.Empty(t, e.openItems(t), "the operator's decision stands")
 
-	_, err = e.rm.Resolve(context.Background(), items[0].ID, "again")
+	_, err = e.rm.Resolve(context.Background(), items[0].ID, "again", "tester")
 	assert.ErrorIs(t, err, projections.ErrItemClosed)
-	_, err = e.rm.Resolve(context.Background(), 999999, "nope")
+	_, err = e.rm.Resolve(context.Background(), 999999, "nope", "tester")
 	assert.ErrorIs(t, err, projections.ErrNotFound)
-	_, err = e.rm.Resolve(context.Background(), items[0].ID, "   ")
+	_, err = e.rm.Resolve(context.Background(), items[0].ID, "   ", "tester")
+	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
+	_, err = e.rm.Resolve(context.Background(), items[0].ID, "a note", " ")
 	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
 }
 
@@ -316,10 +319,64 @@ func TestQuarantinedDeliveryIsQueued(t *testing.T) {
 	assert.Contains(t, items[0].Reason, `calendly delivery "calendly-broken-1" quarantined`)
 	assert.Len(t, e.openItems(t), 1, "listing twice opens nothing twice")
 
-	_, err := e.rm.Resolve(context.Background(), items[0].ID, "payload replayed by hand after the provider fixed it")
+	_, err := e.rm.Resolve(context.Background(), items[0].ID, "payload replayed by hand after the provider fixed it", "tester")
 	require.NoError(t, err)
 	e.catchUp(t)
 	assert.Empty(t, e.openItems(t))
+}
+
+// TestCalendarPagesCoverTheWindowOnce follows next cursors through a window of bookings sharing
+// starts, resources and multi-resource slots, plus one longer than a week: every page size gives the
+// one-page answer, in order, each entry once, and only the last page says it is the last.
+func TestCalendarPagesCoverTheWindowOnce(t *testing.T) {
+	e := newEnv(t)
+	n := 0
+	for h := 8; h < 12; h++ {
+		for _, host := range []string{"host-b", "host-a", "host-c"} {
+			n++
+			id := booking.ID(fmt.Sprintf("calendly-p%02d", n))
+			res := []string{host}
+			if n%4 == 0 {
+				res = append(res, "host-z")
+			}
+			e.deliver(t, one(fmt.Sprintf("p-%d", n), created(id, at(-5, n), slot("mp"+fmt.Sprint(n), at(h, 0), 30, res...))))
+		}
+	}
+	e.deliver(t, one("p-long", created("calendly-long", at(-5, 0), slot("mlong", at(-10*24, 0), 11*24*60, "host-a"))))
+	e.catchUp(t)
+	ctx := context.Background()
+	q := projections.CalendarQuery{From: at(0, 0), To: at(24, 0)}
+	whole, err := e.rm.Calendar(ctx, projections.CalendarQuery{From: q.From, To: q.To, Limit: projections.MaxCalendarPage})
+	require.NoError(t, err)
+	require.False(t, whole.More)
+	require.Len(t, whole.Entries, 12+3+1, "12 bookings, 3 on a second resource, the long one")
+	for _, size := range []int{1, 2, 5, 15, 16, 17} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			var got []projections.CalendarEntry
+			q := q
+			q.Limit = size
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 20, "pagination ends")
+				page, err := e.rm.Calendar(ctx, q)
+				require.NoError(t, err)
+				require.LessOrEqual(t, len(page.Entries), size)
+				got = append(got, page.Entries...)
+				if !page.More {
+					assert.Nil(t, page.Next())
+					break
+				}
+				require.Len(t, page.Entries, size, "only the last page is short")
+				next := page.Next()
+				require.NotNil(t, next)
+				parsed, err := projections.ParseCalendarCursor(next.String())
+				require.NoError(t, err, "the cursor survives its string form")
+				q.After = &parsed
+			}
+			assert.Equal(t, whole.Entries, got)
+		})
+	}
+	_, err = projections.ParseCalendarCursor("bm90IGEgY3Vyc29y")
+	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
 }
 
 func TestCalendarQuery(t *testing.T) {
@@ -330,24 +387,27 @@ func TestCalendarQuery(t *testing.T) {
 	e.catchUp(t)
 	ctx := context.Background()
 
-	got, err := e.rm.Calendar(ctx, projections.CalendarQuery{From: at(8, 0), To: at(12, 0)})
+	page, err := e.rm.Calendar(ctx, projections.CalendarQuery{From: at(8, 0), To: at(12, 0)})
 	require.NoError(t, err)
+	assert.False(t, page.More)
+	got := page.Entries
 	var keys []string
 	for _, c := range got {
 		keys = append(keys, string(c.Booking)+"@"+c.Resource)
 	}
 	assert.Equal(t, []string{"calendly-k1@host-a", "calendly-k1@host-b", "calendly-k2@host-b"}, keys)
 
-	got, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(8, 0), To: at(24, 0), Resource: "host-a"})
+	page, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(8, 0), To: at(24, 0), Resource: "host-a"})
 	require.NoError(t, err)
+	got = page.Entries
 	require.Len(t, got, 2)
 	assert.Equal(t, booking.ID("calendly-k3"), got[1].Booking)
 	assert.Equal(t, at(23, 0), got[1].Start)
 	assert.Equal(t, projections.StatusActive, got[1].Status)
 
-	got, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(9, 30), To: at(11, 0)})
+	page, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(9, 30), To: at(11, 0)})
 	require.NoError(t, err)
-	assert.Empty(t, got, "ranges are half-open")
+	assert.Empty(t, page.Entries, "ranges are half-open")
 
 	_, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(12, 0), To: at(8, 0)})
 	assert.ErrorIs(t, err, projections.ErrInvalidQuery)

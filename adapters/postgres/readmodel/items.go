@@ -263,7 +263,7 @@ ORDER BY r.id`)
 }
 
 const itemColumns = `id, kind, subject, booking, other_booking, event_id, receipt_id, reason, opened_at, closed_at,
-    coalesce(closed_by, ''), note`
+    coalesce(closed_by, ''), note, resolved_by`
 
 func queryItems(ctx context.Context, q querier, sql string, args ...any) ([]projections.Item, error) {
 	rows, err := q.Query(ctx, sql, args...)
@@ -277,7 +277,7 @@ func queryItems(ctx context.Context, q querier, sql string, args ...any) ([]proj
 			closedAt *time.Time
 		)
 		if err := r.Scan(&it.ID, &it.Kind, &it.Subject, &it.Booking, &it.OtherBooking, &event, &receipt, &it.Reason, &it.OpenedAt, &closedAt,
-			&it.ClosedBy, &it.Note); err != nil {
+			&it.ClosedBy, &it.Note, &it.ResolvedBy); err != nil {
 			return it, err
 		}
 		if event != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -14,9 +15,6 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
 )
-
-// MaxCalendarEntries bounds one calendar answer.
-const MaxCalendarEntries = 10000
 
 // MaxNoteLength bounds a resolution note (bytes).
 const MaxNoteLength = 4000
@@ -47,34 +45,48 @@ func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error)
 	return out, nil
 }
 
-// calendarSQL is Calendar's query: $1 from, $2 to, $3 resource (empty for all), $4 the row limit.
+// calendarSQL is Calendar's query: $1 from, $2 to, $3 resource (empty for all), $4 the row limit, and
+// the cursor ($5 start, $6 resource, $7 booking) the page begins strictly after (keyset pagination: a
+// page costs the same wherever it is in the window). Both branches also bound the start by the
+// cursor's, so that a later page does not read the earlier ones' rows again.
 const calendarSQL = `SELECT b.booking, b.provider, b.meeting, r.resource, lower(b.during), upper(b.during), b.status
 FROM (
     SELECT * FROM calendar_bookings
     WHERE lower(during) >= $1::timestamptz - interval '7 days' AND lower(during) < $2 AND during && tstzrange($1, $2)
+      AND lower(during) >= $5
   UNION ALL
     SELECT * FROM calendar_bookings
     WHERE upper(during) - lower(during) > interval '7 days' AND during && tstzrange($1, $2)
       AND NOT (lower(during) >= $1::timestamptz - interval '7 days' AND lower(during) < $2)
+      AND lower(during) >= $5
 ) b
 CROSS JOIN LATERAL unnest(b.resources) AS r(resource)
-WHERE ($3 = '' OR r.resource = $3)
+WHERE ($3 = '' OR r.resource = $3) AND (lower(b.during), r.resource, b.booking) > ($5::timestamptz, $6::text, $7::text)
 ORDER BY lower(b.during), r.resource, b.booking
 LIMIT $4`
 
-// Calendar returns one entry per (booking, resource) whose slot overlaps [q.From, q.To), of every
-// status (clients filter), ordered by start, resource and booking. A booking overlapping the window
+// beforeAnySlot is the cursor of the first page: earlier than any start a booking can have.
+var beforeAnySlot = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Calendar returns a page of entries, one per (booking, resource) whose slot overlaps [q.From, q.To),
+// of every status (clients filter), ordered by start, resource and booking; More says another page
+// follows (one row more than the page is read to know). A booking overlapping the window
 // either starts at most seven days before it (btree on the start) or is longer than seven days (the
 // partial GiST calendar_bookings_long_idx, whose predicate the query repeats literally so that the
 // planner can use it). The two are separate branches rather than one OR: under a generic plan an OR
 // of both led the planner to walk the whole start index in order (TestScopedQueriesStayIndexed).
-func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) ([]projections.CalendarEntry, error) {
+func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) (projections.CalendarPage, error) {
 	if err := q.Validate(); err != nil {
-		return nil, err
+		return projections.CalendarPage{}, err
 	}
-	rows, err := m.pool.Query(ctx, calendarSQL, q.From, q.To, q.Resource, MaxCalendarEntries)
+	after := projections.CalendarCursor{Start: beforeAnySlot}
+	if q.After != nil {
+		after = *q.After
+	}
+	size := q.PageSize()
+	rows, err := m.pool.Query(ctx, calendarSQL, q.From, q.To, q.Resource, size+1, after.Start, after.Resource, string(after.Booking))
 	if err != nil {
-		return nil, fmt.Errorf("calendar: %w", err)
+		return projections.CalendarPage{}, fmt.Errorf("calendar: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (e projections.CalendarEntry, err error) {
 		err = r.Scan(&e.Booking, &e.Provider, &e.Meeting, &e.Resource, &e.Start, &e.End, &e.Status)
@@ -82,9 +94,12 @@ func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) (
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("calendar: %w", err)
+		return projections.CalendarPage{}, fmt.Errorf("calendar: %w", err)
 	}
-	return out, nil
+	if len(out) > size {
+		return projections.CalendarPage{Entries: out[:size], More: true}, nil
+	}
+	return projections.CalendarPage{Entries: out}, nil
 }
 
 // OpenItems returns the open reconciliation items, oldest first. It first opens items for quarantined
@@ -110,12 +125,15 @@ WHERE booking = $1 OR other_booking = $1 ORDER BY opened_at, id`, string(id))
 	return items, nil
 }
 
-// Resolve closes an open item with an operator's note. It fails with projections.ErrNotFound for an
+// Resolve closes an open item with an operator's note; by names the operator (a token's name, or the
+// CLI's user) and is required. It fails with projections.ErrNotFound for an
 // unknown id, projections.ErrItemClosed for a closed item and projections.ErrInvalidQuery for an empty
 // or oversized note. A resolved subject is never reopened automatically.
-func (m *ReadModel) Resolve(ctx context.Context, id int64, note string) (projections.Item, error) {
-	note = strings.TrimSpace(note)
+func (m *ReadModel) Resolve(ctx context.Context, id int64, note, by string) (projections.Item, error) {
+	note, by = strings.TrimSpace(note), strings.TrimSpace(by)
 	switch {
+	case by == "" || len(by) > MaxNoteLength || !utf8.ValidString(by):
+		return projections.Item{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 of at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
 	case note == "":
 		return projections.Item{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
 	case len(note) > MaxNoteLength || !utf8.ValidString(note):
@@ -123,8 +141,8 @@ func (m *ReadModel) Resolve(ctx context.Context, id int64, note string) (project
 	}
 	// A process step's item is closed with the step's resolution (adapters/process.Store.Resolve):
 	// closing it alone would leave the step waiting for a decision nobody sees any more.
-	items, err := queryItems(ctx, m.pool, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2
-WHERE id = $1 AND closed_at IS NULL AND kind <> 'step' RETURNING `+itemColumns, id, note)
+	items, err := queryItems(ctx, m.pool, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2, resolved_by = $3
+WHERE id = $1 AND closed_at IS NULL AND kind <> 'step' RETURNING `+itemColumns, id, note, by)
 	if err != nil {
 		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
 	}

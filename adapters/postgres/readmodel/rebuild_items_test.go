@@ -48,7 +48,7 @@ func TestRebuildItemPlanEqualsSQLPlan(t *testing.T) {
 	require.NotNil(t, conflict, "the scenarios open a conflict")
 	require.NotNil(t, late, "the scenarios open a late event")
 	for _, it := range []*projections.Item{conflict, late} {
-		_, err := e.rm.Resolve(ctx, it.ID, "handled by the host")
+		_, err := e.rm.Resolve(ctx, it.ID, "handled by the host", "tester")
 		require.NoError(t, err)
 	}
 

@@ -25,7 +25,7 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 	// An operator decision is not in the log: a rebuild must keep it.
 	open := e.openItems(t)
 	require.NotEmpty(t, open)
-	resolved, err := e.rm.Resolve(ctx, open[0].ID, "accepted by the host")
+	resolved, err := e.rm.Resolve(ctx, open[0].ID, "accepted by the host", "tester")
 	require.NoError(t, err)
 	incremental := snapshotOf(t, e)
 	itemsBefore := e.count(t, "reconciliation_items")

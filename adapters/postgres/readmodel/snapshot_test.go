@@ -40,8 +40,10 @@ UNION ALL SELECT 'stream ' || stream || ' ' || ref FROM payment_stream_refs ORDE
 		s.Open = append(s.Open, fmt.Sprintf("%s|%s|%s|%s|%s|%s", it.Kind, it.Subject, it.Booking, it.OtherBooking, it.EventID, it.Reason))
 	}
 	slices.Sort(s.Open)
-	s.Calendar, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: day.AddDate(0, 0, -3), To: day.AddDate(0, 0, 3)})
+	page, err := e.rm.Calendar(ctx, projections.CalendarQuery{From: day.AddDate(0, 0, -3), To: day.AddDate(0, 0, 3), Limit: projections.MaxCalendarPage})
 	require.NoError(t, err)
+	require.False(t, page.More, "the snapshot fits one page")
+	s.Calendar = page.Entries
 	return s
 }
 

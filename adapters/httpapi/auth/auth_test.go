@@ -1,0 +1,228 @@
+package auth_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/httpapi/auth"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/tokens"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type env struct {
+	store *tokens.Store
+	authn *auth.Authenticator
+	clock *clock
+	srv   http.Handler
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{store: tokens.New(pgtest.NewDatabase(t)), clock: &clock{now: time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)}}
+	a, err := auth.New(auth.Config{Store: e.store, Clock: e.clock.Now, FailuresPerMinute: 1000, SessionTTL: time.Hour})
+	require.NoError(t, err)
+	e.authn = a
+	rt := auth.NewRoutes()
+	ok := func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hello " + auth.Actor(r))) }
+	rt.HandleFunc("GET /api/thing", ok)
+	rt.HandleFunc("GET /ui/page", ok)
+	rt.HandleFunc("POST /ui/act", ok)
+	rt.HandleFunc("/admin/jobs/", ok)
+	rt.HandleFunc("POST "+auth.LoginPath, func(w http.ResponseWriter, r *http.Request) {
+		if _, err := a.SignIn(w, r, r.FormValue("token")); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+		}
+	})
+	rt.HandleFunc("POST "+auth.LogoutPath, func(w http.ResponseWriter, r *http.Request) { require.NoError(t, a.SignOut(w, r)) })
+	e.srv = a.Handler(rt)
+	return e
+}
+
+func (e *env) token(t *testing.T, name string, scope auth.Scope, ttl time.Duration) (string, auth.Token) {
+	t.Helper()
+	secret, tk, err := auth.NewToken(name, scope, e.clock.Now(), ttl)
+	require.NoError(t, err)
+	require.NoError(t, e.store.Create(context.Background(), tk))
+	return secret, tk
+}
+
+func (e *env) do(method, path string, mod func(r *http.Request)) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, nil)
+	if mod != nil {
+		mod(r)
+	}
+	w := httptest.NewRecorder()
+	e.srv.ServeHTTP(w, r)
+	return w
+}
+
+func bearer(tok string) func(*http.Request) {
+	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+}
+
+func TestTokensExpireAndRecordTheirUseAtMostOnceAMinute(t *testing.T) {
+	e := newEnv(t)
+	secret, tk := e.token(t, "auditor", auth.ScopeRead, 2*time.Hour)
+	w := e.do("GET", "/api/thing", bearer(secret))
+	require.Equal(t, 200, w.Code, w.Body.String())
+	assert.Equal(t, "hello auditor", w.Body.String(), "the handler sees who called")
+
+	used := func() time.Time {
+		got, err := e.store.Token(context.Background(), tk.ID)
+		require.NoError(t, err)
+		return got.LastUsedAt
+	}
+	first := used()
+	assert.True(t, first.Equal(e.clock.Now()), "last use recorded: %v", first)
+	e.clock.add(30 * time.Second)
+	require.Equal(t, 200, e.do("GET", "/api/thing", bearer(secret)).Code)
+	assert.True(t, used().Equal(first), "not rewritten within a minute")
+	e.clock.add(31 * time.Second)
+	require.Equal(t, 200, e.do("GET", "/api/thing", bearer(secret)).Code)
+	assert.True(t, used().Equal(e.clock.Now()), "rewritten after a minute")
+
+	e.clock.add(2 * time.Hour)
+	w = e.do("GET", "/api/thing", bearer(secret))
+	assert.Equal(t, 401, w.Code)
+	assert.Contains(t, w.Body.String(), `"code":"expired_token"`)
+	assert.Contains(t, w.Body.String(), `"required_scope":"read"`)
+
+	w = e.do("GET", "/api/thing", func(r *http.Request) { r.Header.Set("Authorization", "Basic "+secret) })
+	assert.Equal(t, 401, w.Code, "only the Bearer scheme")
+}
+
+func TestSessionsAreBrowserOnlyBoundToTheTokenAndCrossOriginPostsRefused(t *testing.T) {
+	e := newEnv(t)
+	secret, tk := e.token(t, "front-desk", auth.ScopeAdmin, 0)
+
+	// A wrong token does not sign in.
+	w := e.do("POST", auth.LoginPath, func(r *http.Request) {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Body = ioNopCloser("token=blt_nope")
+	})
+	assert.Equal(t, 401, w.Code)
+	assert.Empty(t, w.Result().Cookies())
+
+	w = e.do("POST", auth.LoginPath, func(r *http.Request) {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Body = ioNopCloser("token=" + secret)
+	})
+	require.Equal(t, 200, w.Code, w.Body.String())
+	cookies := w.Result().Cookies()
+	require.Len(t, cookies, 1)
+	c := cookies[0]
+	assert.Equal(t, auth.CookieName, c.Name)
+	assert.True(t, c.HttpOnly)
+	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
+	assert.NotContains(t, c.Value, secret[16:], "the cookie is not the token")
+	withCookie := func(r *http.Request) { r.AddCookie(c) }
+
+	w = e.do("GET", "/ui/page", withCookie)
+	assert.Equal(t, 200, w.Code)
+	assert.Equal(t, "hello front-desk", w.Body.String())
+	assert.Equal(t, 200, e.do("GET", "/admin/jobs/", withCookie).Code)
+	assert.Equal(t, 401, e.do("GET", "/api/thing", withCookie).Code, "the API takes bearer tokens only, never the cookie")
+	assert.Equal(t, 200, e.do("POST", "/ui/act", func(r *http.Request) {
+		withCookie(r)
+		r.Header.Set("Sec-Fetch-Site", "same-origin")
+	}).Code)
+	w = e.do("POST", "/ui/act", func(r *http.Request) {
+		withCookie(r)
+		r.Header.Set("Sec-Fetch-Site", "cross-site")
+	})
+	assert.Equal(t, 403, w.Code, "a cross-origin form post is refused")
+	assert.Contains(t, w.Body.String(), `"code":"cross_origin"`)
+	w = e.do("POST", "/ui/act", func(r *http.Request) {
+		withCookie(r)
+		r.Header.Set("Origin", "https://evil.example")
+		r.Host = "bookingledger.example"
+	})
+	assert.Equal(t, 403, w.Code, "an Origin of another host is refused too")
+
+	w = e.do("GET", "/ui/page", nil)
+	assert.Equal(t, http.StatusSeeOther, w.Code, "no session: sent to sign in")
+	assert.Equal(t, auth.LoginPath+"?next=%2Fui%2Fpage", w.Header().Get("Location"))
+
+	_, err := e.store.Revoke(context.Background(), tk.Name, e.clock.Now())
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusSeeOther, e.do("GET", "/ui/page", withCookie).Code, "revoking the token ends its sessions")
+
+	// Sign in again, sign out: the cookie no longer works even if a browser kept it.
+	secret2, _ := e.token(t, "front-desk", auth.ScopeRead, 0)
+	w = e.do("POST", auth.LoginPath, func(r *http.Request) {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Body = ioNopCloser("token=" + secret2)
+	})
+	require.Equal(t, 200, w.Code)
+	c2 := w.Result().Cookies()[0]
+	assert.Equal(t, 403, e.do("GET", "/admin/jobs/", func(r *http.Request) { r.AddCookie(c2) }).Code, "River's UI is admin only, also for GET")
+	w = e.do("POST", auth.LogoutPath, func(r *http.Request) { r.AddCookie(c2) })
+	require.Equal(t, 200, w.Code)
+	assert.Equal(t, -1, w.Result().Cookies()[0].MaxAge, "the cookie is cleared")
+	assert.Equal(t, http.StatusSeeOther, e.do("GET", "/ui/page", func(r *http.Request) { r.AddCookie(c2) }).Code)
+
+	// The session ends with its lifetime.
+	w = e.do("POST", auth.LoginPath, func(r *http.Request) {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Body = ioNopCloser("token=" + secret2)
+	})
+	c3 := w.Result().Cookies()[0]
+	e.clock.add(61 * time.Minute)
+	assert.Equal(t, http.StatusSeeOther, e.do("GET", "/ui/page", func(r *http.Request) { r.AddCookie(c3) }).Code)
+}
+
+func TestTokenFormatAndLifetimes(t *testing.T) {
+	now := time.Now()
+	s, tk, err := auth.NewToken("ci", auth.ScopeAdmin, now, 0)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(s, "blt_"+tk.ID+"_"))
+	assert.Len(t, tk.SecretHash, 32)
+	assert.True(t, tk.ExpiresAt.IsZero())
+	s2, _, err := auth.NewToken("ci", auth.ScopeAdmin, now, 0)
+	require.NoError(t, err)
+	assert.NotEqual(t, s, s2)
+	for _, bad := range []string{"", strings.Repeat("x", 65), "tab\tname"} {
+		_, _, err := auth.NewToken(bad, auth.ScopeRead, now, 0)
+		assert.ErrorIs(t, err, auth.ErrInvalidToken, "%q", bad)
+	}
+	_, _, err = auth.NewToken("x", "write", now, 0)
+	assert.ErrorIs(t, err, auth.ErrInvalidToken)
+
+	for in, want := range map[string]time.Duration{"90d": 90 * 24 * time.Hour, "1d": 24 * time.Hour, "36h": 36 * time.Hour} {
+		got, err := auth.ParseLifetime(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"0d", "-1d", "d", "1.5d", "forever", "-3h", "01d"} {
+		_, err := auth.ParseLifetime(bad)
+		assert.Error(t, err, bad)
+	}
+	assert.True(t, auth.ScopeAdmin.Allows(auth.ScopeRead))
+	assert.False(t, auth.ScopeRead.Allows(auth.ScopeAdmin))
+}
+
+type nopCloser struct{ *strings.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+func ioNopCloser(s string) nopCloser { return nopCloser{strings.NewReader(s)} }

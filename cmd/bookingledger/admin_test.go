@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/httpapi/auth"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/tokens"
+)
+
+// adminFixture is the server's admin surface over a fresh database, with a token of every kind.
+type adminFixture struct {
+	srv    *httptest.Server
+	adm    *admin
+	routes []string
+	reg    *prometheus.Registry
+	store  *tokens.Store
+	tok    map[string]string // kind -> presented token
+}
+
+func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
+	t.Helper()
+	pool := pgtest.NewDatabase(t)
+	store := postgres.NewStore(pool)
+	rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{Receipts: store})
+	reg := prometheus.NewRegistry()
+	adm, err := newAdmin(adminDeps{pool: pool, rm: rm, log: slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
+	require.NoError(t, err)
+	f := &adminFixture{adm: adm, routes: adm.routes.Patterns(), reg: reg, store: tokens.New(pool), tok: map[string]string{}}
+	f.srv = httptest.NewServer(adm.authn.Handler(adm.routes))
+	t.Cleanup(f.srv.Close)
+
+	ctx := context.Background()
+	now := time.Now()
+	mk := func(kind string, scope auth.Scope, created time.Time, ttl time.Duration) auth.Token {
+		secret, tk, err := auth.NewToken("t-"+kind, scope, created, ttl)
+		require.NoError(t, err)
+		require.NoError(t, f.store.Create(ctx, tk))
+		f.tok[kind] = secret
+		return tk
+	}
+	mk("admin", auth.ScopeAdmin, now, 0)
+	mk("read", auth.ScopeRead, now, 24*time.Hour)
+	mk("expired", auth.ScopeAdmin, now.Add(-2*time.Hour), time.Hour)
+	revoked := mk("revoked", auth.ScopeAdmin, now, 0)
+	_, err = f.store.Revoke(ctx, revoked.ID, now)
+	require.NoError(t, err)
+	// Well-formed but never issued; and the admin token with its secret altered in the last character.
+	unknown, _, err := auth.NewToken("never-stored", auth.ScopeAdmin, now, 0)
+	require.NoError(t, err)
+	f.tok["unknown"] = unknown
+	a := f.tok["admin"]
+	last := "A"
+	if strings.HasSuffix(a, "A") {
+		last = "B"
+	}
+	f.tok["wrong secret"] = a[:len(a)-1] + last
+	f.tok["garbage"] = "not-a-token"
+	return f
+}
+
+// requestsOf turns a registered pattern into concrete requests: its method (GET and POST when the
+// pattern has none) and its path with every wildcard filled in.
+func requestsOf(pattern string) (methods []string, path string) {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		path, method = pattern, ""
+	}
+	path = wildcard.ReplaceAllString(path, "1")
+	if method == "" {
+		return []string{http.MethodGet, http.MethodPost}, path
+	}
+	if method == http.MethodGet {
+		return []string{http.MethodGet, http.MethodHead}, path
+	}
+	return []string{method}, path
+}
+
+func (f *adminFixture) do(t *testing.T, method, path, token string) (int, auth.ErrorBody, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(`{"note":"route table test"}`))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := f.srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var body auth.ErrorBody
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests {
+		if method != http.MethodHead {
+			require.NoError(t, json.Unmarshal(raw, &body), "refusals carry the JSON error body: %s", raw)
+		}
+	}
+	return resp.StatusCode, body, resp.Header
+}
+
+// TestEveryAdminRouteNeedsAToken is generated from the server's own route table: a route added to the
+// admin surface is in it, so it cannot be left open.
+func TestEveryAdminRouteNeedsAToken(t *testing.T) {
+	f := newAdminFixture(t, 1<<20)
+	var api, mutations int
+	for _, p := range f.routes {
+		if strings.Contains(p, " /api/") {
+			api++
+		}
+		if m, _, _ := strings.Cut(p, " "); m != http.MethodGet && m != http.MethodHead {
+			mutations++
+		}
+	}
+	require.GreaterOrEqual(t, api, 5, "the read API's routes are registered: %v", f.routes)
+	for _, p := range f.routes {
+		_, path, _ := strings.Cut(p, " ")
+		if path == "" {
+			path = p
+		}
+		assert.True(t, slices.ContainsFunc(adminPrefixes, func(pre string) bool { return strings.HasPrefix(path, pre) }),
+			"%s is under an admin prefix, so adminRoutes serves it", p)
+	}
+	require.GreaterOrEqual(t, mutations, 1, "at least one mutation is covered")
+
+	refused := []struct {
+		kind, code string
+	}{
+		{"", "missing_token"}, {"garbage", "invalid_token"}, {"unknown", "invalid_token"}, {"wrong secret", "invalid_token"},
+		{"expired", "expired_token"}, {"revoked", "revoked_token"},
+	}
+	for _, pattern := range f.routes {
+		methods, path := requestsOf(pattern)
+		for _, method := range methods {
+			need, open := auth.Required(httptest.NewRequest(method, path, nil))
+			if open {
+				continue // the sign-in page and static files, listed in auth.Required
+			}
+			t.Run(pattern+" "+method, func(t *testing.T) {
+				for _, c := range refused {
+					status, body, hdr := f.do(t, method, path, f.tok[c.kind])
+					if strings.HasPrefix(path, "/ui/") || strings.HasPrefix(path, "/admin/") {
+						if c.kind == "" && (method == http.MethodGet || method == http.MethodHead) {
+							assert.Equal(t, http.StatusSeeOther, status, "a browser without a session is sent to sign in")
+							continue
+						}
+					}
+					require.Equal(t, http.StatusUnauthorized, status, "token %q", c.kind)
+					if method != http.MethodHead {
+						assert.Equal(t, c.code, body.Code, "token %q", c.kind)
+						assert.Equal(t, need, body.Scope, "the answer names the scope needed")
+						assert.Contains(t, body.Error, string(need)+" scope")
+					}
+					assert.Contains(t, hdr.Get("WWW-Authenticate"), `scope="`+string(need)+`"`)
+				}
+				status, body, _ := f.do(t, method, path, f.tok["read"])
+				if need == auth.ScopeAdmin {
+					require.Equal(t, http.StatusForbidden, status, "a read token may not %s %s", method, path)
+					if method != http.MethodHead {
+						assert.Equal(t, "insufficient_scope", body.Code)
+						assert.Equal(t, auth.ScopeAdmin, body.Scope)
+					}
+				} else {
+					assert.NotContains(t, []int{401, 403}, status, "a read token may %s %s", method, path)
+				}
+				status, _, _ = f.do(t, method, path, f.tok["admin"])
+				assert.NotContains(t, []int{401, 403}, status, "an admin token may %s %s", method, path)
+			})
+		}
+	}
+	assert.Positive(t, failures(t, f.reg, "missing_token"))
+	assert.Positive(t, failures(t, f.reg, "insufficient_scope"))
+	assert.Positive(t, failures(t, f.reg, "revoked_token"))
+}
+
+func failures(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != auth.MetricFailures {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func TestFailedAttemptsAreRateLimitedPerAddress(t *testing.T) {
+	f := newAdminFixture(t, 5)
+	for i := range 5 {
+		status, _, _ := f.do(t, http.MethodGet, "/api/reconciliation", f.tok["unknown"])
+		require.Equal(t, http.StatusUnauthorized, status, "attempt %d", i+1)
+	}
+	status, body, hdr := f.do(t, http.MethodGet, "/api/reconciliation", f.tok["unknown"])
+	assert.Equal(t, http.StatusTooManyRequests, status)
+	assert.Equal(t, "rate_limited", body.Code)
+	assert.NotEmpty(t, hdr.Get("Retry-After"))
+	status, _, _ = f.do(t, http.MethodGet, "/api/reconciliation", f.tok["admin"])
+	assert.Equal(t, http.StatusTooManyRequests, status, "the address is limited whatever it presents next, so guessing stays slow")
+	assert.Equal(t, 5.0, failures(t, f.reg, "invalid_token"))
+	assert.Equal(t, 2.0, failures(t, f.reg, "rate_limited"))
+}
+
+func TestTokenCommands(t *testing.T) {
+	dbURL := pgtest.NewDatabaseURL(t)
+	env := envOf(map[string]string{"BOOKINGLEDGER_DATABASE_URL": dbURL})
+	out, errOut, code := cli(t, env, "token", "create", "--name", "front-desk", "--scope", "read", "--expires", "90d")
+	require.Equal(t, 0, code, errOut)
+	secret := strings.TrimSpace(out)
+	assert.Regexp(t, `^blt_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$`, secret, "stdout is the token alone")
+	assert.Contains(t, errOut, `"front-desk": scope read, expires `)
+	assert.Contains(t, errOut, "shown only this once")
+
+	_, errOut, code = cli(t, env, "token", "create", "--name", "front-desk", "--scope", "admin")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "an active token has that name")
+	for _, args := range [][]string{
+		{"token", "create", "--scope", "read"},
+		{"token", "create", "--name", "x", "--scope", "write"},
+		{"token", "create", "--name", "x", "--scope", "read", "--expires", "soon"},
+		{"token", "revoke"},
+		{"token", "rotate"},
+	} {
+		_, errOut, code := cli(t, env, args...)
+		assert.Equal(t, 2, code, "%v: %s", args, errOut)
+	}
+
+	out, errOut, code = cli(t, env, "token", "list")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "front-desk")
+	assert.Contains(t, out, "active")
+	assert.NotContains(t, out, secret[16:], "list never shows a secret")
+	out, _, code = cli(t, env, "token", "list", "--json")
+	require.Equal(t, 0, code)
+	var list struct {
+		Tokens []tokenRow `json:"tokens"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	require.Len(t, list.Tokens, 1)
+	assert.Equal(t, secret[4:16], list.Tokens[0].ID)
+	assert.NotNil(t, list.Tokens[0].ExpiresAt)
+	assert.Nil(t, list.Tokens[0].LastUsedAt)
+
+	out, errOut, code = cli(t, env, "token", "revoke", "front-desk")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "revoked token "+list.Tokens[0].ID)
+	_, errOut, code = cli(t, env, "token", "revoke", "front-desk")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "no active token has that id or name")
+	out, _, _ = cli(t, env, "token", "list")
+	assert.Contains(t, out, "revoked")
+	_, errOut, code = cli(t, env, "token", "create", "--name", "front-desk", "--scope", "read")
+	assert.Equal(t, 0, code, "a revoked token's name can be reused: %s", errOut)
+}
