@@ -66,6 +66,14 @@ bin/bookingledger migrate >/dev/null
 bin/bookingledger token revoke demo-admin >/dev/null 2>&1 || true
 BOOKINGLEDGER_TOKEN=$(bin/bookingledger token create --name demo-admin --scope admin 2>/dev/null)
 
+# ui_host is BOOKINGLEDGER_ADMIN_ADDR as a browser reaches it (":8081" listens on every address).
+ui_host() {
+	case "$BOOKINGLEDGER_ADMIN_ADDR" in
+	:*) echo "localhost$BOOKINGLEDGER_ADMIN_ADDR" ;;
+	*) echo "$BOOKINGLEDGER_ADMIN_ADDR" ;;
+	esac
+}
+
 envfile="$pgdir/demo.env"
 cat >"$envfile" <<ENV
 BOOKINGLEDGER_DATABASE_URL=$BOOKINGLEDGER_DATABASE_URL
@@ -92,7 +100,8 @@ run: dev sinks (lines starting "sink" are what they received): $(tr '\n' ' ' <"$
 run: demo admin token (for /api/ and the UI; also in $envfile as BOOKINGLEDGER_TOKEN)
        $BOOKINGLEDGER_TOKEN
 run: webhooks, /healthz, /readyz on $BOOKINGLEDGER_ADDR (public)
-run: read API (/api/), /metrics  on $BOOKINGLEDGER_ADMIN_ADDR (admin; /api/ needs the token)
+run: read API (/api/), operator UI (/ui/), /metrics on $BOOKINGLEDGER_ADMIN_ADDR (admin; they need the token)
+run: operator UI  http://$(ui_host)/ui/  (sign in with the token above)
 run: Ctrl-C stops the server and the cluster
 MSG
 bin/bookingledger serve

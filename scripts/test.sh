@@ -44,6 +44,18 @@ else
 	echo "test: promtool not found; alert rules not checked (install Debian's prometheus package, or run as root)"
 fi
 
+# The browser tests (cmd/bookingledger, TestOperatorUIInABrowser) drive Debian's chromium headless,
+# installed when missing like the tools above; without it they skip with a hint (under CI=true they
+# fail). Their screenshots go to BOOKINGLEDGER_TEST_ARTIFACTS.
+if [ -z "${BOOKINGLEDGER_CHROMIUM:-}" ]; then
+	ensure_tool chromium chromium
+	command -v chromium >/dev/null 2>&1 ||
+		echo "test: chromium not found: browser tests skip (CI=true: fail); install it, e.g. 'sudo apt-get install chromium'"
+fi
+export BOOKINGLEDGER_TEST_ARTIFACTS="${BOOKINGLEDGER_TEST_ARTIFACTS:-$PWD/.test-artifacts}"
+mkdir -p "$BOOKINGLEDGER_TEST_ARTIFACTS"
+echo "test: browser screenshots go to $BOOKINGLEDGER_TEST_ARTIFACTS"
+
 # -p 2: the machine has two cores, and PostgreSQL needs its share.
 go test -race -count=1 -p 2 -timeout 30m ./...
 

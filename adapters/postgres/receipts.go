@@ -341,6 +341,8 @@ FROM receipts WHERE bookings @> ARRAY[$1::text] OR pending_booking = $1 ORDER BY
 type ReceiptFilter struct {
 	Outcome  ledger.Outcome
 	Provider string
+	// BeforeID, when set, starts after the receipts up to it (the next page of a newest-first list).
+	BeforeID int64
 	// Limit bounds the rows returned, newest first (DefaultReceiptLimit when zero).
 	Limit int
 }
@@ -355,8 +357,8 @@ func (s *Store) ListReceipts(ctx context.Context, f ReceiptFilter) ([]StoredRece
 		limit = DefaultReceiptLimit
 	}
 	out, err := s.queryReceipts(ctx, `SELECT `+storedReceiptColumns+`
-FROM receipts WHERE ($1 = '' OR outcome = $1) AND ($2 = '' OR provider = $2) ORDER BY id DESC LIMIT $3`,
-		string(f.Outcome), f.Provider, limit)
+FROM receipts WHERE ($1 = '' OR outcome = $1) AND ($2 = '' OR provider = $2) AND ($4 = 0 OR id < $4) ORDER BY id DESC LIMIT $3`,
+		string(f.Outcome), f.Provider, limit, f.BeforeID)
 	if err != nil {
 		return nil, fmt.Errorf("list receipts: %w", err)
 	}

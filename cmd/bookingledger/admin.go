@@ -1,17 +1,25 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
 
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/auth"
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/httpapi/relayapi"
+	"bookingledger/adapters/httpapi/ui"
+	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/postgres/tokens"
+	"bookingledger/domain/ledger"
 )
 
 // Values of BOOKINGLEDGER_METRICS_AUTH.
@@ -20,12 +28,18 @@ const (
 	metricsToken = "token"
 )
 
+// jobsPrefix is where River's UI is mounted (admin only: everything under /admin/ needs admin).
+const jobsPrefix = "/admin/jobs"
+
 // adminDeps are what the admin surface (/api/, /ui/, /admin/) is built from.
 type adminDeps struct {
 	pool              *pgxpool.Pool
 	rm                *readmodel.ReadModel
 	steps             readapi.StepResolver // resolves process step items (nil: the API refuses actions)
 	relay             relayapi.Admin       // the relay's endpoints and deliveries (nil: no relay routes)
+	receipts          *postgres.Store
+	jobs              *river.Client[pgx.Tx]
+	providers         []string
 	log               *slog.Logger
 	reg               prometheus.Registerer
 	failuresPerMinute int
@@ -40,7 +54,7 @@ type admin struct {
 
 // adminPrefixes are the paths of the admin surface; everything under them is served through the
 // authenticator, also paths no route matches (they answer 401 before 404).
-var adminPrefixes = []string{"/api/"}
+var adminPrefixes = []string{"/api/", "/ui/", "/admin/"}
 
 // adminRoutes mounts the admin surface next to /metrics on the admin listener, never on the public
 // one: whole prefixes, each served by adm.routes behind the authenticator, so that no route under
@@ -55,8 +69,8 @@ func adminRoutes(adm *admin) func(httpapi.Mux) {
 }
 
 // newAdmin registers every admin route. Serve and the route-table test build it the same way, so the
-// test's list of routes is the server's.
-func newAdmin(d adminDeps) (*admin, error) {
+// test's list of routes is the server's. River's UI runs background queries until ctx ends.
+func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 	authn, err := auth.New(auth.Config{Store: tokens.New(d.pool), Registry: d.reg, Logger: d.log,
 		FailuresPerMinute: d.failuresPerMinute})
 	if err != nil {
@@ -66,6 +80,35 @@ func newAdmin(d adminDeps) (*admin, error) {
 	readapi.Register(routes, readapi.Deps{Reader: d.rm, Receipts: d.rm, Steps: d.steps, Actor: auth.Actor, Logger: d.log})
 	if d.relay != nil {
 		relayapi.Register(routes, relayapi.Deps{Relay: d.relay, Logger: d.log})
+	}
+
+	jobsUI, err := riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(d.jobs, nil),
+		Logger: d.log.With("component", "riverui"), Prefix: jobsPrefix})
+	if err != nil {
+		return nil, fmt.Errorf("river UI: %w", err)
+	}
+	if err := jobsUI.Start(ctx); err != nil {
+		return nil, fmt.Errorf("river UI: %w", err)
+	}
+	routes.Handle(jobsPrefix+"/", jobsUI)
+
+	err = ui.Register(routes, ui.Deps{
+		Reader:   d.rm,
+		Sessions: authn,
+		Deliveries: func(ctx context.Context, q ui.DeliveryQuery) ([]ui.Delivery, error) {
+			rs, err := d.receipts.ListReceipts(ctx, postgres.ReceiptFilter{Provider: q.Provider, Outcome: ledger.Outcome(q.Outcome), BeforeID: q.BeforeID, Limit: q.Limit})
+			out := make([]ui.Delivery, len(rs))
+			for i, r := range rs {
+				out[i] = ui.Delivery{ID: r.ID, Receipt: r.Receipt}
+			}
+			return out, err
+		},
+		Providers: d.providers,
+		Links:     []ui.Link{{Name: "Jobs", Href: jobsPrefix + "/"}},
+		Logger:    d.log,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &admin{authn: authn, routes: routes}, nil
 }

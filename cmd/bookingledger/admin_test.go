@@ -7,17 +7,21 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi/auth"
+	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
@@ -37,16 +41,22 @@ type adminFixture struct {
 func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
 	t.Helper()
 	pool := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	_, err := jobs.Migrate(ctx, pool, nil)
+	require.NoError(t, err)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{}) // insert-only: what River's UI reads through
+	require.NoError(t, err)
 	store := postgres.NewStore(pool)
 	rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{Receipts: store})
 	reg := prometheus.NewRegistry()
-	adm, err := newAdmin(adminDeps{pool: pool, rm: rm, log: slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
+	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, receipts: store, jobs: client, providers: []string{"calendly"},
+		log: slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
 	require.NoError(t, err)
 	f := &adminFixture{adm: adm, routes: adm.routes.Patterns(), reg: reg, store: tokens.New(pool), tok: map[string]string{}}
 	f.srv = httptest.NewServer(adm.authn.Handler(adm.routes))
 	t.Cleanup(f.srv.Close)
 
-	ctx := context.Background()
 	now := time.Now()
 	mk := func(kind string, scope auth.Scope, created time.Time, ttl time.Duration) auth.Token {
 		secret, tk, err := auth.NewToken("t-"+kind, scope, created, ttl)
@@ -82,7 +92,7 @@ func requestsOf(pattern string) (methods []string, path string) {
 	if !ok {
 		path, method = pattern, ""
 	}
-	path = wildcard.ReplaceAllString(path, "1")
+	path = wildcard.ReplaceAllString(strings.ReplaceAll(path, "{$}", ""), "1")
 	if method == "" {
 		return []string{http.MethodGet, http.MethodPost}, path
 	}
@@ -92,6 +102,9 @@ func requestsOf(pattern string) (methods []string, path string) {
 	return []string{method}, path
 }
 
+// noRedirects shows a redirect as it is answered (the UI sends browsers without a session to sign in).
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 func (f *adminFixture) do(t *testing.T, method, path, token string) (int, auth.ErrorBody, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(`{"note":"route table test"}`))
@@ -99,7 +112,7 @@ func (f *adminFixture) do(t *testing.T, method, path, token string) (int, auth.E
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := f.srv.Client().Do(req)
+	resp, err := noRedirects.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -272,4 +285,77 @@ func TestTokenCommands(t *testing.T) {
 	assert.Contains(t, out, "revoked")
 	_, errOut, code = cli(t, env, "token", "create", "--name", "front-desk", "--scope", "read")
 	assert.Equal(t, 0, code, "a revoked token's name can be reused: %s", errOut)
+}
+
+// signIn posts a token to the sign-in form and returns the session cookie.
+func (f *adminFixture) signIn(t *testing.T, token, next string) (*http.Cookie, *http.Response) {
+	t.Helper()
+	resp, err := noRedirects.PostForm(f.srv.URL+auth.LoginPath, url.Values{"token": {token}, "next": {next}})
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == auth.CookieName {
+			return c, resp
+		}
+	}
+	return nil, resp
+}
+
+func (f *adminFixture) page(t *testing.T, method, path string, c *http.Cookie, form url.Values) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if c != nil {
+		req.AddCookie(c)
+	}
+	resp, err := noRedirects.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestUIPagesByScope(t *testing.T) {
+	f := newAdminFixture(t, 1<<20)
+	status, js := f.page(t, http.MethodGet, "/ui/static/htmx.min.js", nil, nil)
+	require.Equal(t, http.StatusOK, status, "static files are served before sign-in")
+	assert.Contains(t, js, "htmx")
+
+	_, resp := f.signIn(t, f.tok["revoked"], "")
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a revoked token does not sign in")
+
+	// next must stay on this server's pages: an absolute or protocol-relative URL is replaced.
+	for next, want := range map[string]string{"/ui/deliveries?provider=calendly": "/ui/deliveries?provider=calendly",
+		"https://evil.example/": "/ui/calendar", "//evil.example/ui/": "/ui/calendar", "/api/calendar": "/ui/calendar"} {
+		_, resp := f.signIn(t, f.tok["read"], next)
+		assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		assert.Equal(t, want, resp.Header.Get("Location"), next)
+	}
+
+	read, _ := f.signIn(t, f.tok["read"], "")
+	require.NotNil(t, read)
+	status, body := f.page(t, http.MethodGet, "/ui/reconciliation", read, nil)
+	require.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, "Resolving needs an admin token")
+	assert.NotContains(t, body, `class="resolve"`, "no resolve form for a read token")
+	assert.NotContains(t, body, `href="/admin/jobs/"`, "no link to River's UI for a read token")
+	status, _ = f.page(t, http.MethodPost, "/ui/reconciliation/1/resolve", read, url.Values{"note": {"x"}})
+	assert.Equal(t, http.StatusForbidden, status, "resolving needs admin")
+	status, _ = f.page(t, http.MethodGet, "/admin/jobs/", read, nil)
+	assert.Equal(t, http.StatusForbidden, status, "River's UI needs admin")
+
+	for path, want := range map[string]int{"/ui/calendar?date=yesterday": 400, "/ui/calendar?view=month": 400,
+		"/ui/bookings/calendly-nobody": 404, "/ui/bookings/has%20space": 400, "/ui/deliveries?outcome=lost": 400,
+		"/ui/deliveries?provider=nope": 400, "/ui/calendar?date=2026-12-01&view=day": 200, "/ui/deliveries": 200, "/ui/": 303} {
+		status, body := f.page(t, http.MethodGet, path, read, nil)
+		assert.Equal(t, want, status, "%s: %s", path, body)
+	}
+
+	admin, _ := f.signIn(t, f.tok["admin"], "")
+	status, _ = f.page(t, http.MethodGet, "/admin/jobs/", admin, nil)
+	assert.Equal(t, http.StatusOK, status)
+	status, body = f.page(t, http.MethodPost, "/ui/reconciliation/999/resolve", admin, url.Values{"note": {"x"}})
+	assert.Equal(t, http.StatusNotFound, status, body)
 }

@@ -45,7 +45,7 @@ func registerStoreFlags(f *envFlags) storeFlags {
 
 func (s storeFlags) check() error {
 	if *s.databaseURL == "" {
-		return usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+		return errNoDatabaseURL()
 	}
 	return checkEventStore(*s.eventStore)
 }

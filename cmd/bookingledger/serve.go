@@ -135,7 +135,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, err
 	}
 	if c.databaseURL == "" {
-		return c, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+		return c, errNoDatabaseURL()
 	}
 	if err := checkEventStore(c.eventStore); err != nil {
 		return c, err
@@ -347,8 +347,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
 	}
 	// The admin surface: every route behind the token policy (adapters/httpapi/auth).
-	adm, err := newAdmin(adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, log: log, reg: reg,
-		failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
+	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, receipts: es.receipts,
+		jobs: queue.Client(), providers: cfg.providers.names(), log: log, reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
 	if err != nil {
 		return err
 	}
@@ -497,7 +497,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return usageErrorf("migrate takes no arguments, got %q", rest)
 	}
 	if *dbURL == "" {
-		return usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+		return errNoDatabaseURL()
 	}
 	pool, err := openPool(ctx, *dbURL)
 	if err != nil {

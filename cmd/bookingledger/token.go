@@ -101,7 +101,7 @@ func runToken(ctx context.Context, args []string, getenv func(string) string, st
 		return usageErrorf("token: unknown action %q (want create, list or revoke)", pos[0])
 	}
 	if *dbURL == "" {
-		return usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+		return errNoDatabaseURL()
 	}
 	pool, err := openMigratedPool(ctx, *dbURL)
 	if err != nil {
@@ -168,6 +168,11 @@ func createToken(ctx context.Context, store *tokens.Store, name string, sc auth.
 	fmt.Fprintf(stderr, "created token %s %q: scope %s, %s. It is shown only this once; store it now.\n", t.ID, t.Name, t.Scope, exp)
 	_, err = fmt.Fprintln(stdout, secret)
 	return err
+}
+
+// errNoDatabaseURL is every command's answer to a missing database URL.
+func errNoDatabaseURL() error {
+	return usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
 }
 
 // openMigratedPool opens the database and refuses one with pending migrations: its tables may not be

@@ -226,3 +226,57 @@ type nopCloser struct{ *strings.Reader }
 func (nopCloser) Close() error { return nil }
 
 func ioNopCloser(s string) nopCloser { return nopCloser{strings.NewReader(s)} }
+
+// Concurrent requests share the limiter and the last-use bookkeeping (run under -race): every good one
+// passes, the bad client's failures are limited across goroutines. Only failures spend the budget, so
+// attempts already in flight when it runs out still get their 401 (at most the concurrency of that
+// moment); every later one gets 429.
+func TestConcurrentRequestsShareOneBudget(t *testing.T) {
+	e := &env{store: tokens.New(pgtest.NewDatabase(t)), clock: &clock{now: time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)}}
+	a, err := auth.New(auth.Config{Store: e.store, Clock: e.clock.Now, FailuresPerMinute: 10})
+	require.NoError(t, err)
+	rt := auth.NewRoutes()
+	rt.HandleFunc("GET /api/thing", func(w http.ResponseWriter, _ *http.Request) {})
+	e.srv = a.Handler(rt)
+	good, _ := e.token(t, "script", auth.ScopeRead, 0)
+	var wg sync.WaitGroup
+	codes := make([]int, 40)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := httptest.NewRequest("GET", "/api/thing", nil)
+			r.RemoteAddr = "192.0.2.7:1234"
+			if i%2 == 0 {
+				r.RemoteAddr = "192.0.2.8:1234" // another client: its own budget
+				r.Header.Set("Authorization", "Bearer "+good)
+			} else {
+				r.Header.Set("Authorization", "Bearer blt_000000000000_nope")
+			}
+			w := httptest.NewRecorder()
+			e.srv.ServeHTTP(w, r)
+			codes[i] = w.Code
+		}()
+	}
+	wg.Wait()
+	var ok, unauthorized, limited int
+	for _, c := range codes {
+		switch c {
+		case 200:
+			ok++
+		case 401:
+			unauthorized++
+		case 429:
+			limited++
+		}
+	}
+	assert.Equal(t, 20, ok, "the good client is not limited by the bad one")
+	assert.GreaterOrEqual(t, unauthorized, 10, "the bad client's budget")
+	assert.Equal(t, 20, unauthorized+limited)
+	r := httptest.NewRequest("GET", "/api/thing", nil)
+	r.RemoteAddr = "192.0.2.7:1234"
+	r.Header.Set("Authorization", "Bearer "+good)
+	w := httptest.NewRecorder()
+	e.srv.ServeHTTP(w, r)
+	assert.Equal(t, http.StatusTooManyRequests, w.Code, "the bad client's budget is spent, whatever it presents next")
+}

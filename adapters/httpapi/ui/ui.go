@@ -1,0 +1,365 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"bookingledger/adapters/httpapi/auth"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
+	"bookingledger/projections"
+)
+
+// Reader is what the pages read and change (readmodel.ReadModel implements it).
+type Reader interface {
+	Calendar(ctx context.Context, q projections.CalendarQuery) (projections.CalendarPage, error)
+	History(ctx context.Context, id booking.ID) (projections.History, error)
+	OpenItems(ctx context.Context) ([]projections.Item, error)
+	Resolve(ctx context.Context, id int64, note, by string) (projections.Item, error)
+}
+
+// DeliveryQuery selects receipts for the deliveries log: newest first, strictly before BeforeID.
+type DeliveryQuery struct {
+	Provider, Outcome string
+	BeforeID          int64
+	Limit             int
+}
+
+// Delivery is one receipt in the log (no body).
+type Delivery struct {
+	ID      int64
+	Receipt ledger.Receipt
+}
+
+// Sessions signs browsers in and out (auth.Authenticator implements it).
+type Sessions interface {
+	SignIn(w http.ResponseWriter, r *http.Request, token string) (auth.Token, error)
+	SignOut(w http.ResponseWriter, r *http.Request) error
+}
+
+// Deps are the UI's dependencies.
+type Deps struct {
+	Reader     Reader
+	Deliveries func(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
+	Sessions   Sessions
+	// Providers are the provider names the deliveries filter offers.
+	Providers []string
+	// Links are further admin pages shown in the navigation for admin tokens (River's UI).
+	Links  []Link
+	Logger *slog.Logger
+	// Clock is "today" for the calendar; nil is time.Now.
+	Clock func() time.Time
+}
+
+// Link is a navigation entry.
+type Link struct{ Name, Href string }
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// outcomes are the receipt outcomes the deliveries filter offers.
+var outcomes = []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeDuplicate, ledger.OutcomeIgnored,
+	ledger.OutcomeQuarantined, ledger.OutcomeRejected, ledger.OutcomeDeferred}
+
+// maxCalendarEntries bounds one calendar page of the UI (pages of the read model are followed up to
+// it); past it the page says so and offers the per-resource filter.
+const maxCalendarEntries = 5000
+
+// Mux is where Register mounts the routes (an auth.Routes on the server).
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+	HandleFunc(pattern string, f func(http.ResponseWriter, *http.Request))
+}
+
+type server struct {
+	Deps
+	pages map[string]*template.Template
+}
+
+// Register mounts the UI's routes on mux.
+func Register(mux Mux, d Deps) error {
+	if d.Reader == nil || d.Deliveries == nil || d.Sessions == nil {
+		return errors.New("ui: reader, deliveries and sessions are required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	s := &server{Deps: d, pages: map[string]*template.Template{}}
+	for _, name := range []string{"login", "calendar", "booking", "inbox", "deliveries", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return err
+		}
+		s.pages[name] = t
+	}
+	static, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		return err
+	}
+	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))
+	mux.Handle("GET /ui/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(w, r)
+	}))
+	mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/calendar", http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET "+auth.LoginPath, s.loginPage)
+	mux.HandleFunc("POST "+auth.LoginPath, s.login)
+	mux.HandleFunc("POST "+auth.LogoutPath, s.logout)
+	mux.HandleFunc("GET /ui/calendar", s.calendar)
+	mux.HandleFunc("GET /ui/bookings/{booking}", s.booking)
+	mux.HandleFunc("GET /ui/reconciliation", s.inbox)
+	mux.HandleFunc("POST /ui/reconciliation/{id}/resolve", s.resolve)
+	mux.HandleFunc("GET /ui/deliveries", s.deliveries)
+	return nil
+}
+
+// page is what every template gets.
+type page struct {
+	Title string
+	Nav   string
+	Who   string
+	Admin bool
+	Links []Link
+	Data  any
+}
+
+func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	p := page{Title: title, Nav: name, Data: data}
+	if t, ok := auth.FromContext(r.Context()); ok {
+		p.Who, p.Admin = t.Name, t.Scope.Allows(auth.ScopeAdmin)
+		if p.Admin {
+			p.Links = s.Links
+		}
+	}
+	var buf bytes.Buffer
+	if err := s.pages[name].Execute(&buf, p); err != nil {
+		s.Logger.Error("ui: render", "page", name, "error", err.Error())
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := http.StatusInternalServerError, "Something went wrong; the server log has the cause."
+	switch {
+	case errors.Is(err, projections.ErrNotFound):
+		status, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, projections.ErrInvalidQuery), errors.Is(err, booking.ErrInvalidEvent), errors.Is(err, errBadRequest):
+		status, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, projections.ErrItemClosed):
+		status, msg = http.StatusConflict, err.Error()
+	default:
+		if r.Context().Err() != nil {
+			return
+		}
+		s.Logger.Error("ui", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	}
+	s.render(w, r, status, "error", http.StatusText(status), msg)
+}
+
+var errBadRequest = errors.New("bad request")
+
+// safeNext keeps a post-sign-in redirect on this server's pages.
+func safeNext(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.IsAbs() || u.Host != "" || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") ||
+		!(strings.HasPrefix(u.Path, "/ui/") || strings.HasPrefix(u.Path, "/admin/")) || u.Path == auth.LoginPath {
+		return "/ui/calendar"
+	}
+	return next
+}
+
+type loginData struct {
+	Next, Error string
+}
+
+func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
+	s.render(w, r, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (s *server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	next := safeNext(r.PostFormValue("next"))
+	_, err := s.Sessions.SignIn(w, r, r.PostFormValue("token"))
+	switch {
+	case errors.Is(err, auth.ErrRateLimited):
+		s.render(w, r, http.StatusTooManyRequests, "login", "Sign in", loginData{Next: next, Error: "Too many failed attempts from this address; wait a minute."})
+	case errors.Is(err, auth.ErrExpired), errors.Is(err, auth.ErrRevoked), errors.Is(err, auth.ErrInvalidToken):
+		s.render(w, r, http.StatusUnauthorized, "login", "Sign in", loginData{Next: next, Error: "That token is not valid (" + err.Error() + ")."})
+	case err != nil:
+		s.fail(w, r, err)
+	default:
+		http.Redirect(w, r, next, http.StatusSeeOther)
+	}
+}
+
+func (s *server) logout(w http.ResponseWriter, r *http.Request) {
+	if err := s.Sessions.SignOut(w, r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, auth.LoginPath, http.StatusSeeOther)
+}
+
+func (s *server) booking(w http.ResponseWriter, r *http.Request) {
+	id := booking.ID(r.PathValue("booking"))
+	if err := id.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h, err := s.Reader.History(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "booking", string(id), newTimeline(h))
+}
+
+type inboxData struct {
+	Groups   []itemGroup
+	Total    int
+	Resolved string
+}
+
+type itemGroup struct {
+	Kind  projections.ItemKind
+	Items []itemView
+}
+
+type itemView struct {
+	projections.Item
+	Age string
+}
+
+func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
+	items, err := s.Reader.OpenItems(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.Clock()
+	d := inboxData{Total: len(items), Resolved: r.URL.Query().Get("resolved")}
+	for _, kind := range []projections.ItemKind{projections.ItemConflict, projections.ItemLateEvent, projections.ItemQuarantined, projections.ItemStep} {
+		g := itemGroup{Kind: kind}
+		for _, it := range items {
+			if it.Kind == kind {
+				g.Items = append(g.Items, itemView{Item: it, Age: age(now.Sub(it.OpenedAt))})
+			}
+		}
+		if len(g.Items) > 0 {
+			d.Groups = append(d.Groups, g)
+		}
+	}
+	s.render(w, r, http.StatusOK, "inbox", "Reconciliation", d)
+}
+
+func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(w, r, errors.Join(errBadRequest, errors.New("not a reconciliation item id")))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if _, err := s.Reader.Resolve(r.Context(), id, r.PostFormValue("note"), auth.Actor(r)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/ui/reconciliation?resolved="+strconv.FormatInt(id, 10), http.StatusSeeOther)
+}
+
+type deliveriesData struct {
+	Provider, Outcome string
+	Providers         []string
+	Outcomes          []ledger.Outcome
+	Rows              []Delivery
+	Next              string
+}
+
+const deliveriesPage = 100
+
+func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := deliveriesData{Provider: q.Get("provider"), Outcome: q.Get("outcome"), Providers: s.Providers, Outcomes: outcomes}
+	if d.Provider != "" && !contains(s.Providers, d.Provider) {
+		s.fail(w, r, errors.Join(errBadRequest, errors.New("unknown provider "+strconv.Quote(d.Provider))))
+		return
+	}
+	if d.Outcome != "" && !contains(outcomes, ledger.Outcome(d.Outcome)) {
+		s.fail(w, r, errors.Join(errBadRequest, errors.New("unknown outcome "+strconv.Quote(d.Outcome))))
+		return
+	}
+	var before int64
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			s.fail(w, r, errors.Join(errBadRequest, errors.New("before must be a receipt id")))
+			return
+		}
+		before = n
+	}
+	rows, err := s.Deliveries(r.Context(), DeliveryQuery{Provider: d.Provider, Outcome: d.Outcome, BeforeID: before, Limit: deliveriesPage + 1})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(rows) > deliveriesPage {
+		rows = rows[:deliveriesPage]
+		next := url.Values{"before": {strconv.FormatInt(rows[len(rows)-1].ID, 10)}}
+		if d.Provider != "" {
+			next.Set("provider", d.Provider)
+		}
+		if d.Outcome != "" {
+			next.Set("outcome", d.Outcome)
+		}
+		d.Next = "/ui/deliveries?" + next.Encode()
+	}
+	d.Rows = rows
+	s.render(w, r, http.StatusOK, "deliveries", "Deliveries", d)
+}
+
+func contains[T comparable](xs []T, x T) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + " min"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + " h"
+	}
+	return strconv.Itoa(int(d.Hours()/24)) + " days"
+}
