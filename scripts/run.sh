@@ -100,7 +100,7 @@ run: dev sinks (lines starting "sink" are what they received): $(tr '\n' ' ' <"$
 run: demo admin token (for /api/ and the UI; also in $envfile as BOOKINGLEDGER_TOKEN)
        $BOOKINGLEDGER_TOKEN
 run: webhooks, /healthz, /readyz on $BOOKINGLEDGER_ADDR (public)
-run: read API (/api/), operator UI (/ui/), /metrics on $BOOKINGLEDGER_ADMIN_ADDR (admin; they need the token)
+run: read API (/api/), operator UI (/ui/), /metrics on $BOOKINGLEDGER_ADMIN_ADDR (admin; /api/ and /ui/ need the token)
 run: operator UI  http://$(ui_host)/ui/  (sign in with the token above)
 run: Ctrl-C stops the server and the cluster
 MSG
