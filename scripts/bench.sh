@@ -104,5 +104,7 @@ bench ./adapters/httpapi/ '^BenchmarkProjectionLagAtRate$' 1x
 # Ack -> both process steps done (in-process CalDAV and SMTP sinks) while bookings arrive at 200/s: one
 # round of BOOKINGLEDGER_BENCH_STEP_DELIVERIES (default 2,000) bookings (docs/process-steps.md).
 bench ./cmd/bookingledger/ '^BenchmarkStepLagAtRate$' 1x
+# Commit -> first arrival at a fast local receiver while events are committed at 1,000/s (docs/relay.md).
+bench ./adapters/relay/ '^BenchmarkRelayLagAt1000EventsPerSecond$' 3000x
 
 summary
