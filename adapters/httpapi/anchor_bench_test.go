@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -20,14 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"bookingledger/adapters/eventcodec"
-	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/sample"
-	"bookingledger/adapters/postgres"
-	"bookingledger/adapters/postgres/pgtest"
-	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calendly"
-	"bookingledger/domain/ledger"
 )
 
 // handwritten is the anchor of the ingest benchmark, not product code: the dedupe-table handler that
@@ -126,32 +119,13 @@ VALUES ($1, $2, $3, $4, 'active')`, p.Payload.URI, ev.Memberships[0].User, ev.St
 // BenchmarkIngestVsHandwritten sends the same kind of signed Calendly invitee.created bodies (each a
 // new booking at its own slot) over loopback HTTP with the same load generator to bookingledger and to
 // the hand-written handler above, on one durable cluster and one database, at concurrency 1, 8 and
-// 32, the two alternated within each concurrency (run it with -count N to alternate N rounds, so that
-// drift hits both). scripts/bench.sh reports the ratios.
+// 32, the two run back to back at each concurrency (with -count N each runs N times in a row), so
+// that drift hits both about alike. scripts/bench.sh reports the ratio of their means.
 //
 //	go test -run '^$' -bench BenchmarkIngestVsHandwritten -benchtime 3000x -count 3 ./adapters/httpapi/
 func BenchmarkIngestVsHandwritten(b *testing.B) {
-	dbURL := pgtest.NewDatabaseURL(b)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = benchMaxConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
+	pool, srv := benchServer(b)
 	if _, err := pool.Exec(context.Background(), handwrittenSchema); err != nil {
-		b.Fatal(err)
-	}
-	srv, err := httpapi.New(httpapi.Config{
-		Ledger:    ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
-		Providers: []providers.Provider{calendly.New(providers.NewSecrets(calendlyKey), 0)},
-		Ready:     httpapi.CheckFunc(func(context.Context) error { return nil }),
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
 		b.Fatal(err)
 	}
 	servers := []struct {

@@ -37,26 +37,7 @@ const benchMaxConns = 32
 //
 // With -benchtime Nx every sub-benchmark sends N deliveries (the fixed-rate one over N ms).
 func BenchmarkIngest(b *testing.B) {
-	dbURL := pgtest.NewDatabaseURL(b)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = benchMaxConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	srv, err := httpapi.New(httpapi.Config{
-		Ledger:    ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
-		Providers: []providers.Provider{calendly.New(providers.NewSecrets(calendlyKey), 0)},
-		Ready:     httpapi.CheckFunc(func(context.Context) error { return nil }),
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, srv := benchServer(b)
 	hs := httptest.NewServer(srv.Handler())
 	b.Cleanup(hs.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512}}
@@ -122,6 +103,32 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		report(b, lat, elapsed)
 	})
+}
+
+// benchServer is the ingest benchmarks' server: the Calendly provider and the ledger over the PostgreSQL
+// store, on a fresh database whose pool lets the 32-way runs wait on PostgreSQL rather than on the pool.
+func benchServer(b *testing.B) (*pgxpool.Pool, *httpapi.Server) {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabaseURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = benchMaxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	srv, err := httpapi.New(httpapi.Config{
+		Ledger:    ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
+		Providers: []providers.Provider{calendly.New(providers.NewSecrets(calendlyKey), 0)},
+		Ready:     httpapi.CheckFunc(func(context.Context) error { return nil }),
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pool, srv
 }
 
 // closedLoop sends ds from conc senders, each sending its next delivery when the last was answered,
