@@ -26,6 +26,8 @@ import (
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/postgres/tokens"
+	"bookingledger/adapters/process"
+	"bookingledger/adapters/relay"
 )
 
 // adminFixture is the server's admin surface over a fresh database, with a token of every kind.
@@ -50,7 +52,10 @@ func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
 	store := postgres.NewStore(pool)
 	rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{Receipts: store})
 	reg := prometheus.NewRegistry()
-	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, receipts: store, jobs: client, providers: []string{"calendly"},
+	rl, err := relay.New(relay.Config{Pool: pool})
+	require.NoError(t, err)
+	// Every optional part of the surface is on, so the route table is serve's whole table.
+	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, client), relay: rl, receipts: store, jobs: client, providers: []string{"calendly"},
 		log: slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
 	require.NoError(t, err)
 	f := &adminFixture{adm: adm, routes: adm.routes.Patterns(), reg: reg, store: tokens.New(pool), tok: map[string]string{}}
@@ -140,6 +145,7 @@ func TestEveryAdminRouteNeedsAToken(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, api, 5, "the read API's routes are registered: %v", f.routes)
+	require.True(t, slices.Contains(f.routes, "GET /api/admin/endpoints"), "the relay's routes are registered: %v", f.routes)
 	for _, p := range f.routes {
 		_, path, _ := strings.Cut(p, " ")
 		if path == "" {
@@ -162,6 +168,9 @@ func TestEveryAdminRouteNeedsAToken(t *testing.T) {
 			need, open := auth.Required(httptest.NewRequest(method, path, nil))
 			if open {
 				continue // the sign-in page and static files, listed in auth.Required
+			}
+			if strings.HasPrefix(path, "/api/admin/") || strings.HasPrefix(path, "/ui/admin/") || strings.HasPrefix(path, "/admin/") {
+				require.Equal(t, auth.ScopeAdmin, need, "%s %s: everything under an admin tree needs admin, reading too", method, path)
 			}
 			t.Run(pattern+" "+method, func(t *testing.T) {
 				for _, c := range refused {

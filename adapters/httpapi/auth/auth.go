@@ -175,9 +175,13 @@ func (rt *Routes) Patterns() []string { return append([]string(nil), rt.patterns
 // Handler serves rt behind the policy.
 func (a *Authenticator) Handler(rt *Routes) http.Handler { return a.Protect(rt.mux) }
 
+// AdminPrefixes are the trees where every method needs admin, reading included: what is there
+// (endpoints and their deliveries, job queues) is the operator's business, not a reader's.
+var AdminPrefixes = []string{"/admin/", "/api/admin/", "/ui/admin/"}
+
 // Required is the policy: the scope a request needs, or open for the few UI paths a browser must reach
-// before it has signed in. Everything under /admin/ needs admin; otherwise GET and HEAD need read and
-// every other method admin. There is deliberately no per-route exception.
+// before it has signed in. Everything under AdminPrefixes needs admin whatever the method; otherwise
+// GET and HEAD need read and every other method admin. There is deliberately no per-route exception.
 func Required(r *http.Request) (need Scope, open bool) {
 	p := r.URL.Path
 	switch {
@@ -185,12 +189,21 @@ func Required(r *http.Request) (need Scope, open bool) {
 		return "", true
 	case strings.HasPrefix(p, staticPath) && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		return "", true
-	case p == "/admin" || strings.HasPrefix(p, "/admin/"):
+	case underAdmin(p):
 		return ScopeAdmin, false
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		return ScopeRead, false
 	}
 	return ScopeAdmin, false
+}
+
+func underAdmin(p string) bool {
+	for _, pre := range AdminPrefixes {
+		if p+"/" == pre || strings.HasPrefix(p, pre) {
+			return true
+		}
+	}
+	return false
 }
 
 // browserPath: paths where a session cookie counts (the UI and the admin pages), never /api/.

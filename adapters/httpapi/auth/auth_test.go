@@ -280,3 +280,32 @@ func TestConcurrentRequestsShareOneBudget(t *testing.T) {
 	e.srv.ServeHTTP(w, r)
 	assert.Equal(t, http.StatusTooManyRequests, w.Code, "the bad client's budget is spent, whatever it presents next")
 }
+
+// TestRequiredScope: reading needs read, except under the admin trees, where every method needs admin
+// (a read token lists no relay endpoints, neither through the API nor the UI).
+func TestRequiredScope(t *testing.T) {
+	for _, c := range []struct {
+		method, path string
+		need         auth.Scope
+		open         bool
+	}{
+		{"GET", "/api/calendar", auth.ScopeRead, false},
+		{"HEAD", "/api/bookings/x/history", auth.ScopeRead, false},
+		{"POST", "/api/reconciliation/1/resolve", auth.ScopeAdmin, false},
+		{"GET", "/api/admin/endpoints", auth.ScopeAdmin, false},
+		{"HEAD", "/api/admin/deliveries/1", auth.ScopeAdmin, false},
+		{"GET", "/api/admin", auth.ScopeAdmin, false},
+		{"GET", "/api/administrator", auth.ScopeRead, false},
+		{"GET", "/ui/calendar", auth.ScopeRead, false},
+		{"GET", "/ui/admin/endpoints", auth.ScopeAdmin, false},
+		{"GET", "/admin/jobs/", auth.ScopeAdmin, false},
+		{"GET", "/admin", auth.ScopeAdmin, false},
+		{"GET", auth.LoginPath, "", true},
+		{"GET", "/ui/static/style.css", "", true},
+		{"POST", "/ui/static/style.css", auth.ScopeAdmin, false},
+	} {
+		need, open := auth.Required(httptest.NewRequest(c.method, c.path, nil))
+		assert.Equal(t, c.need, need, "%s %s", c.method, c.path)
+		assert.Equal(t, c.open, open, "%s %s", c.method, c.path)
+	}
+}
