@@ -102,11 +102,15 @@ const (
 // Actions lists the actions.
 var Actions = []Action{ActionMarkDone, ActionRetry, ActionSkip}
 
-// Resolve closes step item id with the operator's note and applies action to its step. Errors wrap
-// projections.ErrNotFound, ErrItemClosed or ErrInvalidQuery (unknown action, not a step item, a step
-// no longer needing reconciliation).
-func (s *Store) Resolve(ctx context.Context, id int64, action Action, note string) (projections.Item, Step, error) {
-	note = strings.TrimSpace(note)
+// Resolve closes step item id with the operator's note and applies action to its step; by names the
+// operator (a token's name, or the CLI's user), recorded as other resolutions record it. Errors wrap
+// projections.ErrNotFound, ErrItemClosed or ErrInvalidQuery (unknown action, nobody named, not a step
+// item, a step no longer needing reconciliation).
+func (s *Store) Resolve(ctx context.Context, id int64, action Action, note, by string) (projections.Item, Step, error) {
+	note, by = strings.TrimSpace(note), strings.TrimSpace(by)
+	if by == "" || len(by) > MaxNoteLength || !utf8.ValidString(by) {
+		return projections.Item{}, Step{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 of at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
+	}
 	if note == "" {
 		return projections.Item{}, Step{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
 	}
@@ -169,9 +173,9 @@ finished_at = CASE WHEN $2 = 'pending' THEN NULL ELSE now() END, updated_at = no
 			}
 		}
 		step.Note = text
-		err = tx.QueryRow(ctx, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2 WHERE id = $1
-RETURNING id, kind, subject, booking, reason, opened_at, closed_at, note`, id, text).Scan(
-			&item.ID, &item.Kind, &item.Subject, &item.Booking, &item.Reason, &item.OpenedAt, &item.ClosedAt, &item.Note)
+		err = tx.QueryRow(ctx, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2, resolved_by = $3 WHERE id = $1
+RETURNING id, kind, subject, booking, reason, opened_at, closed_at, note, resolved_by`, id, text, by).Scan(
+			&item.ID, &item.Kind, &item.Subject, &item.Booking, &item.Reason, &item.OpenedAt, &item.ClosedAt, &item.Note, &item.ResolvedBy)
 		if err != nil {
 			return fmt.Errorf("close item %d: %w", id, err)
 		}
@@ -185,8 +189,8 @@ RETURNING id, kind, subject, booking, reason, opened_at, closed_at, note`, id, t
 }
 
 // ResolveStep implements readapi.StepResolver.
-func (s *Store) ResolveStep(ctx context.Context, id int64, action, note string) (projections.Item, error) {
-	it, _, err := s.Resolve(ctx, id, Action(action), note)
+func (s *Store) ResolveStep(ctx context.Context, id int64, action, note, by string) (projections.Item, error) {
+	it, _, err := s.Resolve(ctx, id, Action(action), note, by)
 	return it, err
 }
 

@@ -319,7 +319,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	}
 
 	if *action != "" {
-		return resolveStep(ctx, rs, id, *action, *note, stdout)
+		return resolveStep(ctx, rs, id, *action, *note, *by, *asJSON, stdout)
 	}
 	it, err := rs.rm.Resolve(ctx, id, *note, *by)
 	if err != nil {

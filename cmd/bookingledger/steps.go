@@ -69,17 +69,20 @@ func validState(s string) bool {
 }
 
 // resolveStep closes a step's reconciliation item with an action (reconcile resolve --action).
-func resolveStep(ctx context.Context, rs *readSide, id int64, action, note string, stdout io.Writer) error {
+func resolveStep(ctx context.Context, rs *readSide, id int64, action, note, by string, asJSON bool, stdout io.Writer) error {
 	client, err := process.InsertOnlyClient(rs.pool)
 	if err != nil {
 		return err
 	}
-	it, st, err := process.NewStore(rs.pool, client).Resolve(ctx, id, process.Action(action), note)
+	it, st, err := process.NewStore(rs.pool, client).Resolve(ctx, id, process.Action(action), note, by)
 	if err != nil {
 		return resolveError(id, err)
 	}
-	_, err = fmt.Fprintf(stdout, "closed item %d (step %s %s of %s): step is now %s\n  reason: %s\n  note:   %s\n",
-		it.ID, st.Kind, st.Key, st.Booking, st.State, it.Reason, it.Note)
+	if asJSON {
+		return writeJSONTo(stdout, readapi.ToItem(it))
+	}
+	_, err = fmt.Fprintf(stdout, "closed item %d (step %s %s of %s) by %s: step is now %s\n  reason: %s\n  note:   %s\n",
+		it.ID, st.Kind, st.Key, st.Booking, it.ResolvedBy, st.State, it.Reason, it.Note)
 	return err
 }
 

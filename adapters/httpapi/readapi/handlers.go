@@ -30,9 +30,9 @@ type Reader interface {
 
 // StepResolver closes a process step's reconciliation item with an operator's action (mark-done,
 // retry, skip) and applies it to the step (adapters/process.Store); its errors wrap the projections
-// sentinels as Reader.Resolve's do.
+// sentinels as Reader.Resolve's do; by is recorded as the resolver, as Reader.Resolve records it.
 type StepResolver interface {
-	ResolveStep(ctx context.Context, id int64, action, note string) (projections.Item, error)
+	ResolveStep(ctx context.Context, id int64, action, note, by string) (projections.Item, error)
 }
 
 // ReceiptReader lists and shows receipts for operators (readmodel.ReadModel implements it).
@@ -356,7 +356,7 @@ func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "this server resolves no process steps: action %q not accepted", clip(req.Action))
 		return
 	default:
-		it, err = h.steps.ResolveStep(r.Context(), id, req.Action, req.Note)
+		it, err = h.steps.ResolveStep(r.Context(), id, req.Action, req.Note, by)
 	}
 	if err != nil {
 		h.fail(w, r, err)
