@@ -18,6 +18,8 @@ type ReplayQuery struct {
 	// OnlyFailed selects dead deliveries only; otherwise succeeded and dead ones. Pending and paused
 	// deliveries are never replayed: they are on their way already.
 	OnlyFailed bool
+	// DeliveryID narrows the selection to that one delivery (RetryDelivery); 0: every delivery.
+	DeliveryID int64
 }
 
 func (q ReplayQuery) check() error {
@@ -76,12 +78,12 @@ func (r *Relay) selectReplay(ctx context.Context, q querierRows, qr ReplayQuery,
 		states = []string{StateDead}
 	}
 	sql := `SELECT id, event_id::text, event_type, recorded_at FROM relay_deliveries
-WHERE endpoint_id = $1 AND recorded_at >= $2 AND recorded_at < $3 AND state = ANY($4)
+WHERE endpoint_id = $1 AND recorded_at >= $2 AND recorded_at < $3 AND state = ANY($4) AND ($5 = 0 OR id = $5)
 ORDER BY recorded_at, id`
 	if lock {
 		sql += ` FOR UPDATE`
 	}
-	rows, err := q.Query(ctx, sql, qr.EndpointID, qr.From, qr.To, states)
+	rows, err := q.Query(ctx, sql, qr.EndpointID, qr.From, qr.To, states, qr.DeliveryID)
 	if err != nil {
 		return nil, fmt.Errorf("select replay: %w", err)
 	}
@@ -188,6 +190,32 @@ VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`, q.EndpointID, q.From,
 	}
 	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, plan.Total, plan.Total
 	return rep, plan, nil
+}
+
+// RetryDelivery sends one dead delivery again: a replay of that delivery alone (StartReplay's
+// bookkeeping — same webhook-id, a fresh run of the schedule, attempts marked with the replay).
+// ErrNotFound for an unknown delivery, ErrInvalid for one that is not dead (a pending or paused one
+// is on its way already; a succeeded one is sent again by a replay of its window).
+func (r *Relay) RetryDelivery(ctx context.Context, id int64) (Replay, error) {
+	d, err := scanDelivery(r.pool.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM relay_deliveries WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Replay{}, fmt.Errorf("delivery %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Replay{}, fmt.Errorf("delivery %d: %w", id, err)
+	}
+	if d.State != StateDead {
+		return Replay{}, fmt.Errorf("%w: delivery %d is %s; only a dead delivery is retried", ErrInvalid, id, d.State)
+	}
+	rep, _, err := r.StartReplay(ctx, ReplayQuery{EndpointID: d.EndpointID, From: d.RecordedAt, To: d.RecordedAt.Add(time.Microsecond),
+		OnlyFailed: true, DeliveryID: id})
+	if err != nil {
+		return Replay{}, err
+	}
+	if rep.Total == 0 {
+		return rep, fmt.Errorf("%w: delivery %d is no longer dead (retried by someone else)", ErrInvalid, id)
+	}
+	return rep, nil
 }
 
 // ReplayStatus returns a replay's progress.

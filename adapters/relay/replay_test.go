@@ -156,3 +156,51 @@ func attemptsCounted(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	return sum
 }
+
+// Retrying a dead delivery sends that delivery alone again, as a replay of its own with the same
+// webhook-id; every other dead delivery of the endpoint, recorded in the same instant or not, stays
+// dead, and a delivery that is not dead is refused.
+func TestRetryDeliverySendsThatDeadDeliveryAlone(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
+	// One delivery carries two events (recorded together), another one more.
+	e.record(t, "retry-1", e.scheduled("calendly-retry-1", 9), e.noShow("calendly-retry-1"))
+	e.record(t, "retry-2", e.scheduled("calendly-retry-2", 10))
+	eventually(t, 30*time.Second, "3 dead", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 3 })
+	rc.setAnswer(nil)
+	dead := deliveriesIn(t, r, ep.ID, relay.StateDead)
+	target := dead[len(dead)-1] // the oldest: it shares its recorded time with another
+	seen := len(rc.messages())
+
+	rep, err := r.RetryDelivery(ctx, target.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Total)
+	eventually(t, 30*time.Second, "the retry to finish", func() bool {
+		st, err := r.ReplayStatus(ctx, rep.ID)
+		require.NoError(t, err)
+		return st.Done()
+	})
+	time.Sleep(200 * time.Millisecond)
+	sent := rc.messages()[seen:]
+	require.Len(t, sent, 1, "only the retried delivery is sent")
+	assert.Equal(t, target.WebhookID, sent[0].id)
+	d, attempts, err := r.DeliveryWithAttempts(ctx, target.ID)
+	require.NoError(t, err)
+	assert.Equal(t, relay.StateSucceeded, d.State)
+	require.Len(t, attempts, 2)
+	assert.False(t, attempts[0].Succeeded)
+	assert.True(t, attempts[1].Succeeded)
+	assert.Equal(t, rep.ID, attempts[1].ReplayID, "the attempt is marked with the retry's replay")
+	assert.Len(t, deliveriesIn(t, r, ep.ID, relay.StateDead), 2, "the other dead deliveries are left alone")
+
+	_, err = r.RetryDelivery(ctx, target.ID)
+	assert.ErrorIs(t, err, relay.ErrInvalid, "a succeeded delivery is not retried")
+	_, err = r.RetryDelivery(ctx, 1<<40)
+	assert.ErrorIs(t, err, relay.ErrNotFound)
+}

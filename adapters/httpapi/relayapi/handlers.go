@@ -30,6 +30,7 @@ type Admin interface {
 	PlanReplay(ctx context.Context, q relay.ReplayQuery) (relay.ReplayPlan, error)
 	StartReplay(ctx context.Context, q relay.ReplayQuery) (relay.Replay, relay.ReplayPlan, error)
 	ReplayStatus(ctx context.Context, id int64) (relay.Replay, error)
+	RetryDelivery(ctx context.Context, id int64) (relay.Replay, error)
 	Alerts(ctx context.Context, endpointID int64) ([]relay.Alert, error)
 }
 
@@ -67,6 +68,7 @@ func Register(mux Mux, deps Deps) {
 	mux.HandleFunc("GET /api/admin/replays/{id}", h.replayStatus)
 	mux.HandleFunc("GET /api/admin/deliveries", h.listDeliveries)
 	mux.HandleFunc("GET /api/admin/deliveries/{id}", h.getDelivery)
+	mux.HandleFunc("POST /api/admin/deliveries/{id}/retry", h.retryDelivery)
 	mux.HandleFunc("GET /api/admin/alerts", h.listAlerts)
 	mux.HandleFunc("GET /api/bookings/{booking}/deliveries", h.bookingDeliveries)
 }
@@ -337,6 +339,19 @@ func (h *handlers) getDelivery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, ToDelivery(d, as))
+}
+
+func (h *handlers) retryDelivery(w http.ResponseWriter, r *http.Request) {
+	id, ok := idParam(w, r, "delivery")
+	if !ok {
+		return
+	}
+	rep, err := h.r.RetryDelivery(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, ToReplay(rep))
 }
 
 func (h *handlers) listAlerts(w http.ResponseWriter, r *http.Request) {

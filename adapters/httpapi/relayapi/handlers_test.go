@@ -52,6 +52,8 @@ func TestAdminRoutesAnswerWithTheirStatusesAndCodes(t *testing.T) {
 		{"GET", "/api/admin/deliveries?state=lost", "", http.StatusBadRequest, "invalid_request"},
 		{"GET", "/api/admin/deliveries?limit=0", "", http.StatusBadRequest, "invalid_request"},
 		{"GET", "/api/admin/replays/4", "", http.StatusNotFound, "not_found"},
+		{"POST", "/api/admin/deliveries/4/retry", "", http.StatusNotFound, "not_found"},
+		{"POST", "/api/admin/deliveries/0/retry", "", http.StatusBadRequest, "invalid_request"},
 		{"GET", "/api/bookings/has%20space/deliveries", "", http.StatusBadRequest, "invalid_request"},
 	}
 	for _, c := range cases {
