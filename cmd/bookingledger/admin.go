@@ -92,9 +92,20 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 	}
 	routes.Handle(jobsPrefix+"/", jobsUI)
 
+	var uiRelay ui.Relay
+	if d.relay != nil {
+		uiRelay = d.relay
+	}
+	var uiSteps ui.StepResolver
+	if d.steps != nil {
+		uiSteps = d.steps
+	}
 	err = ui.Register(routes, ui.Deps{
-		Reader:   d.rm,
-		Sessions: authn,
+		Reader:      d.rm,
+		Sessions:    authn,
+		Relay:       uiRelay,
+		Steps:       uiSteps,
+		StepActions: stepActions(),
 		Deliveries: func(ctx context.Context, q ui.DeliveryQuery) ([]ui.Delivery, error) {
 			rs, err := d.receipts.ListReceipts(ctx, postgres.ReceiptFilter{Provider: q.Provider, Outcome: ledger.Outcome(q.Outcome), BeforeID: q.BeforeID, Limit: q.Limit})
 			out := make([]ui.Delivery, len(rs))

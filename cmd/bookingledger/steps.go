@@ -86,12 +86,15 @@ func resolveStep(ctx context.Context, rs *readSide, id int64, action, note, by s
 	return err
 }
 
-func actionNames() string {
+func actionNames() string { return strings.Join(stepActions(), ", ") }
+
+// stepActions are the resolutions of a step item, as the CLI, the API and the UI's form name them.
+func stepActions() []string {
 	out := make([]string, len(process.Actions))
 	for i, a := range process.Actions {
 		out[i] = string(a)
 	}
-	return strings.Join(out, ", ")
+	return out
 }
 
 // withSteps adds what the process projection needs outside serve (rebuild): an insert-only job

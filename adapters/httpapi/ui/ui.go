@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"bookingledger/adapters/httpapi/auth"
+	"bookingledger/adapters/relay"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
@@ -47,11 +48,23 @@ type Sessions interface {
 	SignOut(w http.ResponseWriter, r *http.Request) error
 }
 
+// StepResolver closes a process step's reconciliation item with an action (mark-done, retry, skip)
+// and records who did (adapters/process.Store implements it, as it does readapi.StepResolver).
+type StepResolver interface {
+	ResolveStep(ctx context.Context, id int64, action, note, by string) (projections.Item, error)
+}
+
 // Deps are the UI's dependencies.
 type Deps struct {
 	Reader     Reader
 	Deliveries func(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
 	Sessions   Sessions
+	// Steps, when set, lets the inbox resolve process step items with an action.
+	Steps StepResolver
+	// StepActions are the actions the step form offers (adapters/process.Actions).
+	StepActions []string
+	// Relay, when set, adds the endpoints pages and the deliveries on a booking's timeline.
+	Relay Relay
 	// Providers are the provider names the deliveries filter offers.
 	Providers []string
 	// Links are further admin pages shown in the navigation for admin tokens (River's UI).
@@ -101,7 +114,7 @@ func Register(mux Mux, d Deps) error {
 		d.Clock = time.Now
 	}
 	s := &server{Deps: d, pages: map[string]*template.Template{}}
-	for _, name := range []string{"login", "calendar", "booking", "inbox", "deliveries", "error"} {
+	for _, name := range []string{"login", "calendar", "booking", "inbox", "deliveries", "endpoints", "endpoint", "replay", "progress", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return err
@@ -128,6 +141,9 @@ func Register(mux Mux, d Deps) error {
 	mux.HandleFunc("GET /ui/reconciliation", s.inbox)
 	mux.HandleFunc("POST /ui/reconciliation/{id}/resolve", s.resolve)
 	mux.HandleFunc("GET /ui/deliveries", s.deliveries)
+	if d.Relay != nil {
+		s.registerRelay(mux)
+	}
 	return nil
 }
 
@@ -137,12 +153,14 @@ type page struct {
 	Nav   string
 	Who   string
 	Admin bool
+	// Relay: the endpoints pages exist (shown to admins).
+	Relay bool
 	Links []Link
 	Data  any
 }
 
 func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
-	p := page{Title: title, Nav: name, Data: data}
+	p := page{Title: title, Nav: name, Data: data, Relay: s.Relay != nil}
 	if t, ok := auth.FromContext(r.Context()); ok {
 		p.Who, p.Admin = t.Name, t.Scope.Allows(auth.ScopeAdmin)
 		if p.Admin {
@@ -168,9 +186,10 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, msg := http.StatusInternalServerError, "Something went wrong; the server log has the cause."
 	switch {
-	case errors.Is(err, projections.ErrNotFound):
+	case errors.Is(err, projections.ErrNotFound), errors.Is(err, relay.ErrNotFound):
 		status, msg = http.StatusNotFound, err.Error()
-	case errors.Is(err, projections.ErrInvalidQuery), errors.Is(err, booking.ErrInvalidEvent), errors.Is(err, errBadRequest):
+	case errors.Is(err, projections.ErrInvalidQuery), errors.Is(err, booking.ErrInvalidEvent), errors.Is(err, errBadRequest),
+		errors.Is(err, relay.ErrInvalid), errors.Is(err, relay.ErrInvalidTypes):
 		status, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, projections.ErrItemClosed):
 		status, msg = http.StatusConflict, err.Error()
@@ -238,13 +257,27 @@ func (s *server) booking(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "booking", string(id), newTimeline(h))
+	t := newTimeline(h)
+	if s.Relay != nil {
+		// The same selection as `bookingledger history` and GET /api/bookings/{booking}/deliveries.
+		if t.Deliveries, err = s.Relay.Deliveries(r.Context(), relay.DeliveryQuery{Booking: string(id), Limit: bookingDeliveries}); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		t.Relay = true
+	}
+	s.render(w, r, http.StatusOK, "booking", string(id), t)
 }
+
+// bookingDeliveries bounds the relay deliveries on a timeline, as the CLI's history bounds them.
+const bookingDeliveries = 1000
 
 type inboxData struct {
 	Groups   []itemGroup
 	Total    int
 	Resolved string
+	// Actions resolve step items (none: this server resolves no steps).
+	Actions []string
 }
 
 type itemGroup struct {
@@ -265,6 +298,9 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.Clock()
 	d := inboxData{Total: len(items), Resolved: r.URL.Query().Get("resolved")}
+	if s.Steps != nil {
+		d.Actions = s.StepActions
+	}
 	for _, kind := range []projections.ItemKind{projections.ItemConflict, projections.ItemLateEvent, projections.ItemQuarantined, projections.ItemStep} {
 		g := itemGroup{Kind: kind}
 		for _, it := range items {
@@ -286,7 +322,16 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if _, err := s.Reader.Resolve(r.Context(), id, r.PostFormValue("note"), auth.Actor(r)); err != nil {
+	note, action := r.PostFormValue("note"), r.PostFormValue("action")
+	switch {
+	case action == "":
+		_, err = s.Reader.Resolve(r.Context(), id, note, auth.Actor(r))
+	case s.Steps == nil:
+		err = errBadRequestf("this server resolves no process steps")
+	default:
+		_, err = s.Steps.ResolveStep(r.Context(), id, action, note, auth.Actor(r))
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

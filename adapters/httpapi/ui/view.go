@@ -2,12 +2,15 @@ package ui
 
 import (
 	"cmp"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
+	"bookingledger/adapters/relay"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
@@ -20,8 +23,12 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
-	"hm":         func(t time.Time) string { return t.UTC().Format("15:04") },
-	"bookingURL": func(id booking.ID) string { return "/ui/bookings/" + url.PathEscape(string(id)) },
+	"hm": func(t time.Time) string { return t.UTC().Format("15:04") },
+	// bookingURL takes a booking.ID or the plain string the relay and the steps carry.
+	"bookingURL":  func(id any) string { return "/ui/bookings/" + url.PathEscape(fmt.Sprint(id)) },
+	"add":         func(a, b int) int { return a + b },
+	"ms":          func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + " ms" },
+	"endpointURL": func(id int64) string { return endpointsPath + "/" + strconv.FormatInt(id, 10) },
 	"short": func(id eventlog.EventID) string {
 		s := id.String()
 		if len(s) > 8 {
@@ -166,6 +173,10 @@ type timeline struct {
 	Fold []projections.HistoryEvent
 	// Payments are the booking's payment streams (their own timelines).
 	Payments []booking.ID
+	// Deliveries are the booking's relay deliveries to every endpoint, newest first; Relay says the
+	// server runs a relay at all.
+	Deliveries []relay.Delivery
+	Relay      bool
 }
 
 func newTimeline(h projections.History) timeline {
