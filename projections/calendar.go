@@ -86,17 +86,33 @@ func (b Booking) Claims() bool {
 	return b.BookingStatus == booking.StatusActive && b.Status != StatusCanceled && b.HasSlot()
 }
 
-// SlotStatus is the status the slot-holder rule gives a booking that claims its slot: active when it
+// assign records the slot-holder rule's verdict on a booking that claims its slot: active when it
 // holds the slot, conflict when another meeting's booking holds it.
-func SlotStatus(holder bool) Status {
+func (b *Booking) assign(holder bool) { b.Holder, b.Status = holder, holderStatus(holder) }
+
+func holderStatus(holder bool) Status {
 	if holder {
 		return StatusActive
 	}
 	return StatusConflict
 }
 
-// Assign records the slot-holder rule's verdict on a booking that claims its slot.
-func (b *Booking) Assign(holder bool) { b.Holder, b.Status = holder, SlotStatus(holder) }
+// slotClaims are the claims of a booking that claims its slot, one per resource, in the read model's
+// time resolution (microseconds, which PostgreSQL keeps).
+func (b Booking) slotClaims() []Claim {
+	if !b.Claims() {
+		return nil
+	}
+	out := make([]Claim, len(b.Resources))
+	for i, r := range b.Resources {
+		out[i] = Claim{Booking: b.Booking, Resource: r, Meeting: b.Meeting, Start: Micro(b.Start), End: Micro(b.End), Priority: Micro(b.ScheduledAt)}
+	}
+	return out
+}
+
+// Micro cuts t to the read model's time resolution, in UTC: PostgreSQL keeps microseconds, and a
+// rule that compares times must compare what is stored.
+func Micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // LinkedPayment is a payment stream's contribution to a booking's payment status.
 type LinkedPayment struct {
@@ -106,13 +122,19 @@ type LinkedPayment struct {
 
 // BookingInput is everything a booking's calendar row is computed from.
 type BookingInput struct {
+	// Booking is the booking's id (its stream's); empty: the id its events carry.
+	Booking booking.ID
 	// Events are the booking's own events, any order, duplicates allowed.
 	Events []booking.Event
 	// StreamVersion is the version of the stream the events were read from.
 	StreamVersion uint64
 	// Payments are the payment streams linked to the booking (see LinkPayments).
 	Payments []LinkedPayment
-	// SupersededBy lists bookings whose own events say they were rescheduled from this one.
+	// PaymentRefs, when set, are the payment references linked to the booking (the closure
+	// LinkPayments returns); otherwise those of its own and its payments' events.
+	PaymentRefs []string
+	// SupersededBy lists bookings whose own events say they were rescheduled from this one (Recompute
+	// fills it in).
 	SupersededBy []booking.ID
 	// Folded, when set, is booking.Fold(Events), which a caller that has folded the events already
 	// passes to save folding them again. BookingRow does not modify it.
@@ -120,7 +142,7 @@ type BookingInput struct {
 }
 
 // BookingRow computes a booking's calendar row before the slot assignment: a booking that claims its
-// slot comes back active and not holding; AssignSlots decides holder or conflict. The row depends
+// slot comes back active and not holding; Recompute decides holder or conflict. The row depends
 // only on the sets in the input, never on their order.
 func BookingRow(in BookingInput) Booking {
 	var s booking.State
@@ -135,8 +157,8 @@ func BookingRow(in BookingInput) Booking {
 		BookingStatus:   s.Status,
 		Capacity:        s.Capacity,
 		NoShow:          s.NoShow,
-		ScheduledAt:     s.ScheduledAt,
-		UpdatedAt:       s.UpdatedAt,
+		ScheduledAt:     zeroOrMicro(s.ScheduledAt),
+		UpdatedAt:       zeroOrMicro(s.UpdatedAt),
 		StreamVersion:   in.StreamVersion,
 		Events:          s.Events,
 		RescheduledFrom: s.RescheduledFrom,
@@ -151,7 +173,7 @@ func BookingRow(in BookingInput) Booking {
 		b.Resources = slices.Clone(s.Slot.Resources)
 		slices.Sort(b.Resources)
 		b.Resources = slices.Compact(b.Resources)
-		b.Start, b.End = s.Slot.Start.UTC(), s.Slot.End.UTC()
+		b.Start, b.End = Micro(s.Slot.Start), Micro(s.Slot.End)
 	}
 
 	payEvents := PaymentEvents(in.Events)
@@ -164,6 +186,12 @@ func BookingRow(in BookingInput) Booking {
 	ps := booking.Fold(payEvents)
 	b.Payment = ps.Payment
 	b.PaymentRefs = mergeSorted(s.PaymentRefs, ps.PaymentRefs)
+	if in.PaymentRefs != nil {
+		b.PaymentRefs = in.PaymentRefs
+	}
+	if in.Booking != "" {
+		b.Booking = in.Booking
+	}
 
 	switch s.Status {
 	case booking.StatusNone:
@@ -296,6 +324,13 @@ func (x *PaymentIndex) Link(refs []string) (linked []booking.ID, closure []strin
 	return linked, closure
 }
 
+func zeroOrMicro(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return Micro(t)
+}
+
 func mergeSorted(a, b []string) []string {
 	out := append(slices.Clone(a), b...)
 	slices.Sort(out)
@@ -313,26 +348,26 @@ type Claim struct {
 	Priority time.Time
 }
 
-// Conflict says that Booking lost its slot to Holder on Resources.
-type Conflict struct {
+// conflict says that Booking lost its slot to Holder on Resources.
+type conflict struct {
 	Booking   booking.ID
 	Holder    booking.ID
 	Resources []string
 }
 
-// Assignment is the outcome of the slot-holder rule.
-type Assignment struct {
+// assignment is the outcome of the slot-holder rule.
+type assignment struct {
 	Holders   map[booking.ID]bool
-	Conflicts []Conflict // sorted by booking, then holder
+	Conflicts []conflict // sorted by booking, then holder
 }
 
-// AssignSlots applies the slot-holder rule to a set of claims: bookings are taken in order of
+// assignSlots applies the slot-holder rule to a set of claims: bookings are taken in order of
 // (earliest provider scheduled-at, booking id); a booking holds its slot when none of its resources
 // already has an overlapping holder of another meeting, and otherwise conflicts with every such
 // holder. Invitees of one meeting never block each other. A booking holds all its resources or none.
 // The result depends only on the set of claims, and the rule never looks past the claims connected
 // by overlaps, so a connected subset gives the same answer for its bookings as the whole calendar.
-func AssignSlots(claims []Claim) Assignment {
+func assignSlots(claims []Claim) assignment {
 	byBooking := map[booking.ID][]Claim{}
 	for _, c := range claims {
 		byBooking[c.Booking] = append(byBooking[c.Booking], c)
@@ -358,7 +393,7 @@ func AssignSlots(claims []Claim) Assignment {
 		return cmp.Compare(a.id, b.id)
 	})
 
-	out := Assignment{Holders: map[booking.ID]bool{}}
+	out := assignment{Holders: map[booking.ID]bool{}}
 	held := map[string]*holderIndex{}
 	blocked := func(id booking.ID) bool {
 		for _, c := range byBooking[id] {
@@ -383,7 +418,7 @@ func AssignSlots(claims []Claim) Assignment {
 		}
 	}
 	// A conflict names every holder overlapping the booking, not only those ranked before it: the
-	// pairs are then a property of the final assignment alone, which SQL can recompute as well.
+	// pairs are then a property of the final assignment alone, whatever order produced it.
 	for _, r := range order {
 		if out.Holders[r.id] {
 			continue
@@ -402,16 +437,20 @@ func AssignSlots(claims []Claim) Assignment {
 		}
 		for h, res := range blockers {
 			slices.Sort(res)
-			out.Conflicts = append(out.Conflicts, Conflict{Booking: r.id, Holder: h, Resources: res})
+			out.Conflicts = append(out.Conflicts, conflict{Booking: r.id, Holder: h, Resources: res})
 		}
 	}
-	slices.SortFunc(out.Conflicts, func(a, b Conflict) int {
+	sortConflicts(out.Conflicts)
+	return out
+}
+
+func sortConflicts(cs []conflict) {
+	slices.SortFunc(cs, func(a, b conflict) int {
 		if c := cmp.Compare(a.Booking, b.Booking); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Holder, b.Holder)
 	})
-	return out
 }
 
 // holderIndex holds one resource's holder claims sorted by start, so that the claims overlapping a

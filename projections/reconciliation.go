@@ -37,7 +37,7 @@ const (
 type Item struct {
 	ID   int64
 	Kind ItemKind
-	// Subject identifies the cause deterministically (see ConflictItem, LateEventItem,
+	// Subject identifies the cause deterministically (see conflictItem, lateEventItem,
 	// QuarantineItem): an item closed by an operator is never reopened for the same subject.
 	Subject      string
 	Booking      booking.ID
@@ -66,21 +66,19 @@ type DesiredItem struct {
 	Reason       string
 }
 
-// Key identifies an item's cause.
-func (d DesiredItem) Key() ItemKey { return ItemKey{Kind: d.Kind, Subject: d.Subject} }
-
-// ItemKey identifies an item's cause.
-type ItemKey struct {
+// itemKey identifies an item's cause.
+type itemKey struct {
 	Kind    ItemKind
 	Subject string
 }
 
-// Key identifies the item's cause.
-func (it Item) Key() ItemKey { return ItemKey{Kind: it.Kind, Subject: it.Subject} }
+func (d DesiredItem) key() itemKey { return itemKey{Kind: d.Kind, Subject: d.Subject} }
 
-// ConflictItem is the item of booking loser losing its slot to holder. The reason names the rule
+func (it Item) key() itemKey { return itemKey{Kind: it.Kind, Subject: it.Subject} }
+
+// conflictItem is the item of booking loser losing its slot to holder. The reason names the rule
 // that decided.
-func ConflictItem(c Conflict, loser, holder Booking) DesiredItem {
+func conflictItem(c conflict, loser, holder Booking) DesiredItem {
 	rule := "earlier provider scheduled-at"
 	if loser.ScheduledAt.Equal(holder.ScheduledAt) {
 		rule = "same scheduled-at, smaller booking id"
@@ -95,8 +93,8 @@ func ConflictItem(c Conflict, loser, holder Booking) DesiredItem {
 	}
 }
 
-// LateEventItem is the item of a fold finding of booking b.
-func LateEventItem(b booking.ID, f booking.Finding) DesiredItem {
+// lateEventItem is the item of a fold finding of booking b.
+func lateEventItem(b booking.ID, f booking.Finding) DesiredItem {
 	return DesiredItem{
 		Kind: ItemLateEvent, Subject: string(b) + " " + f.Event.String(), Booking: b, EventID: f.Event,
 		Reason: fmt.Sprintf("%s (%s): %s", f.Type, f.Code, f.Reason),
@@ -111,9 +109,9 @@ func QuarantineItem(receiptID int64, provider, deliveryID, reason string, b book
 	}
 }
 
-// AutoCloseNote says why an item closed by itself, from the current rows of its booking and other
+// autoCloseNote says why an item closed by itself, from the current rows of its booking and other
 // booking (nil when the read model has none).
-func AutoCloseNote(it Item, b, other *Booking) string {
+func autoCloseNote(it Item, b, other *Booking) string {
 	switch it.Kind {
 	case ItemConflict:
 		switch {

@@ -22,11 +22,10 @@ type streamData struct {
 
 // applier applies one batch inside the batch's transaction.
 type applier struct {
-	m         *ReadModel
-	tx        pgx.Tx
-	syncItems bool
-	streams   map[booking.ID]streamData
-	folds     map[booking.ID]booking.State
+	m       *ReadModel
+	tx      pgx.Tx
+	streams map[booking.ID]streamData
+	folds   map[booking.ID]booking.State
 }
 
 // load makes streams hold every id: from the cache, or read from the store, a few at a time.
@@ -179,43 +178,21 @@ WHERE booking = ANY($1) AND rescheduled_from <> ''`, idStrings(bookTouched))
 		return nil
 	}
 
-	superseded, err := a.supersededBy(ctx, ids)
-	if err != nil {
-		return err
-	}
 	payments, closures, err := a.linkPayments(ctx, ids)
 	if err != nil {
 		return err
 	}
-
-	rows := make([]projections.Booking, len(ids))
+	inputs := make([]projections.BookingInput, len(ids))
 	for i, id := range ids {
-		sd := a.streams[id]
-		row := projections.BookingRow(projections.BookingInput{
-			Events: sd.events, StreamVersion: sd.version, Payments: payments[id], SupersededBy: superseded[id],
-		})
-		row.Booking = id
-		row.PaymentRefs = closures[id]
-		rows[i] = row
+		sd, f := a.streams[id], a.fold(id)
+		inputs[i] = projections.BookingInput{Booking: id, Events: sd.events, StreamVersion: sd.version,
+			Payments: payments[id], PaymentRefs: nonNil(closures[id]), Folded: &f}
 	}
-
-	component, conflicts, err := a.assignSlots(ctx, ids, rows)
+	comp, err := a.component(ctx, ids, inputs)
 	if err != nil {
 		return err
 	}
-	if err := upsertBookings(ctx, a.tx, rows); err != nil {
-		return err
-	}
-	if !a.syncItems {
-		return nil
-	}
-	scope := idStrings(ids)
-	for _, c := range component {
-		if !slices.Contains(scope, c) {
-			scope = append(scope, c)
-		}
-	}
-	return syncItems(ctx, a.tx, conflicts, scope, idStrings(ids), false)
+	return a.write(ctx, projections.Recompute(comp))
 }
 
 type paymentRowJSON struct {
@@ -292,34 +269,6 @@ ON CONFLICT (stream) DO UPDATE SET refs = excluded.refs, payment_status = exclud
 	return affected.items, nil
 }
 
-// supersededSQL finds the stored bookings rescheduled from one of $1. The non-empty test repeats the partial
-// index's predicate: a generic plan cannot infer it from the parameter.
-const supersededSQL = `SELECT booking, rescheduled_from FROM calendar_bookings
-WHERE rescheduled_from = ANY($1) AND rescheduled_from <> '' AND NOT (booking = ANY($1))`
-
-// supersededBy returns, for each of ids, the bookings whose own events say they were rescheduled
-// from it: the rows already stored (other than ids, whose rows are stale) and ids' own folds.
-func (a *applier) supersededBy(ctx context.Context, ids []booking.ID) (map[booking.ID][]booking.ID, error) {
-	out := map[booking.ID][]booking.ID{}
-	rows, err := a.tx.Query(ctx, supersededSQL, idStrings(ids))
-	var by, from booking.ID
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&by, &from}, func() error {
-			out[from] = append(out[from], by)
-			return nil
-		})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reschedule links: %w", err)
-	}
-	for _, id := range ids {
-		if from := a.fold(id).RescheduledFrom; from != "" {
-			out[from] = append(out[from], id)
-		}
-	}
-	return out, nil
-}
-
 // linkPayments finds the payment streams linked to each booking (transitively through shared refs)
 // and loads their events.
 func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booking.ID][]projections.LinkedPayment, map[booking.ID][]string, error) {
@@ -381,18 +330,24 @@ JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, as
 	return payments, closures, nil
 }
 
-// assignSlots replaces the claims of rows, recomputes the slot-holder rule over every claim connected
-// to the old and new claims by overlaps on a resource, writes the holder flags, and sets the status of
-// rows and of the other bookings of that connected set. It returns the other bookings and the rule's
-// conflict pairs, which are those of every booking of rows and of the connected set.
+// supersedingSQL reads the stored rows of the bookings rescheduled from one of $1. The non-empty test
+// repeats the partial index's predicate: a generic plan cannot infer it from the parameter.
+const supersedingSQL = `SELECT ` + bookingColumns + ` FROM calendar_bookings
+WHERE rescheduled_from = ANY($1) AND rescheduled_from <> '' AND NOT (booking = ANY($1))`
+
+// component loads what projections.Recompute needs to recompute ids besides their inputs. It drops
+// their stored claims, then reads every stored claim connected by overlaps to those old claims or to
+// the slots their folds want (a superset of the claims the new rows make, which is as good), the
+// items of those bookings, and the stored rows of the bookings of the claims, of the bookings
+// rescheduled from one of ids, and of those the open items name.
 //
-// New claims are inserted once, with their final holder flag. The exclusion constraint is checked row
-// by row, so the writes go in an order where the holders present are always a subset of the final,
-// overlap-free set: releases of stored claims, then the new claims, then stored claims that take a slot.
-func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []projections.Booking) ([]string, []projections.Conflict, error) {
+// This is the boundary where a booking's resource identifiers become claims on calendar resources.
+func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []projections.BookingInput) (projections.Component, error) {
+	comp := projections.Component{Bookings: inputs}
+	idS := idStrings(ids)
 	var seedRes []int32
 	var seedStart, seedEnd []time.Time
-	old, err := a.tx.Query(ctx, `DELETE FROM calendar_slots WHERE booking = ANY($1) RETURNING resource_id, lower(during), upper(during)`, idStrings(ids))
+	old, err := a.tx.Query(ctx, `DELETE FROM calendar_slots WHERE booking = ANY($1) RETURNING resource_id, lower(during), upper(during)`, idS)
 	if err == nil {
 		var (
 			r    int32
@@ -404,108 +359,134 @@ func (a *applier) assignSlots(ctx context.Context, ids []booking.ID, rows []proj
 		})
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("drop old claims: %w", err)
+		return comp, fmt.Errorf("drop old claims: %w", err)
 	}
-
-	var fresh []projections.Claim
 	var names []string
-	for _, b := range rows {
-		if b.Claims() {
-			names = append(names, b.Resources...)
+	for _, id := range ids {
+		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
+			names = append(names, f.Slot.Resources...)
 		}
 	}
 	resourceID, err := a.m.resourceIDsOf(ctx, names)
 	if err != nil {
-		return nil, nil, err
+		return comp, err
 	}
-	for _, b := range rows {
-		if !b.Claims() {
-			continue
-		}
-		for _, r := range b.Resources {
-			c := projections.Claim{Booking: b.Booking, Resource: r, Meeting: b.Meeting, Start: micro(b.Start), End: micro(b.End), Priority: micro(b.ScheduledAt)}
-			fresh = append(fresh, c)
-			seedRes, seedStart, seedEnd = append(seedRes, resourceID[r]), append(seedStart, c.Start), append(seedEnd, c.End)
+	for _, id := range ids {
+		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
+			for _, r := range f.Slot.Resources {
+				seedRes, seedStart, seedEnd = append(seedRes, resourceID[r]), append(seedStart, micro(f.Slot.Start)), append(seedEnd, micro(f.Slot.End))
+			}
 		}
 	}
-	if len(seedRes) == 0 {
-		return nil, nil, nil
+	var members orderedSet
+	if len(seedRes) > 0 {
+		if comp.Claims, err = connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd); err != nil {
+			return comp, err
+		}
+		for _, c := range comp.Claims {
+			members.add(string(c.Booking))
+		}
 	}
-	stored, holding, err := connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd)
+	scope := append(slices.Clone(idS), members.items...)
+	if comp.Items, err = queryItems(ctx, a.tx, scopedItemsSQL, scope, idS); err != nil {
+		return comp, fmt.Errorf("existing items: %w", err)
+	}
+	for _, it := range comp.Items {
+		if it.Open() && it.Kind == projections.ItemConflict {
+			members.add(string(it.Booking))
+			members.add(string(it.OtherBooking))
+		}
+	}
+	stored, err := loadBookings(ctx, a.tx, members.items)
 	if err != nil {
-		return nil, nil, err
+		return comp, err
 	}
-	asg := projections.AssignSlots(append(slices.Clone(stored), fresh...))
+	for _, b := range stored {
+		comp.Stored = append(comp.Stored, b)
+	}
+	rows, err := a.tx.Query(ctx, supersedingSQL, idS)
+	if err != nil {
+		return comp, fmt.Errorf("reschedule links: %w", err)
+	}
+	superseding, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Booking, error) { return scanBooking(r) })
+	if err != nil {
+		return comp, fmt.Errorf("reschedule links: %w", err)
+	}
+	comp.Stored = append(comp.Stored, superseding...)
+	return comp, nil
+}
 
-	members := map[booking.ID]bool{}
-	var release, take []string
-	for _, c := range stored {
-		if members[c.Booking] {
-			continue
+// write stores a recomputation. The claims go in an order where the holders present are always a
+// subset of the final, overlap-free set, as the exclusion constraint checks row by row: releases of
+// stored claims, then the new claims with their final holder flag, then stored claims that take a slot.
+func (a *applier) write(ctx context.Context, ch projections.Changes) error {
+	var release, take, restatus, status []string
+	var holder []bool
+	for _, b := range ch.Restatus {
+		restatus = append(restatus, string(b.Booking))
+		if b.Holder {
+			take = append(take, string(b.Booking))
+		} else {
+			release = append(release, string(b.Booking))
 		}
-		members[c.Booking] = true
-		switch h := asg.Holders[c.Booking]; {
-		case holding[c.Booking] && !h:
-			release = append(release, string(c.Booking))
-		case !holding[c.Booking] && h:
-			take = append(take, string(c.Booking))
-		}
+		status, holder = append(status, string(b.Status)), append(holder, b.Holder)
 	}
-	slices.Sort(release)
-	slices.Sort(take)
 	if len(release) > 0 {
 		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = false WHERE booking = ANY($1) AND holder`, release); err != nil {
-			return nil, nil, fmt.Errorf("release slots: %w", err)
+			return fmt.Errorf("release slots: %w", err)
 		}
 	}
-	if len(fresh) > 0 {
-		n := len(fresh)
-		cb, cr, cm := make([]string, n), make([]string, n), make([]string, n)
-		ci := make([]int32, n)
-		cs, ce, cp := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-		ch := make([]bool, n)
-		for i, c := range fresh {
-			cb[i], cr[i], cm[i], cs[i], ce[i], cp[i], ch[i] = string(c.Booking), c.Resource, c.Meeting, c.Start, c.End, c.Priority, asg.Holders[c.Booking]
-			ci[i] = resourceID[c.Resource]
-		}
-		if _, err := a.tx.Exec(ctx, `INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
-SELECT b, i, r, m, tstzrange(s, e), p, h
-FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::boolean[])
-    AS x(b, i, r, m, s, e, p, h)`,
-			cb, ci, cr, cm, cs, ce, cp, ch); err != nil {
-			return nil, nil, fmt.Errorf("insert claims: %w", err)
-		}
+	if err := insertClaims(ctx, a.m, a.tx, ch.Claims, ch.Holders); err != nil {
+		return err
 	}
 	if len(take) > 0 {
 		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = true WHERE booking = ANY($1)`, take); err != nil {
-			return nil, nil, fmt.Errorf("take slots: %w", err)
+			return fmt.Errorf("take slots: %w", err)
 		}
 	}
-
-	inRows := map[booking.ID]int{}
-	for i, b := range rows {
-		inRows[b.Booking] = i
-	}
-	for _, c := range fresh {
-		rows[inRows[c.Booking]].Assign(asg.Holders[c.Booking])
-	}
-	var others, otherStatus []string
-	var otherHolder []bool
-	for id := range members {
-		if _, ok := inRows[id]; ok {
-			continue // its claims were dropped above; a stored claim of it cannot be here
-		}
-		others, otherStatus, otherHolder = append(others, string(id)), append(otherStatus, string(projections.SlotStatus(asg.Holders[id]))), append(otherHolder, asg.Holders[id])
-	}
-	if len(others) > 0 {
+	if len(status) > 0 {
 		if _, err := a.tx.Exec(ctx, `UPDATE calendar_bookings b SET status = u.status, holder = u.holder, projected_at = now()
 FROM unnest($1::text[], $2::text[], $3::boolean[]) AS u(booking, status, holder)
-WHERE b.booking = u.booking AND (b.status <> u.status OR b.holder <> u.holder)`, others, otherStatus, otherHolder); err != nil {
-			return nil, nil, fmt.Errorf("update statuses of overlapping bookings: %w", err)
+WHERE b.booking = u.booking`, restatus, status, holder); err != nil {
+			return fmt.Errorf("update statuses of overlapping bookings: %w", err)
 		}
 	}
-	slices.Sort(others)
-	return others, asg.Conflicts, nil
+	if err := upsertBookings(ctx, a.tx, ch.Rows); err != nil {
+		return err
+	}
+	return writeItems(ctx, a.tx, ch.Items)
+}
+
+// insertClaims inserts new claims with their holder flags.
+func insertClaims(ctx context.Context, m *ReadModel, tx pgx.Tx, claims []projections.Claim, holders map[booking.ID]bool) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	names := make([]string, len(claims))
+	for i, c := range claims {
+		names[i] = c.Resource
+	}
+	resourceID, err := m.resourceIDsOf(ctx, names)
+	if err != nil {
+		return err
+	}
+	n := len(claims)
+	cb, cr, cm := make([]string, n), make([]string, n), make([]string, n)
+	ci := make([]int32, n)
+	cs, ce, cp := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+	ch := make([]bool, n)
+	for i, c := range claims {
+		cb[i], cr[i], cm[i], cs[i], ce[i], cp[i], ch[i] = string(c.Booking), c.Resource, c.Meeting, c.Start, c.End, c.Priority, holders[c.Booking]
+		ci[i] = resourceID[c.Resource]
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
+SELECT b, i, r, m, tstzrange(s, e), p, h
+FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::boolean[])
+    AS x(b, i, r, m, s, e, p, h)`,
+		cb, ci, cr, cm, cs, ce, cp, ch); err != nil {
+		return fmt.Errorf("insert claims: %w", err)
+	}
+	return nil
 }
 
 // connectedClaimsSQL returns every claim connected to the seed ranges by a chain of overlaps on a
@@ -520,27 +501,21 @@ const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
     JOIN calendar_slots c1 ON c1.booking = comp.booking
     JOIN calendar_slots c2 ON c2.resource_id = c1.resource_id AND c2.during && c1.during
 )
-SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at, c.holder
+SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at
 FROM calendar_slots c WHERE c.booking IN (SELECT booking FROM comp)`
 
-func connectedClaims(ctx context.Context, q querier, res []int32, start, end []time.Time) ([]projections.Claim, map[booking.ID]bool, error) {
+func connectedClaims(ctx context.Context, q querier, res []int32, start, end []time.Time) ([]projections.Claim, error) {
 	rows, err := q.Query(ctx, connectedClaimsSQL, res, start, end)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connected claims: %w", err)
-	}
-	holding := map[booking.ID]bool{}
-	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
-		var holder bool
-		err = r.Scan(&c.Booking, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority, &holder)
-		if holder {
-			holding[c.Booking] = true
+	if err == nil {
+		var claims []projections.Claim
+		claims, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
+			return c, r.Scan(&c.Booking, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority)
+		})
+		if err == nil {
+			return claims, nil
 		}
-		return c, err
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("connected claims: %w", err)
 	}
-	return claims, holding, nil
+	return nil, fmt.Errorf("connected claims: %w", err)
 }
 
 // queryPaymentStreams reads (stream, refs) rows.

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,19 +24,18 @@ import (
 // claims each time one of its events shows up, and recompute its overlapping set each time. Instead,
 // while the checkpoint is at the start and a rebuild is in progress, Apply only decodes into the
 // stream cache (complete in that mode: it has seen every event of every stream), and flush computes
-// every row once, in memory, with the same functions as the incremental path, then loads them with
-// COPY into staging tables and swaps those in, in one transaction together with the checkpoint
-// (rebuild_swap.go). A crash before that commit leaves the checkpoint at the start: the next runner
-// simply starts the replay again. Past bufferLimit events the flush happens early and the rest of the
-// replay continues incrementally.
+// every row once, in memory, with projections.Recompute over the whole calendar, then loads them with
+// COPY into staging tables and swaps those in, in one transaction together with the checkpoint, the
+// reconciliation items and the end of the rebuild (rebuild_swap.go). A crash before that commit leaves
+// the checkpoint at the start: the next runner simply starts the replay again. Past bufferLimit events
+// the flush happens early and the rest of the replay continues incrementally.
 
-// flush writes everything buffered. When last, the replay has caught up: the same transaction syncs
-// the reconciliation items (from memory, rebuild_items.go) and ends the rebuild. The caller holds m.mu.
-func (m *ReadModel) flush(ctx context.Context, last bool) error {
+// flush writes everything buffered and ends the rebuild. The caller holds m.mu.
+func (m *ReadModel) flush(ctx context.Context) error {
 	if !m.buffering {
 		return nil
 	}
-	// The staging tables are PostgreSQL's work and the fold is ours: they overlap.
+	// The staging tables are PostgreSQL's work and the computation is ours: they overlap.
 	type staged struct {
 		s   *staging
 		err error
@@ -46,6 +45,31 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 		s, err := m.createStaging(ctx)
 		stagedC <- staged{s, err}
 	}()
+	payments, comp := m.bulkInputs()
+	items, err := queryItems(ctx, m.pool, existingItemsSQL)
+	if err != nil {
+		st := <-stagedC
+		m.dropStagingQuietly(st.s)
+		return fmt.Errorf("existing items: %w", err)
+	}
+	comp.Items = items
+	ch := projections.Recompute(comp)
+	st := <-stagedC
+	if st.err != nil {
+		return st.err
+	}
+	if err := m.writeBulk(ctx, st.s, payments, ch); err != nil {
+		m.dropStagingQuietly(st.s)
+		return fmt.Errorf("write rebuilt read model: %w", err)
+	}
+	m.pos, m.buffering, m.buffered = m.bufPos, false, 0
+	m.cache.trim()
+	return nil
+}
+
+// bulkInputs gathers the buffered streams: the payment-only ones as rows to store, the others as the
+// inputs of one component, the whole calendar.
+func (m *ReadModel) bulkInputs() ([]paymentRow, projections.Component) {
 	type stream struct {
 		id      booking.ID
 		events  []booking.Event
@@ -79,46 +103,14 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 
 	payStreams := make([]projections.PaymentStream, len(payments))
 	payEvents := make(map[booking.ID][]booking.Event, len(payments))
+	prows := make([]paymentRow, len(payments))
 	for i, p := range payments {
 		payStreams[i] = projections.PaymentStream{Stream: p.id, Refs: p.state.PaymentRefs}
 		payEvents[p.id] = p.events
-	}
-	prows := make([]paymentRow, len(payments))
-	for i, p := range payments {
 		prows[i] = paymentRow{stream: p.id, state: p.state, version: p.version}
 	}
-	st := <-stagedC
-	if st.err != nil {
-		return st.err
-	}
-	stage := st.s
-	// The payment streams depend on nothing computed below: with staging tables they load while
-	// the calendar rows and the slot assignment are computed.
-	payJob := func(ctx context.Context, c copier, table func(string) string) error {
-		return copyPayments(ctx, c, table("payment_streams"), table("payment_stream_refs"), prows)
-	}
-	var ld *loader
-	if stage != nil {
-		ld = m.startLoad(ctx, stage)
-		ld.add(payJob)
-	}
-	abort := func(err error) error {
-		if ld != nil {
-			ld.abort()
-			m.dropStagingQuietly(stage)
-		}
-		return err
-	}
 	index := projections.NewPaymentIndex(payStreams)
-	superseded := map[booking.ID][]booking.ID{}
-	for _, b := range bookings {
-		if from := b.state.RescheduledFrom; from != "" {
-			superseded[from] = append(superseded[from], b.id)
-		}
-	}
-
-	// The shared inputs are only read from here on, so rows are computed on every core.
-	rows := make([]projections.Booking, len(bookings))
+	inputs := make([]projections.BookingInput, len(bookings))
 	parallel(len(bookings), func(i int) {
 		b := bookings[i]
 		linked, closure := index.Link(b.state.PaymentRefs)
@@ -126,25 +118,18 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 		for _, p := range linked {
 			linkedPayments = append(linkedPayments, projections.LinkedPayment{Stream: p, Events: payEvents[p]})
 		}
-		row := projections.BookingRow(projections.BookingInput{
-			Events: b.events, StreamVersion: b.version, Payments: linkedPayments, SupersededBy: superseded[b.id], Folded: &b.state,
-		})
-		row.Booking, row.PaymentRefs = b.id, closure
-		rows[i] = row
+		inputs[i] = projections.BookingInput{Booking: b.id, Events: b.events, StreamVersion: b.version,
+			Payments: linkedPayments, PaymentRefs: nonNil(closure), Folded: &b.state}
 	})
-	claims := make([]projections.Claim, 0, len(rows))
-	for _, row := range rows {
-		if row.Claims() {
-			for _, r := range row.Resources {
-				claims = append(claims, projections.Claim{Booking: row.Booking, Resource: r, Meeting: row.Meeting,
-					Start: micro(row.Start), End: micro(row.End), Priority: micro(row.ScheduledAt)})
-			}
-		}
-	}
-	asg := assignSlots(claims, runtime.GOMAXPROCS(0))
+	return prows, projections.Component{Bookings: inputs}
+}
+
+// writeBulk loads a rebuilt calendar into stage (in place when stage is nil) and swaps it in, in one
+// transaction with the checkpoint, the reconciliation items and the end of the rebuild.
+func (m *ReadModel) writeBulk(ctx context.Context, stage *staging, payments []paymentRow, ch projections.Changes) error {
 	var names []string
 	seen := map[string]bool{}
-	for _, c := range claims {
+	for _, c := range ch.Claims {
 		if !seen[c.Resource] {
 			seen[c.Resource] = true
 			names = append(names, c.Resource)
@@ -152,27 +137,21 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 	}
 	resourceID, err := m.resourceIDsOf(ctx, names)
 	if err != nil {
-		return abort(err)
+		return err
 	}
-	for i := range rows {
-		if rows[i].Claims() {
-			rows[i].Assign(asg.Holders[rows[i].Booking])
-		}
-	}
-
-	jobs := loadJobs(rows, claims, asg.Holders, resourceID)
-	if ld != nil {
+	jobs := append(loadJobs(ch.Rows, ch.Claims, ch.Holders, resourceID), func(ctx context.Context, c copier, table func(string) string) error {
+		return copyPayments(ctx, c, table("payment_streams"), table("payment_stream_refs"), payments)
+	})
+	if stage != nil {
+		ld := m.startLoad(ctx, stage)
 		for _, j := range jobs {
 			ld.add(j)
 		}
 		if err := ld.wait(); err != nil {
-			m.dropStagingQuietly(stage)
-			return fmt.Errorf("write rebuilt read model: %w", err)
+			return err
 		}
-	} else {
-		jobs = append(jobs, payJob)
 	}
-	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, m.bufPos, int(m.buffered)); err != nil {
 			return err
 		}
@@ -183,7 +162,7 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 		} else {
 			// Empty already (the reset did it in the transaction that moved the checkpoint to the
 			// start); repeated so that COPY can never meet a row.
-			if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams, payment_stream_refs, calendar_booking_refs`); err != nil {
+			if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(rebuildTables, ", ")); err != nil {
 				return err
 			}
 			for _, j := range jobs {
@@ -192,90 +171,17 @@ func (m *ReadModel) flush(ctx context.Context, last bool) error {
 				}
 			}
 		}
-		if last {
-			if err := m.finishRebuild(ctx, tx, rows, asg.Conflicts); err != nil {
-				return err
-			}
+		if err := writeItems(ctx, tx, ch.Items); err != nil {
+			return err
+		}
+		if err := checkpoint.EndRebuild(ctx, tx, ProjectionName); err != nil {
+			return err
 		}
 		if m.failAfterApply != nil {
 			return m.failAfterApply()
 		}
 		return nil
 	})
-	if err != nil {
-		if stage != nil {
-			m.dropStagingQuietly(stage)
-		}
-		return fmt.Errorf("write rebuilt read model: %w", err)
-	}
-	if last {
-		m.rebuilding = false
-	}
-	m.pos, m.buffering, m.buffered = m.bufPos, false, 0
-	m.cache.trim()
-	return nil
-}
-
-// assignSlots is projections.AssignSlots(claims) computed in up to parts groups at once. Claims
-// interact only through overlaps on a shared resource, and a booking's claims only together, so the
-// groups are the resources joined by bookings that claim several of them: no overlap connects two
-// groups, and each group's answer for its bookings is the whole set's (see AssignSlots).
-func assignSlots(claims []projections.Claim, parts int) projections.Assignment {
-	if parts <= 1 || len(claims) < 1024 {
-		return projections.AssignSlots(claims)
-	}
-	index := map[string]int{}
-	var parent []int
-	find := func(i int) int {
-		for parent[i] != i {
-			parent[i] = parent[parent[i]]
-			i = parent[i]
-		}
-		return i
-	}
-	resource := func(r string) int {
-		i, ok := index[r]
-		if !ok {
-			i = len(parent)
-			index[r] = i
-			parent = append(parent, i)
-		}
-		return i
-	}
-	first := make(map[booking.ID]int, len(claims))
-	for _, c := range claims {
-		r := resource(c.Resource)
-		if o, ok := first[c.Booking]; ok {
-			if a, b := find(r), find(o); a != b {
-				parent[a] = b
-			}
-		} else {
-			first[c.Booking] = r
-		}
-	}
-	groups := make([][]projections.Claim, parts)
-	for _, c := range claims {
-		k := find(index[c.Resource]) % parts
-		groups[k] = append(groups[k], c)
-	}
-	asgs := make([]projections.Assignment, parts)
-	var wg sync.WaitGroup
-	for k := range parts {
-		wg.Go(func() { asgs[k] = projections.AssignSlots(groups[k]) })
-	}
-	wg.Wait()
-	out := projections.Assignment{Holders: make(map[booking.ID]bool, len(first))}
-	for _, a := range asgs {
-		maps.Copy(out.Holders, a.Holders)
-		out.Conflicts = append(out.Conflicts, a.Conflicts...)
-	}
-	slices.SortFunc(out.Conflicts, func(a, b projections.Conflict) int {
-		if c := cmp.Compare(a.Booking, b.Booking); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Holder, b.Holder)
-	})
-	return out
 }
 
 // loadJobs splits the write of the calendar into parts that can load at once: the calendar rows with

@@ -14,190 +14,46 @@ import (
 	"bookingledger/projections"
 )
 
-// The item queries come in two forms. The scoped ones run in every incremental batch and must cost
-// in proportion to the batch, not to the calendar: pgx prepares statements, and after a few executions
-// PostgreSQL may switch to a generic plan, which cannot use an index behind "$1 OR …" or a partial
-// index whose predicate the parameters only imply. So the scoped forms name their keys directly and
-// repeat partial-index predicates literally; TestScopedQueriesStayIndexed checks their generic plans.
-// The whole-table forms serve the rebuild, which reads everything anyway.
-
-// allClaimsSQL is every stored claim: the input of the slot-holder rule over the whole calendar.
-const allClaimsSQL = `SELECT booking, resource, meeting, lower(during), upper(during), priority_at FROM calendar_slots`
-
-const desiredLateSQL = `SELECT b.booking, f.event, f.type, f.occurred_at, f.code, f.reason
-FROM calendar_bookings b
-CROSS JOIN LATERAL jsonb_to_recordset(b.findings) AS f(event text, type text, occurred_at timestamptz, code text, reason text)
-WHERE b.findings <> '[]'::jsonb`
-
-const scopedLateSQL = desiredLateSQL + ` AND b.booking = ANY($1)`
-
-// existingItemsSQL returns the items that matter for a sync: open ones and those an operator closed
-// (never reopened).
+// existingItemsSQL returns the items that matter for a sync of the whole calendar: open ones and
+// those an operator closed (never reopened).
 const existingItemsSQL = `SELECT ` + itemColumns + ` FROM reconciliation_items
 WHERE (closed_at IS NULL OR closed_by = 'operator') AND kind IN ('conflict', 'late_event')`
 
 // scopedItemsSQL is existingItemsSQL for conflicts with a booking of $1 on either side and late events
-// of a booking of $2.
+// of a booking of $2. It runs in every incremental batch and must cost in proportion to the batch:
+// pgx prepares statements, and a generic plan cannot use an index behind "$1 OR …", so each key is
+// named directly (TestScopedQueriesStayIndexed checks the generic plans).
 const scopedItemsSQL = `SELECT ` + itemColumns + ` FROM reconciliation_items
 WHERE (closed_at IS NULL OR closed_by = 'operator')
   AND ((kind = 'conflict' AND booking = ANY($1))
     OR (kind = 'conflict' AND other_booking = ANY($1) AND other_booking <> '')
     OR (kind = 'late_event' AND booking = ANY($2)))`
 
-// syncItems makes the conflict and late-event items of the scope match the calendar: open what the
-// calendar calls for (unless an operator closed that subject), refresh reasons, and close with a note
-// what it no longer calls for. conflicts are the slot-holder rule's pairs of every booking of
-// conflictScope (the bookings whose pairs may have changed), lateScope names those whose findings may
-// have changed; all ignores the three and syncs everything, with the rule applied to every stored claim.
-func syncItems(ctx context.Context, tx pgx.Tx, conflicts []projections.Conflict, conflictScope, lateScope []string, all bool) error {
-	plan, err := planItemSync(ctx, tx, conflicts, conflictScope, lateScope, all)
-	if err != nil {
+// writeItems makes the changes projections.Recompute planned for the reconciliation queue. An item
+// an operator closed meanwhile is left as it is.
+func writeItems(ctx context.Context, tx pgx.Tx, ch projections.ItemChanges) error {
+	if err := insertItems(ctx, tx, ch.Open); err != nil {
 		return err
 	}
-	return plan.write(ctx, tx)
-}
-
-// planItemSync is syncItems' reading half: what the calendar calls for against what the queue holds.
-func planItemSync(ctx context.Context, tx pgx.Tx, conflicts []projections.Conflict, conflictScope, lateScope []string, all bool) (itemPlan, error) {
-	conflictScope, lateScope = nonNil(conflictScope), nonNil(lateScope)
-	lateSQL, lateArgs := scopedLateSQL, []any{lateScope}
-	itemsSQL, itemsArgs := scopedItemsSQL, []any{conflictScope, lateScope}
-	if all {
-		lateSQL, lateArgs = desiredLateSQL, nil
-		itemsSQL, itemsArgs = existingItemsSQL, nil
-		rows, err := tx.Query(ctx, allClaimsSQL)
-		if err != nil {
-			return itemPlan{}, fmt.Errorf("claims: %w", err)
-		}
-		claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
-			return c, r.Scan(&c.Booking, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority)
-		})
-		if err != nil {
-			return itemPlan{}, fmt.Errorf("claims: %w", err)
-		}
-		conflicts = projections.AssignSlots(claims).Conflicts
-	}
-
-	rows, err := tx.Query(ctx, lateSQL, lateArgs...)
-	if err != nil {
-		return itemPlan{}, fmt.Errorf("late events: %w", err)
-	}
-	desired, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.DesiredItem, error) {
-		var (
-			b  booking.ID
-			ev string
-			f  booking.Finding
-		)
-		if err := r.Scan(&b, &ev, &f.Type, &f.OccurredAt, &f.Code, &f.Reason); err != nil {
-			return projections.DesiredItem{}, err
-		}
-		id, err := eventlog.ParseEventID(ev)
-		if err != nil {
-			return projections.DesiredItem{}, fmt.Errorf("of %s: %w", b, err)
-		}
-		f.Event = id
-		return projections.LateEventItem(b, f), nil
-	})
-	if err != nil {
-		return itemPlan{}, fmt.Errorf("late events: %w", err)
-	}
-
-	existing, err := queryItems(ctx, tx, itemsSQL, itemsArgs...)
-	if err != nil {
-		return itemPlan{}, fmt.Errorf("existing items: %w", err)
-	}
-
-	var need orderedSet
-	for _, c := range conflicts {
-		need.add(string(c.Booking))
-		need.add(string(c.Holder))
-	}
-	for _, it := range existing {
-		if it.Open() && it.Kind == projections.ItemConflict {
-			need.add(string(it.Booking))
-			need.add(string(it.OtherBooking))
-		}
-	}
-	bookings, err := loadBookings(ctx, tx, need.items)
-	if err != nil {
-		return itemPlan{}, err
-	}
-	for _, c := range conflicts {
-		desired = append(desired, projections.ConflictItem(c, bookings[c.Booking], bookings[c.Holder]))
-	}
-	return planItems(desired, existing, bookings), nil
-}
-
-// itemPlan is the writes that make the reconciliation queue match a calendar.
-type itemPlan struct {
-	insert                     []projections.DesiredItem
-	refreshIDs, closeIDs       []int64
-	refreshReasons, closeNotes []string
-}
-
-// planItems opens what desired calls for (unless an operator closed that subject), refreshes the
-// reasons of open items, and closes with a note the open items desired no longer calls for. bookings
-// holds the calendar rows of every booking named by a desired or open conflict item.
-func planItems(desired []projections.DesiredItem, existing []projections.Item, bookings map[booking.ID]projections.Booking) itemPlan {
-	open := map[projections.ItemKey]projections.Item{}
-	resolved := map[projections.ItemKey]bool{}
-	for _, it := range existing {
-		if it.Open() {
-			open[it.Key()] = it
-		} else {
-			resolved[it.Key()] = true
-		}
-	}
-	want := map[projections.ItemKey]bool{}
-	var insert []projections.DesiredItem
-	var refreshIDs []int64
-	var refreshReasons []string
-	for _, d := range desired {
-		want[d.Key()] = true
-		if it, ok := open[d.Key()]; ok {
-			if it.Reason != d.Reason {
-				refreshIDs, refreshReasons = append(refreshIDs, it.ID), append(refreshReasons, d.Reason)
-			}
+	for _, u := range []struct {
+		texts []projections.ItemText
+		sql   string
+		what  string
+	}{
+		{ch.Refresh, `UPDATE reconciliation_items i SET reason = u.text
+FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = u.id AND i.closed_at IS NULL`, "refresh item reasons"},
+		{ch.Close, `UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.text
+FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = u.id AND i.closed_at IS NULL`, "close items"},
+	} {
+		if len(u.texts) == 0 {
 			continue
 		}
-		if !resolved[d.Key()] {
-			insert = append(insert, d)
+		ids, texts := make([]int64, len(u.texts)), make([]string, len(u.texts))
+		for i, t := range u.texts {
+			ids[i], texts[i] = t.ID, t.Text
 		}
-	}
-	var closeIDs []int64
-	var closeNotes []string
-	for _, it := range existing {
-		if !it.Open() || want[it.Key()] {
-			continue
-		}
-		var b, o *projections.Booking
-		if row, ok := bookings[it.Booking]; ok {
-			b = &row
-		}
-		if row, ok := bookings[it.OtherBooking]; ok {
-			o = &row
-		}
-		closeIDs, closeNotes = append(closeIDs, it.ID), append(closeNotes, projections.AutoCloseNote(it, b, o))
-	}
-
-	return itemPlan{insert: insert, refreshIDs: refreshIDs, refreshReasons: refreshReasons, closeIDs: closeIDs, closeNotes: closeNotes}
-}
-
-func (p itemPlan) write(ctx context.Context, tx pgx.Tx) error {
-	insert, refreshIDs, refreshReasons, closeIDs, closeNotes := p.insert, p.refreshIDs, p.refreshReasons, p.closeIDs, p.closeNotes
-	if err := insertItems(ctx, tx, insert); err != nil {
-		return err
-	}
-	if len(refreshIDs) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE reconciliation_items i SET reason = u.reason
-FROM unnest($1::bigint[], $2::text[]) AS u(id, reason) WHERE i.id = u.id AND i.closed_at IS NULL`, refreshIDs, refreshReasons); err != nil {
-			return fmt.Errorf("refresh item reasons: %w", err)
-		}
-	}
-	if len(closeIDs) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.note
-FROM unnest($1::bigint[], $2::text[]) AS u(id, note) WHERE i.id = u.id AND i.closed_at IS NULL`, closeIDs, closeNotes); err != nil {
-			return fmt.Errorf("close items: %w", err)
+		if _, err := tx.Exec(ctx, u.sql, ids, texts); err != nil {
+			return fmt.Errorf("%s: %w", u.what, err)
 		}
 	}
 	return nil

@@ -54,9 +54,8 @@ ANALYZE calendar_bookings, calendar_slots, reconciliation_items, calendar_resour
 	cases := []struct {
 		name, sql, args string
 	}{
-		{"scoped late events", scopedLateSQL, scope},
 		{"scoped items", scopedItemsSQL, scope + `, ` + scope},
-		{"superseded by", supersededSQL, scope},
+		{"superseding rows", supersedingSQL, scope},
 		{"calendar", calendarSQL, `'2027-01-03T00:00:00Z', '2027-01-04T00:00:00Z', '', 1000, '0001-01-01T00:00:00Z', '', ''`},
 		{"calendar of one resource", calendarSQL, `'2027-01-03T00:00:00Z', '2027-01-04T00:00:00Z', 'host-3', 1000, '0001-01-01T00:00:00Z', '', ''`},
 		{"calendar, a later page", calendarSQL, `'2027-01-03T00:00:00Z', '2027-01-04T00:00:00Z', '', 1000, '2027-01-03T12:00:00Z', 'host-3', 'calendly-x'`},

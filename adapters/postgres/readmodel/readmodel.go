@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -58,10 +59,9 @@ type ReadModel struct {
 	locker   *checkpoint.Locker
 	readConc int
 
-	mu         sync.Mutex // guards the apply state below
-	pos        eventlog.Position
-	rebuilding bool
-	cache      *streamCache
+	mu    sync.Mutex // guards the apply state below
+	pos   eventlog.Position
+	cache *streamCache
 	// buffering: a rebuild at the start of the log decodes into the cache and writes once (bulk.go).
 	buffering   bool
 	buffered    int64
@@ -71,9 +71,6 @@ type ReadModel struct {
 	resourceIDs map[string]int32
 	// failAfterApply, set by tests, fails a batch after every write and before the commit.
 	failAfterApply func() error
-	// compareItemPlan, set by tests, receives a rebuild's item plan from memory and the one
-	// planItemSync makes from the rows written, in the same transaction.
-	compareItemPlan func(mem, sql itemPlan)
 }
 
 // New returns the read model on pool (migrated by postgres.Migrate), reading events from events and
@@ -127,9 +124,17 @@ func (m *ReadModel) Load(ctx context.Context) (eventlog.Position, error) {
 	if err != nil {
 		return eventlog.Position{}, err
 	}
-	m.pos, m.rebuilding = cp.Position, cp.Rebuilding
+	if cp.Rebuilding && cp.Position != (eventlog.Position{}) {
+		// An earlier version continued a long rebuild incrementally and synced the items at its end:
+		// this one writes a rebuild once, so that one starts again.
+		if err := m.reset(ctx); err != nil {
+			return eventlog.Position{}, err
+		}
+		return m.pos, nil
+	}
+	m.pos = cp.Position
 	m.cache.reset(m.pos == eventlog.Position{})
-	m.buffering = m.rebuilding && m.pos == eventlog.Position{}
+	m.buffering = cp.Rebuilding
 	m.buffered, m.bufPos = 0, m.pos
 	return m.pos, nil
 }
@@ -140,8 +145,12 @@ func (m *ReadModel) Load(ctx context.Context) (eventlog.Position, error) {
 func (m *ReadModel) Reset(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.reset(ctx)
+}
+
+func (m *ReadModel) reset(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `TRUNCATE calendar_bookings, calendar_slots, payment_streams, payment_stream_refs, calendar_booking_refs`); err != nil {
+		if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(rebuildTables, ", ")); err != nil {
 			return err
 		}
 		return checkpoint.Rewind(ctx, tx, ProjectionName, true)
@@ -149,30 +158,18 @@ func (m *ReadModel) Reset(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", ProjectionName, err)
 	}
-	m.pos, m.bufPos, m.buffered, m.buffering, m.rebuilding = eventlog.Position{}, eventlog.Position{}, 0, true, true
+	m.pos, m.bufPos, m.buffered, m.buffering = eventlog.Position{}, eventlog.Position{}, 0, true
 	m.cache.reset(true)
 	return nil
 }
 
-// CaughtUp implements projections.Projection: it finishes a rebuild (one sync of the reconciliation
-// items with the rebuilt calendar) and opens items for quarantined receipts.
+// CaughtUp implements projections.Projection: it finishes a rebuild (one write of everything
+// replayed) and opens items for quarantined receipts.
 func (m *ReadModel) CaughtUp(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.flush(ctx, true); err != nil {
+	if err := m.flush(ctx); err != nil {
 		return err
-	}
-	if m.rebuilding { // the rebuild wrote early and continued incrementally
-		err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-			if err := syncItems(ctx, tx, nil, nil, nil, true); err != nil {
-				return err
-			}
-			return checkpoint.EndRebuild(ctx, tx, ProjectionName)
-		})
-		if err != nil {
-			return fmt.Errorf("finish rebuild of %s: %w", ProjectionName, err)
-		}
-		m.rebuilding = false
 	}
 	return syncQuarantine(ctx, m.pool)
 }
@@ -223,11 +220,10 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		return err
 	}
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		rebuilding, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, last, len(fresh))
-		if err != nil {
+		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, last, len(fresh)); err != nil {
 			return err
 		}
-		a.tx, a.syncItems = tx, !rebuilding
+		a.tx = tx
 		if err := a.apply(ctx, touched); err != nil {
 			return err
 		}
@@ -282,7 +278,7 @@ func (m *ReadModel) buffer(ctx context.Context, events []eventlog.RecordedEvent)
 	m.buffered += int64(len(events))
 	m.bufPos = events[len(events)-1].Position
 	if m.buffered >= m.bufferLimit {
-		return m.flush(ctx, false)
+		return m.flush(ctx)
 	}
 	return nil
 }

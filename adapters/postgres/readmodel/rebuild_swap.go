@@ -181,6 +181,9 @@ WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND relnam
 
 // dropStagingQuietly cleans up after a failed write; what it cannot drop, the next write does.
 func (m *ReadModel) dropStagingQuietly(s *staging) {
+	if s == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = dropStaging(ctx, m.pool, s.suffix)

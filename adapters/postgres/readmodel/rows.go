@@ -23,7 +23,7 @@ type querier interface {
 
 // PostgreSQL keeps microseconds; every time is cut to them before it is written, so that the binary
 // parameters and the JSON rows of one value can never round differently.
-func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+func micro(t time.Time) time.Time { return projections.Micro(t) }
 
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {

@@ -1,4 +1,4 @@
-package readmodel
+package projections_test
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func TestAssignSlotsInPartsEqualsWhole(t *testing.T) {
 	assert.NotEmpty(t, want.Conflicts)
 	for _, parts := range []int{1, 2, 3, 8} {
 		t.Run(fmt.Sprintf("%d parts", parts), func(t *testing.T) {
-			assert.Equal(t, want, assignSlots(claims, parts))
+			assert.Equal(t, want, projections.AssignSlotsIn(claims, parts))
 		})
 	}
 }

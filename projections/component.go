@@ -1,0 +1,273 @@
+package projections
+
+import (
+	"maps"
+	"runtime"
+	"sync"
+
+	"bookingledger/domain/booking"
+)
+
+// Component is what the calendar rule needs to recompute some bookings: their inputs, and what the
+// read model stores of every other booking the result can touch. The rule never looks past the claims
+// connected to the recomputed bookings' claims (old and new) by overlaps on a resource, so a loader
+// passes that connected part; anything more (up to the whole calendar, as a rebuild does) gives the
+// same answer for it.
+type Component struct {
+	// Bookings are the bookings to recompute, any order.
+	Bookings []BookingInput
+	// Claims are the stored claims of the other bookings of the component.
+	Claims []Claim
+	// Stored are the stored rows of the bookings of Claims, of the bookings rescheduled from one of
+	// Bookings, and of the bookings Items name; rows of Bookings among them are ignored.
+	Stored []Booking
+	// Items are the stored reconciliation items the result can change: open ones and those an
+	// operator closed (never reopened), of the conflicts of any booking of Bookings or Claims and of
+	// the late events of Bookings.
+	Items []Item
+}
+
+// Changes are what a Component's recomputation writes.
+type Changes struct {
+	// Rows are the recomputed rows, final (status and holder included), in the order of Bookings.
+	Rows []Booking
+	// Claims are the claims of Rows; Holders[c.Booking] says whether each holds.
+	Claims []Claim
+	// Holders is the slot-holder rule's verdict on every booking with a claim.
+	Holders map[booking.ID]bool
+	// Restatus are the stored rows whose holder flag (and so status) the verdict changes, as they are
+	// now. Writing them in the order release, new claims, take keeps the holders present a subset
+	// of an overlap-free set at every step, which the database's exclusion constraint checks.
+	Restatus []Booking
+	// Items are the reconciliation queue's changes.
+	Items ItemChanges
+}
+
+// ItemChanges make the reconciliation queue match the calendar: Open what it calls for and nobody
+// closed, Refresh the reasons of open items, Close with a note the open items it no longer calls for.
+type ItemChanges struct {
+	Open    []DesiredItem
+	Refresh []ItemText
+	Close   []ItemText
+}
+
+// ItemText is a new reason (Refresh) or closing note (Close) of item ID.
+type ItemText struct {
+	ID   int64
+	Text string
+}
+
+// Recompute applies the calendar's rules to a component: each booking's row from its events, its
+// linked payments and the bookings rescheduled from it; the slot-holder rule over every claim; the
+// status that follows from it; and the reconciliation items the result calls for. The result depends
+// only on the sets given, never on their order.
+func Recompute(c Component) Changes {
+	recomputed := make(map[booking.ID]bool, len(c.Bookings))
+	folds := make([]booking.State, len(c.Bookings))
+	parallel(len(c.Bookings), func(i int) {
+		if f := c.Bookings[i].Folded; f != nil {
+			folds[i] = *f
+		} else {
+			folds[i] = booking.Fold(c.Bookings[i].Events)
+		}
+	})
+	ids := make([]booking.ID, len(c.Bookings))
+	for i, in := range c.Bookings {
+		ids[i] = in.Booking
+		if ids[i] == "" {
+			ids[i] = folds[i].Booking
+		}
+		recomputed[ids[i]] = true
+	}
+	superseded := map[booking.ID][]booking.ID{}
+	for i := range c.Bookings {
+		if from := folds[i].RescheduledFrom; from != "" {
+			superseded[from] = append(superseded[from], ids[i])
+		}
+	}
+	stored := make([]Booking, 0, len(c.Stored))
+	for _, s := range c.Stored {
+		if recomputed[s.Booking] {
+			continue
+		}
+		stored = append(stored, s)
+		if s.RescheduledFrom != "" {
+			superseded[s.RescheduledFrom] = append(superseded[s.RescheduledFrom], s.Booking)
+		}
+	}
+
+	out := Changes{Rows: make([]Booking, len(c.Bookings))}
+	parallel(len(c.Bookings), func(i int) {
+		in := c.Bookings[i]
+		in.Booking, in.Folded, in.SupersededBy = ids[i], &folds[i], superseded[ids[i]]
+		out.Rows[i] = BookingRow(in)
+	})
+	all := make([]Claim, 0, len(c.Claims)+len(out.Rows))
+	for _, cl := range c.Claims {
+		if !recomputed[cl.Booking] {
+			all = append(all, cl)
+		}
+	}
+	for _, r := range out.Rows {
+		out.Claims = append(out.Claims, r.slotClaims()...)
+	}
+	all = append(all, out.Claims...)
+	asg := assignSlotsIn(all, runtime.GOMAXPROCS(0))
+	out.Holders = asg.Holders
+	for i := range out.Rows {
+		if out.Rows[i].Claims() {
+			out.Rows[i].assign(asg.Holders[out.Rows[i].Booking])
+		}
+	}
+	member := make(map[booking.ID]bool, len(c.Claims))
+	for _, cl := range c.Claims {
+		member[cl.Booking] = true
+	}
+	for _, s := range stored {
+		if h := asg.Holders[s.Booking]; member[s.Booking] && (s.Holder != h || s.Status != holderStatus(h)) {
+			s.assign(h)
+			out.Restatus = append(out.Restatus, s)
+		}
+	}
+	out.Items = planItems(out.Rows, stored, out.Restatus, asg.Conflicts, c.Items)
+	return out
+}
+
+// planItems is the item part of Recompute: late events of rows, the conflicts, against items.
+func planItems(rows, stored, restatus []Booking, conflicts []conflict, items []Item) ItemChanges {
+	// Only the rows the items' texts need are looked up: a booking named by a conflict or by an
+	// open conflict item.
+	need := map[booking.ID]*Booking{}
+	for _, c := range conflicts {
+		need[c.Booking], need[c.Holder] = nil, nil
+	}
+	for _, it := range items {
+		if it.Open() && it.Kind == ItemConflict {
+			need[it.Booking], need[it.OtherBooking] = nil, nil
+		}
+	}
+	for _, set := range [][]Booking{stored, restatus, rows} { // later sets win: they are newer
+		for i := range set {
+			if _, ok := need[set[i].Booking]; ok {
+				need[set[i].Booking] = &set[i]
+			}
+		}
+	}
+	var desired []DesiredItem
+	for _, r := range rows {
+		for _, f := range r.Findings {
+			desired = append(desired, lateEventItem(r.Booking, f))
+		}
+	}
+	for _, c := range conflicts {
+		desired = append(desired, conflictItem(c, *orEmpty(need[c.Booking]), *orEmpty(need[c.Holder])))
+	}
+
+	open := map[itemKey]Item{}
+	resolved := map[itemKey]bool{}
+	for _, it := range items {
+		if it.Open() {
+			open[it.key()] = it
+		} else {
+			resolved[it.key()] = true
+		}
+	}
+	var out ItemChanges
+	want := map[itemKey]bool{}
+	for _, d := range desired {
+		want[d.key()] = true
+		if it, ok := open[d.key()]; ok {
+			if it.Reason != d.Reason {
+				out.Refresh = append(out.Refresh, ItemText{ID: it.ID, Text: d.Reason})
+			}
+			continue
+		}
+		if !resolved[d.key()] {
+			out.Open = append(out.Open, d)
+		}
+	}
+	for _, it := range items {
+		if it.Open() && !want[it.key()] {
+			out.Close = append(out.Close, ItemText{ID: it.ID, Text: autoCloseNote(it, need[it.Booking], need[it.OtherBooking])})
+		}
+	}
+	return out
+}
+
+func orEmpty(b *Booking) *Booking {
+	if b == nil {
+		return &Booking{}
+	}
+	return b
+}
+
+// assignSlotsIn is assignSlots(claims) computed in up to parts groups at once. Claims interact only
+// through overlaps on a shared resource, and a booking's claims only together, so the groups are the
+// resources joined by bookings that claim several of them: no overlap connects two groups, and each
+// group's answer for its bookings is the whole set's.
+func assignSlotsIn(claims []Claim, parts int) assignment {
+	if parts <= 1 || len(claims) < 1024 {
+		return assignSlots(claims)
+	}
+	index := map[string]int{}
+	var parent []int
+	find := func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	resource := func(r string) int {
+		i, ok := index[r]
+		if !ok {
+			i = len(parent)
+			index[r] = i
+			parent = append(parent, i)
+		}
+		return i
+	}
+	first := make(map[booking.ID]int, len(claims))
+	for _, c := range claims {
+		r := resource(c.Resource)
+		if o, ok := first[c.Booking]; ok {
+			if a, b := find(r), find(o); a != b {
+				parent[a] = b
+			}
+		} else {
+			first[c.Booking] = r
+		}
+	}
+	groups := make([][]Claim, parts)
+	for _, c := range claims {
+		k := find(index[c.Resource]) % parts
+		groups[k] = append(groups[k], c)
+	}
+	asgs := make([]assignment, parts)
+	var wg sync.WaitGroup
+	for k := range parts {
+		wg.Go(func() { asgs[k] = assignSlots(groups[k]) })
+	}
+	wg.Wait()
+	out := assignment{Holders: make(map[booking.ID]bool, len(first))}
+	for _, a := range asgs {
+		maps.Copy(out.Holders, a.Holders)
+		out.Conflicts = append(out.Conflicts, a.Conflicts...)
+	}
+	sortConflicts(out.Conflicts)
+	return out
+}
+
+// parallel calls f(0..n-1) on every core.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), max(1, n/64))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
