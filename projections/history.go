@@ -324,12 +324,14 @@ type ReceiptQuery struct {
 	Limit    int
 }
 
-// ReceiptDetail is one receipt as an operator inspects it: the entry, the verified body kept with it
-// (none for rejected requests), the booking a deferred receipt waits for, and the other receipts of
-// the same delivery — what it became (the receipt that finished a deferral, a redelivery's copies).
+// ReceiptDetail is one receipt as an operator inspects it: the entry, the request headers and the
+// verified body kept with it (no body for rejected requests), the booking a deferred receipt waits
+// for, and the other receipts of the same delivery — what it became (the receipt that finished a
+// deferral, a redelivery's copies).
 type ReceiptDetail struct {
 	ReceiptEntry
 	RecordedAt time.Time
+	Headers    []ledger.Header
 	Body       []byte
 	Pending    booking.ID
 	Related    []ReceiptEntry

@@ -249,6 +249,14 @@ func WriteReceipt(w io.Writer, d ReceiptDetail) error {
 	}
 	ew.printf("\nwhat became of the delivery (%d other receipt(s))\n", len(d.Related))
 	writeReceiptLines(ew, d.Related)
+	if len(d.Headers) == 0 {
+		ew.printf("\nheaders: none kept\n")
+	} else {
+		ew.printf("\nheaders (%d kept)\n", len(d.Headers))
+		for _, h := range d.Headers {
+			ew.printf("  %s: %s\n", h.Name, h.Value)
+		}
+	}
 	switch {
 	case d.Body == nil:
 		ew.printf("\nbody: not kept (an unverified request's body never is)\n")

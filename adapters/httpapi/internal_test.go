@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/eventlog"
@@ -66,4 +69,29 @@ func TestTokenBucket(t *testing.T) {
 		n++
 	}
 	assert.Equal(t, 6, n, "refill is capped at the burst")
+}
+
+// The allowlist is spelled as http.Server canonicalises names (else it would never match) and a
+// sender's headers cannot grow a receipt without bound.
+func TestReceiptHeadersKeepTheAllowlistBounded(t *testing.T) {
+	for _, name := range keptHeaders {
+		assert.Equal(t, http.CanonicalHeaderKey(name), name)
+	}
+	h := http.Header{}
+	h.Set("Authorization", "Bearer x")
+	h.Set("X-Forwarded-For", "203.0.113.1")
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "a\x00b"+strings.Repeat("é", maxKeptHeaderValueBytes))
+	for i := range 2 * maxKeptHeaderValues {
+		h.Add("Webhook-Signature", fmt.Sprintf("v1,%d", i))
+	}
+	got := receiptHeaders(h)
+	require.Len(t, got, maxKeptHeaderValues)
+	assert.Equal(t, ledger.Header{Name: "Content-Type", Value: "application/json"}, got[0])
+	ua := got[slices.IndexFunc(got, func(h ledger.Header) bool { return h.Name == "User-Agent" })].Value
+	assert.True(t, strings.HasPrefix(ua, "a b"), "made storable: %q", ua[:8])
+	assert.LessOrEqual(t, len(ua), maxKeptHeaderValueBytes+len("…"))
+	for _, kept := range got {
+		assert.NotContains(t, []string{"Authorization", "X-Forwarded-For"}, kept.Name)
+	}
 }

@@ -77,13 +77,13 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		} else {
 			err = fmt.Errorf("%w: %w", ErrBodyUnreadable, err)
 		}
-		s.reject(r.Context(), w, name, receivedAt, len(body), err)
+		s.reject(r.Context(), w, name, r.Header, receivedAt, len(body), err)
 		return
 	}
 
 	verified, err := p.Verify(r.Header, body, receivedAt)
 	if err != nil {
-		s.reject(r.Context(), w, name, receivedAt, len(body), verificationError(err))
+		s.reject(r.Context(), w, name, r.Header, receivedAt, len(body), verificationError(err))
 		return
 	}
 
@@ -110,6 +110,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			Outcome:    ledger.OutcomeDeferred,
 			Reason:     ledger.ClipReason(mapErr.Error()),
 			Body:       body,
+			Headers:    receiptHeaders(r.Header),
 		}, verified)
 		if err != nil {
 			s.unavailable(w, name, started, err)
@@ -139,6 +140,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			Secret:     verified.Label(),
 			Reason:     ledger.ClipReason(mapped.Reason),
 			Body:       body,
+			Headers:    receiptHeaders(r.Header),
 		},
 		Events: mapped.Events,
 		MapErr: mapErr,
@@ -213,8 +215,9 @@ func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, name string
 
 // reject answers a request that failed before verification succeeded. It is always counted; its
 // receipt (no body) is written only while the provider's token bucket allows, so that unauthenticated
-// traffic cannot grow the receipts table without bound.
-func (s *Server) reject(ctx context.Context, w http.ResponseWriter, provider string, receivedAt time.Time, size int, err error) {
+// traffic cannot grow the receipts table without bound. The headers it keeps (receiptHeaders, bounded)
+// are what an operator needs to see why a sender's requests fail: which signature header came.
+func (s *Server) reject(ctx context.Context, w http.ResponseWriter, provider string, h http.Header, receivedAt time.Time, size int, err error) {
 	row := classify(err)
 	s.metrics.rejections.WithLabelValues(provider, row.code).Inc()
 	s.metrics.deliveries.WithLabelValues(provider, outcomeRejected).Inc()
@@ -225,7 +228,7 @@ func (s *Server) reject(ctx context.Context, w http.ResponseWriter, provider str
 		// Its own bounded context: a request whose body could not be read often has a canceled one
 		// already (the client went away), and its receipt is what records that it happened.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.recordTO)
-		rerr := s.ledger.Reject(rctx, ledger.Receipt{Provider: provider, ReceivedAt: receivedAt}, reason)
+		rerr := s.ledger.Reject(rctx, ledger.Receipt{Provider: provider, ReceivedAt: receivedAt, Headers: receiptHeaders(h)}, reason)
 		cancel()
 		if rerr != nil {
 			// The answer stays 401/413: the request was refused whatever the receipt's fate.

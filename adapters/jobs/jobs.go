@@ -245,8 +245,8 @@ func (q *Queue) Client() *river.Client[pgx.Tx] { return q.client }
 
 // insertDeferredSQL stores a deferred receipt: a verified delivery with its body and no events yet.
 // The body is stored once per digest by receipt_body_ref (migration 0031), like every receipt's.
-const insertDeferredSQL = `INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body_digest, pending_booking)
-VALUES ($1, $2, $3, $4, 'deferred', $5, receipt_body_ref($6), $7)
+const insertDeferredSQL = `INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body_digest, pending_booking, headers)
+VALUES ($1, $2, $3, $4, 'deferred', $5, receipt_body_ref($6), $7, $8)
 RETURNING id`
 
 // Defer keeps a verified delivery whose mapping must wait: the deferred receipt (with the body) and
@@ -265,7 +265,7 @@ func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verifie
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after Commit
 	var id int64
-	if err := tx.QueryRow(ctx, insertDeferredSQL, r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, reason, r.Body, string(r.Booking)).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, insertDeferredSQL, r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, reason, r.Body, string(r.Booking), ledger.HeaderLines(r.Headers)).Scan(&id); err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert receipt: %w", r.DeliveryID, err)
 	}
 	subject := string(r.Booking)

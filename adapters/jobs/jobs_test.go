@@ -152,6 +152,7 @@ func deferred(action string) (ledger.Receipt, providers.Verified) {
 		Secret:     v.Label(),
 		Reason:     "mapping deferred: acuity HTTP 503",
 		Body:       body,
+		Headers:    []ledger.Header{{Name: "User-Agent", Value: "Acuity Scheduling"}, {Name: "X-Acuity-Signature", Value: "c2lnbmF0dXJl"}},
 	}, v
 }
 
@@ -162,17 +163,18 @@ type receiptRow struct {
 	DeliveryID string
 	Bookings   []string
 	Body       []byte
+	Headers    []string
 }
 
 func (e *env) receipts(t *testing.T) []receiptRow {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT id, outcome, reason, delivery_id, bookings, receipt_body(body, body_digest) FROM receipts ORDER BY id`)
+	rows, err := e.pool.Query(context.Background(), `SELECT id, outcome, reason, delivery_id, bookings, receipt_body(body, body_digest), headers FROM receipts ORDER BY id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []receiptRow
 	for rows.Next() {
 		var r receiptRow
-		require.NoError(t, rows.Scan(&r.ID, &r.Outcome, &r.Reason, &r.DeliveryID, &r.Bookings, &r.Body))
+		require.NoError(t, rows.Scan(&r.ID, &r.Outcome, &r.Reason, &r.DeliveryID, &r.Bookings, &r.Body, &r.Headers))
 		out = append(out, r)
 	}
 	require.NoError(t, rows.Err())
@@ -197,6 +199,7 @@ func TestDeferStoresTheReceiptAndTheJobTogether(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "deferred", got[0].Outcome)
 	assert.Equal(t, r.Body, got[0].Body, "the verified body is kept")
+	assert.Equal(t, []string{"User-Agent: Acuity Scheduling", "X-Acuity-Signature: c2lnbmF0dXJl"}, got[0].Headers, "and its headers")
 	assert.Equal(t, 1, e.count(t, `SELECT count(*) FROM river_job WHERE kind = 'bookingledger.refetch_deferred'
     AND queue = 'deferred' AND (args->>'receipt_id')::bigint = $1 AND args->>'provider' = 'acuity'
     AND (args->>'secret_index')::int = $2 AND max_attempts = 3`, got[0].ID, v.SecretIndex))
@@ -260,6 +263,8 @@ func TestFetchFailuresThenRetryAppendsTheEvents(t *testing.T) {
 	assert.Equal(t, got[0].DeliveryID, got[1].DeliveryID, "both found under one delivery id")
 	assert.Equal(t, []string{fmt.Sprintf("acuity-%d", apptID), fmt.Sprintf("acuity-%d", apptID)}, got[1].Bookings)
 	assert.Equal(t, r.Body, got[1].Body)
+	assert.Equal(t, got[0].Headers, got[1].Headers, "the finishing receipt keeps the request's headers")
+	assert.NotEmpty(t, got[1].Headers)
 
 	rows, err := e.pool.Query(context.Background(), `SELECT event_type FROM events ORDER BY version`)
 	require.NoError(t, err)

@@ -31,6 +31,7 @@ type deferredReceipt struct {
 	secret     string
 	outcome    string
 	body       []byte
+	headers    []string
 }
 
 func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) error {
@@ -57,7 +58,8 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 		mapErr = fmt.Errorf("no refetcher configured for provider %s", a.Provider)
 	}
 
-	r := ledger.Receipt{Provider: dr.provider, ReceivedAt: dr.receivedAt, DeliveryID: dr.deliveryID, Secret: dr.secret, Body: dr.body}
+	r := ledger.Receipt{Provider: dr.provider, ReceivedAt: dr.receivedAt, DeliveryID: dr.deliveryID, Secret: dr.secret, Body: dr.body,
+		Headers: ledger.HeadersFromLines(dr.headers)} // the request's, as the deferred receipt kept them
 	d := ledger.Delivery{Receipt: r}
 	switch {
 	case mapErr == nil:
@@ -110,8 +112,8 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 
 func (w *refetchWorker) load(ctx context.Context, id int64) (deferredReceipt, error) {
 	var dr deferredReceipt
-	err := w.q.pool.QueryRow(ctx, `SELECT provider, received_at, delivery_id, secret_ref, outcome, receipt_body(body, body_digest)
-FROM receipts WHERE id = $1`, id).Scan(&dr.provider, &dr.receivedAt, &dr.deliveryID, &dr.secret, &dr.outcome, &dr.body)
+	err := w.q.pool.QueryRow(ctx, `SELECT provider, received_at, delivery_id, secret_ref, outcome, receipt_body(body, body_digest), headers
+FROM receipts WHERE id = $1`, id).Scan(&dr.provider, &dr.receivedAt, &dr.deliveryID, &dr.secret, &dr.outcome, &dr.body, &dr.headers)
 	if err != nil {
 		return deferredReceipt{}, fmt.Errorf("load deferred receipt %d: %w", id, err)
 	}

@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -161,4 +163,30 @@ func TestGroupCommitSkipsCallersThatGaveUp(t *testing.T) {
 	_, err := s.Commit(testCtx(t), commitOf("d-later", appendOf(streamName(t), eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
 	require.NoError(t, err)
 	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-gone'`))
+}
+
+// Each delivery of a group keeps its own request headers, whether it appended or only left a receipt
+// (a duplicate, an ignored delivery), and reads them back in their order.
+func TestGroupCommitKeepsEachDeliverysHeaders(t *testing.T) {
+	s, _ := newStore(t)
+	var commits []ledger.Commit
+	for i := range 6 {
+		st := streamName(t)
+		c := commitOf("d-"+st, appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+		if i%3 == 2 {
+			c = ledger.Commit{Receipt: ledger.Receipt{Provider: "test", ReceivedAt: time.Now(), DeliveryID: "d-" + st, Outcome: ledger.OutcomeIgnored}}
+		}
+		c.Receipt.Headers = []ledger.Header{{Name: "User-Agent", Value: fmt.Sprintf("sender-%d", i)},
+			{Name: "Webhook-Id", Value: "d-" + st}, {Name: "Webhook-Id", Value: fmt.Sprintf("second value: %d", i)}}
+		commits = append(commits, c)
+	}
+	_, errs := commitHeldGroup(t, s, commits)
+	for i, c := range commits {
+		require.NoError(t, errs[i], "delivery %d", i)
+		got, err := s.ListReceipts(testCtx(t), postgres.ReceiptFilter{})
+		require.NoError(t, err)
+		idx := slices.IndexFunc(got, func(r postgres.StoredReceipt) bool { return r.Receipt.DeliveryID == c.Receipt.DeliveryID })
+		require.GreaterOrEqual(t, idx, 0, "delivery %d has a receipt", i)
+		assert.Equal(t, c.Receipt.Headers, got[idx].Receipt.Headers, "delivery %d", i)
+	}
 }

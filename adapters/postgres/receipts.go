@@ -19,13 +19,13 @@ import (
 // receiptColumns are the columns every receipt insert writes, in the order receiptArgs gives them. The
 // body is not a column of its own: receipt_body_ref (migration 0031) stores it once per digest and the
 // receipt references it, so that a replayed body is not stored again.
-const receiptColumns = `provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body_digest`
+const receiptColumns = `provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body_digest, headers`
 
 // insertReceiptSQL stores a receipt with the outcome as given: a delivery without appends (a
 // redelivery whose events are all stored is one), or one whose events live in another store.
 //
 // A duplicate whose identical body (same provider, delivery id and digest) already has FoldAfter
-// duplicate receipts received within FoldWindow ($12, $13: insertReceiptArgs) is not inserted: it
+// duplicate receipts received within FoldWindow ($13, $14: insertReceiptArgs) is not inserted: it
 // folds into the newest of them, which counts it (repeats) and its time (last_received_at). A replayed
 // signed body then adds no rows however often it comes, and the history still says how often it
 // arrived; the first FoldAfter stay rows of their own, so ordinary retries look as they always did.
@@ -35,15 +35,15 @@ const insertReceiptSQL = `WITH d AS (
     SELECT r.id FROM receipts r, d
     WHERE $5::text = 'duplicate' AND d.digest IS NOT NULL
       AND r.outcome = 'duplicate' AND r.provider = $1 AND r.delivery_id = $3 AND r.body_digest = d.digest
-      AND r.received_at > $2::timestamptz - $12::interval
-    ORDER BY r.id DESC LIMIT $13
+      AND r.received_at > $2::timestamptz - $13::interval
+    ORDER BY r.id DESC LIMIT $14
 ), folded AS (
     UPDATE receipts SET repeats = repeats + 1, last_received_at = greatest(coalesce(last_received_at, received_at), $2)
-    WHERE id = (SELECT max(id) FROM recent) AND (SELECT count(*) FROM recent) >= $13
+    WHERE id = (SELECT max(id) FROM recent) AND (SELECT count(*) FROM recent) >= $14
     RETURNING id, outcome
 ), inserted AS (
     INSERT INTO receipts (` + receiptColumns + `)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, receipt_body_ref($11)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, receipt_body_ref($11), $12
     WHERE NOT EXISTS (SELECT 1 FROM folded)
     RETURNING id, outcome
 )
@@ -74,7 +74,7 @@ func commitDeliverySQL(fn string) string {
     INSERT INTO receipts (` + receiptColumns + `)
     SELECT $9, $10, $11, $12,
         CASE WHEN $13::text = 'accepted' AND true = ALL (a.duplicates) THEN 'duplicate' ELSE $13::text END,
-        $14, $15, $16, $17, $18, receipt_body_ref($19)
+        $14, $15, $16, $17, $18, receipt_body_ref($19), $20
     FROM a WHERE a.status = 'ok'
     RETURNING id, outcome
 )
@@ -306,7 +306,7 @@ func receiptArgs(r ledger.Receipt) []any {
 		body = nil // an unverified body is never stored
 	}
 	return []any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, string(r.Outcome), r.Reason,
-		bookings, streams, ids, types, body}
+		bookings, streams, ids, types, body, ledger.HeaderLines(r.Headers)}
 }
 
 // StoredReceipt is a receipt as stored.
@@ -324,7 +324,7 @@ type StoredReceipt struct {
 // else, so that how it is stored (issue #16: encrypted per subject) changes in one place.
 const storedReceiptColumns = `id, provider, received_at, delivery_id, secret_ref, outcome, reason,
     bookings, streams, event_ids, event_types, receipt_body(body, body_digest), recorded_at, pending_booking,
-    repeats, coalesce(last_received_at, received_at)`
+    repeats, coalesce(last_received_at, received_at), headers`
 
 // ReceiptsForBooking returns every receipt that names bookingID, oldest first: through its events, or
 // as the booking a deferred receipt waits for (pending_booking).
@@ -404,12 +404,14 @@ func (s *Store) queryReceipts(ctx context.Context, sql string, args ...any) ([]S
 			bookings, streams, types []string
 			ids                      [][16]byte
 			pending                  string
+			headers                  []string
 		)
 		r := &sr.Receipt
 		if err := row.Scan(&sr.ID, &r.Provider, &r.ReceivedAt, &r.DeliveryID, &r.Secret, &r.Outcome, &r.Reason,
-			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending, &sr.Repeats, &sr.LastReceivedAt); err != nil {
+			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending, &sr.Repeats, &sr.LastReceivedAt, &headers); err != nil {
 			return sr, err
 		}
+		r.Headers = ledger.HeadersFromLines(headers)
 		r.Booking = booking.ID(pending)
 		r.Events = make([]ledger.EventRef, len(ids))
 		for i := range ids {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"bookingledger/domain/booking"
@@ -42,11 +43,39 @@ type Receipt struct {
 	Reason  string
 	// Body is the raw request body, for verified deliveries only.
 	Body []byte
+	// Headers are the request's headers that the ingress keeps (its policy says which: never
+	// credentials or client addresses), in the order they are shown.
+	Headers []Header
 	// Events lists what the delivery carried: filled by the service.
 	Events []EventRef
 	// Booking names the booking of a receipt that carries no events yet (a deferred delivery whose
 	// body names its booking), so that the booking's history lists it; empty otherwise.
 	Booking booking.ID
+}
+
+// Header is one request header kept with a receipt.
+type Header struct {
+	Name, Value string
+}
+
+// HeaderLines writes headers as "Name: value" lines, the way HTTP/1.1 sends them (how receipts store
+// them); HeadersFromLines reads them back. A header name never holds a colon, so the first ": " splits.
+func HeaderLines(hs []Header) []string {
+	lines := make([]string, len(hs))
+	for i, h := range hs {
+		lines[i] = h.Name + ": " + h.Value
+	}
+	return lines
+}
+
+// HeadersFromLines is HeaderLines' inverse; a line without ": " is a name with an empty value.
+func HeadersFromLines(lines []string) []Header {
+	hs := make([]Header, len(lines))
+	for i, l := range lines {
+		name, value, _ := strings.Cut(l, ": ")
+		hs[i] = Header{Name: name, Value: value}
+	}
+	return hs
 }
 
 // EventRef names one event of a delivery.

@@ -18,3 +18,10 @@ func TestClipReasonMakesStorableText(t *testing.T) {
 	assert.True(t, strings.HasSuffix(s, "é…"), "cut at a character boundary")
 	assert.Equal(t, "short", ledger.StorableText("short", 40))
 }
+
+func TestHeaderLinesRoundTrip(t *testing.T) {
+	hs := []ledger.Header{{Name: "Webhook-Signature", Value: "v1,a: b v1,c"}, {Name: "X-Empty", Value: ""}, {Name: "User-Agent", Value: "x"}}
+	lines := ledger.HeaderLines(hs)
+	assert.Equal(t, []string{"Webhook-Signature: v1,a: b v1,c", "X-Empty: ", "User-Agent: x"}, lines)
+	assert.Equal(t, hs, ledger.HeadersFromLines(lines))
+}

@@ -330,6 +330,9 @@ type ReceiptDetailDTO struct {
 	RecordedAt time.Time `json:"recorded_at"`
 	// PendingBooking is the booking a deferred receipt waits for.
 	PendingBooking string `json:"pending_booking,omitempty"`
+	// Headers are the request headers kept with the receipt (the ingress's allowlist: never
+	// credentials or client addresses), in order; empty for receipts stored before they were kept.
+	Headers []HeaderDTO `json:"headers"`
 	// Body is the verified body as text when it is UTF-8, else BodyBase64 holds it; both are absent
 	// for a rejected request, whose body is never kept.
 	Body       *string `json:"body,omitempty"`
@@ -338,10 +341,19 @@ type ReceiptDetailDTO struct {
 	Related []ReceiptDTO `json:"related"`
 }
 
+// HeaderDTO is one request header value kept with a receipt.
+type HeaderDTO struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
 // ToReceiptDetail converts a receipt detail to its JSON shape.
 func ToReceiptDetail(d projections.ReceiptDetail) ReceiptDetailDTO {
 	out := ReceiptDetailDTO{ReceiptDTO: ToReceipt(d.ReceiptEntry), RecordedAt: d.RecordedAt.UTC(),
-		PendingBooking: string(d.Pending), Related: []ReceiptDTO{}}
+		PendingBooking: string(d.Pending), Headers: make([]HeaderDTO, len(d.Headers)), Related: []ReceiptDTO{}}
+	for i, h := range d.Headers {
+		out.Headers[i] = HeaderDTO{Name: h.Name, Value: h.Value}
+	}
 	switch {
 	case d.Body == nil:
 	case utf8.Valid(d.Body):

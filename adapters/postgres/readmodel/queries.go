@@ -258,7 +258,7 @@ func (m *ReadModel) Receipt(ctx context.Context, id int64) (projections.ReceiptD
 	if !found {
 		return projections.ReceiptDetail{}, fmt.Errorf("receipt %d: %w", id, projections.ErrNotFound)
 	}
-	d := projections.ReceiptDetail{ReceiptEntry: receiptEntry(s), RecordedAt: s.RecordedAt.UTC(), Body: s.Receipt.Body,
+	d := projections.ReceiptDetail{ReceiptEntry: receiptEntry(s), RecordedAt: s.RecordedAt.UTC(), Headers: s.Receipt.Headers, Body: s.Receipt.Body,
 		Pending: s.Receipt.Booking, Related: make([]projections.ReceiptEntry, len(related))}
 	for i, r := range related {
 		d.Related[i] = receiptEntry(r)
