@@ -14,6 +14,8 @@ import (
 
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/providers"
+	"bookingledger/domain/booking"
+	"bookingledger/projections"
 )
 
 const sendUsage = `Usage: bookingledger send <provider> <event> [flags]
@@ -27,7 +29,11 @@ The same flags always build the same body: sending twice is a redelivery, and a 
 --booking of a create cancels that booking. Only the signature's timestamp changes.
 
 Acuity's webhooks carry no data, only the appointment id (--booking; a non-numeric key becomes a stable
-number): the server fetches the appointment from BOOKINGLEDGER_ACUITY_API_URL, which must know it.`
+number): the server fetches the appointment from BOOKINGLEDGER_ACUITY_API_URL, which must know it.
+
+Stripe's samples pay for the booking --booking names and are dated from its meeting start, as that
+booking's own sample was: without --start, send reads the start from the calendar when a database URL
+is set (--database-url), so that the payment is dated just after the booking was made.`
 
 // sendResponseLimit bounds how much of a response send prints.
 const sendResponseLimit = 64 << 10
@@ -43,6 +49,7 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 	raw := f.String("raw", []string{"BOOKINGLEDGER_SEND_RAW"}, "", "send this file's bytes as the body instead of a built one")
 	repeat := f.Int64("repeat", []string{"BOOKINGLEDGER_SEND_REPEAT"}, 1, 1, "send the delivery this many times")
 	timeout := f.Duration("timeout", []string{"BOOKINGLEDGER_SEND_TIMEOUT"}, 30*time.Second, "timeout of each request")
+	sf := registerStoreFlags(f) // stripe without --start: where to read the paid booking's start
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -63,6 +70,12 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 	if *end != "" {
 		if params.End, err = time.Parse(time.RFC3339, *end); err != nil {
 			return usageErrorf("send: --end %q is not an RFC 3339 time", *end)
+		}
+	}
+
+	if provider == stripeProvider && *raw == "" && !isSet(f, "start") && getenv("BOOKINGLEDGER_SEND_START") == "" {
+		if err := datePaymentFromBooking(ctx, sf, &params, stderr); err != nil {
+			return err
 		}
 	}
 
@@ -134,6 +147,36 @@ func post(ctx context.Context, client *http.Client, target, provider, secret str
 		return "", nil, fmt.Errorf("send: read response: %w", err)
 	}
 	return resp.Status, b, nil
+}
+
+const stripeProvider = "stripe"
+
+// datePaymentFromBooking sets p's slot to that of the booking a Stripe sample pays for, read from the
+// calendar, so that the payment is dated near the booking's own time rather than from the default
+// start. Without a database, or for a booking the calendar does not have (yet), it says on stderr
+// which start dates the payment.
+func datePaymentFromBooking(ctx context.Context, sf storeFlags, p *sample.Params, stderr io.Writer) error {
+	id := booking.ID(sample.StripeBookingRef(p.Booking))
+	if *sf.databaseURL == "" {
+		fmt.Fprintf(stderr, "send: dating the payment from --start %s: pass the start of booking %s, or set %s to read it\n",
+			p.Start.Format(time.RFC3339), id, envDatabaseURL)
+		return nil
+	}
+	rs, err := openReadSide(ctx, sf, stderr)
+	if err != nil {
+		return fmt.Errorf("send: read the start of booking %s (or pass --start): %w", id, err)
+	}
+	defer rs.Close()
+	b, err := rs.rm.Booking(ctx, id)
+	switch {
+	case errors.Is(err, projections.ErrNotFound) || (err == nil && b.Start.IsZero()):
+		fmt.Fprintf(stderr, "send: booking %s is not in the calendar: dating the payment from --start %s\n", id, p.Start.Format(time.RFC3339))
+		return nil
+	case err != nil:
+		return fmt.Errorf("send: read the start of booking %s (or pass --start): %w", id, err)
+	}
+	p.Start, p.End = b.Start, b.End
+	return nil
 }
 
 func findSpec(provider string) (providerSpec, bool) {

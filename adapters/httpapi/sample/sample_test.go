@@ -114,8 +114,12 @@ func want() map[string]map[string][]struct {
 			standard.TypeCanceled:  {{"standard-b1", booking.TypeCanceled}},
 		},
 		stripe.Name: {
-			stripe.TypePaymentIntentSucceeded: {{"calendly-b1", booking.TypePaymentSucceeded}},
-			stripe.TypeChargeRefunded:         {{"calendly-b1", booking.TypePaymentRefunded}},
+			stripe.TypePaymentIntentSucceeded:   {{"calendly-b1", booking.TypePaymentSucceeded}},
+			stripe.TypePaymentIntentFailed:      {{"calendly-b1", booking.TypePaymentFailed}},
+			stripe.TypeCheckoutSessionCompleted: {{"calendly-b1", booking.TypePaymentSucceeded}},
+			stripe.TypeChargeRefunded:           {{"calendly-b1", booking.TypePaymentRefunded}},
+			// As Stripe sends it, a dispute carries no booking: it lands on the payment's stream.
+			stripe.TypeChargeDisputeCreated: {{booking.ID("stripe-" + sample.StripePaymentIntent("b1")), booking.TypePaymentDisputed}},
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package sample
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -11,7 +12,7 @@ import (
 
 func stripeKind() kind {
 	return kind{
-		events: []string{stripe.TypePaymentIntentSucceeded, stripe.TypeChargeRefunded},
+		events: stripe.Types(), // every mapped type: TestEverySampleVerifiesAndMapsWithTheRealProvider
 		body:   stripeBody,
 		sign: func(secret string, body []byte, now time.Time) (http.Header, error) {
 			h := http.Header{}
@@ -32,20 +33,34 @@ func StripeBookingRef(booking string) string {
 	return "calendly-" + booking
 }
 
-// stripeBody is a Stripe Event whose object carries metadata.booking_id. Paid 7 days less a minute
-// before the start (just after the booking), refunded 6 days before.
+// StripePaymentIntent is the PaymentIntent id of the Stripe samples that pay for booking (the key of
+// --booking): a dispute lands on its payment stream "stripe-" + StripePaymentIntent(booking).
+func StripePaymentIntent(booking string) string {
+	return "pi_" + token("stripe-payment-intent", StripeBookingRef(booking))
+}
+
+// stripeBody is a Stripe Event. Its times are fixed offsets from the meeting start p.Start, the times
+// of the booking it pays for, as the other providers' samples date their changes (booked 7 days
+// before): a declined card 30 s after the booking, the payment (its PaymentIntent and the Checkout
+// Session that collected it) a minute after, the refund 6 days before the start, the dispute 5 days
+// before. The PaymentIntent, Charge and Checkout Session carry metadata.booking_id; the dispute, as
+// Stripe sends it, carries its own empty metadata and lands on the payment's stream, which the
+// booking links by the payment's ids.
 func stripeBody(event string, p Params) (any, error) {
 	ref := StripeBookingRef(p.Booking)
-	pi := "pi_" + token("stripe-payment-intent", ref)
+	pi := StripePaymentIntent(p.Booking)
 	ch := "ch_" + token("stripe-charge", ref)
+	customer := "cus_" + token("stripe-customer", ref)
 	const amount = 5000
 	metadata := map[string]any{stripe.MetadataBookingKey: ref}
+	booked := p.Start.Add(-7 * 24 * time.Hour)
+	paid := booked.Add(time.Minute)
 
 	var created time.Time
 	var object map[string]any
 	switch event {
-	case stripe.TypePaymentIntentSucceeded:
-		created = p.Start.Add(-7*24*time.Hour + time.Minute)
+	case stripe.TypePaymentIntentSucceeded, stripe.TypePaymentIntentFailed:
+		created = paid
 		object = map[string]any{
 			"id":                   pi,
 			"object":               "payment_intent",
@@ -53,9 +68,9 @@ func stripeBody(event string, p Params) (any, error) {
 			"amount_capturable":    0,
 			"amount_received":      amount,
 			"capture_method":       "automatic_async",
-			"created":              created.Add(-time.Minute).Unix(),
+			"created":              booked.Unix(),
 			"currency":             "usd",
-			"customer":             "cus_" + token("stripe-customer", ref),
+			"customer":             customer,
 			"description":          "30 Min Meeting",
 			"last_payment_error":   nil,
 			"latest_charge":        ch,
@@ -66,6 +81,32 @@ func stripeBody(event string, p Params) (any, error) {
 			"receipt_email":        nil,
 			"status":               "succeeded",
 		}
+		if event == stripe.TypePaymentIntentFailed {
+			created = booked.Add(30 * time.Second)
+			object["amount_received"] = 0
+			object["latest_charge"] = "ch_" + token("stripe-declined-charge", ref)
+			object["status"] = "requires_payment_method"
+			object["last_payment_error"] = map[string]any{"code": "card_declined", "decline_code": "insufficient_funds",
+				"message": "Your card has insufficient funds.", "type": "card_error"}
+		}
+	case stripe.TypeCheckoutSessionCompleted:
+		created = paid.Add(2 * time.Second)
+		object = map[string]any{
+			"id":                  "cs_test_" + token("stripe-checkout-session", ref),
+			"object":              "checkout.session",
+			"amount_subtotal":     amount,
+			"amount_total":        amount,
+			"client_reference_id": ref,
+			"created":             booked.Unix(),
+			"currency":            "usd",
+			"customer":            customer,
+			"livemode":            false,
+			"metadata":            metadata,
+			"mode":                "payment",
+			"payment_intent":      pi,
+			"payment_status":      "paid",
+			"status":              "complete",
+		}
 	case stripe.TypeChargeRefunded:
 		created = p.Start.Add(-6*24*time.Hour + 30*time.Second)
 		object = map[string]any{
@@ -75,9 +116,9 @@ func stripeBody(event string, p Params) (any, error) {
 			"amount_captured": amount,
 			"amount_refunded": amount,
 			"captured":        true,
-			"created":         p.Start.Add(-7*24*time.Hour + time.Minute).Unix(),
+			"created":         paid.Unix(),
 			"currency":        "usd",
-			"customer":        "cus_" + token("stripe-customer", ref),
+			"customer":        customer,
 			"description":     "30 Min Meeting",
 			"livemode":        false,
 			"metadata":        metadata,
@@ -86,6 +127,24 @@ func stripeBody(event string, p Params) (any, error) {
 			"refunded":        true,
 			"status":          "succeeded",
 		}
+	case stripe.TypeChargeDisputeCreated:
+		created = p.Start.Add(-5*24*time.Hour + 12*time.Second)
+		object = map[string]any{
+			"id":                   "dp_" + token("stripe-dispute", ref),
+			"object":               "dispute",
+			"amount":               amount,
+			"charge":               ch,
+			"created":              created.Add(-time.Second).Unix(),
+			"currency":             "usd",
+			"is_charge_refundable": true,
+			"livemode":             false,
+			"metadata":             map[string]any{},
+			"payment_intent":       pi,
+			"reason":               "fraudulent",
+			"status":               "warning_needs_response",
+		}
+	default:
+		return nil, fmt.Errorf("%w: stripe event %q", ErrUnknown, event)
 	}
 	return map[string]any{
 		"id":               "evt_" + token("stripe-event", event, ref),

@@ -3,6 +3,7 @@ package stripe
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,20 @@ const (
 	TypeCheckoutSessionCompleted = "checkout.session.completed"
 	TypeChargeDisputeCreated     = "charge.dispute.created"
 )
+
+// objectOf is the Stripe object each mapped event type carries: the one list of what is mapped.
+var objectOf = map[string]string{
+	TypePaymentIntentSucceeded:   "payment_intent",
+	TypePaymentIntentFailed:      "payment_intent",
+	TypeChargeRefunded:           "charge",
+	TypeCheckoutSessionCompleted: "checkout.session",
+	TypeChargeDisputeCreated:     "dispute",
+}
+
+// Types lists the event types this package maps, sorted; any other type is recorded as ignored.
+func Types() []string {
+	return slices.Sorted(maps.Keys(objectOf))
+}
 
 // MetadataBookingKey is the metadata key (on the PaymentIntent, Charge or Checkout Session) that names
 // the bookingledger booking a payment belongs to, e.g. "calcom-<uid>".
@@ -104,13 +119,7 @@ func mapBody(body []byte) (providers.Mapped, error) {
 	}
 	out := providers.Mapped{DeliveryID: ev.ID}
 
-	want := map[string]string{
-		TypePaymentIntentSucceeded:   "payment_intent",
-		TypePaymentIntentFailed:      "payment_intent",
-		TypeChargeRefunded:           "charge",
-		TypeCheckoutSessionCompleted: "checkout.session",
-		TypeChargeDisputeCreated:     "dispute",
-	}[ev.Type]
+	want := objectOf[ev.Type]
 	if want == "" {
 		out.Reason = "stripe event type " + ev.Type + " not mapped"
 		return out, nil
