@@ -68,8 +68,12 @@ func HeaderLines(hs []Header) []string {
 	return lines
 }
 
-// HeadersFromLines is HeaderLines' inverse; a line without ": " is a name with an empty value.
+// HeadersFromLines is HeaderLines' inverse (nil for none); a line without ": " is a name with an empty
+// value.
 func HeadersFromLines(lines []string) []Header {
+	if len(lines) == 0 {
+		return nil
+	}
 	hs := make([]Header, len(lines))
 	for i, l := range lines {
 		name, value, _ := strings.Cut(l, ": ")
