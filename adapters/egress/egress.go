@@ -44,12 +44,18 @@ func Public(a netip.Addr) bool {
 		!cgnat.Contains(a) && !(a.Is4() && a.As4()[0] == 0)
 }
 
+// MaxIdleConnsPerHost is how many idle connections to one host a client keeps. Workers call one
+// host concurrently (every step worker the same CalDAV server, every relay worker one endpoint):
+// net/http's default of 2 closed all but two connections after each burst and dialed new ones.
+const MaxIdleConnsPerHost = 64
+
 // HTTPClient returns a client that dials through Dialer, follows no redirects and gives up after
 // timeout.
 func HTTPClient(allowPrivate bool, timeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = Dialer(allowPrivate, timeout).DialContext
 	tr.Proxy = nil // a proxy would dial on our behalf, around the address check
+	tr.MaxIdleConnsPerHost = MaxIdleConnsPerHost
 	return &http.Client{
 		Transport: tr,
 		Timeout:   timeout,

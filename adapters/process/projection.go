@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,6 +33,7 @@ const Queue = "steps"
 const (
 	DefaultMaxAttempts  = 10
 	DefaultGatePoll     = 100 * time.Millisecond
+	firstGatePoll       = 5 * time.Millisecond
 	maxChainRounds      = 8
 	maxInsertParamsRows = 1000
 )
@@ -52,7 +54,8 @@ type ProjectionConfig struct {
 	Logger  *slog.Logger
 	// MaxAttempts of a step's job (DefaultMaxAttempts when zero).
 	MaxAttempts int
-	// GatePoll is how often a batch waiting for the calendar projection looks again.
+	// GatePoll is how often, at most, a batch waiting for the calendar projection looks again (the
+	// first looks come sooner).
 	GatePoll time.Duration
 }
 
@@ -112,6 +115,7 @@ func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent)
 		return nil
 	}
 	last := events[len(events)-1].Position
+	poll := min(firstGatePoll, p.cfg.GatePoll)
 	for {
 		pos, rebuilding, err := calendarCheckpoint(ctx, p.cfg.Pool)
 		if err != nil {
@@ -120,11 +124,14 @@ func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent)
 		if !rebuilding && pos.Compare(last) >= 0 {
 			break
 		}
+		// The calendar is usually applying the same events right now: look again soon, then less
+		// often (a rebuild of the calendar can take minutes).
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(p.cfg.GatePoll):
+		case <-time.After(poll):
 		}
+		poll = min(2*poll, p.cfg.GatePoll)
 	}
 	return p.inner.Apply(ctx, events)
 }
@@ -282,7 +289,10 @@ WHERE b.booking = ANY($1) AND b.during IS NOT NULL`, ids); err != nil {
 	if err != nil {
 		return nil, err
 	}
+	// Every thread's writes go in one batch: one round trip for the whole plan, however many steps
+	// (statement by statement, a batch of a hundred bookings took a second on a loaded machine).
 	var jobs []int64
+	batch := &pgx.Batch{}
 	for _, root := range roots {
 		chain := threads[root]
 		var have []Step
@@ -299,53 +309,48 @@ WHERE b.booking = ANY($1) AND b.during IS NOT NULL`, ids); err != nil {
 			thread = root
 		}
 		latest := rows[chain[len(chain)-1]].Booking
-		plan := PlanThread(thread, latest, have, targets)
-		got, err := applyPlan(ctx, tx, plan)
-		if err != nil {
-			return nil, err
-		}
-		jobs = append(jobs, got...)
+		queuePlan(batch, PlanThread(thread, latest, have, targets), &jobs)
+	}
+	if batch.Len() == 0 {
+		return nil, nil
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("process: apply plan: %w", err)
 	}
 	return jobs, nil
 }
 
-func applyPlan(ctx context.Context, tx pgx.Tx, plan Plan) ([]int64, error) {
-	var jobs []int64
-	for _, s := range plan.Skip {
-		if _, err := tx.Exec(ctx, `UPDATE process_steps SET state = 'skipped', note = $2, finished_at = now(), updated_at = now()
-WHERE key = $1 AND state = 'pending'`, s.Key, s.Note); err != nil {
-			return nil, fmt.Errorf("process: skip step: %w", err)
-		}
-	}
-	for _, k := range plan.Revive {
+// queuePlan queues plan's writes in b, in the plan's order; when b runs, the ids of steps that need a
+// job are appended to jobs.
+func queuePlan(b *pgx.Batch, plan Plan, jobs *[]int64) {
+	collectID := func(row pgx.Row) error {
 		var id int64
-		err := tx.QueryRow(ctx, `UPDATE process_steps SET state = 'pending', note = 'wanted again', finished_at = NULL, updated_at = now()
-WHERE key = $1 AND state = 'skipped' AND attempts = 0 RETURNING id`, k).Scan(&id)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("process: revive step: %w", err)
+		err := row.Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // not revived / planned before: re-planning finds the key
 		}
 		if err == nil {
-			jobs = append(jobs, id)
+			*jobs = append(*jobs, id)
 		}
+		return err
+	}
+	for _, s := range plan.Skip {
+		b.Queue(`UPDATE process_steps SET state = 'skipped', note = $2, finished_at = now(), updated_at = now()
+WHERE key = $1 AND state = 'pending'`, s.Key, s.Note)
+	}
+	for _, k := range plan.Revive {
+		b.Queue(`UPDATE process_steps SET state = 'pending', note = 'wanted again', finished_at = NULL, updated_at = now()
+WHERE key = $1 AND state = 'skipped' AND attempts = 0 RETURNING id`, k).QueryRow(collectID)
 	}
 	for _, s := range plan.Insert {
 		var after *uuid.UUID
 		if s.After != uuid.Nil {
 			after = &s.After
 		}
-		var id int64
-		err := tx.QueryRow(ctx, `INSERT INTO process_steps (key, kind, thread, booking, answers, after_key, resource, slot_start, slot_end)
+		b.Queue(`INSERT INTO process_steps (key, kind, thread, booking, answers, after_key, resource, slot_start, slot_end)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING RETURNING id`,
-			s.Key, string(s.Kind), s.Thread, s.Booking, s.Answers, after, s.Resource, nullTime(s.Start), nullTime(s.End)).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // planned before: re-planning finds the key
-		}
-		if err != nil {
-			return nil, fmt.Errorf("process: insert step: %w", err)
-		}
-		jobs = append(jobs, id)
+			s.Key, string(s.Kind), s.Thread, s.Booking, s.Answers, after, s.Resource, nullTime(s.Start), nullTime(s.End)).QueryRow(collectID)
 	}
-	return jobs, nil
 }
 
 func nullTime(t time.Time) *time.Time {
@@ -375,11 +380,20 @@ func collect(ctx context.Context, q querier, out *[]string, sql string, args ...
 const stepColumns = `id, key, kind, thread, booking, state, answers, after_key, resource, slot_start, slot_end, attempts,
 lease_until, target_href, target_etag, last_error, note, created_at, requested_at, finished_at, updated_at`
 
+// qualifiedStepColumns are stepColumns of process_steps aliased s, for queries that join.
+var qualifiedStepColumns = "s." + strings.ReplaceAll(strings.Join(strings.Fields(stepColumns), " "), ", ", ", s.")
+
 func stepsOf(ctx context.Context, q querier, where string, args ...any) ([]Step, error) {
 	r, err := q.Query(ctx, `SELECT `+stepColumns+` FROM process_steps `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("process: read steps: %w", err)
 	}
+	return scanSteps(r)
+}
+
+// scanSteps reads rows of stepColumns, each followed by the columns scanned into extra (the values
+// of the last row remain in extra), and closes r.
+func scanSteps(r pgx.Rows, extra ...any) ([]Step, error) {
 	defer r.Close()
 	var out []Step
 	for r.Next() {
@@ -387,8 +401,9 @@ func stepsOf(ctx context.Context, q querier, where string, args ...any) ([]Step,
 		var kind, state string
 		var after *uuid.UUID
 		var start, end, lease, req, fin *time.Time
-		if err := r.Scan(&s.ID, &s.Key, &kind, &s.Thread, &s.Booking, &state, &s.Answers, &after, &s.Resource, &start, &end,
-			&s.Attempts, &lease, &s.Href, &s.ETag, &s.LastError, &s.Note, &s.CreatedAt, &req, &fin, &s.UpdatedAt); err != nil {
+		dest := append([]any{&s.ID, &s.Key, &kind, &s.Thread, &s.Booking, &state, &s.Answers, &after, &s.Resource, &start, &end,
+			&s.Attempts, &lease, &s.Href, &s.ETag, &s.LastError, &s.Note, &s.CreatedAt, &req, &fin, &s.UpdatedAt}, extra...)
+		if err := r.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("process: read steps: %w", err)
 		}
 		s.Kind, s.State = Kind(kind), State(state)
@@ -398,7 +413,10 @@ func stepsOf(ctx context.Context, q querier, where string, args ...any) ([]Step,
 		s.Start, s.End, s.LeaseUntil, s.RequestedAt, s.FinishedAt = deref(start), deref(end), deref(lease), deref(req), deref(fin)
 		out = append(out, s)
 	}
-	return out, r.Err()
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("process: read steps: %w", err)
+	}
+	return out, nil
 }
 
 func deref(t *time.Time) time.Time {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
@@ -157,10 +158,26 @@ func errText(err error) string {
 
 // claim moves a pending step to requested (or takes over a requested one whose lease ran out) and
 // commits that before anything is called. It returns nil when there is nothing to do, and a wait
-// when another worker or the step's predecessor must finish first.
+// when another worker or the step's predecessor must finish first. One read locks the step and brings
+// what the decision needs (its predecessor, the booking's calendar row); one write claims it: the
+// claim's round trips are most of a fast step's cost.
 func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, wait time.Duration, err error) {
 	err = pgx.BeginFunc(ctx, w.cfg.Pool, func(tx pgx.Tx) error {
-		steps, err := stepsOf(ctx, tx, `WHERE id = $1 FOR UPDATE`, id)
+		var pred struct {
+			kind, state *string
+			key         *uuid.UUID
+		}
+		var status *string
+		var start, end *time.Time
+		rows, err := tx.Query(ctx, `SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, c.status, lower(c.during), upper(c.during)
+FROM process_steps s
+LEFT JOIN process_steps p ON p.key = s.after_key
+LEFT JOIN calendar_bookings c ON c.booking = s.booking
+WHERE s.id = $1 FOR UPDATE OF s`, id)
+		if err != nil {
+			return fmt.Errorf("process: read step: %w", err)
+		}
+		steps, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &status, &start, &end)
 		if err != nil || len(steps) == 0 {
 			return err
 		}
@@ -177,37 +194,26 @@ func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, 
 		default:
 			return nil
 		}
-		if st.After != uuid.Nil && !recovered {
-			pred, err := stepsOf(ctx, tx, `WHERE key = $1`, st.After)
-			if err != nil {
-				return err
-			}
-			if len(pred) == 1 {
-				switch pred[0].State {
-				case StatePending, StateRequested:
-					wait = waitForPredecessor
-					return nil
-				case StateNeedsReconciliation:
-					return w.finish(ctx, tx, st, outcome{state: StateNeedsReconciliation,
-						note: fmt.Sprintf("follows %s %s, whose outcome is unknown: resolve that one first, then retry this one", pred[0].Kind, pred[0].Key)})
-				case StateFailed, StateSkipped:
-					return w.finish(ctx, tx, st, outcome{state: StateSkipped,
-						note: fmt.Sprintf("follows %s %s, which was %s: there is nothing to %s", pred[0].Kind, pred[0].Key, pred[0].State, verb(st.Kind))})
-				}
+		if st.After != uuid.Nil && !recovered && pred.state != nil {
+			predKind, predKey := Kind(*pred.kind), *pred.key
+			switch State(*pred.state) {
+			case StatePending, StateRequested:
+				wait = waitForPredecessor
+				return nil
+			case StateNeedsReconciliation:
+				return w.finish(ctx, tx, st, outcome{state: StateNeedsReconciliation,
+					note: fmt.Sprintf("follows %s %s, whose outcome is unknown: resolve that one first, then retry this one", predKind, predKey)}, false)
+			case StateFailed, StateSkipped:
+				return w.finish(ctx, tx, st, outcome{state: StateSkipped,
+					note: fmt.Sprintf("follows %s %s, which was %s: there is nothing to %s", predKind, predKey, *pred.state, verb(st.Kind))}, false)
 			}
 		}
 		if !recovered && (st.Kind != CalendarDelete && st.Kind != EmailCancellation) {
 			// The calendar may have moved on since the step was planned (the process projection follows
 			// it, but a worker can be faster): never confirm what is no longer true.
-			var status string
-			var start, end *time.Time
-			err := tx.QueryRow(ctx, `SELECT status, lower(during), upper(during) FROM calendar_bookings WHERE booking = $1`, st.Booking).Scan(&status, &start, &end)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("process: read calendar row: %w", err)
-			}
-			if status != "active" || start == nil || !start.Equal(st.Start) || end == nil || !end.Equal(st.End) {
+			if status == nil || *status != "active" || start == nil || !start.Equal(st.Start) || end == nil || !end.Equal(st.End) {
 				return w.finish(ctx, tx, st, outcome{state: StateSkipped,
-					note: fmt.Sprintf("booking %s is no longer active at this slot (calendar: %s) when the step was to run", st.Booking, orNone(status))})
+					note: fmt.Sprintf("booking %s is no longer active at this slot (calendar: %s) when the step was to run", st.Booking, orNone(status))}, false)
 			}
 		}
 		err = tx.QueryRow(ctx, `UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
@@ -226,11 +232,11 @@ WHERE id = $1 RETURNING attempts, lease_until`, st.ID, w.lease().String()).Scan(
 	return s, recovered, wait, nil
 }
 
-func orNone(s string) string {
-	if s == "" {
+func orNone(s *string) string {
+	if s == nil || *s == "" {
 		return "no row"
 	}
-	return s
+	return *s
 }
 
 func verb(k Kind) string {
@@ -240,40 +246,42 @@ func verb(k Kind) string {
 	return "follow up"
 }
 
-// finish records o for st in tx, opening a reconciliation item when the outcome is unknown.
-func (w *Worker) finish(ctx context.Context, tx pgx.Tx, st Step, o outcome) error {
+// execer runs one statement: a transaction, or the pool (the statement is its own transaction).
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// finish records o for st in one statement, opening a reconciliation item when the outcome is unknown.
+// With onlyRequested, nothing is written unless the step is still requested: the claim's own state
+// is the only one a worker's outcome may overwrite (an operator may have resolved it meanwhile).
+func (w *Worker) finish(ctx context.Context, q execer, st Step, o outcome, onlyRequested bool) error {
 	terminal := o.state != StatePending && o.state != StateRequested
-	_, err := tx.Exec(ctx, `UPDATE process_steps SET state = $2, last_error = CASE WHEN $3 = '' THEN last_error ELSE $3 END,
+	var reason string
+	if o.state == StateNeedsReconciliation {
+		reason = clip(fmt.Sprintf("%s %s: %s", st.Kind, st.Key, firstNonEmpty(o.note, errText(o.err))))
+	}
+	_, err := q.Exec(ctx, `WITH recorded AS (
+UPDATE process_steps SET state = $2, last_error = CASE WHEN $3 = '' THEN last_error ELSE $3 END,
 note = CASE WHEN $4 = '' THEN note ELSE $4 END,
 target_href = CASE WHEN $5 = '' THEN target_href ELSE $5 END, target_etag = CASE WHEN $6 = '' THEN target_etag ELSE $6 END,
 lease_until = CASE WHEN $2 = 'requested' THEN now() ELSE NULL END,
 finished_at = CASE WHEN $7 THEN now() ELSE NULL END, updated_at = now()
-WHERE id = $1`, st.ID, string(o.state), errText(o.err), clip(o.note), o.href, o.etag, terminal)
+WHERE id = $1 AND (NOT $8 OR state = 'requested')
+RETURNING id)
+INSERT INTO reconciliation_items (kind, subject, booking, reason)
+SELECT 'step', $9, $10, $11 FROM recorded WHERE $2 = 'needs_reconciliation'
+ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`,
+		st.ID, string(o.state), errText(o.err), clip(o.note), o.href, o.etag, terminal, onlyRequested,
+		"step "+st.Key.String(), st.Booking, reason)
 	if err != nil {
 		return fmt.Errorf("process: record step %d: %w", st.ID, err)
-	}
-	if o.state == StateNeedsReconciliation {
-		reason := fmt.Sprintf("%s %s: %s", st.Kind, st.Key, firstNonEmpty(o.note, errText(o.err)))
-		if _, err := tx.Exec(ctx, `INSERT INTO reconciliation_items (kind, subject, booking, reason) VALUES ('step', $1, $2, $3)
-ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, "step "+st.Key.String(), st.Booking, clip(reason)); err != nil {
-			return fmt.Errorf("process: open reconciliation item for step %d: %w", st.ID, err)
-		}
 	}
 	return nil
 }
 
+// record stores a call's outcome: one statement, its own transaction.
 func (w *Worker) record(ctx context.Context, st *Step, o outcome) error {
-	return pgx.BeginFunc(ctx, w.cfg.Pool, func(tx pgx.Tx) error {
-		// Only the claim's own state may be overwritten: an operator may have resolved it meanwhile.
-		var state string
-		if err := tx.QueryRow(ctx, `SELECT state FROM process_steps WHERE id = $1 FOR UPDATE`, st.ID).Scan(&state); err != nil {
-			return fmt.Errorf("process: record step %d: %w", st.ID, err)
-		}
-		if State(state) != StateRequested {
-			return nil
-		}
-		return w.finish(ctx, tx, *st, o)
-	})
+	return w.finish(ctx, w.cfg.Pool, *st, o, true)
 }
 
 func firstNonEmpty(a, b string) string {
@@ -377,10 +385,14 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step) outcome {
 			return outcome{state: StateFailed, err: fmt.Errorf("%w: %w", ErrRejected, err)}
 		}
 		ev.UID = s.Key.String()
-		// Probe first: a create is found done when the object with our UID is there (a crash after the
-		// PUT, or a retry whose answer was lost). If-None-Match keeps the PUT from replacing anything.
-		if o, done := w.probeCreate(ctx, href, ev.UID); done {
-			return o
+		// Probe first when an earlier attempt may have written: a create is found done when the object
+		// with our UID is there (a crash after the PUT, or a retry whose answer was lost). The first
+		// attempt (attempts counts claims) has nothing to find and goes straight to the PUT, which
+		// If-None-Match keeps from replacing anything.
+		if s.Attempts > 1 {
+			if o, done := w.probeCreate(ctx, href, ev.UID); done {
+				return o
+			}
 		}
 		etag, err := cal.Create(ctx, href, ev)
 		if errors.Is(err, ErrPrecondition) {

@@ -25,12 +25,16 @@ const (
 	envStepBenchDeliveries     = "BOOKINGLEDGER_BENCH_STEP_DELIVERIES"
 	defaultStepBenchDeliveries = 2000
 	stepBenchRate              = 200 // bookings per second, open loop
+	stepBenchWorkers           = 32  // BOOKINGLEDGER_STEPS_WORKERS: each step waits on its target most of its time
 )
 
 // BenchmarkStepLagAtRate measures step completion lag: from a create's acknowledgement to the last of
 // its two steps (calendar object, confirmation email) being done, with fast sinks (the in-process
 // CalDAV and SMTP servers), while new bookings arrive open loop at 200/s. serve runs in process, as
-// `serve` wires it. Reported: p50 and p99 lag in ms, and the share of bookings whose steps finished.
+// `serve` wires it, with 32 step workers. Reported: p50 and p99 lag in ms, overall and per half of the
+// run (a lag that grows from the first half to the second is steps falling behind); the part of it
+// until the steps were planned (planned-*: the calendar and process projections) and the wait from
+// planned to a worker's claim (queued-*); and the share of bookings whose steps finished.
 // Not run by make test; `make bench` runs it (BOOKINGLEDGER_BENCH_STEP_DELIVERIES per round).
 func BenchmarkStepLagAtRate(b *testing.B) {
 	n := defaultStepBenchDeliveries
@@ -58,7 +62,7 @@ func BenchmarkStepLagAtRate(b *testing.B) {
 			envSMTPFrom:                           "bookings@bench.localhost",
 			envCalDAVURLTemplate:                  dav.URL() + "/dav/{resource}/bookings/",
 			envStepsAllowPrivate:                  "true",
-			envStepsWorkers:                       "16",
+			envStepsWorkers:                       strconv.Itoa(stepBenchWorkers),
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		stdout := newAddrWriter()
@@ -120,31 +124,46 @@ func BenchmarkStepLagAtRate(b *testing.B) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		b.StopTimer()
-		rows, err := pool.Query(ctx, `SELECT booking, max(finished_at) FROM process_steps WHERE state = 'done' GROUP BY booking HAVING count(*) = 2`)
+		// Per booking: when its steps were planned (the process projection), first claimed (a worker
+		// took the job) and all done — so the lag splits into following the log and waiting for a worker.
+		rows, err := pool.Query(ctx, `SELECT booking, min(created_at), max(requested_at), max(finished_at) FROM process_steps
+WHERE state = 'done' GROUP BY booking HAVING count(*) = 2`)
 		if err != nil {
 			b.Fatal(err)
 		}
-		finished := map[string]time.Time{}
+		type times struct{ planned, requested, finished time.Time }
+		finished := map[string]times{}
 		for rows.Next() {
 			var id string
-			var at time.Time
-			if err := rows.Scan(&id, &at); err != nil {
+			var t times
+			if err := rows.Scan(&id, &t.planned, &t.requested, &t.finished); err != nil {
 				b.Fatal(err)
 			}
-			finished[id] = at
+			finished[id] = t
 		}
 		rows.Close()
-		var lags []float64
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		// Lag per half of the run: a lag that grows from the first half to the second means the steps
+		// fall behind the arrival rate, however small the overall median.
+		var lags, first, second, planned, queued []float64
 		for i, at := range acked {
-			if f, ok := finished[fmt.Sprintf("calendly-lag-%d", i)]; ok && !at.IsZero() {
-				lags = append(lags, float64(f.Sub(at).Microseconds())/1000)
+			if t, ok := finished[fmt.Sprintf("calendly-lag-%d", i)]; ok && !at.IsZero() {
+				lag := ms(t.finished.Sub(at))
+				lags = append(lags, lag)
+				if i < n/2 {
+					first = append(first, lag)
+				} else {
+					second = append(second, lag)
+				}
+				planned = append(planned, ms(t.planned.Sub(at)))
+				queued = append(queued, ms(t.requested.Sub(t.planned)))
 			}
 		}
-		slices.Sort(lags)
-		if len(lags) > 0 {
-			b.ReportMetric(lags[len(lags)/2], "p50-ms")
-			b.ReportMetric(lags[min(len(lags)-1, len(lags)*99/100)], "p99-ms")
-		}
+		reportQuantiles(b, lags, "")
+		reportQuantiles(b, first, "first-half-")
+		reportQuantiles(b, second, "second-half-")
+		reportQuantiles(b, planned, "planned-")
+		reportQuantiles(b, queued, "queued-")
 		b.ReportMetric(float64(len(lags))/float64(n), "completed-ratio")
 		pool.Close()
 		cancel()
@@ -152,4 +171,14 @@ func BenchmarkStepLagAtRate(b *testing.B) {
 		_ = smtp.Close()
 		_ = dav.Close()
 	}
+}
+
+// reportQuantiles reports the p50 and p99 of lags (ms) as prefix+"p50-ms" and prefix+"p99-ms".
+func reportQuantiles(b *testing.B, lags []float64, prefix string) {
+	if len(lags) == 0 {
+		return
+	}
+	slices.Sort(lags)
+	b.ReportMetric(lags[len(lags)/2], prefix+"p50-ms")
+	b.ReportMetric(lags[min(len(lags)-1, len(lags)*99/100)], prefix+"p99-ms")
 }
