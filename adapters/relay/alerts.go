@@ -84,9 +84,14 @@ func (r *Relay) streak(ctx context.Context, tx pgx.Tx, endpointID int64, succeed
 	var notes []alertNote
 	if succeeded {
 		var failures, alerted int
+		// Only an endpoint with a streak is locked: with the condition outside the locking subquery,
+		// every success took the endpoint's row lock until its commit, and all deliveries to one
+		// endpoint went one at a time. A failure committed concurrently is then either seen (and
+		// ended) or ordered after this success (and its streak stands): both are true histories.
 		err := tx.QueryRow(ctx, `UPDATE relay_endpoints e SET consecutive_failures = 0, alerted_failures = 0
-FROM (SELECT id, consecutive_failures, alerted_failures FROM relay_endpoints WHERE id = $1 FOR UPDATE) old
-WHERE e.id = old.id AND old.consecutive_failures > 0
+FROM (SELECT id, consecutive_failures, alerted_failures FROM relay_endpoints
+      WHERE id = $1 AND consecutive_failures > 0 FOR UPDATE) old
+WHERE e.id = old.id
 RETURNING old.consecutive_failures, old.alerted_failures`, endpointID).Scan(&failures, &alerted)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil // no streak to end

@@ -35,8 +35,10 @@ var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * 
 // retries of many deliveries that failed together do not arrive together.
 const DefaultJitter = 0.1
 
-// DefaultWorkers is how many deliveries one instance attempts at once.
-const DefaultWorkers = 8
+// DefaultWorkers is how many deliveries one instance attempts at once. An attempt mostly waits (for
+// the receiver, for its commit), so the workers bound the rate: 16 attempts in flight is 1,000 a
+// second at 16 ms each (docs/relay.md, "Keeping up").
+const DefaultWorkers = 16
 
 // DefaultInlineWait is the longest wait a worker spends itself. River makes scheduled jobs available
 // only every 5 s, which sub-second schedules (tests, tight receivers) would not survive; longer waits
@@ -125,7 +127,9 @@ func New(cfg Config) (*Relay, error) {
 	if err := cfg.Alerts.Check(); err != nil {
 		return nil, err
 	}
-	ins, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{})
+	// Its cooldown is also how often it may wake the workers of a queue: River's default (100 ms) would
+	// leave a job inserted just after another waiting for the next wake-up or poll.
+	ins, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{FetchCooldown: jobs.DefaultFetchCooldown})
 	if err != nil {
 		return nil, fmt.Errorf("relay: river client: %w", err)
 	}
