@@ -197,3 +197,73 @@ func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, dead.LastStatus)
 	assert.False(t, dead.CompletedAt.IsZero())
 }
+
+// Many deliveries to one endpoint failing and then succeeding at once: a success locks the endpoint
+// only to end a streak, so concurrent successes end each streak once — every streak that alerted at
+// 1 sends exactly one recovery notice, and the endpoint ends with no streak.
+func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
+	e := newEnv(t)
+	alertSecret := relay.NewSecret()
+	sink := newAlertSink(t, alertSecret)
+	schedule := make([]time.Duration, 400) // never dead within the test
+	for i := 1; i < len(schedule); i++ {
+		schedule[i] = 20 * time.Millisecond
+	}
+	r := e.startRelay(t, relayOpts{schedule: schedule, workers: 16, alerts: relay.AlertConfig{URL: sink.srv.URL, Secret: alertSecret}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	var mu sync.Mutex
+	down := true
+	rc.setAnswer(func(int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusNoContent
+	})
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	const n = 24
+	for i := range n {
+		b := fmt.Sprintf("calendly-streak-%d", i)
+		e.record(t, b, e.scheduled(b, i%24))
+	}
+	eventually(t, 60*time.Second, "the 20-failure alert", func() bool {
+		alerts, err := r.Alerts(ctx, ep.ID)
+		require.NoError(t, err)
+		for _, a := range alerts {
+			if a.Kind == "failing" && a.Failures == 20 {
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	eventually(t, 60*time.Second, "every delivery to succeed", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == n
+	})
+	got, err := r.Endpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Zero(t, got.ConsecutiveFailures)
+	alerts, err := r.Alerts(ctx, ep.ID)
+	require.NoError(t, err)
+	var streaks, recoveries int
+	for _, a := range alerts {
+		switch {
+		case a.Kind == "recovered":
+			recoveries++
+		case a.Kind == "failing" && a.Failures == 1:
+			streaks++
+		}
+	}
+	assert.GreaterOrEqual(t, streaks, 1)
+	assert.Equal(t, streaks, recoveries, "one recovery per streak: %+v", alerts)
+	for id, k := range rc.ids() {
+		assert.Equal(t, 1, k, "webhook-id %s accepted once", id)
+	}
+	assert.Len(t, rc.ids(), n)
+}
