@@ -63,6 +63,8 @@ summary() {
 	echo "  ingest p99 at 1,000 req/s:                    ${p99rate:-?} ms (target <= 10 ms)"
 	echo "  projection lag commit -> visible, p99:        ${lagp99:-?} ms per run (p50 ${lagp50:-?} ms; ledger commit p99 ${commitp99:-?} ms)"
 	echo "  projection lag at 1,000 req/s via /api/calendar, p99: ${ratelagp99:-?} ms (target <= 100 ms; p50 ${ratelagp50:-?} ms)"
+	echo "  step lag ack -> both steps done at 200 bookings/s: p50 $(metric 'p50-ms' '^BenchmarkStepLagAtRate') ms, p99 $(metric 'p99-ms' '^BenchmarkStepLagAtRate') ms (first half p99 $(metric 'first-half-p99-ms' '^BenchmarkStepLagAtRate'), second half p99 $(metric 'second-half-p99-ms' '^BenchmarkStepLagAtRate') ms; completed $(metric 'completed-ratio' '^BenchmarkStepLagAtRate'))"
+	echo "  relay lag commit -> receiver at 1,000 events/s: p50 $(metric 'lag-p50-ms' '^BenchmarkRelayLag') ms, p99 $(metric 'lag-p99-ms' '^BenchmarkRelayLag') ms (first half p99 $(metric 'first-half-lag-p99-ms' '^BenchmarkRelayLag'), second half p99 $(metric 'second-half-lag-p99-ms' '^BenchmarkRelayLag') ms; $(metric 'ingest-events/s' '^BenchmarkRelayLag') events/s reached)"
 	echo "  rebuild rate, buffered:                       ${rebuild:-?} events/s (target >= 50000; rebuild/scan ${ratio:-?}; beyond the buffer ${incremental:-?} events/s)"
 	echo "raw output: $out"
 }
