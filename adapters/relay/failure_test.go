@@ -226,10 +226,7 @@ func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
 	require.NoError(t, err)
 	rc.setSecrets(secret)
 	const n = 24
-	for i := range n {
-		b := fmt.Sprintf("calendly-streak-%d", i)
-		e.record(t, b, e.scheduled(b, i%24))
-	}
+	e.recordCreates(t, "calendly-streak", n, 24)
 	eventually(t, 60*time.Second, "the 20-failure alert", func() bool {
 		alerts, err := r.Alerts(ctx, ep.ID)
 		require.NoError(t, err)

@@ -174,6 +174,15 @@ func (e *env) record(t testing.TB, deliveryID string, events ...booking.Event) l
 	return res
 }
 
+// recordCreates records n bookings' creates, prefix-0 … prefix-(n-1), spread over hours hours of day.
+func (e *env) recordCreates(t testing.TB, prefix string, n, hours int) {
+	t.Helper()
+	for i := range n {
+		b := fmt.Sprintf("%s-%d", prefix, i)
+		e.record(t, b, e.scheduled(b, i%hours))
+	}
+}
+
 // received is one message a receiver accepted.
 type received struct {
 	id     string

@@ -124,10 +124,7 @@ func TestTwoProcessesShareTheWorkWithoutDoubleSends(t *testing.T) {
 	require.NoError(t, err)
 	rc.setSecrets(secret)
 	const n = 120
-	for i := range n {
-		b := fmt.Sprintf("calendly-share-%d", i)
-		e.record(t, b, e.scheduled(b, i%12))
-	}
+	e.recordCreates(t, "calendly-share", n, 12)
 	eventually(t, 60*time.Second, "every delivery", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == n })
 	time.Sleep(300 * time.Millisecond)
 	ids := rc.ids()
