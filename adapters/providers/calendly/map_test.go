@@ -273,3 +273,15 @@ func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
 	require.NoError(t, err)
 	providertest.CheckContacts(t, got, "ada.lovelace@example.com")
 }
+
+// BenchmarkMap is the mapping's CPU per delivery (docs/benchmarks.md, "Where the time goes").
+func BenchmarkMap(b *testing.B) {
+	body := providertest.ReadFile(b, "invitee_created.json")
+	p := calendly.New(providers.NewSecrets("k"), 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Map(context.Background(), nil, body, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
