@@ -7,13 +7,16 @@
 #   scripts/bench.sh --summary FILE   summarise the raw output of an earlier run
 #
 # Sizes (defaults are the documented runs): BENCH_REBUILD_EVENTS (50000 events replayed by the rebuild
-# benchmark, 3 runs), BENCH_LAG_DELIVERIES (300 deliveries per projection-lag run, 3 runs).
+# benchmark, 3 runs), BENCH_LAG_DELIVERIES (300 deliveries per projection-lag run, 3 runs),
+# BENCH_KEEPUP_DURATION (60s of closed-loop ingest at c=16 while the calendar's lag is measured; a Go
+# duration, e.g. 10s for a quick local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=${BENCH_OUT:-/tmp/bookingledger-bench.txt}
 rebuild_events=${BENCH_REBUILD_EVENTS:-50000}
 lag_deliveries=${BENCH_LAG_DELIVERIES:-300}
+keepup_duration=${BENCH_KEEPUP_DURATION:-60s}
 
 # metric VALUE-NAME LINE-PATTERN: the value before the metric name on the first matching line.
 metric() {
@@ -63,6 +66,8 @@ summary() {
 	echo "  ingest p99 at 1,000 req/s:                    ${p99rate:-?} ms (target <= 10 ms)"
 	echo "  projection lag commit -> visible, p99:        ${lagp99:-?} ms per run (p50 ${lagp50:-?} ms; ledger commit p99 ${commitp99:-?} ms)"
 	echo "  projection lag at 1,000 req/s via /api/calendar, p99: ${ratelagp99:-?} ms (target <= 100 ms; p50 ${ratelagp50:-?} ms)"
+	local k='^BenchmarkProjectionKeepsUp'
+	echo "  projection keeps up at c=16 closed loop ($(metric 'deliveries/s' "$k") deliveries/s for ${keepup_duration}): lag p99 $(metric 'lag-p99-ms' "$k") ms (target <= 1000; p50 $(metric 'lag-p50-ms' "$k") ms), p99 in the first/last sixth of the load $(metric 'lag-p99-first-ms' "$k")/$(metric 'lag-p99-last-ms' "$k") ms (target: not growing), drain $(metric 'drain-ms' "$k") ms (target <= 2000), projected $(metric 'projected/s' "$k")/s"
 	echo "  step lag ack -> both steps done at 200 bookings/s: p50 $(metric 'p50-ms' '^BenchmarkStepLagAtRate') ms, p99 $(metric 'p99-ms' '^BenchmarkStepLagAtRate') ms (first half p99 $(metric 'first-half-p99-ms' '^BenchmarkStepLagAtRate'), second half p99 $(metric 'second-half-p99-ms' '^BenchmarkStepLagAtRate') ms; completed $(metric 'completed-ratio' '^BenchmarkStepLagAtRate'))"
 	echo "  relay lag commit -> receiver at 1,000 events/s: p50 $(metric 'lag-p50-ms' '^BenchmarkRelayLag') ms, p99 $(metric 'lag-p99-ms' '^BenchmarkRelayLag') ms (first half p99 $(metric 'first-half-lag-p99-ms' '^BenchmarkRelayLag'), second half p99 $(metric 'second-half-lag-p99-ms' '^BenchmarkRelayLag') ms; $(metric 'ingest-events/s' '^BenchmarkRelayLag') events/s reached)"
 	echo "  rebuild rate, buffered:                       ${rebuild:-?} events/s (target >= 50000; rebuild/scan ${ratio:-?}; beyond the buffer ${incremental:-?} events/s)"
@@ -103,6 +108,9 @@ bench ./adapters/postgres/readmodel/ '^BenchmarkProjectionLag$' "${lag_deliverie
 # Ack -> visible through GET /api/calendar while deliveries arrive at 1,000 req/s: one round of
 # BOOKINGLEDGER_BENCH_LAG_DELIVERIES (default 3,000) deliveries.
 bench ./adapters/httpapi/ '^BenchmarkProjectionLagAtRate$' 1x
+# The projection against the fastest sustained ingest: 16 closed-loop senders for BENCH_KEEPUP_DURATION,
+# calendar lag over time and the drain after the load ends (docs/benchmarks.md, "Does the projection keep up").
+BOOKINGLEDGER_BENCH_KEEPUP_DURATION=$keepup_duration bench ./adapters/httpapi/ '^BenchmarkProjectionKeepsUp$' 1x
 # Ack -> both process steps done (in-process CalDAV and SMTP sinks) while bookings arrive at 200/s: one
 # round of BOOKINGLEDGER_BENCH_STEP_DELIVERIES (default 2,000) bookings (docs/process-steps.md).
 bench ./cmd/bookingledger/ '^BenchmarkStepLagAtRate$' 1x

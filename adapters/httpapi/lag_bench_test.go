@@ -83,6 +83,45 @@ func BenchmarkProjectionLagAtRate(b *testing.B) {
 		}
 	}
 
+	lr := newLagRun(b)
+	// A second of deliveries at the same rate first, not counted: the target is the lag of a server
+	// that is already taking 1,000 req/s. From cold, the first burst opens its database and HTTP
+	// connections and prepares its statements while it is being timed (about 100 ms in which ack
+	// and lag both run to 70–115 ms).
+	if _, err := lr.round(b, "lag-warmup", lagWarmup); err != nil {
+		b.Fatal(err)
+	}
+
+	var all lagRound
+	b.ResetTimer()
+	for r := range b.N {
+		got, err := lr.round(b, fmt.Sprintf("lag-%d", r), n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		all.lags = append(all.lags, got.lags...)
+		all.acks = append(all.acks, got.acks...)
+		all.polls = append(all.polls, got.polls...)
+		all.sending += got.sending
+		all.early += got.early
+	}
+	b.StopTimer()
+
+	b.ReportMetric(lagPercentile(all.lags, 0.50), "lag-p50-ms")
+	b.ReportMetric(lagPercentile(all.lags, 0.99), "lag-p99-ms")
+	b.ReportMetric(lagPercentile(all.lags, 1), "lag-max-ms")
+	b.ReportMetric(float64(len(all.acks))/all.sending.Seconds(), "deliveries/s")
+	b.ReportMetric(lagPercentile(all.acks, 0.99), "ack-p99-ms")
+	b.ReportMetric(lagPercentile(all.polls, 0.99), "poll-p99-ms")
+	b.ReportMetric(float64(all.early), "seen-before-ack")
+	b.ReportMetric(0, "ns/op") // one round's wall time is set by the pacer; the figures above are the result
+}
+
+// newLagRun starts the lag benchmarks' server, wired as serve wires it (the ingress with the read API
+// mounted, the calendar projection's runner following the event log in the background, over a fresh
+// database), and returns its clients.
+func newLagRun(b *testing.B) *lagRun {
+	b.Helper()
 	dbURL := pgtest.NewDatabaseURL(b)
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
@@ -134,38 +173,7 @@ func BenchmarkProjectionLagAtRate(b *testing.B) {
 	b.Cleanup(ingest.CloseIdleConnections)
 	b.Cleanup(poll.CloseIdleConnections)
 
-	lr := &lagRun{ingest: ingest, poll: poll, baseURL: hs.URL, adminURL: admin.URL}
-	// A second of deliveries at the same rate first, not counted: the target is the lag of a server
-	// that is already taking 1,000 req/s. From cold, the first burst opens its database and HTTP
-	// connections and prepares its statements while it is being timed (about 100 ms in which ack
-	// and lag both run to 70–115 ms).
-	if _, err := lr.round(b, "lag-warmup", lagWarmup); err != nil {
-		b.Fatal(err)
-	}
-
-	var all lagRound
-	b.ResetTimer()
-	for r := range b.N {
-		got, err := lr.round(b, fmt.Sprintf("lag-%d", r), n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		all.lags = append(all.lags, got.lags...)
-		all.acks = append(all.acks, got.acks...)
-		all.polls = append(all.polls, got.polls...)
-		all.sending += got.sending
-		all.early += got.early
-	}
-	b.StopTimer()
-
-	b.ReportMetric(lagPercentile(all.lags, 0.50), "lag-p50-ms")
-	b.ReportMetric(lagPercentile(all.lags, 0.99), "lag-p99-ms")
-	b.ReportMetric(lagPercentile(all.lags, 1), "lag-max-ms")
-	b.ReportMetric(float64(len(all.acks))/all.sending.Seconds(), "deliveries/s")
-	b.ReportMetric(lagPercentile(all.acks, 0.99), "ack-p99-ms")
-	b.ReportMetric(lagPercentile(all.polls, 0.99), "poll-p99-ms")
-	b.ReportMetric(float64(all.early), "seen-before-ack")
-	b.ReportMetric(0, "ns/op") // one round's wall time is set by the pacer; the figures above are the result
+	return &lagRun{ingest: ingest, poll: poll, baseURL: hs.URL, adminURL: admin.URL}
 }
 
 // lagRun is the clients of one benchmark's server.
