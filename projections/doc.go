@@ -1,6 +1,6 @@
 // Package projections owns the read side of the ledger, independent of where it is stored: the
 // projection runner (catch-up from a checkpoint over the gap-free global log, then live through
-// eventlog.Subscriber or polling; one active runner per projection behind a Locker; rebuild with
+// a Subscriber given in RunnerOptions or polling; one active runner per projection behind a Locker; rebuild with
 // progress), the calendar's rule as one pure function, Recompute (over a connected component: the
 // bookings' rows from their folds and linked payments, the slot-holder rule that picks one holder per
 // overlapping set whatever the arrival order, the statuses that follow, the reconciliation items they

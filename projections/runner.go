@@ -40,6 +40,17 @@ type Projection interface {
 	Reset(ctx context.Context) error
 }
 
+// Bulk is a projection's capability to load a replay from the start of the log at once instead of
+// batch by batch (a runner given one uses it whenever it applies from the start: a rebuild, or a first
+// run over an existing log).
+type Bulk interface {
+	// Buffer takes the next events of such a replay without writing them. It returns false when it
+	// has no room for more: the runner then calls Flush and applies the rest with Apply.
+	Buffer(ctx context.Context, events []eventlog.RecordedEvent) (room bool, err error)
+	// Flush writes everything buffered and its checkpoint in one transaction, and ends a rebuild.
+	Flush(ctx context.Context) error
+}
+
 // Locker elects the one active runner of a projection among processes.
 type Locker interface {
 	// TryAcquire takes the projection's lock without waiting. It returns a nil Lease (and no error)
@@ -75,6 +86,12 @@ type RunnerOptions struct {
 	RetryInterval    time.Duration
 	MaxRetryInterval time.Duration
 	Logger           *slog.Logger
+	// Subscriber, when set, delivers new events once caught up (the store's own subscription);
+	// without one the runner polls ReadAll.
+	Subscriber eventlog.Subscriber
+	// Bulk, when set, loads replays from the start of the log (see Bulk); without it they go
+	// through Apply like any batch.
+	Bulk Bulk
 }
 
 func (o RunnerOptions) withDefaults() RunnerOptions {
@@ -145,7 +162,7 @@ func (r *Runner) update(f func(*RunnerStatus)) {
 
 // Run applies the log to the projection until ctx ends: it waits as a standby while another process
 // holds the projection's lock, catches up from the saved checkpoint when it gets the lock, then follows
-// new events (Subscribe when the store implements eventlog.Subscriber, else polling ReadAll). Failures
+// new events (RunnerOptions.Subscriber when set, else polling ReadAll). Failures
 // and a lost lock are retried with backoff; Run returns only ctx.Err().
 func (r *Runner) Run(ctx context.Context) error {
 	log := r.opts.Logger.With("projection", r.proj.Name())
@@ -229,20 +246,20 @@ func (r *Runner) lead(parent context.Context, lease Lease, progressed func()) er
 	}
 	r.update(func(s *RunnerStatus) { s.Position = pos })
 	onBatch := func(int) { progressed() }
-	if pos, err = r.catchUp(ctx, pos, onBatch); err != nil {
+	if pos, err = r.catchUp(ctx, pos, false, onBatch); err != nil {
 		return cause(err)
 	}
 	if err := r.caughtUp(ctx); err != nil {
 		return cause(err)
 	}
-	if sub, ok := r.store.(eventlog.Subscriber); ok {
+	if sub := r.opts.Subscriber; sub != nil {
 		return cause(r.live(ctx, sub, pos, onBatch))
 	}
 	for {
 		if err := eventlog.Sleep(ctx, r.opts.PollInterval); err != nil {
 			return cause(err)
 		}
-		if pos, err = r.catchUp(ctx, pos, onBatch); err != nil {
+		if pos, err = r.catchUp(ctx, pos, false, onBatch); err != nil {
 			return cause(err)
 		}
 		if err := r.caughtUp(ctx); err != nil {
@@ -259,8 +276,25 @@ func (r *Runner) caughtUp(ctx context.Context) error {
 }
 
 // catchUp applies batches of ReadAll from pos until a read comes back short. While a full batch is
-// applied, the next one is already being read, so the store's work and the projection's overlap.
-func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, onBatch func(int)) (eventlog.Position, error) {
+// applied, the next one is already being read, so the store's work and the projection's overlap. From
+// the start of the log it loads through RunnerOptions.Bulk when there is one, and flushes what it
+// buffered at the end (always when rebuild: the write ends the rebuild, even of an empty log).
+func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, rebuild bool, onBatch func(int)) (eventlog.Position, error) {
+	bulk, buffered := r.opts.Bulk, false
+	if pos != (eventlog.Position{}) {
+		bulk = nil
+	}
+	flush := func() error {
+		b := bulk
+		bulk = nil
+		if b == nil || !buffered && !rebuild {
+			return nil
+		}
+		if err := b.Flush(ctx); err != nil {
+			return fmt.Errorf("write the replay of %s: %w", r.proj.Name(), err)
+		}
+		return nil
+	}
 	type read struct {
 		events []eventlog.RecordedEvent
 		err    error
@@ -286,13 +320,25 @@ func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, onBatch fun
 		}
 		events := res.events
 		if len(events) == 0 {
-			return pos, nil
+			return pos, flush()
 		}
 		full := len(events) >= r.opts.BatchSize
 		if full {
 			next = fetch(events[len(events)-1].Position)
 		}
-		if err := r.apply(ctx, events); err != nil {
+		if bulk != nil {
+			room, err := bulk.Buffer(ctx, events)
+			if err != nil {
+				return pos, fmt.Errorf("buffer %d events of the replay of %s: %w", len(events), r.proj.Name(), err)
+			}
+			buffered = true
+			r.applied(events)
+			if !room {
+				if err := flush(); err != nil {
+					return pos, err
+				}
+			}
+		} else if err := r.apply(ctx, events); err != nil {
 			return pos, err
 		}
 		pos = events[len(events)-1].Position
@@ -300,7 +346,7 @@ func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, onBatch fun
 			onBatch(len(events))
 		}
 		if !full {
-			return pos, nil
+			return pos, flush()
 		}
 	}
 }
@@ -310,12 +356,16 @@ func (r *Runner) apply(ctx context.Context, events []eventlog.RecordedEvent) err
 		last := events[len(events)-1].Position
 		return fmt.Errorf("apply %d events up to %s to %s: %w", len(events), last, r.proj.Name(), err)
 	}
+	r.applied(events)
+	return nil
+}
+
+func (r *Runner) applied(events []eventlog.RecordedEvent) {
 	last := events[len(events)-1].Position
 	now := time.Now()
 	r.update(func(s *RunnerStatus) {
 		s.Position, s.Applied, s.LastApply, s.LastError = last, s.Applied+int64(len(events)), now, ""
 	})
-	return nil
 }
 
 // live follows the subscription; a goroutine applies what the subscription hands over in batches, so
@@ -393,7 +443,7 @@ func (r *Runner) CatchUp(ctx context.Context) (int64, error) {
 		if err != nil {
 			return fmt.Errorf("load checkpoint of %s: %w", r.proj.Name(), err)
 		}
-		if _, err := r.catchUp(ctx, pos, func(k int) { n += int64(k) }); err != nil {
+		if _, err := r.catchUp(ctx, pos, false, func(k int) { n += int64(k) }); err != nil {
 			return err
 		}
 		return r.caughtUp(ctx)
@@ -423,7 +473,7 @@ func (r *Runner) Rebuild(ctx context.Context, progress func(Progress)) error {
 			return fmt.Errorf("rebuild %s: load checkpoint: %w", r.proj.Name(), err)
 		}
 		var done int64
-		if _, err := r.catchUp(ctx, pos, func(n int) {
+		if _, err := r.catchUp(ctx, pos, true, func(n int) {
 			done += int64(n)
 			if progress != nil {
 				progress(Progress{Done: done, Total: max(total, done)})

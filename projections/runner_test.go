@@ -230,13 +230,13 @@ func TestRunFollowsAndResumesAfterLosingTheLock(t *testing.T) {
 	for _, mode := range []string{"subscribe", "poll"} {
 		t.Run(mode, func(t *testing.T) {
 			mem := newMemStore()
-			var store eventlog.Store = mem
+			opts := projections.RunnerOptions{
+				BatchSize: 4, PollInterval: 5 * time.Millisecond, StandbyInterval: 5 * time.Millisecond, RetryInterval: 5 * time.Millisecond}
 			if mode == "subscribe" {
-				store = subStore{mem}
+				opts.Subscriber = subStore{mem}
 			}
 			proj, locker := &memProj{failNext: 1}, &memLocker{}
-			r := projections.NewRunner(store, proj, locker, projections.RunnerOptions{
-				BatchSize: 4, PollInterval: 5 * time.Millisecond, StandbyInterval: 5 * time.Millisecond, RetryInterval: 5 * time.Millisecond})
+			r := projections.NewRunner(mem, proj, locker, opts)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- r.Run(ctx) }()
@@ -309,4 +309,100 @@ func TestRunReleasesALockTakenAsItStops(t *testing.T) {
 	locker.mu.Lock()
 	defer locker.mu.Unlock()
 	assert.Nil(t, locker.held, "a runner that stops gives back the lock it was just granted")
+}
+
+// memBulk buffers a replay for memProj; room is how many Buffer calls it takes before it is full.
+type memBulk struct {
+	proj     *countingProj
+	room     int
+	held     []eventlog.RecordedEvent
+	buffers  int
+	flushes  int
+	flushErr error
+}
+
+func (b *memBulk) Buffer(_ context.Context, events []eventlog.RecordedEvent) (bool, error) {
+	b.buffers++
+	b.held = append(b.held, events...)
+	return b.room == 0 || b.buffers < b.room, nil
+}
+
+func (b *memBulk) Flush(ctx context.Context) error {
+	b.flushes++
+	if len(b.held) > 0 {
+		if err := b.proj.Apply(ctx, b.held); err != nil {
+			return err
+		}
+	}
+	b.held = nil
+	return b.flushErr
+}
+
+// A runner given a Bulk loads replays from the start through it — one Flush at the end, or when the
+// buffer is full and then Apply for the rest — and never for a catch-up from a later position.
+func TestRunnerLoadsReplaysInBulk(t *testing.T) {
+	for _, c := range []struct {
+		name                                    string
+		events, room                            int
+		wantBuffers, wantFlushes, wantApplyRuns int
+	}{
+		{"whole replay buffered", 12, 0, 3, 1, 1},
+		{"buffer full after two batches", 12, 2, 2, 1, 2},
+		{"empty log still ends the rebuild", 0, 0, 0, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := newMemStore()
+			mem.add(c.events)
+			proj := &countingProj{}
+			bulk := &memBulk{proj: proj, room: c.room}
+			r := projections.NewRunner(mem, proj, &memLocker{}, projections.RunnerOptions{BatchSize: 5, Bulk: bulk})
+			require.NoError(t, r.Rebuild(context.Background(), nil))
+			applied, pos, _, err := proj.snapshot()
+			require.NoError(t, err)
+			assert.Equal(t, c.events, applied, "every event applied once, in order")
+			assert.Equal(t, uint64(c.events), pos.Commit)
+			assert.Equal(t, c.wantBuffers, bulk.buffers)
+			assert.Equal(t, c.wantFlushes, bulk.flushes)
+			assert.Equal(t, c.wantApplyRuns, proj.applies, "Apply calls, the flushes' included")
+
+			if c.events == 0 {
+				return // still at the start: the next catch-up is a replay again
+			}
+			// A later catch-up starts past the start: plain Apply, no Flush.
+			mem.add(3)
+			buffers, flushes := bulk.buffers, bulk.flushes
+			n, err := r.CatchUp(context.Background())
+			require.NoError(t, err)
+			assert.EqualValues(t, 3, n)
+			assert.Equal(t, buffers, bulk.buffers)
+			assert.Equal(t, flushes, bulk.flushes)
+		})
+	}
+	t.Run("a first run over an empty log flushes nothing", func(t *testing.T) {
+		proj := &countingProj{}
+		bulk := &memBulk{proj: proj}
+		r := projections.NewRunner(newMemStore(), proj, &memLocker{}, projections.RunnerOptions{Bulk: bulk})
+		_, err := r.CatchUp(context.Background())
+		require.NoError(t, err)
+		assert.Zero(t, bulk.flushes)
+	})
+	t.Run("a failed flush fails the rebuild", func(t *testing.T) {
+		mem := newMemStore()
+		mem.add(3)
+		proj := &countingProj{}
+		bulk := &memBulk{proj: proj, flushErr: errors.New("disk full")}
+		r := projections.NewRunner(mem, proj, &memLocker{}, projections.RunnerOptions{Bulk: bulk})
+		assert.ErrorContains(t, r.Rebuild(context.Background(), nil), "disk full")
+	})
+}
+
+// countingProj counts Apply calls.
+type countingProj struct {
+	memProj
+	applies int
+}
+
+func (p *countingProj) Apply(ctx context.Context, events []eventlog.RecordedEvent) error {
+	p.applies++
+	return p.memProj.Apply(ctx, events)
 }

@@ -136,7 +136,7 @@ func newLagRun(b *testing.B) *lagRun {
 	store := postgres.NewStore(pool)
 
 	rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})
-	runner := rm.Runner(projections.RunnerOptions{Logger: slog.New(slog.DiscardHandler)})
+	runner := rm.Runner(projections.RunnerOptions{Logger: slog.New(slog.DiscardHandler), Subscriber: store})
 	runCtx, stopRunner := context.WithCancel(context.Background())
 	runnerDone := make(chan struct{})
 	go func() {

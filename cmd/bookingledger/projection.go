@@ -38,6 +38,8 @@ type projectionEntry struct {
 	// rebuildBatch is the batch a rebuild reads and applies at once (0: the runner's default).
 	rebuildBatch int
 	build        func(d projectionDeps) (projections.Projection, error)
+	// bulk, when set, is the projection's bulk load of replays from the start of the log.
+	bulk func(d projectionDeps) projections.Bulk
 }
 
 // projectionRegistry lists every projection, in the order serve starts them. A new projection is one
@@ -47,6 +49,7 @@ func projectionRegistry() []projectionEntry {
 		name:         readmodel.ProjectionName,
 		rebuildBatch: readmodel.RebuildBatchSize,
 		build:        func(d projectionDeps) (projections.Projection, error) { return d.calendar, nil },
+		bulk:         func(d projectionDeps) projections.Bulk { return d.calendar },
 	}, {
 		// After the calendar: it plans from the calendar's rows and never runs ahead of it.
 		name: process.Name,
@@ -82,8 +85,8 @@ func lookupProjection(registry []projectionEntry, name string) (projectionEntry,
 	return projectionEntry{}, usageErrorf("rebuild: unknown projection %q (have %s)", name, strings.Join(names, ", "))
 }
 
-// runner builds e's projection on its runner over the event store, elected by the database's
-// advisory locks.
+// runner builds e's projection on its runner over the event store (following its subscription once
+// caught up), elected by the database's advisory locks.
 func (d projectionDeps) runner(e projectionEntry, opts projections.RunnerOptions) (*projections.Runner, error) {
 	p, err := e.build(d)
 	if err != nil {
@@ -91,6 +94,10 @@ func (d projectionDeps) runner(e projectionEntry, opts projections.RunnerOptions
 	}
 	if p.Name() != e.name {
 		return nil, fmt.Errorf("projection %s is registered as %s", p.Name(), e.name)
+	}
+	opts.Subscriber = d.events.subscriber
+	if e.bulk != nil {
+		opts.Bulk = e.bulk(d)
 	}
 	return projections.NewRunner(d.events.events, p, checkpoint.NewLocker(d.pool), opts), nil
 }

@@ -53,8 +53,10 @@ func (s storeFlags) check() error {
 // eventStore is the event store selected by BOOKINGLEDGER_EVENT_STORE, with the PostgreSQL receipts
 // that live next to the read models whichever store holds the events.
 type eventStore struct {
-	events   eventlog.Store
-	receipts *postgres.Store
+	events eventlog.Store
+	// subscriber is the same store's subscription, which the projections follow once caught up.
+	subscriber eventlog.Subscriber
+	receipts   *postgres.Store
 	// esdb is set when the events live in EventStoreDB.
 	esdb *esdb.Store
 }
@@ -62,13 +64,13 @@ type eventStore struct {
 func openEventStore(ctx context.Context, setting string, pool *pgxpool.Pool, log *slog.Logger) (eventStore, error) {
 	receipts := postgres.NewStore(pool)
 	if !isESDB(setting) {
-		return eventStore{events: receipts, receipts: receipts}, nil
+		return eventStore{events: receipts, subscriber: receipts, receipts: receipts}, nil
 	}
 	es, err := esdb.Open(ctx, setting, esdb.WithLogger(log))
 	if err != nil {
 		return eventStore{}, fmt.Errorf("open event store (%s): %w", envEventStore, err)
 	}
-	return eventStore{events: es, receipts: receipts, esdb: es}, nil
+	return eventStore{events: es, subscriber: es, receipts: receipts, esdb: es}, nil
 }
 
 func (s eventStore) Close() {

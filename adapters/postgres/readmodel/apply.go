@@ -40,12 +40,6 @@ func (a *applier) load(ctx context.Context, ids []booking.ID) error {
 			a.streams[id] = streamData{events: evs, version: v}
 			continue
 		}
-		if a.m.cache.complete {
-			if _, seen := a.m.cache.seen[stream]; !seen {
-				a.streams[id] = streamData{} // replaying from the start: the log has shown none of it yet
-				continue
-			}
-		}
 		missing = append(missing, id)
 	}
 	if len(missing) == 0 {

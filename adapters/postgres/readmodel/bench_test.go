@@ -173,7 +173,7 @@ func BenchmarkProjectionLag(b *testing.B) {
 	seedLog(b, e, benchEvents(envInt("BOOKINGLEDGER_BENCH_BACKGROUND", 5000)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	runner := e.rm.Runner(projections.RunnerOptions{})
+	runner := e.rm.Runner(projections.RunnerOptions{Subscriber: e.store})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = runner.Run(ctx) }()
 	require.Eventually(b, func() bool { return runner.Status().Active }, time.Minute, time.Millisecond)

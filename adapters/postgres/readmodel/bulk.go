@@ -17,23 +17,40 @@ import (
 
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
 )
 
-// A rebuild replays the log from its start. Writing every batch would rewrite a booking's row and
-// claims each time one of its events shows up, and recompute its overlapping set each time. Instead,
-// while the checkpoint is at the start and a rebuild is in progress, Apply only decodes into the
-// stream cache (complete in that mode: it has seen every event of every stream), and flush computes
-// every row once, in memory, with projections.Recompute over the whole calendar, then loads them with
-// COPY into staging tables and swaps those in, in one transaction together with the checkpoint, the
-// reconciliation items and the end of the rebuild (rebuild_swap.go). A crash before that commit leaves
-// the checkpoint at the start: the next runner simply starts the replay again. Past bufferLimit events
-// the flush happens early and the rest of the replay continues incrementally.
+// A replay from the start of the log (a rebuild) is loaded in bulk: writing every batch would rewrite
+// a booking's row and claims each time one of its events shows up, and recompute its overlapping set
+// each time. Instead the runner hands the replay to Buffer, which only decodes, and then calls Flush:
+// it computes every row once, in memory, with projections.Recompute over the whole calendar (compute),
+// loads the result with COPY into staging tables (staging) and swaps those in, in one transaction
+// together with the checkpoint, the reconciliation items and the end of the rebuild (swap,
+// rebuild_swap.go). A crash before that commit leaves the checkpoint at the start: the next runner
+// simply starts the replay again. Past bufferLimit events the runner flushes early and applies the
+// rest of the log incrementally.
 
-// flush writes everything buffered and ends the rebuild. The caller holds m.mu.
+// replay is what Buffer took: every stream's events, deduplicated, up to position last.
+type replay struct {
+	streams map[string]*cacheEntry
+	events  int64
+	last    eventlog.Position
+}
+
+func (r *replay) add(stream string, version uint64, ev booking.Event) {
+	e := r.streams[stream]
+	if e == nil {
+		e = &cacheEntry{stream: stream}
+		r.streams[stream] = e
+	}
+	e.add(version, ev)
+}
+
+// flush writes what Buffer took and ends the rebuild. The caller holds m.mu.
 func (m *ReadModel) flush(ctx context.Context) error {
-	if !m.buffering {
-		return nil
+	if m.replay == nil {
+		m.replay = &replay{streams: map[string]*cacheEntry{}, last: m.pos}
 	}
 	// The staging tables are PostgreSQL's work and the computation is ours: they overlap.
 	type staged struct {
@@ -62,8 +79,7 @@ func (m *ReadModel) flush(ctx context.Context) error {
 		m.dropStagingQuietly(st.s)
 		return fmt.Errorf("write rebuilt read model: %w", err)
 	}
-	m.pos, m.buffering, m.buffered = m.bufPos, false, 0
-	m.cache.trim()
+	m.pos, m.replay = m.replay.last, nil
 	return nil
 }
 
@@ -77,9 +93,8 @@ func (m *ReadModel) bulkInputs() ([]paymentRow, projections.Component) {
 		state   booking.State
 	}
 	// Streams are large values: they are gathered once, presized, and sorted by pointer.
-	all := make([]stream, 0, m.cache.lru.Len())
-	for el := m.cache.lru.Front(); el != nil; el = el.Next() {
-		e := el.Value.(*cacheEntry)
+	all := make([]stream, 0, len(m.replay.streams))
+	for _, e := range m.replay.streams {
 		if id, ok := booking.FromStream(e.stream); ok && len(e.events) > 0 {
 			all = append(all, stream{id: id, events: e.events, version: e.version})
 		}
@@ -152,7 +167,7 @@ func (m *ReadModel) writeBulk(ctx context.Context, stage *staging, payments []pa
 		}
 	}
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, m.bufPos, int(m.buffered)); err != nil {
+		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, m.replay.last, int(m.replay.events)); err != nil {
 			return err
 		}
 		if stage != nil {

@@ -40,16 +40,14 @@ type cacheEntry struct {
 
 func newStreamCache(maxEvents int) *streamCache {
 	c := &streamCache{maxEvents: maxEvents}
-	c.reset(false)
+	c.reset()
 	return c
 }
 
-func (c *streamCache) reset(complete bool) {
+func (c *streamCache) reset() {
 	c.size = 0
 	c.lru = list.New()
 	c.entries = map[string]*list.Element{}
-	c.complete = complete
-	c.seen = map[string]struct{}{}
 }
 
 // smallStream is the number of events up to which a stream's duplicates are found by scanning its
@@ -81,27 +79,12 @@ func (e *cacheEntry) add(version uint64, ev booking.Event) int {
 	return 1
 }
 
-// observe records an event delivered by the log.
+// observe records an event delivered by the log, for a stream the cache holds.
 func (c *streamCache) observe(stream string, version uint64, ev booking.Event) {
 	if el, ok := c.entries[stream]; ok {
 		c.size += el.Value.(*cacheEntry).add(version, ev)
 		c.lru.MoveToFront(el)
-		return
 	}
-	if !c.complete {
-		return
-	}
-	if _, seen := c.seen[stream]; seen {
-		return // evicted: its earlier events are only in the store now
-	}
-	if len(c.seen) >= maxSeen {
-		c.complete = false
-		return
-	}
-	c.seen[stream] = struct{}{}
-	e := &cacheEntry{stream: stream}
-	c.size += e.add(version, ev)
-	c.entries[stream] = c.lru.PushFront(e)
 }
 
 // get returns a copy of the stream's events and its version.
@@ -121,9 +104,6 @@ func (c *streamCache) put(stream string, versions []uint64, events []booking.Eve
 	if !ok {
 		el = c.lru.PushFront(&cacheEntry{stream: stream})
 		c.entries[stream] = el
-		if c.complete {
-			c.seen[stream] = struct{}{}
-		}
 	}
 	e := el.Value.(*cacheEntry)
 	for i, ev := range events {

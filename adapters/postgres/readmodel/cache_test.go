@@ -17,7 +17,7 @@ func TestStreamCacheDropsDuplicates(t *testing.T) {
 	for _, n := range []int{1, smallStream - 1, smallStream, smallStream + 1, 3 * smallStream} {
 		t.Run(fmt.Sprintf("%d events", n), func(t *testing.T) {
 			c := newStreamCache(1_000_000)
-			c.reset(true)
+			c.put("booking-b", nil, nil)
 			ev := func(i int) booking.Event {
 				var id eventlog.EventID
 				id[0], id[15] = byte(i>>8), byte(i)

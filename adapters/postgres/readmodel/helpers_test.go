@@ -50,7 +50,13 @@ func newBackend(tb testing.TB, kind string) backend {
 
 // open returns the event store and the ledger.Store serve builds on it for a process whose pool is
 // pool. Every call is a new client, as every process has its own.
-func (b backend) open(tb testing.TB, pool *pgxpool.Pool) (eventlog.Store, ledger.Store) {
+// eventLog is what both event stores are: a log and its subscription.
+type eventLog interface {
+	eventlog.Store
+	eventlog.Subscriber
+}
+
+func (b backend) open(tb testing.TB, pool *pgxpool.Pool) (eventLog, ledger.Store) {
 	tb.Helper()
 	pg := postgres.NewStore(pool)
 	if b.esdb == nil {
@@ -68,7 +74,7 @@ func (b backend) open(tb testing.TB, pool *pgxpool.Pool) (eventlog.Store, ledger
 type env struct {
 	pool    *pgxpool.Pool
 	backend backend
-	store   eventlog.Store
+	store   eventLog
 	ledger  *ledger.Service
 	rm      *readmodel.ReadModel
 	seq     int

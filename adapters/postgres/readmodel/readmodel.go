@@ -62,10 +62,8 @@ type ReadModel struct {
 	mu    sync.Mutex // guards the apply state below
 	pos   eventlog.Position
 	cache *streamCache
-	// buffering: a rebuild at the start of the log decodes into the cache and writes once (bulk.go).
-	buffering   bool
-	buffered    int64
-	bufPos      eventlog.Position
+	// replay holds what Buffer took until Flush writes it (bulk.go); nil outside a bulk load.
+	replay      *replay
 	bufferLimit int64
 	// resourceIDs caches calendar_resources, which only grows.
 	resourceIDs map[string]int32
@@ -88,8 +86,6 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 	if opts.RebuildBufferEvents <= 0 {
 		opts.RebuildBufferEvents = 1_000_000
 	}
-	// Complete mode must not give up while buffering (see streamCache.observe).
-	opts.RebuildBufferEvents = min(opts.RebuildBufferEvents, maxSeen)
 	return &ReadModel{
 		pool: pool, events: events, codec: codec, receipts: opts.Receipts, steps: opts.Steps, locker: checkpoint.NewLocker(pool),
 		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), bufferLimit: int64(opts.RebuildBufferEvents),
@@ -101,8 +97,10 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 func (m *ReadModel) Name() string { return ProjectionName }
 
 // Runner returns a runner of the calendar projection over the read model's event store, elected by
-// its advisory lock. `serve` runs it with Run.
+// its advisory lock, loading replays from the start of the log in bulk (Buffer, Flush). `serve` runs
+// it with Run.
 func (m *ReadModel) Runner(opts projections.RunnerOptions) *projections.Runner {
+	opts.Bulk = m
 	return projections.NewRunner(m.events, m, m.locker, opts)
 }
 
@@ -132,10 +130,8 @@ func (m *ReadModel) Load(ctx context.Context) (eventlog.Position, error) {
 		}
 		return m.pos, nil
 	}
-	m.pos = cp.Position
-	m.cache.reset(m.pos == eventlog.Position{})
-	m.buffering = cp.Rebuilding
-	m.buffered, m.bufPos = 0, m.pos
+	m.pos, m.replay = cp.Position, nil
+	m.cache.reset()
 	return m.pos, nil
 }
 
@@ -158,19 +154,13 @@ func (m *ReadModel) reset(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", ProjectionName, err)
 	}
-	m.pos, m.bufPos, m.buffered, m.buffering = eventlog.Position{}, eventlog.Position{}, 0, true
-	m.cache.reset(true)
+	m.pos, m.replay = eventlog.Position{}, nil
+	m.cache.reset()
 	return nil
 }
 
-// CaughtUp implements projections.Projection: it finishes a rebuild (one write of everything
-// replayed) and opens items for quarantined receipts.
+// CaughtUp implements projections.Projection: it opens items for quarantined receipts.
 func (m *ReadModel) CaughtUp(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.flush(ctx); err != nil {
-		return err
-	}
 	return syncQuarantine(ctx, m.pool)
 }
 
@@ -180,20 +170,9 @@ func (m *ReadModel) CaughtUp(ctx context.Context) error {
 func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	fresh := events
-	if slices.ContainsFunc(events, func(e eventlog.RecordedEvent) bool { return e.Position.Compare(m.bufPos) <= 0 }) {
-		fresh = events[:0:0] // a batch overlapping what was applied: keep only the new events
-		for _, e := range events {
-			if e.Position.Compare(m.bufPos) > 0 {
-				fresh = append(fresh, e)
-			}
-		}
-	}
+	fresh := m.unseen(events)
 	if len(fresh) == 0 {
 		return nil
-	}
-	if m.buffering {
-		return m.buffer(ctx, fresh)
 	}
 	last := fresh[len(fresh)-1].Position
 
@@ -236,22 +215,44 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 	if err != nil {
 		return err
 	}
-	m.pos, m.bufPos = last, last
+	m.pos = last
 	return nil
 }
 
-// buffer decodes events into the cache during a rebuild's replay and writes once the buffer is full.
-// Decoding is most of a replay's own work, so a batch is decoded on every core.
-func (m *ReadModel) buffer(ctx context.Context, events []eventlog.RecordedEvent) error {
+// unseen drops the events of a batch at or before what was applied or buffered.
+func (m *ReadModel) unseen(events []eventlog.RecordedEvent) []eventlog.RecordedEvent {
+	pos := m.pos
+	if m.replay != nil {
+		pos = m.replay.last
+	}
+	if !slices.ContainsFunc(events, func(e eventlog.RecordedEvent) bool { return e.Position.Compare(pos) <= 0 }) {
+		return events
+	}
+	fresh := events[:0:0]
+	for _, e := range events {
+		if e.Position.Compare(pos) > 0 {
+			fresh = append(fresh, e)
+		}
+	}
+	return fresh
+}
+
+// Buffer implements projections.Bulk: it decodes a replay's events (on every core: decoding is most
+// of a replay's own work) and keeps them until Flush; it has room until RebuildBufferEvents.
+func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.replay == nil {
+		m.replay = &replay{streams: map[string]*cacheEntry{}, last: m.pos}
+	}
+	events = m.unseen(events)
 	decoded := make([]booking.Event, len(events))
 	ours := make([]bool, len(events))
 	workers := min(runtime.GOMAXPROCS(0), 8, max(1, len(events)/256))
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := w; i < len(events); i += workers {
 				rec := events[i]
 				if _, ok := booking.FromStream(rec.StreamID); !ok {
@@ -264,23 +265,29 @@ func (m *ReadModel) buffer(ctx context.Context, events []eventlog.RecordedEvent)
 				}
 				decoded[i], ours[i] = ev, true
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return false, err
 	}
 	for i, rec := range events {
 		if ours[i] {
-			m.cache.observe(rec.StreamID, rec.Version, decoded[i])
+			m.replay.add(rec.StreamID, rec.Version, decoded[i])
 		}
 	}
-	m.buffered += int64(len(events))
-	m.bufPos = events[len(events)-1].Position
-	if m.buffered >= m.bufferLimit {
-		return m.flush(ctx)
+	m.replay.events += int64(len(events))
+	if len(events) > 0 {
+		m.replay.last = events[len(events)-1].Position
 	}
-	return nil
+	return m.replay.events < m.bufferLimit, nil
+}
+
+// Flush implements projections.Bulk (bulk.go).
+func (m *ReadModel) Flush(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.flush(ctx)
 }
 
 // resourceIDsOf returns the ids of names, numbering new resources first. It writes outside the

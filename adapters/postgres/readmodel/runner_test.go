@@ -147,21 +147,18 @@ func TestRestartResumesWithoutDoubleEffects(t *testing.T) {
 	assert.Equal(t, before, snapshotOf(t, e))
 }
 
-// pollOnly hides the store's Subscribe, so the runner polls.
-type pollOnly struct{ eventlog.Store }
-
 func TestRunnerFollowsNewEvents(t *testing.T) {
 	for _, mode := range []string{"subscribe", "poll"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t)
-			var src eventlog.Store = e.store
-			if mode == "poll" {
-				src = pollOnly{e.store}
+			opts := projections.RunnerOptions{PollInterval: 20 * time.Millisecond}
+			if mode == "subscribe" {
+				opts.Subscriber = e.store
 			}
-			rm := readmodel.New(e.pool, src, eventcodec.JSON{}, readmodel.Options{})
+			rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			runner := rm.Runner(projections.RunnerOptions{PollInterval: 20 * time.Millisecond})
+			runner := rm.Runner(opts)
 			go func() { done <- runner.Run(ctx) }()
 
 			for i := range 5 {
@@ -194,7 +191,7 @@ func TestTwoRunnersElectOneActive(t *testing.T) {
 		pool := pgtest.Open(t, url)
 		store, _ := be.open(t, pool)
 		rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})
-		return proc{rm: rm, runner: rm.Runner(projections.RunnerOptions{
+		return proc{rm: rm, runner: rm.Runner(projections.RunnerOptions{Subscriber: store,
 			StandbyInterval: 10 * time.Millisecond, RetryInterval: 10 * time.Millisecond, PollInterval: 20 * time.Millisecond})}
 	}
 	a, b := newProc(), newProc()
