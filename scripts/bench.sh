@@ -9,7 +9,9 @@
 # Sizes (defaults are the documented runs): BENCH_REBUILD_EVENTS (50000 events replayed by the rebuild
 # benchmark, 3 runs), BENCH_LAG_DELIVERIES (300 deliveries per projection-lag run, 3 runs),
 # BENCH_KEEPUP_DURATION (60s of closed-loop ingest at c=16 while the calendar's lag is measured; a Go
-# duration, e.g. 10s for a quick local run).
+# duration, e.g. 10s for a quick local run),
+# BENCH_REBUILD_SIZES (log sizes `bookingledger rebuild` is measured at from outside, rate and peak
+# RSS: 250000,1000000; the documented large run adds 5000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +19,7 @@ out=${BENCH_OUT:-/tmp/bookingledger-bench.txt}
 rebuild_events=${BENCH_REBUILD_EVENTS:-50000}
 lag_deliveries=${BENCH_LAG_DELIVERIES:-300}
 keepup_duration=${BENCH_KEEPUP_DURATION:-60s}
+rebuild_sizes=${BENCH_REBUILD_SIZES:-250000,1000000}
 
 # metric VALUE-NAME LINE-PATTERN: the value before the metric name on the first matching line.
 metric() {
@@ -71,6 +74,13 @@ summary() {
 	echo "  step lag ack -> both steps done at 200 bookings/s: p50 $(metric 'p50-ms' '^BenchmarkStepLagAtRate') ms, p99 $(metric 'p99-ms' '^BenchmarkStepLagAtRate') ms (first half p99 $(metric 'first-half-p99-ms' '^BenchmarkStepLagAtRate'), second half p99 $(metric 'second-half-p99-ms' '^BenchmarkStepLagAtRate') ms; completed $(metric 'completed-ratio' '^BenchmarkStepLagAtRate'))"
 	echo "  relay lag commit -> receiver at 1,000 events/s: p50 $(metric 'lag-p50-ms' '^BenchmarkRelayLag') ms, p99 $(metric 'lag-p99-ms' '^BenchmarkRelayLag') ms (first half p99 $(metric 'first-half-lag-p99-ms' '^BenchmarkRelayLag'), second half p99 $(metric 'second-half-lag-p99-ms' '^BenchmarkRelayLag') ms; $(metric 'ingest-events/s' '^BenchmarkRelayLag') events/s reached)"
 	echo "  rebuild rate, buffered:                       ${rebuild:-?} events/s (target >= 50000; rebuild/scan ${ratio:-?}; beyond the buffer ${incremental:-?} events/s)"
+	local line
+	while read -r line; do
+		[ -n "$line" ] && echo "  bookingledger rebuild, $line"
+	done < <(awk '$1 ~ /^BenchmarkRebuildAtScale\/events=/ {
+		n = $1; sub(/^BenchmarkRebuildAtScale\/events=/, "", n); sub(/-[0-9]+$/, "", n)
+		for (i = 2; i <= NF; i++) { if ($i == "events/s") r = $(i-1); if ($i == "peak-rss-MB") m = $(i-1) }
+		printf "%s events: %s events/s, peak RSS %s MB (targets >= 50000 events/s, <= 1024 MB)\n", n, r, m }' "$out")
 	echo "raw output: $out"
 }
 
@@ -105,6 +115,9 @@ bench ./adapters/httpapi/ '^BenchmarkIngestVsHandwritten$' 3000x -count 3
 # seeded log, and the lag percentiles are over the deliveries of one run (three runs show the spread).
 BOOKINGLEDGER_BENCH_EVENTS=$rebuild_events bench ./adapters/postgres/readmodel/ '^BenchmarkRebuild$' 3x
 bench ./adapters/postgres/readmodel/ '^BenchmarkProjectionLag$' "${lag_deliveries}x" -count 3
+# The rebuild command from outside: a child process's wall time and peak RSS on logs COPY'd into the
+# events table (docs/benchmarks.md, "Rebuild at scale").
+BOOKINGLEDGER_BENCH_REBUILD_SIZES=$rebuild_sizes bench ./cmd/bookingledger/ '^BenchmarkRebuildAtScale$' 1x -timeout 2h
 # Ack -> visible through GET /api/calendar while deliveries arrive at 1,000 req/s: one round of
 # BOOKINGLEDGER_BENCH_LAG_DELIVERIES (default 3,000) deliveries.
 bench ./adapters/httpapi/ '^BenchmarkProjectionLagAtRate$' 1x

@@ -46,7 +46,7 @@ func startServeProcess(t *testing.T, bin, dbURL string, extraEnv ...string) (*ex
 }
 
 // buildBinary builds the real binary into a temporary directory.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "bookingledger")
 	build := exec.Command("go", "build", "-o", bin, ".")

@@ -2,7 +2,6 @@ package readmodel
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -189,14 +188,6 @@ WHERE booking = ANY($1) AND rescheduled_from <> ''`, idStrings(bookTouched))
 	return a.write(ctx, projections.Recompute(comp))
 }
 
-type paymentRowJSON struct {
-	Stream        string     `json:"stream"`
-	Refs          []string   `json:"refs"`
-	PaymentStatus string     `json:"payment_status"`
-	StreamVersion uint64     `json:"stream_version"`
-	UpdatedAt     *time.Time `json:"updated_at"`
-}
-
 // applyPaymentStreams stores the payment-only streams among touched, drops those that became bookings,
 // and returns every payment reference whose links may have changed.
 func (a *applier) applyPaymentStreams(ctx context.Context, touched, payTouched, bookTouched []booking.ID) ([]string, error) {
@@ -208,56 +199,34 @@ func (a *applier) applyPaymentStreams(ctx context.Context, touched, payTouched, 
 	for _, ps := range stored {
 		old[ps.Stream] = ps.Refs
 	}
-
 	var affected orderedSet
-	var upserts []paymentRowJSON
+	var rows []paymentRow
+	var changed []string
 	for _, id := range payTouched {
 		s := a.fold(id)
-		for _, r := range s.PaymentRefs {
+		for _, r := range append(slices.Clone(s.PaymentRefs), old[id]...) {
 			affected.add(r)
 		}
-		for _, r := range old[id] {
-			affected.add(r)
-		}
-		upserts = append(upserts, paymentRowJSON{Stream: string(id), Refs: nonNil(s.PaymentRefs), PaymentStatus: string(s.Payment),
-			StreamVersion: a.streams[id].version, UpdatedAt: nullTime(s.UpdatedAt)})
+		rows = append(rows, paymentRow{stream: id, state: s, version: a.streams[id].version})
+		changed = append(changed, string(id))
 	}
-	var gone []string
 	for _, id := range bookTouched {
 		if refs, ok := old[id]; ok {
-			gone = append(gone, string(id))
+			changed = append(changed, string(id))
 			for _, r := range refs {
 				affected.add(r)
 			}
 		}
 	}
-	if len(upserts) > 0 {
-		body, err := json.Marshal(upserts)
-		if err != nil {
-			return nil, fmt.Errorf("encode payment streams: %w", err)
-		}
-		if _, err := a.tx.Exec(ctx, `INSERT INTO payment_streams AS t (stream, refs, payment_status, stream_version, updated_at)
-SELECT r.stream, r.refs, r.payment_status, r.stream_version, r.updated_at
-FROM jsonb_to_recordset($1::jsonb) AS r(stream text, refs text[], payment_status text, stream_version bigint, updated_at timestamptz)
-ON CONFLICT (stream) DO UPDATE SET refs = excluded.refs, payment_status = excluded.payment_status,
-    stream_version = excluded.stream_version, updated_at = excluded.updated_at`, body); err != nil {
-			return nil, fmt.Errorf("upsert payment streams: %w", err)
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	for _, table := range []string{"payment_streams", "payment_stream_refs"} {
+		if _, err := a.tx.Exec(ctx, `DELETE FROM `+table+` WHERE stream = ANY($1)`, changed); err != nil {
+			return nil, fmt.Errorf("replace payment streams: %w", err)
 		}
 	}
-	if len(gone) > 0 {
-		if _, err := a.tx.Exec(ctx, `DELETE FROM payment_streams WHERE stream = ANY($1)`, gone); err != nil {
-			return nil, fmt.Errorf("delete payment streams that became bookings: %w", err)
-		}
-	}
-	var changed, refStreams, refValues []string
-	changed = append(changed, gone...)
-	for _, u := range upserts {
-		changed = append(changed, u.Stream)
-		for _, r := range u.Refs {
-			refStreams, refValues = append(refStreams, u.Stream), append(refValues, r)
-		}
-	}
-	if err := replaceRefs(ctx, a.tx, "payment_stream_refs", "stream", changed, refStreams, refValues); err != nil {
+	if err := copyPayments(ctx, a.tx, "payment_streams", "payment_stream_refs", rows); err != nil {
 		return nil, err
 	}
 	return affected.items, nil
@@ -430,7 +399,15 @@ func (a *applier) write(ctx context.Context, ch projections.Changes) error {
 			return fmt.Errorf("release slots: %w", err)
 		}
 	}
-	if err := insertClaims(ctx, a.m, a.tx, ch.Claims, ch.Holders); err != nil {
+	names := make([]string, len(ch.Claims))
+	for i, c := range ch.Claims {
+		names[i] = c.Resource
+	}
+	resourceID, err := a.m.resourceIDsOf(ctx, names)
+	if err != nil {
+		return err
+	}
+	if err := copyClaims(ctx, a.tx, "calendar_slots", ch.Claims, ch.Holders, resourceID); err != nil {
 		return err
 	}
 	if len(take) > 0 {
@@ -445,42 +422,19 @@ WHERE b.booking = u.booking`, restatus, status, holder); err != nil {
 			return fmt.Errorf("update statuses of overlapping bookings: %w", err)
 		}
 	}
-	if err := upsertBookings(ctx, a.tx, ch.Rows); err != nil {
+	// A row is replaced in the rebuild's encoding: deleted, then copied.
+	for _, table := range []string{"calendar_bookings", "calendar_booking_refs"} {
+		if _, err := a.tx.Exec(ctx, `DELETE FROM `+table+` WHERE booking = ANY($1)`, idStrings(rowIDs(ch.Rows))); err != nil {
+			return fmt.Errorf("replace calendar rows: %w", err)
+		}
+	}
+	if err := copyBookings(ctx, a.tx, "calendar_bookings", ch.Rows); err != nil {
+		return err
+	}
+	if err := copyBookingRefs(ctx, a.tx, "calendar_booking_refs", ch.Rows); err != nil {
 		return err
 	}
 	return writeItems(ctx, a.tx, ch.Items)
-}
-
-// insertClaims inserts new claims with their holder flags.
-func insertClaims(ctx context.Context, m *ReadModel, tx pgx.Tx, claims []projections.Claim, holders map[booking.ID]bool) error {
-	if len(claims) == 0 {
-		return nil
-	}
-	names := make([]string, len(claims))
-	for i, c := range claims {
-		names[i] = c.Resource
-	}
-	resourceID, err := m.resourceIDsOf(ctx, names)
-	if err != nil {
-		return err
-	}
-	n := len(claims)
-	cb, cr, cm := make([]string, n), make([]string, n), make([]string, n)
-	ci := make([]int32, n)
-	cs, ce, cp := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-	ch := make([]bool, n)
-	for i, c := range claims {
-		cb[i], cr[i], cm[i], cs[i], ce[i], cp[i], ch[i] = string(c.Booking), c.Resource, c.Meeting, c.Start, c.End, c.Priority, holders[c.Booking]
-		ci[i] = resourceID[c.Resource]
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
-SELECT b, i, r, m, tstzrange(s, e), p, h
-FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::boolean[])
-    AS x(b, i, r, m, s, e, p, h)`,
-		cb, ci, cr, cm, cs, ce, cp, ch); err != nil {
-		return fmt.Errorf("insert claims: %w", err)
-	}
-	return nil
 }
 
 // connectedClaimsSQL returns every claim connected to the seed ranges by a chain of overlaps on a
@@ -547,21 +501,10 @@ func toIDs(s []string) []booking.ID {
 	return out
 }
 
-// replaceRefs replaces the rows of owners in a reference link table (payment_stream_refs or
-// calendar_booking_refs) with the pairs (owner[i], ref[i]).
-func replaceRefs(ctx context.Context, q querier, table, ownerColumn string, owners, pairOwners, pairRefs []string) error {
-	if len(owners) == 0 {
-		return nil
+func rowIDs(rows []projections.Booking) []booking.ID {
+	out := make([]booking.ID, len(rows))
+	for i, r := range rows {
+		out[i] = r.Booking
 	}
-	if _, err := q.Exec(ctx, `DELETE FROM `+table+` WHERE `+ownerColumn+` = ANY($1)`, owners); err != nil {
-		return fmt.Errorf("replace %s: %w", table, err)
-	}
-	if len(pairOwners) == 0 {
-		return nil
-	}
-	if _, err := q.Exec(ctx, `INSERT INTO `+table+` (`+ownerColumn+`, ref) SELECT DISTINCT o, r FROM unnest($1::text[], $2::text[]) AS x(o, r)`,
-		pairOwners, pairRefs); err != nil {
-		return fmt.Errorf("replace %s: %w", table, err)
-	}
-	return nil
+	return out
 }

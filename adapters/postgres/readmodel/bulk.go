@@ -288,17 +288,25 @@ func copyBookings(ctx context.Context, tx copier, table string, rows []projectio
 	}
 	src := rowsOf(len(rows), len(copyBookingColumns), func(i int, row []any) error {
 		b := rows[i]
-		r := toRowJSON(b)
 		findings := []byte("[]") // what Marshal makes of no findings, without its cost for every row
-		if len(r.Findings) > 0 {
+		if len(b.Findings) > 0 {
+			fs := make([]findingJSON, len(b.Findings))
+			for i, f := range b.Findings {
+				fs[i] = findingJSON{Event: f.Event.String(), Type: string(f.Type), OccurredAt: micro(f.OccurredAt), Code: string(f.Code), Reason: f.Reason}
+			}
 			var err error
-			if findings, err = json.Marshal(r.Findings); err != nil {
+			if findings, err = json.Marshal(fs); err != nil {
 				return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
 			}
 		}
-		copy(row, []any{r.Booking, r.Provider, r.Meeting, r.Resources, tsRange(b.Start, b.End), r.Status, r.BookingStatus, r.Holder,
-			r.PaymentStatus, r.PaymentRefs, r.PaymentStreams, r.Capacity, r.NoShow, r.ScheduledAt, r.UpdatedAt, int64(r.StreamVersion),
-			r.EventCount, r.RescheduledFrom, r.RescheduledTo, r.CancelReason, r.CanceledBy, r.CancelImplied, string(findings)})
+		streams := make([]string, len(b.PaymentStreams))
+		for i, s := range b.PaymentStreams {
+			streams[i] = string(s)
+		}
+		copy(row, []any{string(b.Booking), b.Provider, b.Meeting, nonNil(b.Resources), tsRange(b.Start, b.End), string(b.Status),
+			string(b.BookingStatus), b.Holder, string(b.Payment), nonNil(b.PaymentRefs), streams, b.Capacity, b.NoShow,
+			nullTime(b.ScheduledAt), nullTime(b.UpdatedAt), int64(b.StreamVersion), b.Events, string(b.RescheduledFrom),
+			string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings)})
 		return nil
 	})
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, copyBookingColumns, src); err != nil {
@@ -344,6 +352,9 @@ func copyPayments(ctx context.Context, tx copier, table, refsTable string, rows 
 	if err != nil {
 		return fmt.Errorf("copy %d payment streams: %w", len(rows), err)
 	}
+	if len(refs) == 0 {
+		return nil
+	}
 	slices.SortFunc(refs, byRefKey)
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{refsTable}, []string{"ref", "stream"}, pgx.CopyFromRows(refs)); err != nil {
 		return fmt.Errorf("copy payment stream refs: %w", err)
@@ -365,6 +376,9 @@ func copyBookingRefs(ctx context.Context, tx copier, table string, rows []projec
 		for _, r := range b.PaymentRefs {
 			refs = append(refs, []any{r, string(b.Booking)})
 		}
+	}
+	if len(refs) == 0 {
+		return nil
 	}
 	slices.SortFunc(refs, byRefKey)
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"ref", "booking"}, pgx.CopyFromRows(refs)); err != nil {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+)
+
+const (
+	// envRebuildScaleSizes lists the log sizes of BenchmarkRebuildAtScale, comma-separated.
+	envRebuildScaleSizes     = "BOOKINGLEDGER_BENCH_REBUILD_SIZES"
+	defaultRebuildScaleSizes = "250000,1000000"
+)
+
+// BenchmarkRebuildAtScale measures `bookingledger rebuild` from outside, as an operator runs it: for
+// each size of BOOKINGLEDGER_BENCH_REBUILD_SIZES (default 250,000 and 1,000,000 events; 5,000,000 is
+// the documented large run) a log of one Calendly create per booking on 200 hosts is written straight
+// into the events table with COPY (sending it over HTTP would take longer than the rebuild), then the
+// real binary rebuilds the calendar as a child process. Reported: events/s over the child's wall time,
+// and its peak resident memory (getrusage maxrss) in MB and in bytes per event. Not run by make test;
+// `make bench` runs it.
+func BenchmarkRebuildAtScale(b *testing.B) {
+	setting := os.Getenv(envRebuildScaleSizes)
+	if setting == "" {
+		setting = defaultRebuildScaleSizes
+	}
+	bin := os.Getenv("BOOKINGLEDGER_BENCH_BINARY") // another build to compare with; default: this tree's
+	if bin == "" {
+		bin = buildBinary(b)
+	}
+	for _, s := range strings.Split(setting, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			b.Fatalf("%s: %q is not a number of events", envRebuildScaleSizes, s)
+		}
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			dbURL := pgtest.NewDatabaseURL(b)
+			seedCreates(b, pgtest.Open(b, dbURL), n)
+			var wall time.Duration
+			var peak int64
+			b.ResetTimer()
+			for range b.N {
+				cmd := exec.Command(bin, "rebuild", "--quiet")
+				cmd.Env = append(os.Environ(), "BOOKINGLEDGER_DATABASE_URL="+dbURL, "BOOKINGLEDGER_LOG_LEVEL=error")
+				start := time.Now()
+				out, err := cmd.CombinedOutput()
+				wall += time.Since(start)
+				if err != nil {
+					b.Fatalf("rebuild: %v\n%s", err, out)
+				}
+				// Linux reports maxrss in KiB.
+				peak = max(peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss*1024)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(n)*float64(b.N)/wall.Seconds(), "events/s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MB")
+			b.ReportMetric(float64(peak)/float64(n), "rss-bytes/event")
+		})
+	}
+}
+
+// seedCreates writes n bookings' creates into the events and streams tables as appends would, a
+// transaction per 50,000 events, without keeping the log in memory.
+func seedCreates(b *testing.B, pool *pgxpool.Pool, n int) {
+	b.Helper()
+	ctx := context.Background()
+	codec := eventcodec.JSON{}
+	day := time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)
+	const chunk = 50_000
+	for from := 0; from < n; from += chunk {
+		to := min(from+chunk, n)
+		i := from
+		src := pgx.CopyFromFunc(func() ([]any, error) {
+			if i == to {
+				return nil, nil
+			}
+			id := booking.ID(fmt.Sprintf("calendly-scale-%d", i))
+			start := day.AddDate(0, 0, i%60).Add(time.Duration(9*60+15*(i/60%32)) * time.Minute)
+			var eid eventlog.EventID
+			binary.BigEndian.PutUint64(eid[:8], uint64(i)+1)
+			eid[8] = 0x5c
+			ev := booking.Event{ID: eid, Booking: id, Provider: "calendly", ProviderRef: string(id) + " created",
+				OccurredAt: day.Add(-time.Duration(n-i) * time.Second),
+				Payload: booking.Scheduled{Capacity: 1, Slot: booking.Slot{Meeting: "scale-ev-" + strconv.Itoa(i),
+					Resources: []string{"https://api.calendly.com/users/SCALE-" + strconv.Itoa(i%200)}, Start: start, End: start.Add(30 * time.Minute)}}}
+			data, err := codec.Encode(ev)
+			i++
+			return []any{id.Stream(), int64(1), [16]byte(data.ID), data.Type, data.Data, data.Metadata}, err
+		})
+		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"stream_id", "version", "event_id", "event_type", "data", "metadata"}, src); err != nil {
+			b.Fatalf("seed events %d–%d: %v", from, to, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO streams (stream_id, version) SELECT stream_id, max(version) FROM events GROUP BY stream_id;
+ANALYZE events, streams`); err != nil {
+		b.Fatalf("seed streams: %v", err)
+	}
+}
