@@ -364,8 +364,10 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 	if err != nil {
 		return comp, err
 	}
-	for _, b := range stored {
-		comp.Stored = append(comp.Stored, b)
+	for _, id := range members.items { // in a stable order, so that writes lock rows in one
+		if b, ok := stored[booking.ID(id)]; ok {
+			comp.Stored = append(comp.Stored, b)
+		}
 	}
 	rows, err := a.tx.Query(ctx, supersedingSQL, idS)
 	if err != nil {
@@ -375,7 +377,11 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 	if err != nil {
 		return comp, fmt.Errorf("reschedule links: %w", err)
 	}
-	comp.Stored = append(comp.Stored, superseding...)
+	for _, b := range superseding {
+		if _, loaded := stored[b.Booking]; !loaded {
+			comp.Stored = append(comp.Stored, b)
+		}
+	}
 	return comp, nil
 }
 
