@@ -70,7 +70,10 @@ func newEnv(t testing.TB) *env {
 }
 
 // open returns a new client of the event store, as a separate process has.
-func (e *env) open(t testing.TB, pool *pgxpool.Pool) (eventlog.Store, ledger.Store) {
+func (e *env) open(t testing.TB, pool *pgxpool.Pool) (interface {
+	eventlog.Store
+	eventlog.Subscriber
+}, ledger.Store) {
 	t.Helper()
 	pg := postgres.NewStore(pool)
 	if e.esdb == nil {
@@ -127,7 +130,7 @@ func (e *env) startRelay(t testing.TB, o relayOpts) *relay.Relay {
 	} else {
 		proj, err := r.Projection()
 		require.NoError(t, err)
-		runner := projections.NewRunner(store, proj, checkpoint.NewLocker(e.pool), projections.RunnerOptions{
+		runner := projections.NewRunner(store, proj, checkpoint.NewLocker(e.pool), projections.RunnerOptions{Subscriber: store,
 			PollInterval: 20 * time.Millisecond, StandbyInterval: 100 * time.Millisecond, RetryInterval: 50 * time.Millisecond})
 		go func() { defer close(done); _ = runner.Run(ctx) }()
 	}
