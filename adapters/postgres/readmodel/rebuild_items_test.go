@@ -72,14 +72,25 @@ FROM reconciliation_items ORDER BY kind, subject, id`)
 		return out
 	}
 
+	// Items closed automatically while the history was prepared depend on how the log's arrival was
+	// batched (a transient conflict); they are history, not what either path computes at the end.
+	settled := func(e *env, before []string) []string {
+		var out []string
+		for _, s := range queue(e) {
+			if !(strings.Contains(s, "|f|auto|") && slices.Contains(before, s)) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
 	inc, reb := newEnv(t), newEnv(t)
 	prepare(inc)
 	conflict, late := prepare(reb)
-	before := queue(reb)
+	incBefore, before := queue(inc), queue(reb)
 	inc.catchUp(t)
 	require.NoError(t, reb.rm.Rebuild(ctx, nil))
-	after := queue(reb)
-	assert.Equal(t, queue(inc), after)
+	after := settled(reb, before)
+	assert.Equal(t, settled(inc, incBefore), after)
 
 	var two string
 	for _, s := range after {
