@@ -268,9 +268,12 @@ func typesText(ts []string) string {
 }
 
 const deliveriesUsage = `Usage: bookingledger deliveries [--endpoint ID] [--state pending|paused|succeeded|dead] [--booking B] [--limit N] [--json]
+       bookingledger deliveries retry <id> [--json]
 
 Lists relay deliveries, newest first: one per event and endpoint, with its state, attempts and the
-last answer. --state dead lists what ran out of retries (replay it with 'bookingledger replay').`
+last answer. --state dead lists what ran out of retries. retry sends one dead delivery again, as a
+replay of that delivery alone (same webhook-id, a fresh run of the retry schedule); a window of them
+is replayed with 'bookingledger replay'.`
 
 func runDeliveries(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("deliveries", getenv, stderr, deliveriesUsage)
@@ -284,8 +287,18 @@ func runDeliveries(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
+	if len(pos) > 0 && pos[0] == "retry" {
+		if len(pos) != 2 {
+			return usageErrorf("deliveries retry wants one delivery id, got %q", pos[1:])
+		}
+		id, err := strconv.ParseInt(pos[1], 10, 64)
+		if err != nil || id <= 0 {
+			return usageErrorf("deliveries retry: delivery id %q is not a positive integer (see 'bookingledger deliveries --state dead')", pos[1])
+		}
+		return retryDelivery(ctx, *dbURL, id, *asJSON, stdout)
+	}
 	if len(pos) > 0 {
-		return usageErrorf("deliveries takes flags only, got %q", pos)
+		return usageErrorf("deliveries takes flags only (or retry <id>), got %q", pos)
 	}
 	switch *state {
 	case "", relay.StatePending, relay.StatePaused, relay.StateSucceeded, relay.StateDead:
@@ -309,6 +322,23 @@ func runDeliveries(ctx context.Context, args []string, getenv func(string) strin
 		return nil
 	}
 	return writeDeliveries(stdout, ds)
+}
+
+func retryDelivery(ctx context.Context, dbURL string, id int64, asJSON bool, stdout io.Writer) error {
+	r, pool, err := openRelay(ctx, dbURL, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rep, err := r.RetryDelivery(ctx, id)
+	if err != nil {
+		return fmt.Errorf("deliveries retry: %w", err)
+	}
+	if asJSON {
+		return printJSON(stdout, relayapi.ToReplay(rep))
+	}
+	_, err = fmt.Fprintf(stdout, "delivery %d scheduled again as replay %d (same webhook-id); follow it with 'bookingledger deliveries --endpoint %d'\n", id, rep.ID, rep.EndpointID)
+	return err
 }
 
 // writeDeliveries prints a delivery table (deliveries and history).

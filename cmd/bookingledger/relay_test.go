@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -195,6 +196,36 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 		return len(bodies) >= 2 && strings.Contains(bodies[len(bodies)-1], "recovered"), fmt.Sprint(bodies)
 	})
 
+	t.Run("retry one dead delivery from the CLI", func(t *testing.T) {
+		sink.setFail(http.StatusInternalServerError)
+		send(t, env, base, "calendly", "invitee.created", "--booking", "relay-b")
+		var dead struct {
+			Deliveries []struct {
+				ID        int64  `json:"id"`
+				WebhookID string `json:"webhook_id"`
+			} `json:"deliveries"`
+		}
+		waitFor(t, 30*time.Second, "relay-b's delivery dead", func() (bool, string) {
+			out, _, _ := cli(t, env, "deliveries", "--state", "dead", "--json")
+			require.NoError(t, json.Unmarshal([]byte(out), &dead), out)
+			return len(dead.Deliveries) == 1, out
+		})
+		sink.setFail(0)
+		id := fmt.Sprint(dead.Deliveries[0].ID)
+		out, errOut, code := cli(t, env, "deliveries", "retry", id)
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "delivery "+id+" scheduled again as replay")
+		waitFor(t, 30*time.Second, "the retried delivery received", func() (bool, string) {
+			ids, _, _ := sink.received()
+			return slices.Contains(ids, dead.Deliveries[0].WebhookID), fmt.Sprint(ids)
+		})
+		_, errOut, code = cli(t, env, "deliveries", "retry", id)
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "only a dead delivery is retried")
+		_, errOut, code = cli(t, env, "deliveries", "retry", "x")
+		assert.Equal(t, 2, code, errOut)
+	})
+
 	t.Run("admin API", func(t *testing.T) {
 		var eps struct {
 			Endpoints []struct {
@@ -207,7 +238,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 		status, body := httpDo(t, srv.token, http.MethodPost, admin+"/api/admin/endpoints/1/replay",
 			fmt.Sprintf(`{"from":%q,"to":%q,"dry_run":true}`, from, to))
 		require.Equal(t, http.StatusOK, status, body)
-		assert.Contains(t, body, `"total":2`)
+		assert.Contains(t, body, `"total":3`, "relay-a's create and cancel, relay-b's create")
 		status, body = httpDo(t, srv.token, http.MethodPost, admin+"/api/admin/endpoints/1/disable", "")
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"state":"disabled"`)
