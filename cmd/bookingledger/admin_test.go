@@ -368,3 +368,31 @@ func TestUIPagesByScope(t *testing.T) {
 	status, body = f.page(t, http.MethodPost, "/ui/reconciliation/999/resolve", admin, url.Values{"note": {"x"}})
 	assert.Equal(t, http.StatusNotFound, status, body)
 }
+
+// TestRelayPagesAnswerBadInputWithItsStatus: the endpoints pages say what is wrong with a request
+// (400 for a malformed id, state, window or type filter; 404 for what does not exist), and a read
+// token gets none of them.
+func TestRelayPagesAnswerBadInputWithItsStatus(t *testing.T) {
+	f := newAdminFixture(t, 1<<20)
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/ui/admin/endpoints", http.StatusOK},
+		{"GET", "/ui/admin/endpoints/x", http.StatusBadRequest},
+		{"GET", "/ui/admin/endpoints/1?state=lost", http.StatusBadRequest},
+		{"GET", "/ui/admin/endpoints/9", http.StatusNotFound},
+		{"GET", "/ui/admin/endpoints/9/replay?from=2026-12-01T00:00&to=2026-12-02T00:00", http.StatusNotFound},
+		{"GET", "/ui/admin/endpoints/9/replay?from=yesterday&to=2026-12-02T00:00", http.StatusBadRequest},
+		{"GET", "/ui/admin/endpoints/9/replay?from=2026-12-02T00:00&to=2026-12-01T00:00", http.StatusBadRequest},
+		{"GET", "/ui/admin/endpoints/9/replay?from=2026-12-01T00:00&to=2026-12-02T00:00&types=Bad%20Type", http.StatusBadRequest},
+		{"POST", "/ui/admin/deliveries/9/retry", http.StatusNotFound},
+		{"POST", "/ui/admin/deliveries/0/retry", http.StatusBadRequest},
+		{"GET", "/ui/admin/replays/9", http.StatusNotFound},
+	} {
+		status, _, _ := f.do(t, c.method, c.path, f.tok["admin"])
+		assert.Equal(t, c.status, status, "%s %s", c.method, c.path)
+		status, _, _ = f.do(t, c.method, c.path, f.tok["read"])
+		assert.Equal(t, http.StatusForbidden, status, "a read token: %s %s", c.method, c.path)
+	}
+}

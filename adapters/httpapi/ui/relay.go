@@ -194,11 +194,11 @@ func (s *server) replayPlan(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if d.Endpoint, err = s.Relay.Endpoint(r.Context(), id); err != nil {
+	if d.Plan, err = s.Relay.PlanReplay(r.Context(), q); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if d.Plan, err = s.Relay.PlanReplay(r.Context(), q); err != nil {
+	if d.Endpoint, err = s.Relay.Endpoint(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return
 	}
