@@ -50,6 +50,9 @@ type Booking struct {
 	Provider  string
 	Meeting   string
 	Resources []string
+	// Canonical is, for each of Resources, the resource it is linked to (itself when unlinked). The read
+	// model's queries fill it from the links of the moment; BookingRow leaves it empty.
+	Canonical []string
 	// Start and End are zero when no slot is known.
 	Start, End time.Time
 	Status     Status
@@ -97,17 +100,32 @@ func holderStatus(holder bool) Status {
 	return StatusConflict
 }
 
-// slotClaims are the claims of a booking that claims its slot, one per resource, in the read model's
+// slotClaims are the claims of a booking that claims its slot, one per canonical resource of its
+// resources (canonical nil: each resource is its own), in the read model's
 // time resolution (microseconds, which PostgreSQL keeps).
-func (b Booking) slotClaims() []Claim {
+func (b Booking) slotClaims(canonical func(string) string) []Claim {
 	if !b.Claims() {
 		return nil
 	}
-	out := make([]Claim, len(b.Resources))
-	for i, r := range b.Resources {
+	res := CanonicalResources(b.Resources, canonical)
+	out := make([]Claim, len(res))
+	for i, r := range res {
 		out[i] = Claim{Booking: b.Booking, Resource: r, Meeting: b.Meeting, Start: Micro(b.Start), End: Micro(b.End), Priority: Micro(b.ScheduledAt)}
 	}
 	return out
+}
+
+// CanonicalResources are the resources a booking on provider resources claims: each one's canonical
+// resource (linked resources, domain/resource; nil canonical: itself), sorted, once.
+func CanonicalResources(resources []string, canonical func(string) string) []string {
+	out := slices.Clone(resources)
+	if canonical != nil {
+		for i, r := range out {
+			out[i] = canonical(r)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Micro cuts t to the read model's time resolution, in UTC: PostgreSQL keeps microseconds, and a
@@ -587,7 +605,10 @@ type CalendarEntry struct {
 	Booking  booking.ID
 	Provider string
 	Meeting  string
-	Resource string
+	// Resource is the provider's identifier; Canonical the resource it is linked to (itself when it is
+	// not linked), on which the slot-holder rule compares bookings.
+	Resource  string
+	Canonical string
 	Start    time.Time
 	End      time.Time
 	Status   Status

@@ -21,6 +21,9 @@ type Component struct {
 	// Stored are the stored rows of the bookings of Claims, of the bookings rescheduled from one of
 	// Bookings, and of the bookings Items name; rows of Bookings among them are ignored.
 	Stored []Booking
+	// Canonical is the canonical resource of a provider resource, on which claims are made (linked
+	// resources); nil: every resource is its own.
+	Canonical func(string) string
 	// Items are the stored reconciliation items the result can change: open ones and those an
 	// operator closed (never reopened), of the conflicts of any booking of Bookings or Claims and of
 	// the late events of Bookings.
@@ -109,7 +112,7 @@ func Recompute(c Component) Changes {
 		}
 	}
 	for _, r := range out.Rows {
-		out.Claims = append(out.Claims, r.slotClaims()...)
+		out.Claims = append(out.Claims, r.slotClaims(c.Canonical)...)
 	}
 	all = append(all, out.Claims...)
 	asg := assignSlotsIn(all, runtime.GOMAXPROCS(0))

@@ -33,7 +33,15 @@ func WriteTimeline(w io.Writer, h History) error {
 	}
 	ew.printf("\n")
 	if s.HasSlot() {
-		ew.printf("  slot:     %s on %s (meeting %s)\n", span(s.Start, s.End), strings.Join(s.Resources, ", "), s.Meeting)
+		on := make([]string, len(s.Resources))
+		for i, r := range s.Resources {
+			c := r
+			if i < len(s.Canonical) {
+				c = s.Canonical[i]
+			}
+			on[i] = ResourceLabel(c, r)
+		}
+		ew.printf("  slot:     %s on %s (meeting %s)\n", span(s.Start, s.End), strings.Join(on, ", "), s.Meeting)
 	}
 	ew.printf("  payment:  %s", orDash(string(s.Payment)))
 	if len(s.PaymentStreams) > 0 {
@@ -180,6 +188,15 @@ func WriteItems(w io.Writer, items []Item) error {
 	return ew.err
 }
 
+// ResourceLabel names a provider resource as the CLI shows it: the identifier alone when it is not
+// linked, else "<canonical> (<identifier>)".
+func ResourceLabel(canonical, provider string) string {
+	if canonical == "" || canonical == provider {
+		return provider
+	}
+	return canonical + " (" + provider + ")"
+}
+
 // WriteCalendar renders calendar entries as a table for the CLI.
 func WriteCalendar(w io.Writer, entries []CalendarEntry) error {
 	ew := &errWriter{w: w}
@@ -191,7 +208,7 @@ func WriteCalendar(w io.Writer, entries []CalendarEntry) error {
 	_, _ = fmt.Fprintln(tw, "start\tend\tresource\tstatus\tbooking\tmeeting")
 	for _, e := range entries {
 		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Start.UTC().Format(time.RFC3339), e.End.UTC().Format(time.RFC3339),
-			e.Resource, e.Status, e.Booking, e.Meeting)
+			ResourceLabel(e.Canonical, e.Resource), e.Status, e.Booking, e.Meeting)
 	}
 	_ = tw.Flush()
 	return ew.err

@@ -104,7 +104,7 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 		pool.Close()
 		return nil, err
 	}
-	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: process.NewStore(pool, nil)})
+	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}})
 	return &readSide{rm: rm, pool: pool, store: store}, nil
 }
 

@@ -319,7 +319,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The read side: the projections follow the event log in the background, whichever store holds
 	// it; the read API answers from the calendar's tables. Their runners stop after the HTTP drain
 	// (deferred calls run last-in first-out) and before the event store and the pool close.
-	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: process.NewStore(pool, nil)})
+	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}})
 	deps := projectionDeps{pool: pool, events: es, calendar: rm, jobs: queue.Client(), stepTargets: stepWorker.Targets(), log: log, relay: rl}
 	runners, stopRunners, err := startRunners(ctx, deps, projectionRegistry(), log)
 	if err != nil {

@@ -13,25 +13,27 @@ import (
 
 // BookingDTO is a booking's current state.
 type BookingDTO struct {
-	Booking       string       `json:"booking"`
-	Provider      string       `json:"provider"`
-	Meeting       string       `json:"meeting,omitempty"`
-	Resources     []string     `json:"resources"`
-	Start         *time.Time   `json:"start,omitempty"`
-	End           *time.Time   `json:"end,omitempty"`
-	Status        string       `json:"status"`
-	BookingStatus string       `json:"booking_status"`
-	Holder        bool         `json:"holder"`
-	Payment       PaymentDTO   `json:"payment"`
-	Capacity      int          `json:"capacity,omitempty"`
-	NoShow        bool         `json:"no_show"`
-	ScheduledAt   *time.Time   `json:"scheduled_at,omitempty"`
-	UpdatedAt     *time.Time   `json:"updated_at,omitempty"`
-	StreamVersion uint64       `json:"stream_version"`
-	Events        int          `json:"events"`
-	Rescheduled   *LinkDTO     `json:"rescheduled,omitempty"`
-	Cancel        *CancelDTO   `json:"cancel,omitempty"`
-	Findings      []FindingDTO `json:"findings"`
+	Booking   string   `json:"booking"`
+	Provider  string   `json:"provider"`
+	Meeting   string   `json:"meeting,omitempty"`
+	Resources []string `json:"resources"`
+	// CanonicalResources is, for each of Resources, the linked resource it claims on (itself unlinked).
+	CanonicalResources []string     `json:"canonical_resources"`
+	Start              *time.Time   `json:"start,omitempty"`
+	End                *time.Time   `json:"end,omitempty"`
+	Status             string       `json:"status"`
+	BookingStatus      string       `json:"booking_status"`
+	Holder             bool         `json:"holder"`
+	Payment            PaymentDTO   `json:"payment"`
+	Capacity           int          `json:"capacity,omitempty"`
+	NoShow             bool         `json:"no_show"`
+	ScheduledAt        *time.Time   `json:"scheduled_at,omitempty"`
+	UpdatedAt          *time.Time   `json:"updated_at,omitempty"`
+	StreamVersion      uint64       `json:"stream_version"`
+	Events             int          `json:"events"`
+	Rescheduled        *LinkDTO     `json:"rescheduled,omitempty"`
+	Cancel             *CancelDTO   `json:"cancel,omitempty"`
+	Findings           []FindingDTO `json:"findings"`
 }
 
 // PaymentDTO is the payment status folded from the booking's and its linked payment streams' events.
@@ -89,7 +91,8 @@ func orEmpty(s []string) []string {
 func toBooking(b projections.Booking) BookingDTO {
 	d := BookingDTO{
 		Booking: string(b.Booking), Provider: b.Provider, Meeting: b.Meeting, Resources: orEmpty(b.Resources),
-		Start: timePtr(b.Start), End: timePtr(b.End), Status: string(b.Status), BookingStatus: string(b.BookingStatus),
+		CanonicalResources: orEmpty(b.Canonical),
+		Start:              timePtr(b.Start), End: timePtr(b.End), Status: string(b.Status), BookingStatus: string(b.BookingStatus),
 		Holder: b.Holder, Capacity: b.Capacity, NoShow: b.NoShow, ScheduledAt: timePtr(b.ScheduledAt),
 		UpdatedAt: timePtr(b.UpdatedAt), StreamVersion: b.StreamVersion, Events: b.Events,
 		Payment:  PaymentDTO{Status: string(b.Payment), Refs: orEmpty(b.PaymentRefs), Streams: strs(b.PaymentStreams)},
@@ -118,13 +121,15 @@ type CalendarDTO struct {
 
 // CalendarEntryDTO is one booking on one resource.
 type CalendarEntryDTO struct {
-	Booking  string    `json:"booking"`
-	Provider string    `json:"provider"`
-	Meeting  string    `json:"meeting"`
-	Resource string    `json:"resource"`
-	Start    time.Time `json:"start"`
-	End      time.Time `json:"end"`
-	Status   string    `json:"status"`
+	Booking  string `json:"booking"`
+	Provider string `json:"provider"`
+	Meeting  string `json:"meeting"`
+	Resource string `json:"resource"`
+	// CanonicalResource is the linked resource the entry claims on (the resource itself when unlinked).
+	CanonicalResource string    `json:"canonical_resource"`
+	Start             time.Time `json:"start"`
+	End               time.Time `json:"end"`
+	Status            string    `json:"status"`
 }
 
 // ToCalendar is the answer of GET /api/calendar for a page (also `bookingledger calendar --json`).
@@ -135,7 +140,7 @@ func ToCalendar(p projections.CalendarPage) CalendarDTO {
 	}
 	for i, e := range p.Entries {
 		out.Bookings[i] = CalendarEntryDTO{Booking: string(e.Booking), Provider: e.Provider, Meeting: e.Meeting,
-			Resource: e.Resource, Start: e.Start.UTC(), End: e.End.UTC(), Status: string(e.Status)}
+			Resource: e.Resource, CanonicalResource: e.Canonical, Start: e.Start.UTC(), End: e.End.UTC(), Status: string(e.Status)}
 	}
 	return out
 }

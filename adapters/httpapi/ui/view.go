@@ -135,11 +135,17 @@ func (e *badRequest) Error() string { return e.msg }
 func (e *badRequest) Unwrap() error { return errBadRequest }
 
 // grid places each entry in the day columns its slot overlaps and marks the holders of slots that
-// conflicts wanted: an active entry overlapping a conflict entry on the same resource.
+// conflicts wanted: an active entry overlapping a conflict entry on the same (canonical) resource.
 func grid(entries []projections.CalendarEntry, days []time.Time) []calendarRow {
 	byRes := map[string][]projections.CalendarEntry{}
 	for _, e := range entries {
-		byRes[e.Resource] = append(byRes[e.Resource], e)
+		// One row per canonical resource: a host's calendars at several providers are one row, as they
+		// are one calendar to the slot-holder rule.
+		key := e.Canonical
+		if key == "" {
+			key = e.Resource
+		}
+		byRes[key] = append(byRes[key], e)
 	}
 	var rows []calendarRow
 	for res, es := range byRes {

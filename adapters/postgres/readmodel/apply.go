@@ -324,19 +324,30 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 	if err != nil {
 		return comp, fmt.Errorf("drop old claims: %w", err)
 	}
-	var names []string
+	var provided []string
 	for _, id := range ids {
 		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
-			names = append(names, f.Slot.Resources...)
+			provided = append(provided, f.Slot.Resources...)
 		}
 	}
+	links, err := loadLinks(ctx, a.tx, provided)
+	if err != nil {
+		return comp, err
+	}
+	comp.Canonical = func(r string) string {
+		if n, ok := links[r]; ok {
+			return n
+		}
+		return r
+	}
+	names := projections.CanonicalResources(provided, comp.Canonical)
 	resourceID, err := a.m.resourceIDsOf(ctx, names)
 	if err != nil {
 		return comp, err
 	}
 	for _, id := range ids {
 		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
-			for _, r := range f.Slot.Resources {
+			for _, r := range projections.CanonicalResources(f.Slot.Resources, comp.Canonical) {
 				seedRes, seedStart, seedEnd = append(seedRes, resourceID[r]), append(seedStart, micro(f.Slot.Start)), append(seedEnd, micro(f.Slot.End))
 			}
 		}

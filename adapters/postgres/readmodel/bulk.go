@@ -136,7 +136,7 @@ func (m *ReadModel) bulkInputs() ([]paymentRow, projections.Component) {
 		inputs[i] = projections.BookingInput{Booking: b.id, Events: b.events, StreamVersion: b.version,
 			Payments: linkedPayments, PaymentRefs: nonNil(closure), Folded: &b.state}
 	})
-	return prows, projections.Component{Bookings: inputs}
+	return prows, projections.Component{Bookings: inputs, Canonical: m.bufLinks.Canonical}
 }
 
 // writeBulk loads a rebuilt calendar into stage (in place when stage is nil) and swaps it in, in one
@@ -168,6 +168,9 @@ func (m *ReadModel) writeBulk(ctx context.Context, stage *staging, payments []pa
 	}
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, m.replay.last, int(m.replay.events)); err != nil {
+			return err
+		}
+		if err := writeLinks(ctx, tx, m.bufLinks); err != nil {
 			return err
 		}
 		if stage != nil {

@@ -22,6 +22,7 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
+	"bookingledger/domain/resource"
 	"bookingledger/projections"
 )
 
@@ -94,11 +95,11 @@ func newEnvOn(tb testing.TB, kind string) *env {
 	var ls ledger.Store
 	e.store, ls = e.backend.open(tb, pool)
 	e.ledger = ledger.NewService(ls, eventcodec.JSON{})
-	e.rm = readmodel.New(pool, e.store, eventcodec.JSON{}, readmodel.Options{})
+	e.rm = readmodel.New(pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}})
 	return e
 }
 
-// stored counts the booking events the store holds: the truth the projection must catch up with.
+// stored counts the booking and link events the store holds: the truth the projection must catch up with.
 // On PostgreSQL it is the table, which ReadAll may lag (see catchUp). EventStoreDB acknowledges an
 // append only once it is in $all, so a full ReadAll is exact there.
 func (e *env) stored(tb testing.TB) int64 {
@@ -117,7 +118,7 @@ func (e *env) stored(tb testing.TB) int64 {
 		page, err := e.store.ReadAll(ctx, from, 10000)
 		require.NoError(tb, err)
 		for _, ev := range page {
-			if strings.HasPrefix(ev.StreamID, "booking-") {
+			if strings.HasPrefix(ev.StreamID, "booking-") || ev.StreamID == resource.Stream {
 				n++
 			}
 		}

@@ -45,11 +45,12 @@ func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error)
 	return out, nil
 }
 
-// calendarSQL is Calendar's query: $1 from, $2 to, $3 resource (empty for all), $4 the row limit, and
+// calendarSQL is Calendar's query: $1 from, $2 to, $3 resource (empty for all; a provider resource or
+// the name it is linked to), $4 the row limit, and
 // the cursor ($5 start, $6 resource, $7 booking) the page begins strictly after (keyset pagination: a
 // page costs the same wherever it is in the window). Both branches also bound the start by the
 // cursor's, so that a later page does not read the earlier ones' rows again.
-const calendarSQL = `SELECT b.booking, b.provider, b.meeting, r.resource, lower(b.during), upper(b.during), b.status
+const calendarSQL = `SELECT b.booking, b.provider, b.meeting, r.resource, coalesce(l.name, r.resource), lower(b.during), upper(b.during), b.status
 FROM (
     SELECT * FROM calendar_bookings
     WHERE lower(during) >= $1::timestamptz - interval '7 days' AND lower(during) < $2 AND during && tstzrange($1, $2)
@@ -61,7 +62,8 @@ FROM (
       AND lower(during) >= $5
 ) b
 CROSS JOIN LATERAL unnest(b.resources) AS r(resource)
-WHERE ($3 = '' OR r.resource = $3) AND (lower(b.during), r.resource, b.booking) > ($5::timestamptz, $6::text, $7::text)
+LEFT JOIN resource_links l ON l.resource = r.resource
+WHERE ($3 = '' OR r.resource = $3 OR l.name = $3) AND (lower(b.during), r.resource, b.booking) > ($5::timestamptz, $6::text, $7::text)
 ORDER BY lower(b.during), r.resource, b.booking
 LIMIT $4`
 
@@ -89,7 +91,7 @@ func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) (
 		return projections.CalendarPage{}, fmt.Errorf("calendar: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (e projections.CalendarEntry, err error) {
-		err = r.Scan(&e.Booking, &e.Provider, &e.Meeting, &e.Resource, &e.Start, &e.End, &e.Status)
+		err = r.Scan(&e.Booking, &e.Provider, &e.Meeting, &e.Resource, &e.Canonical, &e.Start, &e.End, &e.Status)
 		e.Start, e.End = e.Start.UTC(), e.End.UTC()
 		return e, err
 	})

@@ -17,6 +17,7 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
+	"bookingledger/domain/resource"
 	"bookingledger/projections"
 )
 
@@ -43,6 +44,9 @@ type Options struct {
 	CacheEvents int
 	// ReadConcurrency bounds the streams read from the store at once (4).
 	ReadConcurrency int
+	// Links decodes the events of the link stream (resource.Stream); serve passes the event codec. A
+	// read model without it fails on the first link event rather than ignore it.
+	Links resource.Codec
 	// RebuildBufferEvents bounds the events a rebuild keeps in memory before it writes them (1000000,
 	// about 400 MB); a longer log continues incrementally after the first write.
 	RebuildBufferEvents int
@@ -56,6 +60,7 @@ type ReadModel struct {
 	codec    ledger.Codec
 	receipts ReceiptSource
 	steps    StepSource
+	links    resource.Codec
 	locker   *checkpoint.Locker
 	readConc int
 
@@ -65,6 +70,8 @@ type ReadModel struct {
 	// replay holds what Buffer took until Flush writes it (bulk.go); nil outside a bulk load.
 	replay      *replay
 	bufferLimit int64
+	// bufLinks is the fold of the link events of the replay being buffered (with replay).
+	bufLinks resource.State
 	// resourceIDs caches calendar_resources, which only grows.
 	resourceIDs map[string]int32
 	// failAfterApply, set by tests, fails a batch after every write and before the commit.
@@ -87,7 +94,7 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 		opts.RebuildBufferEvents = 1_000_000
 	}
 	return &ReadModel{
-		pool: pool, events: events, codec: codec, receipts: opts.Receipts, steps: opts.Steps, locker: checkpoint.NewLocker(pool),
+		pool: pool, events: events, codec: codec, receipts: opts.Receipts, steps: opts.Steps, links: opts.Links, locker: checkpoint.NewLocker(pool),
 		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), bufferLimit: int64(opts.RebuildBufferEvents),
 		resourceIDs: map[string]int32{},
 	}
@@ -132,6 +139,7 @@ func (m *ReadModel) Load(ctx context.Context) (eventlog.Position, error) {
 	}
 	m.pos, m.replay = cp.Position, nil
 	m.cache.reset()
+	m.bufLinks = resource.Fold(nil)
 	return m.pos, nil
 }
 
@@ -146,7 +154,8 @@ func (m *ReadModel) Reset(ctx context.Context) error {
 
 func (m *ReadModel) reset(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(rebuildTables, ", ")); err != nil {
+		// The links are the calendar's too, written by the rebuild outside the staged swap.
+		if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(rebuildTables, ", ")+`, resource_links`); err != nil {
 			return err
 		}
 		return checkpoint.Rewind(ctx, tx, ProjectionName, true)
@@ -156,6 +165,7 @@ func (m *ReadModel) reset(ctx context.Context) error {
 	}
 	m.pos, m.replay = eventlog.Position{}, nil
 	m.cache.reset()
+	m.bufLinks = resource.Fold(nil)
 	return nil
 }
 
@@ -177,8 +187,17 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 	last := fresh[len(fresh)-1].Position
 
 	var touched []booking.ID
+	var links []resource.Event
 	seen := map[booking.ID]bool{}
 	for _, rec := range fresh {
+		if rec.StreamID == resource.Stream {
+			ev, err := m.decodeLink(rec)
+			if err != nil {
+				return err
+			}
+			links = append(links, ev)
+			continue
+		}
 		id, ok := booking.FromStream(rec.StreamID)
 		if !ok {
 			continue // not a booking stream: nothing of the calendar's
@@ -203,7 +222,20 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 			return err
 		}
 		a.tx = tx
-		if err := a.apply(ctx, touched); err != nil {
+		relinked, err := a.applyLinks(ctx, links)
+		if err != nil {
+			return err
+		}
+		if err := a.load(ctx, relinked); err != nil {
+			return err
+		}
+		all := touched
+		for _, id := range relinked {
+			if !seen[id] {
+				all = append(all, id)
+			}
+		}
+		if err := a.apply(ctx, all); err != nil {
 			return err
 		}
 		if m.failAfterApply != nil {
@@ -244,6 +276,7 @@ func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent)
 	defer m.mu.Unlock()
 	if m.replay == nil {
 		m.replay = &replay{streams: map[string]*cacheEntry{}, last: m.pos}
+		m.bufLinks = resource.Fold(nil)
 	}
 	events = m.unseen(events)
 	decoded := make([]booking.Event, len(events))
@@ -255,6 +288,9 @@ func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent)
 		wg.Go(func() {
 			for i := w; i < len(events); i += workers {
 				rec := events[i]
+				if rec.StreamID == resource.Stream {
+					continue // folded in order below
+				}
 				if _, ok := booking.FromStream(rec.StreamID); !ok {
 					continue
 				}
@@ -274,6 +310,13 @@ func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent)
 	for i, rec := range events {
 		if ours[i] {
 			m.replay.add(rec.StreamID, rec.Version, decoded[i])
+		}
+		if rec.StreamID == resource.Stream {
+			ev, err := m.decodeLink(rec)
+			if err != nil {
+				return false, err
+			}
+			m.bufLinks.Evolve(ev)
 		}
 	}
 	m.replay.events += int64(len(events))

@@ -55,7 +55,9 @@ type findingJSON struct {
 	Reason     string    `json:"reason"`
 }
 
-const bookingColumns = `booking, provider, meeting, resources, lower(during), upper(during), status, booking_status,
+const bookingColumns = `booking, provider, meeting, resources,
+    ARRAY(SELECT coalesce(l.name, r.resource) FROM unnest(resources) WITH ORDINALITY AS r(resource, n)
+        LEFT JOIN resource_links l ON l.resource = r.resource ORDER BY r.n), lower(during), upper(during), status, booking_status,
     holder, payment_status, payment_refs, payment_streams, capacity, no_show, scheduled_at, updated_at, stream_version,
     event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings`
 
@@ -68,7 +70,7 @@ func scanBooking(row pgx.Row) (projections.Booking, error) {
 		version                            int64
 		findings                           []byte
 	)
-	if err := row.Scan(&id, &b.Provider, &b.Meeting, &b.Resources, &start, &end, &status, &bstatus, &b.Holder, &pay,
+	if err := row.Scan(&id, &b.Provider, &b.Meeting, &b.Resources, &b.Canonical, &start, &end, &status, &bstatus, &b.Holder, &pay,
 		&b.PaymentRefs, &streams, &b.Capacity, &b.NoShow, &scheduled, &updated, &version, &b.Events, &from, &to,
 		&b.CancelReason, &b.CanceledBy, &b.CancelImplied, &findings); err != nil {
 		return projections.Booking{}, err

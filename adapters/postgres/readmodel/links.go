@@ -1,0 +1,146 @@
+package readmodel
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/resource"
+)
+
+// Linked resources (ADR 0014). The calendar folds the "resources" stream into resource_links in the
+// transaction of the batch that carries the events, and a booking claims its slot on the canonical
+// resource of each of its provider resources. The calendar is a function of the booking events and
+// the links as they are after the batch, never of the order the two arrived in: a link re-projects
+// the bookings claiming on the resources whose canonical name it changed.
+
+// decodeLink decodes an event of the link stream.
+func (m *ReadModel) decodeLink(rec eventlog.RecordedEvent) (resource.Event, error) {
+	if m.links == nil {
+		return resource.Event{}, fmt.Errorf("decode %s@%d: the calendar has no link codec (readmodel.Options.Links)", rec.StreamID, rec.Version)
+	}
+	e, err := m.links.DecodeResource(rec)
+	if err != nil {
+		return resource.Event{}, fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
+	}
+	return e, nil
+}
+
+// loadLinks reads the stored links of the provider resources names.
+func loadLinks(ctx context.Context, q querier, names []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(names) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `SELECT resource, name FROM resource_links WHERE resource = ANY($1)`, names)
+	var r, n string
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&r, &n}, func() error {
+			out[r] = n
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resource links: %w", err)
+	}
+	return out, nil
+}
+
+// applyLinks folds link events (in log order) into resource_links and returns the bookings whose
+// claims sit on a provider resource whose canonical resource changed: those to project again.
+func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booking.ID, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	var touched orderedSet
+	for _, e := range evs {
+		for _, r := range e.Resources {
+			touched.add(r)
+		}
+	}
+	before, err := loadLinks(ctx, a.tx, touched.items)
+	if err != nil {
+		return nil, err
+	}
+	after := map[string]string{}
+	for k, v := range before {
+		after[k] = v
+	}
+	for _, e := range evs {
+		for _, r := range e.Resources {
+			switch e.Type {
+			case resource.TypeLinked:
+				after[r] = e.Name
+			case resource.TypeUnlinked:
+				if after[r] == e.Name {
+					delete(after, r)
+				}
+			}
+		}
+	}
+	var changed, oldCanonical, delRes, upRes, upName []string
+	for _, r := range touched.items {
+		o, hadOld := before[r]
+		n, hasNew := after[r]
+		if o == n && hadOld == hasNew {
+			continue
+		}
+		changed = append(changed, r)
+		if hadOld {
+			oldCanonical = append(oldCanonical, o)
+		} else {
+			oldCanonical = append(oldCanonical, r)
+		}
+		if hasNew {
+			upRes, upName = append(upRes, r), append(upName, n)
+		} else {
+			delRes = append(delRes, r)
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	if len(delRes) > 0 {
+		if _, err := a.tx.Exec(ctx, `DELETE FROM resource_links WHERE resource = ANY($1)`, delRes); err != nil {
+			return nil, fmt.Errorf("unlink resources: %w", err)
+		}
+	}
+	if len(upRes) > 0 {
+		if _, err := a.tx.Exec(ctx, `INSERT INTO resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])
+ON CONFLICT (resource) DO UPDATE SET name = excluded.name`, upRes, upName); err != nil {
+			return nil, fmt.Errorf("link resources: %w", err)
+		}
+	}
+	// The claims of a changed provider resource sit under its old canonical resource; of those, the
+	// bookings that name the provider resource itself are the affected ones.
+	ids, err := collectStrings(ctx, a.tx, `SELECT DISTINCT s.booking FROM calendar_slots s
+JOIN calendar_bookings b ON b.booking = s.booking
+WHERE s.resource_id IN (SELECT id FROM calendar_resources WHERE resource = ANY($1)) AND b.resources && $2::text[]
+ORDER BY 1`, oldCanonical, changed)
+	if err != nil {
+		return nil, fmt.Errorf("bookings on relinked resources: %w", err)
+	}
+	return toIDs(ids), nil
+}
+
+// writeLinks replaces resource_links with the rebuild's fold of the link stream.
+func writeLinks(ctx context.Context, tx pgx.Tx, st resource.State) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM resource_links`); err != nil {
+		return fmt.Errorf("write resource links: %w", err)
+	}
+	links := st.Links()
+	if len(links) == 0 {
+		return nil
+	}
+	var rs, ns []string
+	for r, n := range links {
+		rs, ns = append(rs, r), append(ns, n)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])`, rs, ns); err != nil {
+		return fmt.Errorf("write resource links: %w", err)
+	}
+	return nil
+}
