@@ -609,7 +609,7 @@ type CalendarEntry struct {
 	// not linked), on which the slot-holder rule compares bookings.
 	Resource  string
 	Canonical string
-	Start    time.Time
-	End      time.Time
-	Status   Status
+	Start     time.Time
+	End       time.Time
+	Status    Status
 }
