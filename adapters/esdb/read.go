@@ -154,7 +154,15 @@ func (s *Store) selected(stream, eventType string) bool {
 	if strings.HasPrefix(stream, "$") || strings.HasPrefix(eventType, "$") || strings.HasPrefix(stream, ClaimStreamPrefix) {
 		return false
 	}
-	return strings.HasPrefix(stream, s.opts.prefix)
+	if len(s.opts.prefixes) == 0 {
+		return true
+	}
+	for _, p := range s.opts.prefixes {
+		if strings.HasPrefix(stream, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // allPosition maps a port position to the client's: the zero position is the start of $all.

@@ -15,10 +15,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bookingledger/domain/eventlog"
+	"bookingledger/domain/resource"
 )
 
-// DefaultStreamPrefix selects the streams ReadAll and Subscribe return: the booking streams.
+// DefaultStreamPrefix selects the streams ReadAll and Subscribe return: the booking streams, and the
+// link stream of linked resources (resource.Stream, see DefaultStreamPrefixes).
 const DefaultStreamPrefix = "booking-"
+
+// DefaultStreamPrefixes are the prefixes ReadAll and Subscribe select by default.
+var DefaultStreamPrefixes = []string{DefaultStreamPrefix, resource.Stream}
 
 // ClaimStreamPrefix names the streams that bind an event ID to the one stream that may hold it
 // ("bookingledger_eventid-<uuid>"). Their category sorts apart from booking streams and they are never
@@ -32,7 +37,7 @@ var ErrClosed = errors.New("esdb store closed")
 type Option func(*options)
 
 type options struct {
-	prefix      string
+	prefixes    []string
 	logger      *slog.Logger
 	backoffMin  time.Duration
 	backoffMax  time.Duration
@@ -40,9 +45,16 @@ type options struct {
 	callTimeout time.Duration
 }
 
-// WithStreamPrefix sets which streams ReadAll and Subscribe return (default "booking-"). An empty
-// prefix returns every non-system stream except the event-ID claims.
-func WithStreamPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
+// WithStreamPrefix sets which streams ReadAll and Subscribe return (default DefaultStreamPrefixes)
+// to those of one prefix. An empty prefix returns every non-system stream except the event-ID claims.
+func WithStreamPrefix(prefix string) Option {
+	return func(o *options) {
+		o.prefixes = nil
+		if prefix != "" {
+			o.prefixes = []string{prefix}
+		}
+	}
+}
 
 // WithLogger routes the client's own log lines (connection, discovery, dropped subscriptions) to l.
 // Without it they are discarded.
@@ -137,7 +149,7 @@ func redact(connString string) string {
 }
 
 func newStore(conf *esdb.Configuration, opts ...Option) *Store {
-	o := options{prefix: DefaultStreamPrefix, backoffMin: 50 * time.Millisecond, backoffMax: 5 * time.Second, maxAttempts: 16, callTimeout: 30 * time.Second}
+	o := options{prefixes: DefaultStreamPrefixes, backoffMin: 50 * time.Millisecond, backoffMax: 5 * time.Second, maxAttempts: 16, callTimeout: 30 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -71,8 +71,8 @@ func (s *Store) Subscribe(ctx context.Context, from eventlog.Position, handle fu
 // event was handled, which resets the backoff.
 func (s *Store) subscribeOnce(ctx context.Context, last *eventlog.Position, handle func(eventlog.RecordedEvent) error) (bool, error) {
 	filter := esdb.ExcludeSystemEventsFilter()
-	if s.opts.prefix != "" {
-		filter = &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{s.opts.prefix}}
+	if len(s.opts.prefixes) > 0 {
+		filter = &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: s.opts.prefixes}
 	}
 	// The subscription lives as long as this attempt: if the connect below is walked away from and
 	// succeeds later, cancelling subCtx closes what it opened.

@@ -15,6 +15,7 @@ import (
 	"bookingledger/adapters/httpapi/auth"
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/httpapi/relayapi"
+	"bookingledger/adapters/httpapi/resourceapi"
 	"bookingledger/adapters/httpapi/ui"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
@@ -37,6 +38,7 @@ type adminDeps struct {
 	rm                *readmodel.ReadModel
 	steps             readapi.StepResolver // resolves process step items (nil: the API refuses actions)
 	relay             relayapi.Admin       // the relay's endpoints and deliveries (nil: no relay routes)
+	links             resourceapi.Links    // linked resources
 	receipts          *postgres.Store
 	jobs              *river.Client[pgx.Tx]
 	providers         []string
@@ -81,6 +83,7 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 	if d.relay != nil {
 		relayapi.Register(routes, relayapi.Deps{Relay: d.relay, Logger: d.log})
 	}
+	resourceapi.Register(routes, resourceapi.Deps{Links: d.links, Actor: auth.Actor, Logger: d.log})
 
 	jobsUI, err := riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(d.jobs, nil),
 		Logger: d.log.With("component", "riverui"), Prefix: jobsPrefix})

@@ -28,6 +28,7 @@ import (
 	"bookingledger/adapters/postgres/tokens"
 	"bookingledger/adapters/process"
 	"bookingledger/adapters/relay"
+	"bookingledger/domain/resource"
 )
 
 // adminFixture is the server's admin surface over a fresh database, with a token of every kind.
@@ -56,7 +57,8 @@ func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
 	require.NoError(t, err)
 	// Every optional part of the surface is on, so the route table is serve's whole table.
 	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, client), relay: rl, receipts: store, jobs: client, providers: []string{"calendly"},
-		log: slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
+		links: resource.NewService(store, eventcodec.JSON{}),
+		log:   slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
 	require.NoError(t, err)
 	f := &adminFixture{adm: adm, routes: adm.routes.Patterns(), reg: reg, store: tokens.New(pool), tok: map[string]string{}}
 	f.srv = httptest.NewServer(adm.authn.Handler(adm.routes))

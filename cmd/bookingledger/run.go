@@ -36,6 +36,10 @@ Usage:
   bookingledger token create --name N --scope read|admin [--expires 90d]
   bookingledger token list | token revoke <id|name>
                                    bearer tokens of /api/ and the UI (the token is printed once)
+  bookingledger resources link <name> <provider-resource>... | unlink <name> [<provider-resource>...]
+  bookingledger resources list | show <name> | apply <file.json>
+                                   linked resources: one host's calendars at several providers guarded
+                                   as one calendar (each change an event on the "resources" stream)
   bookingledger rebuild [calendar|process] [--quiet]
                                    replay the event log into an emptied read model (stop serve first)
   bookingledger dev-sinks [--only NAME,...] [--env-file PATH]
@@ -92,6 +96,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runReplay(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		err = runToken(ctx, rest, getenv, stdout, stderr)
+	case "resources":
+		err = runResources(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		err = runVersion(stdout)
 	case "help", "-h", "-help", "--help":

@@ -26,6 +26,7 @@ import (
 	"bookingledger/adapters/process"
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/ledger"
+	"bookingledger/domain/resource"
 )
 
 // Environment variables read by more than one command.
@@ -81,6 +82,9 @@ type serveConfig struct {
 	relay           relay.Config
 	metricsAuth     string
 	authFailures    int64
+	// resourcesFile and resources: BOOKINGLEDGER_RESOURCES_FILE and its links, read at start.
+	resourcesFile string
+	resources     map[string][]string
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -113,6 +117,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		`/metrics: "open", or "token" (a read token, as for /api/)`)
 	authFailures := f.Int64("auth-failures-per-minute", []string{"BOOKINGLEDGER_AUTH_FAILURES_PER_MINUTE"}, auth.DefaultFailuresPerMinute, 1,
 		"failed token attempts allowed per client address per minute on the admin surface; past it 429")
+	resourcesFile := f.String("resources-file", []string{envResourcesFile}, "",
+		"JSON file of linked resources applied at start (idempotent; see 'bookingledger resources -h')")
 	providerFlags := registerProviderFlags(f)
 	rest, err := f.parse(args)
 	if err != nil {
@@ -124,7 +130,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	c = serveConfig{addr: *addr, adminAddr: *adminAddr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
 		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level,
 		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers, allowNewer: *allowNewer, jobTimeout: *jobTimeout, rescueAfter: *rescueAfter,
-		metricsAuth: *metricsAuth, authFailures: *authFailures}
+		metricsAuth: *metricsAuth, authFailures: *authFailures, resourcesFile: *resourcesFile}
 	if c.metricsAuth != metricsOpen && c.metricsAuth != metricsToken {
 		return c, usageErrorf("BOOKINGLEDGER_METRICS_AUTH / --metrics-auth %q: want open or token", c.metricsAuth)
 	}
@@ -154,6 +160,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.steps, err = parseSteps(getenv); err != nil {
 		return c, err
+	}
+	if c.resourcesFile != "" {
+		if c.resources, err = readResourcesFile(c.resourcesFile); err != nil {
+			return c, usageError{err}
+		}
 	}
 	return c, nil
 }
@@ -256,6 +267,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer es.Close()
+	links := resource.NewService(es.events, eventcodec.JSON{})
+	if cfg.resourcesFile != "" {
+		if err := applyResourcesFile(ctx, links, cfg.resourcesFile, cfg.resources, log); err != nil {
+			return err
+		}
+	}
 	var (
 		store ledger.Store = es.receipts
 		ready              = readiness(pool)
@@ -348,7 +365,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	// The admin surface: every route behind the token policy (adapters/httpapi/auth).
 	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, receipts: es.receipts,
-		jobs: queue.Client(), providers: cfg.providers.names(), log: log, reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
+		links: links, jobs: queue.Client(), providers: cfg.providers.names(), log: log, reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
 	if err != nil {
 		return err
 	}
