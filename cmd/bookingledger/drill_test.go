@@ -83,7 +83,7 @@ var (
 	sourceTables = []string{"events", "streams", "receipts", "receipt_bodies", "reconciliation_items", "contacts", "process_steps",
 		"relay_endpoints", "relay_deliveries", "relay_attempts", "relay_replays", "relay_alerts",
 		"api_tokens", "schema_migrations", "river_job", "river_queue", "river_migration"}
-	rebuiltTables = []string{"calendar_bookings", "calendar_resources", "calendar_slots", "calendar_booking_refs",
+	rebuiltTables = []string{"calendar_bookings", "calendar_resources", "calendar_resource_links", "calendar_slots", "calendar_booking_refs",
 		"payment_streams", "payment_stream_refs", "projection_checkpoints", "river_leader", "river_notification", "ui_sessions"}
 )
 

@@ -11,7 +11,7 @@ import (
 	"bookingledger/domain/resource"
 )
 
-// Linked resources (ADR 0014). The calendar folds the "resources" stream into resource_links in the
+// Linked resources (ADR 0014). The calendar folds the "resources" stream into calendar_resource_links in the
 // transaction of the batch that carries the events, and a booking claims its slot on the canonical
 // resource of each of its provider resources. The calendar is a function of the booking events and
 // the links as they are after the batch, never of the order the two arrived in: a link re-projects
@@ -35,7 +35,7 @@ func loadLinks(ctx context.Context, q querier, names []string) (map[string]strin
 	if len(names) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT resource, name FROM resource_links WHERE resource = ANY($1)`, names)
+	rows, err := q.Query(ctx, `SELECT resource, name FROM calendar_resource_links WHERE resource = ANY($1)`, names)
 	var r, n string
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&r, &n}, func() error {
@@ -49,7 +49,7 @@ func loadLinks(ctx context.Context, q querier, names []string) (map[string]strin
 	return out, nil
 }
 
-// applyLinks folds link events (in log order) into resource_links and returns the bookings whose
+// applyLinks folds link events (in log order) into calendar_resource_links and returns the bookings whose
 // claims sit on a provider resource whose canonical resource changed: those to project again.
 func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booking.ID, error) {
 	if len(evs) == 0 {
@@ -104,12 +104,12 @@ func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booki
 		return nil, nil
 	}
 	if len(delRes) > 0 {
-		if _, err := a.tx.Exec(ctx, `DELETE FROM resource_links WHERE resource = ANY($1)`, delRes); err != nil {
+		if _, err := a.tx.Exec(ctx, `DELETE FROM calendar_resource_links WHERE resource = ANY($1)`, delRes); err != nil {
 			return nil, fmt.Errorf("unlink resources: %w", err)
 		}
 	}
 	if len(upRes) > 0 {
-		if _, err := a.tx.Exec(ctx, `INSERT INTO resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])
+		if _, err := a.tx.Exec(ctx, `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])
 ON CONFLICT (resource) DO UPDATE SET name = excluded.name`, upRes, upName); err != nil {
 			return nil, fmt.Errorf("link resources: %w", err)
 		}
@@ -126,9 +126,9 @@ ORDER BY 1`, oldCanonical, changed)
 	return toIDs(ids), nil
 }
 
-// writeLinks replaces resource_links with the rebuild's fold of the link stream.
+// writeLinks replaces calendar_resource_links with the rebuild's fold of the link stream.
 func writeLinks(ctx context.Context, tx pgx.Tx, st resource.State) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM resource_links`); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM calendar_resource_links`); err != nil {
 		return fmt.Errorf("write resource links: %w", err)
 	}
 	links := st.Links()
@@ -139,7 +139,7 @@ func writeLinks(ctx context.Context, tx pgx.Tx, st resource.State) error {
 	for r, n := range links {
 		rs, ns = append(rs, r), append(ns, n)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])`, rs, ns); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])`, rs, ns); err != nil {
 		return fmt.Errorf("write resource links: %w", err)
 	}
 	return nil

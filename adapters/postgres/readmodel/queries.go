@@ -62,7 +62,7 @@ FROM (
       AND lower(during) >= $5
 ) b
 CROSS JOIN LATERAL unnest(b.resources) AS r(resource)
-LEFT JOIN resource_links l ON l.resource = r.resource
+LEFT JOIN calendar_resource_links l ON l.resource = r.resource
 WHERE ($3 = '' OR r.resource = $3 OR l.name = $3) AND (lower(b.during), r.resource, b.booking) > ($5::timestamptz, $6::text, $7::text)
 ORDER BY lower(b.during), r.resource, b.booking
 LIMIT $4`

@@ -155,7 +155,7 @@ func (m *ReadModel) Reset(ctx context.Context) error {
 func (m *ReadModel) reset(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		// The links are the calendar's too, written by the rebuild outside the staged swap.
-		if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(rebuildTables, ", ")+`, resource_links`); err != nil {
+		if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(rebuildTables, ", ")+`, calendar_resource_links`); err != nil {
 			return err
 		}
 		return checkpoint.Rewind(ctx, tx, ProjectionName, true)

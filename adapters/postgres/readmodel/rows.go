@@ -57,7 +57,7 @@ type findingJSON struct {
 
 const bookingColumns = `booking, provider, meeting, resources,
     ARRAY(SELECT coalesce(l.name, r.resource) FROM unnest(resources) WITH ORDINALITY AS r(resource, n)
-        LEFT JOIN resource_links l ON l.resource = r.resource ORDER BY r.n), lower(during), upper(during), status, booking_status,
+        LEFT JOIN calendar_resource_links l ON l.resource = r.resource ORDER BY r.n), lower(during), upper(during), status, booking_status,
     holder, payment_status, payment_refs, payment_streams, capacity, no_show, scheduled_at, updated_at, stream_version,
     event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings`
 

@@ -35,7 +35,7 @@ FROM calendar_slots ORDER BY booking, resource`)
 	s.Payments = queryStrings(t, e, `SELECT format('%s %s %s %s', stream, refs, payment_status, stream_version) FROM payment_streams ORDER BY stream`)
 	s.Refs = queryStrings(t, e, `SELECT 'booking ' || booking || ' ' || ref FROM calendar_booking_refs
 UNION ALL SELECT 'stream ' || stream || ' ' || ref FROM payment_stream_refs ORDER BY 1`)
-	s.Links = queryStrings(t, e, `SELECT resource || ' -> ' || name FROM resource_links ORDER BY resource`)
+	s.Links = queryStrings(t, e, `SELECT resource || ' -> ' || name FROM calendar_resource_links ORDER BY resource`)
 	items, err := e.rm.OpenItems(ctx)
 	require.NoError(t, err)
 	for _, it := range items {

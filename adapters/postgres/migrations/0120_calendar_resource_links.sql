@@ -4,8 +4,8 @@
 -- one; a provider resource not listed is its own canonical resource. Derived like every calendar
 -- table: a rebuild recomputes it from the log.
 -- +goose Up
-CREATE TABLE resource_links (
+CREATE TABLE calendar_resource_links (
     resource text PRIMARY KEY, -- the provider's identifier, as calendar_bookings.resources holds it
     name text NOT NULL          -- the canonical resource
 );
-CREATE INDEX resource_links_name_idx ON resource_links (name);
+CREATE INDEX calendar_resource_links_name_idx ON calendar_resource_links (name);
