@@ -1,6 +1,7 @@
 package readapi
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -88,10 +89,19 @@ func orEmpty(s []string) []string {
 	return s
 }
 
+// canonicalOf is the booking's canonical resources; a row that carries none (computed, not read from
+// the read model) claims on its provider resources themselves.
+func canonicalOf(b projections.Booking) []string {
+	if len(b.Canonical) != len(b.Resources) {
+		return orEmpty(b.Resources)
+	}
+	return b.Canonical
+}
+
 func toBooking(b projections.Booking) BookingDTO {
 	d := BookingDTO{
 		Booking: string(b.Booking), Provider: b.Provider, Meeting: b.Meeting, Resources: orEmpty(b.Resources),
-		CanonicalResources: orEmpty(b.Canonical),
+		CanonicalResources: canonicalOf(b),
 		Start:              timePtr(b.Start), End: timePtr(b.End), Status: string(b.Status), BookingStatus: string(b.BookingStatus),
 		Holder: b.Holder, Capacity: b.Capacity, NoShow: b.NoShow, ScheduledAt: timePtr(b.ScheduledAt),
 		UpdatedAt: timePtr(b.UpdatedAt), StreamVersion: b.StreamVersion, Events: b.Events,
@@ -140,7 +150,7 @@ func ToCalendar(p projections.CalendarPage) CalendarDTO {
 	}
 	for i, e := range p.Entries {
 		out.Bookings[i] = CalendarEntryDTO{Booking: string(e.Booking), Provider: e.Provider, Meeting: e.Meeting,
-			Resource: e.Resource, CanonicalResource: e.Canonical, Start: e.Start.UTC(), End: e.End.UTC(), Status: string(e.Status)}
+			Resource: e.Resource, CanonicalResource: cmp.Or(e.Canonical, e.Resource), Start: e.Start.UTC(), End: e.End.UTC(), Status: string(e.Status)}
 	}
 	return out
 }

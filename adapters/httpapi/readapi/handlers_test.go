@@ -151,7 +151,7 @@ func TestHandlers(t *testing.T) {
 		{"history of unknown booking", "GET", "/api/bookings/calendly-nobody/history", "", 404, nil},
 		{"calendar", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00%2B01:00&resource=host-1", "", 200, func(t *testing.T, b map[string]any) {
 			e := b["bookings"].([]any)[0].(map[string]any)
-			assert.Equal(t, map[string]any{"booking": "calendly-a", "provider": "calendly", "meeting": "m", "resource": "host-1",
+			assert.Equal(t, map[string]any{"booking": "calendly-a", "provider": "calendly", "meeting": "m", "resource": "host-1", "canonical_resource": "host-1",
 				"start": "2027-03-15T10:00:00Z", "end": "2027-03-15T10:30:00Z", "status": "active"}, e)
 			assert.Equal(t, "host-1", fr.lastQuery.Resource)
 			assert.True(t, fr.lastQuery.To.Equal(time.Date(2027, 3, 15, 23, 0, 0, 0, time.UTC)))
