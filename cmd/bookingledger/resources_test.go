@@ -82,9 +82,11 @@ func resourcesEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Equal(t, 2, code, "a malformed name is a usage error")
 	assert.Contains(t, errOut, "only letters")
 
-	// The admin API: reading needs read, changing admin; the change records the token's name.
+	// The admin API needs an admin token, to read too; a change records the token's name.
 	readTok := cliToken(t, env, "resources-reader", "read")
 	status, body := httpDo(t, readTok, http.MethodGet, srv.admin+"/api/admin/resources", "")
+	assert.Equal(t, http.StatusForbidden, status, body)
+	status, body = httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/admin/resources", "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.JSONEq(t, `{"resources":[{"name":"dr-smith","provider_resources":["`+ids[0]+`","`+ids[1]+`"]}],"version":1}`, body)
 	status, body = httpDo(t, readTok, http.MethodPost, srv.admin+"/api/admin/resources/dr-smith/unlink", `{"provider_resources":["`+ids[1]+`"]}`)
@@ -100,7 +102,7 @@ func resourcesEndToEnd(t *testing.T, vars map[string]string) {
 	waitForCalendar(t, srv.token, srv.admin, from, to, map[string]string{"calendly-intro": "active", "calcom-treat": "active"})
 	items, _, _ = cli(t, env, "reconcile", "list")
 	assert.NotContains(t, items, "on dr-smith", "the conflict item closed itself")
-	status, body = httpDo(t, readTok, http.MethodGet, srv.admin+"/api/admin/resources/dr-smith", "")
+	status, body = httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/admin/resources/dr-smith", "")
 	require.Equal(t, http.StatusOK, status, body)
 	var show struct {
 		ProviderResources []string `json:"provider_resources"`
@@ -115,7 +117,7 @@ func resourcesEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Equal(t, "resource.linked.v1", show.History[0].Type)
 	assert.True(t, strings.HasPrefix(show.History[0].By, "cli"), show.History[0].By)
 	assert.Equal(t, "resource.unlinked.v1", show.History[1].Type)
-	status, _ = httpDo(t, readTok, http.MethodGet, srv.admin+"/api/admin/resources/nobody", "")
+	status, _ = httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/admin/resources/nobody", "")
 	assert.Equal(t, http.StatusNotFound, status)
 	srv.stop(t)
 
