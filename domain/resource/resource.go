@@ -85,6 +85,16 @@ type State struct {
 	Version uint64
 }
 
+// FromLinks is the state whose links are links (identifier → name): the part of a fold a reader kept,
+// to continue folding from it.
+func FromLinks(links map[string]string) State {
+	s := State{owner: make(map[string]string, len(links))}
+	for k, v := range links {
+		s.owner[k] = v
+	}
+	return s
+}
+
 // Fold applies events in stream order.
 func Fold(events []Event) State {
 	s := State{owner: map[string]string{}}

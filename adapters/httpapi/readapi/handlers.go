@@ -171,12 +171,15 @@ type ErrorDTO struct {
 	Code  string `json:"code"`
 }
 
+// ErrorRow maps a sentinel error to an answer's status and code.
+type ErrorRow struct {
+	Err    error
+	Status int
+	Code   string
+}
+
 // errorTable maps the read side's sentinels to statuses; the first match wins.
-var errorTable = []struct {
-	err    error
-	status int
-	code   string
-}{
+var errorTable = []ErrorRow{
 	{projections.ErrNotFound, http.StatusNotFound, "not_found"},
 	{projections.ErrItemClosed, http.StatusConflict, "already_closed"},
 	{projections.ErrInvalidQuery, http.StatusBadRequest, "invalid_request"},
@@ -185,16 +188,22 @@ var errorTable = []struct {
 }
 
 func (h *handlers) fail(w http.ResponseWriter, r *http.Request, err error) {
-	for _, row := range errorTable {
-		if errors.Is(err, row.err) {
-			writeJSON(w, row.status, ErrorDTO{Error: err.Error(), Code: row.code})
+	Fail(w, r, err, errorTable, h.log, "read api")
+}
+
+// Fail answers err with the first row of table it matches (its message in the error body), else
+// logs it as api's and answers 500 internal without detail.
+func Fail(w http.ResponseWriter, r *http.Request, err error, table []ErrorRow, log *slog.Logger, api string) {
+	for _, row := range table {
+		if errors.Is(err, row.Err) {
+			writeJSON(w, row.Status, ErrorDTO{Error: err.Error(), Code: row.Code})
 			return
 		}
 	}
 	if r.Context().Err() != nil {
 		return // the client went away; nobody reads an answer
 	}
-	h.log.Error("read api", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	log.Error(api, "method", r.Method, "path", r.URL.Path, "error", err.Error())
 	writeJSON(w, http.StatusInternalServerError, ErrorDTO{Error: "internal error", Code: "internal"})
 }
 

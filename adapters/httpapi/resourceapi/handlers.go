@@ -203,26 +203,13 @@ func (h *handlers) change(do func(context.Context, string, []string, string, tim
 	}
 }
 
-var errorTable = []struct {
-	err    error
-	status int
-	code   string
-}{
-	{resource.ErrNotFound, http.StatusNotFound, "not_found"},
-	{resource.ErrLinkedElsewhere, http.StatusConflict, "linked_elsewhere"},
-	{resource.ErrInvalid, http.StatusBadRequest, "invalid_request"},
+var errorTable = []readapi.ErrorRow{
+	{Err: resource.ErrNotFound, Status: http.StatusNotFound, Code: "not_found"},
+	{Err: resource.ErrLinkedElsewhere, Status: http.StatusConflict, Code: "linked_elsewhere"},
+	{Err: resource.ErrInvalid, Status: http.StatusBadRequest, Code: "invalid_request"},
+	{Err: context.DeadlineExceeded, Status: http.StatusServiceUnavailable, Code: "timeout"},
 }
 
 func (h *handlers) fail(w http.ResponseWriter, r *http.Request, err error) {
-	for _, row := range errorTable {
-		if errors.Is(err, row.err) {
-			readapi.WriteJSON(w, row.status, readapi.ErrorDTO{Error: err.Error(), Code: row.code})
-			return
-		}
-	}
-	if r.Context().Err() != nil {
-		return
-	}
-	h.d.Logger.Error("resource api", "method", r.Method, "path", r.URL.Path, "error", err.Error())
-	readapi.WriteJSON(w, http.StatusInternalServerError, readapi.ErrorDTO{Error: "internal error", Code: "internal"})
+	readapi.Fail(w, r, err, errorTable, h.d.Logger, "resource api")
 }

@@ -65,22 +65,11 @@ func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booki
 	if err != nil {
 		return nil, err
 	}
-	after := map[string]string{}
-	for k, v := range before {
-		after[k] = v
-	}
+	st := resource.FromLinks(before)
 	for _, e := range evs {
-		for _, r := range e.Resources {
-			switch e.Type {
-			case resource.TypeLinked:
-				after[r] = e.Name
-			case resource.TypeUnlinked:
-				if after[r] == e.Name {
-					delete(after, r)
-				}
-			}
-		}
+		st.Evolve(e)
 	}
+	after := st.Links()
 	var changed, oldCanonical, delRes, upRes, upName []string
 	for _, r := range touched.items {
 		o, hadOld := before[r]
