@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -213,7 +215,9 @@ func readResourcesFile(path string) (map[string][]string, error) {
 		return nil, fmt.Errorf(`resources file %s: no "resources" object`, path)
 	}
 	owner := map[string]string{}
-	for name, ids := range doc.Resources {
+	names := slices.Sorted(maps.Keys(doc.Resources)) // the error names the same pair every time
+	for _, name := range names {
+		ids := doc.Resources[name]
 		if err := resource.ValidateName(name); err != nil {
 			return nil, fmt.Errorf("resources file %s: %w", path, err)
 		}
