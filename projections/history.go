@@ -121,7 +121,28 @@ type HistoryInput struct {
 	Row *Booking
 	// Items are the reconciliation items naming the booking, open and closed.
 	Items []Item
+	// Texts are the free texts kept apart from the booking's events (cancel reasons), put back in
+	// place for the auditor; an erased one reads "[erased on …]".
+	Texts []KeptText
 }
+
+// KeptText is a free text kept apart from its event (booking.SplitFreeText), or the record that it
+// was erased.
+type KeptText struct {
+	booking.FreeText
+	ErasedAt time.Time // zero while the text is kept
+}
+
+// Shown is the text as a reader sees it: the text, or when it was erased.
+func (k KeptText) Shown() booking.FreeText {
+	if !k.ErasedAt.IsZero() {
+		k.Text = ErasedMark(k.ErasedAt)
+	}
+	return k.FreeText
+}
+
+// ErasedMark stands in for personal data erased at t, wherever the data used to be shown.
+func ErasedMark(t time.Time) string { return "[erased on " + t.UTC().Format(time.DateOnly) + "]" }
 
 // BuildHistory computes a booking's history. Receipts keep their given order; events are put in
 // arrival order.
@@ -130,9 +151,17 @@ func BuildHistory(in HistoryInput) History {
 		rec eventlog.RecordedEvent
 		ev  booking.Event
 	}
+	texts := make(map[eventlog.EventID][]booking.FreeText, len(in.Texts))
+	for _, k := range in.Texts {
+		texts[k.Event] = append(texts[k.Event], k.Shown())
+	}
 	pairs := make([]pair, 0, len(in.Recorded))
 	for i := range in.Recorded {
-		pairs = append(pairs, pair{in.Recorded[i], in.Events[i]})
+		ev := in.Events[i]
+		for _, ft := range texts[ev.ID] {
+			ev = booking.WithFreeText(ev, ft)
+		}
+		pairs = append(pairs, pair{in.Recorded[i], ev})
 	}
 	slices.SortStableFunc(pairs, func(a, b pair) int { return cmp.Compare(a.rec.Version, b.rec.Version) })
 
@@ -154,6 +183,10 @@ func BuildHistory(in HistoryInput) History {
 	}
 	if in.Row != nil {
 		h.State, h.Projected = *in.Row, true
+		if state.CancelReason != "" {
+			// The row is folded from the events alone, which keep no free text.
+			h.State.CancelReason = state.CancelReason
+		}
 	} else {
 		var version uint64
 		if n := len(pairs); n > 0 {

@@ -25,6 +25,7 @@ import (
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
@@ -147,7 +148,8 @@ func newServer(t *testing.T, opts ...serverOption) *testServer {
 		Logs:     &syncBuffer{},
 	}
 	cfg := httpapi.Config{
-		Ledger: ledger.NewService(st.Ledger, eventcodec.JSON{}),
+		// As serve builds it: free text kept apart from the events.
+		Ledger: ledger.NewService(st.Ledger, eventcodec.JSON{}).WithFreeTexts(privacy.NewTexts(pool)),
 		Providers: []providers.Provider{
 			calendly.New(providers.NewSecrets(calendlyKey), 0),
 			calcom.New(providers.NewSecrets(calcomSecret)),

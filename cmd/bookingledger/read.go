@@ -21,6 +21,7 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -104,7 +105,7 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 		pool.Close()
 		return nil, err
 	}
-	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}})
+	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
 	return &readSide{rm: rm, pool: pool, store: store}, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/process"
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/ledger"
@@ -289,7 +290,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}))
 		log.Info("event store: EventStoreDB; receipts: PostgreSQL")
 	}
-	svc := ledger.NewService(store, eventcodec.JSON{})
+	svc := ledger.NewService(store, eventcodec.JSON{}).WithFreeTexts(privacy.NewTexts(pool))
 
 	reg := prometheus.NewRegistry()
 	// The relay: its workers run on the job queue, its projection plans deliveries from the log.
@@ -336,7 +337,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The read side: the projections follow the event log in the background, whichever store holds
 	// it; the read API answers from the calendar's tables. Their runners stop after the HTTP drain
 	// (deferred calls run last-in first-out) and before the event store and the pool close.
-	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}})
+	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
 	deps := projectionDeps{pool: pool, events: es, calendar: rm, jobs: queue.Client(), stepTargets: stepWorker.Targets(), log: log, relay: rl}
 	runners, stopRunners, err := startRunners(ctx, deps, projectionRegistry(), log)
 	if err != nil {

@@ -151,12 +151,22 @@ type Result struct {
 	Finding *booking.Finding
 }
 
+// FreeTextStore keeps the texts people typed (cancel reasons) apart from the immutable events, where
+// erasing a person can remove them. Saving the same event's text again changes nothing.
+type FreeTextStore interface {
+	SaveFreeTexts(ctx context.Context, texts []booking.FreeText) error
+}
+
 // Service records deliveries.
 type Service struct {
 	store       Store
 	codec       Codec
+	texts       FreeTextStore
 	maxAttempts int
 }
+
+// MaxFreeTextBytes bounds one kept free text.
+const MaxFreeTextBytes = 4000
 
 // DefaultMaxAttempts bounds the reload-and-decide loop on version conflicts.
 const DefaultMaxAttempts = 8
@@ -172,8 +182,24 @@ func (s *Service) WithMaxAttempts(n int) *Service {
 	return s
 }
 
+// WithFreeTexts keeps the free text of events (booking.SplitFreeText) in texts. Without it that text
+// is dropped: it never reaches an event either way.
+func (s *Service) WithFreeTexts(texts FreeTextStore) *Service {
+	s.texts = texts
+	return s
+}
+
 // Record records one verified delivery and its receipt.
 func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
+	events, texts := splitFreeTexts(d.Events)
+	d.Events = events
+	if len(texts) > 0 && s.texts != nil && d.MapErr == nil {
+		// Before the commit, like contacts: a text saved for a delivery whose commit then fails is the
+		// text of the provider's retry.
+		if err := s.texts.SaveFreeTexts(ctx, texts); err != nil {
+			return Result{}, fmt.Errorf("record delivery %s: %w", d.Receipt.DeliveryID, err)
+		}
+	}
 	r := d.Receipt
 	r.Events = refs(d.Events)
 	res := Result{}
@@ -326,6 +352,28 @@ func (s *Service) Reject(ctx context.Context, r Receipt, reason string) error {
 		return fmt.Errorf("record rejected receipt: %w", err)
 	}
 	return nil
+}
+
+// splitFreeTexts returns the events without their free text, and that text.
+func splitFreeTexts(events []booking.Event) ([]booking.Event, []booking.FreeText) {
+	var texts []booking.FreeText
+	var out []booking.Event
+	for i, e := range events {
+		stripped, ft, ok := booking.SplitFreeText(e)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = append(make([]booking.Event, 0, len(events)), events...)
+		}
+		out[i] = stripped
+		ft.Text = StorableText(ft.Text, MaxFreeTextBytes)
+		texts = append(texts, ft)
+	}
+	if out == nil {
+		return events, nil
+	}
+	return out, texts
 }
 
 func refs(events []booking.Event) []EventRef {

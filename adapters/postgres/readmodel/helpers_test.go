@@ -19,6 +19,7 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/privacy"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
@@ -94,8 +95,9 @@ func newEnvOn(tb testing.TB, kind string) *env {
 	e := &env{pool: pool, backend: newBackend(tb, kind), receive: day.Add(-24 * time.Hour)}
 	var ls ledger.Store
 	e.store, ls = e.backend.open(tb, pool)
-	e.ledger = ledger.NewService(ls, eventcodec.JSON{})
-	e.rm = readmodel.New(pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}})
+	// As serve builds them: free text kept apart from the events and put back into history.
+	e.ledger = ledger.NewService(ls, eventcodec.JSON{}).WithFreeTexts(privacy.NewTexts(pool))
+	e.rm = readmodel.New(pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
 	return e
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/privacy"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
@@ -143,4 +144,50 @@ func TestHistoryShowsConflicts(t *testing.T) {
 		require.Len(t, conflicts, 1, id)
 		assert.Contains(t, conflicts[0].Reason, "calendly-h1 holds the slot")
 	}
+}
+
+// A cancel's reason is a person's free text: the stored event and the calendar row hold none of it,
+// the history shows it from the free-text table, and once erased shows when instead.
+func TestHistoryShowsTheCancelReasonKeptApartUntilErased(t *testing.T) {
+	const reason = "my daughter's recital"
+	id := booking.ID("calendly-reason")
+	create := created(id, day.Add(-time.Hour), slot("https://api.calendly.com/scheduled_events/EV-R", at(11, 0), 30, "host-r"))
+	cancel := canceled(id, day.Add(-30*time.Minute), reason)
+	e := newEnv(t)
+	e.deliver(t, one("d-create", create))
+	e.deliver(t, one("d-cancel", cancel))
+	e.catchUp(t)
+
+	recs, err := e.store.ReadStream(context.Background(), id.Stream())
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	for _, r := range recs {
+		assert.NotContains(t, string(r.Data)+string(r.Metadata), "recital", "event v%d", r.Version)
+	}
+	assert.Empty(t, e.booking(t, id).CancelReason, "the calendar row is folded from the events alone")
+
+	h, err := e.rm.History(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, reason, h.State.CancelReason)
+	require.Len(t, h.Events, 2)
+	assert.Equal(t, "canceled by invitee: "+reason, h.Events[1].Summary)
+
+	n, err := privacy.NewTexts(e.pool).EraseBooking(context.Background(), e.pool, id)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	n, err = privacy.NewTexts(e.pool).EraseBooking(context.Background(), e.pool, id)
+	require.NoError(t, err)
+	assert.Zero(t, n, "erasing again finds nothing left")
+	// A redelivery of the cancel after the erasure cannot bring the text back.
+	assert.Equal(t, ledger.OutcomeDuplicate, e.deliver(t, one("d-cancel-again", cancel)).Outcome)
+
+	h, err = e.rm.History(context.Background(), id)
+	require.NoError(t, err)
+	mark := projections.ErasedMark(time.Now())
+	assert.Equal(t, mark, h.State.CancelReason)
+	assert.Equal(t, "canceled by invitee: "+mark, h.Events[1].Summary)
+	var buf bytes.Buffer
+	require.NoError(t, projections.WriteTimeline(&buf, h))
+	assert.NotContains(t, buf.String(), "recital")
+	assert.Contains(t, buf.String(), "[erased on ")
 }

@@ -202,8 +202,14 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 	if len(recs) == 0 && len(receipts) == 0 && row == nil {
 		return projections.History{}, fmt.Errorf("history of %s: %w", id, projections.ErrNotFound)
 	}
+	var texts []projections.KeptText
+	if m.texts != nil {
+		if texts, err = m.texts.FreeTexts(ctx, id); err != nil {
+			return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
+		}
+	}
 	h := projections.BuildHistory(projections.HistoryInput{
-		Booking: id, Recorded: recs, Events: events, Receipts: receipts, Row: row, Items: items,
+		Booking: id, Recorded: recs, Events: events, Receipts: receipts, Row: row, Items: items, Texts: texts,
 	})
 	if m.steps != nil {
 		if h.Steps, err = m.steps.StepsForBooking(ctx, id); err != nil {
@@ -216,6 +222,11 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 // StepSource lists a booking's process steps (adapters/process.Store).
 type StepSource interface {
 	StepsForBooking(ctx context.Context, id booking.ID) ([]projections.StepEntry, error)
+}
+
+// TextSource reads the free texts kept apart from a booking's events (adapters/privacy.Texts).
+type TextSource interface {
+	FreeTexts(ctx context.Context, id booking.ID) ([]projections.KeptText, error)
 }
 
 // Checkpoint returns the calendar projection's saved checkpoint (zero when it never ran).

@@ -40,6 +40,9 @@ type Options struct {
 	Receipts ReceiptSource
 	// Steps, when set, adds the booking's process steps to its history.
 	Steps StepSource
+	// Texts, when set, puts the free texts kept apart from the events (cancel reasons) back into the
+	// booking's history.
+	Texts TextSource
 	// CacheEvents bounds the decoded events kept between batches (200000).
 	CacheEvents int
 	// ReadConcurrency bounds the streams read from the store at once (4).
@@ -61,6 +64,7 @@ type ReadModel struct {
 	receipts ReceiptSource
 	steps    StepSource
 	links    resource.Codec
+	texts    TextSource
 	locker   *checkpoint.Locker
 	readConc int
 
@@ -94,7 +98,7 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 		opts.RebuildBufferEvents = 1_000_000
 	}
 	return &ReadModel{
-		pool: pool, events: events, codec: codec, receipts: opts.Receipts, steps: opts.Steps, links: opts.Links, locker: checkpoint.NewLocker(pool),
+		pool: pool, events: events, codec: codec, receipts: opts.Receipts, steps: opts.Steps, links: opts.Links, texts: opts.Texts, locker: checkpoint.NewLocker(pool),
 		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), bufferLimit: int64(opts.RebuildBufferEvents),
 		resourceIDs: map[string]int32{},
 	}
