@@ -366,6 +366,9 @@ type ReceiptDetail struct {
 	RecordedAt time.Time
 	Headers    []ledger.Header
 	Body       []byte
-	Pending    booking.ID
-	Related    []ReceiptEntry
+	// BodyNote says why a verified delivery's Body is missing: "[erased on …]", or that it is sealed
+	// and the reader has no master key.
+	BodyNote string
+	Pending  booking.ID
+	Related  []ReceiptEntry
 }

@@ -275,6 +275,8 @@ func WriteReceipt(w io.Writer, d ReceiptDetail) error {
 		}
 	}
 	switch {
+	case d.BodyNote != "":
+		ew.printf("\nbody: %s\n", d.BodyNote)
 	case d.Body == nil:
 		ew.printf("\nbody: not kept (an unverified request's body never is)\n")
 	case utf8.Valid(d.Body):

@@ -61,6 +61,15 @@ export BOOKINGLEDGER_DATABASE_URL="$url" BOOKINGLEDGER_ADDR BOOKINGLEDGER_ADMIN_
 	BOOKINGLEDGER_ACUITY_API_KEYS BOOKINGLEDGER_ACUITY_USER_ID BOOKINGLEDGER_RELAY_ALLOW_PRIVATE \
 	BOOKINGLEDGER_RELAY_SCHEDULE
 
+# The master key of the receipt bodies' encryption: made once and kept with the cluster (a new one
+# each run could not open the bodies stored before). Never use it in production.
+masterkey_file="$pgdir/master.key"
+if [ -z "${BOOKINGLEDGER_MASTER_KEY:-}" ]; then
+	[ -s "$masterkey_file" ] || (umask 077 && bin/bookingledger keys generate --id demo >"$masterkey_file")
+	BOOKINGLEDGER_MASTER_KEY=$(cat "$masterkey_file")
+fi
+export BOOKINGLEDGER_MASTER_KEY
+
 # A demo admin token for /api/ and the UI, made anew each run (the previous run's is revoked).
 bin/bookingledger migrate >/dev/null
 bin/bookingledger token revoke demo-admin >/dev/null 2>&1 || true
@@ -78,6 +87,7 @@ envfile="$pgdir/demo.env"
 cat >"$envfile" <<ENV
 BOOKINGLEDGER_DATABASE_URL=$BOOKINGLEDGER_DATABASE_URL
 BOOKINGLEDGER_TOKEN=$BOOKINGLEDGER_TOKEN
+BOOKINGLEDGER_MASTER_KEY=$BOOKINGLEDGER_MASTER_KEY
 BOOKINGLEDGER_CALENDLY_SIGNING_KEYS=$BOOKINGLEDGER_CALENDLY_SIGNING_KEYS
 BOOKINGLEDGER_CALCOM_SECRETS=$BOOKINGLEDGER_CALCOM_SECRETS
 BOOKINGLEDGER_STRIPE_SECRETS=$BOOKINGLEDGER_STRIPE_SECRETS
@@ -96,6 +106,7 @@ run: demo secrets (also in $envfile; load them in another shell with: set -a; . 
        BOOKINGLEDGER_STANDARD_SECRETS=$BOOKINGLEDGER_STANDARD_SECRETS
        BOOKINGLEDGER_ACUITY_API_KEYS=$BOOKINGLEDGER_ACUITY_API_KEYS
        BOOKINGLEDGER_ACUITY_USER_ID=$BOOKINGLEDGER_ACUITY_USER_ID
+       BOOKINGLEDGER_MASTER_KEY=(demo key, kept in $masterkey_file)
 run: dev sinks (lines starting "sink" are what they received): $(tr '\n' ' ' <"$sinks_env")
 run: demo admin token (for /api/ and the UI; also in $envfile as BOOKINGLEDGER_TOKEN)
        $BOOKINGLEDGER_TOKEN

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/ledger"
 )
@@ -124,6 +125,9 @@ type Config struct {
 	// Contacts, when set, keeps the invitee contacts a refetch found (for the invitee email steps)
 	// before the delivery is recorded, as the ingress does for deliveries mapped at once.
 	Contacts ContactStore
+	// Bodies, when set, seals the bodies of deferred receipts and opens them for the refetch, as the
+	// ledger's store does (postgres.Store.Sealer).
+	Bodies postgres.BodySealer
 }
 
 // ContactStore keeps invitees' contact details outside the event log (adapters/process.Contacts).
@@ -145,6 +149,7 @@ type Kind struct {
 type Queue struct {
 	pool        *pgxpool.Pool
 	contacts    ContactStore
+	bodies      postgres.BodySealer
 	client      *river.Client[pgx.Tx]
 	maxAttempts int
 	stopTimeout time.Duration
@@ -164,6 +169,7 @@ func New(cfg Config) (*Queue, error) {
 	q := &Queue{
 		pool:        cfg.Pool,
 		contacts:    cfg.Contacts,
+		bodies:      cfg.Bodies,
 		maxAttempts: cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts),
 		stopTimeout: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
 		refetchers:  make(map[string]Refetcher, len(cfg.Refetchers)),
@@ -253,9 +259,9 @@ func (q *Queue) Stop(ctx context.Context) error {
 func (q *Queue) Client() *river.Client[pgx.Tx] { return q.client }
 
 // insertDeferredSQL stores a deferred receipt: a verified delivery with its body and no events yet.
-// The body is stored once per digest by receipt_body_ref (migration 0031), like every receipt's.
+// The body is stored once per digest by receipt_body_put (migrations 0031, 0131), like every receipt's.
 const insertDeferredSQL = `INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body_digest, pending_booking, headers)
-VALUES ($1, $2, $3, $4, 'deferred', $5, receipt_body_ref($6), $7, $8)
+VALUES ($1, $2, $3, $4, 'deferred', $5, receipt_body_put($8, $9, $10, $11, $12, $13), $6, $7)
 RETURNING id`
 
 // Defer keeps a verified delivery whose mapping must wait: the deferred receipt (with the body) and
@@ -268,13 +274,18 @@ func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verifie
 		return ledger.Result{}, fmt.Errorf("defer %s delivery %s: provider cannot refetch", r.Provider, r.DeliveryID)
 	}
 	reason := ledger.ClipReason(r.Reason)
+	body, err := postgres.BodyArgs(q.bodies, postgres.ReceiptSubject(r), r.Body)
+	if err != nil {
+		return ledger.Result{}, fmt.Errorf("defer delivery %s: %w", r.DeliveryID, err)
+	}
 	tx, err := q.pool.Begin(ctx)
 	if err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: begin: %w", r.DeliveryID, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after Commit
 	var id int64
-	if err := tx.QueryRow(ctx, insertDeferredSQL, r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, reason, r.Body, string(r.Booking), ledger.HeaderLines(r.Headers)).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, insertDeferredSQL, append([]any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, reason, string(r.Booking),
+		ledger.HeaderLines(r.Headers)}, body...)...).Scan(&id); err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert receipt: %w", r.DeliveryID, err)
 	}
 	subject := string(r.Booking)

@@ -112,10 +112,19 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 
 func (w *refetchWorker) load(ctx context.Context, id int64) (deferredReceipt, error) {
 	var dr deferredReceipt
-	err := w.q.pool.QueryRow(ctx, `SELECT provider, received_at, delivery_id, secret_ref, outcome, receipt_body(body, body_digest), headers
-FROM receipts WHERE id = $1`, id).Scan(&dr.provider, &dr.receivedAt, &dr.deliveryID, &dr.secret, &dr.outcome, &dr.body, &dr.headers)
+	var digest []byte
+	err := w.q.pool.QueryRow(ctx, `SELECT provider, received_at, delivery_id, secret_ref, outcome, receipt_body(body, body_digest), headers, body_digest
+FROM receipts WHERE id = $1`, id).Scan(&dr.provider, &dr.receivedAt, &dr.deliveryID, &dr.secret, &dr.outcome, &dr.body, &dr.headers, &digest)
 	if err != nil {
 		return deferredReceipt{}, fmt.Errorf("load deferred receipt %d: %w", id, err)
+	}
+	if w.q.bodies != nil && dr.body != nil {
+		// An erased body opens as nil: the refetch has nothing to map, and says so in its receipt.
+		st, err := w.q.bodies.OpenBody(ctx, digest, dr.body)
+		if err != nil {
+			return deferredReceipt{}, fmt.Errorf("load deferred receipt %d: %w", id, err)
+		}
+		dr.body = st.Plain
 	}
 	return dr, nil
 }

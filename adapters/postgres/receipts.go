@@ -17,7 +17,7 @@ import (
 )
 
 // receiptColumns are the columns every receipt insert writes, in the order receiptArgs gives them. The
-// body is not a column of its own: receipt_body_ref (migration 0031) stores it once per digest and the
+// body is not a column of its own: receipt_body_put (migrations 0031, 0131) stores it once per digest and the
 // receipt references it, so that a replayed body is not stored again.
 const receiptColumns = `provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body_digest, headers`
 
@@ -25,25 +25,25 @@ const receiptColumns = `provider, received_at, delivery_id, secret_ref, outcome,
 // redelivery whose events are all stored is one), or one whose events live in another store.
 //
 // A duplicate whose identical body (same provider, delivery id and digest) already has FoldAfter
-// duplicate receipts received within FoldWindow ($13, $14: insertReceiptArgs) is not inserted: it
+// duplicate receipts received within FoldWindow ($18, $19: insertReceiptArgs) is not inserted: it
 // folds into the newest of them, which counts it (repeats) and its time (last_received_at). A replayed
 // signed body then adds no rows however often it comes, and the history still says how often it
 // arrived; the first FoldAfter stay rows of their own, so ordinary retries look as they always did.
 const insertReceiptSQL = `WITH d AS (
-    SELECT CASE WHEN $11::bytea IS NULL THEN NULL ELSE sha256($11::bytea) END AS digest
+    SELECT $12::bytea AS digest
 ), recent AS (
     SELECT r.id FROM receipts r, d
     WHERE $5::text = 'duplicate' AND d.digest IS NOT NULL
       AND r.outcome = 'duplicate' AND r.provider = $1 AND r.delivery_id = $3 AND r.body_digest = d.digest
-      AND r.received_at > $2::timestamptz - $13::interval
-    ORDER BY r.id DESC LIMIT $14
+      AND r.received_at > $2::timestamptz - $18::interval
+    ORDER BY r.id DESC LIMIT $19
 ), folded AS (
     UPDATE receipts SET repeats = repeats + 1, last_received_at = greatest(coalesce(last_received_at, received_at), $2)
-    WHERE id = (SELECT max(id) FROM recent) AND (SELECT count(*) FROM recent) >= $14
+    WHERE id = (SELECT max(id) FROM recent) AND (SELECT count(*) FROM recent) >= $19
     RETURNING id, outcome
 ), inserted AS (
     INSERT INTO receipts (` + receiptColumns + `)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, receipt_body_ref($11), $12
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, receipt_body_put($11, $12, $13, $14, $15, $16), $17
     WHERE NOT EXISTS (SELECT 1 FROM folded)
     RETURNING id, outcome
 )
@@ -57,8 +57,8 @@ const (
 )
 
 // insertReceiptArgs are insertReceiptSQL's arguments.
-func insertReceiptArgs(r ledger.Receipt) []any {
-	return append(receiptArgs(r), FoldWindow, FoldAfter)
+func insertReceiptArgs(r ledger.Receipt, body []any) []any {
+	return append(receiptArgs(r, body), FoldWindow, FoldAfter)
 }
 
 // commitDeliverySQL is one delivery: its appends (fn: bl_appends, or bl_try_appends in a group of
@@ -74,7 +74,7 @@ func commitDeliverySQL(fn string) string {
     INSERT INTO receipts (` + receiptColumns + `)
     SELECT $9, $10, $11, $12,
         CASE WHEN $13::text = 'accepted' AND true = ALL (a.duplicates) THEN 'duplicate' ELSE $13::text END,
-        $14, $15, $16, $17, $18, receipt_body_ref($19), $20
+        $14, $15, $16, $17, $18, receipt_body_put($19, $20, $21, $22, $23, $24), $25
     FROM a WHERE a.status = 'ok'
     RETURNING id, outcome
 )
@@ -111,7 +111,12 @@ func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResul
 			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
 		}
 	}
-	res, err := s.commits.do(ctx, c)
+	// Sealed here, in the caller's goroutine, so that the group's runner only sends.
+	body, err := s.bodyArgs(c.Receipt)
+	if err != nil {
+		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
+	}
+	res, err := s.commits.do(ctx, commitReq{Commit: c, body: body})
 	if err != nil {
 		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
 	}
@@ -120,7 +125,11 @@ func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResul
 
 // commitGroup sends a group's deliveries as one pipelined batch in one implicit transaction ending in a
 // single Sync: one round trip and one WAL flush for the group.
-func (s *Store) commitGroup(ctx context.Context, commits []ledger.Commit) ([]ledger.CommitResult, []error) {
+func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
+	commits := make([]ledger.Commit, len(reqs))
+	for i, r := range reqs {
+		commits[i] = r.Commit
+	}
 	// A subtransaction per delivery is what isolates deliveries from each other; alone, it would cost
 	// for nothing.
 	sql := commitInGroupSQL
@@ -145,10 +154,10 @@ func (s *Store) commitGroup(ctx context.Context, commits []ledger.Commit) ([]led
 	for _, i := range order {
 		c := commits[i]
 		if len(c.Appends) == 0 {
-			batch.Queue(insertReceiptSQL, insertReceiptArgs(c.Receipt)...)
+			batch.Queue(insertReceiptSQL, insertReceiptArgs(c.Receipt, reqs[i].body)...)
 			continue
 		}
-		batch.Queue(sql, append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt)...)...)
+		batch.Queue(sql, append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt, reqs[i].body)...)...)
 	}
 	results := make([]ledger.CommitResult, len(commits))
 	errs := make([]error, len(commits))
@@ -178,7 +187,7 @@ func (s *Store) commitGroup(ctx context.Context, commits []ledger.Commit) ([]led
 		// that the one at fault fails alone. (A lost connection is not retried: whether the group
 		// committed is unknown, and its callers must answer so.)
 		for i := range commits {
-			r, e := s.commitGroup(ctx, commits[i:i+1])
+			r, e := s.commitGroup(ctx, reqs[i:i+1])
 			results[i], errs[i] = r[0], e[0]
 		}
 		return results, errs
@@ -288,25 +297,27 @@ func (s *Store) InsertReceipt(ctx context.Context, r ledger.Receipt) (int64, err
 		id      int64
 		outcome string
 	)
-	if err := s.pool.QueryRow(ctx, insertReceiptSQL, insertReceiptArgs(r)...).Scan(&id, &outcome); err != nil {
+	body, err := s.bodyArgs(r)
+	if err != nil {
+		return 0, fmt.Errorf("insert receipt %s: %w", r.DeliveryID, err)
+	}
+	if err := s.pool.QueryRow(ctx, insertReceiptSQL, insertReceiptArgs(r, body)...).Scan(&id, &outcome); err != nil {
 		return 0, fmt.Errorf("insert receipt %s: %w", r.DeliveryID, translate(err))
 	}
 	return id, nil
 }
 
-func receiptArgs(r ledger.Receipt) []any {
+// receiptArgs are a receipt's columns followed by body, the arguments of receipt_body_put (bodyArgs).
+func receiptArgs(r ledger.Receipt, body []any) []any {
 	n := len(r.Events)
 	bookings, streams, types := make([]string, n), make([]string, n), make([]string, n)
 	ids := make([][16]byte, n)
 	for i, e := range r.Events {
 		bookings[i], streams[i], ids[i], types[i] = string(e.Booking), e.Stream, e.ID, string(e.Type)
 	}
-	body := r.Body
-	if r.Outcome == ledger.OutcomeRejected {
-		body = nil // an unverified body is never stored
-	}
-	return []any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, string(r.Outcome), r.Reason,
-		bookings, streams, ids, types, body, ledger.HeaderLines(r.Headers)}
+	args := append([]any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, string(r.Outcome), r.Reason,
+		bookings, streams, ids, types}, body...)
+	return append(args, ledger.HeaderLines(r.Headers))
 }
 
 // StoredReceipt is a receipt as stored.
@@ -318,13 +329,17 @@ type StoredReceipt struct {
 	// into it), received from Receipt.ReceivedAt to LastReceivedAt.
 	Repeats        int
 	LastReceivedAt time.Time
+	// Body is the receipt's body as its reader may see it (Receipt.Body, opened when sealed): Erased
+	// when its subject was erased (at ErasedAt, zero when only the missing key says so), Sealed when
+	// it is encrypted and this store has no key to open it.
+	Body BodyState
 }
 
 // storedReceiptColumns are the columns queryReceipts reads, in its order. The body is read here and nowhere
 // else, so that how it is stored (issue #16: encrypted per subject) changes in one place.
 const storedReceiptColumns = `id, provider, received_at, delivery_id, secret_ref, outcome, reason,
     bookings, streams, event_ids, event_types, receipt_body(body, body_digest), recorded_at, pending_booking,
-    repeats, coalesce(last_received_at, received_at), headers`
+    repeats, coalesce(last_received_at, received_at), headers, body_digest`
 
 // ReceiptsForBooking returns every receipt that names bookingID, oldest first: through its events, or
 // as the booking a deferred receipt waits for (pending_booking).
@@ -405,13 +420,17 @@ func (s *Store) queryReceipts(ctx context.Context, sql string, args ...any) ([]S
 			ids                      [][16]byte
 			pending                  string
 			headers                  []string
+			digest                   []byte
 		)
 		r := &sr.Receipt
 		if err := row.Scan(&sr.ID, &r.Provider, &r.ReceivedAt, &r.DeliveryID, &r.Secret, &r.Outcome, &r.Reason,
-			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending, &sr.Repeats, &sr.LastReceivedAt, &headers); err != nil {
+			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending, &sr.Repeats, &sr.LastReceivedAt, &headers, &digest); err != nil {
 			return sr, err
 		}
 		r.Headers = ledger.HeadersFromLines(headers)
+		if err := s.openBody(ctx, &sr, digest); err != nil {
+			return sr, fmt.Errorf("receipt %d: %w", sr.ID, err)
+		}
 		r.Booking = booking.ID(pending)
 		r.Events = make([]ledger.EventRef, len(ids))
 		for i := range ids {

@@ -36,7 +36,8 @@ type Store struct {
 	rereadLast     time.Duration // quick re-reads stop beyond this (and beyond pollInterval)
 	notifyInterval time.Duration
 	notifier       atomic.Int32 // notifierIdle, notifierRunning or notifierDirty
-	commits        *group[ledger.Commit, ledger.CommitResult]
+	commits        *group[commitReq, ledger.CommitResult]
+	sealer         BodySealer
 	reads          *group[string, []eventlog.RecordedEvent]
 }
 
@@ -44,7 +45,7 @@ type Store struct {
 func NewStore(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, pollInterval: defaultPollInterval, rereadFirst: defaultRereadFirst,
 		rereadLast: defaultPollInterval, notifyInterval: defaultNotifyInterval}
-	s.commits = &group[ledger.Commit, ledger.CommitResult]{max: maxCommitGroup, runners: commitRunners, run: s.commitGroup}
+	s.commits = &group[commitReq, ledger.CommitResult]{max: maxCommitGroup, runners: commitRunners, run: s.commitGroup}
 	s.reads = &group[string, []eventlog.RecordedEvent]{max: maxReadGroup, runners: readRunners, run: s.readStreams}
 	return s
 }

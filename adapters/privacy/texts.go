@@ -22,7 +22,8 @@ type Texts struct{ pool *pgxpool.Pool }
 func NewTexts(pool *pgxpool.Pool) *Texts { return &Texts{pool: pool} }
 
 // SaveFreeTexts keeps each text once per event and field: a redelivery changes nothing, and neither
-// does one that arrives after the text was erased (the erased row stays in the way).
+// does one that arrives after the text was erased (the erased row stays in the way), nor any text of
+// an erased booking (bl_subject_erased, migration 0131, which also waits for an erasure under way).
 func (t *Texts) SaveFreeTexts(ctx context.Context, texts []booking.FreeText) error {
 	events := make([][16]byte, len(texts))
 	fields := make([]string, len(texts))
@@ -32,7 +33,8 @@ func (t *Texts) SaveFreeTexts(ctx context.Context, texts []booking.FreeText) err
 		events[i], fields[i], bookings[i], values[i] = ft.Event, string(ft.Field), string(ft.Booking), ft.Text
 	}
 	if _, err := t.pool.Exec(ctx, `INSERT INTO free_texts (event, field, booking, text)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[])
+SELECT t.e, t.f, t.b, t.x FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS t(e, f, b, x)
+WHERE NOT bl_subject_erased(t.b)
 ON CONFLICT (event, field) DO NOTHING`, events, fields, bookings, values); err != nil {
 		return fmt.Errorf("save %d free texts: %w", len(texts), err)
 	}

@@ -20,7 +20,8 @@ func NewContacts(pool *pgxpool.Pool) *Contacts { return &Contacts{pool: pool} }
 // the delivery, so that a booking's contact exists whenever its events do.
 func (c *Contacts) SaveContacts(ctx context.Context, contacts []providers.Contact) error {
 	for _, ct := range contacts {
-		if _, err := c.pool.Exec(ctx, `INSERT INTO contacts (booking, email, name) VALUES ($1, $2, $3)
+		// Not for an erased booking (bl_subject_erased, migration 0131, waits for an erasure under way).
+		if _, err := c.pool.Exec(ctx, `INSERT INTO contacts (booking, email, name) SELECT $1, $2, $3 WHERE NOT bl_subject_erased($1)
 ON CONFLICT (booking) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name, updated_at = now()
 WHERE contacts.email <> EXCLUDED.email OR contacts.name <> EXCLUDED.name`, string(ct.Booking), ct.Email, ct.Name); err != nil {
 			return fmt.Errorf("save contact of %s: %w", ct.Booking, err)

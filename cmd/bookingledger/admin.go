@@ -13,6 +13,7 @@ import (
 
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/auth"
+	"bookingledger/adapters/httpapi/erasureapi"
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/httpapi/relayapi"
 	"bookingledger/adapters/httpapi/resourceapi"
@@ -39,6 +40,7 @@ type adminDeps struct {
 	steps             readapi.StepResolver // resolves process step items (nil: the API refuses actions)
 	relay             relayapi.Admin       // the relay's endpoints and deliveries (nil: no relay routes)
 	links             resourceapi.Links    // linked resources
+	eraser            erasureapi.Eraser    // erasure on request (nil: no erasure routes)
 	receipts          *postgres.Store
 	jobs              *river.Client[pgx.Tx]
 	providers         []string
@@ -84,6 +86,9 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 		relayapi.Register(routes, relayapi.Deps{Relay: d.relay, Logger: d.log})
 	}
 	resourceapi.Register(routes, resourceapi.Deps{Links: d.links, Actor: auth.Actor, Logger: d.log})
+	if d.eraser != nil {
+		erasureapi.Register(routes, erasureapi.Deps{Eraser: d.eraser, Actor: auth.Actor, Logger: d.log})
+	}
 
 	jobsUI, err := riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(d.jobs, nil),
 		Logger: d.log.With("component", "riverui"), Prefix: jobsPrefix})

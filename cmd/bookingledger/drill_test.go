@@ -80,7 +80,7 @@ func pgStart(t *testing.T, args ...string) string {
 // rows a rebuild recomputes or that are ephemeral (their data is left out of the dump). A table in
 // neither fails the drill: place it in the backup guide and here.
 var (
-	sourceTables = []string{"events", "streams", "receipts", "receipt_bodies", "reconciliation_items", "contacts", "free_texts", "process_steps",
+	sourceTables = []string{"events", "streams", "receipts", "receipt_bodies", "reconciliation_items", "contacts", "free_texts", "subject_keys", "erasures", "erased_subjects", "process_steps",
 		"relay_endpoints", "relay_deliveries", "relay_attempts", "relay_replays", "relay_alerts",
 		"api_tokens", "schema_migrations", "river_job", "river_queue", "river_migration"}
 	rebuiltTables = []string{"calendar_bookings", "calendar_resources", "calendar_resource_links", "calendar_slots", "calendar_booking_refs",

@@ -200,6 +200,7 @@ func TestListenerConfigurationErrors(t *testing.T) {
 		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":         "127.0.0.1:0",
 		"BOOKINGLEDGER_ADMIN_ADDR":   taken.Addr().String(),
+		"BOOKINGLEDGER_MASTER_KEY":   testMasterKey,
 	}), io.Discard, &stderr)
 	assert.Equal(t, 1, exitCode(err, &stderr))
 	assert.Contains(t, stderr.String(), "(BOOKINGLEDGER_ADMIN_ADDR)")

@@ -35,12 +35,14 @@ import (
 type storeFlags struct {
 	databaseURL *string
 	eventStore  *string
+	masterKey   *string
 }
 
 func registerStoreFlags(f *envFlags) storeFlags {
 	return storeFlags{
 		databaseURL: f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL"),
 		eventStore:  f.String("event-store", []string{envEventStore}, "postgres", `event store: "postgres" or an esdb:// / esdb+discover:// URL`),
+		masterKey:   f.Secret("master-key", []string{privacy.EnvMasterKey}, "master keys that open the receipt bodies (id:base64,…; without them bodies show as sealed)"),
 	}
 }
 
@@ -102,6 +104,11 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store, err := openEventStore(ctx, *sf.eventStore, pool, log)
 	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := sealReceipts(ctx, pool, store.receipts, *sf.masterKey); err != nil {
+		store.Close()
 		pool.Close()
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"bookingledger/adapters/esdb/esdbtest"
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/privacy"
 	"bookingledger/projections"
 )
 
@@ -72,10 +73,16 @@ func startServe(t *testing.T, env func(string) string) *servedProcess {
 // parallel tests (and a developer's make run) never compete for the default one.
 func withEphemeralAdmin(env func(string) string) func(string) string {
 	return func(k string) string {
-		if v := env(k); v != "" || k != envAdminAddr {
+		v := env(k)
+		switch {
+		case v != "":
 			return v
+		case k == envAdminAddr:
+			return "127.0.0.1:0"
+		case k == privacy.EnvMasterKey:
+			return testMasterKey // serve refuses to start without one
 		}
-		return "127.0.0.1:0"
+		return v
 	}
 }
 

@@ -51,6 +51,10 @@ Usage:
                                    relay deliveries, their state and attempts
   bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types P] [--only-failed] [--dry-run]
                                    send an endpoint's deliveries of a time window again (same webhook-ids)
+  bookingledger erase --booking B | --email E [--dry-run] [--json]
+                                   erase a person's data: data keys, bodies, reasons, contacts
+  bookingledger keys generate | keys rewrap
+                                   master keys of the receipt bodies' encryption (BOOKINGLEDGER_MASTER_KEY)
   bookingledger version            print the build's version
   bookingledger help               print this text
 
@@ -98,6 +102,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runToken(ctx, rest, getenv, stdout, stderr)
 	case "resources":
 		err = runResources(ctx, rest, getenv, stdout, stderr)
+	case "erase":
+		err = runErase(ctx, rest, getenv, stdout, stderr)
+	case "keys":
+		err = runKeys(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		err = runVersion(stdout)
 	case "help", "-h", "-help", "--help":

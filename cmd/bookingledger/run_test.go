@@ -80,6 +80,10 @@ func envOf(kv map[string]string) func(string) string {
 
 const demoCalendlyKey = "run-test-calendly-key"
 
+// testMasterKey is the BOOKINGLEDGER_MASTER_KEY of the serve processes tests start (serve refuses to
+// run without one).
+const testMasterKey = "test:dGVzdC1tYXN0ZXIta2V5LTMyLWJ5dGVzLWxvbmchISE="
+
 func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.T) {
 	dbURL := pgtest.NewEmptyDatabaseURL(t) // serve must migrate it itself
 	env := envOf(map[string]string{

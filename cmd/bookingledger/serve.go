@@ -86,6 +86,7 @@ type serveConfig struct {
 	// resourcesFile and resources: BOOKINGLEDGER_RESOURCES_FILE and its links, read at start.
 	resourcesFile string
 	resources     map[string][]string
+	masterKeys      *privacy.Keyring
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -166,6 +167,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		if c.resources, err = readResourcesFile(c.resourcesFile); err != nil {
 			return c, usageError{err}
 		}
+	}
+	// Fail closed: serve stores bodies, and never in plain text for want of a key.
+	if c.masterKeys, err = loadKeyring(getenv); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -274,6 +279,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
+	bodies, err := openBodies(ctx, pool, cfg.masterKeys)
+	if err != nil {
+		return err
+	}
+	es.receipts.WithBodySealer(bodies)
 	var (
 		store ledger.Store = es.receipts
 		ready              = readiness(pool)
@@ -319,7 +329,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
 		Kinds:    []jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind},
-		Contacts: process.NewContacts(pool)})
+		Contacts: process.NewContacts(pool), Bodies: bodies})
 	if err != nil {
 		return err
 	}
@@ -366,7 +376,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	// The admin surface: every route behind the token policy (adapters/httpapi/auth).
 	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, receipts: es.receipts,
-		links: links, jobs: queue.Client(), providers: cfg.providers.names(), log: log, reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
+		links: links, eraser: privacy.NewEraser(pool, bodies), jobs: queue.Client(), providers: cfg.providers.names(), log: log, reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
 	if err != nil {
 		return err
 	}

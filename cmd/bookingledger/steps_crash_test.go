@@ -17,13 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/httpapi/sample"
+	"bookingledger/adapters/privacy"
 )
 
 // startServeBinary runs the real binary's serve with vars and returns it with its base URL.
 func startServeBinary(t *testing.T, bin string, vars map[string]string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), privacy.EnvMasterKey+"="+testMasterKey) // serve refuses to start without one
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -352,6 +352,8 @@ type ReceiptDetailDTO struct {
 	// for a rejected request, whose body is never kept.
 	Body       *string `json:"body,omitempty"`
 	BodyBase64 string  `json:"body_base64,omitempty"`
+	// BodyNote says why a verified delivery's body is absent ("[erased on …]", or sealed without a key).
+	BodyNote string `json:"body_note,omitempty"`
 	// Related are the other receipts of the same delivery, oldest first.
 	Related []ReceiptDTO `json:"related"`
 }
@@ -365,7 +367,7 @@ type HeaderDTO struct {
 // ToReceiptDetail converts a receipt detail to its JSON shape.
 func ToReceiptDetail(d projections.ReceiptDetail) ReceiptDetailDTO {
 	out := ReceiptDetailDTO{ReceiptDTO: ToReceipt(d.ReceiptEntry), RecordedAt: d.RecordedAt.UTC(),
-		PendingBooking: string(d.Pending), Headers: make([]HeaderDTO, len(d.Headers)), Related: []ReceiptDTO{}}
+		PendingBooking: string(d.Pending), BodyNote: d.BodyNote, Headers: make([]HeaderDTO, len(d.Headers)), Related: []ReceiptDTO{}}
 	for i, h := range d.Headers {
 		out.Headers[i] = HeaderDTO{Name: h.Name, Value: h.Value}
 	}

@@ -273,6 +273,14 @@ func (m *ReadModel) Receipt(ctx context.Context, id int64) (projections.ReceiptD
 	}
 	d := projections.ReceiptDetail{ReceiptEntry: receiptEntry(s), RecordedAt: s.RecordedAt.UTC(), Headers: s.Receipt.Headers, Body: s.Receipt.Body,
 		Pending: s.Receipt.Booking, Related: make([]projections.ReceiptEntry, len(related))}
+	switch {
+	case s.Body.Erased && s.Body.ErasedAt.IsZero():
+		d.BodyNote = "[erased]"
+	case s.Body.Erased:
+		d.BodyNote = projections.ErasedMark(s.Body.ErasedAt)
+	case s.Body.Sealed:
+		d.BodyNote = "sealed (encrypted; set BOOKINGLEDGER_MASTER_KEY to read it)"
+	}
 	for i, r := range related {
 		d.Related[i] = receiptEntry(r)
 	}

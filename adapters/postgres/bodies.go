@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"time"
+
+	"bookingledger/domain/ledger"
+)
+
+// BodySealer encrypts receipt bodies per subject and opens them again (adapters/privacy.Bodies, ADR
+// 0015). A store without one keeps bodies as they came: `serve` refuses to start without a master
+// key, so only tests of other packages run so.
+type BodySealer interface {
+	SealBody(subject string, body []byte) (SealedBody, error)
+	// OpenBody returns the plain body of a stored one (stored as it came, sealed, or erased); digest
+	// is the receipt's body digest, which a sealed body must name.
+	OpenBody(ctx context.Context, digest, stored []byte) (BodyState, error)
+}
+
+// SealedBody is a body ready for receipt_body_put (migration 0131).
+type SealedBody struct {
+	Digest  [32]byte // SHA-256 of the plain body: one row per digest, shared by duplicates
+	Data    []byte   // the encrypted body
+	KeyID   [16]byte
+	Subject string
+	KEKID   string // the master key that wrapped the data key
+	Wrapped []byte
+}
+
+// BodyState is a stored body as a reader sees it.
+type BodyState struct {
+	Plain    []byte
+	Erased   bool
+	ErasedAt time.Time
+	// Sealed: encrypted, and this store has no key to open it.
+	Sealed bool
+}
+
+// ErrBodySealed: a sealed body was read by a store without a sealer.
+var ErrBodySealed = errors.New("receipt body is encrypted: set BOOKINGLEDGER_MASTER_KEY to read it")
+
+// WithBodySealer seals every body this store writes and opens every body it reads.
+func (s *Store) WithBodySealer(b BodySealer) *Store {
+	s.sealer = b
+	return s
+}
+
+// Sealer returns the store's body sealer (nil when bodies are kept as they came), for the other
+// writers of receipts (the job queue's deferred receipts).
+func (s *Store) Sealer() BodySealer { return s.sealer }
+
+// commitReq is one delivery queued for a group commit, its body already sealed.
+type commitReq struct {
+	ledger.Commit
+	body []any
+}
+
+// ReceiptSubject is whose a receipt's body is: the booking of its first event, or the booking a
+// deferred receipt waits for; a body naming no booking (quarantined, ignored) is a subject of its own.
+func ReceiptSubject(r ledger.Receipt) string {
+	switch {
+	case len(r.Events) > 0:
+		return string(r.Events[0].Booking)
+	case r.Booking != "":
+		return string(r.Booking)
+	}
+	return "delivery:" + r.Provider + ":" + r.DeliveryID
+}
+
+func (s *Store) bodyArgs(r ledger.Receipt) ([]any, error) {
+	if r.Outcome == ledger.OutcomeRejected {
+		return BodyArgs(nil, "", nil) // an unverified body is never stored
+	}
+	return BodyArgs(s.sealer, ReceiptSubject(r), r.Body)
+}
+
+// BodyArgs are receipt_body_put's six arguments for body (sealed with sealer for subject when sealer
+// is set): the one place a body is prepared for storage.
+func BodyArgs(sealer BodySealer, subject string, body []byte) ([]any, error) {
+	if body == nil {
+		return []any{nil, nil, nil, nil, nil, nil}, nil
+	}
+	if sealer == nil {
+		d := sha256.Sum256(body)
+		return []any{body, d[:], nil, nil, nil, nil}, nil
+	}
+	sb, err := sealer.SealBody(subject, body)
+	if err != nil {
+		return nil, err
+	}
+	return []any{sb.Data, sb.Digest[:], sb.KeyID, sb.Subject, sb.KEKID, sb.Wrapped}, nil
+}
+
+func (s *Store) openBody(ctx context.Context, sr *StoredReceipt, digest []byte) error {
+	body := sr.Receipt.Body
+	if body == nil {
+		return nil
+	}
+	if at, ok := ParseErasedForm(body); ok {
+		sr.Receipt.Body, sr.Body = nil, BodyState{Erased: true, ErasedAt: at}
+		return nil
+	}
+	if s.sealer == nil {
+		if IsSealedForm(body) {
+			sr.Receipt.Body, sr.Body = nil, BodyState{Sealed: true}
+			return nil
+		}
+		sr.Body = BodyState{Plain: body}
+		return nil
+	}
+	st, err := s.sealer.OpenBody(ctx, digest, body)
+	if err != nil {
+		return err
+	}
+	sr.Receipt.Body, sr.Body = st.Plain, st
+	return nil
+}
+
+// Stored forms of bodies that are not the body itself start with a NUL byte, which no webhook body
+// (JSON, a form) does.
+const (
+	SealedPrefix = "\x00bls1"
+	ErasedPrefix = "\x00ble1"
+)
+
+// IsSealedForm reports whether stored is a sealed body.
+func IsSealedForm(stored []byte) bool { return bytes.HasPrefix(stored, []byte(SealedPrefix)) }
+
+// ErasedForm is the tombstone that replaces the bodies of a subject erased at t.
+func ErasedForm(t time.Time) []byte { return []byte(ErasedPrefix + t.UTC().Format(time.RFC3339)) }
+
+// ParseErasedForm reads a tombstone: when its subject was erased.
+func ParseErasedForm(stored []byte) (time.Time, bool) {
+	rest, ok := bytes.CutPrefix(stored, []byte(ErasedPrefix))
+	if !ok {
+		return time.Time{}, false
+	}
+	t, _ := time.Parse(time.RFC3339, string(rest)) // zero when unreadable: still erased
+	return t, true
+}

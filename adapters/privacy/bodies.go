@@ -1,0 +1,204 @@
+package privacy
+
+import (
+	"bytes"
+	"context"
+	"crypto/cipher"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bookingledger/adapters/postgres"
+)
+
+var _ postgres.BodySealer = (*Bodies)(nil)
+
+// maxCachedKeys bounds each in-memory key map; past it the map starts again (a new data key per
+// subject costs one key row, never a round trip).
+const maxCachedKeys = 100_000
+
+// Bodies seals receipt bodies with per-subject data keys (AES-256-GCM) and opens them for authorised
+// readers. Data keys are made here, wrapped by the keyring's newest master key, and stored by the same
+// statement that stores the body (receipt_body_put): sealing never waits for the database.
+type Bodies struct {
+	pool *pgxpool.Pool
+	ring *Keyring
+
+	mu        sync.Mutex
+	bySubject map[string]*dataKey   // the key this process seals a subject's bodies with
+	byID      map[[16]byte]*dataKey // keys opened for reading
+}
+
+type dataKey struct {
+	id      [16]byte
+	aead    cipher.AEAD
+	kekID   string
+	wrapped []byte
+}
+
+// NewBodies returns the sealer over pool's subject_keys with ring's master keys.
+func NewBodies(pool *pgxpool.Pool, ring *Keyring) *Bodies {
+	return &Bodies{pool: pool, ring: ring, bySubject: map[string]*dataKey{}, byID: map[[16]byte]*dataKey{}}
+}
+
+// SealBody implements postgres.BodySealer. The stored form is SealedPrefix, the data key's id, the
+// plain body's digest, the nonce and the ciphertext; the key id and the digest (the body's identity,
+// one row per digest) are associated data, so a sealed body copied into another row does not open.
+func (b *Bodies) SealBody(subject string, body []byte) (postgres.SealedBody, error) {
+	k, err := b.keyFor(subject)
+	if err != nil {
+		return postgres.SealedBody{}, err
+	}
+	digest := sha256.Sum256(body)
+	head := make([]byte, 0, len(postgres.SealedPrefix)+16+32+12)
+	head = append(append(append(head, postgres.SealedPrefix...), k.id[:]...), digest[:]...)
+	nonce := randomBytes(k.aead.NonceSize())
+	out := append(append(make([]byte, 0, len(head)+len(nonce)+len(body)+k.aead.Overhead()), head...), nonce...)
+	out = k.aead.Seal(out, nonce, body, head)
+	return postgres.SealedBody{Digest: digest, Data: out, KeyID: k.id, Subject: subject, KEKID: k.kekID, Wrapped: k.wrapped}, nil
+}
+
+func (b *Bodies) keyFor(subject string) (*dataKey, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if k, ok := b.bySubject[subject]; ok {
+		return k, nil
+	}
+	raw := randomBytes(32)
+	aead, err := newAEAD(raw)
+	if err != nil {
+		return nil, err
+	}
+	k := &dataKey{aead: aead}
+	copy(k.id[:], randomBytes(16))
+	k.id[6] = k.id[6]&0x0f | 0x40 // a version 4 UUID, as the column's readers expect
+	k.id[8] = k.id[8]&0x3f | 0x80
+	k.kekID, k.wrapped = b.ring.wrap(subject, raw)
+	if len(b.bySubject) >= maxCachedKeys {
+		b.bySubject = map[string]*dataKey{}
+	}
+	b.bySubject[subject] = k
+	return k, nil
+}
+
+// ErrCorruptBody: a sealed body does not open with its data key, or names another digest.
+var ErrCorruptBody = errors.New("sealed receipt body does not open (altered, or stored under another digest)")
+
+// OpenBody implements postgres.BodySealer.
+func (b *Bodies) OpenBody(ctx context.Context, digest, stored []byte) (postgres.BodyState, error) {
+	rest, ok := bytes.CutPrefix(stored, []byte(postgres.SealedPrefix))
+	if !ok {
+		return postgres.BodyState{Plain: stored}, nil // stored before bodies were sealed
+	}
+	if len(rest) < 16+32+12 {
+		return postgres.BodyState{}, ErrCorruptBody
+	}
+	var id [16]byte
+	copy(id[:], rest[:16])
+	if digest != nil && !bytes.Equal(digest, rest[16:48]) {
+		return postgres.BodyState{}, ErrCorruptBody
+	}
+	k, err := b.openKey(ctx, id)
+	if errors.Is(err, ErrShredded) {
+		return postgres.BodyState{Erased: true}, nil
+	}
+	if err != nil {
+		return postgres.BodyState{}, err
+	}
+	head := stored[:len(postgres.SealedPrefix)+48]
+	n := k.aead.NonceSize()
+	ct := rest[48:]
+	if len(ct) < n {
+		return postgres.BodyState{}, ErrCorruptBody
+	}
+	plain, err := k.aead.Open(nil, ct[:n], ct[n:], head)
+	if err != nil {
+		return postgres.BodyState{}, ErrCorruptBody
+	}
+	return postgres.BodyState{Plain: plain}, nil
+}
+
+func (b *Bodies) openKey(ctx context.Context, id [16]byte) (*dataKey, error) {
+	b.mu.Lock()
+	k, ok := b.byID[id]
+	b.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	var subject, kekID string
+	var wrapped []byte
+	err := b.pool.QueryRow(ctx, `SELECT subject, kek_id, wrapped FROM subject_keys WHERE id = $1`, id).Scan(&subject, &kekID, &wrapped)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrShredded
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read data key: %w", err)
+	}
+	raw, err := b.ring.unwrap(kekID, subject, wrapped)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := newAEAD(raw)
+	if err != nil {
+		return nil, err
+	}
+	k = &dataKey{id: id, aead: aead, kekID: kekID, wrapped: wrapped}
+	b.mu.Lock()
+	if len(b.byID) >= maxCachedKeys {
+		b.byID = map[[16]byte]*dataKey{}
+	}
+	b.byID[id] = k
+	b.mu.Unlock()
+	return k, nil
+}
+
+// Forget drops the cached keys of subjects (after they were erased here): the next body of such a
+// subject would get a fresh key, which receipt_body_put refuses to store for an erased subject anyway.
+func (b *Bodies) Forget(subjects []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range subjects {
+		if k, ok := b.bySubject[s]; ok {
+			delete(b.byID, k.id)
+			delete(b.bySubject, s)
+		}
+	}
+	// Keys opened for reading of these subjects are not indexed by subject: start over.
+	b.byID = map[[16]byte]*dataKey{}
+}
+
+// Check verifies at startup that the keyring opens the data keys stored: one key per master key id
+// found in subject_keys. A master key that is missing or wrong fails here, before anything is served.
+func (b *Bodies) Check(ctx context.Context) error {
+	rows, err := b.pool.Query(ctx, `SELECT DISTINCT ON (kek_id) kek_id, subject, wrapped FROM subject_keys ORDER BY kek_id, created_at DESC`)
+	if err != nil {
+		return fmt.Errorf("check master keys: %w", err)
+	}
+	type sample struct {
+		kek, subject string
+		wrapped      []byte
+	}
+	var samples []sample
+	for rows.Next() {
+		var s sample
+		if err := rows.Scan(&s.kek, &s.subject, &s.wrapped); err != nil {
+			rows.Close()
+			return fmt.Errorf("check master keys: %w", err)
+		}
+		samples = append(samples, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("check master keys: %w", err)
+	}
+	for _, s := range samples {
+		if _, err := b.ring.unwrap(s.kek, s.subject, s.wrapped); err != nil {
+			return fmt.Errorf("%s: %w", EnvMasterKey, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package privacy
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// EnvMasterKey names the key-encryption keys: "id:base64,…", newest first; each key is 32 random bytes
+// (AES-256). The newest wraps new data keys; the others only unwrap, until `keys rewrap` retires them.
+const EnvMasterKey = "BOOKINGLEDGER_MASTER_KEY"
+
+// Errors of the master key configuration and of opening sealed data.
+var (
+	ErrNoMasterKey      = errors.New(EnvMasterKey + " is not set: receipt bodies are stored encrypted and cannot be written or read without it (generate one with `bookingledger keys generate`)")
+	ErrMasterKeyFormat  = errors.New(EnvMasterKey + " is malformed (want id:base64 of 32 bytes, comma-separated, newest first)")
+	ErrUnknownMasterKey = errors.New("data key wrapped by a master key that is not configured")
+	ErrWrongMasterKey   = errors.New("master key does not open the data keys wrapped by it (wrong key for its id?)")
+	ErrShredded         = errors.New("data key erased: the data is gone")
+)
+
+// kek is one key-encryption key.
+type kek struct {
+	id   string
+	aead cipher.AEAD
+}
+
+// Keyring holds the configured master keys, newest first.
+type Keyring struct{ keks []kek }
+
+// ParseKeyring reads EnvMasterKey's value. Empty is ErrNoMasterKey: nothing is ever stored in plain
+// text for want of a key.
+func ParseKeyring(s string) (*Keyring, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, ErrNoMasterKey
+	}
+	k := &Keyring{}
+	seen := map[string]bool{}
+	for i, part := range strings.Split(s, ",") {
+		id, b64, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok || id == "" || strings.ContainsAny(id, " \t") || len(id) > 64 {
+			return nil, fmt.Errorf("%w: entry %d has no id (want id:base64)", ErrMasterKeyFormat, i+1)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("%w: id %q named twice", ErrMasterKeyFormat, id)
+		}
+		seen[id] = true
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			if raw, err = base64.RawURLEncoding.DecodeString(b64); err != nil {
+				return nil, fmt.Errorf("%w: key %q is not base64", ErrMasterKeyFormat, id)
+			}
+		}
+		if len(raw) != 32 {
+			return nil, fmt.Errorf("%w: key %q has %d bytes, want 32", ErrMasterKeyFormat, id, len(raw))
+		}
+		aead, err := newAEAD(raw)
+		if err != nil {
+			return nil, err
+		}
+		k.keks = append(k.keks, kek{id: id, aead: aead})
+	}
+	return k, nil
+}
+
+// GenerateMasterKey returns a fresh "id:base64" entry for EnvMasterKey.
+func GenerateMasterKey(id string) string {
+	return id + ":" + base64.StdEncoding.EncodeToString(randomBytes(32))
+}
+
+// Newest is the id of the key that wraps new data keys.
+func (k *Keyring) Newest() string { return k.keks[0].id }
+
+// IDs lists the configured key ids, newest first.
+func (k *Keyring) IDs() []string {
+	out := make([]string, len(k.keks))
+	for i, e := range k.keks {
+		out[i] = e.id
+	}
+	return out
+}
+
+// wrap seals a data key with the newest master key; the subject is associated data, so a wrapped key
+// moved to another subject's row does not open.
+func (k *Keyring) wrap(subject string, dataKey []byte) (kekID string, wrapped []byte) {
+	e := k.keks[0]
+	nonce := randomBytes(e.aead.NonceSize())
+	return e.id, e.aead.Seal(nonce, nonce, dataKey, []byte("bl-data-key\x00"+subject))
+}
+
+// unwrap opens a data key wrapped by master key kekID.
+func (k *Keyring) unwrap(kekID, subject string, wrapped []byte) ([]byte, error) {
+	for _, e := range k.keks {
+		if e.id != kekID {
+			continue
+		}
+		n := e.aead.NonceSize()
+		if len(wrapped) < n {
+			return nil, fmt.Errorf("%w: %q", ErrWrongMasterKey, kekID)
+		}
+		key, err := e.aead.Open(nil, wrapped[:n], wrapped[n:], []byte("bl-data-key\x00"+subject))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q", ErrWrongMasterKey, kekID)
+		}
+		return key, nil
+	}
+	return nil, fmt.Errorf("%w: %q (configured: %s)", ErrUnknownMasterKey, kekID, strings.Join(k.IDs(), ", "))
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("aes: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("aes-gcm: %w", err)
+	}
+	return aead, nil
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+); it panics rather
+	return b
+}

@@ -1,0 +1,283 @@
+package privacy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/privacy"
+	"bookingledger/adapters/process"
+	"bookingledger/adapters/providers"
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+)
+
+const (
+	keyA = "a:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	keyB = "b:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
+)
+
+type env struct {
+	pool   *pgxpool.Pool
+	bodies *privacy.Bodies
+	store  *postgres.Store
+	svc    *ledger.Service
+}
+
+func newEnv(t *testing.T, pool *pgxpool.Pool, masterKey string) *env {
+	t.Helper()
+	ring, err := privacy.ParseKeyring(masterKey)
+	require.NoError(t, err)
+	e := &env{pool: pool, bodies: privacy.NewBodies(pool, ring)}
+	e.store = postgres.NewStore(pool).WithBodySealer(e.bodies)
+	e.svc = ledger.NewService(e.store, eventcodec.JSON{}).WithFreeTexts(privacy.NewTexts(pool))
+	return e
+}
+
+var t0 = time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
+
+// deliver records a create (and the body naming the person) of booking b.
+func (e *env) deliver(t *testing.T, b booking.ID, deliveryID string, body []byte) ledger.Result {
+	t.Helper()
+	ev := booking.Event{ID: eventlog.EventID(providers.EventID("calendly", string(b)+" created")), Booking: b, Provider: "calendly",
+		ProviderRef: string(b) + " created", OccurredAt: t0.Add(-time.Hour), Payload: booking.Scheduled{
+			Slot: booking.Slot{Meeting: "m-" + string(b), Resources: []string{"host"}, Start: t0, End: t0.Add(30 * time.Minute)}, Capacity: 1}}
+	res, err := e.svc.Record(context.Background(), ledger.Delivery{
+		Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: deliveryID, Secret: "0:abc", Body: body},
+		Events:  []booking.Event{ev}})
+	require.NoError(t, err)
+	return res
+}
+
+func (e *env) cancel(t *testing.T, b booking.ID, reason string) {
+	t.Helper()
+	ev := booking.Event{ID: eventlog.EventID(providers.EventID("calendly", string(b)+" canceled")), Booking: b, Provider: "calendly",
+		ProviderRef: string(b) + " canceled", OccurredAt: t0.Add(-time.Minute), Payload: booking.Canceled{Reason: reason, CanceledBy: "invitee"}}
+	_, err := e.svc.Record(context.Background(), ledger.Delivery{
+		Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: string(b) + "-cancel", Body: []byte(`{"reason":"` + reason + `"}`)},
+		Events:  []booking.Event{ev}})
+	require.NoError(t, err)
+}
+
+func (e *env) bodiesOf(t *testing.T, b booking.ID) []postgres.StoredReceipt {
+	t.Helper()
+	rs, err := e.store.ReceiptsForBooking(context.Background(), string(b))
+	require.NoError(t, err)
+	return rs
+}
+
+// dump is every byte of every row of every table of the database, as text.
+func dump(t *testing.T, pool *pgxpool.Pool) []byte {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`)
+	require.NoError(t, err)
+	var tables []string
+	for rows.Next() {
+		var n string
+		require.NoError(t, rows.Scan(&n))
+		tables = append(tables, n)
+	}
+	require.NoError(t, rows.Err())
+	var buf bytes.Buffer
+	for _, tb := range tables {
+		var s string
+		require.NoError(t, pool.QueryRow(ctx, fmt.Sprintf(`SELECT coalesce(string_agg(t::text, E'\n'), '') FROM %q t`, tb)).Scan(&s))
+		buf.WriteString(s)
+	}
+	return buf.Bytes()
+}
+
+func hexOf(s string) []byte { return []byte(fmt.Sprintf("%x", s)) }
+
+func TestBodiesAreSealedAndOpenForReaders(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	e := newEnv(t, pool, keyA)
+	body := []byte(`{"email":"ada.sealed@example.com","name":"Ada Sealed"}`)
+	assert.Equal(t, ledger.OutcomeAccepted, e.deliver(t, "calendly-s1", "d1", body).Outcome)
+	assert.Equal(t, ledger.OutcomeDuplicate, e.deliver(t, "calendly-s1", "d1", body).Outcome)
+
+	rs := e.bodiesOf(t, "calendly-s1")
+	require.Len(t, rs, 2)
+	for _, r := range rs {
+		assert.Equal(t, body, r.Receipt.Body, "an authorised reader gets the body as received")
+	}
+	d := dump(t, pool)
+	assert.NotContains(t, string(d), "ada.sealed")
+	assert.False(t, bytes.Contains(d, hexOf("ada.sealed")), "no bytea column holds it in the clear")
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM receipt_bodies WHERE key_id IS NOT NULL AND subject = 'calendly-s1'`).Scan(&n))
+	assert.Equal(t, 1, n, "one body per digest, shared by the duplicate, sealed for its booking")
+
+	// Another process (its own data key for the same subject) reads it too.
+	other := newEnv(t, pool, keyA)
+	assert.Equal(t, body, other.bodiesOf(t, "calendly-s1")[0].Receipt.Body)
+}
+
+func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
+	_, err := privacy.ParseKeyring("")
+	require.ErrorIs(t, err, privacy.ErrNoMasterKey)
+	for _, bad := range []string{"nokey", "a:!!", "a:AAEC", keyA + "," + keyA} {
+		_, err := privacy.ParseKeyring(bad)
+		require.ErrorIs(t, err, privacy.ErrMasterKeyFormat, bad)
+	}
+
+	pool := pgtest.NewDatabase(t)
+	e := newEnv(t, pool, keyA)
+	e.deliver(t, "calendly-k1", "d1", []byte(`{"name":"Key Holder"}`))
+	require.NoError(t, e.bodies.Check(context.Background()))
+
+	wrong := newEnv(t, pool, "a:"+keyB[2:]) // same id, other bytes
+	err = wrong.bodies.Check(context.Background())
+	require.ErrorIs(t, err, privacy.ErrWrongMasterKey)
+	_, err = wrong.store.ReceiptsForBooking(context.Background(), "calendly-k1")
+	require.ErrorIs(t, err, privacy.ErrWrongMasterKey, "a reader with the wrong key gets an error, never garbage")
+
+	lost := newEnv(t, pool, keyB)
+	require.ErrorIs(t, lost.bodies.Check(context.Background()), privacy.ErrUnknownMasterKey)
+}
+
+func TestRewrapThenRemoveTheOldKey(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	old := newEnv(t, pool, keyA)
+	want := map[booking.ID][]byte{}
+	for i := range 5 {
+		b := booking.ID(fmt.Sprintf("calendly-r%d", i))
+		want[b] = []byte(fmt.Sprintf(`{"name":"Person %d"}`, i))
+		old.deliver(t, b, string(b), want[b])
+	}
+	ring, err := privacy.ParseKeyring(keyB + "," + keyA)
+	require.NoError(t, err)
+	n, err := privacy.Rewrap(context.Background(), pool, ring)
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, n)
+	n, err = privacy.Rewrap(context.Background(), pool, ring)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing left to rewrap")
+
+	onlyNew := newEnv(t, pool, keyB)
+	require.NoError(t, onlyNew.bodies.Check(context.Background()))
+	for b, body := range want {
+		assert.Equal(t, body, onlyNew.bodiesOf(t, b)[0].Receipt.Body)
+	}
+	counts, err := privacy.KeyCounts(context.Background(), pool)
+	require.NoError(t, err)
+	assert.Equal(t, []privacy.KeyCount{{KEK: "b", Keys: 5}}, counts)
+}
+
+func TestEraseBookingShredsItsDataOnly(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	e := newEnv(t, pool, keyA)
+	contacts := process.NewContacts(pool)
+	require.NoError(t, contacts.SaveContacts(ctx, []providers.Contact{{Booking: "calendly-gone", Email: "gone@example.com", Name: "Gone Person"},
+		{Booking: "calendly-kept", Email: "kept@example.com", Name: "Kept Person"}}))
+	e.deliver(t, "calendly-gone", "g1", []byte(`{"email":"gone@example.com","phone":"+44 7700 900123"}`))
+	e.cancel(t, "calendly-gone", "gone-reason")
+	e.deliver(t, "calendly-kept", "k1", []byte(`{"email":"kept@example.com"}`))
+	e.cancel(t, "calendly-kept", "kept-reason")
+
+	eraser := privacy.NewEraser(pool, e.bodies)
+	dry, err := eraser.Erase(ctx, privacy.Request{Email: "GONE@example.com", By: "test", DryRun: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"calendly-gone"}, dry.Bookings)
+	assert.EqualValues(t, 1, dry.Counts.Contacts)
+	assert.EqualValues(t, 2, dry.Counts.Bodies)
+	assert.EqualValues(t, 1, dry.Counts.FreeTexts)
+	assert.Positive(t, dry.Counts.DataKeys)
+	assert.Equal(t, []byte(`{"email":"gone@example.com","phone":"+44 7700 900123"}`), e.bodiesOf(t, "calendly-gone")[0].Receipt.Body, "a dry run keeps everything")
+
+	er, err := eraser.Erase(ctx, privacy.Request{Email: "gone@example.com", By: "test"})
+	require.NoError(t, err)
+	assert.Positive(t, er.ID)
+	assert.Equal(t, dry.Counts, er.Counts)
+
+	for _, r := range e.bodiesOf(t, "calendly-gone") {
+		assert.Nil(t, r.Receipt.Body)
+		assert.True(t, r.Body.Erased)
+		assert.Equal(t, er.ErasedAt, r.Body.ErasedAt)
+	}
+	d := dump(t, pool)
+	for _, gone := range []string{"gone@example.com", "Gone Person", "+44 7700 900123", "gone-reason"} {
+		assert.NotContains(t, string(d), gone)
+		assert.False(t, bytes.Contains(d, hexOf(gone)), gone)
+	}
+	assert.Contains(t, string(d), "kept@example.com", "another person's contact stays")
+	assert.Contains(t, string(d), "kept-reason")
+	assert.Equal(t, []byte(`{"email":"kept@example.com"}`), e.bodiesOf(t, "calendly-kept")[0].Receipt.Body)
+
+	// Again: by address nothing is found any more, by booking nothing is left; no new fact.
+	_, err = eraser.Erase(ctx, privacy.Request{Email: "gone@example.com", By: "test"})
+	require.ErrorIs(t, err, privacy.ErrNothingToErase)
+	again, err := eraser.Erase(ctx, privacy.Request{Booking: "calendly-gone", By: "test"})
+	require.NoError(t, err)
+	assert.Zero(t, again.ID)
+	assert.Equal(t, privacy.Counts{}, again.Counts)
+	all, err := eraser.Erasures(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	assert.Equal(t, []string{"calendly-gone"}, all[0].Bookings)
+
+	// A redelivery after the erasure is recorded, without its body or contact.
+	assert.Equal(t, ledger.OutcomeDuplicate, e.deliver(t, "calendly-gone", "g2", []byte(`{"email":"gone@example.com","retry":1}`)).Outcome)
+	for _, r := range e.bodiesOf(t, "calendly-gone") {
+		assert.Nil(t, r.Receipt.Body, "receipt %d (%s) keeps no readable body", r.ID, r.Receipt.DeliveryID)
+	}
+	require.NoError(t, contacts.SaveContacts(ctx, []providers.Contact{{Booking: "calendly-gone", Email: "gone@example.com"}}))
+	d = dump(t, pool)
+	assert.NotContains(t, string(d), "gone@example.com")
+	assert.False(t, bytes.Contains(d, hexOf("gone@example.com")))
+}
+
+// Erasure and ingest of the same booking, concurrently, many times: whatever the interleaving, once
+// both are done nothing of the person is left, and every delivery was recorded.
+func TestEraseConcurrentWithRedelivery(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	e := newEnv(t, pool, keyA)
+	eraser := privacy.NewEraser(pool, e.bodies)
+	for i := range 10 {
+		b := booking.ID(fmt.Sprintf("calendly-race%d", i))
+		secret := fmt.Sprintf("race-secret-%d", i)
+		e.deliver(t, b, "first", []byte(`{"who":"`+secret+`"}`))
+		var wg sync.WaitGroup
+		for j := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := e.svc.Record(ctx, ledger.Delivery{
+					Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: fmt.Sprintf("again-%d", j), Body: []byte(`{"who":"` + secret + `","copy":` + fmt.Sprint(j) + `}`)},
+					Events: []booking.Event{{ID: eventlog.EventID(providers.EventID("calendly", string(b)+" canceled")), Booking: b, Provider: "calendly",
+						ProviderRef: string(b) + " canceled", OccurredAt: t0, Payload: booking.Canceled{Reason: secret, CanceledBy: "invitee"}}}})
+				assert.NoError(t, err)
+				assert.Contains(t, []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeDuplicate}, res.Outcome)
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := eraser.Erase(ctx, privacy.Request{Booking: b, By: "test"})
+			assert.NoError(t, err)
+		}()
+		wg.Wait()
+		d := dump(t, pool)
+		assert.NotContains(t, string(d), secret, "round %d", i)
+		assert.False(t, bytes.Contains(d, hexOf(secret)), "round %d", i)
+		rs := e.bodiesOf(t, b)
+		assert.Len(t, rs, 5, "every delivery has its receipt")
+		for _, r := range rs {
+			assert.Nil(t, r.Receipt.Body, "round %d: receipt %d's body is readable after the erasure", i, r.ID)
+		}
+	}
+}
