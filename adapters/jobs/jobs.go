@@ -142,6 +142,8 @@ type Kind struct {
 	Queue    string
 	Workers  int
 	Register func(*river.Workers) error
+	// Periodic are jobs of the kind River inserts on a schedule (the leader only).
+	Periodic []*river.PeriodicJob
 }
 
 // Queue defers deliveries and works the deferred ones. Create it with New; Defer works without Start
@@ -194,6 +196,7 @@ func New(cfg Config) (*Queue, error) {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	queues := map[string]river.QueueConfig{QueueDeferred: {MaxWorkers: cmp.Or(cfg.Workers, DefaultWorkers)}}
+	var periodic []*river.PeriodicJob
 	for _, k := range cfg.Kinds {
 		if _, dup := queues[k.Queue]; dup || k.Queue == "" || k.Register == nil {
 			return nil, fmt.Errorf("jobs: kind on queue %q: queue empty, taken, or without workers", k.Queue)
@@ -202,15 +205,17 @@ func New(cfg Config) (*Queue, error) {
 			return nil, fmt.Errorf("jobs: queue %s: %w", k.Queue, err)
 		}
 		queues[k.Queue] = river.QueueConfig{MaxWorkers: cmp.Or(k.Workers, DefaultWorkers)}
+		periodic = append(periodic, k.Periodic...)
 	}
 	rc := &river.Config{
 		// River's own logs go to ours: its default is stdout, which serve reserves for "listening on".
-		Logger:      q.log.With("component", "river"),
-		Queues:      queues,
-		Workers:     workers,
-		MaxAttempts: q.maxAttempts,
-		JobTimeout:  cmp.Or(cfg.JobTimeout, DefaultJobTimeout),
-		RetryPolicy: cfg.RetryPolicy,
+		Logger:       q.log.With("component", "river"),
+		Queues:       queues,
+		Workers:      workers,
+		PeriodicJobs: periodic,
+		MaxAttempts:  q.maxAttempts,
+		JobTimeout:   cmp.Or(cfg.JobTimeout, DefaultJobTimeout),
+		RetryPolicy:  cfg.RetryPolicy,
 		// Zero keeps River's default.
 		RescueStuckJobsAfter: cfg.RescueAfter,
 	}

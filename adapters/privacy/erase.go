@@ -47,7 +47,9 @@ type Counts struct {
 
 // Erasure is what one request did: the subject.erased fact.
 type Erasure struct {
-	ID       int64     `json:"id,omitempty"` // 0 for a dry run
+	ID int64 `json:"id,omitempty"` // 0 for a dry run
+	// Kind is "subject.erased" (a request) or "retention" (bodies past BOOKINGLEDGER_RECEIPT_BODY_RETENTION).
+	Kind     string    `json:"kind"`
 	ErasedAt time.Time `json:"erased_at"`
 	By       string    `json:"erased_by"`
 	Bookings []string  `json:"bookings"`
@@ -108,7 +110,7 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Erasure, error) {
 		if err != nil {
 			return err
 		}
-		out = Erasure{ErasedAt: now, By: req.By, Bookings: bookings, Counts: c, DryRun: req.DryRun}
+		out = Erasure{Kind: "subject.erased", ErasedAt: now, By: req.By, Bookings: bookings, Counts: c, DryRun: req.DryRun}
 		if req.DryRun {
 			return errDryRun
 		}
@@ -211,14 +213,14 @@ WHERE booking = ANY($1) AND state = 'pending' AND kind LIKE 'invitee_email.%'`, 
 
 // Erasures lists the recorded erasures, newest first.
 func (e *Eraser) Erasures(ctx context.Context, limit int) ([]Erasure, error) {
-	rows, err := e.pool.Query(ctx, `SELECT id, erased_at, erased_by, bookings, counts FROM erasures ORDER BY id DESC LIMIT $1`, limit)
+	rows, err := e.pool.Query(ctx, `SELECT id, kind, erased_at, erased_by, bookings, counts FROM erasures ORDER BY id DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list erasures: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Erasure, error) {
 		var er Erasure
 		var counts []byte
-		if err := r.Scan(&er.ID, &er.ErasedAt, &er.By, &er.Bookings, &counts); err != nil {
+		if err := r.Scan(&er.ID, &er.Kind, &er.ErasedAt, &er.By, &er.Bookings, &counts); err != nil {
 			return er, err
 		}
 		er.ErasedAt = er.ErasedAt.UTC()

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
@@ -280,4 +282,45 @@ func TestEraseConcurrentWithRedelivery(t *testing.T) {
 			assert.Nil(t, r.Receipt.Body, "round %d: receipt %d's body is readable after the erasure", i, r.ID)
 		}
 	}
+}
+
+// BOOKINGLEDGER_RECEIPT_BODY_RETENTION: the periodic River job shreds bodies stored longer ago than
+// the retention, and only those.
+func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	e := newEnv(t, pool, keyA)
+	e.deliver(t, "calendly-old", "o1", []byte(`{"name":"Old Timer"}`))
+	e.deliver(t, "calendly-new", "n1", []byte(`{"name":"New Comer"}`))
+	_, err := pool.Exec(ctx, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE subject = 'calendly-old'`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE subject_keys SET created_at = now() - interval '500 days' WHERE subject = 'calendly-old'`)
+	require.NoError(t, err)
+
+	_, err = jobs.Migrate(ctx, pool, nil)
+	require.NoError(t, err)
+	q, err := jobs.New(jobs.Config{Pool: pool, Ledger: e.svc, PollInterval: 50 * time.Millisecond, Kinds: []jobs.Kind{{
+		Queue: privacy.RetentionQueue, Workers: 1,
+		Register: func(w *river.Workers) error {
+			return river.AddWorkerSafely(w, &privacy.RetentionWorker{Pool: pool, Retention: 400 * 24 * time.Hour})
+		},
+		Periodic: []*river.PeriodicJob{privacy.RetentionJob(time.Hour)}}}})
+	require.NoError(t, err)
+	require.NoError(t, q.Start(ctx))
+	t.Cleanup(func() { _ = q.Stop(context.Background()) })
+
+	require.Eventually(t, func() bool {
+		rs, err := e.store.ReceiptsForBooking(ctx, "calendly-old")
+		return err == nil && len(rs) == 1 && rs[0].Body.Erased
+	}, 30*time.Second, 100*time.Millisecond, "the job runs at start and shreds the old body")
+	assert.Equal(t, []byte(`{"name":"New Comer"}`), e.bodiesOf(t, "calendly-new")[0].Receipt.Body, "a younger body stays")
+	var keys int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM subject_keys WHERE subject = 'calendly-old'`).Scan(&keys))
+	assert.Zero(t, keys, "the data key that sealed nothing else is gone")
+	assert.NotContains(t, string(dump(t, pool)), "Old Timer")
+	list, err := privacy.NewEraser(pool, nil).Erasures(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "retention", list[0].Kind)
+	assert.EqualValues(t, 1, list[0].Counts.Bodies)
 }

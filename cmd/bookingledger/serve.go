@@ -86,7 +86,8 @@ type serveConfig struct {
 	// resourcesFile and resources: BOOKINGLEDGER_RESOURCES_FILE and its links, read at start.
 	resourcesFile string
 	resources     map[string][]string
-	masterKeys      *privacy.Keyring
+	masterKeys    *privacy.Keyring
+	bodyRetention time.Duration // 0: bodies are kept until erased
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -121,6 +122,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"failed token attempts allowed per client address per minute on the admin surface; past it 429")
 	resourcesFile := f.String("resources-file", []string{envResourcesFile}, "",
 		"JSON file of linked resources applied at start (idempotent; see 'bookingledger resources -h')")
+	retention := f.String("receipt-body-retention", []string{"BOOKINGLEDGER_RECEIPT_BODY_RETENTION"}, "",
+		"shred receipt bodies stored longer ago than this, e.g. 400d (default: keep until erased)")
 	providerFlags := registerProviderFlags(f)
 	rest, err := f.parse(args)
 	if err != nil {
@@ -166,6 +169,11 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if c.resourcesFile != "" {
 		if c.resources, err = readResourcesFile(c.resourcesFile); err != nil {
 			return c, usageError{err}
+		}
+	}
+	if *retention != "" {
+		if c.bodyRetention, err = auth.ParseLifetime(*retention); err != nil {
+			return c, usageErrorf("BOOKINGLEDGER_RECEIPT_BODY_RETENTION / --receipt-body-retention: %v", err)
 		}
 	}
 	// Fail closed: serve stores bodies, and never in plain text for want of a key.
@@ -328,7 +336,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
-		Kinds:    []jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind},
+		Kinds:    append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind}, retentionKinds(pool, cfg.bodyRetention)...),
 		Contacts: process.NewContacts(pool), Bodies: bodies})
 	if err != nil {
 		return err

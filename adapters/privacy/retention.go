@@ -1,0 +1,110 @@
+package privacy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"bookingledger/adapters/postgres"
+)
+
+// RetentionQueue is the River queue of the retention job.
+const RetentionQueue = "privacy"
+
+// retentionBatch bounds the bodies shredded per transaction.
+const retentionBatch = 1000
+
+// RetentionArgs is the periodic job that shreds receipt bodies older than the retention
+// (BOOKINGLEDGER_RECEIPT_BODY_RETENTION). It carries no data: the job reads the age from its worker.
+type RetentionArgs struct{}
+
+// Kind implements river.JobArgs.
+func (RetentionArgs) Kind() string { return "receipt_body_retention" }
+
+// InsertOpts puts the job on its own queue, one at a time.
+func (RetentionArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: RetentionQueue, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+}
+
+// RetentionWorker shreds bodies stored longer ago than Retention.
+type RetentionWorker struct {
+	river.WorkerDefaults[RetentionArgs]
+	Pool      *pgxpool.Pool
+	Retention time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Work implements river.Worker.
+func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	_, err := ShredOlderThan(ctx, w.Pool, now().Add(-w.Retention))
+	return err
+}
+
+// ShredOlderThan replaces every receipt body first stored before cutoff by a tombstone (inline copies
+// of receipts received before it too), deletes the data keys that no longer seal any body, and records
+// the run as an erasure of kind retention when it shredded anything. It returns the counts.
+func ShredOlderThan(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) (Counts, error) {
+	var total Counts
+	for {
+		var c Counts
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			now := time.Now().UTC().Truncate(time.Second)
+			tomb := postgres.ErasedForm(now)
+			tag, err := tx.Exec(ctx, `UPDATE receipt_bodies SET body = $2, key_id = NULL WHERE digest IN (
+    SELECT digest FROM receipt_bodies WHERE stored_at < $1 AND substring(body FOR 5) <> substring($2::bytea FOR 5)
+    ORDER BY stored_at LIMIT $3 FOR UPDATE SKIP LOCKED)`, cutoff, tomb, retentionBatch)
+			if err != nil {
+				return fmt.Errorf("shred bodies: %w", err)
+			}
+			c.Bodies = tag.RowsAffected()
+			tag, err = tx.Exec(ctx, `UPDATE receipts SET body = $2 WHERE id IN (
+    SELECT id FROM receipts WHERE body IS NOT NULL AND received_at < $1 AND substring(body FOR 5) <> substring($2::bytea FOR 5)
+    ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)`, cutoff, tomb, retentionBatch)
+			if err != nil {
+				return fmt.Errorf("shred inline bodies: %w", err)
+			}
+			c.InlineBodies = tag.RowsAffected()
+			tag, err = tx.Exec(ctx, `DELETE FROM subject_keys k WHERE k.created_at < $1
+    AND NOT EXISTS (SELECT 1 FROM receipt_bodies b WHERE b.key_id = k.id)`, cutoff)
+			if err != nil {
+				return fmt.Errorf("delete unused data keys: %w", err)
+			}
+			c.DataKeys = tag.RowsAffected()
+			if c == (Counts{}) {
+				return nil
+			}
+			counts, err := json.Marshal(c)
+			if err != nil {
+				return fmt.Errorf("encode counts: %w", err)
+			}
+			_, err = tx.Exec(ctx, `INSERT INTO erasures (kind, erased_at, erased_by, bookings, counts) VALUES ('retention', $1, 'retention', '{}', $2)`, now, counts)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("retention: %w", err)
+		}
+		total.Bodies += c.Bodies
+		total.InlineBodies += c.InlineBodies
+		total.DataKeys += c.DataKeys
+		if c.Bodies < retentionBatch && c.InlineBodies < retentionBatch {
+			return total, nil
+		}
+	}
+}
+
+// RetentionJob is the periodic job that runs the worker every interval, and once at start.
+func RetentionJob(interval time.Duration) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(interval),
+		func() (river.JobArgs, *river.InsertOpts) { return RetentionArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true})
+}
