@@ -38,7 +38,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "unknown flag", args: []string{"serve", "--colour"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"serve", "now"}, env: map[string]string{"DATABASE_URL": dead}, code: 2, message: "serve takes no arguments"},
 		{name: "flag overrides a bad variable", args: []string{"serve", "--max-body-bytes", "10"}, env: map[string]string{"BOOKINGLEDGER_MAX_BODY_BYTES": "lots"}, code: 2, message: "BOOKINGLEDGER_DATABASE_URL", absent: "lots"},
-		{name: "unparsable database URL", args: []string{"serve"}, env: map[string]string{"BOOKINGLEDGER_DATABASE_URL": "postgres://u:secretpw@host:notaport/db"}, code: 2, message: "BOOKINGLEDGER_DATABASE_URL: not a valid", absent: "secretpw"},
+		{name: "unparsable database URL", args: []string{"serve"}, env: map[string]string{"BOOKINGLEDGER_DATABASE_URL": "postgres://u:secretpw@host:notaport/db", "BOOKINGLEDGER_MASTER_KEY": testMasterKey}, code: 2, message: "BOOKINGLEDGER_DATABASE_URL: not a valid", absent: "secretpw"},
 		{name: "unreachable database", args: []string{"serve"}, env: map[string]string{"BOOKINGLEDGER_DATABASE_URL": dead, "BOOKINGLEDGER_MASTER_KEY": testMasterKey}, code: 1, message: "migrate on start"},
 		{name: "serve without master key", args: []string{"serve"}, env: map[string]string{"BOOKINGLEDGER_DATABASE_URL": dead}, code: 2, message: "BOOKINGLEDGER_MASTER_KEY is not set"},
 		{name: "malformed master key", args: []string{"serve"}, env: map[string]string{"BOOKINGLEDGER_DATABASE_URL": dead, "BOOKINGLEDGER_MASTER_KEY": "k1:c2hvcnQ="}, code: 2, message: "has 5 bytes, want 32", absent: "c2hvcnQ="},

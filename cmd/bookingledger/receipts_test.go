@@ -28,6 +28,7 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
+		"BOOKINGLEDGER_MASTER_KEY":            testMasterKey, // receipts show opens the sealed body with it
 	})
 	srv := startServe(t, env)
 	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "fine")

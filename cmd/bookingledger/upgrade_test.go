@@ -21,6 +21,7 @@ func TestOldBinaryRefusesANewerSchema(t *testing.T) {
 		"BOOKINGLEDGER_ADDR":          "127.0.0.1:0",
 		"BOOKINGLEDGER_ADMIN_ADDR":    "127.0.0.1:0",
 		"BOOKINGLEDGER_DRAIN_TIMEOUT": "5s",
+		"BOOKINGLEDGER_MASTER_KEY":    testMasterKey,
 	})
 	_, stderr, code := cli(t, env, "migrate")
 	require.Equal(t, 0, code, stderr)
