@@ -58,6 +58,7 @@ func BenchmarkStepLagAtRate(b *testing.B) {
 			"BOOKINGLEDGER_ADMIN_ADDR":            "127.0.0.1:0",
 			"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 			"BOOKINGLEDGER_LOG_LEVEL":             "error",
+			"BOOKINGLEDGER_MASTER_KEY":            testMasterKey,
 			envSMTPAddr:                           smtp.Addr(),
 			envSMTPFrom:                           "bookings@bench.localhost",
 			envCalDAVURLTemplate:                  dav.URL() + "/dav/{resource}/bookings/",
