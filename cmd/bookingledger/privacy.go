@@ -128,9 +128,6 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if err != nil {
 			return err
 		}
-		if *dbURL == "" {
-			return errNoDatabaseURL()
-		}
 		pool, err := openMigratedPool(ctx, *dbURL)
 		if err != nil {
 			return err

@@ -100,9 +100,6 @@ func runToken(ctx context.Context, args []string, getenv func(string) string, st
 	default:
 		return usageErrorf("token: unknown action %q (want create, list or revoke)", pos[0])
 	}
-	if *dbURL == "" {
-		return errNoDatabaseURL()
-	}
 	pool, err := openMigratedPool(ctx, *dbURL)
 	if err != nil {
 		return err
@@ -178,6 +175,9 @@ func errNoDatabaseURL() error {
 // openMigratedPool opens the database and refuses one with pending migrations: its tables may not be
 // there yet, and only migrate (or serve) changes the schema.
 func openMigratedPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	if databaseURL == "" {
+		return nil, errNoDatabaseURL()
+	}
 	pool, err := openPool(ctx, databaseURL)
 	if err != nil {
 		return nil, err
