@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -72,6 +73,22 @@ func DecodeHexSHA256(s string) ([]byte, error) {
 	b, err := hex.DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("%w: signature is not hex", ErrMalformedHeader)
+	}
+	return b, nil
+}
+
+// DecodeBase64SHA256 decodes a standard-base64 HMAC-SHA256 (44 characters, padded). Only the one
+// canonical spelling is accepted: Go's decoder skips CR and LF anywhere and Strict alone does not
+// refuse them, so "…\n=" would otherwise stand for the same signature as "…=". Errors wrap
+// ErrMalformedHeader.
+func DecodeBase64SHA256(s string) ([]byte, error) {
+	const want = 44 // base64 of 32 bytes, padded
+	if len(s) != want {
+		return nil, fmt.Errorf("%w: signature is %d characters, want %d base64 characters", ErrMalformedHeader, len(s), want)
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != 32 || base64.StdEncoding.EncodeToString(b) != s {
+		return nil, fmt.Errorf("%w: signature is not the base64 of 32 bytes", ErrMalformedHeader)
 	}
 	return b, nil
 }

@@ -160,16 +160,9 @@ func ParseSignature(v string) ([]byte, error) {
 	if v == "" {
 		return nil, fmt.Errorf("%w: %s", providers.ErrMissingHeader, SignatureHeader)
 	}
-	if len(v) > 64 {
-		return nil, fmt.Errorf("%w: signature is %d characters, want 44 base64 characters", providers.ErrMalformedHeader, len(v))
-	}
-	// Strict: nonzero padding bits would let several header values stand for one signature.
-	sig, err := base64.StdEncoding.Strict().DecodeString(v)
+	sig, err := providers.DecodeBase64SHA256(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: signature is not base64", providers.ErrMalformedHeader)
-	}
-	if len(sig) != 32 {
-		return nil, fmt.Errorf("%w: signature is %d bytes, want the 32 of an HMAC-SHA256", providers.ErrMalformedHeader, len(sig))
+		return nil, err
 	}
 	return sig, nil
 }

@@ -88,6 +88,8 @@ func TestVerify(t *testing.T) {
 		{name: "not base64", keys: []string{v.Key}, sig: "not base64!", body: body, wantErr: providers.ErrMalformedHeader},
 		{name: "url-safe alphabet is not Acuity's", keys: []string{withSlash.Key}, sig: urlSafe, body: []byte(withSlash.Body), wantErr: providers.ErrMalformedHeader},
 		{name: "nonzero padding bits (non-canonical base64)", keys: []string{v.Key}, sig: v.Signature[:42] + "7=", body: body, wantErr: providers.ErrMalformedHeader},
+		{name: "line break inside (Go's decoder skips it)", keys: []string{v.Key}, sig: v.Signature[:43] + "\n" + v.Signature[43:], body: body, wantErr: providers.ErrMalformedHeader},
+		{name: "CRLF inside", keys: []string{v.Key}, sig: v.Signature[:20] + "\r\n" + v.Signature[20:], body: body, wantErr: providers.ErrMalformedHeader},
 		{name: "hex instead of base64", keys: []string{v.Key}, sig: strings.Repeat("ab", 32), body: body, wantErr: providers.ErrMalformedHeader},
 		{name: "16 bytes", keys: []string{v.Key}, sig: base64.StdEncoding.EncodeToString(make([]byte, 16)), body: body, wantErr: providers.ErrMalformedHeader},
 		{name: "very long header", keys: []string{v.Key}, sig: strings.Repeat("A", 4096), body: body, wantErr: providers.ErrMalformedHeader},

@@ -184,9 +184,9 @@ func ParseSignatures(v string) ([][]byte, error) {
 		if len(out) == maxSignatures {
 			return nil, fmt.Errorf("%w: more than %d v1 signatures", providers.ErrMalformedHeader, maxSignatures)
 		}
-		sig, err := base64.StdEncoding.Strict().DecodeString(value)
-		if err != nil || len(sig) != 32 {
-			return nil, fmt.Errorf("%w: v1 signature is not base64 of 32 bytes", providers.ErrMalformedHeader)
+		sig, err := providers.DecodeBase64SHA256(value)
+		if err != nil {
+			return nil, fmt.Errorf("v1 entry: %w", err)
 		}
 		out = append(out, sig)
 	}

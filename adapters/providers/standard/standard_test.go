@@ -157,6 +157,7 @@ func TestVerify(t *testing.T) {
 		{name: "timestamp not a number", secrets: oneSecret, id: d.ID, ts: "2024-06-11", sg: d.Signature, body: body, now: at, wantErr: providers.ErrMalformedHeader},
 		{name: "entry without comma", secrets: oneSecret, id: d.ID, ts: ts, sg: strings.Replace(d.Signature, ",", "=", 1), body: body, now: at, wantErr: providers.ErrMalformedHeader},
 		{name: "v1 not base64", secrets: oneSecret, id: d.ID, ts: ts, sg: "v1,***", body: body, now: at, wantErr: providers.ErrMalformedHeader},
+		{name: "v1 with a line break inside", secrets: oneSecret, id: d.ID, ts: ts, sg: d.Signature[:20] + "\r" + d.Signature[20:], body: body, now: at, wantErr: providers.ErrMalformedHeader},
 		{name: "v1 of the wrong length", secrets: oneSecret, id: d.ID, ts: ts, sg: "v1," + base64.StdEncoding.EncodeToString(make([]byte, 20)), body: body, now: at, wantErr: providers.ErrMalformedHeader},
 		{name: "only v1a (asymmetric) entries", secrets: oneSecret, id: d.ID, ts: ts, sg: "v1a," + strings.TrimPrefix(d.Signature, "v1,"), body: body, now: at, wantErr: providers.ErrMalformedHeader},
 		{name: "webhook-id with a control character", secrets: oneSecret, id: "msg_\x01", ts: ts, sg: d.Signature, body: body, now: at, wantErr: providers.ErrMalformedHeader},
