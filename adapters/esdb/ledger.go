@@ -8,10 +8,12 @@ import (
 	"bookingledger/domain/ledger"
 )
 
-// ReceiptWriter stores delivery receipts. adapters/postgres.Store provides it; it is declared here,
-// by its consumer, so that this package does not import the PostgreSQL adapter.
+// ReceiptWriter stores delivery receipts and the personal data beside the events. adapters/postgres.Store
+// provides it; it is declared here, by its consumer, so that this package does not import the
+// PostgreSQL adapter.
 type ReceiptWriter interface {
 	InsertReceipt(ctx context.Context, r ledger.Receipt) (int64, error)
+	SavePersonal(ctx context.Context, p ledger.Personal) error
 }
 
 // LedgerStore is ledger.Store with events in EventStoreDB and receipts elsewhere (PostgreSQL).
@@ -39,12 +41,16 @@ func (l *LedgerStore) ReadStream(ctx context.Context, stream string) ([]eventlog
 	return l.events.ReadStream(ctx, stream)
 }
 
-// Commit appends each Append in order, then writes the receipt. A receipt committed as accepted is
+// Commit saves the personal data first (so that a booking's contact exists whenever its events do),
+// appends each Append in order, then writes the receipt. A receipt committed as accepted is
 // stored as duplicate when every append turned out to be an idempotent re-append (a concurrent copy of
 // the delivery won the race between the ledger's read and this commit). Errors from an append are
 // returned as they are (ErrVersionConflict makes the ledger reload and decide again); a failed receipt
 // write is wrapped with eventlog.ErrUnavailable so that the delivery is answered 503 and retried.
 func (l *LedgerStore) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResult, error) {
+	if err := l.receipts.SavePersonal(ctx, c.Personal); err != nil {
+		return ledger.CommitResult{}, fmt.Errorf("%w: delivery %s: %w", eventlog.ErrUnavailable, c.Receipt.DeliveryID, err)
+	}
 	res := ledger.CommitResult{Appends: make([]eventlog.AppendResult, 0, len(c.Appends))}
 	allDuplicate := len(c.Appends) > 0
 	for _, a := range c.Appends {

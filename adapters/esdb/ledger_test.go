@@ -27,6 +27,16 @@ type flakyReceipts struct {
 	mu       sync.Mutex
 	failures int
 	stored   []ledger.Receipt
+	personal []ledger.Personal
+}
+
+func (f *flakyReceipts) SavePersonal(_ context.Context, p ledger.Personal) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !p.IsZero() {
+		f.personal = append(f.personal, p)
+	}
+	return nil
 }
 
 func (f *flakyReceipts) InsertReceipt(_ context.Context, r ledger.Receipt) (int64, error) {

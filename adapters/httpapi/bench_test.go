@@ -19,6 +19,7 @@ import (
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/domain/ledger"
@@ -105,8 +106,13 @@ func BenchmarkIngest(b *testing.B) {
 	})
 }
 
-// benchServer is the ingest benchmarks' server: the Calendly provider and the ledger over the PostgreSQL
-// store, on a fresh database whose pool lets the 32-way runs wait on PostgreSQL rather than on the pool.
+// benchMasterKey seals the benchmark's receipt bodies, as serve always does.
+const benchMasterKey = "bench:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+// benchServer is the ingest benchmarks' server, wired as serve wires it: the Calendly provider and the
+// ledger over the PostgreSQL store, receipt bodies sealed per booking and each invitee's contact saved
+// in the delivery's commit, on a fresh database whose pool lets the 32-way runs wait on PostgreSQL
+// rather than on the pool.
 func benchServer(b *testing.B) (*pgxpool.Pool, *httpapi.Server) {
 	b.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabaseURL(b))
@@ -119,8 +125,13 @@ func benchServer(b *testing.B) (*pgxpool.Pool, *httpapi.Server) {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
+	ring, err := privacy.ParseKeyring(benchMasterKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := postgres.NewStore(pool).WithBodySealer(privacy.NewBodies(pool, ring))
 	srv, err := httpapi.New(httpapi.Config{
-		Ledger:    ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
+		Ledger:    ledger.NewService(store, eventcodec.JSON{}),
 		Providers: []providers.Provider{calendly.New(providers.NewSecrets(calendlyKey), 0)},
 		Ready:     httpapi.CheckFunc(func(context.Context) error { return nil }),
 		Logger:    slog.New(slog.DiscardHandler),

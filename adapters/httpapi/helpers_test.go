@@ -25,7 +25,6 @@ import (
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
-	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calendly"
@@ -149,7 +148,7 @@ func newServer(t *testing.T, opts ...serverOption) *testServer {
 	}
 	cfg := httpapi.Config{
 		// As serve builds it: free text kept apart from the events.
-		Ledger: ledger.NewService(st.Ledger, eventcodec.JSON{}).WithFreeTexts(privacy.NewTexts(pool)),
+		Ledger: ledger.NewService(st.Ledger, eventcodec.JSON{}),
 		Providers: []providers.Provider{
 			calendly.New(providers.NewSecrets(calendlyKey), 0),
 			calcom.New(providers.NewSecrets(calcomSecret)),

@@ -140,9 +140,6 @@ type Config struct {
 	// UI under /ui/, /admin/) next to /metrics on the admin handler. They never answer on the public
 	// one (Handler), which serves only /webhooks/*, /healthz and /readyz.
 	AdminRoutes func(mux Mux)
-	// Contacts, when set, keeps the invitee contacts a mapping found (for the invitee email steps)
-	// before the delivery is recorded; a failure to keep them answers 503, so the provider retries.
-	Contacts ContactStore
 	// GuardMetrics, when set, wraps /metrics (the token check, BOOKINGLEDGER_METRICS_AUTH=token); nil
 	// serves it open.
 	GuardMetrics func(http.Handler) http.Handler
@@ -150,7 +147,6 @@ type Config struct {
 
 // Server is the HTTP ingress. Create it with New; it is safe for concurrent use.
 type Server struct {
-	contacts  ContactStore
 	ledger    Ledger
 	deferrer  Deferrer
 	providers map[string]providers.Provider
@@ -185,7 +181,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		ledger:    cfg.Ledger,
 		deferrer:  cfg.Deferrer,
-		contacts:  cfg.Contacts,
 		providers: make(map[string]providers.Provider, len(cfg.Providers)),
 		ready:     cfg.Ready,
 		log:       cfg.Logger,

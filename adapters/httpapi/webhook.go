@@ -126,12 +126,6 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if mapErr != nil {
 		mapErr = storableError{mapErr}
 	}
-	if mapErr == nil && len(mapped.Contacts) > 0 && s.contacts != nil {
-		if err := s.contacts.SaveContacts(ctx, mapped.Contacts); err != nil {
-			s.unavailable(w, name, started, err)
-			return
-		}
-	}
 	res, err := s.ledger.Record(ctx, ledger.Delivery{
 		Receipt: ledger.Receipt{
 			Provider:   name,
@@ -142,8 +136,9 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			Body:       body,
 			Headers:    receiptHeaders(r.Header),
 		},
-		Events: mapped.Events,
-		MapErr: mapErr,
+		Events:   mapped.Events,
+		Contacts: mapped.Contacts, // saved in the delivery's commit
+		MapErr:   mapErr,
 	})
 	if err != nil {
 		s.unavailable(w, name, started, err)
@@ -157,12 +152,6 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusAccepted
 	}
 	s.acknowledge(w, r, name, started, deliveryID, res, status)
-}
-
-// ContactStore keeps invitees' contact details outside the event log (personal data never enters
-// events).
-type ContactStore interface {
-	SaveContacts(ctx context.Context, contacts []providers.Contact) error
 }
 
 // Deferrer (Config.Deferrer, optional) keeps a verified delivery whose Map failed with

@@ -122,17 +122,9 @@ type Config struct {
 	// Kinds are further kinds of work on the same River client (process steps, relay deliveries), each
 	// on its own queue so that one kind's backlog never starves another's.
 	Kinds []Kind
-	// Contacts, when set, keeps the invitee contacts a refetch found (for the invitee email steps)
-	// before the delivery is recorded, as the ingress does for deliveries mapped at once.
-	Contacts ContactStore
 	// Bodies, when set, seals the bodies of deferred receipts and opens them for the refetch, as the
 	// ledger's store does (postgres.Store.Sealer).
 	Bodies postgres.BodySealer
-}
-
-// ContactStore keeps invitees' contact details outside the event log (adapters/process.Contacts).
-type ContactStore interface {
-	SaveContacts(ctx context.Context, contacts []providers.Contact) error
 }
 
 // Kind is a kind of background work: its River queue, how many of its jobs run at once in this
@@ -150,7 +142,6 @@ type Kind struct {
 // (any instance can insert), Start runs the workers. Safe for concurrent use.
 type Queue struct {
 	pool        *pgxpool.Pool
-	contacts    ContactStore
 	bodies      postgres.BodySealer
 	client      *river.Client[pgx.Tx]
 	maxAttempts int
@@ -170,7 +161,6 @@ func New(cfg Config) (*Queue, error) {
 	}
 	q := &Queue{
 		pool:        cfg.Pool,
-		contacts:    cfg.Contacts,
 		bodies:      cfg.Bodies,
 		maxAttempts: cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts),
 		stopTimeout: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),

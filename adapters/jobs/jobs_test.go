@@ -23,7 +23,6 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
-	"bookingledger/adapters/process"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/acuity"
 	"bookingledger/adapters/providers/acuity/acuitytest"
@@ -96,7 +95,6 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool, maxAttempts int) *env {
 		PollInterval: 50 * time.Millisecond,
 		StopTimeout:  2 * time.Second,
 		Clock:        func() time.Time { return e.clock },
-		Contacts:     process.NewContacts(pool),
 	})
 	require.NoError(t, err)
 	e.queue = q

@@ -63,12 +63,7 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 	d := ledger.Delivery{Receipt: r}
 	switch {
 	case mapErr == nil:
-		d.Events = mapped.Events
-		if len(mapped.Contacts) > 0 && w.q.contacts != nil {
-			if err := w.q.contacts.SaveContacts(ctx, mapped.Contacts); err != nil {
-				return fmt.Errorf("deferred receipt %d: keep contacts: %w", a.ReceiptID, err)
-			}
-		}
+		d.Events, d.Contacts = mapped.Events, mapped.Contacts // the contacts are saved in the delivery's commit
 		d.Receipt.Reason = fmt.Sprintf("fetched on attempt %d for deferred receipt %d", job.Attempt, a.ReceiptID)
 		if mapped.Reason != "" {
 			d.Receipt.Reason = ledger.ClipReason(mapped.Reason + "; " + d.Receipt.Reason)

@@ -56,7 +56,8 @@ FOR EACH ROW EXECUTE FUNCTION fail_at_commit()`)
 	for range 8 {
 		st := streamName(t)
 		streams = append(streams, st)
-		commits = append(commits, commitOf("d-"+st, appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
+		commits = append(commits, withPersonal(commitOf("d-"+st, appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1"))),
+			bookingOf(st), st+"@example.com"))
 	}
 	_, errs := commitHeldGroup(t, s, commits)
 	for i, err := range errs {
@@ -64,6 +65,8 @@ FOR EACH ROW EXECUTE FUNCTION fail_at_commit()`)
 	}
 	assert.Zero(t, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = ANY($1)`, streams))
 	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts`))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM contacts`), "the personal data went with the group")
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM free_texts`))
 }
 
 func TestGroupCommitIsolatesTheDeliveryAtFault(t *testing.T) {

@@ -62,7 +62,8 @@ func insertReceiptArgs(r ledger.Receipt, body []any) []any {
 }
 
 // commitDeliverySQL is one delivery: its appends (fn: bl_appends, or bl_try_appends in a group of
-// several, migrations/0090_group_commit.sql) and, if they succeeded, its receipt. A receipt committed
+// several, migrations/0090_group_commit.sql) and, if they succeeded, its receipt and its personal
+// data (personalCTEs, from $26). A receipt committed
 // as accepted becomes duplicate when every append came back as an idempotent re-append, i.e. a
 // concurrent copy of the delivery won the race between read and commit, possibly in the same group.
 // Deciding it here, from the appends' own answers, is what keeps the stored outcome true under that
@@ -77,7 +78,7 @@ func commitDeliverySQL(fn string) string {
         $14, $15, $16, $17, $18, receipt_body_put($19, $20, $21, $22, $23, $24), $25
     FROM a WHERE a.status = 'ok'
     RETURNING id, outcome
-)
+), ` + personalCTEs(26, true) + `
 SELECT a.status, a.message, a.detail, a.first_versions, a.last_versions, a.tx_ids, a.positions, a.duplicates,
     r.id, r.outcome
 FROM a LEFT JOIN r ON true`
@@ -154,10 +155,14 @@ func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.Com
 	for _, i := range order {
 		c := commits[i]
 		if len(c.Appends) == 0 {
+			if !c.Personal.IsZero() {
+				batch.Queue(savePersonalSQL, personalArgs(c.Personal)...)
+			}
 			batch.Queue(insertReceiptSQL, insertReceiptArgs(c.Receipt, reqs[i].body)...)
 			continue
 		}
-		batch.Queue(sql, append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt, reqs[i].body)...)...)
+		args := append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt, reqs[i].body)...)
+		batch.Queue(sql, append(args, personalArgs(c.Personal)...)...)
 	}
 	results := make([]ledger.CommitResult, len(commits))
 	errs := make([]error, len(commits))
@@ -170,6 +175,12 @@ func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.Com
 		}
 		var err error
 		if len(c.Appends) == 0 {
+			if !c.Personal.IsZero() {
+				if _, err = br.Exec(); err != nil {
+					failed = fmt.Errorf("save personal data: %w", err)
+					break
+				}
+			}
 			results[i], err = scanReceiptOnly(br.QueryRow())
 		} else {
 			results[i], errs[i], err = scanDelivery(br.QueryRow(), c)

@@ -18,7 +18,6 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
-	"bookingledger/adapters/process"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -43,21 +42,22 @@ func newEnv(t *testing.T, pool *pgxpool.Pool, masterKey string) *env {
 	require.NoError(t, err)
 	e := &env{pool: pool, bodies: privacy.NewBodies(pool, ring)}
 	e.store = postgres.NewStore(pool).WithBodySealer(e.bodies)
-	e.svc = ledger.NewService(e.store, eventcodec.JSON{}).WithFreeTexts(privacy.NewTexts(pool))
+	e.svc = ledger.NewService(e.store, eventcodec.JSON{})
 	return e
 }
 
 var t0 = time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
 
-// deliver records a create (and the body naming the person) of booking b.
-func (e *env) deliver(t *testing.T, b booking.ID, deliveryID string, body []byte) ledger.Result {
+// deliver records a create (and the body naming the person, and the contacts) of booking b.
+func (e *env) deliver(t *testing.T, b booking.ID, deliveryID string, body []byte, contacts ...ledger.Contact) ledger.Result {
 	t.Helper()
 	ev := booking.Event{ID: eventlog.EventID(providers.EventID("calendly", string(b)+" created")), Booking: b, Provider: "calendly",
 		ProviderRef: string(b) + " created", OccurredAt: t0.Add(-time.Hour), Payload: booking.Scheduled{
 			Slot: booking.Slot{Meeting: "m-" + string(b), Resources: []string{"host"}, Start: t0, End: t0.Add(30 * time.Minute)}, Capacity: 1}}
 	res, err := e.svc.Record(context.Background(), ledger.Delivery{
-		Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: deliveryID, Secret: "0:abc", Body: body},
-		Events:  []booking.Event{ev}})
+		Receipt:  ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: deliveryID, Secret: "0:abc", Body: body},
+		Events:   []booking.Event{ev},
+		Contacts: contacts})
 	require.NoError(t, err)
 	return res
 }
@@ -182,12 +182,11 @@ func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
-	contacts := process.NewContacts(pool)
-	require.NoError(t, contacts.SaveContacts(ctx, []providers.Contact{{Booking: "calendly-gone", Email: "gone@example.com", Name: "Gone Person"},
-		{Booking: "calendly-kept", Email: "kept@example.com", Name: "Kept Person"}}))
-	e.deliver(t, "calendly-gone", "g1", []byte(`{"email":"gone@example.com","phone":"+44 7700 900123"}`))
+	e.deliver(t, "calendly-gone", "g1", []byte(`{"email":"gone@example.com","phone":"+44 7700 900123"}`),
+		ledger.Contact{Booking: "calendly-gone", Email: "gone@example.com", Name: "Gone Person"})
 	e.cancel(t, "calendly-gone", "gone-reason")
-	e.deliver(t, "calendly-kept", "k1", []byte(`{"email":"kept@example.com"}`))
+	e.deliver(t, "calendly-kept", "k1", []byte(`{"email":"kept@example.com"}`),
+		ledger.Contact{Booking: "calendly-kept", Email: "kept@example.com", Name: "Kept Person"})
 	e.cancel(t, "calendly-kept", "kept-reason")
 
 	eraser := privacy.NewEraser(pool, e.bodies)
@@ -232,11 +231,11 @@ func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 	assert.Equal(t, []string{"calendly-gone"}, all[0].Bookings)
 
 	// A redelivery after the erasure is recorded, without its body or contact.
-	assert.Equal(t, ledger.OutcomeDuplicate, e.deliver(t, "calendly-gone", "g2", []byte(`{"email":"gone@example.com","retry":1}`)).Outcome)
+	assert.Equal(t, ledger.OutcomeDuplicate, e.deliver(t, "calendly-gone", "g2", []byte(`{"email":"gone@example.com","retry":1}`),
+		ledger.Contact{Booking: "calendly-gone", Email: "gone@example.com"}).Outcome)
 	for _, r := range e.bodiesOf(t, "calendly-gone") {
 		assert.Nil(t, r.Receipt.Body, "receipt %d (%s) keeps no readable body", r.ID, r.Receipt.DeliveryID)
 	}
-	require.NoError(t, contacts.SaveContacts(ctx, []providers.Contact{{Booking: "calendly-gone", Email: "gone@example.com"}}))
 	d = dump(t, pool)
 	assert.NotContains(t, string(d), "gone@example.com")
 	assert.False(t, bytes.Contains(d, hexOf("gone@example.com")))
@@ -259,7 +258,8 @@ func TestEraseConcurrentWithRedelivery(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				res, err := e.svc.Record(ctx, ledger.Delivery{
-					Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: fmt.Sprintf("again-%d", j), Body: []byte(`{"who":"` + secret + `","copy":` + fmt.Sprint(j) + `}`)},
+					Receipt:  ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: fmt.Sprintf("again-%d", j), Body: []byte(`{"who":"` + secret + `","copy":` + fmt.Sprint(j) + `}`)},
+					Contacts: []ledger.Contact{{Booking: b, Email: secret + "@example.com", Name: secret}},
 					Events: []booking.Event{{ID: eventlog.EventID(providers.EventID("calendly", string(b)+" canceled")), Booking: b, Provider: "calendly",
 						ProviderRef: string(b) + " canceled", OccurredAt: t0, Payload: booking.Canceled{Reason: secret, CanceledBy: "invitee"}}}})
 				assert.NoError(t, err)

@@ -9,37 +9,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bookingledger/domain/booking"
-	"bookingledger/domain/ledger"
 	"bookingledger/projections"
 )
 
-var _ ledger.FreeTextStore = (*Texts)(nil)
-
-// Texts is the free_texts table (migration 0130).
+// Texts is the free_texts table (migration 0130), written by the ledger's commit
+// (ledger.Commit.Personal).
 type Texts struct{ pool *pgxpool.Pool }
 
 // NewTexts returns the free-text table on pool.
 func NewTexts(pool *pgxpool.Pool) *Texts { return &Texts{pool: pool} }
-
-// SaveFreeTexts keeps each text once per event and field: a redelivery changes nothing, and neither
-// does one that arrives after the text was erased (the erased row stays in the way), nor any text of
-// an erased booking (bl_subject_erased, migration 0131, which also waits for an erasure under way).
-func (t *Texts) SaveFreeTexts(ctx context.Context, texts []booking.FreeText) error {
-	events := make([][16]byte, len(texts))
-	fields := make([]string, len(texts))
-	bookings := make([]string, len(texts))
-	values := make([]string, len(texts))
-	for i, ft := range texts {
-		events[i], fields[i], bookings[i], values[i] = ft.Event, string(ft.Field), string(ft.Booking), ft.Text
-	}
-	if _, err := t.pool.Exec(ctx, `INSERT INTO free_texts (event, field, booking, text)
-SELECT t.e, t.f, t.b, t.x FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS t(e, f, b, x)
-WHERE NOT bl_subject_erased(t.b)
-ON CONFLICT (event, field) DO NOTHING`, events, fields, bookings, values); err != nil {
-		return fmt.Errorf("save %d free texts: %w", len(texts), err)
-	}
-	return nil
-}
 
 // FreeTexts returns the booking's kept texts, erased ones included (for history).
 func (t *Texts) FreeTexts(ctx context.Context, id booking.ID) ([]projections.KeptText, error) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
 )
 
 // Verification failures. The ingress answers 401 with the reason; each is counted and (rate-limited)
@@ -59,12 +60,9 @@ type Mapped struct {
 	Contacts []Contact
 }
 
-// Contact is an invitee's email address and name, by booking.
-type Contact struct {
-	Booking booking.ID
-	Email   string
-	Name    string
-}
+// Contact is an invitee's email address and name, by booking: what the ledger saves with the
+// delivery's events (ledger.Delivery.Contacts).
+type Contact = ledger.Contact
 
 // NewContacts returns the one contact of b when email looks like an address (a body without one has
 // none: not an error, the booking is recorded anyway). Values are trimmed and bounded.

@@ -308,7 +308,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}))
 		log.Info("event store: EventStoreDB; receipts: PostgreSQL")
 	}
-	svc := ledger.NewService(store, eventcodec.JSON{}).WithFreeTexts(privacy.NewTexts(pool))
+	svc := ledger.NewService(store, eventcodec.JSON{})
 
 	reg := prometheus.NewRegistry()
 	// The relay: its workers run on the job queue, its projection plans deliveries from the log.
@@ -336,8 +336,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
-		Kinds:    append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind}, retentionKinds(pool, cfg.bodyRetention)...),
-		Contacts: process.NewContacts(pool), Bodies: bodies})
+		Kinds:  append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind}, retentionKinds(pool, cfg.bodyRetention)...),
+		Bodies: bodies})
 	if err != nil {
 		return err
 	}
@@ -395,7 +395,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger:                  svc,
 		Deferrer:                queue,
-		Contacts:                process.NewContacts(pool),
 		Providers:               cfg.providers.list,
 		Ready:                   ready,
 		Logger:                  log,

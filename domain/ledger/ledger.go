@@ -101,6 +101,27 @@ type Append struct {
 type Commit struct {
 	Appends []Append
 	Receipt Receipt
+	// Personal is the delivery's personal data, kept apart from the events where erasure can remove
+	// it: set only on commits of deliveries whose events are recorded (new or already stored).
+	Personal Personal
+}
+
+// Personal is what a delivery says about people beside its events: the invitees' contacts and the
+// texts they typed (booking.SplitFreeText). Saving the same again changes nothing but a contact's
+// newer address or name; nothing of an erased booking is saved.
+type Personal struct {
+	Contacts  []Contact
+	FreeTexts []booking.FreeText
+}
+
+// IsZero reports whether p holds nothing to save.
+func (p Personal) IsZero() bool { return len(p.Contacts) == 0 && len(p.FreeTexts) == 0 }
+
+// Contact is how to reach a booking's invitee (for the invitee email steps).
+type Contact struct {
+	Booking booking.ID
+	Email   string
+	Name    string
 }
 
 // CommitResult reports what the store actually wrote.
@@ -112,10 +133,11 @@ type CommitResult struct {
 	Outcome Outcome
 }
 
-// Store is what the ledger needs from storage. Commit writes all appends and the receipt atomically
-// where the store can (PostgreSQL: one transaction); a store that cannot (events in EventStoreDB,
-// receipts in PostgreSQL) appends first and writes the receipt after, so a failure between the two is
-// healed by the provider's retry, which the ledger recognises as a duplicate.
+// Store is what the ledger needs from storage. Commit writes all appends, the personal data and the
+// receipt atomically where the store can (PostgreSQL: one transaction, so that a booking's contact and
+// texts exist whenever its events do); a store that cannot (events in EventStoreDB, receipts in
+// PostgreSQL) saves the personal data first, appends next and writes the receipt last, so a failure
+// between them is healed by the provider's retry, which the ledger recognises as a duplicate.
 type Store interface {
 	ReadStream(ctx context.Context, stream string) ([]eventlog.RecordedEvent, error)
 	Commit(ctx context.Context, c Commit) (CommitResult, error)
@@ -132,7 +154,9 @@ type Codec interface {
 type Delivery struct {
 	Receipt Receipt
 	Events  []booking.Event
-	MapErr  error
+	// Contacts are the invitees' addresses the body names: saved with the events, never in them.
+	Contacts []Contact
+	MapErr   error
 }
 
 // Result is what the service did with a delivery.
@@ -151,17 +175,10 @@ type Result struct {
 	Finding *booking.Finding
 }
 
-// FreeTextStore keeps the texts people typed (cancel reasons) apart from the immutable events, where
-// erasing a person can remove them. Saving the same event's text again changes nothing.
-type FreeTextStore interface {
-	SaveFreeTexts(ctx context.Context, texts []booking.FreeText) error
-}
-
 // Service records deliveries.
 type Service struct {
 	store       Store
 	codec       Codec
-	texts       FreeTextStore
 	maxAttempts int
 }
 
@@ -182,24 +199,12 @@ func (s *Service) WithMaxAttempts(n int) *Service {
 	return s
 }
 
-// WithFreeTexts keeps the free text of events (booking.SplitFreeText) in texts. Without it that text
-// is dropped: it never reaches an event either way.
-func (s *Service) WithFreeTexts(texts FreeTextStore) *Service {
-	s.texts = texts
-	return s
-}
-
 // Record records one verified delivery and its receipt.
 func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
+	// The free text leaves the events here, whatever the store: it is kept (Commit.Personal) only
+	// with events that are recorded.
 	events, texts := splitFreeTexts(d.Events)
 	d.Events = events
-	if len(texts) > 0 && s.texts != nil && d.MapErr == nil {
-		// Before the commit, like contacts: a text saved for a delivery whose commit then fails is the
-		// text of the provider's retry.
-		if err := s.texts.SaveFreeTexts(ctx, texts); err != nil {
-			return Result{}, fmt.Errorf("record delivery %s: %w", d.Receipt.DeliveryID, err)
-		}
-	}
 	r := d.Receipt
 	r.Events = refs(d.Events)
 	res := Result{}
@@ -226,6 +231,7 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 			return res, err
 		}
 		c.Receipt = r
+		c.Personal = Personal{Contacts: d.Contacts, FreeTexts: texts}
 		c.Receipt.Outcome = OutcomeDuplicate
 		if len(c.Appends) > 0 {
 			c.Receipt.Outcome = OutcomeAccepted

@@ -96,7 +96,7 @@ func newEnvOn(tb testing.TB, kind string) *env {
 	var ls ledger.Store
 	e.store, ls = e.backend.open(tb, pool)
 	// As serve builds them: free text kept apart from the events and put back into history.
-	e.ledger = ledger.NewService(ls, eventcodec.JSON{}).WithFreeTexts(privacy.NewTexts(pool))
+	e.ledger = ledger.NewService(ls, eventcodec.JSON{})
 	e.rm = readmodel.New(pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
 	return e
 }

@@ -1,0 +1,83 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+)
+
+func bookingOf(stream string) booking.ID { return booking.ID(stream[len(booking.StreamPrefix):]) }
+
+// withPersonal gives c a contact and a kept text of the booking of its first append.
+func withPersonal(c ledger.Commit, b booking.ID, email string) ledger.Commit {
+	var ev eventlog.EventID
+	if len(c.Appends) > 0 {
+		ev = c.Appends[0].Events[0].ID
+	}
+	c.Personal = ledger.Personal{
+		Contacts:  []ledger.Contact{{Booking: b, Email: email, Name: "Name of " + email}},
+		FreeTexts: []booking.FreeText{{Booking: b, Event: ev, Field: booking.FieldCancelReason, Text: "text of " + email}},
+	}
+	return c
+}
+
+func contactOf(t *testing.T, pool *pgxpool.Pool, b booking.ID) string {
+	t.Helper()
+	var email string
+	_ = pool.QueryRow(testCtx(t), `SELECT email FROM contacts WHERE booking = $1`, string(b)).Scan(&email)
+	return email
+}
+
+// A delivery's contacts and texts are written by the statement that commits it, in the group's one
+// transaction: with its appends when they succeed, not at all when they conflict (the ledger decides
+// again and commits them then), by a statement of their own for a redelivery that appends nothing,
+// and never for an erased booking.
+func TestGroupCommitSavesPersonalDataWithTheDelivery(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	stored, conflicting, erased, fresh := streamName(t), streamName(t), streamName(t), streamName(t)
+	_, err := s.Append(ctx, stored, eventlog.NoStream(), []eventlog.EventData{event(t, "booking.scheduled.v1")})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `WITH e AS (INSERT INTO erasures (erased_by, bookings, counts) VALUES ('test', ARRAY[$1], '{}') RETURNING id)
+INSERT INTO erased_subjects (subject, erasure) SELECT $1, id FROM e`, string(bookingOf(erased)))
+	require.NoError(t, err)
+
+	freshEvent := event(t, "booking.scheduled.v1")
+	redelivery := commitOf("d-redelivery")
+	redelivery.Receipt.Outcome = ledger.OutcomeDuplicate
+	results, errs := commitHeldGroup(t, s, []ledger.Commit{
+		withPersonal(commitOf("d-fresh", appendOf(fresh, eventlog.NoStream(), freshEvent)), bookingOf(fresh), "fresh@example.com"),
+		withPersonal(commitOf("d-conflict", appendOf(conflicting, eventlog.Exact(5), event(t, "booking.scheduled.v1"))), bookingOf(conflicting), "conflict@example.com"),
+		withPersonal(redelivery, bookingOf(stored), "stored@example.com"),
+		withPersonal(commitOf("d-erased", appendOf(erased, eventlog.NoStream(), event(t, "booking.scheduled.v1"))), bookingOf(erased), "erased@example.com"),
+	})
+	require.NoError(t, errs[0])
+	assert.Equal(t, ledger.OutcomeAccepted, results[0].Outcome)
+	assert.ErrorIs(t, errs[1], eventlog.ErrVersionConflict)
+	require.NoError(t, errs[2])
+	assert.Equal(t, ledger.OutcomeDuplicate, results[2].Outcome)
+	require.NoError(t, errs[3], "an erased booking's delivery is recorded, without its personal data")
+
+	assert.Equal(t, "fresh@example.com", contactOf(t, pool, bookingOf(fresh)))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1 AND text = 'text of fresh@example.com'`, string(bookingOf(fresh))))
+	assert.Empty(t, contactOf(t, pool, bookingOf(conflicting)), "a conflicting delivery saves nothing until it is decided again")
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1`, string(bookingOf(conflicting))))
+	assert.Equal(t, "stored@example.com", contactOf(t, pool, bookingOf(stored)), "a redelivery refreshes the contact")
+	assert.Empty(t, contactOf(t, pool, bookingOf(erased)))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1`, string(bookingOf(erased))))
+
+	// A newer address wins; the kept text of an event stays the first one.
+	again := withPersonal(commitOf("d-fresh-2"), bookingOf(fresh), "newer@example.com")
+	again.Personal.FreeTexts[0].Event = freshEvent.ID
+	_, err = s.Commit(ctx, again)
+	require.NoError(t, err)
+	assert.Equal(t, "newer@example.com", contactOf(t, pool, bookingOf(fresh)))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1 AND text = 'text of fresh@example.com'`, string(bookingOf(fresh))))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1`, string(bookingOf(fresh))))
+}
