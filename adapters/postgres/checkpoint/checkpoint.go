@@ -170,18 +170,44 @@ FROM projection_checkpoints WHERE name = $1`, name).Scan(&c, &pr, &cp.EventsAppl
 // whether the projection is rebuilding. It fails with projections.ErrCheckpointMoved when the saved
 // checkpoint is not from: another runner wrote it, and the caller must roll back.
 func Advance(ctx context.Context, tx pgx.Tx, name string, from, to eventlog.Position, n int) (rebuilding bool, err error) {
-	oldC, oldP, err := positionArgs(from)
+	args, err := advanceArgs(name, from, to, n)
 	if err != nil {
 		return false, err
+	}
+	return advanced(tx.QueryRow(ctx, advanceSQL, args...), name, from)
+}
+
+// QueueAdvance is Advance as one query of b, for a projection that sends its writes in one round
+// trip: read reads its outcome from the batch's results when its turn comes (in queue order), and
+// the caller rolls back on its error as on Advance's.
+func QueueAdvance(b *pgx.Batch, name string, from, to eventlog.Position, n int) (read func(pgx.BatchResults) (rebuilding bool, err error), err error) {
+	args, err := advanceArgs(name, from, to, n)
+	if err != nil {
+		return nil, err
+	}
+	b.Queue(advanceSQL, args...)
+	return func(br pgx.BatchResults) (bool, error) { return advanced(br.QueryRow(), name, from) }, nil
+}
+
+const advanceSQL = `UPDATE projection_checkpoints
+SET commit_position = $2, prepare_position = $3, events_applied = events_applied + $4, updated_at = now()
+WHERE name = $1 AND commit_position = $5 AND prepare_position = $6
+RETURNING rebuilding`
+
+func advanceArgs(name string, from, to eventlog.Position, n int) ([]any, error) {
+	oldC, oldP, err := positionArgs(from)
+	if err != nil {
+		return nil, err
 	}
 	newC, newP, err := positionArgs(to)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	err = tx.QueryRow(ctx, `UPDATE projection_checkpoints
-SET commit_position = $2, prepare_position = $3, events_applied = events_applied + $4, updated_at = now()
-WHERE name = $1 AND commit_position = $5 AND prepare_position = $6
-RETURNING rebuilding`, name, newC, newP, n, oldC, oldP).Scan(&rebuilding)
+	return []any{name, newC, newP, n, oldC, oldP}, nil
+}
+
+func advanced(row pgx.Row, name string, from eventlog.Position) (rebuilding bool, err error) {
+	err = row.Scan(&rebuilding)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, fmt.Errorf("checkpoint %s at %s: %w", name, from, projections.ErrCheckpointMoved)
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -22,7 +24,7 @@ type streamData struct {
 // applier applies one batch inside the batch's transaction.
 type applier struct {
 	m       *ReadModel
-	tx      pgx.Tx
+	tx      *batchTx
 	streams map[booking.ID]streamData
 	folds   map[booking.ID]booking.State
 }
@@ -145,8 +147,9 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 		}
 	}
 	if len(bookTouched) > 0 {
-		oldFrom, err := collectStrings(ctx, a.tx, `SELECT rescheduled_from FROM calendar_bookings
-WHERE booking = ANY($1) AND rescheduled_from <> ''`, idStrings(bookTouched))
+		// Empty links are dropped by set.add: a test for them here would plan (generically) as a
+		// walk of the partial index on the links.
+		oldFrom, err := collectStrings(ctx, a.tx, `SELECT rescheduled_from FROM calendar_bookings WHERE booking = ANY($1)`, idStrings(bookTouched))
 		if err != nil {
 			return fmt.Errorf("old reschedule links: %w", err)
 		}
@@ -185,7 +188,8 @@ WHERE booking = ANY($1) AND rescheduled_from <> ''`, idStrings(bookTouched))
 	if err != nil {
 		return err
 	}
-	return a.write(ctx, projections.Recompute(comp))
+	a.write(ids, projections.Recompute(comp))
+	return nil
 }
 
 // applyPaymentStreams stores the payment-only streams among touched, drops those that became bookings,
@@ -222,12 +226,18 @@ func (a *applier) applyPaymentStreams(ctx context.Context, touched, payTouched, 
 		return nil, nil
 	}
 	for _, table := range []string{"payment_streams", "payment_stream_refs"} {
-		if _, err := a.tx.Exec(ctx, `DELETE FROM `+table+` WHERE stream = ANY($1)`, changed); err != nil {
-			return nil, fmt.Errorf("replace payment streams: %w", err)
+		a.tx.exec(write{"replace payment streams", `DELETE FROM ` + table + ` WHERE stream = ANY($1)`, []any{changed}}, nil)
+	}
+	var refs, refStreams []string
+	for _, p := range rows {
+		a.tx.exec(write{"insert payment stream " + string(p.stream), insertPaymentStreamSQL, paymentValues(p)}, nil)
+		for _, r := range p.state.PaymentRefs {
+			refs, refStreams = append(refs, r), append(refStreams, string(p.stream))
 		}
 	}
-	if err := copyPayments(ctx, a.tx, "payment_streams", "payment_stream_refs", rows); err != nil {
-		return nil, err
+	if len(refs) > 0 {
+		a.tx.exec(write{"insert payment stream refs", `INSERT INTO payment_stream_refs (ref, stream) SELECT * FROM unnest($1::text[], $2::text[])`,
+			[]any{refs, refStreams}}, nil)
 	}
 	return affected.items, nil
 }
@@ -298,9 +308,9 @@ JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, as
 const supersedingSQL = `SELECT ` + bookingColumns + ` FROM calendar_bookings
 WHERE rescheduled_from = ANY($1) AND rescheduled_from <> '' AND NOT (booking = ANY($1))`
 
-// component loads what projections.Recompute needs to recompute ids besides their inputs. It drops
-// their stored claims, then reads every stored claim connected by overlaps to those old claims or to
-// the slots their folds want (a superset of the claims the new rows make, which is as good), the
+// component loads what projections.Recompute needs to recompute ids besides their inputs: every
+// stored claim of other bookings connected by overlaps to the stored claims of ids or to the slots
+// their folds want (a superset of the claims the new rows make, which is as good), the
 // items of those bookings, and the stored rows of the bookings of the claims, of the bookings
 // rescheduled from one of ids, and of those the open items name.
 //
@@ -308,22 +318,6 @@ WHERE rescheduled_from = ANY($1) AND rescheduled_from <> '' AND NOT (booking = A
 func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []projections.BookingInput) (projections.Component, error) {
 	comp := projections.Component{Bookings: inputs}
 	idS := idStrings(ids)
-	var seedRes []int32
-	var seedStart, seedEnd []time.Time
-	old, err := a.tx.Query(ctx, `DELETE FROM calendar_slots WHERE booking = ANY($1) RETURNING resource_id, lower(during), upper(during)`, idS)
-	if err == nil {
-		var (
-			r    int32
-			s, e time.Time
-		)
-		_, err = pgx.ForEachRow(old, []any{&r, &s, &e}, func() error {
-			seedRes, seedStart, seedEnd = append(seedRes, r), append(seedStart, s), append(seedEnd, e)
-			return nil
-		})
-	}
-	if err != nil {
-		return comp, fmt.Errorf("drop old claims: %w", err)
-	}
 	var provided []string
 	for _, id := range ids {
 		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
@@ -340,26 +334,21 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 		}
 		return r
 	}
-	names := projections.CanonicalResources(provided, comp.Canonical)
-	resourceID, err := a.m.resourceIDsOf(ctx, names)
-	if err != nil {
-		return comp, err
-	}
+	var seedRes []string
+	var seedStart, seedEnd []time.Time
 	for _, id := range ids {
 		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
 			for _, r := range projections.CanonicalResources(f.Slot.Resources, comp.Canonical) {
-				seedRes, seedStart, seedEnd = append(seedRes, resourceID[r]), append(seedStart, micro(f.Slot.Start)), append(seedEnd, micro(f.Slot.End))
+				seedRes, seedStart, seedEnd = append(seedRes, r), append(seedStart, micro(f.Slot.Start)), append(seedEnd, micro(f.Slot.End))
 			}
 		}
 	}
 	var members orderedSet
-	if len(seedRes) > 0 {
-		if comp.Claims, err = connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd); err != nil {
-			return comp, err
-		}
-		for _, c := range comp.Claims {
-			members.add(string(c.Booking))
-		}
+	if comp.Claims, err = connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd, idS); err != nil {
+		return comp, err
+	}
+	for _, c := range comp.Claims {
+		members.add(string(c.Booking))
 	}
 	scope := append(slices.Clone(idS), members.items...)
 	if comp.Items, err = queryItems(ctx, a.tx, scopedItemsSQL, scope, idS); err != nil {
@@ -396,10 +385,11 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 	return comp, nil
 }
 
-// write stores a recomputation. The claims go in an order where the holders present are always a
-// subset of the final, overlap-free set, as the exclusion constraint checks row by row: releases of
-// stored claims, then the new claims with their final holder flag, then stored claims that take a slot.
-func (a *applier) write(ctx context.Context, ch projections.Changes) error {
+// write queues the writes of a recomputation. The claims go in an order where the holders present are
+// always a subset of the final, overlap-free set, as the exclusion constraint checks row by row: the
+// old claims of the recomputed bookings go and stored claims are released, then the new claims come
+// with their final holder flag, then stored claims take a slot.
+func (a *applier) write(ids []booking.ID, ch projections.Changes) {
 	var release, take, restatus, status []string
 	var holder []bool
 	for _, b := range ch.Restatus {
@@ -411,66 +401,112 @@ func (a *applier) write(ctx context.Context, ch projections.Changes) error {
 		}
 		status, holder = append(status, string(b.Status)), append(holder, b.Holder)
 	}
+	a.tx.exec(write{"drop old claims", `DELETE FROM calendar_slots WHERE booking = ANY($1)`, []any{idStrings(ids)}}, nil)
 	if len(release) > 0 {
-		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = false WHERE booking = ANY($1) AND holder`, release); err != nil {
-			return fmt.Errorf("release slots: %w", err)
+		a.tx.exec(write{"release slots", `UPDATE calendar_slots SET holder = false WHERE booking = ANY($1) AND holder`, []any{release}}, nil)
+	}
+	if n := len(ch.Claims); n > 0 {
+		bookings, resources, meetings := make([]string, n), make([]string, n), make([]string, n)
+		starts, ends, priorities := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		holders := make([]bool, n)
+		for i, c := range ch.Claims {
+			bookings[i], resources[i], meetings[i] = string(c.Booking), c.Resource, c.Meeting
+			starts[i], ends[i], priorities[i], holders[i] = micro(c.Start), micro(c.End), c.Priority, ch.Holders[c.Booking]
 		}
-	}
-	names := make([]string, len(ch.Claims))
-	for i, c := range ch.Claims {
-		names[i] = c.Resource
-	}
-	resourceID, err := a.m.resourceIDsOf(ctx, names)
-	if err != nil {
-		return err
-	}
-	if err := copyClaims(ctx, a.tx, "calendar_slots", ch.Claims, ch.Holders, resourceID); err != nil {
-		return err
+		a.tx.exec(write{"number resources", numberResourcesSQL, []any{resources}}, nil)
+		a.tx.exec(write{fmt.Sprintf("insert %d claims", n), insertClaimsSQL, []any{bookings, resources, meetings, starts, ends, priorities, holders}},
+			func(ct pgconn.CommandTag) error {
+				if ct.RowsAffected() != int64(n) {
+					return fmt.Errorf("%d claims inserted (a claim's resource has no number)", ct.RowsAffected())
+				}
+				return nil
+			})
 	}
 	if len(take) > 0 {
-		if _, err := a.tx.Exec(ctx, `UPDATE calendar_slots SET holder = true WHERE booking = ANY($1)`, take); err != nil {
-			return fmt.Errorf("take slots: %w", err)
-		}
+		a.tx.exec(write{"take slots", `UPDATE calendar_slots SET holder = true WHERE booking = ANY($1)`, []any{take}}, nil)
 	}
 	if len(status) > 0 {
-		if _, err := a.tx.Exec(ctx, `UPDATE calendar_bookings b SET status = u.status, holder = u.holder, projected_at = now()
+		a.tx.exec(write{"update statuses of overlapping bookings", `UPDATE calendar_bookings b SET status = u.status, holder = u.holder, projected_at = now()
 FROM unnest($1::text[], $2::text[], $3::boolean[]) AS u(booking, status, holder)
-WHERE b.booking = u.booking`, restatus, status, holder); err != nil {
-			return fmt.Errorf("update statuses of overlapping bookings: %w", err)
+WHERE b.booking = u.booking`, []any{restatus, status, holder}}, nil)
+	}
+	// A row is replaced in the rebuild's encoding: deleted, then inserted.
+	if len(ch.Rows) > 0 {
+		for _, table := range []string{"calendar_bookings", "calendar_booking_refs"} {
+			a.tx.exec(write{"replace calendar rows", `DELETE FROM ` + table + ` WHERE booking = ANY($1)`, []any{idStrings(rowIDs(ch.Rows))}}, nil)
 		}
 	}
-	// A row is replaced in the rebuild's encoding: deleted, then copied.
-	for _, table := range []string{"calendar_bookings", "calendar_booking_refs"} {
-		if _, err := a.tx.Exec(ctx, `DELETE FROM `+table+` WHERE booking = ANY($1)`, idStrings(rowIDs(ch.Rows))); err != nil {
-			return fmt.Errorf("replace calendar rows: %w", err)
+	var refs, refBookings []string
+	for _, b := range ch.Rows {
+		row := make([]any, len(copyBookingColumns))
+		if err := bookingValues(b, row); err != nil {
+			a.tx.fail(err)
+			return
+		}
+		a.tx.exec(write{"insert calendar row " + string(b.Booking), insertBookingSQL, row}, nil)
+		for _, r := range b.PaymentRefs {
+			refs, refBookings = append(refs, r), append(refBookings, string(b.Booking))
 		}
 	}
-	if err := copyBookings(ctx, a.tx, "calendar_bookings", ch.Rows); err != nil {
-		return err
+	if len(refs) > 0 {
+		a.tx.exec(write{"insert booking payment refs", `INSERT INTO calendar_booking_refs (ref, booking) SELECT * FROM unnest($1::text[], $2::text[])`,
+			[]any{refs, refBookings}}, nil)
 	}
-	if err := copyBookingRefs(ctx, a.tx, "calendar_booking_refs", ch.Rows); err != nil {
-		return err
+	for _, w := range itemWrites(ch.Items) {
+		a.tx.exec(w, nil)
 	}
-	return writeItems(ctx, a.tx, ch.Items)
 }
 
-// connectedClaimsSQL returns every claim connected to the seed ranges by a chain of overlaps on a
-// resource: the set whose slot assignment can change.
+// numberResourcesSQL numbers the resources of $1 that have none. Only those are inserted: a conflict
+// would still draw a number from the identity's sequence.
+const numberResourcesSQL = `INSERT INTO calendar_resources (resource)
+SELECT DISTINCT r FROM unnest($1::text[]) AS r WHERE NOT EXISTS (SELECT 1 FROM calendar_resources c WHERE c.resource = r)
+ON CONFLICT (resource) DO NOTHING`
+
+// insertClaimsSQL writes claims on their resources' numbers (numberResourcesSQL gave every one a number).
+const insertClaimsSQL = `INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
+SELECT u.booking, r.id, u.resource, u.meeting, tstzrange(u.s, u.e), u.priority_at, u.holder
+FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::boolean[])
+    AS u(booking, resource, meeting, s, e, priority_at, holder)
+JOIN calendar_resources r ON r.resource = u.resource`
+
+var insertBookingSQL = insertSQL("calendar_bookings", copyBookingColumns)
+
+const insertPaymentStreamSQL = `INSERT INTO payment_streams (stream, refs, payment_status, stream_version, updated_at) VALUES ($1, $2, $3, $4, $5)`
+
+// insertSQL is an INSERT of one row of columns into table.
+func insertSQL(table string, columns []string) string {
+	params := make([]string, len(columns))
+	for i := range columns {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	return "INSERT INTO " + table + " (" + strings.Join(columns, ", ") + ") VALUES (" + strings.Join(params, ", ") + ")"
+}
+
+// connectedClaimsSQL returns every claim of a booking other than those of $4 connected by a chain of
+// overlaps on a resource to a seed: the slots $1–$3 (by resource name) and the stored claims of $4.
+// That is the set whose slot assignment can change when $4 are recomputed.
 const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
-    SELECT * FROM unnest($1::integer[], $2::timestamptz[], $3::timestamptz[]) AS q(resource_id, s, e)
+    SELECT r.id AS resource_id, tstzrange(q.s, q.e) AS during
+    FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS q(resource, s, e)
+    JOIN calendar_resources r ON r.resource = q.resource
+  UNION ALL
+    SELECT resource_id, during FROM calendar_slots WHERE booking = ANY($4::text[])
 ), comp(booking) AS (
     SELECT c.booking FROM seeds q
-    JOIN calendar_slots c ON c.resource_id = q.resource_id AND c.during && tstzrange(q.s, q.e)
+    JOIN calendar_slots c ON c.resource_id = q.resource_id AND c.during && q.during
+    WHERE c.booking <> ALL($4::text[])
   UNION
     SELECT c2.booking FROM comp
     JOIN calendar_slots c1 ON c1.booking = comp.booking
     JOIN calendar_slots c2 ON c2.resource_id = c1.resource_id AND c2.during && c1.during
+    WHERE c2.booking <> ALL($4::text[])
 )
 SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at
 FROM calendar_slots c WHERE c.booking IN (SELECT booking FROM comp)`
 
-func connectedClaims(ctx context.Context, q querier, res []int32, start, end []time.Time) ([]projections.Claim, error) {
-	rows, err := q.Query(ctx, connectedClaimsSQL, res, start, end)
+func connectedClaims(ctx context.Context, q reader, res []string, start, end []time.Time, of []string) ([]projections.Claim, error) {
+	rows, err := q.Query(ctx, connectedClaimsSQL, res, start, end, of)
 	if err == nil {
 		var claims []projections.Claim
 		claims, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
@@ -484,7 +520,7 @@ func connectedClaims(ctx context.Context, q querier, res []int32, start, end []t
 }
 
 // queryPaymentStreams reads (stream, refs) rows.
-func queryPaymentStreams(ctx context.Context, q querier, sql string, args ...any) ([]projections.PaymentStream, error) {
+func queryPaymentStreams(ctx context.Context, q reader, sql string, args ...any) ([]projections.PaymentStream, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -494,7 +530,7 @@ func queryPaymentStreams(ctx context.Context, q querier, sql string, args ...any
 	})
 }
 
-func collectStrings(ctx context.Context, q querier, sql string, args ...any) ([]string, error) {
+func collectStrings(ctx context.Context, q reader, sql string, args ...any) ([]string, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -524,4 +560,72 @@ func rowIDs(rows []projections.Booking) []booking.ID {
 		out[i] = r.Booking
 	}
 	return out
+}
+
+// write is one statement of a batch's writes; what names it in errors.
+type write struct {
+	what, sql string
+	args      []any
+}
+
+// batchTx is a batch's transaction whose writes wait: they are queued and sent together, in one round
+// trip, before the next read (which may need them) or at the end. A transaction takes its xid at its
+// first write, and by ADR 0002's rule every event committed after that stays unreadable in the log
+// until the transaction ends: with the writes last, that window is the last round trip and the
+// commit instead of the whole batch.
+type batchTx struct {
+	tx    pgx.Tx
+	batch pgx.Batch
+	read  []func(pgx.BatchResults) error // one per queued statement, in order
+	err   error                          // a write that could not be queued
+}
+
+// exec queues w; check, when set, judges its outcome.
+func (b *batchTx) exec(w write, check func(pgconn.CommandTag) error) {
+	b.batch.Queue(w.sql, w.args...)
+	b.then(func(br pgx.BatchResults) error {
+		ct, err := br.Exec()
+		if err == nil && check != nil {
+			err = check(ct)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.what, err)
+		}
+		return nil
+	})
+}
+
+// then reads the outcome of a statement queued directly in b.batch.
+func (b *batchTx) then(read func(pgx.BatchResults) error) { b.read = append(b.read, read) }
+
+func (b *batchTx) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// flush sends the queued writes and returns the first failure.
+func (b *batchTx) flush(ctx context.Context) error {
+	if b.err != nil || len(b.read) == 0 {
+		return b.err
+	}
+	br := b.tx.SendBatch(ctx, &b.batch)
+	for _, read := range b.read {
+		if err := read(br); err != nil {
+			b.fail(err) // the statements after it were skipped: their errors say only that
+		}
+	}
+	if err := br.Close(); err != nil {
+		b.fail(err)
+	}
+	b.batch, b.read = pgx.Batch{}, nil
+	return b.err
+}
+
+// Query sends the queued writes, then reads.
+func (b *batchTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := b.flush(ctx); err != nil {
+		return nil, err
+	}
+	return b.tx.Query(ctx, sql, args...)
 }

@@ -3,7 +3,6 @@ package readmodel
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -253,6 +252,11 @@ type paymentRow struct {
 	version uint64
 }
 
+// paymentValues are p's values for the columns stream, refs, payment_status, stream_version, updated_at.
+func paymentValues(p paymentRow) []any {
+	return []any{string(p.stream), nonNil(p.state.PaymentRefs), string(p.state.Payment), int64(p.version), nullTime(p.state.UpdatedAt)}
+}
+
 func tsRange(start, end time.Time) any {
 	if start.IsZero() {
 		return nil
@@ -289,29 +293,7 @@ func copyBookings(ctx context.Context, tx copier, table string, rows []projectio
 	if len(rows) == 0 {
 		return nil
 	}
-	src := rowsOf(len(rows), len(copyBookingColumns), func(i int, row []any) error {
-		b := rows[i]
-		findings := []byte("[]") // what Marshal makes of no findings, without its cost for every row
-		if len(b.Findings) > 0 {
-			fs := make([]findingJSON, len(b.Findings))
-			for i, f := range b.Findings {
-				fs[i] = findingJSON{Event: f.Event.String(), Type: string(f.Type), OccurredAt: micro(f.OccurredAt), Code: string(f.Code), Reason: f.Reason}
-			}
-			var err error
-			if findings, err = json.Marshal(fs); err != nil {
-				return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
-			}
-		}
-		streams := make([]string, len(b.PaymentStreams))
-		for i, s := range b.PaymentStreams {
-			streams[i] = string(s)
-		}
-		copy(row, []any{string(b.Booking), b.Provider, b.Meeting, nonNil(b.Resources), tsRange(b.Start, b.End), string(b.Status),
-			string(b.BookingStatus), b.Holder, string(b.Payment), nonNil(b.PaymentRefs), streams, b.Capacity, b.NoShow,
-			nullTime(b.ScheduledAt), nullTime(b.UpdatedAt), int64(b.StreamVersion), b.Events, string(b.RescheduledFrom),
-			string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings)})
-		return nil
-	})
+	src := rowsOf(len(rows), len(copyBookingColumns), func(i int, row []any) error { return bookingValues(rows[i], row) })
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, copyBookingColumns, src); err != nil {
 		return fmt.Errorf("copy %d calendar rows: %w", len(rows), err)
 	}
@@ -345,7 +327,7 @@ func copyPayments(ctx context.Context, tx copier, table, refsTable string, rows 
 	src := make([][]any, len(rows))
 	var refs [][]any
 	for i, p := range rows {
-		src[i] = []any{string(p.stream), nonNil(p.state.PaymentRefs), string(p.state.Payment), int64(p.version), nullTime(p.state.UpdatedAt)}
+		src[i] = paymentValues(p)
 		for _, r := range p.state.PaymentRefs {
 			refs = append(refs, []any{r, string(p.stream)})
 		}

@@ -15,9 +15,8 @@ import (
 // later in the gap-free log, and observe adds it. Folding a superset is harmless: the calendar is a
 // function of the set and is recomputed when the rest arrives.
 //
-// In complete mode (the runner replays from the start of the log) a stream the cache has never seen
-// has no earlier events, so its entry starts from the log alone: a rebuild reads no stream at all
-// unless its entry was evicted.
+// A stream whose first event comes from the log has no earlier events, so its entry starts from the
+// log alone: a new booking is never read from the store.
 type streamCache struct {
 	maxEvents int
 	size      int
@@ -79,12 +78,20 @@ func (e *cacheEntry) add(version uint64, ev booking.Event) int {
 	return 1
 }
 
-// observe records an event delivered by the log, for a stream the cache holds.
+// observe records an event delivered by the log, for a stream the cache holds. A stream's first event
+// (version 1) starts its entry: the log has then delivered all of the stream there is before it, so
+// a new booking is never read back from the store.
 func (c *streamCache) observe(stream string, version uint64, ev booking.Event) {
-	if el, ok := c.entries[stream]; ok {
-		c.size += el.Value.(*cacheEntry).add(version, ev)
-		c.lru.MoveToFront(el)
+	el, ok := c.entries[stream]
+	if !ok {
+		if version != 1 {
+			return
+		}
+		el = c.lru.PushFront(&cacheEntry{stream: stream})
+		c.entries[stream] = el
 	}
+	c.size += el.Value.(*cacheEntry).add(version, ev)
+	c.lru.MoveToFront(el)
 }
 
 // get returns a copy of the stream's events and its version.

@@ -41,3 +41,20 @@ func TestStreamCacheDropsDuplicates(t *testing.T) {
 		})
 	}
 }
+
+// A stream whose first event the log delivers is held from the log alone; a stream first seen later
+// in its life is not (its earlier events must be read from the store).
+func TestStreamCacheStartsAtTheFirstEvent(t *testing.T) {
+	c := newStreamCache(1_000_000)
+	ev := func(i byte) booking.Event { return booking.Event{ID: eventlog.EventID{i}, Booking: "b"} }
+	c.observe("booking-new", 1, ev(1))
+	c.observe("booking-new", 2, ev(2))
+	c.observe("booking-old", 3, ev(3))
+	events, version, ok := c.get("booking-new")
+	require.True(t, ok, "a stream starting in the log is cached")
+	assert.Equal(t, []booking.Event{ev(1), ev(2)}, events)
+	assert.Equal(t, uint64(2), version)
+	_, _, ok = c.get("booking-old")
+	assert.False(t, ok, "a stream first seen at version 3 needs its first two events from the store")
+	assert.Equal(t, 2, c.size)
+}

@@ -91,7 +91,12 @@ func newEnv(tb testing.TB) *env {
 // newEnvOn is newEnv with the event store named, for tests that measure one store.
 func newEnvOn(tb testing.TB, kind string) *env {
 	tb.Helper()
-	pool := pgtest.NewDatabase(tb)
+	return newEnvWith(tb, kind, pgtest.NewDatabase(tb))
+}
+
+// newEnvWith is newEnvOn over a pool of its own (migrated).
+func newEnvWith(tb testing.TB, kind string, pool *pgxpool.Pool) *env {
+	tb.Helper()
 	e := &env{pool: pool, backend: newBackend(tb, kind), receive: day.Add(-24 * time.Hour)}
 	var ls ledger.Store
 	e.store, ls = e.backend.open(tb, pool)

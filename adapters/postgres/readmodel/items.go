@@ -29,11 +29,22 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
     OR (kind = 'conflict' AND other_booking = ANY($1) AND other_booking <> '')
     OR (kind = 'late_event' AND booking = ANY($2)))`
 
-// writeItems makes the changes projections.Recompute planned for the reconciliation queue. An item
-// an operator closed meanwhile is left as it is.
+// writeItems makes the changes projections.Recompute planned for the reconciliation queue.
 func writeItems(ctx context.Context, tx pgx.Tx, ch projections.ItemChanges) error {
-	if err := insertItems(ctx, tx, ch.Open); err != nil {
-		return err
+	for _, w := range itemWrites(ch) {
+		if _, err := tx.Exec(ctx, w.sql, w.args...); err != nil {
+			return fmt.Errorf("%s: %w", w.what, err)
+		}
+	}
+	return nil
+}
+
+// itemWrites are the statements of ch. An item an operator closed meanwhile is left as it is. The
+// updates name the ids twice: "= ANY" gives a generic plan the primary key to look them up by.
+func itemWrites(ch projections.ItemChanges) []write {
+	var out []write
+	if len(ch.Open) > 0 {
+		out = append(out, insertItems(ch.Open))
 	}
 	for _, u := range []struct {
 		texts []projections.ItemText
@@ -41,9 +52,9 @@ func writeItems(ctx context.Context, tx pgx.Tx, ch projections.ItemChanges) erro
 		what  string
 	}{
 		{ch.Refresh, `UPDATE reconciliation_items i SET reason = u.text
-FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = u.id AND i.closed_at IS NULL`, "refresh item reasons"},
+FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.id = u.id AND i.closed_at IS NULL`, "refresh item reasons"},
 		{ch.Close, `UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.text
-FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = u.id AND i.closed_at IS NULL`, "close items"},
+FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.id = u.id AND i.closed_at IS NULL`, "close items"},
 	} {
 		if len(u.texts) == 0 {
 			continue
@@ -52,17 +63,13 @@ FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = u.id AND i.clo
 		for i, t := range u.texts {
 			ids[i], texts[i] = t.ID, t.Text
 		}
-		if _, err := tx.Exec(ctx, u.sql, ids, texts); err != nil {
-			return fmt.Errorf("%s: %w", u.what, err)
-		}
+		out = append(out, write{u.what, u.sql, []any{ids, texts}})
 	}
-	return nil
+	return out
 }
 
-func insertItems(ctx context.Context, q querier, items []projections.DesiredItem) error {
-	if len(items) == 0 {
-		return nil
-	}
+// insertItems opens items (at least one).
+func insertItems(items []projections.DesiredItem) write {
 	slices.SortFunc(items, func(a, b projections.DesiredItem) int {
 		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
 			return c
@@ -84,12 +91,9 @@ func insertItems(ctx context.Context, q querier, items []projections.DesiredItem
 			receipts[i] = &r
 		}
 	}
-	if _, err := q.Exec(ctx, `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
+	return write{fmt.Sprintf("open %d reconciliation items", n), `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::bigint[], $7::text[])
-ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, kinds, subjects, bs, others, events, receipts, reasons); err != nil {
-		return fmt.Errorf("open %d reconciliation items: %w", n, err)
-	}
-	return nil
+ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, []any{kinds, subjects, bs, others, events, receipts, reasons}}
 }
 
 // syncQuarantine opens an item for every quarantined receipt that never had one. Receipts are not
@@ -115,13 +119,20 @@ ORDER BY r.id`)
 	if err != nil {
 		return fmt.Errorf("quarantined receipts: %w", err)
 	}
-	return insertItems(ctx, q, items)
+	if len(items) == 0 {
+		return nil
+	}
+	w := insertItems(items)
+	if _, err := q.Exec(ctx, w.sql, w.args...); err != nil {
+		return fmt.Errorf("%s: %w", w.what, err)
+	}
+	return nil
 }
 
 const itemColumns = `id, kind, subject, booking, other_booking, event_id, receipt_id, reason, opened_at, closed_at,
     coalesce(closed_by, ''), note, resolved_by`
 
-func queryItems(ctx context.Context, q querier, sql string, args ...any) ([]projections.Item, error) {
+func queryItems(ctx context.Context, q reader, sql string, args ...any) ([]projections.Item, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err

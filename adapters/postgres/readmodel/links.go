@@ -30,7 +30,7 @@ func (m *ReadModel) decodeLink(rec eventlog.RecordedEvent) (resource.Event, erro
 }
 
 // loadLinks reads the stored links of the provider resources names.
-func loadLinks(ctx context.Context, q querier, names []string) (map[string]string, error) {
+func loadLinks(ctx context.Context, q reader, names []string) (map[string]string, error) {
 	out := map[string]string{}
 	if len(names) == 0 {
 		return out, nil
@@ -93,21 +93,19 @@ func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booki
 		return nil, nil
 	}
 	if len(delRes) > 0 {
-		if _, err := a.tx.Exec(ctx, `DELETE FROM calendar_resource_links WHERE resource = ANY($1)`, delRes); err != nil {
-			return nil, fmt.Errorf("unlink resources: %w", err)
-		}
+		a.tx.exec(write{"unlink resources", `DELETE FROM calendar_resource_links WHERE resource = ANY($1)`, []any{delRes}}, nil)
 	}
 	if len(upRes) > 0 {
-		if _, err := a.tx.Exec(ctx, `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])
-ON CONFLICT (resource) DO UPDATE SET name = excluded.name`, upRes, upName); err != nil {
-			return nil, fmt.Errorf("link resources: %w", err)
-		}
+		a.tx.exec(write{"link resources", `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])
+ON CONFLICT (resource) DO UPDATE SET name = excluded.name`, []any{upRes, upName}}, nil)
 	}
 	// The claims of a changed provider resource sit under its old canonical resource; of those, the
 	// bookings that name the provider resource itself are the affected ones.
-	ids, err := collectStrings(ctx, a.tx, `SELECT DISTINCT s.booking FROM calendar_slots s
+	// OFFSET 0 keeps the claims a scan per resource: flattened into a join, a generic plan reads them all.
+	ids, err := collectStrings(ctx, a.tx, `SELECT DISTINCT s.booking FROM calendar_resources r
+CROSS JOIN LATERAL (SELECT booking FROM calendar_slots WHERE resource_id = r.id OFFSET 0) s
 JOIN calendar_bookings b ON b.booking = s.booking
-WHERE s.resource_id IN (SELECT id FROM calendar_resources WHERE resource = ANY($1)) AND b.resources && $2::text[]
+WHERE r.resource = ANY($1) AND b.resources && $2::text[]
 ORDER BY 1`, oldCanonical, changed)
 	if err != nil {
 		return nil, fmt.Errorf("bookings on relinked resources: %w", err)

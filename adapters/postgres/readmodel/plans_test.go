@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,32 +24,7 @@ import (
 func TestScopedQueriesStayIndexed(t *testing.T) {
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
-	const n = 5000
-	_, err := pool.Exec(ctx, fmt.Sprintf(`
-INSERT INTO calendar_resources (resource) SELECT 'host-' || i FROM generate_series(1, %[1]d) i;
-INSERT INTO calendar_bookings (booking, provider, meeting, resources, during, status, rescheduled_from, findings)
-SELECT 'b-' || i, 'calendly', 'm-' || i, ARRAY['host-' || (i %% 500)],
-       tstzrange('2027-01-01'::timestamptz + i * interval '1 hour', '2027-01-01'::timestamptz + i * interval '1 hour' + interval '30 minutes'),
-       'active', CASE WHEN i %% 10 = 0 THEN 'b-' || (i - 1) ELSE '' END,
-       CASE WHEN i %% 50 = 0 THEN '[{"event":"00000000-0000-0000-0000-000000000001","type":"scheduled","occurred_at":"2027-01-01T00:00:00Z","code":"late","reason":"x"}]'::jsonb ELSE '[]'::jsonb END
-FROM generate_series(1, %[1]d) i;
-INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
-SELECT 'b-' || i, i %% 500 + 1, 'host-' || (i %% 500), 'm-' || i,
-       tstzrange('2027-01-01'::timestamptz + i * interval '1 hour', '2027-01-01'::timestamptz + i * interval '1 hour' + interval '30 minutes'),
-       '2026-12-01', i %% 7 <> 0
-FROM generate_series(1, %[1]d) i;
-INSERT INTO reconciliation_items (kind, subject, booking, other_booking, reason, closed_at, closed_by)
-SELECT 'conflict', 'b-' || i || ' b-' || (i + 1), 'b-' || i, 'b-' || (i + 1), 'x',
-       CASE WHEN i %% 3 = 0 THEN NULL ELSE now() END, CASE WHEN i %% 3 = 0 THEN NULL ELSE 'auto' END
-FROM generate_series(1, %[1]d) i;
-ANALYZE calendar_bookings, calendar_slots, reconciliation_items, calendar_resources`, n))
-	require.NoError(t, err, "fill the calendar")
-
-	conn, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
-	require.NoError(t, err)
+	conn := fillCalendar(t, pool)
 
 	scope := `'{b-7,b-8,b-9}'`
 	cases := []struct {
@@ -59,25 +35,88 @@ ANALYZE calendar_bookings, calendar_slots, reconciliation_items, calendar_resour
 		{"calendar", calendarSQL, `'2027-01-03T00:00:00Z', '2027-01-04T00:00:00Z', '', 1000, '0001-01-01T00:00:00Z', '', ''`},
 		{"calendar of one resource", calendarSQL, `'2027-01-03T00:00:00Z', '2027-01-04T00:00:00Z', 'host-3', 1000, '0001-01-01T00:00:00Z', '', ''`},
 		{"calendar, a later page", calendarSQL, `'2027-01-03T00:00:00Z', '2027-01-04T00:00:00Z', '', 1000, '2027-01-03T12:00:00Z', 'host-3', 'calendly-x'`},
-		{"connected claims", connectedClaimsSQL, `'{4,5}', '{2027-01-03T00:00:00Z,2027-01-03T00:00:00Z}', '{2027-01-04T00:00:00Z,2027-01-04T00:00:00Z}'`},
+		{"connected claims", connectedClaimsSQL, `'{host-4,host-5}', '{2027-01-03T00:00:00Z,2027-01-03T00:00:00Z}', '{2027-01-04T00:00:00Z,2027-01-04T00:00:00Z}', ` + scope},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			name := fmt.Sprintf("plan_probe_%d", i)
-			_, err := conn.Exec(ctx, `PREPARE `+name+` AS `+c.sql)
-			require.NoError(t, err, "prepare")
-			var plan []struct {
-				Plan planNode `json:"Plan"`
-			}
-			var raw []byte
-			require.NoError(t, conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE `+name+`(`+c.args+`)`).Scan(&raw))
-			require.NoError(t, json.Unmarshal(raw, &plan))
-			require.Len(t, plan, 1)
-			for _, bad := range plan[0].Plan.unindexed() {
-				assert.Failf(t, "generic plan reads a table without an index condition", "%s\nplan: %s", bad, raw)
+			bad, raw, err := unindexedPlan(ctx, conn, fmt.Sprintf("plan_probe_%d", i), c.sql, c.args)
+			require.NoError(t, err)
+			for _, b := range bad {
+				assert.Failf(t, "generic plan reads a table without an index condition", "%s\nplan: %s", b, raw)
 			}
 		})
 	}
+}
+
+// fillCalendar fills the calendar's tables with a few thousand rows, analyzes them, and returns a
+// connection that plans every statement generically.
+func fillCalendar(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	ctx := context.Background()
+	const n = 5000
+	_, err := pool.Exec(ctx, fmt.Sprintf(`
+INSERT INTO calendar_resources (resource) SELECT 'host-' || i FROM generate_series(1, %[1]d) i;
+INSERT INTO calendar_bookings (booking, provider, meeting, resources, during, status, rescheduled_from, findings, payment_refs)
+SELECT 'b-' || i, 'calendly', 'm-' || i, ARRAY['host-' || (i %% 500)],
+       tstzrange('2027-01-01'::timestamptz + i * interval '1 hour', '2027-01-01'::timestamptz + i * interval '1 hour' + interval '30 minutes'),
+       'active', CASE WHEN i %% 10 = 0 THEN 'b-' || (i - 1) ELSE '' END,
+       CASE WHEN i %% 50 = 0 THEN '[{"event":"00000000-0000-0000-0000-000000000001","type":"scheduled","occurred_at":"2027-01-01T00:00:00Z","code":"late","reason":"x"}]'::jsonb ELSE '[]'::jsonb END,
+       ARRAY['pi_' || i]
+FROM generate_series(1, %[1]d) i;
+INSERT INTO calendar_booking_refs (ref, booking) SELECT 'pi_' || i, 'b-' || i FROM generate_series(1, %[1]d) i;
+INSERT INTO payment_streams (stream, refs) SELECT 'stripe-pi_' || i, ARRAY['pi_' || i] FROM generate_series(1, %[1]d) i;
+INSERT INTO payment_stream_refs (ref, stream) SELECT 'pi_' || i, 'stripe-pi_' || i FROM generate_series(1, %[1]d) i;
+INSERT INTO calendar_resource_links (resource, name) SELECT 'host-' || i, 'person-' || (i %% 100) FROM generate_series(1, %[1]d) i;
+INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
+SELECT 'b-' || i, i %% 500 + 1, 'host-' || (i %% 500), 'm-' || i,
+       tstzrange('2027-01-01'::timestamptz + i * interval '1 hour', '2027-01-01'::timestamptz + i * interval '1 hour' + interval '30 minutes'),
+       '2026-12-01', i %% 7 <> 0
+FROM generate_series(1, %[1]d) i;
+INSERT INTO reconciliation_items (kind, subject, booking, other_booking, reason, closed_at, closed_by)
+SELECT 'conflict', 'b-' || i || ' b-' || (i + 1), 'b-' || i, 'b-' || (i + 1), 'x',
+       CASE WHEN i %% 3 = 0 THEN NULL ELSE now() END, CASE WHEN i %% 3 = 0 THEN NULL ELSE 'auto' END
+FROM generate_series(1, %[1]d) i;
+ANALYZE calendar_bookings, calendar_slots, reconciliation_items, calendar_resources, calendar_booking_refs, payment_streams,
+    payment_stream_refs, calendar_resource_links`, n))
+	require.NoError(t, err, "fill the calendar")
+
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(conn.Release)
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	return conn
+}
+
+// unindexedPlan prepares sql as name and lists the scans without an index condition in its generic
+// plan, with the plan. args are the parameters as SQL literals; empty, every parameter is NULL (a
+// generic plan does not depend on them).
+func unindexedPlan(ctx context.Context, conn *pgxpool.Conn, name, sql, args string) ([]string, []byte, error) {
+	if _, err := conn.Exec(ctx, `PREPARE `+name+` AS `+sql); err != nil {
+		return nil, nil, fmt.Errorf("prepare %s: %w", sql, err)
+	}
+	if args == "" {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = $1`, name).Scan(&n); err != nil {
+			return nil, nil, err
+		}
+		args = strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
+	}
+	explain := `EXPLAIN (FORMAT JSON) EXECUTE ` + name
+	if args != "" {
+		explain += `(` + args + `)`
+	}
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	var raw []byte
+	if err := conn.QueryRow(ctx, explain).Scan(&raw); err != nil {
+		return nil, nil, fmt.Errorf("explain %s: %w", sql, err)
+	}
+	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+		return nil, raw, fmt.Errorf("explain %s: %d plans, %v", sql, len(plan), err)
+	}
+	return plan[0].Plan.unindexed(), raw, nil
 }
 
 // planNode is the part of EXPLAIN (FORMAT JSON) the test reads.
@@ -95,7 +134,8 @@ type planNode struct {
 func (p planNode) unindexed() []string {
 	var out []string
 	growing := func(name string) bool {
-		for _, table := range []string{"calendar_bookings", "calendar_slots", "reconciliation_items"} {
+		for _, table := range []string{"calendar_bookings", "calendar_slots", "reconciliation_items", "calendar_booking_refs",
+			"payment_stream", "calendar_resource"} {
 			if strings.HasPrefix(name, table) {
 				return true
 			}

@@ -16,9 +16,14 @@ import (
 
 // querier is what both a pool and a transaction offer.
 type querier interface {
+	reader
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// reader is what a read needs: a pool, a transaction or a batch's transaction (batchTx).
+type reader interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // PostgreSQL keeps microseconds; every time is cut to them before it is written, so that the binary
@@ -61,6 +66,30 @@ const bookingColumns = `booking, provider, meeting, resources,
     holder, payment_status, payment_refs, payment_streams, capacity, no_show, scheduled_at, updated_at, stream_version,
     event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings`
 
+// bookingValues fills row with b's values for copyBookingColumns, as COPY and INSERT take them.
+func bookingValues(b projections.Booking, row []any) error {
+	findings := []byte("[]") // what Marshal makes of no findings, without its cost for every row
+	if len(b.Findings) > 0 {
+		fs := make([]findingJSON, len(b.Findings))
+		for i, f := range b.Findings {
+			fs[i] = findingJSON{Event: f.Event.String(), Type: string(f.Type), OccurredAt: micro(f.OccurredAt), Code: string(f.Code), Reason: f.Reason}
+		}
+		var err error
+		if findings, err = json.Marshal(fs); err != nil {
+			return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
+		}
+	}
+	streams := make([]string, len(b.PaymentStreams))
+	for i, s := range b.PaymentStreams {
+		streams[i] = string(s)
+	}
+	copy(row, []any{string(b.Booking), b.Provider, b.Meeting, nonNil(b.Resources), tsRange(b.Start, b.End), string(b.Status),
+		string(b.BookingStatus), b.Holder, string(b.Payment), nonNil(b.PaymentRefs), streams, b.Capacity, b.NoShow,
+		nullTime(b.ScheduledAt), nullTime(b.UpdatedAt), int64(b.StreamVersion), b.Events, string(b.RescheduledFrom),
+		string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings)})
+	return nil
+}
+
 func scanBooking(row pgx.Row) (projections.Booking, error) {
 	var (
 		b                                  projections.Booking
@@ -98,7 +127,7 @@ func scanBooking(row pgx.Row) (projections.Booking, error) {
 }
 
 // loadBookings returns the calendar rows of ids that exist.
-func loadBookings(ctx context.Context, q querier, ids []string) (map[booking.ID]projections.Booking, error) {
+func loadBookings(ctx context.Context, q reader, ids []string) (map[booking.ID]projections.Booking, error) {
 	out := map[booking.ID]projections.Booking{}
 	if len(ids) == 0 {
 		return out, nil
