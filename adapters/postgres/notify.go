@@ -13,6 +13,11 @@ import (
 // notifyInterval, in its own tiny transaction, and exits when writes stop. A notification lost to a
 // crash between commit and send only delays subscribers until their next poll.
 
+// notifySQL notifies in a transaction that does not wait for the WAL flush: NOTIFY gives it a
+// transaction id, which holds back every event committed after it from ReadAll until it ends (ADR
+// 0002), and a notification needs no durability.
+const notifySQL = `SET LOCAL synchronous_commit = off; SELECT pg_notify('` + notifyChannel + `', '')`
+
 const (
 	notifierIdle int32 = iota
 	notifierRunning
@@ -42,7 +47,7 @@ func (s *Store) notifyLoop() {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// A failure (pool closed, server gone) is covered by the subscribers' polling.
-		_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, notifyChannel)
+		_, _ = s.pool.Exec(ctx, notifySQL)
 		cancel()
 		time.Sleep(s.notifyInterval)
 		if s.notifier.CompareAndSwap(notifierRunning, notifierIdle) {

@@ -126,10 +126,20 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 		}
 	}
 
-	affected, err := a.applyPaymentStreams(ctx, touched, payTouched, bookTouched)
-	if err != nil {
+	var stored []projections.PaymentStream
+	var oldFrom []string
+	a.tx.query("read payment streams", `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, []any{idStrings(touched)},
+		func(rows pgx.Rows) (err error) { stored, err = collectPaymentStreams(rows); return err })
+	if len(bookTouched) > 0 {
+		// Empty links are dropped by set.add: a test for them here would plan (generically) as a
+		// walk of the partial index on the links.
+		a.tx.query("old reschedule links", `SELECT rescheduled_from FROM calendar_bookings WHERE booking = ANY($1)`, []any{idStrings(bookTouched)},
+			func(rows pgx.Rows) (err error) { oldFrom, err = pgx.CollectRows(rows, pgx.RowTo[string]); return err })
+	}
+	if err := a.tx.flush(ctx); err != nil {
 		return err
 	}
+	affected := a.applyPaymentStreams(stored, payTouched, bookTouched)
 
 	// The bookings to recompute: those with new events, those whose linked payments changed, and the
 	// two ends of every reschedule link they carry (now or before).
@@ -146,19 +156,11 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 			set.add(id)
 		}
 	}
-	if len(bookTouched) > 0 {
-		// Empty links are dropped by set.add: a test for them here would plan (generically) as a
-		// walk of the partial index on the links.
-		oldFrom, err := collectStrings(ctx, a.tx, `SELECT rescheduled_from FROM calendar_bookings WHERE booking = ANY($1)`, idStrings(bookTouched))
-		if err != nil {
-			return fmt.Errorf("old reschedule links: %w", err)
-		}
-		for _, id := range oldFrom {
-			set.add(id)
-		}
-		for _, id := range bookTouched {
-			set.add(string(a.fold(id).RescheduledFrom))
-		}
+	for _, id := range oldFrom {
+		set.add(id)
+	}
+	for _, id := range bookTouched {
+		set.add(string(a.fold(id).RescheduledFrom))
 	}
 	if err := a.load(ctx, toIDs(set.items)); err != nil {
 		return err
@@ -192,13 +194,10 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 	return nil
 }
 
-// applyPaymentStreams stores the payment-only streams among touched, drops those that became bookings,
-// and returns every payment reference whose links may have changed.
-func (a *applier) applyPaymentStreams(ctx context.Context, touched, payTouched, bookTouched []booking.ID) ([]string, error) {
-	stored, err := queryPaymentStreams(ctx, a.tx, `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, idStrings(touched))
-	if err != nil {
-		return nil, fmt.Errorf("read payment streams: %w", err)
-	}
+// applyPaymentStreams stores the payment-only streams among the touched ones (stored: those of them
+// already stored), drops those that became bookings, and returns every payment reference whose
+// links may have changed.
+func (a *applier) applyPaymentStreams(stored []projections.PaymentStream, payTouched, bookTouched []booking.ID) []string {
 	old := map[booking.ID][]string{}
 	for _, ps := range stored {
 		old[ps.Stream] = ps.Refs
@@ -223,7 +222,7 @@ func (a *applier) applyPaymentStreams(ctx context.Context, touched, payTouched, 
 		}
 	}
 	if len(changed) == 0 {
-		return nil, nil
+		return nil
 	}
 	for _, table := range []string{"payment_streams", "payment_stream_refs"} {
 		a.tx.exec(write{"replace payment streams", `DELETE FROM ` + table + ` WHERE stream = ANY($1)`, []any{changed}}, nil)
@@ -239,7 +238,7 @@ func (a *applier) applyPaymentStreams(ctx context.Context, touched, payTouched, 
 		a.tx.exec(write{"insert payment stream refs", `INSERT INTO payment_stream_refs (ref, stream) SELECT * FROM unnest($1::text[], $2::text[])`,
 			[]any{refs, refStreams}}, nil)
 	}
-	return affected.items, nil
+	return affected.items
 }
 
 // linkPayments finds the payment streams linked to each booking (transitively through shared refs)
@@ -344,7 +343,12 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 		}
 	}
 	var members orderedSet
-	if comp.Claims, err = connectedClaims(ctx, a.tx, seedRes, seedStart, seedEnd, idS); err != nil {
+	var superseding []projections.Booking
+	a.tx.query("connected claims", connectedClaimsSQL, []any{seedRes, seedStart, seedEnd, idS},
+		func(rows pgx.Rows) (err error) { comp.Claims, err = collectClaims(rows); return err })
+	a.tx.query("reschedule links", supersedingSQL, []any{idS},
+		func(rows pgx.Rows) (err error) { superseding, err = collectBookings(rows); return err })
+	if err := a.tx.flush(ctx); err != nil {
 		return comp, err
 	}
 	for _, c := range comp.Claims {
@@ -368,14 +372,6 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 		if b, ok := stored[booking.ID(id)]; ok {
 			comp.Stored = append(comp.Stored, b)
 		}
-	}
-	rows, err := a.tx.Query(ctx, supersedingSQL, idS)
-	if err != nil {
-		return comp, fmt.Errorf("reschedule links: %w", err)
-	}
-	superseding, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Booking, error) { return scanBooking(r) })
-	if err != nil {
-		return comp, fmt.Errorf("reschedule links: %w", err)
 	}
 	for _, b := range superseding {
 		if _, loaded := stored[b.Booking]; !loaded {
@@ -505,18 +501,10 @@ const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
 SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at
 FROM calendar_slots c WHERE c.booking IN (SELECT booking FROM comp)`
 
-func connectedClaims(ctx context.Context, q reader, res []string, start, end []time.Time, of []string) ([]projections.Claim, error) {
-	rows, err := q.Query(ctx, connectedClaimsSQL, res, start, end, of)
-	if err == nil {
-		var claims []projections.Claim
-		claims, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
-			return c, r.Scan(&c.Booking, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority)
-		})
-		if err == nil {
-			return claims, nil
-		}
-	}
-	return nil, fmt.Errorf("connected claims: %w", err)
+func collectClaims(rows pgx.Rows) ([]projections.Claim, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
+		return c, r.Scan(&c.Booking, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority)
+	})
 }
 
 // queryPaymentStreams reads (stream, refs) rows.
@@ -525,6 +513,10 @@ func queryPaymentStreams(ctx context.Context, q reader, sql string, args ...any)
 	if err != nil {
 		return nil, err
 	}
+	return collectPaymentStreams(rows)
+}
+
+func collectPaymentStreams(rows pgx.Rows) ([]projections.PaymentStream, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ps projections.PaymentStream, err error) {
 		return ps, r.Scan(&ps.Stream, &ps.Refs)
 	})
@@ -568,22 +560,27 @@ type write struct {
 	args      []any
 }
 
-// batchTx is a batch's transaction whose writes wait: they are queued and sent together, in one round
-// trip, before the next read (which may need them) or at the end. A transaction takes its xid at its
-// first write, and by ADR 0002's rule every event committed after that stays unreadable in the log
-// until the transaction ends: with the writes last, that window is the last round trip and the
-// commit instead of the whole batch.
+// batchTx is a batch's transaction whose statements wait: writes and reads are queued and sent
+// together, in one round trip, when a result is needed. A transaction takes its xid at its first
+// write, and by ADR 0002's rule every event committed after that stays unreadable in the log until
+// the transaction ends: with the writes last, that window is the last round trip and the commit
+// instead of the whole batch.
 type batchTx struct {
-	tx    pgx.Tx
-	batch pgx.Batch
-	read  []func(pgx.BatchResults) error // one per queued statement, in order
-	err   error                          // a write that could not be queued
+	tx     pgx.Tx
+	batch  pgx.Batch
+	read   []func(pgx.BatchResults) error // one per queued statement, in order
+	writes bool                           // a write is queued
+	// lead queues the statement that goes ahead of the first writes sent (the checkpoint's
+	// compare-and-set: a runner that finds it moved runs none of them).
+	lead func(*pgx.Batch) (func(pgx.BatchResults) error, error)
+	err  error // a statement that failed or could not be queued
 }
 
 // exec queues w; check, when set, judges its outcome.
 func (b *batchTx) exec(w write, check func(pgconn.CommandTag) error) {
 	b.batch.Queue(w.sql, w.args...)
-	b.then(func(br pgx.BatchResults) error {
+	b.writes = true
+	b.read = append(b.read, func(br pgx.BatchResults) error {
 		ct, err := br.Exec()
 		if err == nil && check != nil {
 			err = check(ct)
@@ -595,8 +592,21 @@ func (b *batchTx) exec(w write, check func(pgconn.CommandTag) error) {
 	})
 }
 
-// then reads the outcome of a statement queued directly in b.batch.
-func (b *batchTx) then(read func(pgx.BatchResults) error) { b.read = append(b.read, read) }
+// query queues a read; collect takes its rows when the queue is sent.
+func (b *batchTx) query(what, sql string, args []any, collect func(pgx.Rows) error) {
+	b.batch.Queue(sql, args...)
+	b.read = append(b.read, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err == nil {
+			err = collect(rows)
+		}
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	})
+}
 
 func (b *batchTx) fail(err error) {
 	if b.err == nil {
@@ -604,10 +614,28 @@ func (b *batchTx) fail(err error) {
 	}
 }
 
-// flush sends the queued writes and returns the first failure.
-func (b *batchTx) flush(ctx context.Context) error {
-	if b.err != nil || len(b.read) == 0 {
+// flush sends what is queued and returns the first failure.
+func (b *batchTx) flush(ctx context.Context) error { return b.send(ctx, false) }
+
+// finish sends what is still queued, and the lead statement in any case: the end of the batch.
+func (b *batchTx) finish(ctx context.Context) error { return b.send(ctx, true) }
+
+func (b *batchTx) send(ctx context.Context, last bool) error {
+	if b.err != nil {
 		return b.err
+	}
+	if b.lead != nil && (b.writes || last) {
+		var lead pgx.Batch
+		read, err := b.lead(&lead)
+		if err != nil {
+			return err
+		}
+		b.batch.QueuedQueries = append(lead.QueuedQueries, b.batch.QueuedQueries...)
+		b.read = append([]func(pgx.BatchResults) error{read}, b.read...)
+		b.lead = nil
+	}
+	if len(b.read) == 0 {
+		return nil
 	}
 	br := b.tx.SendBatch(ctx, &b.batch)
 	for _, read := range b.read {
@@ -618,7 +646,7 @@ func (b *batchTx) flush(ctx context.Context) error {
 	if err := br.Close(); err != nil {
 		b.fail(err)
 	}
-	b.batch, b.read = pgx.Batch{}, nil
+	b.batch, b.read, b.writes = pgx.Batch{}, nil, false
 	return b.err
 }
 

@@ -222,12 +222,10 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		return err
 	}
 	err := pgx.BeginTxFunc(ctx, m.pool, applyTx, func(tx pgx.Tx) error {
-		a.tx = &batchTx{tx: tx}
-		advanced, err := checkpoint.QueueAdvance(&a.tx.batch, ProjectionName, m.pos, last, len(fresh))
-		if err != nil {
-			return err
-		}
-		a.tx.then(func(br pgx.BatchResults) error { _, err := advanced(br); return err })
+		a.tx = &batchTx{tx: tx, lead: func(b *pgx.Batch) (func(pgx.BatchResults) error, error) {
+			advanced, err := checkpoint.QueueAdvance(b, ProjectionName, m.pos, last, len(fresh))
+			return func(br pgx.BatchResults) error { _, err := advanced(br); return err }, err
+		}}
 		relinked, err := a.applyLinks(ctx, links)
 		if err != nil {
 			return err
@@ -244,7 +242,7 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		if err := a.apply(ctx, all); err != nil {
 			return err
 		}
-		if err := a.tx.flush(ctx); err != nil {
+		if err := a.tx.finish(ctx); err != nil {
 			return err
 		}
 		if m.failAfterApply != nil {

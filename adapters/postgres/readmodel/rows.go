@@ -136,7 +136,7 @@ func loadBookings(ctx context.Context, q reader, ids []string) (map[booking.ID]p
 	if err != nil {
 		return nil, fmt.Errorf("load calendar rows: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Booking, error) { return scanBooking(r) })
+	list, err := collectBookings(rows)
 	if err != nil {
 		return nil, fmt.Errorf("load calendar rows: %w", err)
 	}
@@ -144,4 +144,8 @@ func loadBookings(ctx context.Context, q reader, ids []string) (map[booking.ID]p
 		out[b.Booking] = b
 	}
 	return out, nil
+}
+
+func collectBookings(rows pgx.Rows) ([]projections.Booking, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Booking, error) { return scanBooking(r) })
 }
