@@ -44,9 +44,8 @@ type Projection interface {
 // batch by batch (a runner given one uses it whenever it applies from the start: a rebuild, or a first
 // run over an existing log).
 type Bulk interface {
-	// Buffer takes the next events of such a replay without writing them. It returns false when it
-	// has no room for more: the runner then calls Flush and applies the rest with Apply.
-	Buffer(ctx context.Context, events []eventlog.RecordedEvent) (room bool, err error)
+	// Buffer takes the next events of such a replay without making them visible.
+	Buffer(ctx context.Context, events []eventlog.RecordedEvent) error
 	// Flush writes everything buffered and its checkpoint in one transaction, and ends a rebuild.
 	Flush(ctx context.Context) error
 }
@@ -327,17 +326,11 @@ func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, rebuild boo
 			next = fetch(events[len(events)-1].Position)
 		}
 		if bulk != nil {
-			room, err := bulk.Buffer(ctx, events)
-			if err != nil {
+			if err := bulk.Buffer(ctx, events); err != nil {
 				return pos, fmt.Errorf("buffer %d events of the replay of %s: %w", len(events), r.proj.Name(), err)
 			}
 			buffered = true
 			r.applied(events)
-			if !room {
-				if err := flush(); err != nil {
-					return pos, err
-				}
-			}
 		} else if err := r.apply(ctx, events); err != nil {
 			return pos, err
 		}

@@ -311,20 +311,19 @@ func TestRunReleasesALockTakenAsItStops(t *testing.T) {
 	assert.Nil(t, locker.held, "a runner that stops gives back the lock it was just granted")
 }
 
-// memBulk buffers a replay for memProj; room is how many Buffer calls it takes before it is full.
+// memBulk buffers a replay for memProj.
 type memBulk struct {
 	proj     *countingProj
-	room     int
 	held     []eventlog.RecordedEvent
 	buffers  int
 	flushes  int
 	flushErr error
 }
 
-func (b *memBulk) Buffer(_ context.Context, events []eventlog.RecordedEvent) (bool, error) {
+func (b *memBulk) Buffer(_ context.Context, events []eventlog.RecordedEvent) error {
 	b.buffers++
 	b.held = append(b.held, events...)
-	return b.room == 0 || b.buffers < b.room, nil
+	return nil
 }
 
 func (b *memBulk) Flush(ctx context.Context) error {
@@ -338,23 +337,22 @@ func (b *memBulk) Flush(ctx context.Context) error {
 	return b.flushErr
 }
 
-// A runner given a Bulk loads replays from the start through it — one Flush at the end, or when the
-// buffer is full and then Apply for the rest — and never for a catch-up from a later position.
+// A runner given a Bulk loads replays from the start through it — one Flush at the end — and never
+// for a catch-up from a later position.
 func TestRunnerLoadsReplaysInBulk(t *testing.T) {
 	for _, c := range []struct {
 		name                                    string
-		events, room                            int
+		events                                  int
 		wantBuffers, wantFlushes, wantApplyRuns int
 	}{
-		{"whole replay buffered", 12, 0, 3, 1, 1},
-		{"buffer full after two batches", 12, 2, 2, 1, 2},
-		{"empty log still ends the rebuild", 0, 0, 0, 1, 0},
+		{"whole replay buffered", 12, 3, 1, 1},
+		{"empty log still ends the rebuild", 0, 0, 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mem := newMemStore()
 			mem.add(c.events)
 			proj := &countingProj{}
-			bulk := &memBulk{proj: proj, room: c.room}
+			bulk := &memBulk{proj: proj}
 			r := projections.NewRunner(mem, proj, &memLocker{}, projections.RunnerOptions{BatchSize: 5, Bulk: bulk})
 			require.NoError(t, r.Rebuild(context.Background(), nil))
 			applied, pos, _, err := proj.snapshot()

@@ -54,7 +54,7 @@ summary() {
 	ratelagp50=$(metric 'lag-p50-ms' '^BenchmarkProjectionLagAtRate')
 	rebuild=$(metric 'events/s' '^BenchmarkRebuild/buffered')
 	ratio=$(metric 'rebuild/scan' '^BenchmarkRebuild/buffered')
-	incremental=$(metric 'events/s' '^BenchmarkRebuild/buffer=')
+	incremental=$(metric 'events/s' '^BenchmarkRebuild/chunk=')
 	echo
 	echo "summary (durable cluster, one run):"
 	echo "  append / bare INSERT at concurrency 32:        ${ratio32:-?} (target >= 0.5)"
@@ -73,7 +73,7 @@ summary() {
 	echo "  projection keeps up at c=16 closed loop ($(metric 'deliveries/s' "$k") deliveries/s for ${keepup_duration}): lag p99 $(metric 'lag-p99-ms' "$k") ms (target <= 1000; p50 $(metric 'lag-p50-ms' "$k") ms), p99 in the first/last sixth of the load $(metric 'lag-p99-first-ms' "$k")/$(metric 'lag-p99-last-ms' "$k") ms (target: not growing), drain $(metric 'drain-ms' "$k") ms (target <= 2000), projected $(metric 'projected/s' "$k")/s"
 	echo "  step lag ack -> both steps done at 200 bookings/s: p50 $(metric 'p50-ms' '^BenchmarkStepLagAtRate') ms, p99 $(metric 'p99-ms' '^BenchmarkStepLagAtRate') ms (first half p99 $(metric 'first-half-p99-ms' '^BenchmarkStepLagAtRate'), second half p99 $(metric 'second-half-p99-ms' '^BenchmarkStepLagAtRate') ms; completed $(metric 'completed-ratio' '^BenchmarkStepLagAtRate'))"
 	echo "  relay lag commit -> receiver at 1,000 events/s: p50 $(metric 'lag-p50-ms' '^BenchmarkRelayLag') ms, p99 $(metric 'lag-p99-ms' '^BenchmarkRelayLag') ms (first half p99 $(metric 'first-half-lag-p99-ms' '^BenchmarkRelayLag'), second half p99 $(metric 'second-half-lag-p99-ms' '^BenchmarkRelayLag') ms; $(metric 'ingest-events/s' '^BenchmarkRelayLag') events/s reached)"
-	echo "  rebuild rate, buffered:                       ${rebuild:-?} events/s (target >= 50000; rebuild/scan ${ratio:-?}; beyond the buffer ${incremental:-?} events/s)"
+	echo "  rebuild rate, buffered:                       ${rebuild:-?} events/s (target >= 50000; rebuild/scan ${ratio:-?}; in chunks of 1,000 bookings ${incremental:-?} events/s)"
 	local line
 	while read -r line; do
 		[ -n "$line" ] && echo "  bookingledger rebuild, $line"

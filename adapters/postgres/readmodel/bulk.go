@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,178 +17,128 @@ import (
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
+	"bookingledger/domain/resource"
 	"bookingledger/projections"
 )
 
 // A replay from the start of the log (a rebuild) is loaded in bulk: writing every batch would rewrite
 // a booking's row and claims each time one of its events shows up, and recompute its overlapping set
-// each time. Instead the runner hands the replay to Buffer, which only decodes, and then calls Flush:
-// it computes every row once, in memory, with projections.Recompute over the whole calendar (compute),
-// loads the result with COPY into staging tables (staging) and swaps those in, in one transaction
-// together with the checkpoint, the reconciliation items and the end of the rebuild (swap,
-// rebuild_swap.go). A crash before that commit leaves the checkpoint at the start: the next runner
-// simply starts the replay again. Past bufferLimit events the runner flushes early and applies the
-// rest of the log incrementally.
+// each time. The load keeps no more in memory than one chunk of bookings, whatever the log's size:
+//
+//  1. Buffer copies each batch's booking events, undecoded, into the replay's work table (and folds
+//     the link stream, which is small, in memory).
+//  2. Flush reads the replay back by stream and folds each stream once: a payment stream is written
+//     as it is and kept to link bookings to (there are at most as many as paid bookings); a booking
+//     gets a key — its first canonical resource, its slot, the booking it was rescheduled from — and
+//     the resources a booking claims together are joined into groups.
+//  3. It reads the replay again in the order of (group, start) and cuts it into chunks of whole
+//     connected sets: a chunk ends, once it holds RebuildChunk bookings, where no later claim of its
+//     group can overlap an earlier one. Each chunk is one projections.Recompute, whose rows, claims and
+//     item changes load into the staging tables while the next chunk is computed. Item changes that
+//     need a row of another chunk (an open conflict whose two sides are apart now, or whose booking
+//     has no row) are planned at the end, from the staged rows.
+//  4. One transaction swaps the staging tables in with the checkpoint, the item changes and the end
+//     of the rebuild (rebuild_swap.go). A crash before it leaves the checkpoint at the start: the next
+//     runner starts the replay again.
 
-// replay is what Buffer took: every stream's events, deduplicated, up to position last.
+// replay is a bulk load in progress: its tables, the events taken, and the position of the last.
 type replay struct {
-	streams map[string]*cacheEntry
-	events  int64
-	last    eventlog.Position
+	stage  *staging
+	events int64
+	last   eventlog.Position
 }
 
-func (r *replay) add(stream string, version uint64, ev booking.Event) {
-	e := r.streams[stream]
-	if e == nil {
-		e = &cacheEntry{stream: stream}
-		r.streams[stream] = e
-	}
-	e.add(version, ev)
-}
+// replayBatch is how many events are decoded at once (on every core) when the replay is read back.
+const replayBatch = 4096
 
-// flush writes what Buffer took and ends the rebuild. The caller holds m.mu.
-func (m *ReadModel) flush(ctx context.Context) error {
-	if m.replay == nil {
-		m.replay = &replay{streams: map[string]*cacheEntry{}, last: m.pos}
+// startReplay creates the replay's tables unless a replay is under way. The caller holds m.mu.
+func (m *ReadModel) startReplay(ctx context.Context) error {
+	if m.replay != nil {
+		return nil
 	}
-	// The staging tables are PostgreSQL's work and the computation is ours: they overlap.
-	type staged struct {
-		s   *staging
-		err error
-	}
-	stagedC := make(chan staged, 1)
-	go func() {
-		s, err := m.createStaging(ctx)
-		stagedC <- staged{s, err}
-	}()
-	payments, comp := m.bulkInputs()
-	items, err := queryItems(ctx, m.pool, existingItemsSQL)
-	if err != nil {
-		st := <-stagedC
-		m.dropStagingQuietly(st.s)
-		return fmt.Errorf("existing items: %w", err)
-	}
-	comp.Items = items
-	ch := projections.Recompute(comp)
-	st := <-stagedC
-	if st.err != nil {
-		return st.err
-	}
-	if err := m.writeBulk(ctx, st.s, payments, ch); err != nil {
-		m.dropStagingQuietly(st.s)
-		return fmt.Errorf("write rebuilt read model: %w", err)
-	}
-	m.pos, m.replay = m.replay.last, nil
-	return nil
-}
-
-// bulkInputs gathers the buffered streams: the payment-only ones as rows to store, the others as the
-// inputs of one component, the whole calendar.
-func (m *ReadModel) bulkInputs() ([]paymentRow, projections.Component) {
-	type stream struct {
-		id      booking.ID
-		events  []booking.Event
-		version uint64
-		state   booking.State
-	}
-	// Streams are large values: they are gathered once, presized, and sorted by pointer.
-	all := make([]stream, 0, len(m.replay.streams))
-	for _, e := range m.replay.streams {
-		if id, ok := booking.FromStream(e.stream); ok && len(e.events) > 0 {
-			all = append(all, stream{id: id, events: e.events, version: e.version})
-		}
-	}
-	paymentOnly := make([]bool, len(all))
-	parallel(len(all), func(i int) {
-		all[i].state = booking.Fold(all[i].events)
-		paymentOnly[i] = projections.IsPaymentOnly(all[i].events)
-	})
-	bookings := make([]*stream, 0, len(all))
-	var payments []*stream
-	for i := range all {
-		if paymentOnly[i] {
-			payments = append(payments, &all[i])
-		} else {
-			bookings = append(bookings, &all[i])
-		}
-	}
-	slices.SortFunc(bookings, func(a, b *stream) int { return compareID(a.id, b.id) })
-	slices.SortFunc(payments, func(a, b *stream) int { return compareID(a.id, b.id) })
-
-	payStreams := make([]projections.PaymentStream, len(payments))
-	payEvents := make(map[booking.ID][]booking.Event, len(payments))
-	prows := make([]paymentRow, len(payments))
-	for i, p := range payments {
-		payStreams[i] = projections.PaymentStream{Stream: p.id, Refs: p.state.PaymentRefs}
-		payEvents[p.id] = p.events
-		prows[i] = paymentRow{stream: p.id, state: p.state, version: p.version}
-	}
-	index := projections.NewPaymentIndex(payStreams)
-	inputs := make([]projections.BookingInput, len(bookings))
-	parallel(len(bookings), func(i int) {
-		b := bookings[i]
-		linked, closure := index.Link(b.state.PaymentRefs)
-		var linkedPayments []projections.LinkedPayment
-		for _, p := range linked {
-			linkedPayments = append(linkedPayments, projections.LinkedPayment{Stream: p, Events: payEvents[p]})
-		}
-		inputs[i] = projections.BookingInput{Booking: b.id, Events: b.events, StreamVersion: b.version,
-			Payments: linkedPayments, PaymentRefs: nonNil(closure), Folded: &b.state}
-	})
-	return prows, projections.Component{Bookings: inputs, Canonical: m.bufLinks.Canonical}
-}
-
-// writeBulk loads a rebuilt calendar into stage (in place when stage is nil) and swaps it in, in one
-// transaction with the checkpoint, the reconciliation items and the end of the rebuild.
-func (m *ReadModel) writeBulk(ctx context.Context, stage *staging, payments []paymentRow, ch projections.Changes) error {
-	var names []string
-	seen := map[string]bool{}
-	for _, c := range ch.Claims {
-		if !seen[c.Resource] {
-			seen[c.Resource] = true
-			names = append(names, c.Resource)
-		}
-	}
-	resourceID, err := m.resourceIDsOf(ctx, names)
+	s, err := m.createStaging(ctx)
 	if err != nil {
 		return err
 	}
-	jobs := append(loadJobs(ch.Rows, ch.Claims, ch.Holders, resourceID), func(ctx context.Context, c copier, table func(string) string) error {
-		return copyPayments(ctx, c, table("payment_streams"), table("payment_stream_refs"), payments)
-	})
-	if stage != nil {
-		ld := m.startLoad(ctx, stage)
-		for _, j := range jobs {
-			ld.add(j)
-		}
-		if err := ld.wait(); err != nil {
-			return err
+	m.replay, m.bufLinks = &replay{stage: s, last: m.pos}, resource.Fold(nil)
+	return nil
+}
+
+// buffer copies the booking events of a replay's batch into the replay table. The caller holds m.mu.
+func (m *ReadModel) buffer(ctx context.Context, events []eventlog.RecordedEvent) error {
+	if err := m.startReplay(ctx); err != nil {
+		return err
+	}
+	events = m.unseen(events)
+	if len(events) == 0 {
+		return nil
+	}
+	ours := make([]eventlog.RecordedEvent, 0, len(events))
+	for _, rec := range events {
+		if rec.StreamID == resource.Stream {
+			ev, err := m.decodeLink(rec)
+			if err != nil {
+				return err
+			}
+			m.bufLinks.Evolve(ev)
+		} else if _, ok := booking.FromStream(rec.StreamID); ok {
+			ours = append(ours, rec)
 		}
 	}
+	src := rowsOf(len(ours), 6, func(i int, row []any) error {
+		e := &ours[i]
+		copy(row, []any{e.StreamID, int64(e.Version), [16]byte(e.ID), e.Type, e.Data, e.Metadata})
+		return nil
+	})
+	if _, err := m.pool.CopyFrom(ctx, pgx.Identifier{m.replay.stage.table("calendar_replay")},
+		[]string{"stream_id", "version", "event_id", "event_type", "data", "metadata"}, src); err != nil {
+		return fmt.Errorf("copy %d events into the replay: %w", len(ours), err)
+	}
+	m.replay.events += int64(len(events))
+	m.replay.last = events[len(events)-1].Position
+	return nil
+}
+
+// flush writes the replay and ends the rebuild. The caller holds m.mu.
+func (m *ReadModel) flush(ctx context.Context) error {
+	if err := m.startReplay(ctx); err != nil {
+		return err
+	}
+	rp := m.replay
+	m.replay = nil
+	err := m.writeReplay(ctx, rp)
+	if err != nil {
+		m.dropStagingQuietly(rp.stage)
+		return fmt.Errorf("write rebuilt read model: %w", err)
+	}
+	m.pos = rp.last
+	return nil
+}
+
+func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
+	s := rp.stage
+	payments, err := m.foldReplay(ctx, s)
+	if err != nil {
+		return err
+	}
+	apart, err := m.computeReplay(ctx, s, payments)
+	if err != nil {
+		return err
+	}
+	if err := m.closeApart(ctx, s, apart); err != nil {
+		return err
+	}
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, m.replay.last, int(m.replay.events)); err != nil {
+		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, rp.last, int(rp.events)); err != nil {
 			return err
 		}
 		if err := writeLinks(ctx, tx, m.bufLinks); err != nil {
 			return err
 		}
-		if stage != nil {
-			if err := stage.swap(ctx, tx); err != nil {
-				return err
-			}
-		} else {
-			// Empty already (the reset did it in the transaction that moved the checkpoint to the
-			// start); repeated so that COPY can never meet a row.
-			if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(rebuildTables, ", ")); err != nil {
-				return err
-			}
-			for _, j := range jobs {
-				if err := j(ctx, tx, func(t string) string { return t }); err != nil {
-					return err
-				}
-			}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(stagedItemsSQL, s.table("calendar_item_opens"), s.table("calendar_item_texts"))); err != nil {
+			return fmt.Errorf("sync reconciliation items: %w", err)
 		}
-		if err := writeItems(ctx, tx, ch.Items); err != nil {
+		if err := s.install(ctx, tx); err != nil {
 			return err
 		}
 		if err := checkpoint.EndRebuild(ctx, tx, ProjectionName); err != nil {
@@ -201,49 +151,458 @@ func (m *ReadModel) writeBulk(ctx context.Context, stage *staging, payments []pa
 	})
 }
 
-// loadJobs splits the write of the calendar into parts that can load at once: the calendar rows with
-// their payment references first (the largest part), then the claims by resource (a resource's claims
-// are checked against each other, so they stay in one part). The claims take most of the load's
-// time, so they are split in more parts than there are connections, which evens out the connections.
-func loadJobs(rows []projections.Booking, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32) []loadJob {
-	parts := make([][]projections.Claim, rebuildClaimParts)
-	for k := range parts {
-		parts[k] = make([]projections.Claim, 0, len(claims)/rebuildClaimParts+len(claims)/8)
-	}
-	for _, c := range claims {
-		k := int(resourceID[c.Resource]) % rebuildClaimParts
-		parts[k] = append(parts[k], c)
-	}
-	jobs := []loadJob{func(ctx context.Context, c copier, table func(string) string) error {
-		if err := copyBookings(ctx, c, table("calendar_bookings"), rows); err != nil {
-			return err
-		}
-		return copyBookingRefs(ctx, c, table("calendar_booking_refs"), rows)
-	}}
-	for _, part := range parts {
-		jobs = append(jobs, func(ctx context.Context, c copier, table func(string) string) error {
-			return copyClaims(ctx, c, table("calendar_slots"), part, holders, resourceID)
-		})
-	}
-	return jobs
+// stagedItemsSQL makes the item changes staged by the chunks, as writeItems does for a batch.
+const stagedItemsSQL = `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
+SELECT * FROM %[1]s ORDER BY kind, subject
+ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING;
+UPDATE reconciliation_items i SET reason = u.text FROM %[2]s u WHERE NOT u.close AND i.id = u.id AND i.closed_at IS NULL;
+UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.text
+FROM %[2]s u WHERE u.close AND i.id = u.id AND i.closed_at IS NULL`
+
+// replayed is one stream of the replay read back: decoded, deduplicated and folded.
+type replayed struct {
+	stream  string
+	id      booking.ID
+	raw     []eventlog.RecordedEvent
+	events  []booking.Event
+	version uint64
+	state   booking.State
+	key     chunkKey
 }
 
-// rebuildClaimParts is the number of parts a rebuild's claims load in.
-const rebuildClaimParts = 4
+// chunkKey is what the computation reads of a booking's key: its group (nil without a slot), its
+// slot, and the bookings rescheduled from it.
+type chunkKey struct {
+	group        *int32
+	start, end   *time.Time
+	supersededBy []string
+}
+
+// eachReplayed runs query, whose rows are replay rows (with the chunkKey columns after them when
+// keyed) with each stream's rows together, and hands f the streams in order, in batches decoded and
+// folded on every core. The rows are read while f works on the batch before.
+func (m *ReadModel) eachReplayed(ctx context.Context, query string, keyed bool, f func([]replayed) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan []replayed, 1)
+	read := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		read <- m.readReplay(ctx, query, keyed, batches)
+	}()
+	for batch := range batches {
+		err := m.decodeReplayed(batch)
+		if err == nil {
+			err = f(batch)
+		}
+		if err != nil {
+			cancel()
+			for range batches { // the reader stops and gives its connection back
+			}
+			return err
+		}
+	}
+	return <-read
+}
+
+// readReplay sends the streams of query's rows in batches of about replayBatch events.
+func (m *ReadModel) readReplay(ctx context.Context, query string, keyed bool, out chan<- []replayed) error {
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, query)
+	if err != nil {
+		return fmt.Errorf("read the replay: %w", err)
+	}
+	defer rows.Close()
+	var (
+		batch []replayed
+		n     int
+		types = map[string]string{}
+	)
+	send := func() error {
+		select {
+		case out <- batch:
+			batch, n = nil, 0
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for rows.Next() {
+		var (
+			rec     eventlog.RecordedEvent
+			version int64
+			typ     pgtype.DriverBytes
+			k       chunkKey
+		)
+		dest := []any{&rec.StreamID, &version, (*[16]byte)(&rec.ID), &typ, &rec.Data, &rec.Metadata}
+		if keyed {
+			dest = append(dest, &k.group, &k.start, &k.end, &k.supersededBy)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("read the replay: %w", err)
+		}
+		if rec.Type = types[string(typ)]; rec.Type == "" {
+			rec.Type = string(typ)
+			types[rec.Type] = rec.Type
+		}
+		rec.Version = uint64(version)
+		if len(batch) == 0 || batch[len(batch)-1].stream != rec.StreamID {
+			if n >= replayBatch {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+			batch = append(batch, replayed{stream: rec.StreamID, key: k})
+		}
+		batch[len(batch)-1].raw = append(batch[len(batch)-1].raw, rec)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the replay: %w", err)
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	return send()
+}
+
+func (m *ReadModel) decodeReplayed(batch []replayed) error {
+	errs := make([]error, len(batch))
+	parallel(len(batch), func(i int) {
+		st := &batch[i]
+		st.id, _ = booking.FromStream(st.stream)
+		e := cacheEntry{stream: st.stream}
+		for _, rec := range st.raw {
+			ev, err := m.codec.Decode(rec)
+			if err != nil {
+				errs[i] = fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
+				return
+			}
+			e.add(rec.Version, ev)
+		}
+		st.raw, st.events, st.version = nil, e.events, e.version
+		st.state = booking.Fold(st.events)
+	})
+	return errors.Join(errs...)
+}
+
+// paymentsOf are the replay's payment streams, to link bookings to.
+type paymentsOf struct {
+	index  *projections.PaymentIndex
+	events map[booking.ID][]booking.Event
+}
+
+// keyBatch is how many booking keys one COPY writes.
+const keyBatch = 20_000
+
+// foldReplay is step 2: it folds every stream of the replay, writes the payment streams and every
+// booking's key, and numbers the resource groups.
+func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, error) {
+	ld := m.startLoad(ctx)
+	var (
+		streams []projections.PaymentStream
+		events  = map[booking.ID][]booking.Event{}
+		rows    []paymentRow
+		keys    [][]any
+		groups  resourceGroups
+	)
+	copyKeys := func() {
+		batch := keys
+		keys = nil
+		ld.add(func(ctx context.Context, c copier) error {
+			_, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_keys")},
+				[]string{"stream", "booking", "resource", "lower", "upper", "rescheduled_from"}, pgx.CopyFromRows(batch))
+			return err
+		})
+	}
+	err := m.eachReplayed(ctx, `SELECT stream_id, version, event_id, event_type, data, metadata FROM `+s.table("calendar_replay")+
+		` ORDER BY stream_id`, false, func(batch []replayed) error {
+		for _, st := range batch {
+			if projections.IsPaymentOnly(st.events) {
+				streams = append(streams, projections.PaymentStream{Stream: st.id, Refs: st.state.PaymentRefs})
+				events[st.id] = st.events
+				rows = append(rows, paymentRow{stream: st.id, state: st.state, version: st.version})
+				continue
+			}
+			key := []any{st.stream, string(st.id), nil, nil, nil, string(st.state.RescheduledFrom)}
+			if st.state.HasSlot() {
+				res := projections.CanonicalResources(st.state.Slot.Resources, m.bufLinks.Canonical)
+				groups.join(res)
+				key[2], key[3], key[4] = res[0], micro(st.state.Slot.Start), micro(st.state.Slot.End)
+			}
+			keys = append(keys, key)
+		}
+		if len(keys) >= keyBatch {
+			copyKeys()
+		}
+		return nil
+	})
+	if err != nil {
+		ld.abort()
+		return paymentsOf{}, err
+	}
+	copyKeys()
+	ld.add(func(ctx context.Context, c copier) error {
+		return copyPayments(ctx, c, s.table("payment_streams"), s.table("payment_stream_refs"), rows)
+	})
+	ld.add(func(ctx context.Context, c copier) error {
+		_, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_groups")}, []string{"resource", "grp"}, pgx.CopyFromRows(groups.rows()))
+		return err
+	})
+	if err := ld.wait(); err != nil {
+		return paymentsOf{}, fmt.Errorf("write booking keys: %w", err)
+	}
+	return paymentsOf{index: projections.NewPaymentIndex(streams), events: events}, nil
+}
+
+// resourceGroups joins resources that one booking claims together (union-find): claims of two
+// groups never interact.
+type resourceGroups struct {
+	index  map[string]int
+	names  []string
+	parent []int
+}
+
+func (g *resourceGroups) of(r string) int {
+	if g.index == nil {
+		g.index = map[string]int{}
+	}
+	i, ok := g.index[r]
+	if !ok {
+		i = len(g.parent)
+		g.index[r] = i
+		g.names, g.parent = append(g.names, r), append(g.parent, i)
+	}
+	return i
+}
+
+func (g *resourceGroups) find(i int) int {
+	for g.parent[i] != i {
+		g.parent[i] = g.parent[g.parent[i]]
+		i = g.parent[i]
+	}
+	return i
+}
+
+func (g *resourceGroups) join(resources []string) {
+	first := g.find(g.of(resources[0]))
+	for _, r := range resources[1:] {
+		if o := g.find(g.of(r)); o != first {
+			g.parent[o] = first
+		}
+	}
+}
+
+// rows are the (resource, group) rows of calendar_groups.
+func (g *resourceGroups) rows() [][]any {
+	out := make([][]any, len(g.names))
+	for i, n := range g.names {
+		out[i] = []any{n, int32(g.find(i))}
+	}
+	return out
+}
+
+// chunkSQL reads the replay's booking streams back in the order chunks are cut in, each with its
+// key: group, slot and the bookings rescheduled from it. Bookings without a slot come last.
+const chunkSQL = `SELECT e.stream_id, e.version, e.event_id, e.event_type, e.data, e.metadata, g.grp, k.lower, k.upper, r.by
+FROM %[1]s e JOIN %[2]s k ON k.stream = e.stream_id
+LEFT JOIN %[3]s g ON g.resource = k.resource
+LEFT JOIN (SELECT rescheduled_from, array_agg(booking) AS by FROM %[2]s WHERE rescheduled_from <> '' GROUP BY 1) r
+    ON r.rescheduled_from = k.booking
+ORDER BY g.grp, k.lower, e.stream_id`
+
+// computeReplay is step 3: it computes the calendar chunk by chunk into the staging tables and
+// returns the open conflict items whose two sides are in different chunks.
+func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paymentsOf) ([]projections.Item, error) {
+	ld := m.startLoad(ctx)
+	var (
+		chunk  []replayed
+		group  *int32
+		maxEnd time.Time
+		apart  []projections.Item
+	)
+	run := func() error {
+		c := chunk
+		chunk = nil
+		a, err := m.computeChunk(ctx, s, ld, payments, c)
+		apart = append(apart, a...)
+		return err
+	}
+	query := fmt.Sprintf(chunkSQL, s.table("calendar_replay"), s.table("calendar_keys"), s.table("calendar_groups"))
+	err := m.eachReplayed(ctx, query, true, func(batch []replayed) error {
+		for _, st := range batch {
+			k := st.key
+			// Claims of a group are read by start: one that starts at or after the end of every claim
+			// before it overlaps none of them, nor does any claim after it.
+			connected := k.group != nil && group != nil && *k.group == *group && k.start.Before(maxEnd)
+			if len(chunk) >= m.rebuildChunk && !connected {
+				if err := run(); err != nil {
+					return err
+				}
+			}
+			switch {
+			case k.group == nil:
+				group = nil
+			case group == nil || *k.group != *group:
+				group, maxEnd = k.group, *k.end
+			case k.end.After(maxEnd):
+				maxEnd = *k.end
+			}
+			chunk = append(chunk, st)
+		}
+		return nil
+	})
+	if err == nil && len(chunk) > 0 {
+		err = run()
+	}
+	if err != nil {
+		ld.abort()
+		return nil, err
+	}
+	return apart, ld.wait()
+}
+
+// computeChunk recomputes a chunk's bookings with the items that concern them, and queues their
+// writes. It returns the open conflict items of its bookings whose other side is in another chunk.
+func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, payments paymentsOf, chunk []replayed) ([]projections.Item, error) {
+	ids := make([]string, len(chunk))
+	in := make(map[booking.ID]bool, len(chunk))
+	inputs := make([]projections.BookingInput, len(chunk))
+	var stored []projections.Booking
+	for i := range chunk {
+		st := &chunk[i]
+		ids[i], in[st.id] = string(st.id), true
+		linked, closure := payments.index.Link(st.state.PaymentRefs)
+		var lp []projections.LinkedPayment
+		for _, p := range linked {
+			lp = append(lp, projections.LinkedPayment{Stream: p, Events: payments.events[p]})
+		}
+		inputs[i] = projections.BookingInput{Booking: st.id, Events: st.events, StreamVersion: st.version,
+			Payments: lp, PaymentRefs: nonNil(closure), Folded: &st.state}
+		// Bookings rescheduled from this one, wherever they are: they supersede it.
+		for _, by := range st.key.supersededBy {
+			stored = append(stored, projections.Booking{Booking: booking.ID(by), RescheduledFrom: st.id})
+		}
+	}
+	// Simple protocol: a prepared statement's generic plan for thousands of ids scans the table.
+	items, err := queryItems(ctx, m.pool, chunkItemsSQL, pgx.QueryExecModeSimpleProtocol, ids)
+	if err != nil {
+		return nil, fmt.Errorf("items of a chunk: %w", err)
+	}
+	var own, apart []projections.Item
+	for _, it := range items {
+		switch {
+		case it.Kind == projections.ItemConflict && it.OtherBooking != "" && !in[it.OtherBooking]:
+			if it.Open() {
+				apart = append(apart, it)
+			}
+		default:
+			own = append(own, it)
+		}
+	}
+	ch := projections.Recompute(projections.Component{Bookings: inputs, Stored: stored, Canonical: m.bufLinks.Canonical, Items: own})
+	var names []string
+	for _, c := range ch.Claims {
+		if !slices.Contains(names, c.Resource) {
+			names = append(names, c.Resource)
+		}
+	}
+	resourceID, err := m.resourceIDsOf(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	ld.add(func(ctx context.Context, c copier) error {
+		if err := copyBookings(ctx, c, s.table("calendar_bookings"), ch.Rows); err != nil {
+			return err
+		}
+		return copyBookingRefs(ctx, c, s.table("calendar_booking_refs"), ch.Rows)
+	})
+	ld.add(func(ctx context.Context, c copier) error {
+		if err := copyClaims(ctx, c, s.table("calendar_slots"), ch.Claims, ch.Holders, resourceID); err != nil {
+			return err
+		}
+		return stageItems(ctx, c, s, ch.Items)
+	})
+	return apart, nil
+}
+
+// chunkItemsSQL returns the items of existingItemsSQL of bookings $1: the chunk of an item's booking
+// plans it.
+const chunkItemsSQL = existingItemsSQL + ` AND booking = ANY($1)`
+
+// goneItemsSQL returns the open items of bookings the rebuilt calendar has no row of.
+const goneItemsSQL = `SELECT ` + itemColumns + ` FROM reconciliation_items i
+WHERE closed_at IS NULL AND kind IN ('conflict', 'late_event')
+  AND NOT EXISTS (SELECT 1 FROM %s b WHERE b.booking = i.booking)`
+
+// closeApart plans, from the staged rows, the items no chunk could: open conflicts whose sides are
+// in different chunks now, and open items of bookings without a row. The calendar calls for none of
+// them, so they close, with the notes the rows give.
+func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []projections.Item) error {
+	gone, err := queryItems(ctx, m.pool, fmt.Sprintf(goneItemsSQL, s.table("calendar_bookings")))
+	if err != nil {
+		return fmt.Errorf("items without a row: %w", err)
+	}
+	items := append(apart, gone...)
+	if len(items) == 0 {
+		return nil
+	}
+	var names []string
+	for _, it := range items {
+		names = append(names, string(it.Booking))
+		if it.OtherBooking != "" {
+			names = append(names, string(it.OtherBooking))
+		}
+	}
+	rows, err := loadBookingsFrom(ctx, m.pool, s.table("calendar_bookings"), names)
+	if err != nil {
+		return err
+	}
+	ch := projections.Recompute(projections.Component{Stored: slices.Collect(maps.Values(rows)), Items: items})
+	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error { return stageItems(ctx, tx, s, ch.Items) })
+}
+
+// stageItems copies a chunk's item changes into the work tables the swap applies them from.
+func stageItems(ctx context.Context, c copier, s *staging, ch projections.ItemChanges) error {
+	if len(ch.Open) > 0 {
+		src := rowsOf(len(ch.Open), 7, func(i int, row []any) error {
+			d := ch.Open[i]
+			var event, receipt any
+			if !d.EventID.IsZero() {
+				event = [16]byte(d.EventID)
+			}
+			if d.ReceiptID != 0 {
+				receipt = d.ReceiptID
+			}
+			copy(row, []any{string(d.Kind), d.Subject, string(d.Booking), string(d.OtherBooking), event, receipt, d.Reason})
+			return nil
+		})
+		if _, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_item_opens")},
+			[]string{"kind", "subject", "booking", "other_booking", "event_id", "receipt_id", "reason"}, src); err != nil {
+			return fmt.Errorf("stage %d new items: %w", len(ch.Open), err)
+		}
+	}
+	texts := append(ch.Refresh, ch.Close...)
+	if len(texts) == 0 {
+		return nil
+	}
+	src := rowsOf(len(texts), 3, func(i int, row []any) error {
+		copy(row, []any{texts[i].ID, i >= len(ch.Refresh), texts[i].Text})
+		return nil
+	})
+	if _, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_item_texts")}, []string{"id", "close", "text"}, src); err != nil {
+		return fmt.Errorf("stage item texts: %w", err)
+	}
+	return nil
+}
 
 // copier is what a transaction and a connection offer for COPY.
 type copier interface {
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
-}
-
-func compareID(a, b booking.ID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 type paymentRow struct {

@@ -169,12 +169,12 @@ func permutations(n int) [][]int {
 }
 
 // A log with links, an unlink and a relink rebuilds into the rows the incremental projection has,
-// whether the rebuild writes once at the end or early and continues incrementally.
+// whether the rebuild computes the calendar in one chunk or one booking at a time.
 func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		buffer int
-	}{{"one write", 0}, {"early write", 3}} {
+		name  string
+		chunk int
+	}{{"one chunk", 0}, {"chunks of one booking", 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
 			ctx := context.Background()
@@ -194,7 +194,7 @@ func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
 			require.Len(t, incremental.Open, 2, "treatment loses to the intro call, Cal.com to the treatment")
 			require.Len(t, incremental.Links, 3)
 
-			rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, RebuildBufferEvents: c.buffer})
+			rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, RebuildChunk: c.chunk})
 			require.NoError(t, rm.Rebuild(ctx, nil))
 			assert.Equal(t, incremental, snapshotOf(t, e), "rebuilt rows differ from incremental ones")
 		})

@@ -38,13 +38,13 @@ func TestLoaderStopsAtTheFirstFailure(t *testing.T) {
 	m := &ReadModel{pool: testPool(t)}
 	injected := errors.New("injected load failure")
 	var ran atomic.Int32
-	ok := func(ctx context.Context, c copier, table func(string) string) error { ran.Add(1); return nil }
-	l := m.startLoad(context.Background(), &staging{suffix: "_test"})
-	l.add(func(ctx context.Context, c copier, table func(string) string) error {
+	ok := func(ctx context.Context, c copier) error { ran.Add(1); return nil }
+	l := m.startLoad(context.Background())
+	l.add(func(ctx context.Context, c copier) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	l.add(func(ctx context.Context, c copier, table func(string) string) error { return injected })
+	l.add(func(ctx context.Context, c copier) error { return injected })
 	done := make(chan error, 1)
 	go func() {
 		for range 20 {
@@ -66,8 +66,8 @@ func TestLoaderAbortCancelsRunningJobs(t *testing.T) {
 	m := &ReadModel{pool: testPool(t)}
 	started := make(chan struct{})
 	var sawCancel atomic.Bool
-	l := m.startLoad(context.Background(), &staging{suffix: "_test"})
-	l.add(func(ctx context.Context, c copier, table func(string) string) error {
+	l := m.startLoad(context.Background())
+	l.add(func(ctx context.Context, c copier) error {
 		close(started)
 		<-ctx.Done()
 		sawCancel.Store(errors.Is(context.Cause(ctx), errLoadAborted))

@@ -10,6 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/privacy"
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
 )
@@ -62,6 +65,10 @@ func recordAndProject(t *testing.T, r *rand.Rand, ds []delivery) snapshot {
 	incremental := snapshotOf(t, e)
 	require.NoError(t, e.rm.Rebuild(ctx, nil))
 	require.Equal(t, incremental, snapshotOf(t, e), "rebuild differs from incremental")
+	// In chunks as small as the connected sets allow, or a few bookings at least.
+	chunked := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, Texts: privacy.NewTexts(e.pool), RebuildChunk: 1 + r.IntN(4)})
+	require.NoError(t, chunked.Rebuild(ctx, nil))
+	require.Equal(t, incremental, snapshotOf(t, e), "rebuild in chunks differs from incremental")
 	return incremental
 }
 

@@ -2,9 +2,7 @@ package readmodel
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -50,9 +48,9 @@ type Options struct {
 	// Links decodes the events of the link stream (resource.Stream); serve passes the event codec. A
 	// read model without it fails on the first link event rather than ignore it.
 	Links resource.Codec
-	// RebuildBufferEvents bounds the events a rebuild keeps in memory before it writes them (1000000,
-	// about 400 MB); a longer log continues incrementally after the first write.
-	RebuildBufferEvents int
+	// RebuildChunk is the number of bookings a rebuild computes at once, at least (20000): it holds
+	// one chunk in memory at a time, and ends a chunk only between connected sets of claims.
+	RebuildChunk int
 }
 
 // ReadModel is the calendar projection and its queries. Queries are safe for concurrent use; Apply,
@@ -71,9 +69,9 @@ type ReadModel struct {
 	mu    sync.Mutex // guards the apply state below
 	pos   eventlog.Position
 	cache *streamCache
-	// replay holds what Buffer took until Flush writes it (bulk.go); nil outside a bulk load.
-	replay      *replay
-	bufferLimit int64
+	// replay is the bulk load Buffer started and Flush ends (bulk.go); nil outside one.
+	replay       *replay
+	rebuildChunk int
 	// bufLinks is the fold of the link events of the replay being buffered (with replay).
 	bufLinks resource.State
 	// resourceIDs caches calendar_resources, which only grows.
@@ -94,12 +92,12 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 	if opts.ReadConcurrency <= 0 {
 		opts.ReadConcurrency = 4
 	}
-	if opts.RebuildBufferEvents <= 0 {
-		opts.RebuildBufferEvents = 1_000_000
+	if opts.RebuildChunk <= 0 {
+		opts.RebuildChunk = 20_000
 	}
 	return &ReadModel{
 		pool: pool, events: events, codec: codec, receipts: opts.Receipts, steps: opts.Steps, links: opts.Links, texts: opts.Texts, locker: checkpoint.NewLocker(pool),
-		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), bufferLimit: int64(opts.RebuildBufferEvents),
+		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), rebuildChunk: opts.RebuildChunk,
 		resourceIDs: map[string]int32{},
 	}
 }
@@ -283,64 +281,14 @@ func (m *ReadModel) unseen(events []eventlog.RecordedEvent) []eventlog.RecordedE
 	return fresh
 }
 
-// Buffer implements projections.Bulk: it decodes a replay's events (on every core: decoding is most
-// of a replay's own work) and keeps them until Flush; it has room until RebuildBufferEvents.
-func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent) (bool, error) {
+// Buffer implements projections.Bulk: it stores a replay's events for Flush (bulk.go).
+func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.replay == nil {
-		m.replay = &replay{streams: map[string]*cacheEntry{}, last: m.pos}
-		m.bufLinks = resource.Fold(nil)
-	}
-	events = m.unseen(events)
-	decoded := make([]booking.Event, len(events))
-	ours := make([]bool, len(events))
-	workers := min(runtime.GOMAXPROCS(0), 8, max(1, len(events)/256))
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(events); i += workers {
-				rec := events[i]
-				if rec.StreamID == resource.Stream {
-					continue // folded in order below
-				}
-				if _, ok := booking.FromStream(rec.StreamID); !ok {
-					continue
-				}
-				ev, err := m.codec.Decode(rec)
-				if err != nil {
-					errs[w] = fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
-					return
-				}
-				decoded[i], ours[i] = ev, true
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return false, err
-	}
-	for i, rec := range events {
-		if ours[i] {
-			m.replay.add(rec.StreamID, rec.Version, decoded[i])
-		}
-		if rec.StreamID == resource.Stream {
-			ev, err := m.decodeLink(rec)
-			if err != nil {
-				return false, err
-			}
-			m.bufLinks.Evolve(ev)
-		}
-	}
-	m.replay.events += int64(len(events))
-	if len(events) > 0 {
-		m.replay.last = events[len(events)-1].Position
-	}
-	return m.replay.events < m.bufferLimit, nil
+	return m.buffer(ctx, events)
 }
 
-// Flush implements projections.Bulk (bulk.go).
+// Flush implements projections.Bulk: it computes and writes the replay (bulk.go).
 func (m *ReadModel) Flush(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

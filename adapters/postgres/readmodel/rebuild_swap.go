@@ -17,18 +17,22 @@ import (
 // every claim), which one connection does on one core while the rebuild's own process waits. So the
 // write loads staging tables instead — copies of the read-model tables made with CREATE TABLE … (LIKE …
 // INCLUDING ALL), which keeps the exclusion constraint — from rebuildLoadConns connections at once,
-// each committing on its own (claims are split by resource, so two loads never check against each
-// other's rows). Then one transaction moves the checkpoint, drops the (empty) read-model tables,
-// renames the staging tables, their indexes and constraints to the names the migration gave the
-// originals, and, at the end of the replay, syncs the reconciliation items. Readers see the old
-// tables until that commit and the new ones after it. A crash before it leaves the checkpoint at the
-// start and staging tables nobody reads; the next rebuild's write drops them. Each write names its
-// staging tables with a random suffix, so a runner that lost its lock cannot swap in another
-// runner's tables, and its commit fails on the checkpoint anyway.
+// each committing on its own (the chunks of a rebuild never share a connected set of claims, so two
+// loads never check against each other's rows). Then one transaction moves the checkpoint, drops the
+// (empty) read-model tables, renames the staging tables, their indexes and constraints to the names
+// the migration gave the originals, and syncs the reconciliation items. Readers see the old tables
+// until that commit and the new ones after it. A crash before it leaves the checkpoint at the start
+// and staging tables nobody reads; the next rebuild drops them. Each rebuild names its staging tables
+// with a random suffix, so a runner that lost its lock cannot swap in another runner's tables, and its
+// commit fails on the checkpoint anyway.
 //
 // Anything the swap would not carry over (grants, views, triggers, foreign keys, policies,
-// publications, inheritance, another owner) makes the write fall back to loading the read-model
-// tables in place, in one transaction and on one connection.
+// publications, inheritance, another owner) makes the final transaction copy the staging tables into
+// the read-model tables instead.
+//
+// The same suffix names the rebuild's work tables (UNLOGGED: nothing survives a crash that the
+// replay does not make again): the replayed events, each booking's key, the resource groups and the
+// staged item changes (bulk.go).
 
 // rebuildTables are the tables a rebuild's write replaces.
 var rebuildTables = []string{"calendar_bookings", "calendar_slots", "payment_streams", "payment_stream_refs", "calendar_booking_refs"}
@@ -36,7 +40,16 @@ var rebuildTables = []string{"calendar_bookings", "calendar_slots", "payment_str
 // rebuildLoadConns is the number of connections that load staging tables at once.
 const rebuildLoadConns = 2
 
-const stagingPattern = `^(calendar_bookings|calendar_slots|payment_streams|payment_stream_refs|calendar_booking_refs)_rebuild_[0-9a-f]{16}$`
+// workTables are the rebuild's own tables, created with the staging tables and dropped by the swap.
+var workTables = map[string]string{
+	"calendar_replay":     `stream_id text, version bigint, event_id uuid, event_type text, data bytea, metadata bytea`,
+	"calendar_keys":       `stream text, booking text, resource text, lower timestamptz, upper timestamptz, rescheduled_from text`,
+	"calendar_groups":     `resource text, grp integer`,
+	"calendar_item_opens": `kind text, subject text, booking text, other_booking text, event_id uuid, receipt_id bigint, reason text`,
+	"calendar_item_texts": `id bigint, close boolean, text text`,
+}
+
+const stagingPattern = `^(calendar_bookings|calendar_slots|payment_streams|payment_stream_refs|calendar_booking_refs|calendar_replay|calendar_keys|calendar_groups|calendar_item_opens|calendar_item_texts)_rebuild_[0-9a-f]{16}$`
 
 // swapBlockersSQL names the read-model tables that something else refers to, that carry settings
 // CREATE TABLE … LIKE does not copy, that another role owns (it could not drop them, and the new
@@ -63,25 +76,24 @@ FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = $1::r
 UNION ALL
 SELECT 'check', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k WHERE k.conrelid = $1::regclass AND k.contype = 'c'`
 
-// staging is one write's set of staging tables.
+// staging is one rebuild's set of staging and work tables.
 type staging struct {
 	suffix string
-	// renames are the statements that give the staging tables' parts the originals' names, after
-	// the originals are dropped and the staging tables renamed.
-	renames []string
+	// swappable says the staging tables can replace the originals; renames are then the statements
+	// that give their parts the originals' names, after the originals are dropped and the staging
+	// tables renamed.
+	swappable bool
+	renames   []string
 }
 
 func (s *staging) table(name string) string { return name + s.suffix }
 
-// createStaging drops staging tables left by earlier writes, creates this write's, and pairs their
-// parts with the originals'. It returns nil (and no error) when the tables cannot be swapped.
+// createStaging drops staging tables left by earlier rebuilds, creates this one's, and pairs their
+// parts with the originals' when the originals can be swapped.
 func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 	blockers, err := collectStrings(ctx, m.pool, swapBlockersSQL, rebuildTables)
 	if err != nil {
 		return nil, fmt.Errorf("check read-model tables: %w", err)
-	}
-	if len(blockers) > 0 {
-		return nil, nil
 	}
 	if err := dropStaging(ctx, m.pool, ""); err != nil {
 		return nil, err
@@ -90,21 +102,27 @@ func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("name staging tables: %w", err)
 	}
-	s := &staging{suffix: "_rebuild_" + hex.EncodeToString(b[:])}
+	s := &staging{suffix: "_rebuild_" + hex.EncodeToString(b[:]), swappable: len(blockers) == 0}
 	var create strings.Builder
 	for _, t := range rebuildTables {
 		fmt.Fprintf(&create, "CREATE TABLE %s (LIKE %s INCLUDING ALL);\n", s.table(t), t)
+	}
+	for t, columns := range workTables {
+		fmt.Fprintf(&create, "CREATE UNLOGGED TABLE %s (%s);\n", s.table(t), columns)
 	}
 	if _, err := m.pool.Exec(ctx, create.String()); err != nil {
 		return nil, fmt.Errorf("create staging tables: %w", err)
 	}
 	for _, t := range rebuildTables {
+		if !s.swappable {
+			break
+		}
 		renames, ok, err := pairParts(ctx, m.pool, t, s.table(t))
-		if err != nil || !ok {
+		if err != nil {
 			m.dropStagingQuietly(s)
 			return nil, err
 		}
-		s.renames = append(s.renames, renames...)
+		s.renames, s.swappable = append(s.renames, renames...), ok
 	}
 	return s, nil
 }
@@ -189,8 +207,8 @@ func (m *ReadModel) dropStagingQuietly(s *staging) {
 	_ = dropStaging(ctx, m.pool, s.suffix)
 }
 
-// loadJob copies one part of the rebuilt read model into table.
-type loadJob func(ctx context.Context, c copier, table func(string) string) error
+// loadJob copies one part of the rebuilt read model into the staging tables.
+type loadJob func(ctx context.Context, c copier) error
 
 // loader runs load jobs on rebuildLoadConns connections as they are added, each job in its own
 // transaction, so that the first parts load while the rest are computed.
@@ -203,8 +221,8 @@ type loader struct {
 
 var errLoadAborted = errors.New("load of staging tables aborted")
 
-// startLoad starts the connections that load s; the caller ends with wait or abort.
-func (m *ReadModel) startLoad(ctx context.Context, s *staging) *loader {
+// startLoad starts the connections that load; the caller ends with wait or abort.
+func (m *ReadModel) startLoad(ctx context.Context) *loader {
 	ctx, cancel := context.WithCancelCause(ctx)
 	l := &loader{next: make(chan loadJob), cancel: cancel, errs: make([]error, rebuildLoadConns)}
 	for w := range rebuildLoadConns {
@@ -222,7 +240,7 @@ func (m *ReadModel) startLoad(ctx context.Context, s *staging) *loader {
 				if ctx.Err() != nil {
 					continue // failed or aborted: only drain, so that add never blocks
 				}
-				if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return j(ctx, tx, s.table) }); err != nil {
+				if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return j(ctx, tx) }); err != nil {
 					l.errs[w] = err
 					cancel(err)
 				}
@@ -250,15 +268,28 @@ func (l *loader) abort() {
 	l.wg.Wait()
 }
 
-// swap replaces the read-model tables with the staging tables. tx has moved the checkpoint.
-func (s *staging) swap(ctx context.Context, tx pgx.Tx) error {
+// install replaces the read-model tables with the staging tables — swapped in, or copied when they
+// cannot be — and drops the work tables. tx has moved the checkpoint.
+func (s *staging) install(ctx context.Context, tx pgx.Tx) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "DROP TABLE %s;\n", strings.Join(rebuildTables, ", "))
-	for _, t := range rebuildTables {
-		fmt.Fprintf(&b, "ALTER TABLE %s RENAME TO %s;\n", s.table(t), t)
+	if s.swappable {
+		fmt.Fprintf(&b, "DROP TABLE %s;\n", strings.Join(rebuildTables, ", "))
+		for _, t := range rebuildTables {
+			fmt.Fprintf(&b, "ALTER TABLE %s RENAME TO %s;\n", s.table(t), t)
+		}
+		for _, r := range s.renames {
+			b.WriteString(r + ";\n")
+		}
+	} else {
+		// Empty already (the reset did it in the transaction that moved the checkpoint to the
+		// start); repeated so that the copy can never meet a row.
+		fmt.Fprintf(&b, "TRUNCATE %s;\n", strings.Join(rebuildTables, ", "))
+		for _, t := range rebuildTables {
+			fmt.Fprintf(&b, "INSERT INTO %s SELECT * FROM %s;\nDROP TABLE %[2]s;\n", t, s.table(t))
+		}
 	}
-	for _, r := range s.renames {
-		b.WriteString(r + ";\n")
+	for t := range workTables {
+		fmt.Fprintf(&b, "DROP TABLE %s;\n", s.table(t))
 	}
 	if _, err := tx.Exec(ctx, b.String()); err != nil {
 		return fmt.Errorf("swap in the rebuilt tables: %w", err)

@@ -128,11 +128,16 @@ func scanBooking(row pgx.Row) (projections.Booking, error) {
 
 // loadBookings returns the calendar rows of ids that exist.
 func loadBookings(ctx context.Context, q reader, ids []string) (map[booking.ID]projections.Booking, error) {
+	return loadBookingsFrom(ctx, q, "calendar_bookings", ids)
+}
+
+// loadBookingsFrom is loadBookings from table, calendar_bookings or a rebuild's staging copy.
+func loadBookingsFrom(ctx context.Context, q reader, table string, ids []string) (map[booking.ID]projections.Booking, error) {
 	out := map[booking.ID]projections.Booking{}
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT `+bookingColumns+` FROM calendar_bookings WHERE booking = ANY($1)`, ids)
+	rows, err := q.Query(ctx, `SELECT `+bookingColumns+` FROM `+pgx.Identifier{table}.Sanitize()+` WHERE booking = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load calendar rows: %w", err)
 	}
