@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -57,8 +58,10 @@ func personalArgs(p ledger.Personal) []any {
 	return []any{bookings, emails, names, events, fields, tb, texts}
 }
 
-// savePersonalSQL saves personal data on its own: for a commit without appends (a redelivery), queued
-// in the group's batch before its receipt, and for SavePersonal.
+// ErrPersonalWithoutAppends: a commit carried personal data but no appends (ledger.Commit.Personal).
+var ErrPersonalWithoutAppends = errors.New("personal data is saved only with appends")
+
+// savePersonalSQL saves personal data on its own, for SavePersonal.
 var savePersonalSQL = `WITH ` + personalCTEs(1, false) + ` SELECT 1`
 
 // SavePersonal saves p in a transaction of its own. It is for stores whose events live elsewhere

@@ -1,12 +1,17 @@
 package postgres_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
@@ -35,33 +40,32 @@ func contactOf(t *testing.T, pool *pgxpool.Pool, b booking.ID) string {
 }
 
 // A delivery's contacts and texts are written by the statement that commits it, in the group's one
-// transaction: with its appends when they succeed, not at all when they conflict (the ledger decides
-// again and commits them then), by a statement of their own for a redelivery that appends nothing,
-// and never for an erased booking.
+// transaction: with its appends when they succeed (an idempotent re-append included), not at all when
+// they conflict (the ledger decides again and commits them then), and never for an erased booking. A
+// commit without appends carries none (it would lock a contact without its booking's stream).
 func TestGroupCommitSavesPersonalDataWithTheDelivery(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stored, conflicting, erased, fresh := streamName(t), streamName(t), streamName(t), streamName(t)
-	_, err := s.Append(ctx, stored, eventlog.NoStream(), []eventlog.EventData{event(t, "booking.scheduled.v1")})
+	storedEvent := event(t, "booking.scheduled.v1")
+	_, err := s.Append(ctx, stored, eventlog.NoStream(), []eventlog.EventData{storedEvent})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `WITH e AS (INSERT INTO erasures (erased_by, bookings, counts) VALUES ('test', ARRAY[$1], '{}') RETURNING id)
 INSERT INTO erased_subjects (subject, erasure) SELECT $1, id FROM e`, string(bookingOf(erased)))
 	require.NoError(t, err)
 
 	freshEvent := event(t, "booking.scheduled.v1")
-	redelivery := commitOf("d-redelivery")
-	redelivery.Receipt.Outcome = ledger.OutcomeDuplicate
 	results, errs := commitHeldGroup(t, s, []ledger.Commit{
 		withPersonal(commitOf("d-fresh", appendOf(fresh, eventlog.NoStream(), freshEvent)), bookingOf(fresh), "fresh@example.com"),
 		withPersonal(commitOf("d-conflict", appendOf(conflicting, eventlog.Exact(5), event(t, "booking.scheduled.v1"))), bookingOf(conflicting), "conflict@example.com"),
-		withPersonal(redelivery, bookingOf(stored), "stored@example.com"),
+		withPersonal(commitOf("d-redelivery", appendOf(stored, eventlog.NoStream(), storedEvent)), bookingOf(stored), "stored@example.com"),
 		withPersonal(commitOf("d-erased", appendOf(erased, eventlog.NoStream(), event(t, "booking.scheduled.v1"))), bookingOf(erased), "erased@example.com"),
 	})
 	require.NoError(t, errs[0])
 	assert.Equal(t, ledger.OutcomeAccepted, results[0].Outcome)
 	assert.ErrorIs(t, errs[1], eventlog.ErrVersionConflict)
 	require.NoError(t, errs[2])
-	assert.Equal(t, ledger.OutcomeDuplicate, results[2].Outcome)
+	assert.Equal(t, ledger.OutcomeDuplicate, results[2].Outcome, "an idempotent re-append")
 	require.NoError(t, errs[3], "an erased booking's delivery is recorded, without its personal data")
 
 	assert.Equal(t, "fresh@example.com", contactOf(t, pool, bookingOf(fresh)))
@@ -73,11 +77,46 @@ INSERT INTO erased_subjects (subject, erasure) SELECT $1, id FROM e`, string(boo
 	assert.Zero(t, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1`, string(bookingOf(erased))))
 
 	// A newer address wins; the kept text of an event stays the first one.
-	again := withPersonal(commitOf("d-fresh-2"), bookingOf(fresh), "newer@example.com")
-	again.Personal.FreeTexts[0].Event = freshEvent.ID
-	_, err = s.Commit(ctx, again)
+	_, err = s.Commit(ctx, withPersonal(commitOf("d-fresh-2", appendOf(fresh, eventlog.Any(), freshEvent)), bookingOf(fresh), "newer@example.com"))
 	require.NoError(t, err)
 	assert.Equal(t, "newer@example.com", contactOf(t, pool, bookingOf(fresh)))
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1 AND text = 'text of fresh@example.com'`, string(bookingOf(fresh))))
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1`, string(bookingOf(fresh))))
+}
+
+func TestCommitRefusesPersonalDataWithoutAppends(t *testing.T) {
+	s, pool := newStore(t)
+	_, err := s.Commit(testCtx(t), withPersonal(commitOf("d-none"), "calendly-x", "x@example.com"))
+	require.ErrorIs(t, err, postgres.ErrPersonalWithoutAppends)
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts`))
+}
+
+// Copies of one delivery with a contact, sent at once, meet in concurrent groups: some append, some
+// re-append, some find every event stored and commit a receipt only. Every one is recorded (a lock
+// taken out of order between two groups would make PostgreSQL abort one as a deadlock).
+func TestConcurrentCopiesWithAContactAreAllRecorded(t *testing.T) {
+	s, pool := newStore(t)
+	svc := ledger.NewService(s, eventcodec.JSON{})
+	for round := range 5 {
+		b := booking.ID(fmt.Sprintf("calendly-copies-%d-%s", round, newID(t)))
+		ev := booking.Event{ID: newID(t), Booking: b, Provider: "calendly", ProviderRef: string(b), OccurredAt: time.Now().UTC(),
+			Payload: booking.Scheduled{Capacity: 1, Slot: booking.Slot{Meeting: "m", Resources: []string{"host"},
+				Start: time.Date(2031, 1, 1, 9, 0, 0, 0, time.UTC), End: time.Date(2031, 1, 1, 10, 0, 0, 0, time.UTC)}}}
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := svc.Record(testCtx(t), ledger.Delivery{
+					Receipt:  ledger.Receipt{Provider: "calendly", ReceivedAt: time.Now().UTC(), DeliveryID: "copy", Body: []byte(`{"copy":` + fmt.Sprint(i) + `}`)},
+					Events:   []booking.Event{ev},
+					Contacts: []ledger.Contact{{Booking: b, Email: "ada@example.com", Name: "Ada"}},
+				})
+				assert.NoError(t, err, "round %d copy %d", round, i)
+			}()
+		}
+		wg.Wait()
+		assert.Equal(t, 20, count(t, pool, `SELECT count(*) FROM receipts WHERE bookings @> ARRAY[$1::text]`, string(b)))
+		assert.Equal(t, "ada@example.com", contactOf(t, pool, b))
+	}
 }

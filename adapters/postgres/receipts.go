@@ -107,6 +107,11 @@ const commitRunners = 2
 // the ledger reload and decide again), while a group that fails to commit fails every Commit in it, so
 // nothing is acknowledged that was not durably written.
 func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResult, error) {
+	if len(c.Appends) == 0 && !c.Personal.IsZero() {
+		// Saved without its booking's stream lock, a contact's row lock would be taken before that
+		// stream's in one group and after it in another: a deadlock.
+		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, ErrPersonalWithoutAppends)
+	}
 	for _, a := range c.Appends {
 		if err := eventlog.Validate(a.Stream, a.Events); err != nil {
 			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
@@ -155,9 +160,6 @@ func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.Com
 	for _, i := range order {
 		c := commits[i]
 		if len(c.Appends) == 0 {
-			if !c.Personal.IsZero() {
-				batch.Queue(savePersonalSQL, personalArgs(c.Personal)...)
-			}
 			batch.Queue(insertReceiptSQL, insertReceiptArgs(c.Receipt, reqs[i].body)...)
 			continue
 		}
@@ -175,12 +177,6 @@ func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.Com
 		}
 		var err error
 		if len(c.Appends) == 0 {
-			if !c.Personal.IsZero() {
-				if _, err = br.Exec(); err != nil {
-					failed = fmt.Errorf("save personal data: %w", err)
-					break
-				}
-			}
 			results[i], err = scanReceiptOnly(br.QueryRow())
 		} else {
 			results[i], errs[i], err = scanDelivery(br.QueryRow(), c)

@@ -102,7 +102,9 @@ type Commit struct {
 	Appends []Append
 	Receipt Receipt
 	// Personal is the delivery's personal data, kept apart from the events where erasure can remove
-	// it: set only on commits of deliveries whose events are recorded (new or already stored).
+	// it: set only on commits with appends (a redelivery whose events are all stored already had its
+	// personal data saved with them), so that a store takes a booking's personal-data locks only
+	// where it holds the booking's stream.
 	Personal Personal
 }
 
@@ -231,7 +233,9 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 			return res, err
 		}
 		c.Receipt = r
-		c.Personal = Personal{Contacts: d.Contacts, FreeTexts: texts}
+		if len(c.Appends) > 0 {
+			c.Personal = Personal{Contacts: d.Contacts, FreeTexts: texts}
+		}
 		c.Receipt.Outcome = OutcomeDuplicate
 		if len(c.Appends) > 0 {
 			c.Receipt.Outcome = OutcomeAccepted
