@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,4 +199,99 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 	sigs, err = standard.ParseSignatures(rc.messages()[1].header.Get(standard.HeaderSignature))
 	require.NoError(t, err)
 	assert.Len(t, sigs, 1)
+}
+
+// One job attempts many deliveries of an endpoint together (the projection plans a catch-up of 48
+// events at once) and each delivery still follows its own course: the one that succeeds is done,
+// the ones that fail with a short wait (the schedule's 50 ms, or Retry-After: 1) are retried by the
+// same job after their wait, and the one told to come back in 2 s (beyond the inline wait) gets a
+// job of its own due then. Every delivery succeeds exactly once, and no delivery job is left.
+func TestAJobOfManyDeliveriesGivesEachItsOwnCourse(t *testing.T) {
+	e := newEnv(t)
+	first := e.startRelay(t, relayOpts{noProjection: true, workers: 8})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	const n = 48
+	// webhook-id -> 0 succeed, 1 fail once (500), 2 fail once (503, Retry-After: 2), 3 fail once (429, Retry-After: 1)
+	course := map[string]int{}
+	for i := range n {
+		course["msg_"+e.eid(fmt.Sprintf("calendly-batch-%d", i), "scheduled").String()] = i % 4
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+	)
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		id := req.Header.Get("webhook-id")
+		mu.Lock()
+		seen[id]++
+		k := seen[id]
+		mu.Unlock()
+		switch {
+		case k == 1 && course[id] == 1:
+			w.WriteHeader(http.StatusInternalServerError)
+		case k == 1 && course[id] == 2:
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case k == 1 && course[id] == 3:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			rc.serve(w, req)
+		}
+	})
+	ep, secret, err := first.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	e.recordCreates(t, "calendly-batch", n, 12)
+	e.startRelay(t, relayOpts{workers: 8}) // its projection plans the 48 events in one batch
+
+	eventually(t, 60*time.Second, "every delivery succeeded", func() bool {
+		return len(deliveriesIn(t, first, ep.ID, relay.StateSucceeded)) == n
+	})
+	var most int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT coalesce(max(jsonb_array_length(args->'delivery_ids')), 1) FROM river_job
+WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
+	assert.Greater(t, most, 1, "deliveries were attempted by jobs of several")
+	eventually(t, 10*time.Second, "no delivery job left", func() bool {
+		var live int
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM river_job
+WHERE kind = 'bookingledger.relay_deliver' AND state NOT IN ('completed', 'cancelled', 'discarded')`).Scan(&live))
+		return live == 0
+	})
+	time.Sleep(300 * time.Millisecond) // anything extra would arrive now
+	assert.Empty(t, rc.invalidMessages())
+	assert.Len(t, rc.ids(), n)
+	for id, c := range rc.ids() {
+		assert.Equal(t, 1, c, "webhook-id %s succeeded once", id)
+	}
+	mu.Lock()
+	for id, c := range seen {
+		assert.Equal(t, 1+min(course[id], 1), c, "webhook-id %s: requests", id)
+	}
+	mu.Unlock()
+	for _, d := range deliveriesIn(t, first, ep.ID, "") {
+		_, attempts, err := first.DeliveryWithAttempts(ctx, d.ID)
+		require.NoError(t, err)
+		switch course[d.WebhookID] {
+		case 0:
+			require.Len(t, attempts, 1)
+		case 1:
+			require.Len(t, attempts, 2)
+			assert.Equal(t, http.StatusInternalServerError, attempts[0].Status)
+			assert.GreaterOrEqual(t, attempts[1].At.Sub(attempts[0].At), 45*time.Millisecond, "the schedule's wait")
+		case 2:
+			require.Len(t, attempts, 2)
+			assert.Equal(t, http.StatusServiceUnavailable, attempts[0].Status)
+			assert.GreaterOrEqual(t, attempts[1].At.Sub(attempts[0].At), 1950*time.Millisecond, "Retry-After: 2")
+		case 3:
+			require.Len(t, attempts, 2)
+			assert.Equal(t, http.StatusTooManyRequests, attempts[0].Status)
+			assert.GreaterOrEqual(t, attempts[1].At.Sub(attempts[0].At), 950*time.Millisecond, "Retry-After: 1")
+		}
+		assert.True(t, attempts[len(attempts)-1].Succeeded)
+	}
+	got, err := first.Endpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Zero(t, got.ConsecutiveFailures, "the streak ended")
 }

@@ -1,7 +1,8 @@
 // Package relay delivers every ledger event to the user's own endpoints: a projection of the event
-// log plans one delivery per (event, matching endpoint) together with its River job, in the
-// transaction that advances its checkpoint; workers send each as a Standard Webhooks message, record
-// every attempt, retry on a schedule, alert on failure streaks and pause endpoints that answer 410.
+// log plans one delivery per (event, matching endpoint) together with River jobs of up to 32 of an
+// endpoint's deliveries, in the transaction that advances its checkpoint; workers send each as a
+// Standard Webhooks message, record every attempt, retry on a schedule, alert on failure streaks and
+// pause endpoints that answer 410.
 // Deliveries, attempts, replays and alerts live in the relay_* tables; job arguments carry their IDs
 // only.
 //

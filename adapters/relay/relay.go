@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,6 +104,8 @@ type Relay struct {
 	// inserter inserts jobs in the caller's transaction; it is insert-only (no workers), so that
 	// every command, not only serve, can schedule work.
 	inserter *river.Client[pgx.Tx]
+	// sending bounds the attempts in flight to workers: a job attempts its deliveries at once.
+	sending chan struct{}
 }
 
 // New returns a relay.
@@ -148,6 +151,7 @@ func New(cfg Config) (*Relay, error) {
 	if r.workers <= 0 {
 		r.workers = DefaultWorkers
 	}
+	r.sending = make(chan struct{}, r.workers)
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -177,13 +181,24 @@ func (r *Relay) Projection() (*checkpoint.Projection, error) {
 	return checkpoint.New(r.pool, checkpoint.Config{Name: ProjectionName, Apply: r.plan})
 }
 
-// DeliverArgs is the job of one attempt of a delivery. Stored in river_job rows: never rename it.
+// DeliverArgs is the job of attempting deliveries of one endpoint. Stored in river_job rows: never
+// rename its fields.
 type DeliverArgs struct {
-	DeliveryID int64 `json:"delivery_id"`
+	// DeliveryID is the delivery of a job of one (a retry; every job inserted before batches).
+	DeliveryID int64 `json:"delivery_id,omitempty"`
+	// DeliveryIDs are the deliveries of a job of several, up to maxJobDeliveries of one endpoint.
+	DeliveryIDs []int64 `json:"delivery_ids,omitempty"`
 }
 
 // Kind is River's name of the job.
 func (DeliverArgs) Kind() string { return "bookingledger.relay_deliver" }
+
+func (a DeliverArgs) ids() []int64 {
+	if len(a.DeliveryIDs) > 0 {
+		return a.DeliveryIDs
+	}
+	return []int64{a.DeliveryID}
+}
 
 // AlertArgs is the job that sends one alert.
 type AlertArgs struct {
@@ -193,15 +208,34 @@ type AlertArgs struct {
 // Kind is River's name of the job.
 func (AlertArgs) Kind() string { return "bookingledger.relay_alert" }
 
-// enqueue inserts one delivery job per id in tx, due at at (zero: now).
+// maxJobDeliveries bounds the deliveries of one job. A job's deliveries are attempted together and
+// recorded in one transaction, so River's work (insert, fetch, completion) and the commit are shared
+// by all of them: one job and one commit per delivery was most of a delivery's database time
+// (docs/relay.md, "Keeping up").
+const maxJobDeliveries = 32
+
+// enqueue inserts the jobs of ids, deliveries of one endpoint, due at at (zero: now): up to
+// maxJobDeliveries per job.
 func (r *Relay) enqueue(ctx context.Context, tx pgx.Tx, ids []int64, at time.Time) error {
-	if len(ids) == 0 {
-		return nil
+	return r.insertJobs(ctx, tx, jobParams(nil, ids, at))
+}
+
+// jobParams appends the jobs of ids, deliveries of one endpoint, due at at, to params.
+func jobParams(params []river.InsertManyParams, ids []int64, at time.Time) []river.InsertManyParams {
+	opts := &river.InsertOpts{Queue: Queue, MaxAttempts: jobMaxAttempts, ScheduledAt: at}
+	for chunk := range slices.Chunk(ids, maxJobDeliveries) {
+		args := DeliverArgs{DeliveryIDs: chunk}
+		if len(chunk) == 1 {
+			args = DeliverArgs{DeliveryID: chunk[0]}
+		}
+		params = append(params, river.InsertManyParams{Args: args, InsertOpts: opts})
 	}
-	params := make([]river.InsertManyParams, len(ids))
-	for i, id := range ids {
-		params[i] = river.InsertManyParams{Args: DeliverArgs{DeliveryID: id},
-			InsertOpts: &river.InsertOpts{Queue: Queue, MaxAttempts: jobMaxAttempts, ScheduledAt: at}}
+	return params
+}
+
+func (r *Relay) insertJobs(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
+	if len(params) == 0 {
+		return nil
 	}
 	if _, err := r.inserter.InsertManyTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("insert delivery jobs: %w", err)
@@ -272,24 +306,45 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedE
 	if len(epIDs) == 0 {
 		return nil
 	}
-	ids, err := collectIDs(tx.Query(ctx, `INSERT INTO relay_deliveries
+	rows, err = tx.Query(ctx, `INSERT INTO relay_deliveries
     (endpoint_id, event_id, booking, stream, stream_version, event_type, recorded_at, state, next_attempt_at)
 SELECT e, v::uuid, b, s, ver, t, rec, st, CASE WHEN st = 'pending' THEN now() END
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::timestamptz[], $8::text[])
     AS x(e, v, b, s, ver, t, rec, st)
 ON CONFLICT (endpoint_id, event_id) DO NOTHING
-RETURNING CASE WHEN state = 'pending' THEN id ELSE 0 END`,
-		epIDs, eventIDs, bookings, streams, versions, typs, recorded, states))
+RETURNING id, endpoint_id, state = 'pending'`,
+		epIDs, eventIDs, bookings, streams, versions, typs, recorded, states)
 	if err != nil {
 		return fmt.Errorf("relay plan: insert deliveries: %w", err)
 	}
-	pending := ids[:0]
-	for _, id := range ids {
-		if id != 0 {
-			pending = append(pending, id)
+	pending := map[int64][]int64{} // by endpoint: a job's deliveries are one endpoint's
+	var order []int64
+	for rows.Next() {
+		var (
+			id, ep int64
+			ok     bool
+		)
+		if err := rows.Scan(&id, &ep, &ok); err != nil {
+			rows.Close()
+			return fmt.Errorf("relay plan: insert deliveries: %w", err)
 		}
+		if !ok {
+			continue
+		}
+		if _, seen := pending[ep]; !seen {
+			order = append(order, ep)
+		}
+		pending[ep] = append(pending[ep], id)
 	}
-	return r.enqueue(ctx, tx, pending, time.Time{})
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("relay plan: insert deliveries: %w", err)
+	}
+	var params []river.InsertManyParams
+	for _, ep := range order {
+		params = jobParams(params, pending[ep], time.Time{})
+	}
+	return r.insertJobs(ctx, tx, params)
 }
 
 // wait returns the jittered wait before attempt n+1 of a run (n attempts done), and false when the

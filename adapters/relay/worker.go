@@ -2,14 +2,17 @@ package relay
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,16 +64,30 @@ type delivery struct {
 	disabled             bool
 }
 
-func (r *Relay) loadDelivery(ctx context.Context, id int64) (delivery, error) {
-	var d delivery
-	var v int64
-	err := r.pool.QueryRow(ctx, `SELECT d.id, d.endpoint_id, d.event_id::text, d.stream, d.stream_version, d.state,
+// loadDeliveries returns the pending ones of ids with their endpoints, in id order.
+func (r *Relay) loadDeliveries(ctx context.Context, ids []int64) ([]delivery, error) {
+	rows, err := r.pool.Query(ctx, `SELECT d.id, d.endpoint_id, d.event_id::text, d.stream, d.stream_version, d.state,
     d.attempts, d.run_attempts, d.replay_id, e.url, e.secret, e.previous_secret, e.previous_until, e.disabled_at IS NOT NULL
-FROM relay_deliveries d JOIN relay_endpoints e ON e.id = d.endpoint_id WHERE d.id = $1`, id).Scan(
-		&d.id, &d.endpointID, &d.eventID, &d.stream, &v, &d.state, &d.attempts, &d.runAttempt, &d.replayID,
-		&d.url, &d.secret, &d.previous, &d.until, &d.disabled)
-	d.version = uint64(v)
-	return d, err
+FROM relay_deliveries d JOIN relay_endpoints e ON e.id = d.endpoint_id
+WHERE d.id = ANY($1) AND d.state = 'pending' ORDER BY d.id`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []delivery
+	for rows.Next() {
+		var (
+			d delivery
+			v int64
+		)
+		if err := rows.Scan(&d.id, &d.endpointID, &d.eventID, &d.stream, &v, &d.state, &d.attempts, &d.runAttempt, &d.replayID,
+			&d.url, &d.secret, &d.previous, &d.until, &d.disabled); err != nil {
+			return nil, err
+		}
+		d.version = uint64(v)
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 // attempt is the outcome of one send.
@@ -84,57 +101,183 @@ type attempt struct {
 	outcome    string
 }
 
+// sent is one attempt of a round and what follows from it.
+type sent struct {
+	d     delivery
+	a     attempt
+	state string
+	next  time.Time // the next attempt's due time while state is pending
+	wait  time.Duration
+}
+
+// Work attempts the job's deliveries (one endpoint's) together: each round sends the due ones at
+// once, bounded by the relay's workers, and records every attempt of the round in one transaction.
+// A failure whose next attempt is due within InlineWait is retried in a later round of this job;
+// one due later gets a job of its own, inserted in the transaction that completes this one, so a
+// delivery never has two live jobs.
 func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	r := w.r
+	ids := job.Args.ids()
+	var (
+		inline = map[int64]time.Time{} // retried by this job from then
+		later  = map[int64]time.Time{} // retried by a job of its own from then
+		split  []int64                 // its message could not be built: retried as a job of its own
+	)
+	work := ids
 	for {
-		wait, again, err := w.attempt(ctx, job)
-		if err != nil || !again {
+		if work == nil {
+			if len(inline) == 0 {
+				return r.finish(ctx, job, later, split)
+			}
+			first := time.Time{}
+			for _, at := range inline {
+				if first.IsZero() || at.Before(first) {
+					first = at
+				}
+			}
+			// A short wait is spent here rather than in River, whose scheduled jobs become available
+			// only every few seconds; the attempts and their due times are recorded already, so a
+			// crash in between loses nothing (River runs the job again). Stopped meanwhile, the job
+			// hands every retry to a job of its own, due when it was.
+			if wait := first.Sub(r.clock()); wait > 0 {
+				if eventlog.Sleep(ctx, wait) != nil {
+					maps.Copy(later, inline)
+					return r.finish(ctx, job, later, split)
+				}
+			}
+			now := r.clock()
+			for id, at := range inline {
+				if !at.After(now) {
+					work = append(work, id)
+					delete(inline, id)
+				}
+			}
+			slices.Sort(work)
+			continue
+		}
+		ds, err := r.loadDeliveries(ctx, work)
+		if err != nil {
+			return fmt.Errorf("load deliveries: %w", err)
+		}
+		if len(ds) == 0 && len(inline) == 0 && len(later) == 0 && len(split) == 0 {
+			return nil // finished, paused or removed by another path: nothing to record
+		}
+		work = nil
+		var paused []int64
+		var due []delivery
+		for _, d := range ds {
+			if d.disabled {
+				paused = append(paused, d.id)
+			} else {
+				due = append(due, d)
+			}
+		}
+		round, failed, err := r.sendAll(ctx, due, len(ids) == 1)
+		if err != nil {
 			return err
 		}
-		// A short wait is spent here rather than in River, whose scheduled jobs become available only
-		// every few seconds; the attempt and its due time are recorded already, so a crash in between
-		// loses nothing (River runs the job again).
-		if eventlog.Sleep(ctx, wait) != nil {
-			return river.JobSnooze(max(wait, time.Second))
+		split = append(split, failed...)
+		for i := range round {
+			s := &round[i]
+			if s.state != StatePending {
+				continue
+			}
+			if s.wait <= r.inlineWait && r.roomFor(ctx, s.wait) {
+				inline[s.d.id] = s.next
+			} else {
+				later[s.d.id] = s.next
+			}
+		}
+		last := len(inline) == 0
+		kept, err := r.record(ctx, job, round, paused, last, later, split)
+		if err != nil {
+			return err
+		}
+		for _, s := range round {
+			if !kept[s.d.id] {
+				delete(inline, s.d.id) // removed or paused meanwhile
+				delete(later, s.d.id)
+			}
+		}
+		if last {
+			return nil
 		}
 	}
 }
 
-// attempt makes one attempt of the job's delivery and records it. again means the next attempt is
-// due after wait and belongs to this job.
-func (w *deliverWorker) attempt(ctx context.Context, job *river.Job[DeliverArgs]) (wait time.Duration, again bool, err error) {
-	r := w.r
-	d, err := r.loadDelivery(ctx, job.Args.DeliveryID)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return 0, false, nil // the endpoint was removed with its deliveries
-	case err != nil:
-		return 0, false, fmt.Errorf("load delivery %d: %w", job.Args.DeliveryID, err)
-	case d.state != StatePending:
-		return 0, false, nil // finished or paused by another path; this job has nothing to do
-	case d.disabled:
-		return 0, false, r.complete(ctx, job, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = 'paused', next_attempt_at = NULL WHERE id = $1 AND state = 'pending'`, d.id)
-			return err
+// sendAll makes one attempt of each delivery, at most r.workers at once across the relay. A
+// delivery whose message cannot be built is returned in failed, to be retried on its own, unless it
+// is the job's only one (alone: the error is the job's, as River retries or cancels it).
+func (r *Relay) sendAll(ctx context.Context, ds []delivery, alone bool) (round []sent, failed []int64, err error) {
+	round = make([]sent, len(ds))
+	errs := make([]error, len(ds))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		wg.Go(func() {
+			r.sending <- struct{}{}
+			defer func() { <-r.sending }()
+			var a attempt
+			a, errs[i] = r.attemptOne(ctx, d)
+			round[i] = r.next(d, a)
 		})
 	}
+	wg.Wait()
+	kept := round[:0]
+	for i, s := range round {
+		switch {
+		case errs[i] == nil:
+			kept = append(kept, s)
+		case alone:
+			return nil, nil, errs[i]
+		default:
+			r.log.Warn("relay delivery could not be built; retried on its own", "delivery", ds[i].id, "error", errs[i])
+			failed = append(failed, ds[i].id)
+		}
+	}
+	return kept, failed, nil
+}
+
+// attemptOne builds, signs and sends one delivery's message.
+func (r *Relay) attemptOne(ctx context.Context, d delivery) (attempt, error) {
 	msg, rec, err := r.buildMessage(ctx, d.stream, d.version)
 	if err != nil {
-		return 0, false, fmt.Errorf("delivery %d: %w", d.id, err)
+		return attempt{}, fmt.Errorf("delivery %d: %w", d.id, err)
 	}
 	if rec.ID.String() != d.eventID {
-		return 0, false, river.JobCancel(fmt.Errorf("delivery %d: %s@%d is event %s, not %s", d.id, d.stream, d.version, rec.ID, d.eventID))
+		return attempt{}, river.JobCancel(fmt.Errorf("delivery %d: %s@%d is event %s, not %s", d.id, d.stream, d.version, rec.ID, d.eventID))
 	}
 	body, err := json.Marshal(msg)
 	if err != nil {
-		return 0, false, fmt.Errorf("delivery %d: encode: %w", d.id, err)
+		return attempt{}, fmt.Errorf("delivery %d: encode: %w", d.id, err)
 	}
 	now := r.clock()
 	h, err := standard.SignedHeaders(WebhookID(rec.ID), now, body, activeSecrets(d.secret, d.previous, d.until, now)...)
 	if err != nil {
-		return 0, false, river.JobCancel(fmt.Errorf("delivery %d: sign: %w", d.id, err))
+		return attempt{}, river.JobCancel(fmt.Errorf("delivery %d: sign: %w", d.id, err))
 	}
-	a := r.send(ctx, d.url, h, body)
-	return r.record(ctx, job, d, a)
+	return r.send(ctx, d.url, h, body), nil
+}
+
+// next decides what an attempt leads to: the delivery's state and, while it is pending, its next
+// attempt.
+func (r *Relay) next(d delivery, a attempt) sent {
+	s := sent{d: d, a: a, state: StatePending}
+	switch a.outcome {
+	case "":
+	case OutcomeSucceeded:
+		s.state = StateSucceeded
+	case OutcomeGone:
+		s.state = StatePaused
+	default:
+		w, ok := r.wait(d.runAttempt + 1)
+		if !ok {
+			s.state = StateDead
+			break
+		}
+		s.wait = max(w, a.retryAfter)
+		s.next = a.at.Add(s.wait)
+	}
+	return s
 }
 
 // send makes one attempt and classifies its answer.
@@ -214,91 +357,156 @@ func (r *Relay) complete(ctx context.Context, job *river.Job[DeliverArgs], f fun
 	})
 }
 
-// record stores an attempt with what follows from it — the delivery's next state, its next job, the
-// endpoint's failure streak and any alert, a 410's disable — and completes this job, all in one
-// transaction. A crash before the commit leaves the job running; River runs it again (the receiver
-// may see the webhook-id twice, never not at all).
-func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], d delivery, a attempt) (time.Duration, bool, error) {
+// record stores a round's attempts with what follows from them — each delivery's next state, the
+// endpoint's failure streak and any alert, a 410's disable — and pauses the deliveries of a disabled
+// endpoint, in one transaction. When the round is the job's last (last), the same transaction inserts
+// the jobs of later retries and completes this job. A crash before the commit leaves the job running;
+// River runs it again (the receiver may see a webhook-id twice, never not at all). It returns the
+// deliveries the round updated (a delivery removed or paused meanwhile keeps only its attempt).
+func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round []sent, paused []int64, last bool,
+	later map[int64]time.Time, split []int64) (map[int64]bool, error) {
 	// The outcome must be recorded even if the attempt used up the job's time.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	state, next, wait := StatePending, time.Time{}, time.Duration(0)
-	switch a.outcome {
-	case OutcomeSucceeded:
-		state = "succeeded"
-	case OutcomeGone:
-		state = "paused"
-	default:
-		w, ok := r.wait(d.runAttempt + 1)
-		switch {
-		case !ok:
-			state = StateDead
-		default:
-			wait = max(w, a.retryAfter)
-			next = a.at.Add(wait)
-		}
-	}
-	inline := state == StatePending && wait <= r.inlineWait && r.roomFor(ctx, wait)
+	kept := map[int64]bool{}
 	var alerts []alertNote
 	apply := func(tx pgx.Tx) error {
-		var status *int
-		if a.status != 0 {
-			status = &a.status
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO relay_attempts (delivery_id, attempt, replay_id, at, status, latency_ms, succeeded, response, error)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, d.id, d.attempts+1, d.replayID, a.at, status,
-			float64(a.latency.Microseconds())/1000, a.outcome == OutcomeSucceeded, a.response, a.err); err != nil {
-			return fmt.Errorf("insert attempt: %w", err)
-		}
-		var nextAt *time.Time
-		if !next.IsZero() {
-			nextAt = &next
-		}
-		tag, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = $2, attempts = attempts + 1, run_attempts = run_attempts + 1,
-    next_attempt_at = $3, last_status = $4, last_error = $5,
-    completed_at = CASE WHEN $2 IN ('succeeded', 'dead') THEN now() END
-WHERE id = $1 AND state = 'pending'`, d.id, state, nextAt, status, a.err)
-		if err != nil {
-			return fmt.Errorf("update delivery: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // removed or paused meanwhile; the attempt is still on record
-		}
-		if a.outcome == OutcomeGone {
-			if _, err := r.disable(ctx, tx, d.endpointID, "the receiver answered 410 Gone"); err != nil {
-				return err
+		if len(paused) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = 'paused', next_attempt_at = NULL
+WHERE id = ANY($1) AND state = 'pending'`, paused); err != nil {
+				return fmt.Errorf("pause deliveries: %w", err)
 			}
 		}
-		if alerts, err = r.streak(ctx, tx, d.endpointID, a.outcome == OutcomeSucceeded, a.err); err != nil {
-			return err
+		if len(round) == 0 {
+			return nil
 		}
-		if state == StatePending && !inline {
-			return r.enqueue(ctx, tx, []int64{d.id}, next)
+		n := len(round)
+		var (
+			ids, replays = make([]int64, n), make([]*int64, n)
+			nums         = make([]int32, n)
+			ats          = make([]time.Time, n)
+			statuses     = make([]*int32, n)
+			latencies    = make([]float64, n)
+			succeeded    = make([]bool, n)
+			responses    = make([]string, n)
+			errTexts     = make([]string, n)
+			states       = make([]string, n)
+			nexts        = make([]*time.Time, n)
+		)
+		for i, s := range round {
+			ids[i], replays[i], nums[i], ats[i] = s.d.id, s.d.replayID, int32(s.d.attempts+1), s.a.at
+			if s.a.status != 0 {
+				st := int32(s.a.status)
+				statuses[i] = &st
+			}
+			latencies[i] = float64(s.a.latency.Microseconds()) / 1000
+			succeeded[i], responses[i], errTexts[i], states[i] = s.a.outcome == OutcomeSucceeded, s.a.response, s.a.err, s.state
+			if !s.next.IsZero() {
+				nexts[i] = &s.next
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO relay_attempts (delivery_id, attempt, replay_id, at, status, latency_ms, succeeded, response, error)
+SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::timestamptz[], $5::int[], $6::float8[], $7::bool[], $8::text[], $9::text[])`,
+			ids, nums, replays, ats, statuses, latencies, succeeded, responses, errTexts); err != nil {
+			return fmt.Errorf("insert attempts: %w", err)
+		}
+		updated, err := collectIDs(tx.Query(ctx, `UPDATE relay_deliveries d SET state = x.state, attempts = d.attempts + 1,
+    run_attempts = d.run_attempts + 1, next_attempt_at = x.next, last_status = x.status, last_error = x.err_text,
+    completed_at = CASE WHEN x.state IN ('succeeded', 'dead') THEN now() END
+FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::int[], $5::text[]) AS x(id, state, next, status, err_text)
+WHERE d.id = x.id AND d.state = 'pending'
+RETURNING d.id`, ids, states, nexts, statuses, errTexts))
+		if err != nil {
+			return fmt.Errorf("update deliveries: %w", err)
+		}
+		for _, id := range updated {
+			kept[id] = true
+		}
+		// The endpoints' streaks in endpoint order (two rounds lock them in one order), each endpoint's
+		// attempts in the order they ended. A success after a success ends no streak: one statement
+		// for a run of them.
+		order := slices.Clone(round)
+		slices.SortStableFunc(order, func(a, b sent) int {
+			return cmp.Or(cmp.Compare(a.d.endpointID, b.d.endpointID), a.a.at.Add(a.a.latency).Compare(b.a.at.Add(b.a.latency)))
+		})
+		for i, s := range order {
+			if !kept[s.d.id] {
+				continue
+			}
+			if s.a.outcome == OutcomeGone {
+				if _, err := r.disable(ctx, tx, s.d.endpointID, "the receiver answered 410 Gone"); err != nil {
+					return err
+				}
+			}
+			ok := s.a.outcome == OutcomeSucceeded
+			if ok && i > 0 && order[i-1].d.endpointID == s.d.endpointID && order[i-1].a.outcome == OutcomeSucceeded && kept[order[i-1].d.id] {
+				continue
+			}
+			notes, err := r.streak(ctx, tx, s.d.endpointID, ok, s.a.err)
+			if err != nil {
+				return err
+			}
+			alerts = append(alerts, notes...)
 		}
 		return nil
 	}
 	var err error
-	if inline {
-		err = pgx.BeginFunc(ctx, r.pool, apply) // the job goes on
+	if last {
+		err = r.complete(ctx, job, func(tx pgx.Tx) error {
+			if err := apply(tx); err != nil {
+				return err
+			}
+			return r.handOff(ctx, tx, later, split)
+		})
 	} else {
-		err = r.complete(ctx, job, apply)
+		err = pgx.BeginFunc(ctx, r.pool, apply) // the job goes on
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("record attempt of delivery %d: %w", d.id, err)
+		return nil, fmt.Errorf("record attempts of deliveries %v: %w", job.Args.ids(), err)
 	}
-	ep := strconv.FormatInt(d.endpointID, 10)
-	r.metrics.attempt(ep, a.outcome, a.latency)
-	if state == StateSucceeded || state == StateDead {
-		r.metrics.completed(ep, state)
-	}
-	r.log.Debug("relay attempt", "delivery", d.id, "endpoint", d.endpointID, "attempt", d.attempts+1,
-		"outcome", a.outcome, "status", a.status, "latency_ms", a.latency.Milliseconds())
-	if state == StateDead {
-		r.log.Warn("relay delivery dead: the retry schedule ran out", "delivery", d.id, "endpoint", d.endpointID,
-			"attempts", d.attempts+1, "error", a.err)
+	for _, s := range round {
+		ep := strconv.FormatInt(s.d.endpointID, 10)
+		r.metrics.attempt(ep, s.a.outcome, s.a.latency)
+		if s.state == StateSucceeded || s.state == StateDead {
+			r.metrics.completed(ep, s.state)
+		}
+		r.log.Debug("relay attempt", "delivery", s.d.id, "endpoint", s.d.endpointID, "attempt", s.d.attempts+1,
+			"outcome", s.a.outcome, "status", s.a.status, "latency_ms", s.a.latency.Milliseconds())
+		if s.state == StateDead {
+			r.log.Warn("relay delivery dead: the retry schedule ran out", "delivery", s.d.id, "endpoint", s.d.endpointID,
+				"attempts", s.d.attempts+1, "error", s.a.err)
+		}
 	}
 	for _, n := range alerts {
 		r.noteAlert(n)
 	}
-	return wait, inline, nil
+	return kept, nil
+}
+
+// finish completes a job that attempts nothing more, handing its pending deliveries off.
+func (r *Relay) finish(ctx context.Context, job *river.Job[DeliverArgs], later map[int64]time.Time, split []int64) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.complete(ctx, job, func(tx pgx.Tx) error { return r.handOff(ctx, tx, later, split) }); err != nil {
+		return fmt.Errorf("complete the job of deliveries %v: %w", job.Args.ids(), err)
+	}
+	return nil
+}
+
+// handOff inserts, in the transaction that completes a job, a job of its own for each of its
+// deliveries that is still pending: due at its next attempt (later), or now (split).
+func (r *Relay) handOff(ctx context.Context, tx pgx.Tx, later map[int64]time.Time, split []int64) error {
+	if len(later) == 0 && len(split) == 0 {
+		return nil
+	}
+	ids := slices.AppendSeq(slices.Clone(split), maps.Keys(later))
+	pending, err := collectIDs(tx.Query(ctx, `SELECT id FROM relay_deliveries WHERE id = ANY($1) AND state = 'pending' ORDER BY id`, ids))
+	if err != nil {
+		return fmt.Errorf("hand off deliveries: %w", err)
+	}
+	var params []river.InsertManyParams
+	for _, id := range pending {
+		params = jobParams(params, []int64{id}, later[id]) // zero (now) for a split one
+	}
+	return r.insertJobs(ctx, tx, params)
 }
