@@ -2,11 +2,14 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // ReplayQuery selects the deliveries of one endpoint whose events were recorded in [From, To).
@@ -192,10 +195,12 @@ VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`, q.EndpointID, q.From,
 	return rep, plan, nil
 }
 
-// RetryDelivery sends one dead delivery again: a replay of that delivery alone (StartReplay's
-// bookkeeping — same webhook-id, a fresh run of the schedule, attempts marked with the replay).
-// ErrNotFound for an unknown delivery, ErrInvalid for one that is not dead (a pending or paused one
-// is on its way already; a succeeded one is sent again by a replay of its window).
+// RetryDelivery sends one delivery again now, as a replay of that delivery alone (StartReplay's
+// bookkeeping — same webhook-id, a fresh run of the schedule, attempts marked with the replay): a
+// dead one, or a pending one waiting for a later attempt, whose waiting job is brought forward
+// instead of a second one being inserted. ErrNotFound for an unknown delivery, ErrInvalid for one
+// that cannot be retried (paused: its endpoint is disabled; succeeded: replay its window; pending and
+// being attempted at this moment).
 func (r *Relay) RetryDelivery(ctx context.Context, id int64) (Replay, error) {
 	d, err := scanDelivery(r.pool.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM relay_deliveries WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -204,8 +209,12 @@ func (r *Relay) RetryDelivery(ctx context.Context, id int64) (Replay, error) {
 	if err != nil {
 		return Replay{}, fmt.Errorf("delivery %d: %w", id, err)
 	}
-	if d.State != StateDead {
-		return Replay{}, fmt.Errorf("%w: delivery %d is %s; only a dead delivery is retried", ErrInvalid, id, d.State)
+	switch d.State {
+	case StatePending:
+		return r.retryPending(ctx, d)
+	case StateDead:
+	default:
+		return Replay{}, fmt.Errorf("%w: delivery %d is %s; only a dead or a waiting pending delivery is retried", ErrInvalid, id, d.State)
 	}
 	rep, _, err := r.StartReplay(ctx, ReplayQuery{EndpointID: d.EndpointID, From: d.RecordedAt, To: d.RecordedAt.Add(time.Microsecond),
 		OnlyFailed: true, DeliveryID: id})
@@ -215,6 +224,53 @@ func (r *Relay) RetryDelivery(ctx context.Context, id int64) (Replay, error) {
 	if rep.Total == 0 {
 		return rep, fmt.Errorf("%w: delivery %d is no longer dead (retried by someone else)", ErrInvalid, id)
 	}
+	return rep, nil
+}
+
+// retryPending makes a pending delivery's waiting job available now, as a replay of the delivery.
+// A job that is running is left alone (it is attempting the delivery, or waits less than
+// InlineWait): River moves only jobs that wait.
+func (r *Relay) retryPending(ctx context.Context, d Delivery) (Replay, error) {
+	var rep Replay
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM relay_deliveries WHERE id = $1 FOR UPDATE`, d.ID).Scan(&state); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("delivery %d: %w", d.ID, ErrNotFound)
+			}
+			return err
+		}
+		if state != StatePending {
+			return fmt.Errorf("%w: delivery %d is %s now", ErrInvalid, d.ID, state)
+		}
+		one, _ := json.Marshal(map[string]int64{"delivery_id": d.ID})
+		many, _ := json.Marshal(map[string][]int64{"delivery_ids": {d.ID}})
+		waiting, err := r.inserter.JobListTx(ctx, tx, river.NewJobListParams().Kinds(DeliverArgs{}.Kind()).
+			States(rivertype.JobStateScheduled, rivertype.JobStateRetryable, rivertype.JobStateAvailable).
+			Where("args @> @one::jsonb OR args @> @many::jsonb", river.NamedArgs{"one": string(one), "many": string(many)}).First(1))
+		if err != nil {
+			return fmt.Errorf("find its job: %w", err)
+		}
+		if len(waiting.Jobs) == 0 {
+			return fmt.Errorf("%w: delivery %d is being attempted now", ErrInvalid, d.ID)
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO relay_replays (endpoint_id, from_time, to_time, types, only_failed, total)
+VALUES ($1, $2, $3, '{}', false, 1) RETURNING id, created_at`, d.EndpointID, d.RecordedAt, d.RecordedAt.Add(time.Microsecond)).Scan(&rep.ID, &rep.CreatedAt); err != nil {
+			return fmt.Errorf("insert replay: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET run_attempts = 0, replay_id = $2, next_attempt_at = now() WHERE id = $1`,
+			d.ID, rep.ID); err != nil {
+			return fmt.Errorf("schedule retry: %w", err)
+		}
+		if _, err := r.inserter.JobRetryTx(ctx, tx, waiting.Jobs[0].ID); err != nil {
+			return fmt.Errorf("bring its job forward: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Replay{}, fmt.Errorf("retry delivery %d: %w", d.ID, err)
+	}
+	rep.EndpointID, rep.Total, rep.Pending = d.EndpointID, 1, 1
 	return rep, nil
 }
 

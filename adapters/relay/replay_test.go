@@ -201,3 +201,70 @@ func TestRetryDeliverySendsThatDeadDeliveryAlone(t *testing.T) {
 	_, err = r.RetryDelivery(ctx, 1<<40)
 	assert.ErrorIs(t, err, relay.ErrNotFound)
 }
+
+// A pending delivery waiting for a later attempt is retried now on request: its waiting job is
+// brought forward (no second job), the attempt is marked with the retry's replay, and the delivery
+// is done. While an attempt is in flight the request is refused, as it is for a delivery that
+// succeeded.
+func TestRetryBringsAWaitingDeliveryForward(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, time.Hour, time.Hour}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if rc.requestCount() == 0 {
+			close(inFlight)
+			<-release
+		}
+		rc.serve(w, req)
+	})
+	rc.setAnswer(func(n int) int {
+		if n == 1 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusNoContent
+	})
+	e.record(t, "wait-1", e.scheduled("calendly-wait-1", 9))
+	<-inFlight
+	d := deliveriesIn(t, r, ep.ID, relay.StatePending)
+	require.Len(t, d, 1)
+	_, err = r.RetryDelivery(ctx, d[0].ID)
+	assert.ErrorIs(t, err, relay.ErrInvalid, "the delivery is being attempted")
+	close(release)
+	eventually(t, 30*time.Second, "the first attempt recorded and the next one an hour away", func() bool {
+		got, _, err := r.DeliveryWithAttempts(ctx, d[0].ID)
+		require.NoError(t, err)
+		return got.Attempts == 1 && time.Until(got.NextAttemptAt) > 50*time.Minute
+	})
+	liveJobs := func() int {
+		var n int
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM river_job
+WHERE kind = 'bookingledger.relay_deliver' AND state NOT IN ('completed', 'cancelled', 'discarded')`).Scan(&n))
+		return n
+	}
+	eventually(t, 10*time.Second, "one waiting job", func() bool { return liveJobs() == 1 })
+
+	rep, err := r.RetryDelivery(ctx, d[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Total)
+	eventually(t, 30*time.Second, "the retry to finish", func() bool {
+		st, err := r.ReplayStatus(ctx, rep.ID)
+		require.NoError(t, err)
+		return st.Done() && st.Succeeded == 1
+	})
+	got, attempts, err := r.DeliveryWithAttempts(ctx, d[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, relay.StateSucceeded, got.State)
+	require.Len(t, attempts, 2)
+	assert.Equal(t, http.StatusInternalServerError, attempts[0].Status)
+	assert.True(t, attempts[1].Succeeded)
+	assert.Equal(t, rep.ID, attempts[1].ReplayID, "the attempt is marked with the retry's replay")
+	eventually(t, 10*time.Second, "no job left", func() bool { return liveJobs() == 0 })
+	assert.Equal(t, 2, rc.requestCount(), "sent twice: the failure and the retry")
+	_, err = r.RetryDelivery(ctx, d[0].ID)
+	assert.ErrorIs(t, err, relay.ErrInvalid, "a succeeded delivery is not retried")
+}

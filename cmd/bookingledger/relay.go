@@ -271,9 +271,9 @@ const deliveriesUsage = `Usage: bookingledger deliveries [--endpoint ID] [--stat
        bookingledger deliveries retry <id> [--json]
 
 Lists relay deliveries, newest first: one per event and endpoint, with its state, attempts and the
-last answer. --state dead lists what ran out of retries. retry sends one dead delivery again, as a
-replay of that delivery alone (same webhook-id, a fresh run of the retry schedule); a window of them
-is replayed with 'bookingledger replay'.`
+last answer. --state dead lists what ran out of retries. retry sends one dead delivery, or one
+pending delivery waiting for its next attempt, again now, as a replay of that delivery alone (same
+webhook-id, a fresh run of the retry schedule); a window of them is replayed with 'bookingledger replay'.`
 
 func runDeliveries(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("deliveries", getenv, stderr, deliveriesUsage)

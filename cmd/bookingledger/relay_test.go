@@ -221,7 +221,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 		})
 		_, errOut, code = cli(t, env, "deliveries", "retry", id)
 		assert.Equal(t, 1, code)
-		assert.Contains(t, errOut, "only a dead delivery is retried")
+		assert.Contains(t, errOut, "only a dead or a waiting pending delivery is retried")
 		_, errOut, code = cli(t, env, "deliveries", "retry", "x")
 		assert.Equal(t, 2, code, errOut)
 	})
