@@ -85,3 +85,26 @@ func TestStandardWebhooksAcceptsSvixHeaders(t *testing.T) {
 	assert.Equal(t, "bad_signature", r.JSON(t)["code"])
 	assert.Equal(t, 2, ts.events(t))
 }
+
+// A body whose times or capacity no event can hold — an end in the year 10000 UTC, more seats than
+// the calendar's integer — is kept as quarantined with the reason. Before, the first failed to encode
+// and was answered 503 on every retry without a receipt, and the second was appended and stopped the
+// calendar projection at that event.
+func TestStandardWebhooksQuarantinesTimesAndCapacitiesNoEventHolds(t *testing.T) {
+	ts := newServer(t)
+	for _, tc := range []struct{ id, body, reason string }{
+		{"msg_y10000", `{"type":"booking.scheduled","timestamp":"2026-03-02T09:00:00Z","data":{"booking":"y1","resources":["r"],"start":"9999-12-31T20:00:00Z","end":"9999-12-31T23:59:59-23:59"}}`,
+			"data.end: time outside the years 0000 to 9999 (UTC): 10000-01-01T23:58:59Z"},
+		{"msg_seats", `{"type":"booking.scheduled","timestamp":"2026-03-02T09:00:00Z","data":{"booking":"y2","resources":["r"],"start":"2026-03-03T10:00:00Z","end":"2026-03-03T11:00:00Z","capacity":3000000000}}`,
+			"data.capacity 3000000000 is more than 1000000"},
+	} {
+		h, err := standard.Headers(standardSecret, tc.id, ts.Clock.Now(), []byte(tc.body))
+		require.NoError(t, err)
+		r := ts.post(t, "standard", h, []byte(tc.body))
+		require.Equal(t, http.StatusAccepted, r.Status, "%s", r.Body)
+		assert.Equal(t, "quarantined", r.JSON(t)["status"])
+		assert.Contains(t, r.JSON(t)["reason"], tc.reason)
+		assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'quarantined' AND strpos(reason, $1) > 0`, tc.reason))
+	}
+	assert.Equal(t, 0, ts.events(t))
+}

@@ -24,7 +24,26 @@ func ParseTime(field, s string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, Unmappable("%s %q is not an RFC 3339 time", field, Clip(s))
 	}
+	return CheckTime(field, t)
+}
+
+// CheckTime returns t in UTC when an event can carry it (booking.CheckTime), else an ErrUnmappable
+// error naming field: RFC 3339 offsets reach ±23:59, so a four-digit year may still be outside
+// 0000–9999 in UTC.
+func CheckTime(field string, t time.Time) (time.Time, error) {
+	if err := booking.CheckTime(t); err != nil {
+		return time.Time{}, Unmappable("%s: %v", field, err)
+	}
 	return t.UTC(), nil
+}
+
+// Capacity reads a meeting's invitee limit as providers send it: below 2 (absent, 0, 1, negative)
+// is a one-to-one meeting, 1; above booking.MaxCapacity the body is unmappable.
+func Capacity(field string, n int) (int, error) {
+	if n > booking.MaxCapacity {
+		return 0, Unmappable("%s %d is more than %d", field, n, booking.MaxCapacity)
+	}
+	return max(n, 1), nil
 }
 
 // Token checks that a provider identifier can take part in identities, IDs and stream names: present,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/providers"
+	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 )
 
@@ -202,8 +203,31 @@ func TestParseTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, time.Date(2024, 5, 14, 9, 12, 30, 871243000, time.UTC), got)
 	assert.Equal(t, time.UTC, got.Location())
-	for _, bad := range []string{"", "2024-05-14", "14/05/2024 09:12", "2024-05-14T09:12:30"} {
+	// The years 0000 and 9999 are the edges in UTC, whatever the offset they are written with.
+	for in, want := range map[string]time.Time{
+		"9999-12-31T23:59:59.999999999Z": time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		"0000-01-01T00:00:00Z":           time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		"0000-01-01T00:00:00-01:00":      time.Date(0, 1, 1, 1, 0, 0, 0, time.UTC),
+	} {
+		got, err := providers.ParseTime("x", in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", "2024-05-14", "14/05/2024 09:12", "2024-05-14T09:12:30",
+		"9999-12-31T23:59:59-23:59", "9999-12-31T23:30:00-00:31", "0000-01-01T00:00:00+00:01"} {
 		_, err := providers.ParseTime("x", bad)
+		assert.ErrorIs(t, err, providers.ErrUnmappable, bad)
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	for in, want := range map[int]int{-3: 1, 0: 1, 1: 1, 12: 12, booking.MaxCapacity: booking.MaxCapacity} {
+		got, err := providers.Capacity("x", in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []int{booking.MaxCapacity + 1, 3_000_000_000} {
+		_, err := providers.Capacity("x", bad)
 		assert.ErrorIs(t, err, providers.ErrUnmappable, bad)
 	}
 }

@@ -1,6 +1,7 @@
 package booking
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -145,6 +146,38 @@ func (s Slot) Validate() error {
 	}
 	if !s.End.After(s.Start) {
 		return fmt.Errorf("%w: end %s not after start %s", ErrInvalidSlot, s.End.Format(time.RFC3339), s.Start.Format(time.RFC3339))
+	}
+	for _, t := range []time.Time{s.Start, s.End} {
+		if err := CheckTime(t); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidSlot, err)
+		}
+	}
+	return nil
+}
+
+// ErrTimeRange: a time an event cannot carry (CheckTime).
+var ErrTimeRange = errors.New("time outside the years 0000 to 9999 (UTC)")
+
+// CheckTime refuses a time whose UTC year is outside 0000–9999: events are stored with RFC 3339
+// times, which have four-digit years, so such an event could never be encoded, and a delivery
+// carrying one would fail on every retry instead of being quarantined. The year is the UTC one:
+// "9999-12-31T23:59:59-23:59" is in the year 10000.
+func CheckTime(t time.Time) error {
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("%w: %s", ErrTimeRange, t.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// MaxCapacity bounds a meeting's invitee limit (Requested and Scheduled Capacity): far above any
+// real meeting, and within the 32-bit integer the calendar read model keeps it in — a larger value
+// would stop the projection at that event, on every retry.
+const MaxCapacity = 1_000_000
+
+// CheckCapacity refuses a capacity outside 0..MaxCapacity (0: not given).
+func CheckCapacity(n int) error {
+	if n < 0 || n > MaxCapacity {
+		return fmt.Errorf("%w: capacity %d outside 0 to %d", ErrInvalidEvent, n, MaxCapacity)
 	}
 	return nil
 }

@@ -156,6 +156,13 @@ func TestDecideValidates(t *testing.T) {
 	bad := func(mut func(*booking.Event)) booking.Event { e := good; mut(&e); return e }
 	badSlot := slot(1)
 	badSlot.End = badSlot.Start
+	// Times an event cannot be stored with (RFC 3339 has four-digit years), and a capacity beyond
+	// the read model's integer: a provider body may carry either.
+	year10000 := time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("-23:59", -(23*3600+59*60)))
+	lateSlot := slot(1)
+	lateSlot.End = year10000
+	earlySlot := slot(1)
+	earlySlot.Start = time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("+01:00", 3600))
 	cases := []struct {
 		name  string
 		state booking.State
@@ -173,6 +180,24 @@ func TestDecideValidates(t *testing.T) {
 		{"end not after start", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.Scheduled{Slot: badSlot} }), booking.ErrInvalidSlot},
 		{"no resource", booking.State{}, bad(func(e *booking.Event) { s := slot(1); s.Resources = nil; e.Payload = booking.Scheduled{Slot: s} }), booking.ErrInvalidSlot},
 		{"rescheduled from itself", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.Scheduled{Slot: slot(1), RescheduledFrom: "b-1"} }), booking.ErrInvalidEvent},
+		{"provider time in the year 10000 UTC", booking.State{}, bad(func(e *booking.Event) { e.OccurredAt = year10000 }), booking.ErrInvalidEvent},
+		{"slot ending in the year 10000 UTC", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.Scheduled{Slot: lateSlot} }), booking.ErrInvalidSlot},
+		{"slot starting before the year 0000 UTC", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.Requested{Slot: earlySlot} }), booking.ErrInvalidSlot},
+		{"slot at the last second of 9999", booking.State{}, bad(func(e *booking.Event) {
+			s := slot(1)
+			s.End = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+			e.Payload = booking.Scheduled{Slot: s}
+		}), nil},
+		{"capacity beyond the maximum", booking.State{}, bad(func(e *booking.Event) {
+			e.Payload = booking.Scheduled{Slot: slot(1), Capacity: booking.MaxCapacity + 1}
+		}), booking.ErrInvalidEvent},
+		{"request with a capacity of 3e9", booking.State{}, bad(func(e *booking.Event) {
+			e.Payload = booking.Requested{Slot: slot(1), Capacity: 3_000_000_000}
+		}), booking.ErrInvalidEvent},
+		{"negative capacity", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.Scheduled{Slot: slot(1), Capacity: -1} }), booking.ErrInvalidEvent},
+		{"capacity at the maximum", booking.State{}, bad(func(e *booking.Event) {
+			e.Payload = booking.Scheduled{Slot: slot(1), Capacity: booking.MaxCapacity}
+		}), nil},
 		{"payment without ref", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.PaymentSucceeded{} }), booking.ErrInvalidEvent},
 		{"late create after cancel is still valid", booking.State{Booking: "b-1", Status: booking.StatusCanceled}, good, nil},
 	}

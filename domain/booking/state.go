@@ -279,6 +279,9 @@ func Decide(s State, e Event) ([]Event, error) {
 	if e.OccurredAt.IsZero() {
 		return nil, fmt.Errorf("%w: no provider time", ErrInvalidEvent)
 	}
+	if err := CheckTime(e.OccurredAt); err != nil {
+		return nil, fmt.Errorf("%w: provider time: %w", ErrInvalidEvent, err)
+	}
 	switch p := e.Payload.(type) {
 	case nil:
 		return nil, fmt.Errorf("%w: no payload", ErrInvalidEvent)
@@ -286,8 +289,14 @@ func Decide(s State, e Event) ([]Event, error) {
 		if err := p.Slot.Validate(); err != nil {
 			return nil, err
 		}
+		if err := CheckCapacity(p.Capacity); err != nil {
+			return nil, err
+		}
 	case Scheduled:
 		if err := p.Slot.Validate(); err != nil {
+			return nil, err
+		}
+		if err := CheckCapacity(p.Capacity); err != nil {
 			return nil, err
 		}
 		if p.RescheduledFrom == e.Booking {

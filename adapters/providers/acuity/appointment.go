@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"bookingledger/adapters/providers"
+	"bookingledger/domain/booking"
 )
 
 // ErrBadAppointment: the appointments API answered 200 with something that is not a usable
@@ -99,6 +100,9 @@ func ParseAppointment(b []byte) (Appointment, error) {
 		return Appointment{}, fmt.Errorf("%w: duration %q is not 1 to %d minutes", ErrBadAppointment, providers.Clip(string(*raw.Duration)), maxDurationMinutes)
 	}
 	a.End = a.Start.Add(time.Duration(minutes) * time.Minute)
+	if err := booking.CheckTime(a.End); err != nil {
+		return Appointment{}, fmt.Errorf("%w: datetime plus duration: %w", ErrBadAppointment, err)
+	}
 	if raw.DatetimeCreated != "" {
 		if a.Created, err = parseTime("datetimeCreated", raw.DatetimeCreated); err != nil {
 			return Appointment{}, err
@@ -123,6 +127,9 @@ func parseTime(field, s string) (time.Time, error) {
 		if t, err = time.Parse(time.RFC3339, s); err != nil {
 			return time.Time{}, fmt.Errorf("%w: %s %q is not a time like 2025-06-30T10:15:00+0100", ErrBadAppointment, field, providers.Clip(s))
 		}
+	}
+	if err := booking.CheckTime(t); err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s: %w", ErrBadAppointment, field, err)
 	}
 	return t.UTC(), nil
 }

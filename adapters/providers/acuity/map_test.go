@@ -131,21 +131,25 @@ func TestParseAppointment(t *testing.T) {
 func TestParseAppointmentErrors(t *testing.T) {
 	base := string(providertest.ReadFile(t, "appointment_scheduled.json"))
 	for name, body := range map[string]string{
-		"not JSON":                  "<html>Service Unavailable</html>",
-		"an array":                  "[]",
-		"an error object":           `{"status_code":404,"message":"Appointment not found.","error":"not_found"}`,
-		"no id":                     strings.Replace(base, `"id": 1148237562,`, ``, 1),
-		"fractional id":             strings.Replace(base, `"id": 1148237562`, `"id": 1148237562.5`, 1),
-		"no calendar":               strings.Replace(base, `"calendarID": 4417311`, `"calendarID": null`, 1),
-		"datetime without offset":   strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"2025-06-30T10:15:00"`, 1),
-		"datetime in words":         strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"June 30, 2025"`, 1),
-		"no duration":               strings.Replace(base, `"duration": "30",`, ``, 1),
-		"zero duration":             strings.Replace(base, `"duration": "30"`, `"duration": "0"`, 1),
-		"duration in hours":         strings.Replace(base, `"duration": "30"`, `"duration": "1h"`, 1),
-		"duration beyond a week":    strings.Replace(base, `"duration": "30"`, `"duration": "10081"`, 1),
-		"canceled as a string":      strings.Replace(base, `"canceled": false`, `"canceled": "no"`, 1),
-		"bad datetimeCreated":       strings.Replace(base, `"2025-06-02T14:03:11-0500"`, `"yesterday"`, 1),
-		"classID that is not an id": strings.Replace(base, `"classID": null`, `"classID": "yoga"`, 1),
+		"not JSON":                "<html>Service Unavailable</html>",
+		"an array":                "[]",
+		"an error object":         `{"status_code":404,"message":"Appointment not found.","error":"not_found"}`,
+		"no id":                   strings.Replace(base, `"id": 1148237562,`, ``, 1),
+		"fractional id":           strings.Replace(base, `"id": 1148237562`, `"id": 1148237562.5`, 1),
+		"no calendar":             strings.Replace(base, `"calendarID": 4417311`, `"calendarID": null`, 1),
+		"datetime without offset": strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"2025-06-30T10:15:00"`, 1),
+		"datetime in words":       strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"June 30, 2025"`, 1),
+		"no duration":             strings.Replace(base, `"duration": "30",`, ``, 1),
+		"zero duration":           strings.Replace(base, `"duration": "30"`, `"duration": "0"`, 1),
+		"duration in hours":       strings.Replace(base, `"duration": "30"`, `"duration": "1h"`, 1),
+		"duration beyond a week":  strings.Replace(base, `"duration": "30"`, `"duration": "10081"`, 1),
+		// Times an event cannot be stored with (RFC 3339 has four-digit years), in UTC.
+		"datetime in the year 10000 UTC":           strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"9999-12-31T23:59:59-2359"`, 1),
+		"datetime plus duration in the year 10000": strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"9999-12-31T23:59:00+0000"`, 1),
+		"datetimeCreated before the year 0000 UTC": strings.Replace(base, `"2025-06-02T14:03:11-0500"`, `"0000-01-01T00:00:00+0100"`, 1),
+		"canceled as a string":                     strings.Replace(base, `"canceled": false`, `"canceled": "no"`, 1),
+		"bad datetimeCreated":                      strings.Replace(base, `"2025-06-02T14:03:11-0500"`, `"yesterday"`, 1),
+		"classID that is not an id":                strings.Replace(base, `"classID": null`, `"classID": "yoga"`, 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			require.NotEqual(t, base, body, "the case must change the document")

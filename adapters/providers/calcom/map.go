@@ -282,9 +282,13 @@ func slot(b bookingPayload) (booking.Slot, int, error) {
 	if err := s.Validate(); err != nil {
 		return booking.Slot{}, 0, providers.Unmappable("%v", err)
 	}
-	capacity := 1
-	if b.SeatsPerTimeSlot != nil && *b.SeatsPerTimeSlot > 1 {
-		capacity = *b.SeatsPerTimeSlot
+	seats := 1
+	if b.SeatsPerTimeSlot != nil {
+		seats = *b.SeatsPerTimeSlot
+	}
+	capacity, err := providers.Capacity("payload.seatsPerTimeSlot", seats)
+	if err != nil {
+		return booking.Slot{}, 0, err
 	}
 	return s, capacity, nil
 }

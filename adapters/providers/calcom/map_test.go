@@ -275,6 +275,11 @@ func TestMapErrors(t *testing.T) {
 		{"no organizer", strings.Replace(created, `"organizer": {`, `"organizer": null, "x": {`, 1)},
 		{"bad startTime", strings.Replace(created, `"startTime": "2024-05-21T14:00:00.000Z"`, `"startTime": "tomorrow"`, 1)},
 		{"end before start", strings.Replace(created, `"endTime": "2024-05-21T14:30:00.000Z"`, `"endTime": "2024-05-21T13:30:00.000Z"`, 1)},
+		// Times and capacities an event cannot be stored or projected with: year 10000 in UTC, a
+		// capacity beyond the read model's 32-bit integer.
+		{"endTime in the year 10000 UTC", strings.Replace(created, `"endTime": "2024-05-21T14:30:00.000Z"`, `"endTime": "9999-12-31T23:59:59-23:59"`, 1)},
+		{"createdAt before the year 0000 UTC", strings.Replace(created, `"createdAt": "2024-05-14T09:12:31.482Z"`, `"createdAt": "0000-01-01T00:00:00+01:00"`, 1)},
+		{"seatsPerTimeSlot beyond the maximum", strings.Replace(created, `"seatsPerTimeSlot": null`, `"seatsPerTimeSlot": 3000000000`, 1)},
 		{"reschedule without rescheduleUid", strings.Replace(rescheduled, `"rescheduleUid": "`+uidA+`"`, `"rescheduleUid": null`, 1)},
 		{"reschedule from itself", strings.Replace(rescheduled, `"rescheduleUid": "`+uidA+`"`, `"rescheduleUid": "`+uidB+`"`, 1)},
 		{"no-show without bookingUid", `{"triggerEvent":"BOOKING_NO_SHOW_UPDATED","createdAt":"2024-05-23T10:20:14.660Z","payload":{"attendees":[{"noShow":true}]}}`},

@@ -301,9 +301,13 @@ func slot(inv invitee) (booking.Slot, int, error) {
 	if err := s.Validate(); err != nil {
 		return booking.Slot{}, 0, providers.Unmappable("%v", err)
 	}
-	capacity := 1
-	if se.InviteesCounter != nil && se.InviteesCounter.Limit > 1 {
-		capacity = se.InviteesCounter.Limit
+	limit := 1
+	if se.InviteesCounter != nil {
+		limit = se.InviteesCounter.Limit
+	}
+	capacity, err := providers.Capacity("payload.scheduled_event.invitees_counter.limit", limit)
+	if err != nil {
+		return booking.Slot{}, 0, err
 	}
 	return s, capacity, nil
 }

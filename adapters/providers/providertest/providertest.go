@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/booking"
 )
@@ -94,7 +95,8 @@ func CheckVerifyError(tb testing.TB, err error) {
 
 // CheckMapped asserts the contract of a Map result: an error wraps ErrUnmappable; otherwise there is
 // a delivery id, no events comes with a reason, and every event is accepted by booking.Decide on an
-// empty state, belongs to the provider, and carries the ID derived from its ProviderRef.
+// empty state, can be stored (the event codec encodes it), belongs to the provider, and carries the
+// ID derived from its ProviderRef.
 func CheckMapped(tb testing.TB, provider string, m providers.Mapped, err error) {
 	tb.Helper()
 	if err != nil {
@@ -110,6 +112,8 @@ func CheckMapped(tb testing.TB, provider string, m providers.Mapped, err error) 
 		assert.Equal(tb, providers.EventID(provider, e.ProviderRef), e.ID, "event id derives from ProviderRef %q", e.ProviderRef)
 		_, derr := booking.Decide(booking.State{}, e)
 		assert.NoError(tb, derr, "mapped event must be valid for the domain: %+v", e)
+		_, eerr := eventcodec.JSON{}.Encode(e)
+		assert.NoError(tb, eerr, "mapped event must be storable: %+v", e)
 	}
 }
 

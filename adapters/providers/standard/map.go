@@ -84,7 +84,10 @@ func mapBody(webhookID string, body []byte) (providers.Mapped, error) {
 		if err != nil {
 			return providers.Mapped{}, err
 		}
-		capacity := max(d.Capacity, 1)
+		capacity, err := providers.Capacity("data.capacity", d.Capacity)
+		if err != nil {
+			return providers.Mapped{}, err
+		}
 		switch m.Type {
 		case TypeRequested:
 			payload = booking.Requested{Slot: s, Capacity: capacity}

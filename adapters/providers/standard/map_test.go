@@ -186,6 +186,11 @@ func TestMapErrors(t *testing.T) {
 		{"bad start", "msg_1", strings.Replace(scheduled, `"start": "2024-06-12T15:30:00Z"`, `"start": "soon"`, 1)},
 		{"end before start", "msg_1", strings.Replace(scheduled, `"end": "2024-06-12T17:30:00Z"`, `"end": "2024-06-12T14:30:00Z"`, 1)},
 		{"capacity not a number", "msg_1", strings.Replace(scheduled, `"capacity": 12`, `"capacity": "12"`, 1)},
+		// Times and capacities an event cannot be stored or projected with: year 10000 in UTC, a
+		// capacity beyond the read model's 32-bit integer.
+		{"capacity beyond the maximum", "msg_1", strings.Replace(scheduled, `"capacity": 12`, `"capacity": 3000000000`, 1)},
+		{"end in the year 10000 UTC", "msg_1", strings.Replace(scheduled, `"end": "2024-06-12T17:30:00Z"`, `"end": "9999-12-31T23:59:59-23:59"`, 1)},
+		{"timestamp before the year 0000 UTC", "msg_1", strings.Replace(scheduled, `"timestamp": "2024-06-10T13:00:08.250Z"`, `"timestamp": "0000-01-01T00:59:59+01:00"`, 1)},
 		{"unknown canceled_by", "msg_1", strings.Replace(canceled, `"canceled_by": "host"`, `"canceled_by": "admin"`, 1)},
 		{"rescheduled_to itself", "msg_1", strings.Replace(canceled, `"rescheduled_to": "rb-20240620-0102"`, `"rescheduled_to": "rb-20240620-0101"`, 1)},
 		{"rescheduled_from itself", "msg_1", strings.Replace(replacement, `"rescheduled_from": "rb-20240620-0101"`, `"rescheduled_from": "rb-20240620-0102"`, 1)},

@@ -127,6 +127,10 @@ func mapBody(body []byte) (providers.Mapped, error) {
 	if ev.Created <= 0 {
 		return providers.Mapped{}, providers.Unmappable("stripe %s: created missing", ev.Type)
 	}
+	occurred, err := providers.CheckTime("created", time.Unix(ev.Created, 0))
+	if err != nil {
+		return providers.Mapped{}, err
+	}
 	var o object
 	if len(ev.Data.Object) == 0 || json.Unmarshal(ev.Data.Object, &o) != nil || string(ev.Data.Object) == "null" {
 		return providers.Mapped{}, providers.Unmappable("stripe %s: data.object is not a %s", ev.Type, want)
@@ -143,7 +147,6 @@ func mapBody(body []byte) (providers.Mapped, error) {
 	var (
 		refs    []string
 		payload booking.Payload
-		err     error
 	)
 	switch ev.Type {
 	case TypePaymentIntentSucceeded:
@@ -186,7 +189,7 @@ func mapBody(body []byte) (providers.Mapped, error) {
 		Booking:     id,
 		Provider:    Name,
 		ProviderRef: identity,
-		OccurredAt:  time.Unix(ev.Created, 0).UTC(),
+		OccurredAt:  occurred,
 		Payload:     payload,
 	}}
 	return out, nil

@@ -235,6 +235,7 @@ func TestMapErrors(t *testing.T) {
 		{"no id", strings.Replace(succeeded, `"id": "evt_3PGxZ9LkdIwHu7ix1Q2w3E4r"`, `"id": ""`, 1)},
 		{"no type", strings.Replace(succeeded, `"type": "payment_intent.succeeded"`, `"type": null`, 1)},
 		{"no created", strings.Replace(succeeded, `"created": 1715678012`, `"created": 0`, 1)},
+		{"created in the year 10000", strings.Replace(succeeded, `"created": 1715678012`, `"created": 253402300800`, 1)},
 		{"created not a number", strings.Replace(succeeded, `"created": 1715678012`, `"created": "yesterday"`, 1)},
 		{"no data.object", `{"id":"evt_1","type":"payment_intent.succeeded","created":1715678012,"data":{}}`},
 		{"null data.object", `{"id":"evt_1","type":"payment_intent.succeeded","created":1715678012,"data":{"object":null}}`},
