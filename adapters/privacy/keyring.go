@@ -43,8 +43,11 @@ func ParseKeyring(s string) (*Keyring, error) {
 	seen := map[string]bool{}
 	for i, part := range strings.Split(s, ",") {
 		id, b64, ok := strings.Cut(strings.TrimSpace(part), ":")
-		if !ok || id == "" || strings.ContainsAny(id, " \t") || len(id) > 64 {
+		if !ok {
 			return nil, fmt.Errorf("%w: entry %d has no id (want id:base64)", ErrMasterKeyFormat, i+1)
+		}
+		if err := ValidateKeyID(id); err != nil {
+			return nil, fmt.Errorf("%w: entry %d: %w", ErrMasterKeyFormat, i+1, err)
 		}
 		if seen[id] {
 			return nil, fmt.Errorf("%w: id %q named twice", ErrMasterKeyFormat, id)
@@ -66,6 +69,24 @@ func ParseKeyring(s string) (*Keyring, error) {
 		k.keks = append(k.keks, kek{id: id, aead: aead})
 	}
 	return k, nil
+}
+
+// ErrKeyID: a master key id that cannot be one (ValidateKeyID).
+var ErrKeyID = errors.New("a master key id is 1 to 64 printable ASCII characters other than ':' and ','")
+
+// ValidateKeyID checks a master key id. The id is stored, in a text column, with every data key the
+// key wraps: one with a NUL or a byte that is not UTF-8 would let serve start and then fail every
+// seal. Spaces and the list's separators (':' and ',') are refused too.
+func ValidateKeyID(id string) error {
+	if id == "" || len(id) > 64 {
+		return ErrKeyID
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' || c == ':' || c == ',' {
+			return fmt.Errorf("%w: %q", ErrKeyID, id)
+		}
+	}
+	return nil
 }
 
 // GenerateMasterKey returns a fresh "id:base64" entry for EnvMasterKey.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,7 +131,11 @@ func TestBodiesAreSealedAndOpenForReaders(t *testing.T) {
 func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
 	_, err := privacy.ParseKeyring("")
 	require.ErrorIs(t, err, privacy.ErrNoMasterKey)
-	for _, bad := range []string{"nokey", "a:!!", "a:AAEC", keyA + "," + keyA} {
+	// Ids a text column refuses (NUL, not UTF-8) or that are not plain (control characters, spaces):
+	// the id is stored with every data key, so a bad one failed every seal after a clean start.
+	b64 := keyA[len("a:"):]
+	for _, bad := range []string{"nokey", "a:!!", "a:AAEC", keyA + "," + keyA, ":" + b64, strings.Repeat("k", 65) + ":" + b64,
+		"k\x00:" + b64, "k\xff:" + b64, "k\x1b1:" + b64, "k 1:" + b64, "k\u00e9:" + b64} {
 		_, err := privacy.ParseKeyring(bad)
 		require.ErrorIs(t, err, privacy.ErrMasterKeyFormat, bad)
 	}

@@ -118,8 +118,8 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		if kid == "" {
 			kid = fmt.Sprintf("k%d", time.Now().Unix())
 		}
-		if strings.ContainsAny(kid, ":, \t") {
-			return usageErrorf("--id %q: no colons, commas or spaces", kid)
+		if err := privacy.ValidateKeyID(kid); err != nil {
+			return usageErrorf("--id: %v", err)
 		}
 		fmt.Fprintln(stdout, privacy.GenerateMasterKey(kid))
 		return nil
