@@ -14,6 +14,7 @@ import (
 
 	"bookingledger/adapters/postgres"
 	"bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
 )
 
 // ErrNothingToErase: the request names no booking (an address no contact has).
@@ -91,6 +92,9 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Erasure, error) {
 	}
 	if strings.TrimSpace(req.By) == "" {
 		return Erasure{}, fmt.Errorf("%w: who asks is required", ErrInvalidErasure)
+	}
+	if !ledger.Storable(req.Email) || !ledger.Storable(req.By) {
+		return Erasure{}, fmt.Errorf("%w: email and who asks must be UTF-8 without NUL", ErrInvalidErasure)
 	}
 	var out Erasure
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {

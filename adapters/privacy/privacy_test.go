@@ -226,6 +226,12 @@ func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 	// Again: by address nothing is found any more, by booking nothing is left; no new fact.
 	_, err = eraser.Erase(ctx, privacy.Request{Email: "gone@example.com", By: "test"})
 	require.ErrorIs(t, err, privacy.ErrNothingToErase)
+	// What a text column refuses is a bad request, not a failing statement (a 500 from the API).
+	for _, bad := range []privacy.Request{{Email: "gone\x00@example.com", By: "test"}, {Email: "gone\xff@example.com", By: "test"},
+		{Booking: "calendly-gone", By: "te\x00st"}, {Booking: "calendly-go\x00ne", By: "test"}} {
+		_, err = eraser.Erase(ctx, bad)
+		require.ErrorIs(t, err, privacy.ErrInvalidErasure, "%+v", bad)
+	}
 	again, err := eraser.Erase(ctx, privacy.Request{Booking: "calendly-gone", By: "test"})
 	require.NoError(t, err)
 	assert.Zero(t, again.ID)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -16,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
 	"bookingledger/projections"
 )
 
@@ -108,14 +108,14 @@ var Actions = []Action{ActionMarkDone, ActionRetry, ActionSkip}
 // item, a step no longer needing reconciliation).
 func (s *Store) Resolve(ctx context.Context, id int64, action Action, note, by string) (projections.Item, Step, error) {
 	note, by = strings.TrimSpace(note), strings.TrimSpace(by)
-	if by == "" || len(by) > MaxNoteLength || !utf8.ValidString(by) {
-		return projections.Item{}, Step{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 of at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
+	if by == "" || len(by) > MaxNoteLength || !ledger.Storable(by) {
+		return projections.Item{}, Step{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 without NUL, at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	if note == "" {
 		return projections.Item{}, Step{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
 	}
-	if len(note) > MaxNoteLength || !utf8.ValidString(note) {
-		return projections.Item{}, Step{}, fmt.Errorf("%w: note must be valid UTF-8 of at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
+	if len(note) > MaxNoteLength || !ledger.Storable(note) {
+		return projections.Item{}, Step{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	if !slices.Contains(Actions, action) {
 		return projections.Item{}, Step{}, fmt.Errorf("%w: action %q: want mark-done, retry or skip", projections.ErrInvalidQuery, action)

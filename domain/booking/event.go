@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"bookingledger/domain/eventlog"
 )
@@ -36,6 +38,11 @@ func (id ID) Validate() error {
 	}
 	if strings.ContainsAny(string(id), " \t\r\n") {
 		return fmt.Errorf("%w: booking id %q contains white space", ErrInvalidEvent, string(id))
+	}
+	// Nor what a PostgreSQL text column refuses (NUL, bytes that are not UTF-8): an ID from a URL
+	// would otherwise fail its query with a 500 rather than a 400.
+	if !utf8.ValidString(string(id)) || strings.IndexFunc(string(id), unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: booking id %q contains a control character or is not UTF-8", ErrInvalidEvent, string(id))
 	}
 	return nil
 }

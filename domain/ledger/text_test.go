@@ -25,3 +25,12 @@ func TestHeaderLinesRoundTrip(t *testing.T) {
 	assert.Equal(t, []string{"Webhook-Signature: v1,a: b v1,c", "X-Empty: ", "User-Agent: x"}, lines)
 	assert.Equal(t, hs, ledger.HeadersFromLines(lines))
 }
+
+func TestStorable(t *testing.T) {
+	for _, ok := range []string{"", "note", "two\nlines\tand a tab", "caf\u00e9", "\u2028"} {
+		assert.True(t, ledger.Storable(ok), "%q", ok)
+	}
+	for _, bad := range []string{"a\x00b", "\x00", "a\xffb", "\xc3"} {
+		assert.False(t, ledger.Storable(bad), "%q", bad)
+	}
+}

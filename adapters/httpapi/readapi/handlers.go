@@ -117,8 +117,8 @@ func (h *handlers) listReceipts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rq := projections.ReceiptQuery{Outcome: outcome, Provider: q.Get("provider")}
-	if len(rq.Provider) > maxResourceLength {
-		badRequest(w, "provider is longer than %d bytes", maxResourceLength)
+	if len(rq.Provider) > maxResourceLength || !ledger.Storable(rq.Provider) {
+		badRequest(w, "provider must be UTF-8 without NUL, at most %d bytes", maxResourceLength)
 		return
 	}
 	if v := q.Get("limit"); v != "" {
@@ -271,8 +271,8 @@ func (h *handlers) calendar(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resource := r.URL.Query().Get("resource")
-	if len(resource) > maxResourceLength {
-		badRequest(w, "resource longer than %d bytes", maxResourceLength)
+	if len(resource) > maxResourceLength || !ledger.Storable(resource) {
+		badRequest(w, "resource must be UTF-8 without NUL, at most %d bytes", maxResourceLength)
 		return
 	}
 	q := projections.CalendarQuery{From: from, To: to, Resource: resource}
@@ -288,6 +288,11 @@ func (h *handlers) calendar(w http.ResponseWriter, r *http.Request) {
 		c, err := projections.ParseCalendarCursor(v)
 		if err != nil {
 			h.fail(w, r, err)
+			return
+		}
+		if !ledger.Storable(c.Resource) || c.Booking.Validate() != nil {
+			// Decodes, but no calendar entry has such a resource or booking: not a cursor issued here.
+			badRequest(w, "cursor is not one this server issued (pass next_cursor unchanged)")
 			return
 		}
 		q.After = &c

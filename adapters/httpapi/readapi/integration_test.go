@@ -3,6 +3,7 @@ package readapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 	"time"
@@ -99,6 +100,40 @@ func TestReadAPIOverPostgres(t *testing.T) {
 	for _, k := range []string{"booking", "state", "receipts", "events", "findings", "fold_order"} {
 		assert.Contains(t, cli, k)
 	}
+}
+
+// Text a PostgreSQL text value cannot hold (NUL, bytes that are not UTF-8) in a parameter, a path, a
+// cursor or a note is a 400 with the documented code; passed to the query it answered 500 internal.
+func TestReadAPIRefusesTextNoQueryCanTake(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	store := postgres.NewStore(pool)
+	rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})
+	srv := serve(t, rm)
+	const day = "from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z"
+	cursor := func(resource, booking string) string {
+		b, err := json.Marshal([]string{"2027-03-15T00:00:00Z", resource, booking})
+		require.NoError(t, err)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	for _, tc := range []struct{ path, code string }{
+		{"/api/calendar?" + day + "&resource=a%00b", "invalid_request"},
+		{"/api/calendar?" + day + "&resource=a%FFb", "invalid_request"},
+		{"/api/calendar?" + day + "&cursor=" + cursor("a\u0000b", "calendly-x"), "invalid_request"},
+		{"/api/calendar?" + day + "&cursor=" + cursor("host-1", "calendly-a\u0000b"), "invalid_request"},
+		{"/api/bookings/calendly-a%00b", "invalid_booking_id"},
+		{"/api/bookings/calendly-a%FFb/history", "invalid_booking_id"},
+	} {
+		status, body := call(t, srv, "GET", tc.path, "")
+		assert.Equal(t, 400, status, "%s: %v", tc.path, body)
+		assert.Equal(t, tc.code, body["code"], tc.path)
+	}
+	// A cursor this server did issue still pages.
+	status, body := call(t, srv, "GET", "/api/calendar?"+day+"&cursor="+cursor("host-1", "calendly-x"), "")
+	assert.Equal(t, 200, status, "%v", body)
+
+	status, body = call(t, srv, "POST", "/api/reconciliation/1/resolve", `{"note":"a\u0000b"}`)
+	assert.Equal(t, 400, status, "%v", body)
+	assert.Equal(t, "invalid_request", body["code"])
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }

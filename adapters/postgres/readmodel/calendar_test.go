@@ -308,6 +308,11 @@ func TestOperatorResolutionIsNotReopened(t *testing.T) {
 	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
 	_, err = e.rm.Resolve(context.Background(), items[0].ID, "a note", " ")
 	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
+	// What a text column refuses is a bad request, not a failing statement.
+	_, err = e.rm.Resolve(context.Background(), items[0].ID, "a\x00note", "tester")
+	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
+	_, err = e.rm.Resolve(context.Background(), items[0].ID, "a note", "test\x00er")
+	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
 }
 
 func TestQuarantinedDeliveryIsQueued(t *testing.T) {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
 	"bookingledger/projections"
 )
 
@@ -134,12 +134,12 @@ WHERE booking = $1 OR other_booking = $1 ORDER BY opened_at, id`, string(id))
 func (m *ReadModel) Resolve(ctx context.Context, id int64, note, by string) (projections.Item, error) {
 	note, by = strings.TrimSpace(note), strings.TrimSpace(by)
 	switch {
-	case by == "" || len(by) > MaxNoteLength || !utf8.ValidString(by):
-		return projections.Item{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 of at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
+	case by == "" || len(by) > MaxNoteLength || !ledger.Storable(by):
+		return projections.Item{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 without NUL, at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
 	case note == "":
 		return projections.Item{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
-	case len(note) > MaxNoteLength || !utf8.ValidString(note):
-		return projections.Item{}, fmt.Errorf("%w: note must be valid UTF-8 of at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
+	case len(note) > MaxNoteLength || !ledger.Storable(note):
+		return projections.Item{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	// A process step's item is closed with the step's resolution (adapters/process.Store.Resolve):
 	// closing it alone would leave the step waiting for a decision nobody sees any more.
