@@ -295,3 +295,16 @@ WHERE kind = 'bookingledger.relay_deliver' AND state NOT IN ('completed', 'cance
 	require.NoError(t, err)
 	assert.Zero(t, got.ConsecutiveFailures, "the streak ended")
 }
+
+// A description a text column cannot hold is a bad request (it reached the INSERT and answered 500).
+func TestAddEndpointRefusesADescriptionNoColumnHolds(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{})
+	rcv := newReceiver(t)
+	for _, d := range []string{"crm\x00", "crm\xff", strings.Repeat("d", 501)} {
+		_, _, err := r.AddEndpoint(context.Background(), relay.NewEndpoint{URL: rcv.url(), Description: d})
+		assert.ErrorIs(t, err, relay.ErrInvalid, "%q", d)
+	}
+	_, _, err := r.AddEndpoint(context.Background(), relay.NewEndpoint{URL: rcv.url(), Description: "crm, two\nlines"})
+	assert.NoError(t, err)
+}

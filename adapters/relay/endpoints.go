@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bookingledger/adapters/providers/standard"
+	"bookingledger/domain/ledger"
 )
 
 // Errors callers branch on.
@@ -136,8 +137,8 @@ func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, strin
 	if err := CheckTypes(n.Types); err != nil {
 		return Endpoint{}, "", err
 	}
-	if len(n.Description) > 500 {
-		return Endpoint{}, "", fmt.Errorf("%w: description longer than 500 bytes", ErrInvalid)
+	if len(n.Description) > 500 || !ledger.Storable(n.Description) {
+		return Endpoint{}, "", fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
 	}
 	types := n.Types
 	if types == nil {
