@@ -308,3 +308,44 @@ func TestAddEndpointRefusesADescriptionNoColumnHolds(t *testing.T) {
 	_, _, err := r.AddEndpoint(context.Background(), relay.NewEndpoint{URL: rcv.url(), Description: "crm, two\nlines"})
 	assert.NoError(t, err)
 }
+
+// A job of many deliveries to a slow receiver, with one request slot: the deliveries still waiting
+// for the slot when the job has no time left for a whole attempt go to jobs of their own instead of
+// being cut short by the job's deadline and recorded as the receiver's failures.
+func TestDeliveriesWaitingForASlotAreHandedOnNotFailed(t *testing.T) {
+	e := newEnv(t)
+	opts := relayOpts{workers: 1, attemptTimeout: time.Second, jobTimeout: 3 * time.Second}
+	first := e.startRelay(t, relayOpts{noProjection: true, workers: 1, attemptTimeout: opts.attemptTimeout, jobTimeout: opts.jobTimeout})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		rc.serve(w, req)
+	})
+	ep, secret, err := first.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	const n = 16 // about 4.8 s of requests one at a time: more than one 3 s job can send
+	e.recordCreates(t, "calendly-slow", n, 12)
+	e.startRelay(t, opts)
+
+	eventually(t, 60*time.Second, "every delivery succeeded", func() bool {
+		return len(deliveriesIn(t, first, ep.ID, relay.StateSucceeded)) == n
+	})
+	var most int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT coalesce(max(jsonb_array_length(args->'delivery_ids')), 1) FROM river_job
+WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
+	require.Greater(t, most, n/2, "the deliveries were planned as one job")
+	for _, d := range deliveriesIn(t, first, ep.ID, "") {
+		_, attempts, err := first.DeliveryWithAttempts(ctx, d.ID)
+		require.NoError(t, err)
+		require.Len(t, attempts, 1, "delivery %d: one attempt, and it succeeded", d.ID)
+		assert.True(t, attempts[0].Succeeded, "delivery %d: %s", d.ID, attempts[0].Error)
+	}
+	for id, c := range rc.ids() {
+		assert.Equal(t, 1, c, "webhook-id %s", id)
+	}
+	got, err := first.Endpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Zero(t, got.ConsecutiveFailures)
+}

@@ -95,6 +95,8 @@ type relayOpts struct {
 	noProjection bool
 	registry     *prometheus.Registry
 	workers      int
+	// attemptTimeout and jobTimeout override the relay's and the queue's defaults.
+	attemptTimeout, jobTimeout time.Duration
 }
 
 // startRelay builds a relay on e and runs its workers (and, unless told otherwise, its projection)
@@ -115,12 +117,13 @@ func (e *env) startRelay(t testing.TB, o relayOpts) *relay.Relay {
 	}
 	store, _ := e.open(t, e.pool)
 	r, err := relay.New(relay.Config{Pool: e.pool, Events: store, Codec: eventcodec.JSON{}, Guard: o.guard,
-		Schedule: o.schedule, Jitter: -1, Alerts: o.alerts, Metrics: relay.NewMetrics(o.registry, e.pool), Workers: o.workers})
+		Schedule: o.schedule, Jitter: -1, Alerts: o.alerts, Metrics: relay.NewMetrics(o.registry, e.pool), Workers: o.workers,
+		AttemptTimeout: o.attemptTimeout})
 	require.NoError(t, err)
 	kind, err := r.Kind()
 	require.NoError(t, err)
 	q, err := jobs.New(jobs.Config{Pool: e.pool, Ledger: e.ledger, Kinds: []jobs.Kind{kind}, PollInterval: 50 * time.Millisecond,
-		StopTimeout: 5 * time.Second})
+		StopTimeout: 5 * time.Second, JobTimeout: o.jobTimeout})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, q.Start(ctx))

@@ -121,7 +121,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	var (
 		inline = map[int64]time.Time{} // retried by this job from then
 		later  = map[int64]time.Time{} // retried by a job of its own from then
-		split  []int64                 // its message could not be built: retried as a job of its own
+		split  []int64                 // not attempted (no message, or no request slot in time): a job of its own, due now
 	)
 	work := ids
 	for {
@@ -172,11 +172,11 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 				due = append(due, d)
 			}
 		}
-		round, failed, err := r.sendAll(ctx, due, len(ids) == 1)
+		round, handed, err := r.sendAll(ctx, due, len(ids) == 1)
 		if err != nil {
 			return err
 		}
-		split = append(split, failed...)
+		split = append(split, handed...)
 		for i := range round {
 			s := &round[i]
 			if s.state != StatePending {
@@ -206,15 +206,26 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 }
 
 // sendAll makes one attempt of each delivery, at most r.workers at once across the relay. A
-// delivery whose message cannot be built is returned in failed, to be retried on its own, unless it
-// is the job's only one (alone: the error is the job's, as River retries or cancels it).
-func (r *Relay) sendAll(ctx context.Context, ds []delivery, alone bool) (round []sent, failed []int64, err error) {
+// delivery whose message cannot be built, or that found no free request slot while the job still had
+// time for a whole attempt (see slotDeadline), is returned in handed, to be retried by a job of its
+// own — due now, with no attempt recorded, so a busy relay never counts its own queue as the
+// receiver's failure. A job of one delivery waits for its slot as long as it runs; when the message
+// of its only delivery cannot be built, the error is the job's (alone), as River retries or cancels it.
+func (r *Relay) sendAll(ctx context.Context, ds []delivery, alone bool) (round []sent, handed []int64, err error) {
 	round = make([]sent, len(ds))
 	errs := make([]error, len(ds))
+	unsent := make([]bool, len(ds))
+	slotCtx, cancel := r.slotDeadline(ctx, alone)
+	defer cancel()
 	var wg sync.WaitGroup
 	for i, d := range ds {
 		wg.Go(func() {
-			r.sending <- struct{}{}
+			select {
+			case r.sending <- struct{}{}:
+			case <-slotCtx.Done():
+				unsent[i] = true
+				return
+			}
 			defer func() { <-r.sending }()
 			var a attempt
 			a, errs[i] = r.attemptOne(ctx, d)
@@ -225,16 +236,34 @@ func (r *Relay) sendAll(ctx context.Context, ds []delivery, alone bool) (round [
 	kept := round[:0]
 	for i, s := range round {
 		switch {
+		case unsent[i]:
+			handed = append(handed, ds[i].id)
 		case errs[i] == nil:
 			kept = append(kept, s)
 		case alone:
 			return nil, nil, errs[i]
 		default:
 			r.log.Warn("relay delivery could not be built; retried on its own", "delivery", ds[i].id, "error", errs[i])
-			failed = append(failed, ds[i].id)
+			handed = append(handed, ds[i].id)
 		}
 	}
-	return kept, failed, nil
+	return kept, handed, nil
+}
+
+// slotDeadline is how long a delivery of a job of several may wait for a request slot: until the
+// job's deadline leaves less than one attempt's timeout (and a second to record it), after which an
+// attempt could be cut short and recorded as a failure. Without such room from the start (a job
+// timeout shorter than an attempt's), or for a job of one delivery, it waits as long as the job runs.
+func (r *Relay) slotDeadline(ctx context.Context, alone bool) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || alone {
+		return context.WithCancel(ctx)
+	}
+	cutoff := deadline.Add(-r.attemptTimeout - time.Second)
+	if !cutoff.After(time.Now()) {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, cutoff)
 }
 
 // attemptOne builds, signs and sends one delivery's message.
