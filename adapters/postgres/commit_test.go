@@ -287,3 +287,49 @@ func TestCommitsAcrossStreamsDoNotDeadlock(t *testing.T) {
 		assert.Len(t, got, workers*each*3/2)
 	}
 }
+
+// TestCommitSendsADeadlockVictimAgain: a delivery committed alone whose transaction PostgreSQL aborts
+// to break a deadlock is sent again rather than failed (the abort rolled all of it back). Another
+// session holds the delivery's body row and then asks for its stream's row, which the commit holds
+// while it waits for the body's: the cycle a receipt-only copy of a delivery makes with a copy that
+// appends, in two groups.
+func TestCommitSendsADeadlockVictimAgain(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	stream := streamName(t)
+	_, err := s.Commit(ctx, commitOf("delivery-first", appendOf(stream, eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
+	require.NoError(t, err)
+	var digest []byte
+	require.NoError(t, pool.QueryRow(ctx, `SELECT body_digest FROM receipts WHERE delivery_id = 'delivery-first'`).Scan(&digest))
+	require.NotEmpty(t, digest)
+
+	other, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	// The commit's session detects the cycle (its deadlock_timeout, 1 s by default, runs out first), so
+	// the commit is the victim.
+	_, err = other.Exec(ctx, `SET LOCAL deadlock_timeout = '30s'`)
+	require.NoError(t, err)
+	_, err = other.Exec(ctx, `SELECT 1 FROM receipt_bodies WHERE digest = $1 FOR UPDATE`, digest)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Commit(ctx, commitOf("delivery-second", appendOf(stream, eventlog.Exact(1), event(t, "booking.canceled.v1"))))
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+		return waiting == 1
+	}, 10*time.Second, 10*time.Millisecond, "the commit waits for the body's row")
+	_, err = other.Exec(ctx, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, stream)
+	require.NoError(t, err, "the commit, not this session, was the victim")
+	require.NoError(t, other.Rollback(ctx))
+
+	require.NoError(t, <-done)
+	evs, err := s.ReadStream(ctx, stream)
+	require.NoError(t, err)
+	assert.Len(t, evs, 2, "the second delivery's event is stored once")
+}

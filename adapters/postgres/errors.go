@@ -20,6 +20,7 @@ const (
 	codePartialDuplicate = "BL002"
 	codeInvalidAppend    = "BL003"
 	codeUniqueViolation  = "23505"
+	codeDeadlock         = "40P01" // deadlock_detected: the transaction was rolled back to break a cycle
 )
 
 // Constraint names the unique-violation safety net recognises.

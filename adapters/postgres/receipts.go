@@ -129,9 +129,28 @@ func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResul
 	return res, nil
 }
 
-// commitGroup sends a group's deliveries as one pipelined batch in one implicit transaction ending in a
-// single Sync: one round trip and one WAL flush for the group.
+// deadlockRetries bounds how often a delivery committed alone is sent again after PostgreSQL chose
+// its transaction as a deadlock's victim.
+const deadlockRetries = 3
+
+// commitGroup commits a group's deliveries (sendGroup). A delivery committed alone whose transaction
+// PostgreSQL aborted to break a deadlock is sent again: the abort rolled all of it back, so nothing of
+// it is stored, and the transaction that won has committed or will. Such a cycle needs locks no
+// single order prevents: a receipt-only commit (a copy of a delivery whose events are stored) holds
+// its body's row without its stream's lock, which a copy with appends takes first.
 func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
+	for try := 0; ; try++ {
+		res, errs := s.sendGroup(ctx, reqs)
+		var pgErr *pgconn.PgError
+		if len(reqs) != 1 || try == deadlockRetries || !errors.As(errs[0], &pgErr) || pgErr.Code != codeDeadlock {
+			return res, errs
+		}
+	}
+}
+
+// sendGroup sends a group's deliveries as one pipelined batch in one implicit transaction ending in a
+// single Sync: one round trip and one WAL flush for the group.
+func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
 	commits := make([]ledger.Commit, len(reqs))
 	for i, r := range reqs {
 		commits[i] = r.Commit
