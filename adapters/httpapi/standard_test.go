@@ -94,7 +94,7 @@ func TestStandardWebhooksQuarantinesTimesAndCapacitiesNoEventHolds(t *testing.T)
 	ts := newServer(t)
 	for _, tc := range []struct{ id, body, reason string }{
 		{"msg_y10000", `{"type":"booking.scheduled","timestamp":"2026-03-02T09:00:00Z","data":{"booking":"y1","resources":["r"],"start":"9999-12-31T20:00:00Z","end":"9999-12-31T23:59:59-23:59"}}`,
-			"data.end: time outside the years 0000 to 9999 (UTC): 10000-01-01T23:58:59Z"},
+			"data.end: time no event can carry: 10000-01-01T23:58:59Z is outside the years 0000 to 9999 (UTC)"},
 		{"msg_seats", `{"type":"booking.scheduled","timestamp":"2026-03-02T09:00:00Z","data":{"booking":"y2","resources":["r"],"start":"2026-03-03T10:00:00Z","end":"2026-03-03T11:00:00Z","capacity":3000000000}}`,
 			"data.capacity 3000000000 is more than 1000000"},
 	} {

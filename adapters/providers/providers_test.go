@@ -214,7 +214,9 @@ func TestParseTime(t *testing.T) {
 		assert.Equal(t, want, got, in)
 	}
 	for _, bad := range []string{"", "2024-05-14", "14/05/2024 09:12", "2024-05-14T09:12:30",
-		"9999-12-31T23:59:59-23:59", "9999-12-31T23:30:00-00:31", "0000-01-01T00:00:00+00:01"} {
+		"9999-12-31T23:59:59-23:59", "9999-12-31T23:30:00-00:31", "0000-01-01T00:00:00+00:01",
+		// The zero time, which Decide reads as none: the event would be refused after mapping.
+		"0001-01-01T00:00:00Z", "0001-01-01T01:00:00+01:00"} {
 		_, err := providers.ParseTime("x", bad)
 		assert.ErrorIs(t, err, providers.ErrUnmappable, bad)
 	}

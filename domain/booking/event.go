@@ -162,16 +162,20 @@ func (s Slot) Validate() error {
 	return nil
 }
 
-// ErrTimeRange: a time an event cannot carry (CheckTime).
-var ErrTimeRange = errors.New("time outside the years 0000 to 9999 (UTC)")
+// ErrInvalidTime: a time no event can carry (CheckTime).
+var ErrInvalidTime = errors.New("time no event can carry")
 
 // CheckTime refuses a time whose UTC year is outside 0000–9999: events are stored with RFC 3339
 // times, which have four-digit years, so such an event could never be encoded, and a delivery
 // carrying one would fail on every retry instead of being quarantined. The year is the UTC one:
-// "9999-12-31T23:59:59-23:59" is in the year 10000.
+// "9999-12-31T23:59:59-23:59" is in the year 10000. It refuses the zero time too, which Decide
+// reads as no time at all ("0001-01-01T00:00:00Z" is a valid RFC 3339 spelling of it).
 func CheckTime(t time.Time) error {
+	if t.IsZero() {
+		return fmt.Errorf("%w: the zero time 0001-01-01T00:00:00Z stands for none", ErrInvalidTime)
+	}
 	if y := t.UTC().Year(); y < 0 || y > 9999 {
-		return fmt.Errorf("%w: %s", ErrTimeRange, t.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: %s is outside the years 0000 to 9999 (UTC)", ErrInvalidTime, t.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

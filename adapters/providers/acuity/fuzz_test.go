@@ -83,6 +83,8 @@ func FuzzMapAppointment(f *testing.F) {
 	f.Add([]byte("action=changed&id=1"), []byte(`{"id":1,"calendarID":1,"duration":"10080","datetime":"9999-12-31T23:59:59-2359","canceled":true,"noShow":true}`))
 	// Times in the years 10000 and -1 UTC: their events could not be encoded; found by reading.
 	f.Add([]byte("action=scheduled&id=1"), []byte(`{"id":1,"calendarID":1,"duration":"60","datetime":"9999-12-31T23:30:00+0000"}`))
+	// The zero time as the start: Decide refuses a slot without one, after the mapping accepted it.
+	f.Add([]byte("action=scheduled&id=1"), []byte(`{"id":1,"calendarID":1,"duration":"60","datetime":"0001-01-01T00:00:00+0000"}`))
 	f.Add([]byte("action=scheduled&id=1"), []byte(`{"id":1,"calendarID":1,"duration":"60","datetime":"2025-06-30T10:15:00+0100","datetimeCreated":"0000-01-01T00:00:00+0100"}`))
 	at := time.Date(2025, 6, 10, 8, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, body, doc []byte) {

@@ -146,6 +146,7 @@ func TestParseAppointmentErrors(t *testing.T) {
 		// Times an event cannot be stored with (RFC 3339 has four-digit years), in UTC.
 		"datetime in the year 10000 UTC":           strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"9999-12-31T23:59:59-2359"`, 1),
 		"datetime plus duration in the year 10000": strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"9999-12-31T23:59:00+0000"`, 1),
+		"datetime the zero time":                   strings.Replace(base, `"2025-06-30T10:15:00+0100"`, `"0001-01-01T01:00:00+0100"`, 1),
 		"datetimeCreated before the year 0000 UTC": strings.Replace(base, `"2025-06-02T14:03:11-0500"`, `"0000-01-01T00:00:00+0100"`, 1),
 		"canceled as a string":                     strings.Replace(base, `"canceled": false`, `"canceled": "no"`, 1),
 		"bad datetimeCreated":                      strings.Replace(base, `"2025-06-02T14:03:11-0500"`, `"yesterday"`, 1),

@@ -52,6 +52,8 @@ func FuzzMap(f *testing.F) {
 	// An end in the year 10000 UTC (its event could not be encoded: 503 on every retry) and more seats
 	// than the read model's int4 holds (the projection stopped at that event); found by reading.
 	f.Add([]byte(`{"triggerEvent":"BOOKING_CREATED","createdAt":"2024-01-01T00:00:00Z","payload":{"uid":"a","organizer":{"id":"1"},"startTime":"9999-12-31T23:00:00Z","endTime":"9999-12-31T23:59:59-23:59"}}`))
+	// The zero time as createdAt: Decide refuses it as no time at all, after the mapping accepted it.
+	f.Add([]byte(`{"triggerEvent":"BOOKING_CANCELLED","createdAt":"0001-01-01T00:00:00Z","payload":{"uid":"a"}}`))
 	f.Add([]byte(`{"triggerEvent":"BOOKING_REQUESTED","createdAt":"0000-01-01T00:00:00+01:00","payload":{"uid":"a","organizer":{"id":"1"},"startTime":"2024-01-01T00:00:00Z","endTime":"2024-01-01T01:00:00Z","seatsPerTimeSlot":3000000000}}`))
 
 	p := calcom.New(providers.NewSecrets("s"))

@@ -279,6 +279,7 @@ func TestMapErrors(t *testing.T) {
 		// capacity beyond the read model's 32-bit integer.
 		{"endTime in the year 10000 UTC", strings.Replace(created, `"endTime": "2024-05-21T14:30:00.000Z"`, `"endTime": "9999-12-31T23:59:59-23:59"`, 1)},
 		{"createdAt before the year 0000 UTC", strings.Replace(created, `"createdAt": "2024-05-14T09:12:31.482Z"`, `"createdAt": "0000-01-01T00:00:00+01:00"`, 1)},
+		{"createdAt the zero time", strings.Replace(created, `"createdAt": "2024-05-14T09:12:31.482Z"`, `"createdAt": "0001-01-01T00:00:00Z"`, 1)},
 		{"seatsPerTimeSlot beyond the maximum", strings.Replace(created, `"seatsPerTimeSlot": null`, `"seatsPerTimeSlot": 3000000000`, 1)},
 		{"reschedule without rescheduleUid", strings.Replace(rescheduled, `"rescheduleUid": "`+uidA+`"`, `"rescheduleUid": null`, 1)},
 		{"reschedule from itself", strings.Replace(rescheduled, `"rescheduleUid": "`+uidA+`"`, `"rescheduleUid": "`+uidB+`"`, 1)},

@@ -60,6 +60,8 @@ func FuzzMap(f *testing.F) {
 	// beyond the read model's int4 (the projection stopped at that event); found by reading.
 	f.Add([]byte(`{"event":"invitee.created","created_at":"2024-01-01T00:00:00Z","payload":{"uri":"x/invitees/y","event":"m","scheduled_event":{"start_time":"9999-12-31T23:00:00Z","end_time":"9999-12-31T23:59:59-23:59","invitees_counter":{"limit":3000000000},"event_memberships":[{"user":"u"}]}}}`))
 	f.Add([]byte(`{"event":"invitee_no_show.created","created_at":"9999-12-31T23:30:00-01:00","payload":{"uri":"x/invitees/y"}}`))
+	// The zero time: Decide refuses it as no time at all, after the mapping accepted it.
+	f.Add([]byte(`{"event":"invitee_no_show.deleted","created_at":"0001-01-01T00:00:00Z","payload":{"uri":"x/invitees/y"}}`))
 
 	p := calendly.New(providers.NewSecrets("k"), 0)
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -235,6 +235,7 @@ func TestMapErrors(t *testing.T) {
 		{"limit not a number", strings.Replace(valid, `"limit": 1`, `"limit": "one"`, 1)},
 		// Times and capacities an event cannot be stored or projected with: year 10000 in UTC, a
 		// capacity beyond the read model's 32-bit integer.
+		{"updated_at the zero time", strings.Replace(valid, `"updated_at": "2024-05-14T09:12:30.871243Z"`, `"updated_at": "0001-01-01T00:00:00Z"`, 1)},
 		{"limit beyond the maximum", strings.Replace(valid, `"limit": 1`, `"limit": 3000000000`, 1)},
 		{"end in the year 10000 UTC", strings.Replace(valid, `"end_time": "2024-05-21T14:30:00.000000Z"`, `"end_time": "9999-12-31T23:59:59-23:59"`, 1)},
 		{"updated_at in the year 10000 UTC", strings.Replace(valid, `"updated_at": "2024-05-14T09:12:30.871243Z"`, `"updated_at": "9999-12-31T23:30:00-01:00"`, 1)},

@@ -75,6 +75,8 @@ func FuzzMap(f *testing.F) {
 	// An end in the year 10000 UTC (its event could not be encoded: 503 on every retry) and a capacity
 	// beyond the read model's int4 (the projection stopped at that event); found by reading.
 	f.Add("msg_3", []byte(`{"type":"booking.requested","timestamp":"2024-01-01T00:00:00Z","data":{"booking":"a","resources":["r"],"start":"2024-01-01T00:00:00Z","end":"9999-12-31T23:59:59-23:59"}}`))
+	// The zero time: Decide refuses it as no time at all, after the mapping accepted it.
+	f.Add("msg_5", []byte(`{"type":"booking.no_show_marked","timestamp":"0001-01-01T00:00:00Z","data":{"booking":"a"}}`))
 	f.Add("msg_4", []byte(`{"type":"booking.scheduled","timestamp":"0000-01-01T00:59:59+01:00","data":{"booking":"a","resources":["r"],"start":"2024-01-01T00:00:00Z","end":"2024-01-01T01:00:00Z","capacity":3000000000}}`))
 
 	p := newProvider(f, 0, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")

@@ -188,6 +188,7 @@ func TestMapErrors(t *testing.T) {
 		{"capacity not a number", "msg_1", strings.Replace(scheduled, `"capacity": 12`, `"capacity": "12"`, 1)},
 		// Times and capacities an event cannot be stored or projected with: year 10000 in UTC, a
 		// capacity beyond the read model's 32-bit integer.
+		{"timestamp the zero time", "msg_1", strings.Replace(scheduled, `"timestamp": "2024-06-10T13:00:08.250Z"`, `"timestamp": "0001-01-01T00:00:00Z"`, 1)},
 		{"capacity beyond the maximum", "msg_1", strings.Replace(scheduled, `"capacity": 12`, `"capacity": 3000000000`, 1)},
 		{"end in the year 10000 UTC", "msg_1", strings.Replace(scheduled, `"end": "2024-06-12T17:30:00Z"`, `"end": "9999-12-31T23:59:59-23:59"`, 1)},
 		{"timestamp before the year 0000 UTC", "msg_1", strings.Replace(scheduled, `"timestamp": "2024-06-10T13:00:08.250Z"`, `"timestamp": "0000-01-01T00:59:59+01:00"`, 1)},
