@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -146,10 +147,10 @@ type BookingInput struct {
 	Events []booking.Event
 	// StreamVersion is the version of the stream the events were read from.
 	StreamVersion uint64
-	// Payments are the payment streams linked to the booking (see LinkPayments).
+	// Payments are the payment streams linked to the booking (see PaymentIndex.Link).
 	Payments []LinkedPayment
 	// PaymentRefs, when set, are the payment references linked to the booking (the closure
-	// LinkPayments returns); otherwise those of its own and its payments' events.
+	// PaymentIndex.Link returns); otherwise those of its own and its payments' events.
 	PaymentRefs []string
 	// SupersededBy lists bookings whose own events say they were rescheduled from this one (Recompute
 	// fills it in).
@@ -175,8 +176,8 @@ func BookingRow(in BookingInput) Booking {
 		BookingStatus:   s.Status,
 		Capacity:        s.Capacity,
 		NoShow:          s.NoShow,
-		ScheduledAt:     zeroOrMicro(s.ScheduledAt),
-		UpdatedAt:       zeroOrMicro(s.UpdatedAt),
+		ScheduledAt:     Micro(s.ScheduledAt),
+		UpdatedAt:       Micro(s.UpdatedAt),
 		StreamVersion:   in.StreamVersion,
 		Events:          s.Events,
 		RescheduledFrom: s.RescheduledFrom,
@@ -188,9 +189,7 @@ func BookingRow(in BookingInput) Booking {
 	}
 	if s.HasSlot() {
 		b.Meeting = s.Slot.Meeting
-		b.Resources = slices.Clone(s.Slot.Resources)
-		slices.Sort(b.Resources)
-		b.Resources = slices.Compact(b.Resources)
+		b.Resources = CanonicalResources(s.Slot.Resources, nil)
 		b.Start, b.End = Micro(s.Slot.Start), Micro(s.Slot.End)
 	}
 
@@ -281,14 +280,7 @@ type PaymentStream struct {
 	Refs   []string
 }
 
-// LinkPayments returns the payment streams linked to a booking with payment references refs: every
-// stream sharing a reference, transitively (a stream links the refs it carries to the booking too).
-// The result is sorted and depends only on the sets given.
-func LinkPayments(refs []string, streams []PaymentStream) (linked []booking.ID, closure []string) {
-	return NewPaymentIndex(streams).Link(refs)
-}
-
-// PaymentIndex answers LinkPayments for many bookings over one set of payment streams.
+// PaymentIndex links bookings to payment streams, for many bookings over one set of streams.
 type PaymentIndex struct {
 	streams []PaymentStream
 	byRef   map[string][]int
@@ -305,48 +297,35 @@ func NewPaymentIndex(streams []PaymentStream) *PaymentIndex {
 	return x
 }
 
-// Link is LinkPayments over the indexed streams.
+// Link returns the payment streams linked to a booking with payment references refs: every stream
+// sharing a reference, transitively (a stream links the refs it carries to the booking too), and
+// those references. The result is sorted and depends only on the sets given.
 func (x *PaymentIndex) Link(refs []string) (linked []booking.ID, closure []string) {
 	have := map[string]bool{}
 	queue := make([]string, 0, len(refs))
-	for _, r := range refs {
-		if !have[r] {
-			have[r] = true
-			queue = append(queue, r)
+	add := func(refs []string) {
+		for _, r := range refs {
+			if !have[r] {
+				have[r] = true
+				queue = append(queue, r)
+			}
 		}
 	}
+	add(refs)
 	taken := map[int]bool{}
 	for len(queue) > 0 {
 		r := queue[0]
 		queue = queue[1:]
 		for _, i := range x.byRef[r] {
-			if taken[i] {
-				continue
-			}
-			taken[i] = true
-			linked = append(linked, x.streams[i].Stream)
-			for _, r2 := range x.streams[i].Refs {
-				if !have[r2] {
-					have[r2] = true
-					queue = append(queue, r2)
-				}
+			if !taken[i] {
+				taken[i] = true
+				linked = append(linked, x.streams[i].Stream)
+				add(x.streams[i].Refs)
 			}
 		}
 	}
-	for r := range have {
-		closure = append(closure, r)
-	}
 	slices.Sort(linked)
-	linked = slices.Compact(linked)
-	slices.Sort(closure)
-	return linked, closure
-}
-
-func zeroOrMicro(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return Micro(t)
+	return slices.Compact(linked), slices.Sorted(maps.Keys(have))
 }
 
 func mergeSorted(a, b []string) []string {
@@ -396,13 +375,8 @@ func assignSlots(claims []Claim) assignment {
 	}
 	order := make([]ranked, 0, len(byBooking))
 	for id, cs := range byBooking {
-		p := cs[0].Priority
-		for _, c := range cs[1:] {
-			if c.Priority.Before(p) {
-				p = c.Priority
-			}
-		}
-		order = append(order, ranked{id, p})
+		first := slices.MinFunc(cs, func(a, b Claim) int { return a.Priority.Compare(b.Priority) })
+		order = append(order, ranked{id, first.Priority})
 	}
 	slices.SortFunc(order, func(a, b ranked) int {
 		if c := a.priority.Compare(b.priority); c != 0 {

@@ -197,10 +197,10 @@ func TestLinkPaymentsIsTransitive(t *testing.T) {
 		{Stream: "s2", Refs: []string{"pi_1"}},
 		{Stream: "s4", Refs: []string{"ch_7"}},
 	}
-	linked, closure := projections.LinkPayments([]string{"ch_1"}, streams)
+	linked, closure := projections.NewPaymentIndex(streams).Link([]string{"ch_1"})
 	assert.Equal(t, []booking.ID{"s1", "s2"}, linked)
 	assert.Equal(t, []string{"ch_1", "pi_1"}, closure)
-	linked, _ = projections.LinkPayments(nil, streams)
+	linked, _ = projections.NewPaymentIndex(streams).Link(nil)
 	assert.Empty(t, linked)
 }
 

@@ -178,11 +178,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		case err != nil:
 			log.Warn("projection lock unavailable", "error", err)
 			r.update(func(s *RunnerStatus) { s.Active, s.LastError = false, err.Error() })
-			if eventlog.Sleep(ctx, wait) != nil {
-				return ctx.Err()
-			}
-			wait = min(2*wait, r.opts.MaxRetryInterval)
-			continue
 		case lease == nil:
 			if !standby {
 				log.Info("projection runs in another process; standing by")
@@ -193,22 +188,23 @@ func (r *Runner) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			continue
+		default:
+			standby = false
+			log.Info("projection lock taken; applying")
+			r.update(func(s *RunnerStatus) { s.Active = true })
+			progressed := false
+			err = r.lead(ctx, lease, func() { progressed = true })
+			lease.Release(context.WithoutCancel(ctx))
+			r.update(func(s *RunnerStatus) { s.Active = false })
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if progressed {
+				wait = r.opts.RetryInterval
+			}
+			log.Warn("projection stopped; retrying", "error", err, "wait", wait)
+			r.update(func(s *RunnerStatus) { s.LastError = err.Error() })
 		}
-		standby = false
-		log.Info("projection lock taken; applying")
-		r.update(func(s *RunnerStatus) { s.Active = true })
-		progressed := false
-		err = r.lead(ctx, lease, func() { progressed = true })
-		lease.Release(context.WithoutCancel(ctx))
-		r.update(func(s *RunnerStatus) { s.Active = false })
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if progressed {
-			wait = r.opts.RetryInterval
-		}
-		log.Warn("projection stopped; retrying", "error", err, "wait", wait)
-		r.update(func(s *RunnerStatus) { s.LastError = err.Error() })
 		if eventlog.Sleep(ctx, wait) != nil {
 			return ctx.Err()
 		}
@@ -245,23 +241,17 @@ func (r *Runner) lead(parent context.Context, lease Lease, progressed func()) er
 	}
 	r.update(func(s *RunnerStatus) { s.Position = pos })
 	onBatch := func(int) { progressed() }
-	if pos, err = r.catchUp(ctx, pos, false, onBatch); err != nil {
-		return cause(err)
-	}
-	if err := r.caughtUp(ctx); err != nil {
-		return cause(err)
-	}
-	if sub := r.opts.Subscriber; sub != nil {
-		return cause(r.live(ctx, sub, pos, onBatch))
-	}
 	for {
-		if err := eventlog.Sleep(ctx, r.opts.PollInterval); err != nil {
-			return cause(err)
-		}
 		if pos, err = r.catchUp(ctx, pos, false, onBatch); err != nil {
 			return cause(err)
 		}
 		if err := r.caughtUp(ctx); err != nil {
+			return cause(err)
+		}
+		if sub := r.opts.Subscriber; sub != nil {
+			return cause(r.live(ctx, sub, pos, onBatch))
+		}
+		if err := eventlog.Sleep(ctx, r.opts.PollInterval); err != nil {
 			return cause(err)
 		}
 	}
@@ -432,14 +422,7 @@ func (r *Runner) applyLive(ctx context.Context, ch <-chan eventlog.RecordedEvent
 func (r *Runner) CatchUp(ctx context.Context) (int64, error) {
 	var n int64
 	err := r.withLease(ctx, func(ctx context.Context) error {
-		pos, err := r.proj.Load(ctx)
-		if err != nil {
-			return fmt.Errorf("load checkpoint of %s: %w", r.proj.Name(), err)
-		}
-		if _, err := r.catchUp(ctx, pos, false, func(k int) { n += int64(k) }); err != nil {
-			return err
-		}
-		return r.caughtUp(ctx)
+		return r.toEnd(ctx, false, func(k int) { n += int64(k) })
 	})
 	return n, err
 }
@@ -450,7 +433,7 @@ func (r *Runner) CatchUp(ctx context.Context) (int64, error) {
 // next runner that takes the lock: it resumes from the checkpoint the rebuild reached.
 func (r *Runner) Rebuild(ctx context.Context, progress func(Progress)) error {
 	return r.withLease(ctx, func(ctx context.Context) error {
-		var total int64
+		var total, done int64
 		if progress != nil {
 			var err error
 			if total, err = r.count(ctx); err != nil {
@@ -461,21 +444,29 @@ func (r *Runner) Rebuild(ctx context.Context, progress func(Progress)) error {
 		if err := r.proj.Reset(ctx); err != nil {
 			return fmt.Errorf("rebuild %s: reset: %w", r.proj.Name(), err)
 		}
-		pos, err := r.proj.Load(ctx)
-		if err != nil {
-			return fmt.Errorf("rebuild %s: load checkpoint: %w", r.proj.Name(), err)
-		}
-		var done int64
-		if _, err := r.catchUp(ctx, pos, true, func(n int) {
+		err := r.toEnd(ctx, true, func(n int) {
 			done += int64(n)
 			if progress != nil {
 				progress(Progress{Done: done, Total: max(total, done)})
 			}
-		}); err != nil {
+		})
+		if err != nil {
 			return fmt.Errorf("rebuild %s: %w", r.proj.Name(), err)
 		}
-		return r.caughtUp(ctx)
+		return nil
 	})
+}
+
+// toEnd applies the log from the saved checkpoint to its end and reports the projection caught up.
+func (r *Runner) toEnd(ctx context.Context, rebuild bool, onBatch func(int)) error {
+	pos, err := r.proj.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load checkpoint of %s: %w", r.proj.Name(), err)
+	}
+	if _, err := r.catchUp(ctx, pos, rebuild, onBatch); err != nil {
+		return err
+	}
+	return r.caughtUp(ctx)
 }
 
 func (r *Runner) withLease(parent context.Context, f func(context.Context) error) error {

@@ -128,13 +128,13 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 
 	var stored []projections.PaymentStream
 	var oldFrom []string
-	a.tx.query("read payment streams", `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, []any{idStrings(touched)},
-		func(rows pgx.Rows) (err error) { stored, err = collectPaymentStreams(rows); return err })
+	queueQuery(a.tx, "read payment streams", `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, []any{idStrings(touched)},
+		pgx.RowToStructByPos[projections.PaymentStream], &stored)
 	if len(bookTouched) > 0 {
 		// Empty links are dropped by set.add: a test for them here would plan (generically) as a
 		// walk of the partial index on the links.
-		a.tx.query("old reschedule links", `SELECT rescheduled_from FROM calendar_bookings WHERE booking = ANY($1)`, []any{idStrings(bookTouched)},
-			func(rows pgx.Rows) (err error) { oldFrom, err = pgx.CollectRows(rows, pgx.RowTo[string]); return err })
+		queueQuery(a.tx, "old reschedule links", `SELECT rescheduled_from FROM calendar_bookings WHERE booking = ANY($1)`, []any{idStrings(bookTouched)},
+			pgx.RowTo[string], &oldFrom)
 	}
 	if err := a.tx.flush(ctx); err != nil {
 		return err
@@ -264,7 +264,7 @@ func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booki
 		if len(ask) == 0 {
 			break
 		}
-		found, err := queryPaymentStreams(ctx, a.tx, `SELECT DISTINCT p.stream, p.refs FROM payment_stream_refs r
+		found, err := queryRows(ctx, a.tx, pgx.RowToStructByPos[projections.PaymentStream], `SELECT DISTINCT p.stream, p.refs FROM payment_stream_refs r
 JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, ask)
 		if err != nil {
 			return nil, nil, fmt.Errorf("payment streams: %w", err)
@@ -344,10 +344,8 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 	}
 	var members orderedSet
 	var superseding []projections.Booking
-	a.tx.query("connected claims", connectedClaimsSQL, []any{seedRes, seedStart, seedEnd, idS},
-		func(rows pgx.Rows) (err error) { comp.Claims, err = collectClaims(rows); return err })
-	a.tx.query("reschedule links", supersedingSQL, []any{idS},
-		func(rows pgx.Rows) (err error) { superseding, err = collectBookings(rows); return err })
+	queueQuery(a.tx, "connected claims", connectedClaimsSQL, []any{seedRes, seedStart, seedEnd, idS}, pgx.RowToStructByPos[projections.Claim], &comp.Claims)
+	queueQuery(a.tx, "reschedule links", supersedingSQL, []any{idS}, scanBooking, &superseding)
 	if err := a.tx.flush(ctx); err != nil {
 		return comp, err
 	}
@@ -428,8 +426,12 @@ WHERE b.booking = u.booking`, []any{restatus, status, holder}}, nil)
 	}
 	// A row is replaced in the rebuild's encoding: deleted, then inserted.
 	if len(ch.Rows) > 0 {
+		replaced := make([]string, len(ch.Rows))
+		for i, b := range ch.Rows {
+			replaced[i] = string(b.Booking)
+		}
 		for _, table := range []string{"calendar_bookings", "calendar_booking_refs"} {
-			a.tx.exec(write{"replace calendar rows", `DELETE FROM ` + table + ` WHERE booking = ANY($1)`, []any{idStrings(rowIDs(ch.Rows))}}, nil)
+			a.tx.exec(write{"replace calendar rows", `DELETE FROM ` + table + ` WHERE booking = ANY($1)`, []any{replaced}}, nil)
 		}
 	}
 	var refs, refBookings []string
@@ -501,33 +503,8 @@ const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
 SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at
 FROM calendar_slots c WHERE c.booking IN (SELECT booking FROM comp)`
 
-func collectClaims(rows pgx.Rows) ([]projections.Claim, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Claim, err error) {
-		return c, r.Scan(&c.Booking, &c.Resource, &c.Meeting, &c.Start, &c.End, &c.Priority)
-	})
-}
-
-// queryPaymentStreams reads (stream, refs) rows.
-func queryPaymentStreams(ctx context.Context, q reader, sql string, args ...any) ([]projections.PaymentStream, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collectPaymentStreams(rows)
-}
-
-func collectPaymentStreams(rows pgx.Rows) ([]projections.PaymentStream, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ps projections.PaymentStream, err error) {
-		return ps, r.Scan(&ps.Stream, &ps.Refs)
-	})
-}
-
 func collectStrings(ctx context.Context, q reader, sql string, args ...any) ([]string, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return queryRows(ctx, q, pgx.RowTo[string], sql, args...)
 }
 
 func idStrings(ids []booking.ID) []string {
@@ -546,14 +523,6 @@ func toIDs(s []string) []booking.ID {
 	return out
 }
 
-func rowIDs(rows []projections.Booking) []booking.ID {
-	out := make([]booking.ID, len(rows))
-	for i, r := range rows {
-		out[i] = r.Booking
-	}
-	return out
-}
-
 // write is one statement of a batch's writes; what names it in errors.
 type write struct {
 	what, sql string
@@ -567,9 +536,8 @@ type write struct {
 // instead of the whole batch.
 type batchTx struct {
 	tx     pgx.Tx
-	batch  pgx.Batch
-	read   []func(pgx.BatchResults) error // one per queued statement, in order
-	writes bool                           // a write is queued
+	batch  pgx.Batch // each statement with the callback that reads its result
+	writes bool      // a write is queued
 	// lead queues the statement that goes ahead of the first writes sent (the checkpoint's
 	// compare-and-set: a runner that finds it moved runs none of them).
 	lead func(*pgx.Batch) (func(pgx.BatchResults) error, error)
@@ -578,9 +546,8 @@ type batchTx struct {
 
 // exec queues w; check, when set, judges its outcome.
 func (b *batchTx) exec(w write, check func(pgconn.CommandTag) error) {
-	b.batch.Queue(w.sql, w.args...)
 	b.writes = true
-	b.read = append(b.read, func(br pgx.BatchResults) error {
+	b.batch.Queue(w.sql, w.args...).Fn = func(br pgx.BatchResults) error {
 		ct, err := br.Exec()
 		if err == nil && check != nil {
 			err = check(ct)
@@ -589,19 +556,13 @@ func (b *batchTx) exec(w write, check func(pgconn.CommandTag) error) {
 			return fmt.Errorf("%s: %w", w.what, err)
 		}
 		return nil
-	})
+	}
 }
 
-// query queues a read; collect takes its rows when the queue is sent.
-func (b *batchTx) query(what, sql string, args []any, collect func(pgx.Rows) error) {
-	b.batch.Queue(sql, args...)
-	b.read = append(b.read, func(br pgx.BatchResults) error {
-		rows, err := br.Query()
-		if err == nil {
-			err = collect(rows)
-		}
-		rows.Close()
-		if err != nil {
+// queueQuery queues a read on b; its rows go to dst when the queue is sent.
+func queueQuery[T any](b *batchTx, what, sql string, args []any, to pgx.RowToFunc[T], dst *[]T) {
+	b.batch.Queue(sql, args...).Query(func(rows pgx.Rows) (err error) {
+		if *dst, err = pgx.CollectRows(rows, to); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		return nil
@@ -630,23 +591,17 @@ func (b *batchTx) send(ctx context.Context, last bool) error {
 		if err != nil {
 			return err
 		}
+		lead.QueuedQueries[0].Fn = read
 		b.batch.QueuedQueries = append(lead.QueuedQueries, b.batch.QueuedQueries...)
-		b.read = append([]func(pgx.BatchResults) error{read}, b.read...)
 		b.lead = nil
 	}
-	if len(b.read) == 0 {
+	if b.batch.Len() == 0 {
 		return nil
 	}
-	br := b.tx.SendBatch(ctx, &b.batch)
-	for _, read := range b.read {
-		if err := read(br); err != nil {
-			b.fail(err) // the statements after it were skipped: their errors say only that
-		}
-	}
-	if err := br.Close(); err != nil {
-		b.fail(err)
-	}
-	b.batch, b.read, b.writes = pgx.Batch{}, nil, false
+	// Close runs the callbacks in order and returns the first failure: the statements after it
+	// were skipped.
+	b.fail(b.tx.SendBatch(ctx, &b.batch).Close())
+	b.batch, b.writes = pgx.Batch{}, false
 	return b.err
 }
 

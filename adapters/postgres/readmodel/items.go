@@ -29,16 +29,6 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
     OR (kind = 'conflict' AND other_booking = ANY($1) AND other_booking <> '')
     OR (kind = 'late_event' AND booking = ANY($2)))`
 
-// writeItems makes the changes projections.Recompute planned for the reconciliation queue.
-func writeItems(ctx context.Context, tx pgx.Tx, ch projections.ItemChanges) error {
-	for _, w := range itemWrites(ch) {
-		if _, err := tx.Exec(ctx, w.sql, w.args...); err != nil {
-			return fmt.Errorf("%s: %w", w.what, err)
-		}
-	}
-	return nil
-}
-
 // itemWrites are the statements of ch. An item an operator closed meanwhile is left as it is. The
 // updates name the ids twice: "= ANY" gives a generic plan the primary key to look them up by.
 func itemWrites(ch projections.ItemChanges) []write {
@@ -133,28 +123,26 @@ const itemColumns = `id, kind, subject, booking, other_booking, event_id, receip
     coalesce(closed_by, ''), note, resolved_by`
 
 func queryItems(ctx context.Context, q reader, sql string, args ...any) ([]projections.Item, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
+	return queryRows(ctx, q, scanItem, sql, args...)
+}
+
+func scanItem(r pgx.CollectableRow) (it projections.Item, err error) {
+	var (
+		event    *[16]byte
+		receipt  *int64
+		closedAt *time.Time
+	)
+	if err := r.Scan(&it.ID, &it.Kind, &it.Subject, &it.Booking, &it.OtherBooking, &event, &receipt, &it.Reason, &it.OpenedAt, &closedAt,
+		&it.ClosedBy, &it.Note, &it.ResolvedBy); err != nil {
+		return it, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (it projections.Item, err error) {
-		var (
-			event    *[16]byte
-			receipt  *int64
-			closedAt *time.Time
-		)
-		if err := r.Scan(&it.ID, &it.Kind, &it.Subject, &it.Booking, &it.OtherBooking, &event, &receipt, &it.Reason, &it.OpenedAt, &closedAt,
-			&it.ClosedBy, &it.Note, &it.ResolvedBy); err != nil {
-			return it, err
-		}
-		if event != nil {
-			it.EventID = eventlog.EventID(*event)
-		}
-		if receipt != nil {
-			it.ReceiptID = *receipt
-		}
-		it.ClosedAt = timeOf(closedAt)
-		it.OpenedAt = it.OpenedAt.UTC()
-		return it, nil
-	})
+	if event != nil {
+		it.EventID = eventlog.EventID(*event)
+	}
+	if receipt != nil {
+		it.ReceiptID = *receipt
+	}
+	it.ClosedAt = timeOf(closedAt)
+	it.OpenedAt = it.OpenedAt.UTC()
+	return it, nil
 }

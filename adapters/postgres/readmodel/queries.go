@@ -21,24 +21,20 @@ const MaxNoteLength = 4000
 
 // Booking returns the booking's calendar row, or projections.ErrNotFound.
 func (m *ReadModel) Booking(ctx context.Context, id booking.ID) (projections.Booking, error) {
-	b, err := scanBooking(m.pool.QueryRow(ctx, `SELECT `+bookingColumns+` FROM calendar_bookings WHERE booking = $1`, string(id)))
-	if errors.Is(err, pgx.ErrNoRows) {
+	rows, err := queryRows(ctx, m.pool, scanBooking, `SELECT `+bookingColumns+` FROM calendar_bookings WHERE booking = $1`, string(id))
+	switch {
+	case err != nil:
+		return projections.Booking{}, fmt.Errorf("booking %s: %w", id, err)
+	case len(rows) == 0:
 		return projections.Booking{}, fmt.Errorf("booking %s: %w", id, projections.ErrNotFound)
 	}
-	if err != nil {
-		return projections.Booking{}, fmt.Errorf("booking %s: %w", id, err)
-	}
-	return b, nil
+	return rows[0], nil
 }
 
 // Bookings returns every calendar row, ordered by booking id (tests and exports compare read models
 // with it).
 func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error) {
-	rows, err := m.pool.Query(ctx, `SELECT `+bookingColumns+` FROM calendar_bookings ORDER BY booking`)
-	if err != nil {
-		return nil, fmt.Errorf("list bookings: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Booking, error) { return scanBooking(r) })
+	out, err := queryRows(ctx, m.pool, scanBooking, `SELECT `+bookingColumns+` FROM calendar_bookings ORDER BY booking`)
 	if err != nil {
 		return nil, fmt.Errorf("list bookings: %w", err)
 	}
@@ -184,10 +180,7 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 	if err != nil {
 		return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
 	}
-	receipts := make([]projections.ReceiptEntry, len(stored))
-	for i, s := range stored {
-		receipts[i] = receiptEntry(s)
-	}
+	receipts := receiptEntries(stored)
 	var row *projections.Booking
 	switch b, err := m.Booking(ctx, id); {
 	case err == nil:
@@ -241,6 +234,14 @@ func receiptEntry(s postgres.StoredReceipt) projections.ReceiptEntry {
 		Repeats: s.Repeats, LastReceivedAt: s.LastReceivedAt.UTC()}
 }
 
+func receiptEntries(stored []postgres.StoredReceipt) []projections.ReceiptEntry {
+	out := make([]projections.ReceiptEntry, len(stored))
+	for i, s := range stored {
+		out[i] = receiptEntry(s)
+	}
+	return out
+}
+
 // MaxReceiptLimit bounds one receipts listing.
 const MaxReceiptLimit = 1000
 
@@ -254,11 +255,7 @@ func (m *ReadModel) Receipts(ctx context.Context, q projections.ReceiptQuery) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]projections.ReceiptEntry, len(stored))
-	for i, s := range stored {
-		out[i] = receiptEntry(s)
-	}
-	return out, nil
+	return receiptEntries(stored), nil
 }
 
 // Receipt is one receipt with its body and the other receipts of its delivery; projections.ErrNotFound
@@ -272,7 +269,7 @@ func (m *ReadModel) Receipt(ctx context.Context, id int64) (projections.ReceiptD
 		return projections.ReceiptDetail{}, fmt.Errorf("receipt %d: %w", id, projections.ErrNotFound)
 	}
 	d := projections.ReceiptDetail{ReceiptEntry: receiptEntry(s), RecordedAt: s.RecordedAt.UTC(), Headers: s.Receipt.Headers, Body: s.Receipt.Body,
-		Pending: s.Receipt.Booking, Related: make([]projections.ReceiptEntry, len(related))}
+		Pending: s.Receipt.Booking, Related: receiptEntries(related)}
 	switch {
 	case s.Body.Erased && s.Body.ErasedAt.IsZero():
 		d.BodyNote = "[erased]"
@@ -280,9 +277,6 @@ func (m *ReadModel) Receipt(ctx context.Context, id int64) (projections.ReceiptD
 		d.BodyNote = projections.ErasedMark(s.Body.ErasedAt)
 	case s.Body.Sealed:
 		d.BodyNote = "sealed (encrypted; set BOOKINGLEDGER_MASTER_KEY to read it)"
-	}
-	for i, r := range related {
-		d.Related[i] = receiptEntry(r)
 	}
 	return d, nil
 }

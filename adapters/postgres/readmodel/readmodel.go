@@ -134,14 +134,10 @@ func (m *ReadModel) Load(ctx context.Context) (eventlog.Position, error) {
 	if cp.Rebuilding && cp.Position != (eventlog.Position{}) {
 		// An earlier version continued a long rebuild incrementally and synced the items at its end:
 		// this one writes a rebuild once, so that one starts again.
-		if err := m.reset(ctx); err != nil {
-			return eventlog.Position{}, err
-		}
-		return m.pos, nil
+		return eventlog.Position{}, m.reset(ctx)
 	}
 	m.pos, m.replay = cp.Position, nil
 	m.cache.reset()
-	m.bufLinks = resource.Fold(nil)
 	return m.pos, nil
 }
 
@@ -167,7 +163,6 @@ func (m *ReadModel) reset(ctx context.Context) error {
 	}
 	m.pos, m.replay = eventlog.Position{}, nil
 	m.cache.reset()
-	m.bufLinks = resource.Fold(nil)
 	return nil
 }
 
@@ -263,22 +258,18 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 // with its checkpoint, so the runner applies it again (ADR 0019).
 var applyTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off`}
 
-// unseen drops the events of a batch at or before what was applied or buffered.
+// unseen drops the events of a batch at or before what was applied or buffered: a prefix, as a
+// batch is in log order.
 func (m *ReadModel) unseen(events []eventlog.RecordedEvent) []eventlog.RecordedEvent {
 	pos := m.pos
 	if m.replay != nil {
 		pos = m.replay.last
 	}
-	if !slices.ContainsFunc(events, func(e eventlog.RecordedEvent) bool { return e.Position.Compare(pos) <= 0 }) {
-		return events
+	i := 0
+	for i < len(events) && events[i].Position.Compare(pos) <= 0 {
+		i++
 	}
-	fresh := events[:0:0]
-	for _, e := range events {
-		if e.Position.Compare(pos) > 0 {
-			fresh = append(fresh, e)
-		}
-	}
-	return fresh
+	return events[i:]
 }
 
 // Buffer implements projections.Bulk: it stores a replay's events for Flush (bulk.go).

@@ -26,6 +26,15 @@ type reader interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// queryRows collects the rows of sql with to.
+func queryRows[T any](ctx context.Context, q reader, to pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, to)
+}
+
 // PostgreSQL keeps microseconds; every time is cut to them before it is written, so that the binary
 // parameters and the JSON rows of one value can never round differently.
 func micro(t time.Time) time.Time { return projections.Micro(t) }
@@ -90,7 +99,7 @@ func bookingValues(b projections.Booking, row []any) error {
 	return nil
 }
 
-func scanBooking(row pgx.Row) (projections.Booking, error) {
+func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
 	var (
 		b                                  projections.Booking
 		id, status, bstatus, pay, from, to string
@@ -137,11 +146,7 @@ func loadBookingsFrom(ctx context.Context, q reader, table string, ids []string)
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT `+bookingColumns+` FROM `+pgx.Identifier{table}.Sanitize()+` WHERE booking = ANY($1)`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load calendar rows: %w", err)
-	}
-	list, err := collectBookings(rows)
+	list, err := queryRows(ctx, q, scanBooking, `SELECT `+bookingColumns+` FROM `+pgx.Identifier{table}.Sanitize()+` WHERE booking = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load calendar rows: %w", err)
 	}
@@ -149,8 +154,4 @@ func loadBookingsFrom(ctx context.Context, q reader, table string, ids []string)
 		out[b.Booking] = b
 	}
 	return out, nil
-}
-
-func collectBookings(rows pgx.Rows) ([]projections.Booking, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Booking, error) { return scanBooking(r) })
 }
