@@ -95,6 +95,8 @@ type relayOpts struct {
 	noProjection bool
 	registry     *prometheus.Registry
 	workers      int
+	// replayPage is the events a window replay reads at a time (0: the default).
+	replayPage int
 	// attemptTimeout and jobTimeout override the relay's and the queue's defaults.
 	attemptTimeout, jobTimeout time.Duration
 }
@@ -118,7 +120,7 @@ func (e *env) startRelay(t testing.TB, o relayOpts) *relay.Relay {
 	store, _ := e.open(t, e.pool)
 	r, err := relay.New(relay.Config{Pool: e.pool, Events: store, Codec: eventcodec.JSON{}, Guard: o.guard,
 		Schedule: o.schedule, Jitter: -1, Alerts: o.alerts, Metrics: relay.NewMetrics(o.registry, e.pool), Workers: o.workers,
-		AttemptTimeout: o.attemptTimeout})
+		AttemptTimeout: o.attemptTimeout, ReplayPage: o.replayPage})
 	require.NoError(t, err)
 	kind, err := r.Kind()
 	require.NoError(t, err)

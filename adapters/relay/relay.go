@@ -46,6 +46,10 @@ const DefaultWorkers = 16
 // go through River so that a down receiver never holds a worker for long.
 const DefaultInlineWait = time.Second
 
+// DefaultReplayPage is how many events of the log a window replay reads at a time, looking for events
+// that have no delivery of its endpoint.
+const DefaultReplayPage = 1000
+
 // maxRetryAfter bounds a receiver's Retry-After.
 const maxRetryAfter = 24 * time.Hour
 
@@ -77,8 +81,11 @@ type Config struct {
 	InlineWait time.Duration
 	// Workers is how many deliveries this instance attempts at once (DefaultWorkers when zero).
 	Workers int
-	Alerts  AlertConfig
-	Logger  *slog.Logger
+	// ReplayPage is how many events a window replay reads from the log at a time (DefaultReplayPage
+	// when zero).
+	ReplayPage int
+	Alerts     AlertConfig
+	Logger     *slog.Logger
 	// Metrics records attempts and alerts; nil records nothing.
 	Metrics *Metrics
 	// Clock is nil for time.Now.
@@ -95,6 +102,7 @@ type Relay struct {
 	schedule       []time.Duration
 	jitter         float64
 	workers        int
+	replayPage     int
 	inlineWait     time.Duration
 	attemptTimeout time.Duration
 	alerts         AlertConfig
@@ -138,7 +146,7 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r := &Relay{pool: cfg.Pool, events: cfg.Events, codec: cfg.Codec, guard: cfg.Guard,
 		client: cfg.Guard.Client(cfg.AttemptTimeout), schedule: schedule, jitter: jitter,
-		workers: cfg.Workers, attemptTimeout: cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout), alerts: cfg.Alerts, log: cfg.Logger, metrics: cfg.Metrics, clock: cfg.Clock,
+		workers: cfg.Workers, replayPage: cmp.Or(max(cfg.ReplayPage, 0), DefaultReplayPage), attemptTimeout: cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout), alerts: cfg.Alerts, log: cfg.Logger, metrics: cfg.Metrics, clock: cfg.Clock,
 		inserter: ins}
 	switch {
 	case cfg.InlineWait == 0:
@@ -274,14 +282,9 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedE
 	if len(eps) == 0 {
 		return nil
 	}
-	var (
-		epIDs, versions                   []int64
-		eventIDs, bookings, streams, typs []string
-		states                            []string
-		recorded                          []time.Time
-	)
+	var news newDeliveries
 	for _, ev := range events {
-		b, ok := booking.FromStream(ev.StreamID)
+		b, ok := relayable(ev)
 		if !ok {
 			continue
 		}
@@ -289,62 +292,101 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedE
 			if ev.RecordedAt.Before(ep.created) || !MatchTypes(ep.types, ev.Type) {
 				continue
 			}
-			state := "pending"
+			state := StatePending
 			if ep.disabled {
-				state = "paused"
+				state = StatePaused
 			}
-			epIDs = append(epIDs, ep.id)
-			eventIDs = append(eventIDs, ev.ID.String())
-			bookings = append(bookings, string(b))
-			streams = append(streams, ev.StreamID)
-			versions = append(versions, int64(ev.Version))
-			typs = append(typs, ev.Type)
-			recorded = append(recorded, ev.RecordedAt)
-			states = append(states, state)
+			news.add(ep.id, ev, b, state)
 		}
 	}
-	if len(epIDs) == 0 {
+	if news.len() == 0 {
 		return nil
-	}
-	rows, err = tx.Query(ctx, `INSERT INTO relay_deliveries
-    (endpoint_id, event_id, booking, stream, stream_version, event_type, recorded_at, state, next_attempt_at)
-SELECT e, v::uuid, b, s, ver, t, rec, st, CASE WHEN st = 'pending' THEN now() END
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::timestamptz[], $8::text[])
-    AS x(e, v, b, s, ver, t, rec, st)
-ON CONFLICT (endpoint_id, event_id) DO NOTHING
-RETURNING id, endpoint_id, state = 'pending'`,
-		epIDs, eventIDs, bookings, streams, versions, typs, recorded, states)
-	if err != nil {
-		return fmt.Errorf("relay plan: insert deliveries: %w", err)
 	}
 	pending := map[int64][]int64{} // by endpoint: a job's deliveries are one endpoint's
 	var order []int64
-	for rows.Next() {
-		var (
-			id, ep int64
-			ok     bool
-		)
-		if err := rows.Scan(&id, &ep, &ok); err != nil {
-			rows.Close()
-			return fmt.Errorf("relay plan: insert deliveries: %w", err)
+	err = news.insert(ctx, tx, 0, func(d insertedDelivery) {
+		if d.state != StatePending {
+			return
 		}
-		if !ok {
-			continue
+		if _, seen := pending[d.endpoint]; !seen {
+			order = append(order, d.endpoint)
 		}
-		if _, seen := pending[ep]; !seen {
-			order = append(order, ep)
-		}
-		pending[ep] = append(pending[ep], id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("relay plan: insert deliveries: %w", err)
+		pending[d.endpoint] = append(pending[d.endpoint], d.id)
+	})
+	if err != nil {
+		return fmt.Errorf("relay plan: %w", err)
 	}
 	var params []river.InsertManyParams
 	for _, ep := range order {
 		params = jobParams(params, pending[ep], time.Time{})
 	}
 	return r.insertJobs(ctx, tx, params)
+}
+
+// relayable reports whether the relay delivers ev at all, and the booking it is about: the one rule
+// the fan-out and a replay's backfill share.
+func relayable(ev eventlog.RecordedEvent) (booking.ID, bool) {
+	return booking.FromStream(ev.StreamID)
+}
+
+// newDeliveries are deliveries to insert, column by column.
+type newDeliveries struct {
+	endpoints, versions               []int64
+	events, bookings, streams, states []string
+	types                             []string
+	recorded                          []time.Time
+}
+
+func (n *newDeliveries) add(endpoint int64, ev eventlog.RecordedEvent, b booking.ID, state string) {
+	n.endpoints = append(n.endpoints, endpoint)
+	n.events = append(n.events, ev.ID.String())
+	n.bookings = append(n.bookings, string(b))
+	n.streams = append(n.streams, ev.StreamID)
+	n.versions = append(n.versions, int64(ev.Version))
+	n.types = append(n.types, ev.Type)
+	n.recorded = append(n.recorded, ev.RecordedAt)
+	n.states = append(n.states, state)
+}
+
+func (n *newDeliveries) len() int { return len(n.endpoints) }
+
+// insertedDelivery is a row insert created.
+type insertedDelivery struct {
+	id, endpoint int64
+	state        string
+	eventID      string
+	eventType    string
+	recorded     time.Time
+}
+
+// insert inserts the deliveries, marked with replay (0: none), and calls fn with each it created. The
+// unique (endpoint, event) key leaves one that exists alone, whoever planned it (the fan-out, a
+// replay's backfill, a second run of either), and a concurrent insert of the same key waits for the
+// first to commit, so no event reaches an endpoint as two deliveries.
+func (n *newDeliveries) insert(ctx context.Context, tx pgx.Tx, replay int64, fn func(insertedDelivery)) error {
+	rows, err := tx.Query(ctx, `INSERT INTO relay_deliveries
+    (endpoint_id, event_id, booking, stream, stream_version, event_type, recorded_at, state, next_attempt_at, replay_id)
+SELECT e, v::uuid, b, s, ver, t, rec, st, CASE WHEN st = 'pending' THEN now() END, NULLIF($9::bigint, 0)
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::timestamptz[], $8::text[])
+    AS x(e, v, b, s, ver, t, rec, st)
+ON CONFLICT (endpoint_id, event_id) DO NOTHING
+RETURNING id, endpoint_id, state, event_id::text, event_type, recorded_at`,
+		n.endpoints, n.events, n.bookings, n.streams, n.versions, n.types, n.recorded, n.states, replay)
+	if err != nil {
+		return fmt.Errorf("insert deliveries: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var d insertedDelivery
+		if err := rows.Scan(&d.id, &d.endpoint, &d.state, &d.eventID, &d.eventType, &d.recorded); err != nil {
+			return fmt.Errorf("insert deliveries: %w", err)
+		}
+		fn(d)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert deliveries: %w", err)
+	}
+	return nil
 }
 
 // wait returns the jittered wait before attempt n+1 of a run (n attempts done), and false when the

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"bookingledger/domain/eventlog"
 )
 
 // ReplayQuery selects the deliveries of one endpoint whose events were recorded in [From, To).
@@ -113,23 +115,112 @@ type querierRows interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func planOf(items []ReplayItem) ReplayPlan {
-	p := ReplayPlan{Total: len(items)}
-	idx := map[string]int{}
-	for _, it := range items {
-		i, ok := idx[it.Type]
-		if !ok {
-			i = len(p.ByType)
-			idx[it.Type] = i
-			p.ByType = append(p.ByType, TypeCount{Type: it.Type})
+// planBuilder adds a replay's deliveries up to its plan, one at a time, so that a window of months
+// is counted without being held.
+type planBuilder struct {
+	p   ReplayPlan
+	idx map[string]int
+}
+
+func (b *planBuilder) add(it ReplayItem) {
+	if b.idx == nil {
+		b.idx = map[string]int{}
+	}
+	i, ok := b.idx[it.Type]
+	if !ok {
+		i = len(b.p.ByType)
+		b.idx[it.Type] = i
+		b.p.ByType = append(b.p.ByType, TypeCount{Type: it.Type})
+	}
+	b.p.ByType[i].Count++
+	b.p.Total++
+	if b.p.First == nil || it.RecordedAt.Before(b.p.First.RecordedAt) {
+		first := it
+		b.p.First = &first
+	}
+	if b.p.Last == nil || !it.RecordedAt.Before(b.p.Last.RecordedAt) {
+		last := it
+		b.p.Last = &last
+	}
+}
+
+// backfills reports whether a replay also sends the window's events that have no delivery of the
+// endpoint: a window replay does; a replay of failures, or of one delivery, sends what exists.
+func (q ReplayQuery) backfills() bool { return !q.OnlyFailed && q.DeliveryID == 0 }
+
+// eachBackfill pages through the whole log and calls fn with each page's events a replay of q
+// backfills for endpoint ep, if they have no delivery of it yet (fn tells): relayable events whose
+// recorded time, as the deliveries store it (microseconds), is in [From, To), of a type both the
+// endpoint and q select. The log is read through the event-store port, as the fan-out reads it, and
+// never held whole. Its order is not that of the recorded times, so every page is read; a short page
+// ends it, since whatever is recorded later reaches the endpoint by the fan-out.
+func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn func(newDeliveries) error) error {
+	if r.events == nil {
+		return errors.New("relay: a window replay reads the event log, and this relay has no event store")
+	}
+	var from eventlog.Position
+	for {
+		page, err := r.events.ReadAll(ctx, from, r.replayPage)
+		if err != nil {
+			return fmt.Errorf("backfill: read the log after %s: %w", from, err)
 		}
-		p.ByType[i].Count++
+		var news newDeliveries
+		for _, ev := range page {
+			b, ok := relayable(ev)
+			at := ev.RecordedAt.Truncate(time.Microsecond)
+			if !ok || at.Before(q.From) || !at.Before(q.To) || !MatchTypes(ep.Types, ev.Type) || !MatchTypes(q.Types, ev.Type) {
+				continue
+			}
+			news.add(ep.ID, ev, b, StatePending)
+		}
+		if news.len() > 0 {
+			if err := fn(news); err != nil {
+				return err
+			}
+		}
+		if len(page) < r.replayPage {
+			return nil
+		}
+		from = page[len(page)-1].Position
 	}
-	if len(items) > 0 {
-		first, last := items[0], items[len(items)-1]
-		p.First, p.Last = &first, &last
-	}
-	return p
+}
+
+// planBackfill adds to b the events a replay of q would backfill now.
+func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b *planBuilder) error {
+	return r.eachBackfill(ctx, ep, q, func(news newDeliveries) error {
+		rows, err := r.pool.Query(ctx, `SELECT event_id::text FROM relay_deliveries WHERE endpoint_id = $1 AND event_id = ANY($2::uuid[])`,
+			ep.ID, news.events)
+		if err != nil {
+			return fmt.Errorf("backfill: deliveries: %w", err)
+		}
+		have := map[string]bool{}
+		var id string
+		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { have[id] = true; return nil }); err != nil {
+			return fmt.Errorf("backfill: deliveries: %w", err)
+		}
+		for i, id := range news.events {
+			if !have[id] {
+				b.add(ReplayItem{WebhookID: "msg_" + id, Type: news.types[i], RecordedAt: news.recorded[i].Truncate(time.Microsecond)})
+			}
+		}
+		return nil
+	})
+}
+
+// backfill inserts, in tx, the deliveries of the events a replay of q backfills, as deliveries of
+// replay rep with their jobs, and adds them to b.
+func (r *Relay) backfill(ctx context.Context, tx pgx.Tx, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder) error {
+	return r.eachBackfill(ctx, ep, q, func(news newDeliveries) error {
+		var ids []int64
+		err := news.insert(ctx, tx, rep, func(d insertedDelivery) {
+			ids = append(ids, d.id)
+			b.add(ReplayItem{DeliveryID: d.id, WebhookID: "msg_" + d.eventID, Type: d.eventType, RecordedAt: d.recorded})
+		})
+		if err != nil {
+			return fmt.Errorf("backfill: %w", err)
+		}
+		return r.enqueue(ctx, tx, ids, time.Time{})
+	})
 }
 
 // PlanReplay answers a dry run: what StartReplay would send now.
@@ -137,14 +228,24 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 	if err := q.check(); err != nil {
 		return ReplayPlan{}, err
 	}
-	if _, err := r.Endpoint(ctx, q.EndpointID); err != nil {
+	ep, err := r.Endpoint(ctx, q.EndpointID)
+	if err != nil {
 		return ReplayPlan{}, err
 	}
 	items, err := r.selectReplay(ctx, r.pool, q, false)
 	if err != nil {
 		return ReplayPlan{}, err
 	}
-	return planOf(items), nil
+	var b planBuilder
+	for _, it := range items {
+		b.add(it)
+	}
+	if q.backfills() {
+		if err := r.planBackfill(ctx, ep, q, &b); err != nil {
+			return ReplayPlan{}, err
+		}
+	}
+	return b.p, nil
 }
 
 // StartReplay schedules the selected deliveries again as one tracked replay: same webhook-ids, a
@@ -169,7 +270,6 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 		if err != nil {
 			return err
 		}
-		plan = planOf(items)
 		types := q.Types
 		if types == nil {
 			types = []string{}
@@ -178,15 +278,31 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items)).Scan(&rep.ID, &rep.CreatedAt); err != nil {
 			return fmt.Errorf("insert replay: %w", err)
 		}
+		var b planBuilder
 		ids := make([]int64, len(items))
 		for i, it := range items {
 			ids[i] = it.DeliveryID
+			b.add(it)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = 'pending', run_attempts = 0, replay_id = $2,
     next_attempt_at = now(), completed_at = NULL WHERE id = ANY($1)`, ids, rep.ID); err != nil {
 			return fmt.Errorf("schedule replay: %w", err)
 		}
-		return r.enqueue(ctx, tx, ids, time.Time{})
+		if err := r.enqueue(ctx, tx, ids, time.Time{}); err != nil {
+			return err
+		}
+		if q.backfills() {
+			if err := r.backfill(ctx, tx, e, q, rep.ID, &b); err != nil {
+				return err
+			}
+			if b.p.Total > len(items) {
+				if _, err := tx.Exec(ctx, `UPDATE relay_replays SET total = $2 WHERE id = $1`, rep.ID, b.p.Total); err != nil {
+					return fmt.Errorf("replay total: %w", err)
+				}
+			}
+		}
+		plan = b.p
+		return nil
 	})
 	if err != nil {
 		return Replay{}, ReplayPlan{}, fmt.Errorf("replay: %w", err)

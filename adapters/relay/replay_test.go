@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,4 +268,190 @@ WHERE kind = 'bookingledger.relay_deliver' AND state NOT IN ('completed', 'cance
 	assert.Equal(t, 2, rc.requestCount(), "sent twice: the failure and the retry")
 	_, err = r.RetryDelivery(ctx, d[0].ID)
 	assert.ErrorIs(t, err, relay.ErrInvalid, "a succeeded delivery is not retried")
+}
+
+// replayAndWait starts a replay of q, waits until every delivery of it finished, and returns what it
+// started with and the messages the receiver got meanwhile.
+func replayAndWait(t *testing.T, r *relay.Relay, rc *receiver, q relay.ReplayQuery) (relay.Replay, relay.ReplayPlan, []received) {
+	t.Helper()
+	ctx := context.Background()
+	seen := len(rc.messages())
+	rep, plan, err := r.StartReplay(ctx, q)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the replay to finish", func() bool {
+		st, err := r.ReplayStatus(ctx, rep.ID)
+		require.NoError(t, err)
+		return st.Done()
+	})
+	st, err := r.ReplayStatus(ctx, rep.ID)
+	require.NoError(t, err)
+	assert.Equal(t, plan.Total, st.Succeeded)
+	time.Sleep(200 * time.Millisecond) // nothing more arrives
+	return rep, plan, rc.messages()[seen:]
+}
+
+func planCounts(p relay.ReplayPlan) map[string]int {
+	out := map[string]int{}
+	for _, tc := range p.ByType {
+		out[tc.Type] = tc.Count
+	}
+	return out
+}
+
+func sentCounts(ms []received) map[string]int {
+	out := map[string]int{}
+	for _, m := range ms {
+		out[m.id]++
+	}
+	return out
+}
+
+// A window replay also sends the window's events that have no delivery of the endpoint (recorded
+// before it was added), of the types it and the replay select: it creates their deliveries, with the
+// webhook-ids the fan-out gives, once, however often the window is replayed. Its dry run counts them,
+// --only-failed leaves them out, and the log is read a page at a time.
+func TestReplayBackfillsEventsRecordedBeforeTheEndpoint(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}, replayPage: 2})
+	ctx := context.Background()
+	rc := newReceiver(t)
+
+	e.record(t, "bf-old", e.scheduled("calendly-bf-old", 8)) // before the window
+	time.Sleep(100 * time.Millisecond)
+	from := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	for i := range 3 {
+		b := fmt.Sprintf("calendly-bf-%d", i)
+		e.record(t, b, e.scheduled(b, 9+i))
+		if i < 2 {
+			e.record(t, b+"-ns", e.noShow(b))
+		}
+	}
+	e.record(t, "bf-c", e.canceled("calendly-bf-2")) // a type the endpoint does not take
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url(), Types: []string{"booking.scheduled.*", "booking.no_show_*"}})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	e.record(t, "bf-new", e.scheduled("calendly-bf-new", 13)) // the fan-out's
+	eventually(t, 30*time.Second, "the fan-out's delivery", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 1 })
+	time.Sleep(100 * time.Millisecond)
+	to := time.Now().Add(time.Minute)
+	require.Len(t, rc.messages(), 1)
+	rows := func() []relay.Delivery { return deliveriesIn(t, r, ep.ID, "") }
+	id := func(b, kind string) string { return relay.WebhookID(e.eid(b, kind)) }
+
+	// --only-failed sends what failed, and nothing failed.
+	failed := relay.ReplayQuery{EndpointID: ep.ID, From: from, To: to, OnlyFailed: true}
+	plan, err := r.PlanReplay(ctx, failed)
+	require.NoError(t, err)
+	assert.Zero(t, plan.Total)
+	rep, started, err := r.StartReplay(ctx, failed)
+	require.NoError(t, err)
+	assert.Zero(t, started.Total)
+	assert.Zero(t, rep.Total)
+	assert.Len(t, rows(), 1, "--only-failed backfills nothing")
+
+	// --types narrows the backfill too.
+	noShows := relay.ReplayQuery{EndpointID: ep.ID, From: from, To: to, Types: []string{"booking.no_show_*"}}
+	plan, err = r.PlanReplay(ctx, noShows)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"booking.no_show_marked.v1": 2}, planCounts(plan))
+	assert.Zero(t, plan.First.DeliveryID, "a dry run creates no delivery")
+	_, started, sent := replayAndWait(t, r, rc, noShows)
+	assert.Equal(t, plan.Total, started.Total)
+	assert.Equal(t, planCounts(plan), planCounts(started))
+	assert.Equal(t, map[string]int{id("calendly-bf-0", "no_show"): 1, id("calendly-bf-1", "no_show"): 1}, sentCounts(sent))
+	assert.Len(t, rows(), 3)
+
+	// The whole window: the backfill of the creates, the no-shows' deliveries now, the fan-out's.
+	all := relay.ReplayQuery{EndpointID: ep.ID, From: from, To: to}
+	want := map[string]int{id("calendly-bf-0", "scheduled"): 1, id("calendly-bf-1", "scheduled"): 1, id("calendly-bf-2", "scheduled"): 1,
+		id("calendly-bf-new", "scheduled"): 1, id("calendly-bf-0", "no_show"): 1, id("calendly-bf-1", "no_show"): 1}
+	var firstRun []relay.Delivery
+	for run := range 2 {
+		plan, err := r.PlanReplay(ctx, all)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]int{"booking.scheduled.v1": 4, "booking.no_show_marked.v1": 2}, planCounts(plan), "run %d", run)
+		rep, started, sent := replayAndWait(t, r, rc, all)
+		assert.Equal(t, plan.Total, started.Total, "run %d: the dry run counts what the replay sends", run)
+		assert.Equal(t, plan.Total, rep.Total)
+		assert.Equal(t, planCounts(plan), planCounts(started))
+		assert.Equal(t, plan.First.WebhookID, started.First.WebhookID)
+		assert.Equal(t, plan.Last.WebhookID, started.Last.WebhookID)
+		assert.Equal(t, want, sentCounts(sent), "run %d: each event of the window once, with the fan-out's webhook-id", run)
+		got := rows()
+		assert.Len(t, got, 6, "run %d: one delivery per event", run)
+		if run == 0 {
+			firstRun = got
+			continue
+		}
+		for i := range got {
+			assert.Equal(t, firstRun[i].ID, got[i].ID, "the second replay reuses the deliveries")
+			assert.Equal(t, firstRun[i].WebhookID, got[i].WebhookID)
+		}
+	}
+	var marked int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(DISTINCT a.replay_id) FROM relay_attempts a JOIN relay_deliveries d ON d.id = a.delivery_id
+WHERE d.endpoint_id = $1 AND d.event_id = $2`, ep.ID, e.eid("calendly-bf-2", "scheduled").String()).Scan(&marked))
+	assert.Equal(t, 2, marked, "a backfilled delivery's attempts are marked with the replays")
+
+	// A backfilled message is the fan-out's: the stream, its version and the state after it.
+	for _, m := range rc.messages() {
+		if m.id == id("calendly-bf-1", "no_show") {
+			assert.Equal(t, "booking-calendly-bf-1", m.msg.Data.Stream)
+			assert.Equal(t, uint64(2), m.msg.Data.Version)
+			assert.True(t, m.msg.Data.State.NoShow)
+			assert.Equal(t, 2, m.msg.Data.State.Events)
+		}
+	}
+	ids := rc.ids()
+	assert.NotContains(t, ids, id("calendly-bf-old", "scheduled"), "outside the window")
+	assert.NotContains(t, ids, id("calendly-bf-2", "canceled"), "not a type of the endpoint")
+	assert.Empty(t, rc.invalidMessages())
+}
+
+// Replays of one window started at once backfill each event once between them: the unique
+// (endpoint, event) key makes the later insert wait for the earlier one and leave its row alone.
+func TestConcurrentReplaysBackfillEachEventOnce(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}, replayPage: 7})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	// The receiver waits until every replay started: a delivery that succeeded before a replay looked
+	// would be that replay's to send again.
+	started := make(chan struct{})
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		<-started
+		rc.serve(w, req)
+	})
+	from := time.Now().Add(-time.Minute)
+	const n = 40
+	e.recordCreates(t, "calendly-bfc", n, 8)
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	q := relay.ReplayQuery{EndpointID: ep.ID, From: from, To: time.Now().Add(time.Minute)}
+
+	const replays = 4
+	reps := make([]relay.Replay, replays)
+	errs := make([]error, replays)
+	var wg sync.WaitGroup
+	for i := range replays {
+		wg.Go(func() { reps[i], _, errs[i] = r.StartReplay(ctx, q) })
+	}
+	wg.Wait()
+	close(started)
+	total := 0
+	for i := range replays {
+		require.NoError(t, errs[i])
+		total += reps[i].Total
+	}
+	assert.Equal(t, n, total, "the replays backfilled each event once between them")
+	eventually(t, 30*time.Second, "every delivery", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == n })
+	time.Sleep(200 * time.Millisecond)
+	assert.Len(t, deliveriesIn(t, r, ep.ID, ""), n)
+	ids := rc.ids()
+	assert.Len(t, ids, n)
+	for id, c := range ids {
+		assert.Equal(t, 1, c, "webhook-id %s sent once", id)
+	}
 }

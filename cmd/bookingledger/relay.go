@@ -83,22 +83,9 @@ func (rf relayFlags) config() (relay.Config, error) {
 
 // openRelay opens the database for a relay command (no event store: they administer, serve sends).
 func openRelay(ctx context.Context, dbURL string, allowPrivate bool) (*relay.Relay, *pgxpool.Pool, error) {
-	if dbURL == "" {
-		return nil, nil, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
-	}
-	pool, err := openPool(ctx, dbURL)
+	pool, err := openRelayDB(ctx, dbURL)
 	if err != nil {
 		return nil, nil, err
-	}
-	pending, err := postgres.Pending(ctx, pool)
-	if err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("database: %w", err)
-	}
-	if len(pending) > 0 {
-		pool.Close()
-		return nil, nil, fmt.Errorf("the database schema is behind this binary (pending: %s); run 'bookingledger migrate' (or start serve) first",
-			strings.Join(pending, ", "))
 	}
 	r, err := relay.New(relay.Config{Pool: pool, Guard: relay.Guard{AllowPrivate: allowPrivate}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -106,6 +93,51 @@ func openRelay(ctx context.Context, dbURL string, allowPrivate bool) (*relay.Rel
 		return nil, nil, err
 	}
 	return r, pool, nil
+}
+
+// openReplayRelay is openRelay with the event store, which a window replay reads for the events that
+// have no delivery of its endpoint. close closes both.
+func openReplayRelay(ctx context.Context, dbURL, eventStore string, stderr io.Writer) (r *relay.Relay, close func(), err error) {
+	if err := checkEventStore(eventStore); err != nil {
+		return nil, nil, err
+	}
+	pool, err := openRelayDB(ctx, dbURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	es, err := openEventStore(ctx, eventStore, pool, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	close = func() { es.Close(); pool.Close() }
+	if r, err = relay.New(relay.Config{Pool: pool, Events: es.events, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		close()
+		return nil, nil, err
+	}
+	return r, close, nil
+}
+
+// openRelayDB opens the database of a relay command, refusing one whose schema is behind.
+func openRelayDB(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+	if dbURL == "" {
+		return nil, usageErrorf("%s (or %s) is not set; set it or pass --database-url", envDatabaseURL, envDatabaseURLFallback)
+	}
+	pool, err := openPool(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := postgres.Pending(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	if len(pending) > 0 {
+		pool.Close()
+		return nil, fmt.Errorf("the database schema is behind this binary (pending: %s); run 'bookingledger migrate' (or start serve) first",
+			strings.Join(pending, ", "))
+	}
+	return pool, nil
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -360,16 +392,18 @@ func writeDeliveries(w io.Writer, ds []relay.Delivery) error {
 
 const replayUsage = `Usage: bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types PATTERNS] [--only-failed] [--dry-run]
 
-Sends an endpoint's deliveries of events recorded in [from, to) again, as one tracked replay: the
-same webhook-ids (receivers deduplicate by them), a fresh run of the retry schedule, attempts marked
-with the replay. Succeeded and dead deliveries are replayed (--only-failed: dead ones only); pending
-and paused ones are on their way already. --dry-run prints what would be sent: the count per type,
-the first and the last. The running serve sends them; this command shows the progress until every
-one finished (Ctrl-C stops watching, not the replay).`
+Sends an endpoint's events recorded in [from, to) again, as one tracked replay: the same webhook-ids
+(receivers deduplicate by them), a fresh run of the retry schedule, attempts marked with the replay.
+Succeeded and dead deliveries are replayed, and the window's events of the endpoint's types that have
+no delivery of it yet (recorded before it was added) get one; --only-failed: dead deliveries only.
+Pending and paused ones are on their way already. --dry-run prints what would be sent: the count per
+type, the first and the last. The running serve sends them; this command shows the progress until
+every one finished (Ctrl-C stops watching, not the replay).`
 
 func runReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("replay", getenv, stderr, replayUsage)
 	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
+	store := f.String("event-store", []string{envEventStore}, "postgres", `event store the window is read from: "postgres" or an esdb:// / esdb+discover:// URL`)
 	ep := f.Int64("endpoint", []string{"BOOKINGLEDGER_REPLAY_ENDPOINT"}, 0, 0, "the endpoint (required)")
 	from := f.String("from", []string{"BOOKINGLEDGER_REPLAY_FROM"}, "", "window start, RFC 3339 (required)")
 	to := f.String("to", []string{"BOOKINGLEDGER_REPLAY_TO"}, "", "window end, RFC 3339, exclusive (required)")
@@ -406,11 +440,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	if q.Types, err = relay.ParseTypes(*types); err != nil {
 		return usageErrorf("replay: --types: %w", err)
 	}
-	r, pool, err := openRelay(ctx, *dbURL, false)
+	r, closeRelay, err := openReplayRelay(ctx, *dbURL, *store, stderr)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer closeRelay()
 	if *dry {
 		p, err := r.PlanReplay(ctx, q)
 		if err != nil {

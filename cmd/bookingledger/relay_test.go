@@ -226,6 +226,38 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Equal(t, 2, code, errOut)
 	})
 
+	t.Run("a window replay backfills a new endpoint", func(t *testing.T) {
+		crm := newHookSink(t)
+		out, errOut, code := cli(t, env, "endpoints", "add", "--url", crm.srv.URL+"/hook", "--types", "booking.scheduled.*")
+		require.Equal(t, 0, code, errOut)
+		crm.setSecret(secretLine.FindString(out))
+		require.Contains(t, out, "endpoint 2 added")
+		out, errOut, code = cli(t, env, "replay", "--endpoint", "2", "--from", from, "--to", to, "--dry-run")
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "would send 2 message(s)", "relay-a's and relay-b's creates, recorded before the endpoint")
+		assert.Contains(t, out, "booking.scheduled.v1")
+		assert.NotContains(t, out, "booking.canceled.v1")
+		out, errOut, code = cli(t, env, "replay", "--endpoint", "2", "--from", from, "--to", to, "--only-failed", "--dry-run")
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "would send 0 message(s)", "--only-failed sends only what failed")
+		for run := range 2 {
+			out, errOut, code = cli(t, env, "replay", "--endpoint", "2", "--from", from, "--to", to)
+			require.Equal(t, 0, code, errOut+out)
+			assert.Contains(t, out, "2/2 sent, 0 dead", "run %d", run)
+		}
+		got, _, bad := crm.received()
+		assert.Empty(t, bad)
+		require.Len(t, got, 4, "each create once per replay")
+		assert.ElementsMatch(t, got[:2], got[2:], "the second replay sends the same webhook-ids")
+		all, _, _ := sink.received()
+		assert.Subset(t, all, got, "the webhook-ids endpoint 1 got from the fan-out")
+		out, errOut, code = cli(t, env, "deliveries", "--endpoint", "2", "--json")
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, 2, strings.Count(out, `"webhook_id"`), "one delivery per event: %s", out)
+		_, errOut, code = cli(t, env, "endpoints", "remove", "2")
+		require.Equal(t, 0, code, errOut)
+	})
+
 	t.Run("admin API", func(t *testing.T) {
 		var eps struct {
 			Endpoints []struct {
