@@ -8,6 +8,7 @@ import (
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
+	"bookingledger/domain/resource"
 )
 
 // Message is the body of every relay delivery (docs/relay.md). Its fields are the wire format:
@@ -18,23 +19,76 @@ type Message struct {
 	Data      MessageData `json:"data"`
 }
 
-// MessageData says what happened and what the booking is after it. A receiver stores Version with
+// MessageData says what happened and what its stream is after it. A receiver stores Version with
 // the state and applies a message only when its version is higher: one guard, correct under any
 // arrival order, duplicates included.
 type MessageData struct {
-	Booking string `json:"booking"`
-	Stream  string `json:"stream"`
+	// Booking is the booking of a booking's event; a link event has none.
+	Booking string
+	Stream  string
 	// Version is the event's 1-based position in its stream.
-	Version uint64       `json:"version"`
-	Event   EventDTO     `json:"event"`
-	State   BookingState `json:"state"`
+	Version uint64
+	Event   EventDTO
+	// State is the booking's state after a booking's event.
+	State BookingState
+	// Links is the calendar's resource links after a link event (resource.Stream's), sent as "state"
+	// in place of State.
+	Links *LinksState
+}
+
+// LinksState is the fold of the link stream up to and including the message's version.
+type LinksState struct {
+	// Links maps every linked provider identifier to its canonical name.
+	Links map[string]string `json:"links"`
+	// Events is how many link events were folded: the message's version.
+	Events int `json:"events"`
+}
+
+// messageDataJSON is MessageData on the wire: "state" is the state of the message's stream, whichever
+// kind it is.
+type messageDataJSON struct {
+	Booking string          `json:"booking,omitempty"`
+	Stream  string          `json:"stream"`
+	Version uint64          `json:"version"`
+	Event   EventDTO        `json:"event"`
+	State   json.RawMessage `json:"state"`
+}
+
+// MarshalJSON writes Links, if set, as "state", State otherwise.
+func (d MessageData) MarshalJSON() ([]byte, error) {
+	var state any = d.State
+	if d.Links != nil {
+		state = d.Links
+	}
+	b, err := json.Marshal(state)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(messageDataJSON{Booking: d.Booking, Stream: d.Stream, Version: d.Version, Event: d.Event, State: b})
+}
+
+// UnmarshalJSON reads "state" as Links for the link stream, as State for any other.
+func (d *MessageData) UnmarshalJSON(b []byte) error {
+	var w messageDataJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*d = MessageData{Booking: w.Booking, Stream: w.Stream, Version: w.Version, Event: w.Event}
+	if len(w.State) == 0 || string(w.State) == "null" {
+		return nil
+	}
+	if w.Stream == resource.Stream {
+		d.Links = &LinksState{}
+		return json.Unmarshal(w.State, d.Links)
+	}
+	return json.Unmarshal(w.State, &d.State)
 }
 
 // EventDTO is the event as stored: its payload is the ledger's versioned wire format of its type.
 type EventDTO struct {
 	ID         string          `json:"id"`
 	Type       string          `json:"type"`
-	Provider   string          `json:"provider"`
+	Provider   string          `json:"provider,omitempty"`
 	OccurredAt time.Time       `json:"occurred_at"`
 	RecordedAt time.Time       `json:"recorded_at"`
 	Payload    json.RawMessage `json:"payload"`
@@ -107,8 +161,12 @@ func (r *Relay) buildMessage(ctx context.Context, stream string, version uint64)
 	if version == 0 || uint64(len(recs)) < version {
 		return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("%s has %d events, not version %d", stream, len(recs), version)
 	}
+	recs = recs[:version]
+	if stream == resource.Stream {
+		return r.linkMessage(recs)
+	}
 	events := make([]booking.Event, 0, version)
-	for _, rec := range recs[:version] {
+	for _, rec := range recs {
 		e, err := r.codec.Decode(rec)
 		if err != nil {
 			return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
@@ -122,6 +180,27 @@ func (r *Relay) buildMessage(ctx context.Context, stream string, version uint64)
 		Event: EventDTO{ID: rec.ID.String(), Type: rec.Type, Provider: ev.Provider, OccurredAt: ev.OccurredAt.UTC(),
 			RecordedAt: rec.RecordedAt.UTC(), Payload: json.RawMessage(rec.Data)},
 		State: toState(booking.Fold(events)),
+	}}
+	return m, rec, nil
+}
+
+// linkMessage is the message of the last of recs, a prefix of the link stream: the event, its time
+// (when the link was made) and the links after it.
+func (r *Relay) linkMessage(recs []eventlog.RecordedEvent) (Message, eventlog.RecordedEvent, error) {
+	events := make([]resource.Event, 0, len(recs))
+	for _, rec := range recs {
+		e, err := r.codec.DecodeResource(rec)
+		if err != nil {
+			return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
+		}
+		events = append(events, e)
+	}
+	rec, ev := recs[len(recs)-1], events[len(events)-1]
+	m := Message{Type: rec.Type, Timestamp: rec.RecordedAt.UTC(), Data: MessageData{
+		Stream: rec.StreamID, Version: rec.Version,
+		Event: EventDTO{ID: rec.ID.String(), Type: rec.Type, OccurredAt: ev.At.UTC(), RecordedAt: rec.RecordedAt.UTC(),
+			Payload: json.RawMessage(rec.Data)},
+		Links: &LinksState{Links: resource.Fold(events).Links(), Events: len(events)},
 	}}
 	return m, rec, nil
 }

@@ -19,6 +19,7 @@ import (
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
+	"bookingledger/domain/resource"
 )
 
 // Queue is the River queue of relay work (deliveries and alerts).
@@ -58,9 +59,11 @@ const maxRetryAfter = 24 * time.Hour
 // schedules itself.
 const jobMaxAttempts = 25
 
-// Decoder turns stored events into domain events (adapters/eventcodec.JSON).
+// Decoder turns stored events into domain events (adapters/eventcodec.JSON): booking events and the
+// calendar's link events.
 type Decoder interface {
 	Decode(r eventlog.RecordedEvent) (booking.Event, error)
+	DecodeResource(r eventlog.RecordedEvent) (resource.Event, error)
 }
 
 // Config configures a Relay. Pool is required; Events and Codec only where deliveries are worked.
@@ -323,10 +326,14 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedE
 	return r.insertJobs(ctx, tx, params)
 }
 
-// relayable reports whether the relay delivers ev at all, and the booking it is about: the one rule
-// the fan-out and a replay's backfill share.
-func relayable(ev eventlog.RecordedEvent) (booking.ID, bool) {
-	return booking.FromStream(ev.StreamID)
+// relayable reports whether the relay delivers ev at all, and the booking it is about (none for a
+// link event): every event of the ledger's log, a booking's or the calendar's links. The one rule the
+// fan-out and a replay's backfill share.
+func relayable(ev eventlog.RecordedEvent) (string, bool) {
+	if b, ok := booking.FromStream(ev.StreamID); ok {
+		return string(b), true
+	}
+	return "", ev.StreamID == resource.Stream
 }
 
 // newDeliveries are deliveries to insert, column by column.
@@ -337,10 +344,10 @@ type newDeliveries struct {
 	recorded                          []time.Time
 }
 
-func (n *newDeliveries) add(endpoint int64, ev eventlog.RecordedEvent, b booking.ID, state string) {
+func (n *newDeliveries) add(endpoint int64, ev eventlog.RecordedEvent, b string, state string) {
 	n.endpoints = append(n.endpoints, endpoint)
 	n.events = append(n.events, ev.ID.String())
-	n.bookings = append(n.bookings, string(b))
+	n.bookings = append(n.bookings, b)
 	n.streams = append(n.streams, ev.StreamID)
 	n.versions = append(n.versions, int64(ev.Version))
 	n.types = append(n.types, ev.Type)

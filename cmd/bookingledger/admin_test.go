@@ -54,7 +54,7 @@ func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
 	store := postgres.NewStore(pool)
 	rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{Receipts: store})
 	reg := prometheus.NewRegistry()
-	rl, err := relay.New(relay.Config{Pool: pool})
+	rl, err := relay.New(relay.Config{Pool: pool, Events: store})
 	require.NoError(t, err)
 	// Every optional part of the surface is on, so the route table is serve's whole table.
 	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, client), relay: rl, receipts: store, jobs: client, providers: []string{"calendly"},

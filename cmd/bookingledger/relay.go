@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -385,7 +386,7 @@ func writeDeliveries(w io.Writer, ds []relay.Delivery) error {
 		case d.LastError != "":
 			last = "error"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s@%d\t%s\n", d.ID, d.EndpointID, d.State, d.Attempts, last, d.Type, d.Booking, d.Version, d.WebhookID)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s@%d\t%s\n", d.ID, d.EndpointID, d.State, d.Attempts, last, d.Type, cmp.Or(d.Booking, d.Stream), d.Version, d.WebhookID) // a link event's stream has no booking
 	}
 	return tw.Flush()
 }

@@ -12,13 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/httpapi/relayapi"
+	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/relay"
 )
 
 func TestAdminRoutesAnswerWithTheirStatusesAndCodes(t *testing.T) {
 	pool := pgtest.NewDatabase(t)
-	r, err := relay.New(relay.Config{Pool: pool})
+	r, err := relay.New(relay.Config{Pool: pool, Events: postgres.NewStore(pool)})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	relayapi.Register(mux, relayapi.Deps{Relay: r})
