@@ -1,6 +1,7 @@
 package webhooksink
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,8 +27,9 @@ const (
 
 // Message is what the sink reports of one request to PathHook.
 type Message struct {
-	WebhookID  string
-	Type       string
+	WebhookID string
+	Type      string
+	// Booking is the message's booking, or its stream when it has none (a link event's).
 	Booking    string
 	Version    uint64
 	Signatures int
@@ -94,6 +96,7 @@ func (s *Sink) hook(w http.ResponseWriter, r *http.Request) {
 		Type string `json:"type"`
 		Data struct {
 			Booking string `json:"booking"`
+			Stream  string `json:"stream"`
 			Version uint64 `json:"version"`
 		} `json:"data"`
 	}
@@ -105,7 +108,7 @@ func (s *Sink) hook(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusNoContent
 	}
 	if s.cfg.OnMessage != nil {
-		s.cfg.OnMessage(Message{WebhookID: r.Header.Get("webhook-id"), Type: m.Type, Booking: m.Data.Booking,
+		s.cfg.OnMessage(Message{WebhookID: r.Header.Get("webhook-id"), Type: m.Type, Booking: cmp.Or(m.Data.Booking, m.Data.Stream),
 			Version: m.Data.Version, Signatures: len(strings.Fields(r.Header.Get("webhook-signature"))), Status: status})
 	}
 	w.WriteHeader(status)
