@@ -74,21 +74,9 @@ func TestReplayDryRunCountsWhatTheReplaySends(t *testing.T) {
 			require.NotNil(t, plan.Last)
 			assert.False(t, plan.Last.RecordedAt.Before(plan.First.RecordedAt))
 
-			seen := len(rc.messages())
-			rep, started, err := r.StartReplay(ctx, c.q)
-			require.NoError(t, err)
+			rep, started, sent := replayAndWait(t, r, rc, c.q)
 			assert.Equal(t, plan.Total, started.Total)
 			assert.Equal(t, plan.Total, rep.Total)
-			eventually(t, 30*time.Second, "the replay to finish", func() bool {
-				st, err := r.ReplayStatus(ctx, rep.ID)
-				require.NoError(t, err)
-				return st.Done()
-			})
-			st, err := r.ReplayStatus(ctx, rep.ID)
-			require.NoError(t, err)
-			assert.Equal(t, plan.Total, st.Succeeded)
-			time.Sleep(200 * time.Millisecond)
-			sent := rc.messages()[seen:]
 			assert.Len(t, sent, plan.Total, "the replay sends what the dry run counted")
 			gotTypes := map[string]int{}
 			for _, m := range sent {
@@ -355,6 +343,7 @@ func TestReplayBackfillsEventsRecordedBeforeTheEndpoint(t *testing.T) {
 	plan, err = r.PlanReplay(ctx, noShows)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{"booking.no_show_marked.v1": 2}, planCounts(plan))
+	require.NotNil(t, plan.First)
 	assert.Zero(t, plan.First.DeliveryID, "a dry run creates no delivery")
 	_, started, sent := replayAndWait(t, r, rc, noShows)
 	assert.Equal(t, plan.Total, started.Total)
@@ -375,6 +364,8 @@ func TestReplayBackfillsEventsRecordedBeforeTheEndpoint(t *testing.T) {
 		assert.Equal(t, plan.Total, started.Total, "run %d: the dry run counts what the replay sends", run)
 		assert.Equal(t, plan.Total, rep.Total)
 		assert.Equal(t, planCounts(plan), planCounts(started))
+		require.NotNil(t, plan.First)
+		require.NotNil(t, started.First)
 		assert.Equal(t, plan.First.WebhookID, started.First.WebhookID)
 		assert.Equal(t, plan.Last.WebhookID, started.Last.WebhookID)
 		assert.Equal(t, want, sentCounts(sent), "run %d: each event of the window once, with the fan-out's webhook-id", run)
