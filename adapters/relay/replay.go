@@ -207,19 +207,35 @@ func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b 
 	})
 }
 
-// backfill inserts, in tx, the deliveries of the events a replay of q backfills, as deliveries of
-// replay rep with their jobs, and adds them to b.
-func (r *Relay) backfill(ctx context.Context, tx pgx.Tx, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder) error {
+// backfill inserts the deliveries of the events a replay of q backfills, as deliveries of replay rep
+// with their jobs, and adds them to b. Each page commits on its own, with the replay's total: an open
+// transaction holds back every reader of the PostgreSQL log (it reads below the oldest one), so one
+// transaction over a whole log would stall the projections, this one's paging included.
+func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder) error {
 	return r.eachBackfill(ctx, ep, q, func(news newDeliveries) error {
-		var ids []int64
-		err := news.insert(ctx, tx, rep, func(d insertedDelivery) {
-			ids = append(ids, d.id)
-			b.add(ReplayItem{DeliveryID: d.id, WebhookID: "msg_" + d.eventID, Type: d.eventType, RecordedAt: d.recorded})
+		var items []ReplayItem
+		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			items = items[:0]
+			var ids []int64
+			err := news.insert(ctx, tx, rep, func(d insertedDelivery) {
+				ids = append(ids, d.id)
+				items = append(items, ReplayItem{DeliveryID: d.id, WebhookID: "msg_" + d.eventID, Type: d.eventType, RecordedAt: d.recorded})
+			})
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE relay_replays SET total = total + $2 WHERE id = $1`, rep, len(ids)); err != nil {
+				return fmt.Errorf("replay total: %w", err)
+			}
+			return r.enqueue(ctx, tx, ids, time.Time{})
 		})
 		if err != nil {
 			return fmt.Errorf("backfill: %w", err)
 		}
-		return r.enqueue(ctx, tx, ids, time.Time{})
+		for _, it := range items {
+			b.add(it)
+		}
+		return nil
 	})
 }
 
@@ -249,7 +265,9 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 }
 
 // StartReplay schedules the selected deliveries again as one tracked replay: same webhook-ids, a
-// fresh run of the retry schedule, attempts marked with the replay. It refuses a disabled endpoint.
+// fresh run of the retry schedule, attempts marked with the replay. A window replay (not OnlyFailed)
+// then creates and schedules, as part of the replay, the deliveries of the window's events that have
+// none (the backfill), a page of the log at a time. It refuses a disabled endpoint.
 func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayPlan, error) {
 	if err := q.check(); err != nil {
 		return Replay{}, ReplayPlan{}, err
@@ -262,8 +280,8 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 		return Replay{}, ReplayPlan{}, fmt.Errorf("%w: endpoint %d is disabled; enable it first", ErrInvalid, e.ID)
 	}
 	var (
-		rep  Replay
-		plan ReplayPlan
+		rep Replay
+		b   planBuilder
 	)
 	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		items, err := r.selectReplay(ctx, tx, q, true)
@@ -278,7 +296,6 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items)).Scan(&rep.ID, &rep.CreatedAt); err != nil {
 			return fmt.Errorf("insert replay: %w", err)
 		}
-		var b planBuilder
 		ids := make([]int64, len(items))
 		for i, it := range items {
 			ids[i] = it.DeliveryID
@@ -288,27 +305,19 @@ VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`, q.EndpointID, q.From,
     next_attempt_at = now(), completed_at = NULL WHERE id = ANY($1)`, ids, rep.ID); err != nil {
 			return fmt.Errorf("schedule replay: %w", err)
 		}
-		if err := r.enqueue(ctx, tx, ids, time.Time{}); err != nil {
-			return err
-		}
-		if q.backfills() {
-			if err := r.backfill(ctx, tx, e, q, rep.ID, &b); err != nil {
-				return err
-			}
-			if b.p.Total > len(items) {
-				if _, err := tx.Exec(ctx, `UPDATE relay_replays SET total = $2 WHERE id = $1`, rep.ID, b.p.Total); err != nil {
-					return fmt.Errorf("replay total: %w", err)
-				}
-			}
-		}
-		plan = b.p
-		return nil
+		return r.enqueue(ctx, tx, ids, time.Time{})
 	})
 	if err != nil {
 		return Replay{}, ReplayPlan{}, fmt.Errorf("replay: %w", err)
 	}
-	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, plan.Total, plan.Total
-	return rep, plan, nil
+	// The deliveries that exist are on their way; the backfill follows, a page at a time.
+	if q.backfills() {
+		if err := r.backfill(ctx, e, q, rep.ID, &b); err != nil {
+			return Replay{}, ReplayPlan{}, fmt.Errorf("replay %d: %w (what it scheduled so far is sent; replay the window again for the rest)", rep.ID, err)
+		}
+	}
+	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, b.p.Total, b.p.Total
+	return rep, b.p, nil
 }
 
 // RetryDelivery sends one delivery again now, as a replay of that delivery alone (StartReplay's
