@@ -67,7 +67,7 @@ type ItemText struct {
 func Recompute(c Component) Changes {
 	recomputed := make(map[booking.ID]bool, len(c.Bookings))
 	folds := make([]booking.State, len(c.Bookings))
-	parallel(len(c.Bookings), func(i int) {
+	Parallel(len(c.Bookings), func(i int) {
 		if f := c.Bookings[i].Folded; f != nil {
 			folds[i] = *f
 		} else {
@@ -100,7 +100,7 @@ func Recompute(c Component) Changes {
 	}
 
 	out := Changes{Rows: make([]Booking, len(c.Bookings))}
-	parallel(len(c.Bookings), func(i int) {
+	Parallel(len(c.Bookings), func(i int) {
 		in := c.Bookings[i]
 		in.Booking, in.Folded, in.SupersededBy = ids[i], &folds[i], superseded[ids[i]]
 		out.Rows[i] = BookingRow(in)
@@ -212,38 +212,19 @@ func assignSlotsIn(claims []Claim, parts int) assignment {
 	if parts <= 1 || len(claims) < 1024 {
 		return assignSlots(claims)
 	}
-	index := map[string]int{}
-	var parent []int
-	find := func(i int) int {
-		for parent[i] != i {
-			parent[i] = parent[parent[i]]
-			i = parent[i]
-		}
-		return i
-	}
-	resource := func(r string) int {
-		i, ok := index[r]
-		if !ok {
-			i = len(parent)
-			index[r] = i
-			parent = append(parent, i)
-		}
-		return i
-	}
-	first := make(map[booking.ID]int, len(claims))
+	var g ResourceGroups
+	first := make(map[booking.ID]string, len(claims))
 	for _, c := range claims {
-		r := resource(c.Resource)
 		if o, ok := first[c.Booking]; ok {
-			if a, b := find(r), find(o); a != b {
-				parent[a] = b
-			}
+			g.Join(o, c.Resource)
 		} else {
-			first[c.Booking] = r
+			first[c.Booking] = c.Resource
+			g.Join(c.Resource)
 		}
 	}
 	groups := make([][]Claim, parts)
 	for _, c := range claims {
-		k := find(index[c.Resource]) % parts
+		k := g.Group(c.Resource) % parts
 		groups[k] = append(groups[k], c)
 	}
 	asgs := make([]assignment, parts)
@@ -261,8 +242,51 @@ func assignSlotsIn(claims []Claim, parts int) assignment {
 	return out
 }
 
-// parallel calls f(0..n-1) on every core.
-func parallel(n int, f func(i int)) {
+// ResourceGroups joins the resources that one booking claims together (union-find): claims of two
+// groups never overlap, so each group's slots can be assigned on its own.
+type ResourceGroups struct {
+	index  map[string]int
+	names  []string
+	parent []int
+}
+
+// Join puts resources into one group.
+func (g *ResourceGroups) Join(resources ...string) {
+	if g.index == nil {
+		g.index = map[string]int{}
+	}
+	first := -1
+	for _, r := range resources {
+		i, ok := g.index[r]
+		if !ok {
+			i = len(g.parent)
+			g.index[r] = i
+			g.names, g.parent = append(g.names, r), append(g.parent, i)
+		}
+		if i = g.find(i); first < 0 {
+			first = i
+		} else if i != first {
+			g.parent[i] = first
+		}
+	}
+}
+
+func (g *ResourceGroups) find(i int) int {
+	for g.parent[i] != i {
+		g.parent[i] = g.parent[g.parent[i]]
+		i = g.parent[i]
+	}
+	return i
+}
+
+// Group numbers the group of r, a resource joined before.
+func (g *ResourceGroups) Group(r string) int { return g.find(g.index[r]) }
+
+// Resources are the resources joined, in the order of their first Join.
+func (g *ResourceGroups) Resources() []string { return g.names }
+
+// Parallel calls f(0..n-1) on every core.
+func Parallel(n int, f func(i int)) {
 	workers := min(runtime.GOMAXPROCS(0), max(1, n/64))
 	var wg sync.WaitGroup
 	for w := range workers {

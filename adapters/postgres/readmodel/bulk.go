@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -128,7 +126,7 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 	if err := m.closeApart(ctx, s, apart); err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	return rebuildTx(ctx, m.pool, func(tx pgx.Tx) error {
 		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, rp.last, int(rp.events)); err != nil {
 			return err
 		}
@@ -178,17 +176,18 @@ type chunkKey struct {
 	supersededBy []string
 }
 
-// eachReplayed runs query, whose rows are replay rows (with the chunkKey columns after them when
-// keyed) with each stream's rows together, and hands f the streams in order, in batches decoded and
-// folded on every core. The rows are read while f works on the batch before.
-func (m *ReadModel) eachReplayed(ctx context.Context, query string, keyed bool, f func([]replayed) error) error {
+// eachReplayed analyzes tables (the planner knows nothing of fresh work tables) and runs query,
+// whose rows are replay rows (with the chunkKey columns after them when keyed) with each stream's
+// rows together, and hands f the streams in order, in batches decoded and folded on every core. The
+// rows are read while f works on the batch before.
+func (m *ReadModel) eachReplayed(ctx context.Context, tables, query string, keyed bool, f func([]replayed) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan []replayed, 1)
 	read := make(chan error, 1)
 	go func() {
 		defer close(batches)
-		read <- m.readReplay(ctx, query, keyed, batches)
+		read <- m.readReplay(ctx, tables, query, keyed, batches)
 	}()
 	for batch := range batches {
 		err := m.decodeReplayed(batch)
@@ -206,13 +205,20 @@ func (m *ReadModel) eachReplayed(ctx context.Context, query string, keyed bool, 
 }
 
 // readReplay sends the streams of query's rows in batches of about replayBatch events.
-func (m *ReadModel) readReplay(ctx context.Context, query string, keyed bool, out chan<- []replayed) error {
+func (m *ReadModel) readReplay(ctx context.Context, tables, query string, keyed bool, out chan<- []replayed) error {
 	conn, err := m.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	rows, err := conn.Query(ctx, query)
+	return rebuildTx(ctx, conn, func(tx pgx.Tx) error { return sendReplay(ctx, tx, tables, query, keyed, out) })
+}
+
+func sendReplay(ctx context.Context, tx pgx.Tx, tables, query string, keyed bool, out chan<- []replayed) error {
+	if _, err := tx.Exec(ctx, "SET LOCAL default_statistics_target = 10; ANALYZE "+tables); err != nil { // a sample of 3,000 rows
+		return fmt.Errorf("analyze the replay: %w", err)
+	}
+	rows, err := tx.Query(ctx, query)
 	if err != nil {
 		return fmt.Errorf("read the replay: %w", err)
 	}
@@ -272,7 +278,7 @@ func (m *ReadModel) readReplay(ctx context.Context, query string, keyed bool, ou
 
 func (m *ReadModel) decodeReplayed(batch []replayed) error {
 	errs := make([]error, len(batch))
-	parallel(len(batch), func(i int) {
+	projections.Parallel(len(batch), func(i int) {
 		st := &batch[i]
 		st.id, _ = booking.FromStream(st.stream)
 		e := cacheEntry{stream: st.stream}
@@ -288,6 +294,21 @@ func (m *ReadModel) decodeReplayed(batch []replayed) error {
 		st.state = booking.Fold(st.events)
 	})
 	return errors.Join(errs...)
+}
+
+// rebuildTx runs f in a transaction set for the rebuild's large statements. The planner's JIT would
+// compile the replay's reads and the item queries for longer than they run (4.9 s of CPU for the
+// chunks' read of a 50,000-event rebuild that took 5.5 s), and the default work_mem sorts the
+// replay on disk.
+func rebuildTx(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, f func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL work_mem = '64MB'`); err != nil {
+			return fmt.Errorf("set up the rebuild's transaction: %w", err)
+		}
+		return f(tx)
+	})
 }
 
 // paymentsOf are the replay's payment streams, to link bookings to.
@@ -308,7 +329,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 		events  = map[booking.ID][]booking.Event{}
 		rows    []paymentRow
 		keys    [][]any
-		groups  resourceGroups
+		groups  projections.ResourceGroups
 	)
 	copyKeys := func() {
 		batch := keys
@@ -319,7 +340,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 			return err
 		})
 	}
-	err := m.eachReplayed(ctx, `SELECT stream_id, version, event_id, event_type, data, metadata FROM `+s.table("calendar_replay")+
+	err := m.eachReplayed(ctx, s.table("calendar_replay")+" (stream_id)", `SELECT stream_id, version, event_id, event_type, data, metadata FROM `+s.table("calendar_replay")+
 		` ORDER BY stream_id`, false, func(batch []replayed) error {
 		for _, st := range batch {
 			if projections.IsPaymentOnly(st.events) {
@@ -331,7 +352,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 			key := []any{st.stream, string(st.id), nil, nil, nil, string(st.state.RescheduledFrom)}
 			if st.state.HasSlot() {
 				res := projections.CanonicalResources(st.state.Slot.Resources, m.bufLinks.Canonical)
-				groups.join(res)
+				groups.Join(res...)
 				key[2], key[3], key[4] = res[0], micro(st.state.Slot.Start), micro(st.state.Slot.End)
 			}
 			keys = append(keys, key)
@@ -350,60 +371,15 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 		return copyPayments(ctx, c, s.table("payment_streams"), s.table("payment_stream_refs"), rows)
 	})
 	ld.add(func(ctx context.Context, c copier) error {
-		_, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_groups")}, []string{"resource", "grp"}, pgx.CopyFromRows(groups.rows()))
+		res := groups.Resources()
+		_, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_groups")}, []string{"resource", "grp"},
+			rowsOf(len(res), 2, func(i int, row []any) error { row[0], row[1] = res[i], int32(groups.Group(res[i])); return nil }))
 		return err
 	})
 	if err := ld.wait(); err != nil {
 		return paymentsOf{}, fmt.Errorf("write booking keys: %w", err)
 	}
 	return paymentsOf{index: projections.NewPaymentIndex(streams), events: events}, nil
-}
-
-// resourceGroups joins resources that one booking claims together (union-find): claims of two
-// groups never interact.
-type resourceGroups struct {
-	index  map[string]int
-	names  []string
-	parent []int
-}
-
-func (g *resourceGroups) of(r string) int {
-	if g.index == nil {
-		g.index = map[string]int{}
-	}
-	i, ok := g.index[r]
-	if !ok {
-		i = len(g.parent)
-		g.index[r] = i
-		g.names, g.parent = append(g.names, r), append(g.parent, i)
-	}
-	return i
-}
-
-func (g *resourceGroups) find(i int) int {
-	for g.parent[i] != i {
-		g.parent[i] = g.parent[g.parent[i]]
-		i = g.parent[i]
-	}
-	return i
-}
-
-func (g *resourceGroups) join(resources []string) {
-	first := g.find(g.of(resources[0]))
-	for _, r := range resources[1:] {
-		if o := g.find(g.of(r)); o != first {
-			g.parent[o] = first
-		}
-	}
-}
-
-// rows are the (resource, group) rows of calendar_groups.
-func (g *resourceGroups) rows() [][]any {
-	out := make([][]any, len(g.names))
-	for i, n := range g.names {
-		out[i] = []any{n, int32(g.find(i))}
-	}
-	return out
 }
 
 // chunkSQL reads the replay's booking streams back in the order chunks are cut in, each with its
@@ -433,7 +409,7 @@ func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paym
 		return err
 	}
 	query := fmt.Sprintf(chunkSQL, s.table("calendar_replay"), s.table("calendar_keys"), s.table("calendar_groups"))
-	err := m.eachReplayed(ctx, query, true, func(batch []replayed) error {
+	err := m.eachReplayed(ctx, s.table("calendar_keys")+", "+s.table("calendar_groups"), query, true, func(batch []replayed) error {
 		for _, st := range batch {
 			k := st.key
 			// Claims of a group are read by start: one that starts at or after the end of every claim
@@ -543,7 +519,11 @@ WHERE closed_at IS NULL AND kind IN ('conflict', 'late_event')
 // in different chunks now, and open items of bookings without a row. The calendar calls for none of
 // them, so they close, with the notes the rows give.
 func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []projections.Item) error {
-	gone, err := queryItems(ctx, m.pool, fmt.Sprintf(goneItemsSQL, s.table("calendar_bookings")))
+	var gone []projections.Item
+	err := rebuildTx(ctx, m.pool, func(tx pgx.Tx) (err error) {
+		gone, err = queryItems(ctx, tx, fmt.Sprintf(goneItemsSQL, s.table("calendar_bookings")))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("items without a row: %w", err)
 	}
@@ -687,62 +667,42 @@ func copyPayments(ctx context.Context, tx copier, table, refsTable string, rows 
 	var refs [][]any
 	for i, p := range rows {
 		src[i] = paymentValues(p)
-		for _, r := range p.state.PaymentRefs {
-			refs = append(refs, []any{r, string(p.stream)})
-		}
+		refs = refRows(refs, string(p.stream), p.state.PaymentRefs)
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"stream", "refs", "payment_status", "stream_version", "updated_at"},
 		pgx.CopyFromRows(src))
 	if err != nil {
 		return fmt.Errorf("copy %d payment streams: %w", len(rows), err)
 	}
+	return copyRefs(ctx, tx, refsTable, "stream", refs)
+}
+
+func refRows(refs [][]any, of string, payment []string) [][]any {
+	for _, r := range payment {
+		refs = append(refs, []any{r, of})
+	}
+	return refs
+}
+
+// copyRefs copies link rows (ref, column) ordered by primary key, so that each key lands on the
+// index's rightmost page.
+func copyRefs(ctx context.Context, tx copier, table, column string, refs [][]any) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	slices.SortFunc(refs, byRefKey)
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{refsTable}, []string{"ref", "stream"}, pgx.CopyFromRows(refs)); err != nil {
-		return fmt.Errorf("copy payment stream refs: %w", err)
+	slices.SortFunc(refs, func(a, b []any) int {
+		return cmp.Or(cmp.Compare(a[0].(string), b[0].(string)), cmp.Compare(a[1].(string), b[1].(string)))
+	})
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"ref", column}, pgx.CopyFromRows(refs)); err != nil {
+		return fmt.Errorf("copy %s: %w", table, err)
 	}
 	return nil
-}
-
-// byRefKey orders link rows by primary key, so that each key lands on the index's rightmost page.
-func byRefKey(a, b []any) int {
-	if c := cmp.Compare(a[0].(string), b[0].(string)); c != 0 {
-		return c
-	}
-	return cmp.Compare(a[1].(string), b[1].(string))
 }
 
 func copyBookingRefs(ctx context.Context, tx copier, table string, rows []projections.Booking) error {
 	var refs [][]any
 	for _, b := range rows {
-		for _, r := range b.PaymentRefs {
-			refs = append(refs, []any{r, string(b.Booking)})
-		}
+		refs = refRows(refs, string(b.Booking), b.PaymentRefs)
 	}
-	if len(refs) == 0 {
-		return nil
-	}
-	slices.SortFunc(refs, byRefKey)
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"ref", "booking"}, pgx.CopyFromRows(refs)); err != nil {
-		return fmt.Errorf("copy booking payment refs: %w", err)
-	}
-	return nil
-}
-
-// parallel calls f(0..n-1) on every core.
-func parallel(n int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), max(1, n/64))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += workers {
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
+	return copyRefs(ctx, tx, table, "booking", refs)
 }

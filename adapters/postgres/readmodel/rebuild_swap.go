@@ -42,9 +42,9 @@ const rebuildLoadConns = 2
 
 // workTables are the rebuild's own tables, created with the staging tables and dropped by the swap.
 var workTables = map[string]string{
-	"calendar_replay":     `stream_id text, version bigint, event_id uuid, event_type text, data bytea, metadata bytea`,
-	"calendar_keys":       `stream text, booking text, resource text, lower timestamptz, upper timestamptz, rescheduled_from text`,
-	"calendar_groups":     `resource text, grp integer`,
+	"calendar_replay":     `stream_id text COLLATE "C", version bigint, event_id uuid, event_type text, data bytea, metadata bytea`,
+	"calendar_keys":       `stream text COLLATE "C", booking text COLLATE "C", resource text COLLATE "C", lower timestamptz, upper timestamptz, rescheduled_from text COLLATE "C"`,
+	"calendar_groups":     `resource text COLLATE "C", grp integer`,
 	"calendar_item_opens": `kind text, subject text, booking text, other_booking text, event_id uuid, receipt_id bigint, reason text`,
 	"calendar_item_texts": `id bigint, close boolean, text text`,
 }
