@@ -7,6 +7,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"bookingledger/domain/ledger"
 )
 
@@ -55,7 +57,7 @@ func (s *Store) Sealer() BodySealer { return s.sealer }
 // commitReq is one delivery queued for a group commit, its body already sealed.
 type commitReq struct {
 	ledger.Commit
-	body []any
+	body bodyRow
 }
 
 // ReceiptSubject is whose a receipt's body is: the booking of its first event, or the booking a
@@ -70,28 +72,53 @@ func ReceiptSubject(r ledger.Receipt) string {
 	return "delivery:" + r.Provider + ":" + r.DeliveryID
 }
 
-func (s *Store) bodyArgs(r ledger.Receipt) ([]any, error) {
+func (s *Store) bodyOf(r ledger.Receipt) (bodyRow, error) {
 	if r.Outcome == ledger.OutcomeRejected {
-		return BodyArgs(nil, "", nil) // an unverified body is never stored
+		return bodyRow{}, nil // an unverified body is never stored
 	}
-	return BodyArgs(s.sealer, ReceiptSubject(r), r.Body)
+	return prepareBody(s.sealer, ReceiptSubject(r), r.Body)
 }
 
-// BodyArgs are receipt_body_put's six arguments for body (sealed with sealer for subject when sealer
-// is set): the one place a body is prepared for storage.
-func BodyArgs(sealer BodySealer, subject string, body []byte) ([]any, error) {
+// bodyRow is a body ready for storage: receipt_body_put's six arguments (migration 0131). The zero
+// bodyRow is no body.
+type bodyRow struct {
+	sealed, digest []byte
+	keyID          pgtype.UUID
+	subject, kekID pgtype.Text
+	wrapped        []byte
+}
+
+func (b bodyRow) args() []any {
+	return []any{b.sealed, b.digest, b.keyID, b.subject, b.kekID, b.wrapped}
+}
+
+// prepareBody seals body with sealer for subject when sealer is set: the one place a body is
+// prepared for storage.
+func prepareBody(sealer BodySealer, subject string, body []byte) (bodyRow, error) {
 	if body == nil {
-		return []any{nil, nil, nil, nil, nil, nil}, nil
+		return bodyRow{}, nil
 	}
 	if sealer == nil {
 		d := sha256.Sum256(body)
-		return []any{body, d[:], nil, nil, nil, nil}, nil
+		return bodyRow{sealed: body, digest: d[:]}, nil
 	}
 	sb, err := sealer.SealBody(subject, body)
 	if err != nil {
+		return bodyRow{}, err
+	}
+	return bodyRow{sealed: sb.Data, digest: sb.Digest[:], keyID: pgtype.UUID{Bytes: sb.KeyID, Valid: true},
+		subject: pgtype.Text{String: sb.Subject, Valid: true}, kekID: pgtype.Text{String: sb.KEKID, Valid: true},
+		wrapped: sb.Wrapped}, nil
+}
+
+// BodyArgs are receipt_body_put's six arguments for body (sealed with sealer for subject when sealer
+// is set), for the other writers of receipts.
+func BodyArgs(sealer BodySealer, subject string, body []byte) ([]any, error) {
+	b, err := prepareBody(sealer, subject, body)
+	if err != nil {
 		return nil, err
 	}
-	return []any{sb.Data, sb.Digest[:], sb.KeyID, sb.Subject, sb.KEKID, sb.Wrapped}, nil
+	return b.args(), nil
 }
 
 func (s *Store) openBody(ctx context.Context, sr *StoredReceipt, digest []byte) error {

@@ -193,3 +193,107 @@ func TestGroupCommitKeepsEachDeliverysHeaders(t *testing.T) {
 		assert.Equal(t, c.Receipt.Headers, got[idx].Receipt.Headers, "delivery %d", i)
 	}
 }
+
+// A group's deliveries with appends are committed by one statement from concatenated arrays: each
+// delivery's appends, events, receipt (event references, headers, body) and personal data must come
+// back as its own, whatever the others carry, and as if they had come one by one: of two copies of a
+// delivery the later contact wins and the earlier text stays, and their one body is stored once.
+func TestGroupCommitStoresEachDeliveryAsItsOwn(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	zz, aa := "booking-zz-"+streamName(t)[len("booking-"):], "booking-aa-"+streamName(t)[len("booking-"):]
+	three, bare, other := streamName(t), streamName(t), streamName(t)
+	nilData := event(t, "booking.scheduled.v1")
+	nilData.Data, nilData.Metadata = nil, []byte{}
+	evThree := events(t, 3)
+
+	two := commitOf("d-two", appendOf(zz, eventlog.NoStream(), events(t, 2)...), appendOf(aa, eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+	two.Receipt.Headers = []ledger.Header{{Name: "User-Agent", Value: "two"}, {Name: "Webhook-Id", Value: "d-two"}}
+	two = withPersonal(two, bookingOf(zz), "two@example.com")
+	first := withPersonal(commitOf("d-three", appendOf(three, eventlog.NoStream(), evThree...)), bookingOf(three), "first@example.com")
+	first.Receipt.Headers = []ledger.Header{{Name: "User-Agent", Value: "three"}}
+	copyOf := withPersonal(commitOf("d-three", appendOf(three, eventlog.NoStream(), evThree...)), bookingOf(three), "later@example.com")
+	copyOf.Personal.FreeTexts[0].Text = "a later text"
+	noBody := commitOf("d-bare", appendOf(bare, eventlog.NoStream(), nilData))
+	noBody.Receipt.Body = nil
+	ignored := ledger.Commit{Receipt: ledger.Receipt{Provider: "test", ReceivedAt: time.Now().UTC().Truncate(time.Microsecond),
+		DeliveryID: "d-ignored", Outcome: ledger.OutcomeIgnored, Body: []byte(`{"ignored":true}`),
+		Headers: []ledger.Header{{Name: "User-Agent", Value: "ignored"}}}}
+	conflict := withPersonal(commitOf("d-conflict", appendOf(three, eventlog.Exact(0), event(t, "booking.canceled.v1"))), bookingOf(three), "conflict@example.com")
+	lone := commitOf("d-other", appendOf(other, eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+
+	commits := []ledger.Commit{two, first, ignored, noBody, copyOf, conflict, lone}
+	results, errs := commitHeldGroup(t, s, commits)
+	for i := range commits {
+		if i == 5 {
+			assert.ErrorIs(t, errs[i], eventlog.ErrVersionConflict)
+			continue
+		}
+		require.NoError(t, errs[i], "delivery %d", i)
+	}
+	assert.Equal(t, []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeAccepted, ledger.OutcomeIgnored, ledger.OutcomeAccepted,
+		ledger.OutcomeDuplicate}, []ledger.Outcome{results[0].Outcome, results[1].Outcome, results[2].Outcome, results[3].Outcome, results[4].Outcome})
+	require.Len(t, results[0].Appends, 2)
+	assert.Equal(t, uint64(2), results[0].Appends[0].LastVersion, "answered in the caller's order")
+	assert.Equal(t, uint64(1), results[0].Appends[1].LastVersion)
+	assert.Equal(t, uint64(3), results[1].Appends[0].LastVersion)
+	assert.True(t, results[4].Appends[0].Duplicate, "the copy is an idempotent re-append")
+	assert.Equal(t, results[1].Appends[0].Position, results[4].Appends[0].Position)
+
+	for _, st := range []string{zz, aa, three, bare, other} {
+		var want []eventlog.EventData
+		for _, c := range []ledger.Commit{two, first, noBody, lone} {
+			for _, a := range c.Appends {
+				if a.Stream == st {
+					want = a.Events
+				}
+			}
+		}
+		got, err := s.ReadStream(ctx, st)
+		require.NoError(t, err)
+		require.Len(t, got, len(want), st)
+		for k := range want {
+			assert.Equal(t, want[k].ID, got[k].ID, st)
+			assert.Equal(t, want[k].Data, got[k].Data, st)
+			assert.Equal(t, want[k].Metadata, got[k].Metadata, st)
+		}
+	}
+
+	stored, err := s.ListReceipts(ctx, postgres.ReceiptFilter{})
+	require.NoError(t, err)
+	require.Len(t, stored, 6, "every delivery but the conflicting one has its receipt")
+	for i, c := range commits {
+		if i == 5 {
+			continue
+		}
+		var got []postgres.StoredReceipt
+		for _, r := range stored {
+			if r.Receipt.DeliveryID == c.Receipt.DeliveryID {
+				got = append(got, r)
+			}
+		}
+		require.NotEmpty(t, got, "delivery %d", i)
+		r := got[0].Receipt // newest first: of the two copies, the later
+		if i == 1 {
+			r = got[len(got)-1].Receipt
+		}
+		assert.Equal(t, c.Receipt.Events, nonNilRefs(r.Events), "delivery %d", i)
+		assert.Equal(t, c.Receipt.Headers, r.Headers, "delivery %d", i)
+		assert.Equal(t, c.Receipt.Body, r.Body, "delivery %d", i)
+	}
+	assert.Equal(t, 1, count(t, pool, `SELECT count(DISTINCT body_digest) FROM receipts WHERE delivery_id = 'd-three'`))
+	assert.Equal(t, 2, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-three' AND body_digest IS NOT NULL`))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-bare' AND body_digest IS NOT NULL`))
+
+	assert.Equal(t, "later@example.com", contactOf(t, pool, bookingOf(three)), "the later copy's contact wins")
+	assert.Equal(t, "two@example.com", contactOf(t, pool, bookingOf(zz)))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1 AND text = 'text of first@example.com'`, string(bookingOf(three))))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1`, string(bookingOf(three))))
+}
+
+func nonNilRefs(refs []ledger.EventRef) []ledger.EventRef {
+	if len(refs) == 0 {
+		return nil
+	}
+	return refs
+}

@@ -6,63 +6,96 @@ import (
 	"fmt"
 	"strconv"
 
+	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 )
 
-// personalCTEs are the statements that save a delivery's personal data (ledger.Personal) as common
-// table expressions of the statement that commits it, their arguments numbered from $first in the
-// order personalArgs gives them: no statement, round trip or WAL flush of their own. Contacts go to the
-// contacts table (migration 0050; the newest address and name win), free texts to free_texts
-// (migration 0130; once per event and field: a redelivery changes nothing, nor one after the text was
-// erased). Nothing of an erased booking is saved, and bl_subject_erased (migration 0131) also waits for
-// an erasure under way. With afterAppends they join the statement's appends (its CTE a) and save
-// only when those succeeded.
-func personalCTEs(first int, afterAppends bool) string {
+// personalCTEs are the statements that save deliveries' personal data (ledger.Personal) as common
+// table expressions of the statement that commits them, their arguments numbered from $first in the
+// order personalRows gives them: no statement, round trip or WAL flush of their own. Contacts go to the
+// contacts table (migration 0050; the newest address and name win: of a delivery's, its last, of a
+// group's, its last delivery's), free texts to free_texts (migration 0130; once per event and field,
+// the first: a redelivery changes nothing, nor one after the text was erased). Nothing of an erased
+// booking is saved, and bl_subject_erased (migration 0131) also waits for an erasure under way.
+// Where they are saved from says when (personalJoin).
+func personalCTEs(first int, join personalJoin) string {
 	arg := func(k int) string { return "$" + strconv.Itoa(first+k) }
-	from, guard := "", ""
-	if afterAppends {
+	from, guard, distinct, contactOrder, textOrder := "", "", "", "", ""
+	switch join {
+	case perDelivery:
+		// One row per booking across deliveries, chosen among those that appended: ON CONFLICT DO
+		// UPDATE may not touch a row twice in one statement. (Within a delivery, personalRows.add
+		// keeps one already.)
+		from, guard = " JOIN a ON a.ord = t.o", "a.status = 'ok' AND "
+		distinct, contactOrder, textOrder = "DISTINCT ON (t.b) ", "\n    ORDER BY t.b, t.o DESC", "\n    ORDER BY t.o, t.i"
+	case afterAppends:
 		from, guard = ", a", "a.status = 'ok' AND "
 	}
 	return `p_contacts AS (
     INSERT INTO contacts (booking, email, name)
-    SELECT t.b, t.e, t.n FROM unnest(` + arg(0) + `::text[], ` + arg(1) + `::text[], ` + arg(2) + `::text[]) AS t(b, e, n)` + from + `
-    WHERE ` + guard + `NOT bl_subject_erased(t.b)
+    SELECT ` + distinct + `t.b, t.e, t.n
+    FROM unnest(` + arg(0) + `::int[], ` + arg(1) + `::text[], ` + arg(2) + `::text[], ` + arg(3) + `::text[]) AS t(o, b, e, n)` + from + `
+    WHERE ` + guard + `NOT bl_subject_erased(t.b)` + contactOrder + `
     ON CONFLICT (booking) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name, updated_at = now()
     WHERE contacts.email <> EXCLUDED.email OR contacts.name <> EXCLUDED.name
 ), p_texts AS (
     INSERT INTO free_texts (event, field, booking, text)
-    SELECT t.e, t.f, t.b, t.x FROM unnest(` + arg(3) + `::uuid[], ` + arg(4) + `::text[], ` + arg(5) + `::text[], ` + arg(6) + `::text[]) AS t(e, f, b, x)` + from + `
-    WHERE ` + guard + `NOT bl_subject_erased(t.b)
+    SELECT t.e, t.f, t.b, t.x
+    FROM unnest(` + arg(4) + `::int[], ` + arg(5) + `::uuid[], ` + arg(6) + `::text[], ` + arg(7) + `::text[], ` + arg(8) + `::text[]) WITH ORDINALITY AS t(o, e, f, b, x, i)` + from + `
+    WHERE ` + guard + `NOT bl_subject_erased(t.b)` + textOrder + `
     ON CONFLICT (event, field) DO NOTHING
 )`
 }
 
-// personalArgs are personalCTEs' seven arguments. A booking's contact is given once (the last one
-// wins), as ON CONFLICT DO UPDATE may not touch a row twice in one statement.
-func personalArgs(p ledger.Personal) []any {
-	var bookings, emails, names []string
-	seen := make(map[string]int, len(p.Contacts))
-	for _, c := range p.Contacts {
-		if i, ok := seen[string(c.Booking)]; ok {
-			emails[i], names[i] = c.Email, c.Name
+// personalJoin says when personalCTEs save.
+type personalJoin int
+
+const (
+	// always: a statement of their own (SavePersonal).
+	always personalJoin = iota
+	// afterAppends: only if the statement's one delivery appended (commitOneSQL's CTE a).
+	afterAppends
+	// perDelivery: each delivery's only if it appended (commitGroupSQL's CTE a, joined by delivery).
+	perDelivery
+)
+
+// personalRows are personalCTEs' nine arguments: the contacts and texts of deliveries, each row with
+// its delivery's place in the statement (o).
+type personalRows struct {
+	contactOrd               []int32
+	bookings, emails, names  []string
+	textOrd                  []int32
+	events                   [][16]byte
+	fields, textBookings, xs []string
+}
+
+// add appends delivery d's, the ord'th of the statement: a booking's contact once (its last).
+func (p *personalRows) add(ord int, d ledger.Personal) {
+	seen := make(map[booking.ID]int, len(d.Contacts))
+	for _, c := range d.Contacts {
+		if i, ok := seen[c.Booking]; ok {
+			p.emails[i], p.names[i] = c.Email, c.Name
 			continue
 		}
-		seen[string(c.Booking)] = len(bookings)
-		bookings, emails, names = append(bookings, string(c.Booking)), append(emails, c.Email), append(names, c.Name)
+		seen[c.Booking] = len(p.bookings)
+		p.contactOrd = append(p.contactOrd, int32(ord))
+		p.bookings, p.emails, p.names = append(p.bookings, string(c.Booking)), append(p.emails, c.Email), append(p.names, c.Name)
 	}
-	n := len(p.FreeTexts)
-	events, fields, tb, texts := make([][16]byte, n), make([]string, n), make([]string, n), make([]string, n)
-	for i, ft := range p.FreeTexts {
-		events[i], fields[i], tb[i], texts[i] = ft.Event, string(ft.Field), string(ft.Booking), ft.Text
+	for _, ft := range d.FreeTexts {
+		p.textOrd, p.events = append(p.textOrd, int32(ord)), append(p.events, ft.Event)
+		p.fields, p.textBookings, p.xs = append(p.fields, string(ft.Field)), append(p.textBookings, string(ft.Booking)), append(p.xs, ft.Text)
 	}
-	return []any{bookings, emails, names, events, fields, tb, texts}
+}
+
+func (p *personalRows) args() []any {
+	return []any{p.contactOrd, p.bookings, p.emails, p.names, p.textOrd, p.events, p.fields, p.textBookings, p.xs}
 }
 
 // ErrPersonalWithoutAppends: a commit carried personal data but no appends (ledger.Commit.Personal).
 var ErrPersonalWithoutAppends = errors.New("personal data is saved only with appends")
 
 // savePersonalSQL saves personal data on its own, for SavePersonal.
-var savePersonalSQL = `WITH ` + personalCTEs(1, false) + ` SELECT 1`
+var savePersonalSQL = `WITH ` + personalCTEs(1, always) + ` SELECT 1`
 
 // SavePersonal saves p in a transaction of its own. It is for stores whose events live elsewhere
 // (EventStoreDB), which save it before they append, so that a booking's contact exists whenever its
@@ -71,7 +104,9 @@ func (s *Store) SavePersonal(ctx context.Context, p ledger.Personal) error {
 	if p.IsZero() {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, savePersonalSQL, personalArgs(p)...); err != nil {
+	var rows personalRows
+	rows.add(1, p)
+	if _, err := s.pool.Exec(ctx, savePersonalSQL, rows.args()...); err != nil {
 		return fmt.Errorf("save personal data: %w", translate(err))
 	}
 	return nil

@@ -2,14 +2,10 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -57,263 +53,8 @@ const (
 )
 
 // insertReceiptArgs are insertReceiptSQL's arguments.
-func insertReceiptArgs(r ledger.Receipt, body []any) []any {
+func insertReceiptArgs(r ledger.Receipt, body bodyRow) []any {
 	return append(receiptArgs(r, body), FoldWindow, FoldAfter)
-}
-
-// commitDeliverySQL is one delivery: its appends (fn: bl_appends, or bl_try_appends in a group of
-// several, migrations/0090_group_commit.sql) and, if they succeeded, its receipt and its personal
-// data (personalCTEs, from $26). A receipt committed
-// as accepted becomes duplicate when every append came back as an idempotent re-append, i.e. a
-// concurrent copy of the delivery won the race between read and commit, possibly in the same group.
-// Deciding it here, from the appends' own answers, is what keeps the stored outcome true under that
-// race.
-func commitDeliverySQL(fn string) string {
-	return `WITH a AS MATERIALIZED (
-    SELECT * FROM ` + fn + `($1, $2, $3, $4, $5, $6, $7, $8)
-), r AS (
-    INSERT INTO receipts (` + receiptColumns + `)
-    SELECT $9, $10, $11, $12,
-        CASE WHEN $13::text = 'accepted' AND true = ALL (a.duplicates) THEN 'duplicate' ELSE $13::text END,
-        $14, $15, $16, $17, $18, receipt_body_put($19, $20, $21, $22, $23, $24), $25
-    FROM a WHERE a.status = 'ok'
-    RETURNING id, outcome
-), ` + personalCTEs(26, true) + `
-SELECT a.status, a.message, a.detail, a.first_versions, a.last_versions, a.tx_ids, a.positions, a.duplicates,
-    r.id, r.outcome
-FROM a LEFT JOIN r ON true`
-}
-
-var (
-	// commitAloneSQL: an error fails the transaction, which holds this delivery only.
-	commitAloneSQL = commitDeliverySQL("bl_appends")
-	// commitInGroupSQL: an error undoes this delivery's subtransaction and is answered as its status.
-	commitInGroupSQL = commitDeliverySQL("bl_try_appends")
-)
-
-// maxCommitGroup bounds the deliveries of one group commit. Each delivery with appends is a
-// subtransaction, and PostgreSQL keeps at most 64 of a transaction's subtransaction ids in every
-// snapshot before other sessions must look them up on disk.
-const maxCommitGroup = 32
-
-// commitRunners is how many groups commit at once: while one waits for its WAL flush the next is
-// executed, and deliveries queue only when both are busy.
-const commitRunners = 2
-
-// Commit implements ledger.Store: every append and the receipt of the delivery commit atomically,
-// together with the other deliveries that reached the store while the previous group was committing
-// (group commit, docs/adr/0012-group-commit.md). Per delivery the outcome is what it would be alone: a
-// failing append undoes that delivery's appends only and fails that Commit (a version conflict makes
-// the ledger reload and decide again), while a group that fails to commit fails every Commit in it, so
-// nothing is acknowledged that was not durably written.
-func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResult, error) {
-	if len(c.Appends) == 0 && !c.Personal.IsZero() {
-		// Saved without its booking's stream lock, a contact's row lock would be taken before that
-		// stream's in one group and after it in another: a deadlock.
-		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, ErrPersonalWithoutAppends)
-	}
-	for _, a := range c.Appends {
-		if err := eventlog.Validate(a.Stream, a.Events); err != nil {
-			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
-		}
-	}
-	// Sealed here, in the caller's goroutine, so that the group's runner only sends.
-	body, err := s.bodyArgs(c.Receipt)
-	if err != nil {
-		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
-	}
-	res, err := s.commits.do(ctx, commitReq{Commit: c, body: body})
-	if err != nil {
-		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
-	}
-	return res, nil
-}
-
-// deadlockRetries bounds how often a delivery committed alone is sent again after PostgreSQL chose
-// its transaction as a deadlock's victim.
-const deadlockRetries = 3
-
-// commitGroup commits a group's deliveries (sendGroup). A delivery committed alone whose transaction
-// PostgreSQL aborted to break a deadlock is sent again: the abort rolled all of it back, so nothing of
-// it is stored, and the transaction that won has committed or will. Such a cycle needs locks no
-// single order prevents: a receipt-only commit (a copy of a delivery whose events are stored) holds
-// its body's row without its stream's lock, which a copy with appends takes first.
-func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
-	for try := 0; ; try++ {
-		res, errs := s.sendGroup(ctx, reqs)
-		var pgErr *pgconn.PgError
-		if len(reqs) != 1 || try == deadlockRetries || !errors.As(errs[0], &pgErr) || pgErr.Code != codeDeadlock {
-			return res, errs
-		}
-	}
-}
-
-// sendGroup sends a group's deliveries as one pipelined batch in one implicit transaction ending in a
-// single Sync: one round trip and one WAL flush for the group.
-func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
-	commits := make([]ledger.Commit, len(reqs))
-	for i, r := range reqs {
-		commits[i] = r.Commit
-	}
-	// A subtransaction per delivery is what isolates deliveries from each other; alone, it would cost
-	// for nothing.
-	sql := commitInGroupSQL
-	if len(commits) == 1 {
-		sql = commitAloneSQL
-	}
-	// Deliveries run in the order of the first stream they lock (stable: one booking's deliveries keep
-	// their order), so that two groups committing at once take their stream locks in one order and
-	// wait for each other instead of deadlocking.
-	order := make([]int, len(commits))
-	for i := range order {
-		order[i] = i
-	}
-	first := func(c ledger.Commit) string {
-		if len(c.Appends) == 0 {
-			return ""
-		}
-		return c.Appends[lockOrder(c.Appends)[0]].Stream
-	}
-	sort.SliceStable(order, func(i, j int) bool { return first(commits[order[i]]) < first(commits[order[j]]) })
-	batch := &pgx.Batch{}
-	for _, i := range order {
-		c := commits[i]
-		if len(c.Appends) == 0 {
-			batch.Queue(insertReceiptSQL, insertReceiptArgs(c.Receipt, reqs[i].body)...)
-			continue
-		}
-		args := append(groupAppendArgs(c.Appends), receiptArgs(c.Receipt, reqs[i].body)...)
-		batch.Queue(sql, append(args, personalArgs(c.Personal)...)...)
-	}
-	results := make([]ledger.CommitResult, len(commits))
-	errs := make([]error, len(commits))
-	br := s.pool.SendBatch(ctx, batch)
-	var failed error
-	for _, i := range order {
-		c := commits[i]
-		if failed != nil {
-			break
-		}
-		var err error
-		if len(c.Appends) == 0 {
-			results[i], err = scanReceiptOnly(br.QueryRow())
-		} else {
-			results[i], errs[i], err = scanDelivery(br.QueryRow(), c)
-		}
-		if err != nil {
-			failed = err
-		}
-	}
-	if err := br.Close(); failed == nil {
-		failed = err
-	}
-	var refused *pgconn.PgError
-	if failed != nil && len(commits) > 1 && errors.As(failed, &refused) {
-		// The server refused the group and rolled all of it back. Commit its deliveries one by one, so
-		// that the one at fault fails alone. (A lost connection is not retried: whether the group
-		// committed is unknown, and its callers must answer so.)
-		for i := range commits {
-			r, e := s.commitGroup(ctx, reqs[i:i+1])
-			results[i], errs[i] = r[0], e[0]
-		}
-		return results, errs
-	}
-	if failed != nil {
-		// The group's transaction did not commit: none of its deliveries is acknowledged.
-		err := translate(failed)
-		for i := range errs {
-			results[i], errs[i] = ledger.CommitResult{}, err
-		}
-		return results, errs
-	}
-	for i, r := range results {
-		if errs[i] == nil && slices.ContainsFunc(r.Appends, func(a eventlog.AppendResult) bool { return !a.Duplicate }) {
-			s.wrote()
-			break
-		}
-	}
-	return results, errs
-}
-
-func scanReceiptOnly(row pgx.Row) (ledger.CommitResult, error) {
-	var (
-		id      int64
-		outcome string
-	)
-	if err := row.Scan(&id, &outcome); err != nil {
-		return ledger.CommitResult{}, fmt.Errorf("insert receipt: %w", err)
-	}
-	return ledger.CommitResult{Appends: []eventlog.AppendResult{}, Outcome: ledger.Outcome(outcome)}, nil
-}
-
-// scanDelivery reads one delivery's answer: the delivery's own failure (its appends undone, the group
-// unaffected) comes back as deliveryErr, a failure of the statement (the group is lost) as err.
-func scanDelivery(row pgx.Row, c ledger.Commit) (res ledger.CommitResult, deliveryErr, err error) {
-	var (
-		status                 string
-		message, detail        *string
-		first, last, positions []int64
-		txs                    []uint64
-		dups                   []bool
-		id                     *int64
-		outcome                *string
-	)
-	if err := row.Scan(&status, &message, &detail, &first, &last, &txs, &positions, &dups, &id, &outcome); err != nil {
-		return res, nil, err
-	}
-	if status != "ok" {
-		pgErr := &pgconn.PgError{Code: status, Message: deref(message), Detail: deref(detail)}
-		return res, translate(pgErr), nil
-	}
-	if id == nil || outcome == nil || len(first) != len(c.Appends) {
-		return res, nil, fmt.Errorf("group commit: answer of delivery %s is incomplete", c.Receipt.DeliveryID)
-	}
-	res.Appends = make([]eventlog.AppendResult, len(c.Appends))
-	for k, i := range lockOrder(c.Appends) { // the answers come in lock order; the caller's order is kept
-		res.Appends[i] = eventlog.AppendResult{FirstVersion: uint64(first[k]), LastVersion: uint64(last[k]),
-			Position: eventlog.Position{Commit: txs[k], Prepare: uint64(positions[k])}, Duplicate: dups[k]}
-	}
-	res.Outcome = ledger.Outcome(*outcome)
-	return res, nil, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-// groupAppendArgs flattens a delivery's appends into bl_try_appends's parallel arrays. Streams are
-// locked in name order, so two groups touching the same streams wait for each other instead of
-// deadlocking (a deadlock with any other writer undoes one delivery, which the ledger retries).
-func groupAppendArgs(appends []ledger.Append) []any {
-	var (
-		streams, kinds, types []string
-		versions              []int64
-		counts                []int32
-		ids                   [][16]byte
-		data, meta            [][]byte
-	)
-	for _, i := range lockOrder(appends) {
-		a := appends[i]
-		p := newAppendParams(a.Stream, a.Expected, a.Events)
-		streams, kinds, versions = append(streams, p.stream), append(kinds, p.kind), append(versions, p.version)
-		counts = append(counts, int32(len(a.Events)))
-		ids, types = append(ids, p.ids...), append(types, p.types...)
-		data, meta = append(data, p.data...), append(meta, p.meta...)
-	}
-	return []any{streams, kinds, versions, counts, ids, types, data, meta}
-}
-
-// lockOrder returns the indexes of appends in stream-name order.
-func lockOrder(appends []ledger.Append) []int {
-	order := make([]int, len(appends))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(i, j int) bool { return appends[order[i]].Stream < appends[order[j]].Stream })
-	return order
 }
 
 // InsertReceipt stores a receipt on its own and returns its id. It is for stores whose events live
@@ -323,7 +64,7 @@ func (s *Store) InsertReceipt(ctx context.Context, r ledger.Receipt) (int64, err
 		id      int64
 		outcome string
 	)
-	body, err := s.bodyArgs(r)
+	body, err := s.bodyOf(r)
 	if err != nil {
 		return 0, fmt.Errorf("insert receipt %s: %w", r.DeliveryID, err)
 	}
@@ -333,8 +74,8 @@ func (s *Store) InsertReceipt(ctx context.Context, r ledger.Receipt) (int64, err
 	return id, nil
 }
 
-// receiptArgs are a receipt's columns followed by body, the arguments of receipt_body_put (bodyArgs).
-func receiptArgs(r ledger.Receipt, body []any) []any {
+// receiptArgs are a receipt's columns followed by body, the arguments of receipt_body_put.
+func receiptArgs(r ledger.Receipt, body bodyRow) []any {
 	n := len(r.Events)
 	bookings, streams, types := make([]string, n), make([]string, n), make([]string, n)
 	ids := make([][16]byte, n)
@@ -342,7 +83,7 @@ func receiptArgs(r ledger.Receipt, body []any) []any {
 		bookings[i], streams[i], ids[i], types[i] = string(e.Booking), e.Stream, e.ID, string(e.Type)
 	}
 	args := append([]any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, string(r.Outcome), r.Reason,
-		bookings, streams, ids, types}, body...)
+		bookings, streams, ids, types}, body.args()...)
 	return append(args, ledger.HeaderLines(r.Headers))
 }
 

@@ -1,0 +1,412 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
+)
+
+// commitOneSQL is one delivery: its appends (fn: bl_appends alone, bl_try_appends in a group of
+// several, migrations 0090 and 0150: there a failure undoes that delivery's appends only and is its
+// answer) and, if they succeeded, its receipt and its personal data (personalCTEs, from $26). A
+// receipt committed as accepted becomes duplicate when every append came back as an idempotent
+// re-append, i.e. a concurrent copy of the delivery won the race between read and commit, possibly in
+// the same group: deciding it from the appends' own answers is what keeps the stored outcome true
+// under that race. It answers as commitGroupSQL does, in one row.
+func commitOneSQL(fn string) string {
+	return `WITH a AS MATERIALIZED (
+    SELECT 1 AS ord, * FROM ` + fn + `($1, $2, $3, $4, $5, $6, $7, $8)
+), r AS (
+    INSERT INTO receipts (` + receiptColumns + `)
+    SELECT $9, $10, $11, $12,
+        CASE WHEN $13::text = 'accepted' AND true = ALL (a.duplicates) THEN 'duplicate' ELSE $13::text END,
+        $14, $15, $16, $17, $18, receipt_body_put($19, $20, $21, $22, $23, $24), $25
+    FROM a WHERE a.status = 'ok'
+    RETURNING outcome
+), ` + personalCTEs(26, afterAppends) + `
+SELECT a.status, a.message, a.detail, a.first_versions, a.last_versions, a.tx_ids, a.positions, a.duplicates,
+    r.outcome, (SELECT count(*) FROM r)
+FROM a LEFT JOIN r ON true`
+}
+
+// commitGroupSQL commits the deliveries of a group that have appends, two or more, in one statement:
+// set-based inserts of their receipts, contacts and texts, where each delivery was a statement of its
+// own (commitOneSQL). In PostgreSQL a statement's own cost was about as much as its rows' (issue #12,
+// docs/benchmarks.md); for a single delivery commitOneSQL is the cheaper.
+//
+// The deliveries come as parallel arrays (groupRows) in the order they are decided. Each delivery's
+// appends run in that order through bl_try_appends; then, for the deliveries whose appends succeeded
+// only, and in the same order, their bodies (receipt_body_put), receipts and personal data, the
+// outcome decided as in commitOneSQL. One row per delivery comes back, in order, each with the number
+// of receipts the statement inserted (a check that every delivery that appended got its receipt).
+func commitGroupSQL() string {
+	slice := func(param, typ, of string) string { // delivery a's part of a concatenated array
+		return `(` + param + `::` + typ + `[])[a.` + of + `off + 1 : a.` + of + `off + a.` + of + `cnt]`
+	}
+	return `WITH a AS MATERIALIZED (
+    SELECT a.*, x.*,
+        CASE WHEN a.outcome = 'accepted' AND true = ALL (x.duplicates) THEN 'duplicate' ELSE a.outcome END AS stored_outcome
+    FROM unnest($1::int[], $2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[],
+        $9::text[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
+        $15::bytea[], $16::bytea[], $17::uuid[], $18::text[], $19::text[], $20::bytea[])
+        WITH ORDINALITY AS a(aoff, acnt, eoff, ecnt, roff, rcnt, hoff, hcnt,
+            provider, received_at, delivery_id, secret_ref, outcome, reason,
+            sealed, digest, key_id, subject, kek_id, wrapped, ord),
+    LATERAL bl_try_appends(` + slice("$21", "text", "a") + `, ` + slice("$22", "text", "a") + `, ` + slice("$23", "bigint", "a") + `, ` + slice("$24", "int", "a") + `,
+        ` + slice("$25", "uuid", "e") + `, ` + slice("$26", "text", "e") + `, ` + slice("$27", "bytea", "e") + `, ` + slice("$28", "bytea", "e") + `) x
+), r AS (
+    INSERT INTO receipts (` + receiptColumns + `)
+    SELECT a.provider, a.received_at, a.delivery_id, a.secret_ref, a.stored_outcome, a.reason,
+        ` + slice("$29", "text", "r") + `, ` + slice("$30", "text", "r") + `, ` + slice("$31", "uuid", "r") + `, ` + slice("$32", "text", "r") + `,
+        receipt_body_put(a.sealed, a.digest, a.key_id, a.subject, a.kek_id, a.wrapped), ` + slice("$33", "text", "h") + `
+    FROM a
+    WHERE a.status = 'ok'
+    ORDER BY a.ord
+    RETURNING 1
+), ` + personalCTEs(34, perDelivery) + `
+SELECT a.status, a.message, a.detail, a.first_versions, a.last_versions, a.tx_ids, a.positions, a.duplicates,
+    a.stored_outcome, (SELECT count(*) FROM r)
+FROM a
+ORDER BY a.ord`
+}
+
+var (
+	// commitAloneSQL: an error fails the transaction, which holds this delivery only.
+	commitAloneSQL = commitOneSQL("bl_appends")
+	// commitOneInGroupSQL: an error undoes this delivery's subtransaction and is answered as its status.
+	commitOneInGroupSQL = commitOneSQL("bl_try_appends")
+	commitInGroupSQL    = commitGroupSQL()
+)
+
+// groupRows are commitGroupSQL's arguments: per delivery where its appends, events, event references
+// and header lines start in the concatenated arrays and how many there are, its receipt's columns and
+// its body; then the appends, events, references, header lines and personal data of all deliveries,
+// concatenated.
+type groupRows struct {
+	aoff, acnt, eoff, ecnt, roff, rcnt, hoff, hcnt []int32
+
+	provider, deliveryID, secret, outcome, reason []string
+	receivedAt                                    []time.Time
+
+	sealed, digest, wrapped [][]byte
+	keyID                   []pgtype.UUID
+	subject, kekID          []pgtype.Text
+
+	streams, kinds []string
+	versions       []int64
+	counts         []int32
+
+	ids        [][16]byte
+	types      []string
+	data, meta [][]byte
+
+	refBookings, refStreams, refTypes []string
+	refIDs                            [][16]byte
+	headers                           []string
+
+	personal personalRows
+}
+
+// add appends delivery c, the ord'th (from 1) of the statement. Its streams are locked in name order,
+// so two groups touching the same streams wait for each other instead of deadlocking (a deadlock with
+// any other writer undoes one delivery, which the ledger retries). Every array is non-nil: a NULL
+// array's slice would be a NULL column.
+func (g *groupRows) add(ord int, c ledger.Commit, body bodyRow) {
+	r := c.Receipt
+	headers := ledger.HeaderLines(r.Headers)
+	g.aoff, g.acnt = append(g.aoff, int32(len(g.streams))), append(g.acnt, int32(len(c.Appends)))
+	g.eoff, g.roff = append(g.eoff, int32(len(g.ids))), append(g.roff, int32(len(g.refIDs)))
+	g.hoff, g.hcnt = append(g.hoff, int32(len(g.headers))), append(g.hcnt, int32(len(headers)))
+	events := 0
+	for _, i := range lockOrder(c.Appends) {
+		a := c.Appends[i]
+		p := newAppendParams(a.Stream, a.Expected, a.Events)
+		g.streams, g.kinds, g.versions = append(g.streams, p.stream), append(g.kinds, p.kind), append(g.versions, p.version)
+		g.counts = append(g.counts, int32(len(a.Events)))
+		g.ids, g.types = append(g.ids, p.ids...), append(g.types, p.types...)
+		g.data, g.meta = append(g.data, p.data...), append(g.meta, p.meta...)
+		events += len(a.Events)
+	}
+	g.ecnt, g.rcnt = append(g.ecnt, int32(events)), append(g.rcnt, int32(len(r.Events)))
+	g.provider, g.receivedAt, g.deliveryID = append(g.provider, r.Provider), append(g.receivedAt, r.ReceivedAt), append(g.deliveryID, r.DeliveryID)
+	g.secret, g.outcome, g.reason = append(g.secret, r.Secret), append(g.outcome, string(r.Outcome)), append(g.reason, r.Reason)
+	g.sealed, g.digest, g.keyID = append(g.sealed, body.sealed), append(g.digest, body.digest), append(g.keyID, body.keyID)
+	g.subject, g.kekID, g.wrapped = append(g.subject, body.subject), append(g.kekID, body.kekID), append(g.wrapped, body.wrapped)
+	for _, e := range r.Events {
+		g.refBookings, g.refStreams = append(g.refBookings, string(e.Booking)), append(g.refStreams, e.Stream)
+		g.refIDs, g.refTypes = append(g.refIDs, e.ID), append(g.refTypes, string(e.Type))
+	}
+	g.headers = append(g.headers, headers...)
+	g.personal.add(ord, c.Personal)
+}
+
+func (g *groupRows) args() []any {
+	return append([]any{g.aoff, g.acnt, g.eoff, g.ecnt, g.roff, g.rcnt, g.hoff, g.hcnt,
+		g.provider, g.receivedAt, g.deliveryID, g.secret, g.outcome, g.reason,
+		g.sealed, g.digest, g.keyID, g.subject, g.kekID, g.wrapped,
+		nonNil(g.streams), nonNil(g.kinds), nonNil(g.versions), nonNil(g.counts),
+		nonNil(g.ids), nonNil(g.types), nonNil(g.data), nonNil(g.meta),
+		nonNil(g.refBookings), nonNil(g.refStreams), nonNil(g.refIDs), nonNil(g.refTypes), nonNil(g.headers)},
+		g.personal.args()...)
+}
+
+// nonNil is s, or an empty slice for nil, which pgx sends as NULL.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// maxCommitGroup bounds the deliveries of one group commit. Each delivery with appends is a
+// subtransaction, and PostgreSQL keeps at most 64 of a transaction's subtransaction ids in every
+// snapshot before other sessions must look them up on disk.
+const maxCommitGroup = 32
+
+// commitRunners is how many groups commit at once: while one waits for its WAL flush the next is
+// executed, and deliveries queue only when both are busy.
+const commitRunners = 2
+
+// Commit implements ledger.Store: every append and the receipt of the delivery commit atomically,
+// together with the other deliveries that reached the store while the previous group was committing
+// (group commit, docs/adr/0012-group-commit.md). Per delivery the outcome is what it would be alone: a
+// failing append undoes that delivery's appends only and fails that Commit (a version conflict makes
+// the ledger reload and decide again), while a group that fails to commit fails every Commit in it, so
+// nothing is acknowledged that was not durably written.
+func (s *Store) Commit(ctx context.Context, c ledger.Commit) (ledger.CommitResult, error) {
+	if len(c.Appends) == 0 && !c.Personal.IsZero() {
+		// Saved without its booking's stream lock, a contact's row lock would be taken before that
+		// stream's in one group and after it in another: a deadlock.
+		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, ErrPersonalWithoutAppends)
+	}
+	for _, a := range c.Appends {
+		if err := eventlog.Validate(a.Stream, a.Events); err != nil {
+			return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
+		}
+	}
+	// Sealed here, in the caller's goroutine, so that the group's runner only sends.
+	body, err := s.bodyOf(c.Receipt)
+	if err != nil {
+		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
+	}
+	res, err := s.commits.do(ctx, commitReq{Commit: c, body: body})
+	if err != nil {
+		return ledger.CommitResult{}, fmt.Errorf("commit delivery %s: %w", c.Receipt.DeliveryID, err)
+	}
+	return res, nil
+}
+
+// deadlockRetries bounds how often a delivery committed alone is sent again after PostgreSQL chose
+// its transaction as a deadlock's victim.
+const deadlockRetries = 3
+
+// commitGroup commits a group's deliveries (sendGroup). A delivery committed alone whose transaction
+// PostgreSQL aborted to break a deadlock is sent again: the abort rolled all of it back, so nothing of
+// it is stored, and the transaction that won has committed or will. Such a cycle needs locks no
+// single order prevents: a receipt-only commit (a copy of a delivery whose events are stored) holds
+// its body's row without its stream's lock, which a copy with appends takes first.
+func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
+	for try := 0; ; try++ {
+		res, errs := s.sendGroup(ctx, reqs)
+		var pgErr *pgconn.PgError
+		if len(reqs) != 1 || try == deadlockRetries || !errors.As(errs[0], &pgErr) || pgErr.Code != codeDeadlock {
+			return res, errs
+		}
+	}
+}
+
+// sendGroup sends a group's deliveries as one pipelined batch in one implicit transaction ending in a
+// single Sync: one round trip and one WAL flush for the group. Receipt-only deliveries are a statement
+// each (insertReceiptSQL: they may fold into an earlier receipt), the deliveries with appends one
+// statement together (commitGroupSQL).
+func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
+	// Deliveries run in the order of the first stream they lock (stable: one booking's deliveries keep
+	// their order), so that two groups committing at once take their stream locks in one order and
+	// wait for each other instead of deadlocking. Receipt-only deliveries lock no stream and come first.
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	first := func(c ledger.Commit) string {
+		if len(c.Appends) == 0 {
+			return ""
+		}
+		return c.Appends[lockOrder(c.Appends)[0]].Stream
+	}
+	sort.SliceStable(order, func(i, j int) bool { return first(reqs[order[i]].Commit) < first(reqs[order[j]].Commit) })
+	batch := &pgx.Batch{}
+	var withAppends []int // indexes of reqs, in the statement's order
+	var rows groupRows
+	for _, i := range order {
+		r := reqs[i]
+		if len(r.Appends) == 0 {
+			batch.Queue(insertReceiptSQL, insertReceiptArgs(r.Receipt, r.body)...)
+			continue
+		}
+		withAppends = append(withAppends, i)
+		rows.add(len(withAppends), r.Commit, r.body)
+	}
+	switch {
+	case len(withAppends) > 1:
+		batch.Queue(commitInGroupSQL, rows.args()...)
+	case len(withAppends) == 1:
+		// A subtransaction per delivery is what isolates deliveries from each other; alone, it would
+		// cost for nothing.
+		sql := commitOneInGroupSQL
+		if len(reqs) == 1 {
+			sql = commitAloneSQL
+		}
+		c := reqs[withAppends[0]]
+		args := append([]any{rows.streams, rows.kinds, rows.versions, rows.counts, rows.ids, rows.types, rows.data, rows.meta},
+			receiptArgs(c.Receipt, c.body)...)
+		batch.Queue(sql, append(args, rows.personal.args()...)...)
+	}
+	results := make([]ledger.CommitResult, len(reqs))
+	errs := make([]error, len(reqs))
+	br := s.pool.SendBatch(ctx, batch)
+	failed := func() error {
+		for _, i := range order[:len(reqs)-len(withAppends)] {
+			var err error
+			if results[i], err = scanReceiptOnly(br.QueryRow()); err != nil {
+				return err
+			}
+		}
+		if len(withAppends) == 0 {
+			return nil
+		}
+		return scanGroup(br, reqs, withAppends, results, errs)
+	}()
+	if err := br.Close(); failed == nil {
+		failed = err
+	}
+	var refused *pgconn.PgError
+	if failed != nil && len(reqs) > 1 && errors.As(failed, &refused) {
+		// The server refused the group and rolled all of it back. Commit its deliveries one by one, so
+		// that the one at fault fails alone. (A lost connection is not retried: whether the group
+		// committed is unknown, and its callers must answer so.)
+		for i := range reqs {
+			r, e := s.commitGroup(ctx, reqs[i:i+1])
+			results[i], errs[i] = r[0], e[0]
+		}
+		return results, errs
+	}
+	if failed != nil {
+		// The group's transaction did not commit: none of its deliveries is acknowledged.
+		err := translate(failed)
+		for i := range errs {
+			results[i], errs[i] = ledger.CommitResult{}, err
+		}
+		return results, errs
+	}
+	for i, r := range results {
+		if errs[i] == nil && slices.ContainsFunc(r.Appends, func(a eventlog.AppendResult) bool { return !a.Duplicate }) {
+			s.wrote()
+			break
+		}
+	}
+	return results, errs
+}
+
+func scanReceiptOnly(row pgx.Row) (ledger.CommitResult, error) {
+	var (
+		id      int64
+		outcome string
+	)
+	if err := row.Scan(&id, &outcome); err != nil {
+		return ledger.CommitResult{}, fmt.Errorf("insert receipt: %w", err)
+	}
+	return ledger.CommitResult{Appends: []eventlog.AppendResult{}, Outcome: ledger.Outcome(outcome)}, nil
+}
+
+// scanGroup reads commitGroupSQL's answer, one row per delivery of withAppends (indexes of reqs):
+// a delivery's own failure (its appends undone, the group unaffected) goes to errs, a failure of the
+// statement (the group is lost) is returned.
+func scanGroup(br pgx.BatchResults, reqs []commitReq, withAppends []int, results []ledger.CommitResult, errs []error) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var (
+		n, succeeded int
+		inserted     int64
+	)
+	for rows.Next() {
+		if n == len(withAppends) {
+			return fmt.Errorf("group commit: %d answers for %d deliveries", n+1, len(withAppends))
+		}
+		i := withAppends[n]
+		n++
+		if results[i], errs[i], err = scanDelivery(rows, reqs[i].Commit, &inserted); err != nil {
+			return err
+		}
+		if errs[i] == nil {
+			succeeded++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if n != len(withAppends) || inserted != int64(succeeded) {
+		return fmt.Errorf("group commit: %d answers and %d receipts for %d deliveries, %d of them appended",
+			n, inserted, len(withAppends), succeeded)
+	}
+	return nil
+}
+
+// scanDelivery reads one delivery's row of commitGroupSQL: its own failure comes back as deliveryErr,
+// a failure to read the row as err; inserted is the statement's count of receipts.
+func scanDelivery(row pgx.Row, c ledger.Commit, inserted *int64) (res ledger.CommitResult, deliveryErr, err error) {
+	var (
+		status                 string
+		message, detail        *string
+		first, last, positions []int64
+		txs                    []uint64
+		dups                   []bool
+		outcome                *string
+	)
+	if err := row.Scan(&status, &message, &detail, &first, &last, &txs, &positions, &dups, &outcome, inserted); err != nil {
+		return res, nil, err
+	}
+	if status != "ok" {
+		pgErr := &pgconn.PgError{Code: status, Message: deref(message), Detail: deref(detail)}
+		return res, translate(pgErr), nil
+	}
+	if outcome == nil || len(first) != len(c.Appends) {
+		return res, nil, fmt.Errorf("group commit: answer of delivery %s is incomplete", c.Receipt.DeliveryID)
+	}
+	res.Appends = make([]eventlog.AppendResult, len(c.Appends))
+	for k, i := range lockOrder(c.Appends) { // the answers come in lock order; the caller's order is kept
+		res.Appends[i] = eventlog.AppendResult{FirstVersion: uint64(first[k]), LastVersion: uint64(last[k]),
+			Position: eventlog.Position{Commit: txs[k], Prepare: uint64(positions[k])}, Duplicate: dups[k]}
+	}
+	res.Outcome = ledger.Outcome(*outcome)
+	return res, nil, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// lockOrder returns the indexes of appends in stream-name order.
+func lockOrder(appends []ledger.Append) []int {
+	order := make([]int, len(appends))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return appends[order[i]].Stream < appends[order[j]].Stream })
+	return order
+}
