@@ -94,28 +94,23 @@ type RunnerOptions struct {
 }
 
 func (o RunnerOptions) withDefaults() RunnerOptions {
-	if o.BatchSize <= 0 {
-		o.BatchSize = 1000
-	}
-	if o.LiveBatch <= 0 {
-		o.LiveBatch = 500
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = 200 * time.Millisecond
-	}
-	if o.StandbyInterval <= 0 {
-		o.StandbyInterval = 2 * time.Second
-	}
-	if o.RetryInterval <= 0 {
-		o.RetryInterval = 500 * time.Millisecond
-	}
-	if o.MaxRetryInterval <= 0 {
-		o.MaxRetryInterval = 30 * time.Second
-	}
+	orDefault(&o.BatchSize, 1000)
+	orDefault(&o.LiveBatch, 500)
+	orDefault(&o.PollInterval, 200*time.Millisecond)
+	orDefault(&o.StandbyInterval, 2*time.Second)
+	orDefault(&o.RetryInterval, 500*time.Millisecond)
+	orDefault(&o.MaxRetryInterval, 30*time.Second)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
+}
+
+// orDefault sets *v to d unless it is positive.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // RunnerStatus is a snapshot of a runner for health checks and operators.
@@ -392,27 +387,14 @@ func (r *Runner) applyLive(ctx context.Context, ch <-chan eventlog.RecordedEvent
 		case <-ctx.Done():
 			return nil
 		}
-		closed := false
-	drain:
-		for len(batch) < r.opts.LiveBatch {
-			select {
-			case e, ok := <-ch:
-				if !ok {
-					closed = true
-					break drain
-				}
-				batch = append(batch, e)
-			default:
-				break drain
-			}
+		// What queued meanwhile joins the batch; only this goroutine receives, so none of these blocks.
+		for len(batch) < r.opts.LiveBatch && len(ch) > 0 {
+			batch = append(batch, <-ch)
 		}
 		if err := r.apply(ctx, batch); err != nil {
 			return err
 		}
 		onBatch(len(batch))
-		if closed {
-			return nil
-		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
+	"bookingledger/domain/resource"
 	"bookingledger/projections"
 )
 
@@ -51,13 +52,11 @@ func (a *applier) load(ctx context.Context, ids []booking.ID) error {
 	sem := make(chan struct{}, a.m.readConc)
 	var wg sync.WaitGroup
 	for i, id := range missing {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			recs[i], errs[i] = a.m.events.ReadStream(ctx, id.Stream())
-		}()
+		})
 	}
 	wg.Wait()
 	for i, id := range missing {
@@ -94,21 +93,20 @@ func (a *applier) fold(id booking.ID) booking.State {
 }
 
 // orderedSet keeps first-insertion order, so statements see their arguments in a stable order.
-type orderedSet struct {
-	items []string
-	has   map[string]bool
+type orderedSet[T ~string] struct {
+	items []T
+	has   map[T]bool
 }
 
-func (s *orderedSet) add(v string) {
-	if v == "" {
-		return
-	}
+func (s *orderedSet[T]) add(vs ...T) {
 	if s.has == nil {
-		s.has = map[string]bool{}
+		s.has = map[T]bool{}
 	}
-	if !s.has[v] {
-		s.has[v] = true
-		s.items = append(s.items, v)
+	for _, v := range vs {
+		if v != "" && !s.has[v] {
+			s.has[v] = true
+			s.items = append(s.items, v)
+		}
 	}
 }
 
@@ -127,14 +125,14 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 	}
 
 	var stored []projections.PaymentStream
-	var oldFrom []string
+	var oldFrom []booking.ID
 	queueQuery(a.tx, "read payment streams", `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, []any{idStrings(touched)},
 		pgx.RowToStructByPos[projections.PaymentStream], &stored)
 	if len(bookTouched) > 0 {
 		// Empty links are dropped by set.add: a test for them here would plan (generically) as a
 		// walk of the partial index on the links.
 		queueQuery(a.tx, "old reschedule links", `SELECT rescheduled_from FROM calendar_bookings WHERE booking = ANY($1)`, []any{idStrings(bookTouched)},
-			pgx.RowTo[string], &oldFrom)
+			pgx.RowTo[booking.ID], &oldFrom)
 	}
 	if err := a.tx.flush(ctx); err != nil {
 		return err
@@ -143,31 +141,24 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 
 	// The bookings to recompute: those with new events, those whose linked payments changed, and the
 	// two ends of every reschedule link they carry (now or before).
-	var set orderedSet
-	for _, id := range bookTouched {
-		set.add(string(id))
-	}
+	var set orderedSet[booking.ID]
+	set.add(bookTouched...)
 	if len(affected) > 0 {
-		linked, err := collectStrings(ctx, a.tx, `SELECT DISTINCT booking FROM calendar_booking_refs WHERE ref = ANY($1::text[])`, affected)
+		linked, err := queryRows(ctx, a.tx, pgx.RowTo[booking.ID], `SELECT DISTINCT booking FROM calendar_booking_refs WHERE ref = ANY($1::text[])`, affected)
 		if err != nil {
 			return fmt.Errorf("bookings linked to changed payments: %w", err)
 		}
-		for _, id := range linked {
-			set.add(id)
-		}
+		set.add(linked...)
 	}
-	for _, id := range oldFrom {
-		set.add(id)
-	}
+	set.add(oldFrom...)
 	for _, id := range bookTouched {
-		set.add(string(a.fold(id).RescheduledFrom))
+		set.add(a.fold(id).RescheduledFrom)
 	}
-	if err := a.load(ctx, toIDs(set.items)); err != nil {
+	if err := a.load(ctx, set.items); err != nil {
 		return err
 	}
 	var ids []booking.ID
-	for _, s := range set.items {
-		id := booking.ID(s)
+	for _, id := range set.items {
 		if evs := a.streams[id].events; len(evs) > 0 && !projections.IsPaymentOnly(evs) {
 			ids = append(ids, id)
 		}
@@ -202,23 +193,20 @@ func (a *applier) applyPaymentStreams(stored []projections.PaymentStream, payTou
 	for _, ps := range stored {
 		old[ps.Stream] = ps.Refs
 	}
-	var affected orderedSet
+	var affected orderedSet[string]
 	var rows []paymentRow
 	var changed []string
 	for _, id := range payTouched {
 		s := a.fold(id)
-		for _, r := range append(slices.Clone(s.PaymentRefs), old[id]...) {
-			affected.add(r)
-		}
+		affected.add(s.PaymentRefs...)
+		affected.add(old[id]...)
 		rows = append(rows, paymentRow{stream: id, state: s, version: a.streams[id].version})
 		changed = append(changed, string(id))
 	}
 	for _, id := range bookTouched {
 		if refs, ok := old[id]; ok {
 			changed = append(changed, string(id))
-			for _, r := range refs {
-				affected.add(r)
-			}
+			affected.add(refs...)
 		}
 	}
 	if len(changed) == 0 {
@@ -244,40 +232,27 @@ func (a *applier) applyPaymentStreams(stored []projections.PaymentStream, payTou
 // linkPayments finds the payment streams linked to each booking (transitively through shared refs)
 // and loads their events.
 func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booking.ID][]projections.LinkedPayment, map[booking.ID][]string, error) {
-	var want orderedSet
+	var want orderedSet[string]
 	for _, id := range ids {
-		for _, r := range a.fold(id).PaymentRefs {
-			want.add(r)
-		}
+		want.add(a.fold(id).PaymentRefs...)
 	}
 	var streams []projections.PaymentStream
-	fetched := map[string]bool{}
-	queried := map[string]bool{}
-	for {
-		var ask []string
-		for _, r := range want.items {
-			if !queried[r] {
-				queried[r] = true
-				ask = append(ask, r)
-			}
-		}
-		if len(ask) == 0 {
-			break
-		}
+	fetched := map[booking.ID]bool{}
+	for asked := 0; asked < len(want.items); {
+		ask := want.items[asked:] // the refs not asked for yet: want only grows
+		asked = len(want.items)
 		found, err := queryRows(ctx, a.tx, pgx.RowToStructByPos[projections.PaymentStream], `SELECT DISTINCT p.stream, p.refs FROM payment_stream_refs r
 JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, ask)
 		if err != nil {
 			return nil, nil, fmt.Errorf("payment streams: %w", err)
 		}
 		for _, ps := range found {
-			if fetched[string(ps.Stream)] {
+			if fetched[ps.Stream] {
 				continue
 			}
-			fetched[string(ps.Stream)] = true
+			fetched[ps.Stream] = true
 			streams = append(streams, ps)
-			for _, r := range ps.Refs {
-				want.add(r)
-			}
+			want.add(ps.Refs...)
 		}
 	}
 
@@ -327,12 +302,7 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 	if err != nil {
 		return comp, err
 	}
-	comp.Canonical = func(r string) string {
-		if n, ok := links[r]; ok {
-			return n
-		}
-		return r
-	}
+	comp.Canonical = resource.FromLinks(links).Canonical
 	var seedRes []string
 	var seedStart, seedEnd []time.Time
 	for _, id := range ids {
@@ -342,7 +312,7 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 			}
 		}
 	}
-	var members orderedSet
+	var members orderedSet[string]
 	var superseding []projections.Booking
 	queueQuery(a.tx, "connected claims", connectedClaimsSQL, []any{seedRes, seedStart, seedEnd, idS}, pgx.RowToStructByPos[projections.Claim], &comp.Claims)
 	queueQuery(a.tx, "reschedule links", supersedingSQL, []any{idS}, scanBooking, &superseding)
@@ -358,8 +328,7 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 	}
 	for _, it := range comp.Items {
 		if it.Open() && it.Kind == projections.ItemConflict {
-			members.add(string(it.Booking))
-			members.add(string(it.OtherBooking))
+			members.add(string(it.Booking), string(it.OtherBooking))
 		}
 	}
 	stored, err := loadBookings(ctx, a.tx, members.items)
@@ -511,14 +480,6 @@ func idStrings(ids []booking.ID) []string {
 	out := make([]string, len(ids))
 	for i, id := range ids {
 		out[i] = string(id)
-	}
-	return out
-}
-
-func toIDs(s []string) []booking.ID {
-	out := make([]booking.ID, len(s))
-	for i, v := range s {
-		out[i] = booking.ID(v)
 	}
 	return out
 }

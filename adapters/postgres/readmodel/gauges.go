@@ -16,9 +16,7 @@ func (m *ReadModel) OpenItemCounts(ctx context.Context) (map[projections.ItemKin
 	out := map[projections.ItemKind]int64{projections.ItemConflict: 0, projections.ItemQuarantined: 0, projections.ItemLateEvent: 0, projections.ItemStep: 0}
 	rows, err := m.pool.Query(ctx, `SELECT kind, count(*) FROM reconciliation_items WHERE closed_at IS NULL GROUP BY kind
 UNION ALL
-SELECT 'quarantined', count(*) FROM receipts r
-WHERE r.outcome = 'quarantined'
-  AND NOT EXISTS (SELECT 1 FROM reconciliation_items i WHERE i.kind = 'quarantined' AND i.receipt_id = r.id)`)
+SELECT 'quarantined', count(*)`+unitemizedQuarantineSQL)
 	if err != nil {
 		return nil, fmt.Errorf("count open reconciliation items: %w", err)
 	}

@@ -86,14 +86,15 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[],
 ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, []any{kinds, subjects, bs, others, events, receipts, reasons}}
 }
 
+// unitemizedQuarantineSQL selects the quarantined receipts that never had an item.
+const unitemizedQuarantineSQL = `
+FROM receipts r WHERE r.outcome = 'quarantined'
+  AND NOT EXISTS (SELECT 1 FROM reconciliation_items i WHERE i.kind = 'quarantined' AND i.receipt_id = r.id)`
+
 // syncQuarantine opens an item for every quarantined receipt that never had one. Receipts are not
 // events, so this runs when the runner is caught up and before the queue is listed; it is idempotent.
 func syncQuarantine(ctx context.Context, q querier) error {
-	rows, err := q.Query(ctx, `SELECT r.id, r.provider, r.delivery_id, r.reason, coalesce(r.bookings[1], '')
-FROM receipts r
-WHERE r.outcome = 'quarantined'
-  AND NOT EXISTS (SELECT 1 FROM reconciliation_items i WHERE i.kind = 'quarantined' AND i.receipt_id = r.id)
-ORDER BY r.id`)
+	rows, err := q.Query(ctx, `SELECT r.id, r.provider, r.delivery_id, r.reason, coalesce(r.bookings[1], '')`+unitemizedQuarantineSQL+` ORDER BY r.id`)
 	if err != nil {
 		return fmt.Errorf("quarantined receipts: %w", err)
 	}

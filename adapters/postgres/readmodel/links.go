@@ -55,11 +55,9 @@ func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booki
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	var touched orderedSet
+	var touched orderedSet[string]
 	for _, e := range evs {
-		for _, r := range e.Resources {
-			touched.add(r)
-		}
+		touched.add(e.Resources...)
 	}
 	before, err := loadLinks(ctx, a.tx, touched.items)
 	if err != nil {
@@ -77,12 +75,10 @@ func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booki
 		if o == n && hadOld == hasNew {
 			continue
 		}
-		changed = append(changed, r)
-		if hadOld {
-			oldCanonical = append(oldCanonical, o)
-		} else {
-			oldCanonical = append(oldCanonical, r)
+		if !hadOld {
+			o = r // unlinked, it was its own canonical resource
 		}
+		changed, oldCanonical = append(changed, r), append(oldCanonical, o)
 		if hasNew {
 			upRes, upName = append(upRes, r), append(upName, n)
 		} else {
@@ -102,7 +98,7 @@ ON CONFLICT (resource) DO UPDATE SET name = excluded.name`, []any{upRes, upName}
 	// The claims of a changed provider resource sit under its old canonical resource; of those, the
 	// bookings that name the provider resource itself are the affected ones.
 	// OFFSET 0 keeps the claims a scan per resource: flattened into a join, a generic plan reads them all.
-	ids, err := collectStrings(ctx, a.tx, `SELECT DISTINCT s.booking FROM calendar_resources r
+	ids, err := queryRows(ctx, a.tx, pgx.RowTo[booking.ID], `SELECT DISTINCT s.booking FROM calendar_resources r
 CROSS JOIN LATERAL (SELECT booking FROM calendar_slots WHERE resource_id = r.id OFFSET 0) s
 JOIN calendar_bookings b ON b.booking = s.booking
 WHERE r.resource = ANY($1) AND b.resources && $2::text[]
@@ -110,7 +106,7 @@ ORDER BY 1`, oldCanonical, changed)
 	if err != nil {
 		return nil, fmt.Errorf("bookings on relinked resources: %w", err)
 	}
-	return toIDs(ids), nil
+	return ids, nil
 }
 
 // writeLinks replaces calendar_resource_links with the rebuild's fold of the link stream.

@@ -183,9 +183,8 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 	}
 	last := fresh[len(fresh)-1].Position
 
-	var touched []booking.ID
+	var touched orderedSet[booking.ID]
 	var links []resource.Event
-	seen := map[booking.ID]bool{}
 	for _, rec := range fresh {
 		if rec.StreamID == resource.Stream {
 			ev, err := m.decodeLink(rec)
@@ -204,14 +203,11 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 			return fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
 		}
 		m.cache.observe(rec.StreamID, rec.Version, ev)
-		if !seen[id] {
-			seen[id] = true
-			touched = append(touched, id)
-		}
+		touched.add(id)
 	}
 
 	a := &applier{m: m, streams: map[booking.ID]streamData{}}
-	if err := a.load(ctx, touched); err != nil {
+	if err := a.load(ctx, touched.items); err != nil {
 		return err
 	}
 	err := pgx.BeginTxFunc(ctx, m.pool, applyTx, func(tx pgx.Tx) error {
@@ -226,13 +222,8 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		if err := a.load(ctx, relinked); err != nil {
 			return err
 		}
-		all := touched
-		for _, id := range relinked {
-			if !seen[id] {
-				all = append(all, id)
-			}
-		}
-		if err := a.apply(ctx, all); err != nil {
+		touched.add(relinked...)
+		if err := a.apply(ctx, touched.items); err != nil {
 			return err
 		}
 		if err := a.tx.finish(ctx); err != nil {
