@@ -199,12 +199,13 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 	t.Run("retry one dead delivery from the CLI", func(t *testing.T) {
 		sink.setFail(http.StatusInternalServerError)
 		send(t, env, base, "calendly", "invitee.created", "--booking", "relay-b")
-		var dead struct {
+		type listed struct {
 			Deliveries []struct {
 				ID        int64  `json:"id"`
 				WebhookID string `json:"webhook_id"`
 			} `json:"deliveries"`
 		}
+		var dead listed
 		waitFor(t, 30*time.Second, "relay-b's delivery dead", func() (bool, string) {
 			out, _, _ := cli(t, env, "deliveries", "--state", "dead", "--json")
 			require.NoError(t, json.Unmarshal([]byte(out), &dead), out)
@@ -218,6 +219,14 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 		waitFor(t, 30*time.Second, "the retried delivery received", func() (bool, string) {
 			ids, _, _ := sink.received()
 			return slices.Contains(ids, dead.Deliveries[0].WebhookID), fmt.Sprint(ids)
+		})
+		// The receiver has it before the relay records the success: retry it again only once it
+		// is succeeded, which is what the refusal below is about.
+		waitFor(t, 30*time.Second, "the retried delivery succeeded", func() (bool, string) {
+			out, _, _ := cli(t, env, "deliveries", "--state", "succeeded", "--json")
+			var done listed
+			require.NoError(t, json.Unmarshal([]byte(out), &done), out)
+			return slices.Contains(done.Deliveries, dead.Deliveries[0]), out
 		})
 		_, errOut, code = cli(t, env, "deliveries", "retry", id)
 		assert.Equal(t, 1, code)
