@@ -149,7 +149,7 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 	})
 }
 
-// stagedItemsSQL makes the item changes staged by the chunks, as writeItems does for a batch.
+// stagedItemsSQL makes the item changes staged by the chunks, as itemWrites does for a batch.
 const stagedItemsSQL = `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
 SELECT * FROM %[1]s ORDER BY kind, subject
 ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING;

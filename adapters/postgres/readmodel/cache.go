@@ -22,13 +22,7 @@ type streamCache struct {
 	size      int
 	lru       *list.List // of *cacheEntry, most recently used in front
 	entries   map[string]*list.Element
-	complete  bool
-	seen      map[string]struct{}
 }
-
-// maxSeen bounds the memory complete mode spends on stream names; beyond it the cache falls back to
-// reading unknown streams.
-const maxSeen = 2_000_000
 
 type cacheEntry struct {
 	stream  string

@@ -247,14 +247,6 @@ func one(id string, e booking.Event) delivery {
 	return delivery{ID: id, Provider: e.Provider, Events: []booking.Event{e}}
 }
 
-func statuses(bs []projections.Booking) map[booking.ID]projections.Status {
-	out := map[booking.ID]projections.Status{}
-	for _, b := range bs {
-		out[b.Booking] = b.Status
-	}
-	return out
-}
-
 func itemSubjects(items []projections.Item) []string {
 	var out []string
 	for _, it := range items {
