@@ -171,7 +171,7 @@ func BookingRow(in BookingInput) Booking {
 		s = booking.Fold(in.Events)
 	}
 	b := Booking{
-		Booking:         s.Booking,
+		Booking:         cmp.Or(in.Booking, s.Booking),
 		Provider:        s.Provider,
 		BookingStatus:   s.Status,
 		Capacity:        s.Capacity,
@@ -193,34 +193,25 @@ func BookingRow(in BookingInput) Booking {
 		b.Start, b.End = Micro(s.Slot.Start), Micro(s.Slot.End)
 	}
 
-	payEvents := PaymentEvents(in.Events)
+	payEvents := slices.DeleteFunc(slices.Clone(in.Events), notPayment)
 	for _, p := range in.Payments {
 		b.PaymentStreams = append(b.PaymentStreams, p.Stream)
-		payEvents = append(payEvents, PaymentEvents(p.Events)...)
+		payEvents = append(payEvents, slices.DeleteFunc(slices.Clone(p.Events), notPayment)...)
 	}
 	slices.Sort(b.PaymentStreams)
 	b.PaymentStreams = slices.Compact(b.PaymentStreams)
 	ps := booking.Fold(payEvents)
 	b.Payment = ps.Payment
-	b.PaymentRefs = mergeSorted(s.PaymentRefs, ps.PaymentRefs)
-	if in.PaymentRefs != nil {
-		b.PaymentRefs = in.PaymentRefs
-	}
-	if in.Booking != "" {
-		b.Booking = in.Booking
+	if b.PaymentRefs = in.PaymentRefs; b.PaymentRefs == nil {
+		b.PaymentRefs = append(slices.Clone(s.PaymentRefs), ps.PaymentRefs...)
+		slices.Sort(b.PaymentRefs)
+		b.PaymentRefs = slices.Compact(b.PaymentRefs)
 	}
 
-	switch s.Status {
-	case booking.StatusNone:
+	// The calendar's statuses are the booking's own, named, plus those of the slot assignment.
+	b.Status = Status(s.Status)
+	if s.Status == booking.StatusNone {
 		b.Status = StatusPending
-	case booking.StatusRequested:
-		b.Status = StatusRequested
-	case booking.StatusActive:
-		b.Status = StatusActive
-	case booking.StatusCanceled:
-		b.Status = StatusCanceled
-	case booking.StatusRejected:
-		b.Status = StatusRejected
 	}
 	if len(in.SupersededBy) > 0 {
 		by := slices.Min(in.SupersededBy)
@@ -243,35 +234,16 @@ func BookingRow(in BookingInput) Booking {
 // IsPaymentOnly reports whether a stream's events are all payment events: such a stream is a payment
 // (Stripe without a booking reference), not a calendar booking.
 func IsPaymentOnly(events []booking.Event) bool {
-	if len(events) == 0 {
-		return false
-	}
-	for _, e := range events {
-		if !IsPaymentEvent(e) {
-			return false
-		}
-	}
-	return true
+	return len(events) > 0 && !slices.ContainsFunc(events, notPayment)
 }
 
-// IsPaymentEvent reports whether e is one of the payment events.
-func IsPaymentEvent(e booking.Event) bool {
+// notPayment reports whether e is not one of the payment events.
+func notPayment(e booking.Event) bool {
 	switch e.Payload.(type) {
 	case booking.PaymentSucceeded, booking.PaymentFailed, booking.PaymentRefunded, booking.PaymentDisputed:
-		return true
+		return false
 	}
-	return false
-}
-
-// PaymentEvents returns the payment events of events.
-func PaymentEvents(events []booking.Event) []booking.Event {
-	out := make([]booking.Event, 0, len(events))
-	for _, e := range events {
-		if IsPaymentEvent(e) {
-			out = append(out, e)
-		}
-	}
-	return out
+	return true
 }
 
 // PaymentStream is a payment-only stream as the linker sees it.
@@ -328,12 +300,6 @@ func (x *PaymentIndex) Link(refs []string) (linked []booking.ID, closure []strin
 	return slices.Compact(linked), slices.Sorted(maps.Keys(have))
 }
 
-func mergeSorted(a, b []string) []string {
-	out := append(slices.Clone(a), b...)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // Claim is one (booking, resource) row of the slot-holder rule.
 type Claim struct {
 	Booking  booking.ID
@@ -379,10 +345,7 @@ func assignSlots(claims []Claim) assignment {
 		order = append(order, ranked{id, first.Priority})
 	}
 	slices.SortFunc(order, func(a, b ranked) int {
-		if c := a.priority.Compare(b.priority); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
+		return cmp.Or(a.priority.Compare(b.priority), cmp.Compare(a.id, b.id))
 	})
 
 	out := assignment{Holders: map[booking.ID]bool{}}
@@ -438,10 +401,7 @@ func assignSlots(claims []Claim) assignment {
 
 func sortConflicts(cs []conflict) {
 	slices.SortFunc(cs, func(a, b conflict) int {
-		if c := cmp.Compare(a.Booking, b.Booking); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Holder, b.Holder)
+		return cmp.Or(cmp.Compare(a.Booking, b.Booking), cmp.Compare(a.Holder, b.Holder))
 	})
 }
 

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"cmp"
 	"maps"
 	"runtime"
 	"sync"
@@ -75,15 +76,10 @@ func Recompute(c Component) Changes {
 		}
 	})
 	ids := make([]booking.ID, len(c.Bookings))
-	for i, in := range c.Bookings {
-		ids[i] = in.Booking
-		if ids[i] == "" {
-			ids[i] = folds[i].Booking
-		}
-		recomputed[ids[i]] = true
-	}
 	superseded := map[booking.ID][]booking.ID{}
-	for i := range c.Bookings {
+	for i, in := range c.Bookings {
+		ids[i] = cmp.Or(in.Booking, folds[i].Booking)
+		recomputed[ids[i]] = true
 		if from := folds[i].RescheduledFrom; from != "" {
 			superseded[from] = append(superseded[from], ids[i])
 		}
@@ -106,9 +102,10 @@ func Recompute(c Component) Changes {
 		out.Rows[i] = BookingRow(in)
 	})
 	all := make([]Claim, 0, len(c.Claims)+len(out.Rows))
+	member := make(map[booking.ID]bool, len(c.Claims))
 	for _, cl := range c.Claims {
 		if !recomputed[cl.Booking] {
-			all = append(all, cl)
+			all, member[cl.Booking] = append(all, cl), true
 		}
 	}
 	for _, r := range out.Rows {
@@ -121,10 +118,6 @@ func Recompute(c Component) Changes {
 		if out.Rows[i].Claims() {
 			out.Rows[i].assign(asg.Holders[out.Rows[i].Booking])
 		}
-	}
-	member := make(map[booking.ID]bool, len(c.Claims))
-	for _, cl := range c.Claims {
-		member[cl.Booking] = true
 	}
 	for _, s := range stored {
 		if h := asg.Holders[s.Booking]; member[s.Booking] && (s.Holder != h || s.Status != holderStatus(h)) {

@@ -163,100 +163,35 @@ func (r *Runner) Run(ctx context.Context) error {
 	wait := r.opts.RetryInterval
 	standby := false
 	for {
-		lease, err := r.lock.TryAcquire(ctx, r.proj.Name())
+		progressed := false
+		err := r.withLease(ctx, func(ctx context.Context) error {
+			standby = false
+			log.Info("projection lock taken; applying")
+			return r.toEnd(ctx, false, true, func(int) { progressed = true })
+		})
 		switch {
 		case ctx.Err() != nil:
-			if lease != nil { // granted as the runner stops: give it back, or no other runner gets it
-				lease.Release(context.WithoutCancel(ctx))
-			}
 			return ctx.Err()
-		case err != nil:
-			log.Warn("projection lock unavailable", "error", err)
-			r.update(func(s *RunnerStatus) { s.Active, s.LastError = false, err.Error() })
-		case lease == nil:
+		case errors.Is(err, ErrBusy):
 			if !standby {
 				log.Info("projection runs in another process; standing by")
 				standby = true
 			}
-			r.update(func(s *RunnerStatus) { s.Active = false })
 			if eventlog.Sleep(ctx, r.opts.StandbyInterval) != nil {
 				return ctx.Err()
 			}
 			continue
-		default:
-			standby = false
-			log.Info("projection lock taken; applying")
-			r.update(func(s *RunnerStatus) { s.Active = true })
-			progressed := false
-			err = r.lead(ctx, lease, func() { progressed = true })
-			lease.Release(context.WithoutCancel(ctx))
-			r.update(func(s *RunnerStatus) { s.Active = false })
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if progressed {
-				wait = r.opts.RetryInterval
-			}
-			log.Warn("projection stopped; retrying", "error", err, "wait", wait)
-			r.update(func(s *RunnerStatus) { s.LastError = err.Error() })
 		}
+		if progressed {
+			wait = r.opts.RetryInterval
+		}
+		log.Warn("projection stopped; retrying", "error", err, "wait", wait)
+		r.update(func(s *RunnerStatus) { s.LastError = err.Error() })
 		if eventlog.Sleep(ctx, wait) != nil {
 			return ctx.Err()
 		}
 		wait = min(2*wait, r.opts.MaxRetryInterval)
 	}
-}
-
-// leaseContext is ctx canceled with ErrLeaseLost when the lease is lost.
-func leaseContext(ctx context.Context, lease Lease) (context.Context, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		select {
-		case <-lease.Lost():
-			cancel(ErrLeaseLost)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
-// lead applies while holding lease; it returns when ctx ends, the lease is lost, or applying fails.
-func (r *Runner) lead(parent context.Context, lease Lease, progressed func()) error {
-	ctx, cancel := leaseContext(parent, lease)
-	defer cancel(nil)
-	cause := func(err error) error {
-		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
-			return c
-		}
-		return err
-	}
-	pos, err := r.proj.Load(ctx)
-	if err != nil {
-		return cause(fmt.Errorf("load checkpoint of %s: %w", r.proj.Name(), err))
-	}
-	r.update(func(s *RunnerStatus) { s.Position = pos })
-	onBatch := func(int) { progressed() }
-	for {
-		if pos, err = r.catchUp(ctx, pos, false, onBatch); err != nil {
-			return cause(err)
-		}
-		if err := r.caughtUp(ctx); err != nil {
-			return cause(err)
-		}
-		if sub := r.opts.Subscriber; sub != nil {
-			return cause(r.live(ctx, sub, pos, onBatch))
-		}
-		if err := eventlog.Sleep(ctx, r.opts.PollInterval); err != nil {
-			return cause(err)
-		}
-	}
-}
-
-func (r *Runner) caughtUp(ctx context.Context) error {
-	if err := r.proj.CaughtUp(ctx); err != nil {
-		return fmt.Errorf("%s caught up: %w", r.proj.Name(), err)
-	}
-	return nil
 }
 
 // catchUp applies batches of ReadAll from pos until a read comes back short. While a full batch is
@@ -404,7 +339,7 @@ func (r *Runner) applyLive(ctx context.Context, ch <-chan eventlog.RecordedEvent
 func (r *Runner) CatchUp(ctx context.Context) (int64, error) {
 	var n int64
 	err := r.withLease(ctx, func(ctx context.Context) error {
-		return r.toEnd(ctx, false, func(k int) { n += int64(k) })
+		return r.toEnd(ctx, false, false, func(k int) { n += int64(k) })
 	})
 	return n, err
 }
@@ -426,7 +361,7 @@ func (r *Runner) Rebuild(ctx context.Context, progress func(Progress)) error {
 		if err := r.proj.Reset(ctx); err != nil {
 			return fmt.Errorf("rebuild %s: reset: %w", r.proj.Name(), err)
 		}
-		err := r.toEnd(ctx, true, func(n int) {
+		err := r.toEnd(ctx, true, false, func(n int) {
 			done += int64(n)
 			if progress != nil {
 				progress(Progress{Done: done, Total: max(total, done)})
@@ -439,18 +374,35 @@ func (r *Runner) Rebuild(ctx context.Context, progress func(Progress)) error {
 	})
 }
 
-// toEnd applies the log from the saved checkpoint to its end and reports the projection caught up.
-func (r *Runner) toEnd(ctx context.Context, rebuild bool, onBatch func(int)) error {
+// toEnd applies the log from the saved checkpoint to its end and reports the projection caught up;
+// with follow it goes on with new events until ctx ends or applying fails.
+func (r *Runner) toEnd(ctx context.Context, rebuild, follow bool, onBatch func(int)) error {
 	pos, err := r.proj.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("load checkpoint of %s: %w", r.proj.Name(), err)
 	}
-	if _, err := r.catchUp(ctx, pos, rebuild, onBatch); err != nil {
-		return err
+	r.update(func(s *RunnerStatus) { s.Position = pos })
+	for {
+		if pos, err = r.catchUp(ctx, pos, rebuild, onBatch); err != nil {
+			return err
+		}
+		if err := r.proj.CaughtUp(ctx); err != nil {
+			return fmt.Errorf("%s caught up: %w", r.proj.Name(), err)
+		}
+		switch sub := r.opts.Subscriber; {
+		case !follow:
+			return nil
+		case sub != nil:
+			return r.live(ctx, sub, pos, onBatch)
+		}
+		if err := eventlog.Sleep(ctx, r.opts.PollInterval); err != nil {
+			return err
+		}
 	}
-	return r.caughtUp(ctx)
 }
 
+// withLease runs f while holding the projection's lock (ErrBusy when another process holds it), with
+// a context that ends when the lock is lost.
 func (r *Runner) withLease(parent context.Context, f func(context.Context) error) error {
 	lease, err := r.lock.TryAcquire(parent, r.proj.Name())
 	if err != nil {
@@ -460,8 +412,15 @@ func (r *Runner) withLease(parent context.Context, f func(context.Context) error
 		return fmt.Errorf("%s: %w", r.proj.Name(), ErrBusy)
 	}
 	defer lease.Release(context.WithoutCancel(parent))
-	ctx, cancel := leaseContext(parent, lease)
+	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
+	go func() {
+		select {
+		case <-lease.Lost():
+			cancel(ErrLeaseLost)
+		case <-ctx.Done():
+		}
+	}()
 	r.update(func(s *RunnerStatus) { s.Active = true })
 	defer r.update(func(s *RunnerStatus) { s.Active = false })
 	if err := f(ctx); err != nil {

@@ -331,7 +331,7 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 			members.add(string(it.Booking), string(it.OtherBooking))
 		}
 	}
-	stored, err := loadBookings(ctx, a.tx, members.items)
+	stored, err := loadBookingsFrom(ctx, a.tx, "calendar_bookings", members.items)
 	if err != nil {
 		return comp, err
 	}

@@ -72,45 +72,44 @@ func (e *cacheEntry) add(version uint64, ev booking.Event) int {
 	return 1
 }
 
-// observe records an event delivered by the log, for a stream the cache holds. A stream's first event
-// (version 1) starts its entry: the log has then delivered all of the stream there is before it, so
-// a new booking is never read back from the store.
-func (c *streamCache) observe(stream string, version uint64, ev booking.Event) {
+// entry returns the stream's entry, now the most recently used; a missing one is created when create
+// is set, else nil.
+func (c *streamCache) entry(stream string, create bool) *cacheEntry {
 	el, ok := c.entries[stream]
 	if !ok {
-		if version != 1 {
-			return
+		if !create {
+			return nil
 		}
 		el = c.lru.PushFront(&cacheEntry{stream: stream})
 		c.entries[stream] = el
 	}
-	c.size += el.Value.(*cacheEntry).add(version, ev)
 	c.lru.MoveToFront(el)
+	return el.Value.(*cacheEntry)
+}
+
+// observe records an event delivered by the log, for a stream the cache holds or that the event
+// starts (version 1).
+func (c *streamCache) observe(stream string, version uint64, ev booking.Event) {
+	if e := c.entry(stream, version == 1); e != nil {
+		c.size += e.add(version, ev)
+	}
 }
 
 // get returns a copy of the stream's events and its version.
 func (c *streamCache) get(stream string) ([]booking.Event, uint64, bool) {
-	el, ok := c.entries[stream]
-	if !ok {
+	e := c.entry(stream, false)
+	if e == nil {
 		return nil, 0, false
 	}
-	c.lru.MoveToFront(el)
-	e := el.Value.(*cacheEntry)
 	return append([]booking.Event(nil), e.events...), e.version, true
 }
 
 // put stores a stream read from the store, merged with what the cache already has.
 func (c *streamCache) put(stream string, versions []uint64, events []booking.Event) {
-	el, ok := c.entries[stream]
-	if !ok {
-		el = c.lru.PushFront(&cacheEntry{stream: stream})
-		c.entries[stream] = el
-	}
-	e := el.Value.(*cacheEntry)
+	e := c.entry(stream, true)
 	for i, ev := range events {
 		c.size += e.add(versions[i], ev)
 	}
-	c.lru.MoveToFront(el)
 }
 
 // trim evicts the least recently used streams until the cache fits its bound.

@@ -61,10 +61,7 @@ FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.
 // insertItems opens items (at least one).
 func insertItems(items []projections.DesiredItem) write {
 	slices.SortFunc(items, func(a, b projections.DesiredItem) int {
-		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Subject, b.Subject)
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Subject, b.Subject))
 	})
 	n := len(items)
 	kinds, subjects, bs, others, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -90,6 +87,31 @@ ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, []any{kinds, su
 const unitemizedQuarantineSQL = `
 FROM receipts r WHERE r.outcome = 'quarantined'
   AND NOT EXISTS (SELECT 1 FROM reconciliation_items i WHERE i.kind = 'quarantined' AND i.receipt_id = r.id)`
+
+// OpenItemCounts returns how many reconciliation items OpenItems would list, by kind; every kind is
+// present. Unlike OpenItems it writes nothing (it runs at every metrics scrape of every instance): a
+// quarantined receipt that has no item yet counts as the open item it will get.
+func (m *ReadModel) OpenItemCounts(ctx context.Context) (map[projections.ItemKind]int64, error) {
+	out := map[projections.ItemKind]int64{projections.ItemConflict: 0, projections.ItemQuarantined: 0, projections.ItemLateEvent: 0, projections.ItemStep: 0}
+	rows, err := m.pool.Query(ctx, `SELECT kind, count(*) FROM reconciliation_items WHERE closed_at IS NULL GROUP BY kind
+UNION ALL
+SELECT 'quarantined', count(*)`+unitemizedQuarantineSQL)
+	if err != nil {
+		return nil, fmt.Errorf("count open reconciliation items: %w", err)
+	}
+	var (
+		kind string
+		n    int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&kind, &n}, func() error {
+		out[projections.ItemKind(kind)] += n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count open reconciliation items: %w", err)
+	}
+	return out, nil
+}
 
 // syncQuarantine opens an item for every quarantined receipt that never had one. Receipts are not
 // events, so this runs when the runner is caught up and before the queue is listed; it is idempotent.

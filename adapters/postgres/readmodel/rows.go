@@ -18,7 +18,6 @@ import (
 type querier interface {
 	reader
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // reader is what a read needs: a pool, a transaction or a batch's transaction (batchTx).
@@ -135,12 +134,8 @@ func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
 	return b, nil
 }
 
-// loadBookings returns the calendar rows of ids that exist.
-func loadBookings(ctx context.Context, q reader, ids []string) (map[booking.ID]projections.Booking, error) {
-	return loadBookingsFrom(ctx, q, "calendar_bookings", ids)
-}
-
-// loadBookingsFrom is loadBookings from table, calendar_bookings or a rebuild's staging copy.
+// loadBookingsFrom returns the rows of ids that exist in table, calendar_bookings or a rebuild's
+// staging copy.
 func loadBookingsFrom(ctx context.Context, q reader, table string, ids []string) (map[booking.ID]projections.Booking, error) {
 	out := map[booking.ID]projections.Booking{}
 	if len(ids) == 0 {
