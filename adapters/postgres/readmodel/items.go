@@ -30,7 +30,9 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
     OR (kind = 'late_event' AND booking = ANY($2)))`
 
 // itemWrites are the statements of ch. An item an operator closed meanwhile is left as it is. The
-// updates name the ids twice: "= ANY" gives a generic plan the primary key to look them up by.
+// updates name the ids twice: "= ANY" gives a generic plan the primary key to look them up by. Their
+// test for an open item is written "IS TRUE" so that no plan can walk the partial index of open items
+// instead (planned on an empty table, one did).
 func itemWrites(ch projections.ItemChanges) []write {
 	var out []write
 	if len(ch.Open) > 0 {
@@ -42,9 +44,9 @@ func itemWrites(ch projections.ItemChanges) []write {
 		what  string
 	}{
 		{ch.Refresh, `UPDATE reconciliation_items i SET reason = u.text
-FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.id = u.id AND i.closed_at IS NULL`, "refresh item reasons"},
+FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.id = u.id AND (i.closed_at IS NULL) IS TRUE`, "refresh item reasons"},
 		{ch.Close, `UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.text
-FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.id = u.id AND i.closed_at IS NULL`, "close items"},
+FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.id = u.id AND (i.closed_at IS NULL) IS TRUE`, "close items"},
 	} {
 		if len(u.texts) == 0 {
 			continue

@@ -80,11 +80,19 @@ ANALYZE calendar_bookings, calendar_slots, reconciliation_items, calendar_resour
     payment_stream_refs, calendar_resource_links`, n))
 	require.NoError(t, err, "fill the calendar")
 
-	conn, err := pool.Acquire(ctx)
+	return planningConn(t, pool)
+}
+
+// planningConn returns a connection of pool that plans as a batch's transaction does.
+func planningConn(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	conn, err := pool.Acquire(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(conn.Release)
-	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
-	require.NoError(t, err)
+	for _, setting := range batchPlanning {
+		_, err = conn.Exec(context.Background(), `SET `+setting)
+		require.NoError(t, err)
+	}
 	return conn
 }
 

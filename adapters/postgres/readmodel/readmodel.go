@@ -247,7 +247,14 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 // cost; TestScopedQueriesStayIndexed keeps those plans on indexes). It commits without waiting for the
 // WAL flush: the read model is derived from the log, and a batch that a database crash loses is lost
 // with its checkpoint, so the runner applies it again (ADR 0019).
-var applyTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off`}
+var applyTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL ` + strings.Join(batchPlanning, `; SET LOCAL `) + `; SET LOCAL synchronous_commit = off`}
+
+// batchPlanning is how a batch's statements are planned. A connection plans each once, at its first
+// batch, and keeps the plan while the tables grow: planned over the empty tables of a fresh database
+// a keyed lookup was a sequential scan, still one thousands of rows later (a DELETE of 140 absent
+// keys took 34 ms over 4,000 rows). Every statement is a lookup of the batch's keys, so an index is
+// right whatever the statistics say when it is planned.
+var batchPlanning = []string{"plan_cache_mode = force_generic_plan", "enable_seqscan = off"}
 
 // unseen drops the events of a batch at or before what was applied or buffered: a prefix, as a
 // batch is in log order.
