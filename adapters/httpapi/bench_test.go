@@ -131,7 +131,7 @@ func benchServer(b *testing.B) (*pgxpool.Pool, *httpapi.Server) {
 	}
 	store := postgres.NewStore(pool).WithBodySealer(privacy.NewBodies(pool, ring))
 	srv, err := httpapi.New(httpapi.Config{
-		Ledger:    ledger.NewService(store, eventcodec.JSON{}),
+		Ledger:    ledger.NewService(store, eventcodec.JSON{}).WithUnreadNewStreams(1 << 16), // as serve
 		Providers: []providers.Provider{calendly.New(providers.NewSecrets(calendlyKey), 0)},
 		Ready:     httpapi.CheckFunc(func(context.Context) error { return nil }),
 		Logger:    slog.New(slog.DiscardHandler),

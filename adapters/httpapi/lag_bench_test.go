@@ -152,7 +152,7 @@ func newLagRun(b *testing.B) *lagRun {
 	}
 
 	srv, err := httpapi.New(httpapi.Config{
-		Ledger:    ledger.NewService(store, eventcodec.JSON{}),
+		Ledger:    ledger.NewService(store, eventcodec.JSON{}).WithUnreadNewStreams(1 << 16), // as serve
 		Providers: []providers.Provider{calendly.New(providers.NewSecrets(calendlyKey), 0)},
 		Ready:     httpapi.CheckFunc(func(context.Context) error { return nil }),
 		Logger:    slog.New(slog.DiscardHandler),

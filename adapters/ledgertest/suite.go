@@ -24,6 +24,9 @@ type Fixture struct {
 	// Receipts returns the stored receipts of the deliveries that carried events of b, in the order
 	// they were stored.
 	Receipts func(ctx context.Context, b booking.ID) ([]ledger.Receipt, error)
+	// UnreadNewStreams runs the suite's services with ledger.Service.WithUnreadNewStreams, for a store
+	// that answers as that option requires.
+	UnreadNewStreams bool
 }
 
 // Factory returns a fixture for one test.
@@ -47,6 +50,9 @@ func Run(t *testing.T, newFixture Factory) {
 		{"CancelBeforeCreateKeepsBoth", testCancelBeforeCreateKeepsBoth},
 		{"CommitStoresDuplicateWhenEveryAppendWasDuplicate", testCommitStoresDuplicate},
 		{"CommitPassesVersionConflictsThrough", testCommitPassesVersionConflictsThrough},
+		{"TwoServicesDecideOneBookingRight", testTwoServicesDecideOneBookingRight},
+		{"ConcurrentCopiesThroughTwoServices", testConcurrentCopiesThroughTwoServices},
+		{"NewBookingsAreDecidedWithoutARead", testNewBookingsAreDecidedWithoutARead},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,7 +97,17 @@ func delivery(deliveryID string, events ...booking.Event) ledger.Delivery {
 	}
 }
 
-func service(f Fixture) *ledger.Service { return ledger.NewService(f.Store, eventcodec.JSON{}) }
+func service(f Fixture) *ledger.Service { return serviceOver(f, f.Store) }
+
+// serviceOver is a service as the fixture asks for, over store (f.Store or a wrapper of it); each
+// service has its own memory of the streams it saw, as two serve processes would.
+func serviceOver(f Fixture, store ledger.Store) *ledger.Service {
+	svc := ledger.NewService(store, eventcodec.JSON{})
+	if f.UnreadNewStreams {
+		svc.WithUnreadNewStreams(1024)
+	}
+	return svc
+}
 
 func stream(t *testing.T, f Fixture, b booking.ID) []eventlog.RecordedEvent {
 	t.Helper()
@@ -282,7 +298,7 @@ func testContentionIsBoundedAndReported(t *testing.T, f Fixture) {
 	_, err := service(f).Record(ctxFor(t), delivery("d-create", scheduled(b, "created", t0)))
 	require.NoError(t, err)
 
-	stale := ledger.NewService(staleStore{f.Store}, eventcodec.JSON{}).WithMaxAttempts(3)
+	stale := serviceOver(f, staleStore{f.Store}).WithMaxAttempts(3)
 	_, err = stale.Record(ctxFor(t), delivery("d-cancel", canceled(b, "canceled", t0)))
 	require.ErrorIs(t, err, ledger.ErrContention)
 
@@ -448,4 +464,130 @@ func countOf(os []ledger.Outcome, o ledger.Outcome) int {
 		}
 	}
 	return n
+}
+
+// testTwoServicesDecideOneBookingRight: a service that has not seen a booking another one recorded
+// (another serve process sharing the store, or one restarted) decides it against what is stored:
+// its cancel is appended after the create, its copy of the create is a duplicate, and a create
+// arriving after the other's cancel is a finding.
+func testTwoServicesDecideOneBookingRight(t *testing.T, f Fixture) {
+	b := bookingID("b-two-services")
+	create := scheduled(b, "created", t0)
+	cancel := canceled(b, "canceled", t0)
+	res, err := service(f).Record(ctxFor(t), delivery("d-create", create))
+	require.NoError(t, err)
+	require.Equal(t, ledger.OutcomeAccepted, res.Outcome)
+
+	res, err = service(f).Record(ctxFor(t), delivery("d-create", create))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeDuplicate, res.Outcome, "a copy through a service that never saw the booking")
+	assert.Zero(t, res.Appended)
+
+	res, err = service(f).Record(ctxFor(t), delivery("d-cancel", cancel))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeAccepted, res.Outcome)
+	recs := stream(t, f, b)
+	require.Len(t, recs, 2)
+	assert.Equal(t, []eventlog.EventID{create.ID, cancel.ID}, ids(recs))
+	assert.Equal(t, []uint64{1, 2}, []uint64{recs[0].Version, recs[1].Version})
+	assert.Equal(t, []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeDuplicate, ledger.OutcomeAccepted}, outcomes(t, f, b))
+
+	late := bookingID("b-two-services-late")
+	// The cancel happened before the create (scheduled's provider time is t0 - 1h): canceled is
+	// terminal, so the create is kept as a finding.
+	_, err = service(f).Record(ctxFor(t), delivery("d-late-cancel", canceled(late, "canceled", t0.Add(-2*time.Hour))))
+	require.NoError(t, err)
+	res, err = service(f).Record(ctxFor(t), delivery("d-late-create", scheduled(late, "created", t0.Add(time.Hour))))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeAccepted, res.Outcome)
+	require.NotNil(t, res.Finding, "the create is decided against the stored cancel, not against an empty stream")
+	assert.Len(t, stream(t, f, late), 2)
+}
+
+// testConcurrentCopiesThroughTwoServices: copies of one new booking's delivery reach two services at
+// once; the event is stored once, one copy is accepted, every copy gets a receipt.
+func testConcurrentCopiesThroughTwoServices(t *testing.T, f Fixture) {
+	svcs := []*ledger.Service{service(f), service(f)}
+	for round := range 3 {
+		b := bookingID(fmt.Sprintf("b-two-race-%d", round))
+		d := delivery("d-same", scheduled(b, "created", t0))
+		const n = 16
+		results := make([]ledger.Result, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = svcs[i%2].Record(context.Background(), d)
+			})
+		}
+		close(start)
+		wg.Wait()
+		accepted := 0
+		for i := range n {
+			require.NoError(t, errs[i])
+			if results[i].Outcome == ledger.OutcomeAccepted {
+				accepted++
+			} else {
+				assert.Equal(t, ledger.OutcomeDuplicate, results[i].Outcome)
+			}
+		}
+		assert.Equal(t, 1, accepted, "exactly one copy is accepted")
+		assert.Len(t, stream(t, f, b), 1, "the event is stored once")
+		got := outcomes(t, f, b)
+		assert.Len(t, got, n, "one receipt per copy")
+		assert.Equal(t, 1, countOf(got, ledger.OutcomeAccepted), "stored receipts agree with the answers")
+	}
+}
+
+// countingStore counts the stream reads the ledger makes.
+type countingStore struct {
+	ledger.Store
+	mu    sync.Mutex
+	reads int
+}
+
+func (s *countingStore) ReadStream(ctx context.Context, stream string) ([]eventlog.RecordedEvent, error) {
+	s.mu.Lock()
+	s.reads++
+	s.mu.Unlock()
+	return s.Store.ReadStream(ctx, stream)
+}
+
+func (s *countingStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
+}
+
+// testNewBookingsAreDecidedWithoutARead: with WithUnreadNewStreams a new booking costs no stream read,
+// a booking the service saw is read before deciding (no wasted commit), and one another service
+// wrote is read after its guess conflicted.
+func testNewBookingsAreDecidedWithoutARead(t *testing.T, f Fixture) {
+	if !f.UnreadNewStreams {
+		t.Skip("the fixture's store reads every stream before deciding")
+	}
+	cs := &countingStore{Store: f.Store}
+	svc := serviceOver(f, cs)
+	b := bookingID("b-unread")
+	res, err := svc.Record(ctxFor(t), delivery("d-create", scheduled(b, "created", t0)))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeAccepted, res.Outcome)
+	assert.Equal(t, 0, cs.count(), "a new booking is decided without reading its stream")
+
+	res, err = svc.Record(ctxFor(t), delivery("d-cancel", canceled(b, "canceled", t0)))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeAccepted, res.Outcome)
+	assert.Equal(t, 1, cs.count(), "a booking the service appended to is read before deciding")
+
+	other := bookingID("b-unread-other")
+	_, err = service(f).Record(ctxFor(t), delivery("d-other", scheduled(other, "created", t0)))
+	require.NoError(t, err)
+	res, err = svc.Record(ctxFor(t), delivery("d-other-cancel", canceled(other, "canceled", t0)))
+	require.NoError(t, err)
+	assert.Equal(t, ledger.OutcomeAccepted, res.Outcome)
+	assert.Equal(t, 2, cs.count(), "a wrong guess reads the stream once and decides again")
+	assert.Len(t, stream(t, f, other), 2)
+	assert.Equal(t, []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeAccepted}, outcomes(t, f, other))
 }

@@ -378,6 +378,12 @@ func scanDelivery(row pgx.Row, c ledger.Commit, inserted *int64) (res ledger.Com
 	if err := row.Scan(&status, &message, &detail, &first, &last, &txs, &positions, &dups, &outcome, inserted); err != nil {
 		return res, nil, err
 	}
+	if status == codeDeadlock {
+		// Its subtransaction was undone to break a lock cycle with another group (copies of one
+		// delivery, one of them receipt-only, in two groups at once): nothing of it is stored, and
+		// deciding again is what the ledger does after a conflict.
+		return res, fmt.Errorf("%w: deadlock with another group: %s", eventlog.ErrVersionConflict, deref(message)), nil
+	}
 	if status != "ok" {
 		pgErr := &pgconn.PgError{Code: status, Message: deref(message), Detail: deref(detail)}
 		return res, translate(pgErr), nil

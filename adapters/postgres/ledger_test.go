@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"bookingledger/adapters/ledgertest"
@@ -9,17 +10,22 @@ import (
 	"bookingledger/domain/ledger"
 )
 
-// TestLedgerContract runs the ledger's storage contract, each test on a fresh database.
+// TestLedgerContract runs the ledger's storage contract, each test on a fresh database, with and
+// without ledger.Service.WithUnreadNewStreams (which serve uses with this store).
 func TestLedgerContract(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T) ledgertest.Fixture {
-		s, _ := newStore(t)
-		return ledgertest.Fixture{Store: s, Receipts: func(ctx context.Context, b booking.ID) ([]ledger.Receipt, error) {
-			stored, err := s.ReceiptsForBooking(ctx, string(b))
-			out := make([]ledger.Receipt, len(stored))
-			for i, r := range stored {
-				out[i] = r.Receipt
-			}
-			return out, err
-		}}
-	})
+	for _, unread := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unread new streams=%t", unread), func(t *testing.T) {
+			ledgertest.Run(t, func(t *testing.T) ledgertest.Fixture {
+				s, _ := newStore(t)
+				return ledgertest.Fixture{Store: s, UnreadNewStreams: unread, Receipts: func(ctx context.Context, b booking.ID) ([]ledger.Receipt, error) {
+					stored, err := s.ReceiptsForBooking(ctx, string(b))
+					out := make([]ledger.Receipt, len(stored))
+					for i, r := range stored {
+						out[i] = r.Receipt
+					}
+					return out, err
+				}}
+			})
+		})
+	}
 }

@@ -259,6 +259,10 @@ func openPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// knownStreams bounds how many booking streams the ledger remembers as holding events (read before
+// deciding, not guessed new): a few MB at most.
+const knownStreams = 1 << 16
+
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseServe(args, getenv, stderr)
 	if err != nil {
@@ -309,6 +313,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Info("event store: EventStoreDB; receipts: PostgreSQL")
 	}
 	svc := ledger.NewService(store, eventcodec.JSON{})
+	if es.esdb == nil {
+		// The PostgreSQL store answers an append that wrongly expects a new stream as the ledger's
+		// guess needs (a duplicate or a version conflict), so a new booking is decided unread.
+		svc.WithUnreadNewStreams(knownStreams)
+	}
 
 	reg := prometheus.NewRegistry()
 	// The relay: its workers run on the job queue, its projection plans deliveries from the log.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"bookingledger/domain/booking"
@@ -182,6 +183,9 @@ type Service struct {
 	store       Store
 	codec       Codec
 	maxAttempts int
+	// known, when set, lets a delivery's first attempt decide a stream it does not list as new
+	// without reading it (WithUnreadNewStreams).
+	known *knownStreams
 }
 
 // MaxFreeTextBytes bounds one kept free text.
@@ -198,6 +202,22 @@ func NewService(store Store, codec Codec) *Service {
 // WithMaxAttempts sets the bound of the conflict loop (at least 1).
 func (s *Service) WithMaxAttempts(n int) *Service {
 	s.maxAttempts = max(n, 1)
+	return s
+}
+
+// WithUnreadNewStreams makes the service decide a booking it has not seen holding events as a new
+// one, without reading its stream first: most deliveries create a booking, and the read is a round
+// trip and a query for an empty answer. The append then expects a new stream, so a wrong guess (the
+// stream exists: another instance, a restart, an evicted entry) is a version conflict, after which the
+// delivery reads its streams and decides again, as after any conflict. The service remembers up to
+// about size streams it saw holding events and reads those first, as without this option.
+//
+// Only a stream the delivery brings one event to is guessed. The store must answer such an append,
+// to a stream that exists, as a duplicate when the stream holds that event and as a version conflict
+// when it does not, checking the event ID before the expected version (the PostgreSQL store does;
+// EventStoreDB, whose idempotency is best-effort, must not be given this option).
+func (s *Service) WithUnreadNewStreams(size int) *Service {
+	s.known = newKnownStreams(max(size, 1))
 	return s
 }
 
@@ -224,8 +244,9 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 		return s.commitReceiptOnly(ctx, r, res, OutcomeIgnored, reason)
 	}
 
-	for attempt := 1; ; attempt++ {
-		c, finding, err := s.plan(ctx, d.Events)
+	guess := s.known != nil
+	for attempt := 1; ; {
+		c, finding, guessed, err := s.plan(ctx, d.Events, guess)
 		if err != nil {
 			if errors.Is(err, booking.ErrInvalidEvent) || errors.Is(err, booking.ErrInvalidSlot) || errors.Is(err, booking.ErrWrongBooking) {
 				return s.commitReceiptOnly(ctx, r, res, OutcomeQuarantined, err.Error())
@@ -242,13 +263,24 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 		}
 		cr, err := s.store.Commit(ctx, c)
 		if errors.Is(err, eventlog.ErrVersionConflict) {
+			if guessed {
+				// A stream taken for new exists: read it. The guess costs no attempt of the bound.
+				guess = false
+				continue
+			}
 			if attempt >= s.maxAttempts {
 				return res, fmt.Errorf("record delivery %s after %d attempts: %w", r.DeliveryID, attempt, ErrContention)
 			}
+			attempt++
 			continue
 		}
 		if err != nil {
 			return res, fmt.Errorf("record delivery %s: %w", r.DeliveryID, err)
+		}
+		if s.known != nil {
+			for _, a := range c.Appends {
+				s.known.add(a.Stream)
+			}
 		}
 		res.Outcome = cr.Outcome
 		if res.Outcome == OutcomeAccepted {
@@ -264,12 +296,10 @@ func (s *Service) Record(ctx context.Context, d Delivery) (Result, error) {
 }
 
 // plan loads every stream the events touch and returns the appends of the events not yet stored, and
-// the first finding folding them in adds to their stream (nil when they apply).
-func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, *booking.Finding, error) {
-	var (
-		c       Commit
-		finding *booking.Finding
-	)
+// the first finding folding them in adds to their stream (nil when they apply). With guess, a stream
+// that s.known does not list and that the events bring one event to is taken for new without reading
+// it (WithUnreadNewStreams); guessed reports whether any was.
+func (s *Service) plan(ctx context.Context, events []booking.Event, guess bool) (c Commit, finding *booking.Finding, guessed bool, err error) {
 	loaded := map[string]bool{}
 	for _, e := range events {
 		stream := e.Booking.Stream()
@@ -277,9 +307,17 @@ func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, *bo
 			continue
 		}
 		loaded[stream] = true
-		recs, err := s.store.ReadStream(ctx, stream)
-		if err != nil {
-			return Commit{}, nil, fmt.Errorf("read %s: %w", stream, err)
+		var recs []eventlog.RecordedEvent
+		if guess && eventsFor(events, stream) == 1 && !s.known.has(stream) {
+			guessed = true
+		} else {
+			recs, err = s.store.ReadStream(ctx, stream)
+			if err != nil {
+				return Commit{}, nil, false, fmt.Errorf("read %s: %w", stream, err)
+			}
+			if len(recs) > 0 && s.known != nil {
+				s.known.add(stream)
+			}
 		}
 		past := make([]booking.Event, 0, len(recs))
 		known := make(map[eventlog.EventID]bool, len(recs))
@@ -287,7 +325,7 @@ func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, *bo
 			known[rec.ID] = true
 			ev, err := s.codec.Decode(rec)
 			if err != nil {
-				return Commit{}, nil, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
+				return Commit{}, nil, false, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
 			}
 			past = append(past, ev)
 		}
@@ -302,12 +340,12 @@ func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, *bo
 			}
 			decided, err := booking.Decide(state, e2)
 			if err != nil {
-				return Commit{}, nil, fmt.Errorf("decide %s on %s: %w", e2.Type(), stream, err)
+				return Commit{}, nil, false, fmt.Errorf("decide %s on %s: %w", e2.Type(), stream, err)
 			}
 			for _, ne := range decided {
 				data, err := s.codec.Encode(ne)
 				if err != nil {
-					return Commit{}, nil, fmt.Errorf("encode %s: %w", ne.Type(), err)
+					return Commit{}, nil, false, fmt.Errorf("encode %s: %w", ne.Type(), err)
 				}
 				add = append(add, data)
 				added = append(added, ne)
@@ -325,7 +363,57 @@ func (s *Service) plan(ctx context.Context, events []booking.Event) (Commit, *bo
 			c.Appends = append(c.Appends, Append{Stream: stream, Expected: eventlog.Exact(version), Events: add})
 		}
 	}
-	return c, finding, nil
+	return c, finding, guessed, nil
+}
+
+// eventsFor counts the events of stream.
+func eventsFor(events []booking.Event, stream string) int {
+	n := 0
+	for _, e := range events {
+		if e.Booking.Stream() == stream {
+			n++
+		}
+	}
+	return n
+}
+
+// knownStreams is a bounded set of streams seen holding events: two generations, the older dropped
+// when the newer is full, so that what was seen lately stays. Streams are never deleted, so an entry
+// never turns false; one that is missing only costs a guess.
+type knownStreams struct {
+	mu       sync.Mutex
+	size     int
+	cur, old map[string]struct{}
+}
+
+func newKnownStreams(size int) *knownStreams {
+	return &knownStreams{size: size, cur: make(map[string]struct{}), old: map[string]struct{}{}}
+}
+
+func (k *knownStreams) has(stream string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.cur[stream]; ok {
+		return true
+	}
+	if _, ok := k.old[stream]; ok {
+		k.addLocked(stream)
+		return true
+	}
+	return false
+}
+
+func (k *knownStreams) add(stream string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.addLocked(stream)
+}
+
+func (k *knownStreams) addLocked(stream string) {
+	if len(k.cur) >= k.size {
+		k.old, k.cur = k.cur, make(map[string]struct{}, k.size)
+	}
+	k.cur[stream] = struct{}{}
 }
 
 // newFinding is the first finding of after that before does not have: a refusal the new events
