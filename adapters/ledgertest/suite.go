@@ -157,10 +157,15 @@ func testRecordThenRedelivery(t *testing.T, f Fixture) {
 }
 
 func testConcurrentCopiesOfOneDelivery(t *testing.T, f Fixture) {
-	svc := service(f)
-	b := bookingID("b-race")
+	recordCopiesAtOnce(t, f, []*ledger.Service{service(f)}, bookingID("b-race"), 20)
+}
+
+// recordCopiesAtOnce records n copies of one delivery creating b at the same time, the i'th through
+// svcs[i%len(svcs)], and checks that the event is stored once, one copy is accepted, the others are
+// duplicates and every copy gets a receipt.
+func recordCopiesAtOnce(t *testing.T, f Fixture, svcs []*ledger.Service, b booking.ID, n int) {
+	t.Helper()
 	d := delivery("d-same", scheduled(b, "created", t0))
-	const n = 20
 	results := make([]ledger.Result, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -168,7 +173,7 @@ func testConcurrentCopiesOfOneDelivery(t *testing.T, f Fixture) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = svc.Record(context.Background(), d)
+			results[i], errs[i] = svcs[i%len(svcs)].Record(context.Background(), d)
 		})
 	}
 	close(start)
@@ -183,7 +188,7 @@ func testConcurrentCopiesOfOneDelivery(t *testing.T, f Fixture) {
 		}
 	}
 	assert.Equal(t, 1, accepted, "exactly one copy is accepted")
-	assert.Len(t, stream(t, f, b), 1)
+	assert.Len(t, stream(t, f, b), 1, "the event is stored once")
 	got := outcomes(t, f, b)
 	assert.Len(t, got, n, "one receipt per copy")
 	assert.Equal(t, 1, countOf(got, ledger.OutcomeAccepted), "stored receipts agree with the answers")
@@ -509,35 +514,7 @@ func testTwoServicesDecideOneBookingRight(t *testing.T, f Fixture) {
 func testConcurrentCopiesThroughTwoServices(t *testing.T, f Fixture) {
 	svcs := []*ledger.Service{service(f), service(f)}
 	for round := range 3 {
-		b := bookingID(fmt.Sprintf("b-two-race-%d", round))
-		d := delivery("d-same", scheduled(b, "created", t0))
-		const n = 16
-		results := make([]ledger.Result, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				results[i], errs[i] = svcs[i%2].Record(context.Background(), d)
-			})
-		}
-		close(start)
-		wg.Wait()
-		accepted := 0
-		for i := range n {
-			require.NoError(t, errs[i])
-			if results[i].Outcome == ledger.OutcomeAccepted {
-				accepted++
-			} else {
-				assert.Equal(t, ledger.OutcomeDuplicate, results[i].Outcome)
-			}
-		}
-		assert.Equal(t, 1, accepted, "exactly one copy is accepted")
-		assert.Len(t, stream(t, f, b), 1, "the event is stored once")
-		got := outcomes(t, f, b)
-		assert.Len(t, got, n, "one receipt per copy")
-		assert.Equal(t, 1, countOf(got, ledger.OutcomeAccepted), "stored receipts agree with the answers")
+		recordCopiesAtOnce(t, f, svcs, bookingID(fmt.Sprintf("b-two-race-%d", round)), 16)
 	}
 }
 
