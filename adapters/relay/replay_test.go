@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/relay"
+	"bookingledger/domain/eventlog"
 )
 
 // A dry run counts exactly what the real replay then sends: same webhook-ids, attempts marked with
@@ -417,6 +418,13 @@ func TestConcurrentReplaysBackfillEachEventOnce(t *testing.T) {
 	from := time.Now().Add(-time.Minute)
 	const n = 40
 	e.recordCreates(t, "calendly-bfc", n, 8)
+	// The backfill reads the log, which returns an event only once every older transaction has
+	// ended: another package's open transaction in a parallel make test can hold the last ones back.
+	eventually(t, time.Minute, "every create readable from the log", func() bool {
+		all, err := e.store.ReadAll(ctx, eventlog.Position{}, 2*n)
+		require.NoError(t, err)
+		return len(all) >= n
+	})
 	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
 	require.NoError(t, err)
 	rc.setSecrets(secret)
