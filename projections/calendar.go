@@ -285,10 +285,8 @@ func (x *PaymentIndex) Link(refs []string) (linked []booking.ID, closure []strin
 	}
 	add(refs)
 	taken := map[int]bool{}
-	for len(queue) > 0 {
-		r := queue[0]
-		queue = queue[1:]
-		for _, i := range x.byRef[r] {
+	for q := 0; q < len(queue); q++ {
+		for _, i := range x.byRef[queue[q]] {
 			if !taken[i] {
 				taken[i] = true
 				linked = append(linked, x.streams[i].Stream)
@@ -350,26 +348,34 @@ func assignSlots(claims []Claim) assignment {
 
 	out := assignment{Holders: map[booking.ID]bool{}}
 	held := map[string]*holderIndex{}
-	blocked := func(id booking.ID) bool {
+	// blockers are the holders held now of another meeting that overlap id's claims, with the
+	// resources of the overlaps.
+	blockers := func(id booking.ID) map[booking.ID][]string {
+		var by map[booking.ID][]string
 		for _, c := range byBooking[id] {
-			if h := held[c.Resource]; h != nil && h.blocks(c) {
-				return true
+			if h := held[c.Resource]; h != nil {
+				h.each(c, func(o Claim) {
+					if o.Meeting != c.Meeting && !slices.Contains(by[o.Booking], c.Resource) {
+						if by == nil {
+							by = map[booking.ID][]string{}
+						}
+						by[o.Booking] = append(by[o.Booking], c.Resource)
+					}
+				})
 			}
 		}
-		return false
+		return by
 	}
 	for _, r := range order {
-		if blocked(r.id) {
+		if len(blockers(r.id)) > 0 {
 			continue
 		}
 		out.Holders[r.id] = true
 		for _, c := range byBooking[r.id] {
-			h := held[c.Resource]
-			if h == nil {
-				h = &holderIndex{}
-				held[c.Resource] = h
+			if held[c.Resource] == nil {
+				held[c.Resource] = &holderIndex{}
 			}
-			h.add(c)
+			held[c.Resource].add(c)
 		}
 	}
 	// A conflict names every holder overlapping the booking, not only those ranked before it: the
@@ -378,19 +384,7 @@ func assignSlots(claims []Claim) assignment {
 		if out.Holders[r.id] {
 			continue
 		}
-		blockers := map[booking.ID][]string{}
-		for _, c := range byBooking[r.id] {
-			h := held[c.Resource]
-			if h == nil {
-				continue
-			}
-			h.each(c, func(o Claim) {
-				if o.Meeting != c.Meeting && !slices.Contains(blockers[o.Booking], c.Resource) {
-					blockers[o.Booking] = append(blockers[o.Booking], c.Resource)
-				}
-			})
-		}
-		for h, res := range blockers {
+		for h, res := range blockers(r.id) {
 			slices.Sort(res)
 			out.Conflicts = append(out.Conflicts, conflict{Booking: r.id, Holder: h, Resources: res})
 		}
@@ -434,12 +428,6 @@ func (h *holderIndex) each(c Claim, f func(Claim)) {
 			f(o)
 		}
 	}
-}
-
-func (h *holderIndex) blocks(c Claim) bool {
-	found := false
-	h.each(c, func(o Claim) { found = found || o.Meeting != c.Meeting })
-	return found
 }
 
 // CalendarQuery selects calendar entries overlapping [From, To), optionally of one resource, one page
@@ -509,12 +497,7 @@ func (p CalendarPage) Next() *CalendarCursor {
 }
 
 // PageSize is the query's page size after defaults.
-func (q CalendarQuery) PageSize() int {
-	if q.Limit == 0 {
-		return DefaultCalendarPage
-	}
-	return q.Limit
-}
+func (q CalendarQuery) PageSize() int { return cmp.Or(q.Limit, DefaultCalendarPage) }
 
 // MaxCalendarWindow bounds a calendar query, so one request cannot read the whole table.
 const MaxCalendarWindow = 366 * 24 * time.Hour

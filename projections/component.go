@@ -208,12 +208,10 @@ func assignSlotsIn(claims []Claim, parts int) assignment {
 	var g ResourceGroups
 	first := make(map[booking.ID]string, len(claims))
 	for _, c := range claims {
-		if o, ok := first[c.Booking]; ok {
-			g.Join(o, c.Resource)
-		} else {
+		if _, ok := first[c.Booking]; !ok {
 			first[c.Booking] = c.Resource
-			g.Join(c.Resource)
 		}
+		g.Join(first[c.Booking], c.Resource)
 	}
 	groups := make([][]Claim, parts)
 	for _, c := range claims {

@@ -193,9 +193,7 @@ func BuildHistory(in HistoryInput) History {
 			version = pairs[n-1].rec.Version
 		}
 		h.State = BookingRow(BookingInput{Events: events, StreamVersion: version})
-		if h.State.Booking == "" {
-			h.State.Booking = in.Booking
-		}
+		h.State.Booking = cmp.Or(h.State.Booking, in.Booking)
 	}
 
 	versionOf := map[eventlog.EventID]uint64{}
@@ -278,11 +276,7 @@ func BuildHistory(in HistoryInput) History {
 		}
 		reason := it.Reason
 		if !it.Open() {
-			by := it.ClosedBy
-			if it.ResolvedBy != "" {
-				by += " " + it.ResolvedBy
-			}
-			reason += fmt.Sprintf(" [closed %s by %s: %s]", stamp(it.ClosedAt), by, it.Note)
+			reason += fmt.Sprintf(" [closed %s by %s: %s]", stamp(it.ClosedAt), strings.TrimSpace(it.ClosedBy+" "+it.ResolvedBy), it.Note)
 		}
 		other := it.OtherBooking
 		if other == in.Booking {

@@ -204,12 +204,10 @@ func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, rebuild boo
 		bulk = nil
 	}
 	flush := func() error {
-		b := bulk
-		bulk = nil
-		if b == nil || !buffered && !rebuild {
+		if bulk == nil || !buffered && !rebuild {
 			return nil
 		}
-		if err := b.Flush(ctx); err != nil {
+		if err := bulk.Flush(ctx); err != nil {
 			return fmt.Errorf("write the replay of %s: %w", r.proj.Name(), err)
 		}
 		return nil
@@ -255,9 +253,7 @@ func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, rebuild boo
 			return pos, err
 		}
 		pos = events[len(events)-1].Position
-		if onBatch != nil {
-			onBatch(len(events))
-		}
+		onBatch(len(events))
 		if !full {
 			return pos, flush()
 		}

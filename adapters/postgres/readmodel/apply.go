@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -49,7 +48,7 @@ func (a *applier) load(ctx context.Context, ids []booking.ID) error {
 	}
 	recs := make([][]eventlog.RecordedEvent, len(missing))
 	errs := make([]error, len(missing))
-	sem := make(chan struct{}, a.m.readConc)
+	sem := make(chan struct{}, readConcurrency)
 	var wg sync.WaitGroup
 	for i, id := range missing {
 		wg.Go(func() {
@@ -213,18 +212,18 @@ func (a *applier) applyPaymentStreams(stored []projections.PaymentStream, payTou
 		return nil
 	}
 	for _, table := range []string{"payment_streams", "payment_stream_refs"} {
-		a.tx.exec(write{"replace payment streams", `DELETE FROM ` + table + ` WHERE stream = ANY($1)`, []any{changed}}, nil)
+		a.tx.exec("replace payment streams", `DELETE FROM `+table+` WHERE stream = ANY($1)`, changed)
 	}
 	var refs, refStreams []string
 	for _, p := range rows {
-		a.tx.exec(write{"insert payment stream " + string(p.stream), insertPaymentStreamSQL, paymentValues(p)}, nil)
+		a.tx.exec("insert payment stream "+string(p.stream), insertPaymentStreamSQL, paymentValues(p)...)
 		for _, r := range p.state.PaymentRefs {
 			refs, refStreams = append(refs, r), append(refStreams, string(p.stream))
 		}
 	}
 	if len(refs) > 0 {
-		a.tx.exec(write{"insert payment stream refs", `INSERT INTO payment_stream_refs (ref, stream) SELECT * FROM unnest($1::text[], $2::text[])`,
-			[]any{refs, refStreams}}, nil)
+		a.tx.exec("insert payment stream refs", `INSERT INTO payment_stream_refs (ref, stream) SELECT * FROM unnest($1::text[], $2::text[])`,
+			refs, refStreams)
 	}
 	return affected.items
 }
@@ -364,9 +363,10 @@ func (a *applier) write(ids []booking.ID, ch projections.Changes) {
 		}
 		status, holder = append(status, string(b.Status)), append(holder, b.Holder)
 	}
-	a.tx.exec(write{"drop old claims", `DELETE FROM calendar_slots WHERE booking = ANY($1)`, []any{idStrings(ids)}}, nil)
+	idS := idStrings(ids) // the bookings of ch.Rows
+	a.tx.exec("drop old claims", `DELETE FROM calendar_slots WHERE booking = ANY($1)`, idS)
 	if len(release) > 0 {
-		a.tx.exec(write{"release slots", `UPDATE calendar_slots SET holder = false WHERE booking = ANY($1) AND holder`, []any{release}}, nil)
+		a.tx.exec("release slots", `UPDATE calendar_slots SET holder = false WHERE booking = ANY($1) AND holder`, release)
 	}
 	if n := len(ch.Claims); n > 0 {
 		bookings, resources, meetings := make([]string, n), make([]string, n), make([]string, n)
@@ -376,32 +376,20 @@ func (a *applier) write(ids []booking.ID, ch projections.Changes) {
 			bookings[i], resources[i], meetings[i] = string(c.Booking), c.Resource, c.Meeting
 			starts[i], ends[i], priorities[i], holders[i] = micro(c.Start), micro(c.End), c.Priority, ch.Holders[c.Booking]
 		}
-		a.tx.exec(write{"number resources", numberResourcesSQL, []any{resources}}, nil)
-		a.tx.exec(write{fmt.Sprintf("insert %d claims", n), insertClaimsSQL, []any{bookings, resources, meetings, starts, ends, priorities, holders}},
-			func(ct pgconn.CommandTag) error {
-				if ct.RowsAffected() != int64(n) {
-					return fmt.Errorf("%d claims inserted (a claim's resource has no number)", ct.RowsAffected())
-				}
-				return nil
-			})
+		a.tx.exec("number resources", numberResourcesSQL, resources)
+		a.tx.exec(fmt.Sprintf("insert %d claims", n), insertClaimsSQL, bookings, resources, meetings, starts, ends, priorities, holders)
 	}
 	if len(take) > 0 {
-		a.tx.exec(write{"take slots", `UPDATE calendar_slots SET holder = true WHERE booking = ANY($1)`, []any{take}}, nil)
+		a.tx.exec("take slots", `UPDATE calendar_slots SET holder = true WHERE booking = ANY($1)`, take)
 	}
 	if len(status) > 0 {
-		a.tx.exec(write{"update statuses of overlapping bookings", `UPDATE calendar_bookings b SET status = u.status, holder = u.holder, projected_at = now()
+		a.tx.exec("update statuses of overlapping bookings", `UPDATE calendar_bookings b SET status = u.status, holder = u.holder, projected_at = now()
 FROM unnest($1::text[], $2::text[], $3::boolean[]) AS u(booking, status, holder)
-WHERE b.booking = u.booking`, []any{restatus, status, holder}}, nil)
+WHERE b.booking = u.booking`, restatus, status, holder)
 	}
 	// A row is replaced in the rebuild's encoding: deleted, then inserted.
-	if len(ch.Rows) > 0 {
-		replaced := make([]string, len(ch.Rows))
-		for i, b := range ch.Rows {
-			replaced[i] = string(b.Booking)
-		}
-		for _, table := range []string{"calendar_bookings", "calendar_booking_refs"} {
-			a.tx.exec(write{"replace calendar rows", `DELETE FROM ` + table + ` WHERE booking = ANY($1)`, []any{replaced}}, nil)
-		}
+	for _, table := range []string{"calendar_bookings", "calendar_booking_refs"} {
+		a.tx.exec("replace calendar rows", `DELETE FROM `+table+` WHERE booking = ANY($1)`, idS)
 	}
 	var refs, refBookings []string
 	for _, b := range ch.Rows {
@@ -410,18 +398,16 @@ WHERE b.booking = u.booking`, []any{restatus, status, holder}}, nil)
 			a.tx.fail(err)
 			return
 		}
-		a.tx.exec(write{"insert calendar row " + string(b.Booking), insertBookingSQL, row}, nil)
+		a.tx.exec("insert calendar row "+string(b.Booking), insertBookingSQL, row...)
 		for _, r := range b.PaymentRefs {
 			refs, refBookings = append(refs, r), append(refBookings, string(b.Booking))
 		}
 	}
 	if len(refs) > 0 {
-		a.tx.exec(write{"insert booking payment refs", `INSERT INTO calendar_booking_refs (ref, booking) SELECT * FROM unnest($1::text[], $2::text[])`,
-			[]any{refs, refBookings}}, nil)
+		a.tx.exec("insert booking payment refs", `INSERT INTO calendar_booking_refs (ref, booking) SELECT * FROM unnest($1::text[], $2::text[])`,
+			refs, refBookings)
 	}
-	for _, w := range itemWrites(ch.Items) {
-		a.tx.exec(w, nil)
-	}
+	a.tx.itemWrites(ch.Items)
 }
 
 // numberResourcesSQL numbers the resources of $1 that have none. Only those are inserted: a conflict
@@ -430,12 +416,13 @@ const numberResourcesSQL = `INSERT INTO calendar_resources (resource)
 SELECT DISTINCT r FROM unnest($1::text[]) AS r WHERE NOT EXISTS (SELECT 1 FROM calendar_resources c WHERE c.resource = r)
 ON CONFLICT (resource) DO NOTHING`
 
-// insertClaimsSQL writes claims on their resources' numbers (numberResourcesSQL gave every one a number).
+// insertClaimsSQL writes claims on their resources' numbers (numberResourcesSQL gave every one a number;
+// a claim without one fails on resource_id's NOT NULL).
 const insertClaimsSQL = `INSERT INTO calendar_slots (booking, resource_id, resource, meeting, during, priority_at, holder)
-SELECT u.booking, r.id, u.resource, u.meeting, tstzrange(u.s, u.e), u.priority_at, u.holder
+SELECT u.booking, (SELECT r.id FROM calendar_resources r WHERE r.resource = u.resource), u.resource, u.meeting,
+    tstzrange(u.s, u.e), u.priority_at, u.holder
 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::boolean[])
-    AS u(booking, resource, meeting, s, e, priority_at, holder)
-JOIN calendar_resources r ON r.resource = u.resource`
+    AS u(booking, resource, meeting, s, e, priority_at, holder)`
 
 var insertBookingSQL = insertSQL("calendar_bookings", copyBookingColumns)
 
@@ -484,12 +471,6 @@ func idStrings(ids []booking.ID) []string {
 	return out
 }
 
-// write is one statement of a batch's writes; what names it in errors.
-type write struct {
-	what, sql string
-	args      []any
-}
-
 // batchTx is a batch's transaction whose statements wait: writes and reads are queued and sent
 // together, in one round trip, when a result is needed. A transaction takes its xid at its first
 // write, and by ADR 0002's rule every event committed after that stays unreadable in the log until
@@ -499,22 +480,18 @@ type batchTx struct {
 	tx     pgx.Tx
 	batch  pgx.Batch // each statement with the callback that reads its result
 	writes bool      // a write is queued
-	// lead queues the statement that goes ahead of the first writes sent (the checkpoint's
-	// compare-and-set: a runner that finds it moved runs none of them).
-	lead func(*pgx.Batch) (func(pgx.BatchResults) error, error)
+	// lead goes ahead of the first writes sent: the checkpoint's compare-and-set, so that a runner
+	// that finds it moved runs none of them.
+	lead []*pgx.QueuedQuery
 	err  error // a statement that failed or could not be queued
 }
 
-// exec queues w; check, when set, judges its outcome.
-func (b *batchTx) exec(w write, check func(pgconn.CommandTag) error) {
+// exec queues a write; what names it in errors.
+func (b *batchTx) exec(what, sql string, args ...any) {
 	b.writes = true
-	b.batch.Queue(w.sql, w.args...).Fn = func(br pgx.BatchResults) error {
-		ct, err := br.Exec()
-		if err == nil && check != nil {
-			err = check(ct)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", w.what, err)
+	b.batch.Queue(sql, args...).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		return nil
 	}
@@ -547,13 +524,7 @@ func (b *batchTx) send(ctx context.Context, last bool) error {
 		return b.err
 	}
 	if b.lead != nil && (b.writes || last) {
-		var lead pgx.Batch
-		read, err := b.lead(&lead)
-		if err != nil {
-			return err
-		}
-		lead.QueuedQueries[0].Fn = read
-		b.batch.QueuedQueries = append(lead.QueuedQueries, b.batch.QueuedQueries...)
+		b.batch.QueuedQueries = append(b.lead, b.batch.QueuedQueries...)
 		b.lead = nil
 	}
 	if b.batch.Len() == 0 {

@@ -9,7 +9,19 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/projections"
 )
+
+// Rebuild empties the calendar read model and replays the whole log as `bookingledger rebuild` does,
+// calling progress after every batch (it may be nil).
+func (m *ReadModel) Rebuild(ctx context.Context, progress func(projections.Progress)) error {
+	return m.Runner(projections.RunnerOptions{BatchSize: RebuildBatchSize}).Rebuild(ctx, progress)
+}
+
+// Bookings returns every calendar row, ordered by booking id: tests compare read models with it.
+func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error) {
+	return queryRows(ctx, m.pool, scanBooking, `SELECT `+bookingColumns+` FROM calendar_bookings ORDER BY booking`)
+}
 
 // SetFailAfterApply makes every Apply fail after all its writes, before the commit.
 func SetFailAfterApply(m *ReadModel, f func() error) {

@@ -29,14 +29,13 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
     OR (kind = 'conflict' AND other_booking = ANY($1) AND other_booking <> '')
     OR (kind = 'late_event' AND booking = ANY($2)))`
 
-// itemWrites are the statements of ch. An item an operator closed meanwhile is left as it is. The
+// itemWrites queues the statements of ch. An item an operator closed meanwhile is left as it is. The
 // updates name the ids twice: "= ANY" gives a generic plan the primary key to look them up by. Their
 // test for an open item is written "IS TRUE" so that no plan can walk the partial index of open items
 // instead (planned on an empty table, one did).
-func itemWrites(ch projections.ItemChanges) []write {
-	var out []write
+func (b *batchTx) itemWrites(ch projections.ItemChanges) {
 	if len(ch.Open) > 0 {
-		out = append(out, insertItems(ch.Open))
+		b.exec(fmt.Sprintf("open %d reconciliation items", len(ch.Open)), insertItemsSQL, itemArgs(ch.Open)...)
 	}
 	for _, u := range []struct {
 		texts []projections.ItemText
@@ -55,34 +54,29 @@ FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.
 		for i, t := range u.texts {
 			ids[i], texts[i] = t.ID, t.Text
 		}
-		out = append(out, write{u.what, u.sql, []any{ids, texts}})
+		b.exec(u.what, u.sql, ids, texts)
 	}
-	return out
 }
 
-// insertItems opens items (at least one).
-func insertItems(items []projections.DesiredItem) write {
+// insertItemsSQL opens the items of itemArgs; a zero event id or receipt id is none.
+const insertItemsSQL = `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
+SELECT k, s, b, o, nullif(e, '00000000-0000-0000-0000-000000000000'), nullif(r, 0), reason
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::bigint[], $7::text[]) AS u(k, s, b, o, e, r, reason)
+ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`
+
+// itemArgs are insertItemsSQL's arguments for items, sorted by kind and subject as the rebuild opens them.
+func itemArgs(items []projections.DesiredItem) []any {
 	slices.SortFunc(items, func(a, b projections.DesiredItem) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Subject, b.Subject))
 	})
 	n := len(items)
 	kinds, subjects, bs, others, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	events := make([]*[16]byte, n)
-	receipts := make([]*int64, n)
+	events, receipts := make([][16]byte, n), make([]int64, n)
 	for i, d := range items {
 		kinds[i], subjects[i], bs[i], others[i], reasons[i] = string(d.Kind), d.Subject, string(d.Booking), string(d.OtherBooking), d.Reason
-		if !d.EventID.IsZero() {
-			id := [16]byte(d.EventID)
-			events[i] = &id
-		}
-		if d.ReceiptID != 0 {
-			r := d.ReceiptID
-			receipts[i] = &r
-		}
+		events[i], receipts[i] = [16]byte(d.EventID), d.ReceiptID
 	}
-	return write{fmt.Sprintf("open %d reconciliation items", n), `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::bigint[], $7::text[])
-ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`, []any{kinds, subjects, bs, others, events, receipts, reasons}}
+	return []any{kinds, subjects, bs, others, events, receipts, reasons}
 }
 
 // unitemizedQuarantineSQL selects the quarantined receipts that never had an item.
@@ -95,22 +89,17 @@ FROM receipts r WHERE r.outcome = 'quarantined'
 // quarantined receipt that has no item yet counts as the open item it will get.
 func (m *ReadModel) OpenItemCounts(ctx context.Context) (map[projections.ItemKind]int64, error) {
 	out := map[projections.ItemKind]int64{projections.ItemConflict: 0, projections.ItemQuarantined: 0, projections.ItemLateEvent: 0, projections.ItemStep: 0}
-	rows, err := m.pool.Query(ctx, `SELECT kind, count(*) FROM reconciliation_items WHERE closed_at IS NULL GROUP BY kind
+	counts, err := queryRows(ctx, m.pool, pgx.RowToStructByPos[struct {
+		Kind projections.ItemKind
+		N    int64
+	}], `SELECT kind, count(*) FROM reconciliation_items WHERE closed_at IS NULL GROUP BY kind
 UNION ALL
 SELECT 'quarantined', count(*)`+unitemizedQuarantineSQL)
 	if err != nil {
 		return nil, fmt.Errorf("count open reconciliation items: %w", err)
 	}
-	var (
-		kind string
-		n    int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&kind, &n}, func() error {
-		out[projections.ItemKind(kind)] += n
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count open reconciliation items: %w", err)
+	for _, c := range counts {
+		out[c.Kind] += c.N
 	}
 	return out, nil
 }
@@ -137,9 +126,8 @@ func syncQuarantine(ctx context.Context, q querier) error {
 	if len(items) == 0 {
 		return nil
 	}
-	w := insertItems(items)
-	if _, err := q.Exec(ctx, w.sql, w.args...); err != nil {
-		return fmt.Errorf("%s: %w", w.what, err)
+	if _, err := q.Exec(ctx, insertItemsSQL, itemArgs(items)...); err != nil {
+		return fmt.Errorf("open %d reconciliation items: %w", len(items), err)
 	}
 	return nil
 }

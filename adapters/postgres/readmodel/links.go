@@ -19,10 +19,10 @@ import (
 
 // decodeLink decodes an event of the link stream.
 func (m *ReadModel) decodeLink(rec eventlog.RecordedEvent) (resource.Event, error) {
-	if m.links == nil {
+	if m.opts.Links == nil {
 		return resource.Event{}, fmt.Errorf("decode %s@%d: the calendar has no link codec (readmodel.Options.Links)", rec.StreamID, rec.Version)
 	}
-	e, err := m.links.DecodeResource(rec)
+	e, err := m.opts.Links.DecodeResource(rec)
 	if err != nil {
 		return resource.Event{}, fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
 	}
@@ -35,18 +35,12 @@ func loadLinks(ctx context.Context, q reader, names []string) (map[string]string
 	if len(names) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT resource, name FROM calendar_resource_links WHERE resource = ANY($1)`, names)
-	var r, n string
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&r, &n}, func() error {
-			out[r] = n
-			return nil
-		})
-	}
+	links, err := queryRows(ctx, q, pgx.RowTo[map[string]string],
+		`SELECT coalesce(jsonb_object_agg(resource, name), '{}') FROM calendar_resource_links WHERE resource = ANY($1)`, names)
 	if err != nil {
 		return nil, fmt.Errorf("resource links: %w", err)
 	}
-	return out, nil
+	return links[0], nil
 }
 
 // applyLinks folds link events (in log order) into calendar_resource_links and returns the bookings whose
@@ -68,7 +62,7 @@ func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booki
 		st.Evolve(e)
 	}
 	after := st.Links()
-	var changed, oldCanonical, delRes, upRes, upName []string
+	var changed, oldCanonical, linked, names []string
 	for _, r := range touched.items {
 		o, hadOld := before[r]
 		n, hasNew := after[r]
@@ -80,20 +74,15 @@ func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booki
 		}
 		changed, oldCanonical = append(changed, r), append(oldCanonical, o)
 		if hasNew {
-			upRes, upName = append(upRes, r), append(upName, n)
-		} else {
-			delRes = append(delRes, r)
+			linked, names = append(linked, r), append(names, n)
 		}
 	}
 	if len(changed) == 0 {
 		return nil, nil
 	}
-	if len(delRes) > 0 {
-		a.tx.exec(write{"unlink resources", `DELETE FROM calendar_resource_links WHERE resource = ANY($1)`, []any{delRes}}, nil)
-	}
-	if len(upRes) > 0 {
-		a.tx.exec(write{"link resources", `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])
-ON CONFLICT (resource) DO UPDATE SET name = excluded.name`, []any{upRes, upName}}, nil)
+	a.tx.exec("unlink resources", `DELETE FROM calendar_resource_links WHERE resource = ANY($1)`, changed)
+	if len(linked) > 0 {
+		a.tx.exec("link resources", `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])`, linked, names)
 	}
 	// The claims of a changed provider resource sit under its old canonical resource; of those, the
 	// bookings that name the provider resource itself are the affected ones.

@@ -31,16 +31,6 @@ func (m *ReadModel) Booking(ctx context.Context, id booking.ID) (projections.Boo
 	return rows[0], nil
 }
 
-// Bookings returns every calendar row, ordered by booking id (tests and exports compare read models
-// with it).
-func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error) {
-	out, err := queryRows(ctx, m.pool, scanBooking, `SELECT `+bookingColumns+` FROM calendar_bookings ORDER BY booking`)
-	if err != nil {
-		return nil, fmt.Errorf("list bookings: %w", err)
-	}
-	return out, nil
-}
-
 // calendarSQL is Calendar's query: $1 from, $2 to, $3 resource (empty for all; a provider resource or
 // the name it is linked to), $4 the row limit, and
 // the cursor ($5 start, $6 resource, $7 booking) the page begins strictly after (keyset pagination: a
@@ -176,7 +166,7 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 			return projections.History{}, fmt.Errorf("history of %s: decode v%d: %w", id, rec.Version, err)
 		}
 	}
-	stored, err := m.receipts.ReceiptsForBooking(ctx, string(id))
+	stored, err := m.opts.Receipts.ReceiptsForBooking(ctx, string(id))
 	if err != nil {
 		return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
 	}
@@ -196,16 +186,16 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 		return projections.History{}, fmt.Errorf("history of %s: %w", id, projections.ErrNotFound)
 	}
 	var texts []projections.KeptText
-	if m.texts != nil {
-		if texts, err = m.texts.FreeTexts(ctx, id); err != nil {
+	if m.opts.Texts != nil {
+		if texts, err = m.opts.Texts.FreeTexts(ctx, id); err != nil {
 			return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
 		}
 	}
 	h := projections.BuildHistory(projections.HistoryInput{
 		Booking: id, Recorded: recs, Events: events, Receipts: receipts, Row: row, Items: items, Texts: texts,
 	})
-	if m.steps != nil {
-		if h.Steps, err = m.steps.StepsForBooking(ctx, id); err != nil {
+	if m.opts.Steps != nil {
+		if h.Steps, err = m.opts.Steps.StepsForBooking(ctx, id); err != nil {
 			return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
 		}
 	}
@@ -251,7 +241,7 @@ func (m *ReadModel) Receipts(ctx context.Context, q projections.ReceiptQuery) ([
 	if q.Limit < 0 || q.Limit > MaxReceiptLimit {
 		return nil, fmt.Errorf("%w: limit must be between 1 and %d", projections.ErrInvalidQuery, MaxReceiptLimit)
 	}
-	stored, err := m.receipts.ListReceipts(ctx, postgres.ReceiptFilter{Outcome: q.Outcome, Provider: q.Provider, Limit: q.Limit})
+	stored, err := m.opts.Receipts.ListReceipts(ctx, postgres.ReceiptFilter{Outcome: q.Outcome, Provider: q.Provider, Limit: q.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +251,7 @@ func (m *ReadModel) Receipts(ctx context.Context, q projections.ReceiptQuery) ([
 // Receipt is one receipt with its body and the other receipts of its delivery; projections.ErrNotFound
 // when there is none with that id.
 func (m *ReadModel) Receipt(ctx context.Context, id int64) (projections.ReceiptDetail, error) {
-	s, related, found, err := m.receipts.ReceiptAndRelated(ctx, id)
+	s, related, found, err := m.opts.Receipts.ReceiptAndRelated(ctx, id)
 	if err != nil {
 		return projections.ReceiptDetail{}, err
 	}

@@ -41,10 +41,6 @@ type Options struct {
 	// Texts, when set, puts the free texts kept apart from the events (cancel reasons) back into the
 	// booking's history.
 	Texts TextSource
-	// CacheEvents bounds the decoded events kept between batches (200000).
-	CacheEvents int
-	// ReadConcurrency bounds the streams read from the store at once (4).
-	ReadConcurrency int
 	// Links decodes the events of the link stream (resource.Stream); serve passes the event codec. A
 	// read model without it fails on the first link event rather than ignore it.
 	Links resource.Codec
@@ -56,15 +52,11 @@ type Options struct {
 // ReadModel is the calendar projection and its queries. Queries are safe for concurrent use; Apply,
 // Load, Reset and CaughtUp are called by one runner at a time.
 type ReadModel struct {
-	pool     *pgxpool.Pool
-	events   eventlog.Store
-	codec    ledger.Codec
-	receipts ReceiptSource
-	steps    StepSource
-	links    resource.Codec
-	texts    TextSource
-	locker   *checkpoint.Locker
-	readConc int
+	pool   *pgxpool.Pool
+	events eventlog.Store
+	codec  ledger.Codec
+	opts   Options
+	locker *checkpoint.Locker
 
 	mu    sync.Mutex // guards the apply state below
 	pos   eventlog.Position
@@ -80,34 +72,28 @@ type ReadModel struct {
 	failAfterApply func() error
 }
 
+// cacheEvents bounds the decoded events kept between batches; readConcurrency the streams read from
+// the store at once.
+const cacheEvents, readConcurrency = 200_000, 4
+
 // New returns the read model on pool (migrated by postgres.Migrate), reading events from events and
 // decoding them with codec.
 func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Options) *ReadModel {
 	if opts.Receipts == nil {
 		opts.Receipts = postgres.NewStore(pool)
 	}
-	if opts.CacheEvents <= 0 {
-		opts.CacheEvents = 200_000
-	}
-	if opts.ReadConcurrency <= 0 {
-		opts.ReadConcurrency = 4
-	}
 	if opts.RebuildChunk <= 0 {
 		opts.RebuildChunk = 20_000
 	}
-	return &ReadModel{
-		pool: pool, events: events, codec: codec, receipts: opts.Receipts, steps: opts.Steps, links: opts.Links, texts: opts.Texts, locker: checkpoint.NewLocker(pool),
-		readConc: opts.ReadConcurrency, cache: newStreamCache(opts.CacheEvents), rebuildChunk: opts.RebuildChunk,
-		resourceIDs: map[string]int32{},
-	}
+	return &ReadModel{pool: pool, events: events, codec: codec, opts: opts, locker: checkpoint.NewLocker(pool),
+		cache: newStreamCache(cacheEvents), rebuildChunk: opts.RebuildChunk, resourceIDs: map[string]int32{}}
 }
 
 // Name implements projections.Projection.
 func (m *ReadModel) Name() string { return ProjectionName }
 
 // Runner returns a runner of the calendar projection over the read model's event store, elected by
-// its advisory lock, loading replays from the start of the log in bulk (Buffer, Flush). `serve` runs
-// it with Run.
+// its advisory lock, loading replays from the start of the log in bulk (Buffer, Flush).
 func (m *ReadModel) Runner(opts projections.RunnerOptions) *projections.Runner {
 	opts.Bulk = m
 	return projections.NewRunner(m.events, m, m.locker, opts)
@@ -116,12 +102,6 @@ func (m *ReadModel) Runner(opts projections.RunnerOptions) *projections.Runner {
 // RebuildBatchSize is the batch a rebuild reads and applies at once: large batches amortise the
 // fixed statements of a transaction.
 const RebuildBatchSize = 5000
-
-// Rebuild empties the calendar read model and replays the whole log, calling progress after every
-// batch (it may be nil). It fails with projections.ErrBusy while another process runs the projection.
-func (m *ReadModel) Rebuild(ctx context.Context, progress func(projections.Progress)) error {
-	return m.Runner(projections.RunnerOptions{BatchSize: RebuildBatchSize}).Rebuild(ctx, progress)
-}
 
 // Load implements projections.Projection.
 func (m *ReadModel) Load(ctx context.Context) (eventlog.Position, error) {
@@ -206,15 +186,18 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		touched.add(id)
 	}
 
+	var lead pgx.Batch
+	advanced, err := checkpoint.QueueAdvance(&lead, ProjectionName, m.pos, last, len(fresh))
+	if err != nil {
+		return err
+	}
+	lead.QueuedQueries[0].Fn = func(br pgx.BatchResults) error { _, err := advanced(br); return err }
 	a := &applier{m: m, streams: map[booking.ID]streamData{}}
 	if err := a.load(ctx, touched.items); err != nil {
 		return err
 	}
-	err := pgx.BeginTxFunc(ctx, m.pool, applyTx, func(tx pgx.Tx) error {
-		a.tx = &batchTx{tx: tx, lead: func(b *pgx.Batch) (func(pgx.BatchResults) error, error) {
-			advanced, err := checkpoint.QueueAdvance(b, ProjectionName, m.pos, last, len(fresh))
-			return func(br pgx.BatchResults) error { _, err := advanced(br); return err }, err
-		}}
+	err = pgx.BeginTxFunc(ctx, m.pool, applyTx, func(tx pgx.Tx) error {
+		a.tx = &batchTx{tx: tx, lead: lead.QueuedQueries}
 		relinked, err := a.applyLinks(ctx, links)
 		if err != nil {
 			return err
@@ -295,25 +278,21 @@ func (m *ReadModel) resourceIDsOf(ctx context.Context, names []string) (map[stri
 		}
 	}
 	if len(missing) > 0 {
-		rows, err := m.pool.Query(ctx, `WITH ins AS (
+		numbered, err := queryRows(ctx, m.pool, pgx.RowToStructByPos[struct {
+			ID   int32
+			Name string
+		}], `WITH ins AS (
     INSERT INTO calendar_resources (resource) SELECT DISTINCT unnest($1::text[]) ON CONFLICT (resource) DO NOTHING
     RETURNING id, resource
 )
 SELECT id, resource FROM ins
 UNION ALL
 SELECT id, resource FROM calendar_resources WHERE resource = ANY($1)`, missing)
-		var (
-			id   int32
-			name string
-		)
-		if err == nil {
-			_, err = pgx.ForEachRow(rows, []any{&id, &name}, func() error {
-				m.resourceIDs[name] = id
-				return nil
-			})
-		}
 		if err != nil {
 			return nil, fmt.Errorf("number resources: %w", err)
+		}
+		for _, r := range numbered {
+			m.resourceIDs[r.Name] = r.ID
 		}
 	}
 	out := make(map[string]int32, len(names))

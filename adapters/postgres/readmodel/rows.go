@@ -87,12 +87,8 @@ func bookingValues(b projections.Booking, row []any) error {
 			return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
 		}
 	}
-	streams := make([]string, len(b.PaymentStreams))
-	for i, s := range b.PaymentStreams {
-		streams[i] = string(s)
-	}
 	copy(row, []any{string(b.Booking), b.Provider, b.Meeting, nonNil(b.Resources), tsRange(b.Start, b.End), string(b.Status),
-		string(b.BookingStatus), b.Holder, string(b.Payment), nonNil(b.PaymentRefs), streams, b.Capacity, b.NoShow,
+		string(b.BookingStatus), b.Holder, string(b.Payment), nonNil(b.PaymentRefs), idStrings(b.PaymentStreams), b.Capacity, b.NoShow,
 		nullTime(b.ScheduledAt), nullTime(b.UpdatedAt), int64(b.StreamVersion), b.Events, string(b.RescheduledFrom),
 		string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings)})
 	return nil
@@ -100,33 +96,26 @@ func bookingValues(b projections.Booking, row []any) error {
 
 func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
 	var (
-		b                                  projections.Booking
-		id, status, bstatus, pay, from, to string
-		start, end, scheduled, updated     *time.Time
-		streams                            []string
-		version                            int64
-		findings                           []byte
+		b                              projections.Booking
+		start, end, scheduled, updated *time.Time
+		streams                        []string
+		version                        int64
+		fs                             []findingJSON
 	)
-	if err := row.Scan(&id, &b.Provider, &b.Meeting, &b.Resources, &b.Canonical, &start, &end, &status, &bstatus, &b.Holder, &pay,
-		&b.PaymentRefs, &streams, &b.Capacity, &b.NoShow, &scheduled, &updated, &version, &b.Events, &from, &to,
-		&b.CancelReason, &b.CanceledBy, &b.CancelImplied, &findings); err != nil {
+	if err := row.Scan(&b.Booking, &b.Provider, &b.Meeting, &b.Resources, &b.Canonical, &start, &end, &b.Status, &b.BookingStatus,
+		&b.Holder, &b.Payment, &b.PaymentRefs, &streams, &b.Capacity, &b.NoShow, &scheduled, &updated, &version, &b.Events,
+		&b.RescheduledFrom, &b.RescheduledTo, &b.CancelReason, &b.CanceledBy, &b.CancelImplied, &fs); err != nil {
 		return projections.Booking{}, err
 	}
-	b.Booking, b.Status, b.BookingStatus, b.Payment = booking.ID(id), projections.Status(status), booking.Status(bstatus), booking.PaymentStatus(pay)
 	b.Start, b.End, b.ScheduledAt, b.UpdatedAt = timeOf(start), timeOf(end), timeOf(scheduled), timeOf(updated)
 	b.StreamVersion = uint64(version)
-	b.RescheduledFrom, b.RescheduledTo = booking.ID(from), booking.ID(to)
 	for _, s := range streams {
 		b.PaymentStreams = append(b.PaymentStreams, booking.ID(s))
-	}
-	var fs []findingJSON
-	if err := json.Unmarshal(findings, &fs); err != nil {
-		return projections.Booking{}, fmt.Errorf("decode findings of %s: %w", id, err)
 	}
 	for _, f := range fs {
 		eid, err := eventlog.ParseEventID(f.Event)
 		if err != nil {
-			return projections.Booking{}, fmt.Errorf("findings of %s: %w", id, err)
+			return projections.Booking{}, fmt.Errorf("findings of %s: %w", b.Booking, err)
 		}
 		b.Findings = append(b.Findings, booking.Finding{Event: eid, Type: booking.EventType(f.Type), OccurredAt: f.OccurredAt.UTC(),
 			Code: booking.FindingCode(f.Code), Reason: f.Reason})
