@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,13 +39,13 @@ func TestLoaderStopsAtTheFirstFailure(t *testing.T) {
 	m := &ReadModel{pool: testPool(t)}
 	injected := errors.New("injected load failure")
 	var ran atomic.Int32
-	ok := func(ctx context.Context, c copier) error { ran.Add(1); return nil }
+	ok := func(ctx context.Context, c pgx.Tx) error { ran.Add(1); return nil }
 	l := m.startLoad(context.Background())
-	l.add(func(ctx context.Context, c copier) error {
+	l.add(func(ctx context.Context, c pgx.Tx) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	l.add(func(ctx context.Context, c copier) error { return injected })
+	l.add(func(ctx context.Context, c pgx.Tx) error { return injected })
 	done := make(chan error, 1)
 	go func() {
 		for range 20 {
@@ -67,7 +68,7 @@ func TestLoaderAbortCancelsRunningJobs(t *testing.T) {
 	started := make(chan struct{})
 	var sawCancel atomic.Bool
 	l := m.startLoad(context.Background())
-	l.add(func(ctx context.Context, c copier) error {
+	l.add(func(ctx context.Context, c pgx.Tx) error {
 		close(started)
 		<-ctx.Done()
 		sawCancel.Store(errors.Is(context.Cause(ctx), errLoadAborted))

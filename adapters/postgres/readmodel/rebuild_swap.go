@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,18 +14,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A rebuild's write is PostgreSQL's work (COPY, and above all the exclusion constraint's check of
-// every claim), which one connection does on one core while the rebuild's own process waits. So the
-// write loads staging tables instead — copies of the read-model tables made with CREATE TABLE … (LIKE …
-// INCLUDING ALL), which keeps the exclusion constraint — from rebuildLoadConns connections at once,
-// each committing on its own (the chunks of a rebuild never share a connected set of claims, so two
-// loads never check against each other's rows). Then one transaction moves the checkpoint, drops the
-// (empty) read-model tables, renames the staging tables, their indexes and constraints to the names
-// the migration gave the originals, and syncs the reconciliation items. Readers see the old tables
-// until that commit and the new ones after it. A crash before it leaves the checkpoint at the start
-// and staging tables nobody reads; the next rebuild drops them. Each rebuild names its staging tables
-// with a random suffix, so a runner that lost its lock cannot swap in another runner's tables, and its
-// commit fails on the checkpoint anyway.
+// A rebuild's write is PostgreSQL's work (COPY, and above all keeping indexes up to date), which one
+// connection does on one core while the rebuild's own process waits. So the write loads staging
+// tables instead — copies of the read-model tables made with CREATE TABLE … (LIKE … INCLUDING ALL
+// EXCLUDING INDEXES) — from rebuildLoadConns connections at once, each committing on its own, and
+// then builds their indexes and constraints once each (indexStaging; the exclusion constraint checks
+// every claim there). Then one transaction moves the checkpoint, drops the (empty) read-model tables,
+// renames the staging tables and their indexes to the names the migration gave the originals, and
+// syncs the reconciliation items. Readers see the old tables until that commit and the new ones after
+// it. A crash before it leaves the checkpoint at the start and staging tables nobody reads; the next
+// rebuild drops them. Each rebuild names its staging tables with a random suffix, so a runner that
+// lost its lock cannot swap in another runner's tables, and its commit fails on the checkpoint anyway.
 //
 // Anything the swap would not carry over (grants, views, triggers, foreign keys, policies,
 // publications, inheritance, another owner) makes the final transaction copy the staging tables into
@@ -68,28 +68,20 @@ WHERE c.oid = ANY(ARRAY(SELECT t::regclass FROM unnest($1::text[]) AS t)) AND (
         OR (d.classid = 'pg_constraint'::regclass AND EXISTS (
                SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid AND k.conrelid = c.oid AND k.contype IN ('p', 'x', 'c'))))))`
 
-// namedPartsSQL lists a table's indexes and check constraints by shape (their definition without
-// names), to pair the staging table's parts with the original's.
-const namedPartsSQL = `SELECT 'index', i.relname,
-    format('%s %s %s %s', x.indisunique, x.indisprimary, x.indisexclusion, substring(pg_get_indexdef(x.indexrelid) FROM ' USING .*$'))
-FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = $1::regclass
-UNION ALL
-SELECT 'check', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k WHERE k.conrelid = $1::regclass AND k.contype = 'c'`
-
 // staging is one rebuild's set of staging and work tables.
 type staging struct {
 	suffix string
-	// swappable says the staging tables can replace the originals; renames are then the statements
-	// that give their parts the originals' names, after the originals are dropped and the staging
-	// tables renamed.
+	// swappable says the staging tables can replace the originals; renames are the statements that
+	// give their indexes the originals' names, after the originals are dropped and the staging tables
+	// renamed.
 	swappable bool
 	renames   []string
 }
 
 func (s *staging) table(name string) string { return name + s.suffix }
 
-// createStaging drops staging tables left by earlier rebuilds, creates this one's, and pairs their
-// parts with the originals' when the originals can be swapped.
+// createStaging drops staging tables left by earlier rebuilds and creates this one's, without
+// indexes: they are built once the tables are loaded (indexStaging).
 func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 	blockers, err := collectStrings(ctx, m.pool, swapBlockersSQL, rebuildTables)
 	if err != nil {
@@ -105,7 +97,7 @@ func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 	s := &staging{suffix: "_rebuild_" + hex.EncodeToString(b[:]), swappable: len(blockers) == 0}
 	var create strings.Builder
 	for _, t := range rebuildTables {
-		fmt.Fprintf(&create, "CREATE TABLE %s (LIKE %s INCLUDING ALL);\n", s.table(t), t)
+		fmt.Fprintf(&create, "CREATE TABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES);\n", s.table(t), t)
 	}
 	for t, columns := range workTables {
 		fmt.Fprintf(&create, "CREATE UNLOGGED TABLE %s (%s);\n", s.table(t), columns)
@@ -113,67 +105,48 @@ func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 	if _, err := m.pool.Exec(ctx, create.String()); err != nil {
 		return nil, fmt.Errorf("create staging tables: %w", err)
 	}
-	for _, t := range rebuildTables {
-		if !s.swappable {
-			break
-		}
-		renames, ok, err := pairParts(ctx, m.pool, t, s.table(t))
-		if err != nil {
-			m.dropStagingQuietly(s)
-			return nil, err
-		}
-		s.renames, s.swappable = append(s.renames, renames...), ok
-	}
 	return s, nil
 }
 
-// pairParts returns the renames that give staged's indexes and check constraints the names of
-// original's; ok is false when the two do not pair one to one.
-func pairParts(ctx context.Context, q querier, original, staged string) (renames []string, ok bool, err error) {
-	parts := func(table string) (map[string]string, bool, error) {
-		rows, err := q.Query(ctx, namedPartsSQL, table)
-		if err != nil {
-			return nil, false, fmt.Errorf("parts of %s: %w", table, err)
-		}
-		defer rows.Close()
-		out := map[string]string{}
-		for rows.Next() {
-			var kind, name, shape string
-			if err := rows.Scan(&kind, &name, &shape); err != nil {
-				return nil, false, fmt.Errorf("parts of %s: %w", table, err)
+// indexDefsSQL makes, for each index of table $1, the statement that builds it on the staging table
+// $2 (as a constraint when it backs one) under a name of its own, and the one that gives it the
+// original's name once the original is dropped. Renaming an index renames its constraint.
+const indexDefsSQL = `SELECT CASE WHEN k.oid IS NULL
+        THEN format('CREATE %sINDEX %I ON %I%s', CASE WHEN x.indisunique THEN 'UNIQUE ' END, n, $2::text, substring(pg_get_indexdef(x.indexrelid) FROM ' USING .*$'))
+        ELSE format('ALTER TABLE %I ADD CONSTRAINT %I %s', $2::text, n, pg_get_constraintdef(k.oid)) END,
+    format('ALTER INDEX %I RENAME TO %I', n, i.relname)
+FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+LEFT JOIN pg_constraint k ON k.conindid = x.indexrelid AND k.conrelid = x.indrelid AND k.contype IN ('p', 'u', 'x')
+CROSS JOIN LATERAL (SELECT $2::text || '_' || x.indexrelid) AS name(n)
+WHERE x.indrelid = $1::regclass`
+
+// indexStaging builds the loaded staging tables' indexes and constraints: one bulk build each costs
+// a fraction of keeping them up to date row by row while the chunks load (the B-trees above all).
+func (m *ReadModel) indexStaging(ctx context.Context, s *staging) error {
+	ld := m.startLoad(ctx)
+	renames := make([][]string, len(rebuildTables))
+	for i, t := range rebuildTables {
+		ld.add(func(ctx context.Context, tx pgx.Tx) error {
+			parts, err := queryRows(ctx, tx, pgx.RowToStructByPos[struct{ Build, Rename string }], indexDefsSQL, t, s.table(t))
+			build := []string{"SET LOCAL maintenance_work_mem = '256MB'"}
+			for _, p := range parts {
+				build, renames[i] = append(build, p.Build), append(renames[i], p.Rename)
 			}
-			key := kind + " " + shape
-			if _, dup := out[key]; dup {
-				return nil, false, rows.Err()
+			if err == nil {
+				_, err = tx.Exec(ctx, strings.Join(build, ";\n"))
 			}
-			out[key] = name
-		}
-		return out, true, rows.Err()
+			var pgErr interface{ SQLState() string }
+			if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" {
+				return fmt.Errorf("index %s: the slot-holder rule produced overlapping holders (a bug): %w", t, err)
+			} else if err != nil {
+				return fmt.Errorf("index %s: %w", t, err)
+			}
+			return nil
+		})
 	}
-	want, ok, err := parts(original)
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	have, ok, err := parts(staged)
-	if err != nil || !ok || len(have) != len(want) {
-		return nil, false, err
-	}
-	for key, to := range want {
-		from, found := have[key]
-		if !found {
-			return nil, false, nil
-		}
-		if from == to {
-			continue
-		}
-		if strings.HasPrefix(key, "index ") {
-			renames = append(renames, fmt.Sprintf("ALTER INDEX %s RENAME TO %s", pgx.Identifier{from}.Sanitize(), pgx.Identifier{to}.Sanitize()))
-		} else {
-			renames = append(renames, fmt.Sprintf("ALTER TABLE %s RENAME CONSTRAINT %s TO %s",
-				pgx.Identifier{original}.Sanitize(), pgx.Identifier{from}.Sanitize(), pgx.Identifier{to}.Sanitize()))
-		}
-	}
-	return renames, true, nil
+	err := ld.wait()
+	s.renames = slices.Concat(renames...)
+	return err
 }
 
 // dropStaging drops the staging tables whose suffix is suffix, or all of them when suffix is empty.
@@ -208,7 +181,7 @@ func (m *ReadModel) dropStagingQuietly(s *staging) {
 }
 
 // loadJob copies one part of the rebuilt read model into the staging tables.
-type loadJob func(ctx context.Context, c copier) error
+type loadJob func(ctx context.Context, tx pgx.Tx) error
 
 // loader runs load jobs on rebuildLoadConns connections as they are added, each job in its own
 // transaction, so that the first parts load while the rest are computed.

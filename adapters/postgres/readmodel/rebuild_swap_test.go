@@ -66,9 +66,12 @@ func TestRebuildSwapsInStagedTables(t *testing.T) {
 	bookings, slots := e.count(t, "calendar_bookings"), e.count(t, "calendar_slots")
 	require.Positive(t, slots)
 
-	// Left by a write that crashed after loading.
+	// Left by a write that crashed after loading, and by one killed while it built the indexes.
 	_, err := e.pool.Exec(ctx, `CREATE TABLE calendar_slots_rebuild_00000000000000aa (LIKE calendar_slots INCLUDING ALL);
-INSERT INTO calendar_slots_rebuild_00000000000000aa SELECT * FROM calendar_slots`)
+INSERT INTO calendar_slots_rebuild_00000000000000aa SELECT * FROM calendar_slots;
+CREATE TABLE calendar_bookings_rebuild_00000000000000cc (LIKE calendar_bookings INCLUDING ALL EXCLUDING INDEXES);
+INSERT INTO calendar_bookings_rebuild_00000000000000cc SELECT * FROM calendar_bookings;
+ALTER TABLE calendar_bookings_rebuild_00000000000000cc ADD PRIMARY KEY (booking)`)
 	require.NoError(t, err)
 
 	// A write that fails in its final transaction.
