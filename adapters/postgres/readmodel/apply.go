@@ -387,25 +387,21 @@ func (a *applier) write(ids []booking.ID, ch projections.Changes) {
 FROM unnest($1::text[], $2::text[], $3::boolean[]) AS u(booking, status, holder)
 WHERE b.booking = u.booking`, restatus, status, holder)
 	}
-	// A row is replaced in the rebuild's encoding: deleted, then inserted.
-	for _, table := range []string{"calendar_bookings", "calendar_booking_refs"} {
-		a.tx.exec("replace calendar rows", `DELETE FROM `+table+` WHERE booking = ANY($1)`, idS)
-	}
-	var refs, refBookings []string
-	for _, b := range ch.Rows {
-		row := make([]any, len(copyBookingColumns))
-		if err := bookingValues(b, row); err != nil {
+	// The rows go in the rebuild's encoding, all in one statement, and their payment references from
+	// the same columns.
+	if len(ch.Rows) > 0 {
+		columns, err := bookingArrays(ch.Rows)
+		if err != nil {
 			a.tx.fail(err)
 			return
 		}
-		a.tx.exec("insert calendar row "+string(b.Booking), insertBookingSQL, row...)
-		for _, r := range b.PaymentRefs {
-			refs, refBookings = append(refs, r), append(refBookings, string(b.Booking))
+		a.tx.exec(fmt.Sprintf("write %d calendar rows", len(ch.Rows)), upsertBookingsSQL, columns...)
+		a.tx.exec("replace booking payment refs", `DELETE FROM calendar_booking_refs WHERE booking = ANY($1::text[])`, columns[0])
+		if slices.ContainsFunc(ch.Rows, func(b projections.Booking) bool { return len(b.PaymentRefs) > 0 }) {
+			a.tx.exec("insert booking payment refs", `INSERT INTO calendar_booking_refs (ref, booking)
+SELECT unnest(u.refs::text[]), u.booking FROM unnest($1::text[], $2::text[]) AS u(booking, refs)`,
+				columns[0], columns[slices.Index(copyBookingColumns, "payment_refs")])
 		}
-	}
-	if len(refs) > 0 {
-		a.tx.exec("insert booking payment refs", `INSERT INTO calendar_booking_refs (ref, booking) SELECT * FROM unnest($1::text[], $2::text[])`,
-			refs, refBookings)
 	}
 	a.tx.itemWrites(ch.Items)
 }
@@ -424,18 +420,24 @@ SELECT u.booking, (SELECT r.id FROM calendar_resources r WHERE r.resource = u.re
 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::boolean[])
     AS u(booking, resource, meeting, s, e, priority_at, holder)`
 
-var insertBookingSQL = insertSQL("calendar_bookings", copyBookingColumns)
-
 const insertPaymentStreamSQL = `INSERT INTO payment_streams (stream, refs, payment_status, stream_version, updated_at) VALUES ($1, $2, $3, $4, $5)`
 
-// insertSQL is an INSERT of one row of columns into table.
-func insertSQL(table string, columns []string) string {
-	params := make([]string, len(columns))
-	for i := range columns {
-		params[i] = fmt.Sprintf("$%d", i+1)
+// upsertBookingsSQL writes the rows of bookingArrays' columns (bookingTypes are their types, text
+// for an array's literal), each inserted or replacing its booking's stored row in place: a new
+// booking costs one index probe, where a delete first cost two.
+var upsertBookingsSQL = func() string {
+	params, values := make([]string, len(bookingTypes)), make([]string, len(bookingTypes))
+	for j, t := range bookingTypes {
+		params[j], values[j] = fmt.Sprintf("$%d::%s[]", j+1, strings.TrimSuffix(t, "[]")), copyBookingColumns[j]+"::"+t
 	}
-	return "INSERT INTO " + table + " (" + strings.Join(columns, ", ") + ") VALUES (" + strings.Join(params, ", ") + ")"
-}
+	columns := strings.Join(copyBookingColumns, ", ")
+	return `INSERT INTO calendar_bookings (` + columns + `) SELECT ` + strings.Join(values, ", ") + ` FROM unnest(` + strings.Join(params, ", ") +
+		`) AS u(` + columns + `) ON CONFLICT (booking) DO UPDATE SET (` + strings.Join(copyBookingColumns[1:], ", ") + `, projected_at) = ROW(EXCLUDED.` +
+		strings.Join(copyBookingColumns[1:], ", EXCLUDED.") + `, now())`
+}()
+
+var bookingTypes = []string{"text", "text", "text", "text[]", "tstzrange", "text", "text", "boolean", "text", "text[]", "text[]", "integer",
+	"boolean", "timestamptz", "timestamptz", "bigint", "integer", "text", "text", "text", "text", "boolean", "jsonb"}
 
 // connectedClaimsSQL returns every claim of a booking other than those of $4 connected by a chain of
 // overlaps on a resource to a seed: the slots $1–$3 (by resource name) and the stored claims of $4.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,7 +75,8 @@ const bookingColumns = `booking, provider, meeting, resources,
     holder, payment_status, payment_refs, payment_streams, capacity, no_show, scheduled_at, updated_at, stream_version,
     event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings`
 
-// bookingValues fills row with b's values for copyBookingColumns, as COPY and INSERT take them.
+// bookingValues fills row with b's values for copyBookingColumns, as COPY takes them and, a column at
+// a time, unnest (bookingArrays).
 func bookingValues(b projections.Booking, row []any) error {
 	findings := []byte("[]") // what Marshal makes of no findings, without its cost for every row
 	if len(b.Findings) > 0 {
@@ -93,6 +95,34 @@ func bookingValues(b projections.Booking, row []any) error {
 		string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings)})
 	return nil
 }
+
+// bookingArrays is rows as one array per column of copyBookingColumns. unnest cannot return arrays
+// of different lengths, so a text[] column's values go as their literals: each element quoted, its
+// quotes and backslashes escaped.
+func bookingArrays(rows []projections.Booking) ([]any, error) {
+	columns, row := make([]any, len(copyBookingColumns)), make([]any, len(copyBookingColumns))
+	for i, b := range rows {
+		if err := bookingValues(b, row); err != nil {
+			return nil, err
+		}
+		for j, v := range row {
+			if i == 0 {
+				columns[j] = make([]any, len(rows))
+			}
+			if a, ok := v.([]string); ok {
+				quoted := make([]string, len(a))
+				for k, e := range a {
+					quoted[k] = `"` + arrayElement.Replace(e) + `"`
+				}
+				v = "{" + strings.Join(quoted, ",") + "}"
+			}
+			columns[j].([]any)[i] = v
+		}
+	}
+	return columns, nil
+}
+
+var arrayElement = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
 	var (
