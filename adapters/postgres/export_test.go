@@ -42,3 +42,6 @@ func QueuedCommits(s *Store) int {
 	defer s.commits.mu.Unlock()
 	return len(s.commits.queue)
 }
+
+// CountQuarantinedSQL is the quarantine gauge's statement, for the plan check.
+const CountQuarantinedSQL = countQuarantinedSQL

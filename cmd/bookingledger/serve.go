@@ -378,9 +378,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(newProjectionCollector(runners), newStepsCollector(process.NewStore(pool, nil)))
 	state := stateSources{pool: pool, openItems: rm.OpenItemCounts, log: log,
-		quarantined: func(ctx context.Context) (int64, error) {
-			return es.receipts.CountReceipts(ctx, ledger.OutcomeQuarantined)
-		}}
+		quarantined: es.receipts.CountQuarantined}
 	for _, r := range runners {
 		state.projections = append(state.projections, r.Status().Projection)
 	}
