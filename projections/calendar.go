@@ -91,14 +91,15 @@ func (b Booking) Claims() bool {
 }
 
 // assign records the slot-holder rule's verdict on a booking that claims its slot: active when it
-// holds the slot, conflict when another meeting's booking holds it.
-func (b *Booking) assign(holder bool) { b.Holder, b.Status = holder, holderStatus(holder) }
-
-func holderStatus(holder bool) Status {
+// holds the slot, conflict when another meeting's booking holds it. It reports whether the row changed.
+func (b *Booking) assign(holder bool) bool {
+	status := StatusConflict
 	if holder {
-		return StatusActive
+		status = StatusActive
 	}
-	return StatusConflict
+	changed := b.Holder != holder || b.Status != status
+	b.Holder, b.Status = holder, status
+	return changed
 }
 
 // slotClaims are the claims of a booking that claims its slot, one per canonical resource of its
@@ -164,12 +165,7 @@ type BookingInput struct {
 // slot comes back active and not holding; Recompute decides holder or conflict. The row depends
 // only on the sets in the input, never on their order.
 func BookingRow(in BookingInput) Booking {
-	var s booking.State
-	if in.Folded != nil {
-		s = *in.Folded
-	} else {
-		s = booking.Fold(in.Events)
-	}
+	s := in.fold()
 	b := Booking{
 		Booking:         cmp.Or(in.Booking, s.Booking),
 		Provider:        s.Provider,
@@ -229,6 +225,13 @@ func BookingRow(in BookingInput) Booking {
 		}
 	}
 	return b
+}
+
+func (in BookingInput) fold() booking.State {
+	if in.Folded != nil {
+		return *in.Folded
+	}
+	return booking.Fold(in.Events)
 }
 
 // IsPaymentOnly reports whether a stream's events are all payment events: such a stream is a payment
@@ -454,11 +457,6 @@ type CalendarCursor struct {
 	Booking  booking.ID
 }
 
-// Cursor is the entry's position, to ask for the page after it.
-func (e CalendarEntry) Cursor() CalendarCursor {
-	return CalendarCursor{Start: e.Start, Resource: e.Resource, Booking: e.Booking}
-}
-
 // String encodes the cursor opaquely (base64url of a JSON array), for URLs and the CLI.
 func (c CalendarCursor) String() string {
 	b, _ := json.Marshal([]string{c.Start.UTC().Format(time.RFC3339Nano), c.Resource, string(c.Booking)})
@@ -492,8 +490,8 @@ func (p CalendarPage) Next() *CalendarCursor {
 	if !p.More || len(p.Entries) == 0 {
 		return nil
 	}
-	c := p.Entries[len(p.Entries)-1].Cursor()
-	return &c
+	e := p.Entries[len(p.Entries)-1]
+	return &CalendarCursor{Start: e.Start, Resource: e.Resource, Booking: e.Booking}
 }
 
 // PageSize is the query's page size after defaults.

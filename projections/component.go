@@ -68,13 +68,7 @@ type ItemText struct {
 func Recompute(c Component) Changes {
 	recomputed := make(map[booking.ID]bool, len(c.Bookings))
 	folds := make([]booking.State, len(c.Bookings))
-	Parallel(len(c.Bookings), func(i int) {
-		if f := c.Bookings[i].Folded; f != nil {
-			folds[i] = *f
-		} else {
-			folds[i] = booking.Fold(c.Bookings[i].Events)
-		}
-	})
+	Parallel(len(c.Bookings), func(i int) { folds[i] = c.Bookings[i].fold() })
 	ids := make([]booking.ID, len(c.Bookings))
 	superseded := map[booking.ID][]booking.ID{}
 	for i, in := range c.Bookings {
@@ -120,8 +114,7 @@ func Recompute(c Component) Changes {
 		}
 	}
 	for _, s := range stored {
-		if h := asg.Holders[s.Booking]; member[s.Booking] && (s.Holder != h || s.Status != holderStatus(h)) {
-			s.assign(h)
+		if member[s.Booking] && s.assign(asg.Holders[s.Booking]) {
 			out.Restatus = append(out.Restatus, s)
 		}
 	}
@@ -131,22 +124,10 @@ func Recompute(c Component) Changes {
 
 // planItems is the item part of Recompute: late events of rows, the conflicts, against items.
 func planItems(rows, stored, restatus []Booking, conflicts []conflict, items []Item) ItemChanges {
-	// Only the rows the items' texts need are looked up: a booking named by a conflict or by an
-	// open conflict item.
-	need := map[booking.ID]*Booking{}
-	for _, c := range conflicts {
-		need[c.Booking], need[c.Holder] = nil, nil
-	}
-	for _, it := range items {
-		if it.Open() && it.Kind == ItemConflict {
-			need[it.Booking], need[it.OtherBooking] = nil, nil
-		}
-	}
+	row := make(map[booking.ID]*Booking, len(stored)+len(rows))
 	for _, set := range [][]Booking{stored, restatus, rows} { // later sets win: they are newer
 		for i := range set {
-			if _, ok := need[set[i].Booking]; ok {
-				need[set[i].Booking] = &set[i]
-			}
+			row[set[i].Booking] = &set[i]
 		}
 	}
 	var desired []DesiredItem
@@ -156,7 +137,7 @@ func planItems(rows, stored, restatus []Booking, conflicts []conflict, items []I
 		}
 	}
 	for _, c := range conflicts {
-		desired = append(desired, conflictItem(c, *orEmpty(need[c.Booking]), *orEmpty(need[c.Holder])))
+		desired = append(desired, conflictItem(c, *cmp.Or(row[c.Booking], &Booking{}), *cmp.Or(row[c.Holder], &Booking{})))
 	}
 
 	open := map[itemKey]Item{}
@@ -184,17 +165,10 @@ func planItems(rows, stored, restatus []Booking, conflicts []conflict, items []I
 	}
 	for _, it := range items {
 		if it.Open() && !want[it.key()] {
-			out.Close = append(out.Close, ItemText{ID: it.ID, Text: autoCloseNote(it, need[it.Booking], need[it.OtherBooking])})
+			out.Close = append(out.Close, ItemText{ID: it.ID, Text: autoCloseNote(it, row[it.Booking], row[it.OtherBooking])})
 		}
 	}
 	return out
-}
-
-func orEmpty(b *Booking) *Booking {
-	if b == nil {
-		return &Booking{}
-	}
-	return b
 }
 
 // assignSlotsIn is assignSlots(claims) computed in up to parts groups at once. Claims interact only

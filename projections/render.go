@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bufio"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -14,7 +15,7 @@ import (
 // the current state, the receipts, the events in arrival order next to the order the fold used, and
 // the findings with their reasons.
 func WriteTimeline(w io.Writer, h History) error {
-	ew := &errWriter{w: w}
+	ew := printer{bufio.NewWriter(w)}
 	s := h.State
 	ew.printf("booking %s", h.Booking)
 	if s.Provider != "" {
@@ -107,13 +108,13 @@ func WriteTimeline(w io.Writer, h History) error {
 		ew.printf("\nprocess steps (%d)\n", len(h.Steps))
 		WriteSteps(ew, h.Steps)
 	}
-	return ew.err
+	return ew.Flush()
 }
 
 // WriteSteps renders process steps, two lines each: kind, state, attempts, key and the state it
 // answers; then its times, last error and note.
 func WriteSteps(w io.Writer, steps []StepEntry) {
-	ew := &errWriter{w: w}
+	ew := printer{bufio.NewWriter(w)}
 	for _, s := range steps {
 		ew.printf("  %-27s %-20s attempts %d  key %s  (%s, %s)\n", s.Kind, s.State, s.Attempts, s.Key, s.Booking, s.Answers)
 		ew.printf("      created %s", clock(s.CreatedAt))
@@ -131,25 +132,13 @@ func WriteSteps(w io.Writer, steps []StepEntry) {
 		}
 		ew.printf("\n")
 	}
+	_ = ew.Flush()
 }
 
-type errWriter struct {
-	w   io.Writer
-	err error
-}
+// printer writes formatted text; its bufio.Writer keeps the first write error, which Flush returns.
+type printer struct{ *bufio.Writer }
 
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	_, _ = fmt.Fprintf(e, format, args...)
-}
+func (p printer) printf(format string, args ...any) { _, _ = fmt.Fprintf(p, format, args...) }
 
 func clock(t time.Time) string {
 	if t.IsZero() {
@@ -167,10 +156,10 @@ func orDash(s string) string {
 
 // WriteItems renders reconciliation items as a table for the CLI.
 func WriteItems(w io.Writer, items []Item) error {
-	ew := &errWriter{w: w}
+	ew := printer{bufio.NewWriter(w)}
 	if len(items) == 0 {
 		ew.printf("no open reconciliation items\n")
-		return ew.err
+		return ew.Flush()
 	}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "id\tkind\tbooking\topened\treason")
@@ -185,7 +174,7 @@ func WriteItems(w io.Writer, items []Item) error {
 		_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", it.ID, it.Kind, orDash(b), clock(it.OpenedAt), it.Reason)
 	}
 	_ = tw.Flush()
-	return ew.err
+	return ew.Flush()
 }
 
 // ResourceLabel names a provider resource as the CLI shows it: the identifier alone when it is not
@@ -199,10 +188,10 @@ func ResourceLabel(canonical, provider string) string {
 
 // WriteCalendar renders calendar entries as a table for the CLI.
 func WriteCalendar(w io.Writer, entries []CalendarEntry) error {
-	ew := &errWriter{w: w}
+	ew := printer{bufio.NewWriter(w)}
 	if len(entries) == 0 {
 		ew.printf("no bookings in this window\n")
-		return ew.err
+		return ew.Flush()
 	}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "start\tend\tresource\tstatus\tbooking\tmeeting")
@@ -211,7 +200,7 @@ func WriteCalendar(w io.Writer, entries []CalendarEntry) error {
 			ResourceLabel(e.Canonical, e.Resource), e.Status, e.Booking, e.Meeting)
 	}
 	_ = tw.Flush()
-	return ew.err
+	return ew.Flush()
 }
 
 // writeReceiptLines prints one aligned line per receipt.
@@ -236,21 +225,21 @@ func writeReceiptLines(w io.Writer, rs []ReceiptEntry) {
 
 // WriteReceipts renders a receipts listing for `bookingledger receipts list`.
 func WriteReceipts(w io.Writer, rs []ReceiptEntry) error {
-	ew := &errWriter{w: w}
+	ew := printer{bufio.NewWriter(w)}
 	if len(rs) == 0 {
 		ew.printf("no receipts match\n")
-		return ew.err
+		return ew.Flush()
 	}
 	ew.printf("receipts (%d, newest first)\n", len(rs))
 	writeReceiptLines(ew, rs)
 	ew.printf("\nbookingledger receipts show <id> prints one with its body and what became of it\n")
-	return ew.err
+	return ew.Flush()
 }
 
 // WriteReceipt renders one receipt for `bookingledger receipts show`: its fields, the body kept with
 // it, and the other receipts of the same delivery.
 func WriteReceipt(w io.Writer, d ReceiptDetail) error {
-	ew := &errWriter{w: w}
+	ew := printer{bufio.NewWriter(w)}
 	ew.printf("receipt #%d: %s delivery %s\n", d.ID, d.Provider, orDash(d.DeliveryID))
 	ew.printf("  outcome:   %s\n", d.Outcome)
 	if d.Reason != "" {
@@ -284,5 +273,5 @@ func WriteReceipt(w io.Writer, d ReceiptDetail) error {
 	default:
 		ew.printf("\nbody (%d bytes, not UTF-8; base64)\n%s\n", len(d.Body), base64.StdEncoding.EncodeToString(d.Body))
 	}
-	return ew.err
+	return ew.Flush()
 }

@@ -24,6 +24,7 @@ import (
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/providers"
@@ -136,7 +137,8 @@ func newLagRun(b *testing.B) *lagRun {
 	store := postgres.NewStore(pool)
 
 	rm := readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})
-	runner := rm.Runner(projections.RunnerOptions{Logger: slog.New(slog.DiscardHandler), Subscriber: store})
+	runner := projections.NewRunner(store, rm, checkpoint.NewLocker(pool),
+		projections.RunnerOptions{Logger: slog.New(slog.DiscardHandler), Subscriber: store, Bulk: rm})
 	runCtx, stopRunner := context.WithCancel(context.Background())
 	runnerDone := make(chan struct{})
 	go func() {

@@ -15,6 +15,7 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
@@ -49,9 +50,9 @@ func TestReadAPIOverPostgres(t *testing.T) {
 	deliver("d-2", ev("calendly-second", "created", t0.Add(-24*time.Hour), booking.Scheduled{Slot: slot("m2", t0.Add(30*time.Minute))}))
 	deliver("d-2", ev("calendly-second", "created", t0.Add(-24*time.Hour), booking.Scheduled{Slot: slot("m2", t0.Add(30*time.Minute))}))
 	require.Eventually(t, func() bool {
-		_, err := rm.Runner(projections.RunnerOptions{}).CatchUp(ctx)
+		_, err := projections.NewRunner(store, rm, checkpoint.NewLocker(pool), projections.RunnerOptions{Bulk: rm}).CatchUp(ctx)
 		require.NoError(t, err)
-		cp, err := rm.Checkpoint(ctx)
+		cp, err := checkpoint.Read(ctx, pool, readmodel.ProjectionName)
 		require.NoError(t, err)
 		return cp.EventsApplied == 2
 	}, time.Minute, 5*time.Millisecond)

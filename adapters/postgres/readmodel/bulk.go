@@ -419,7 +419,7 @@ func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paym
 			// Claims of a group are read by start: one that starts at or after the end of every claim
 			// before it overlaps none of them, nor does any claim after it.
 			connected := k.group != nil && group != nil && *k.group == *group && k.start.Before(maxEnd)
-			if len(chunk) >= m.rebuildChunk && !connected {
+			if len(chunk) >= m.opts.RebuildChunk && !connected {
 				if err := run(); err != nil {
 					return err
 				}

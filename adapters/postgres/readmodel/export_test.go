@@ -8,9 +8,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/projections"
 )
+
+// Runner returns a runner of the calendar projection over the read model's event store, elected by
+// its advisory lock, loading replays from the start of the log in bulk, as serve runs it.
+func (m *ReadModel) Runner(opts projections.RunnerOptions) *projections.Runner {
+	opts.Bulk = m
+	return projections.NewRunner(m.events, m, checkpoint.NewLocker(m.pool), opts)
+}
+
+// Checkpoint returns the calendar projection's saved checkpoint (zero when it never ran).
+func (m *ReadModel) Checkpoint(ctx context.Context) (checkpoint.Checkpoint, error) {
+	return checkpoint.Read(ctx, m.pool, ProjectionName)
+}
 
 // Rebuild empties the calendar read model and replays the whole log as `bookingledger rebuild` does,
 // calling progress after every batch (it may be nil).

@@ -11,11 +11,9 @@ import (
 	"bookingledger/domain/resource"
 )
 
-// Linked resources (ADR 0014). The calendar folds the "resources" stream into calendar_resource_links in the
-// transaction of the batch that carries the events, and a booking claims its slot on the canonical
-// resource of each of its provider resources. The calendar is a function of the booking events and
-// the links as they are after the batch, never of the order the two arrived in: a link re-projects
-// the bookings claiming on the resources whose canonical name it changed.
+// Linked resources (ADR 0014, docs/projections.md): the calendar folds the "resources" stream into
+// calendar_resource_links in the transaction of the batch that carries the events, and a link
+// re-projects the bookings claiming on the resources whose canonical resource it changed.
 
 // decodeLink decodes an event of the link stream.
 func (m *ReadModel) decodeLink(rec eventlog.RecordedEvent) (resource.Event, error) {
@@ -82,7 +80,7 @@ func (a *applier) applyLinks(ctx context.Context, evs []resource.Event) ([]booki
 	}
 	a.tx.exec("unlink resources", `DELETE FROM calendar_resource_links WHERE resource = ANY($1)`, changed)
 	if len(linked) > 0 {
-		a.tx.exec("link resources", `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])`, linked, names)
+		a.tx.exec("link resources", insertLinksSQL, linked, names)
 	}
 	// The claims of a changed provider resource sit under its old canonical resource; of those, the
 	// bookings that name the provider resource itself are the affected ones.
@@ -98,20 +96,20 @@ ORDER BY 1`, oldCanonical, changed)
 	return ids, nil
 }
 
+// insertLinksSQL links the provider resources $1 to the names $2.
+const insertLinksSQL = `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])`
+
 // writeLinks replaces calendar_resource_links with the rebuild's fold of the link stream.
 func writeLinks(ctx context.Context, tx pgx.Tx, st resource.State) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM calendar_resource_links`); err != nil {
-		return fmt.Errorf("write resource links: %w", err)
-	}
-	links := st.Links()
-	if len(links) == 0 {
-		return nil
-	}
 	var rs, ns []string
-	for r, n := range links {
+	for r, n := range st.Links() {
 		rs, ns = append(rs, r), append(ns, n)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO calendar_resource_links (resource, name) SELECT * FROM unnest($1::text[], $2::text[])`, rs, ns); err != nil {
+	_, err := tx.Exec(ctx, `DELETE FROM calendar_resource_links`)
+	if err == nil {
+		_, err = tx.Exec(ctx, insertLinksSQL, rs, ns)
+	}
+	if err != nil {
 		return fmt.Errorf("write resource links: %w", err)
 	}
 	return nil

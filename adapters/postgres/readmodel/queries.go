@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bookingledger/adapters/postgres"
-	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
@@ -210,11 +209,6 @@ type StepSource interface {
 // TextSource reads the free texts kept apart from a booking's events (adapters/privacy.Texts).
 type TextSource interface {
 	FreeTexts(ctx context.Context, id booking.ID) ([]projections.KeptText, error)
-}
-
-// Checkpoint returns the calendar projection's saved checkpoint (zero when it never ran).
-func (m *ReadModel) Checkpoint(ctx context.Context) (checkpoint.Checkpoint, error) {
-	return checkpoint.Read(ctx, m.pool, ProjectionName)
 }
 
 func receiptEntry(s postgres.StoredReceipt) projections.ReceiptEntry {

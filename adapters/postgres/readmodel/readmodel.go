@@ -3,7 +3,6 @@ package readmodel
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -56,14 +55,12 @@ type ReadModel struct {
 	events eventlog.Store
 	codec  ledger.Codec
 	opts   Options
-	locker *checkpoint.Locker
 
 	mu    sync.Mutex // guards the apply state below
 	pos   eventlog.Position
 	cache *streamCache
 	// replay is the bulk load Buffer started and Flush ends (bulk.go); nil outside one.
-	replay       *replay
-	rebuildChunk int
+	replay *replay
 	// bufLinks is the fold of the link events of the replay being buffered (with replay).
 	bufLinks resource.State
 	// resourceIDs caches calendar_resources, which only grows.
@@ -85,19 +82,12 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 	if opts.RebuildChunk <= 0 {
 		opts.RebuildChunk = 20_000
 	}
-	return &ReadModel{pool: pool, events: events, codec: codec, opts: opts, locker: checkpoint.NewLocker(pool),
-		cache: newStreamCache(cacheEvents), rebuildChunk: opts.RebuildChunk, resourceIDs: map[string]int32{}}
+	return &ReadModel{pool: pool, events: events, codec: codec, opts: opts,
+		cache: newStreamCache(cacheEvents), resourceIDs: map[string]int32{}}
 }
 
 // Name implements projections.Projection.
 func (m *ReadModel) Name() string { return ProjectionName }
-
-// Runner returns a runner of the calendar projection over the read model's event store, elected by
-// its advisory lock, loading replays from the start of the log in bulk (Buffer, Flush).
-func (m *ReadModel) Runner(opts projections.RunnerOptions) *projections.Runner {
-	opts.Bulk = m
-	return projections.NewRunner(m.events, m, m.locker, opts)
-}
 
 // RebuildBatchSize is the batch a rebuild reads and applies at once: large batches amortise the
 // fixed statements of a transaction.
@@ -267,27 +257,24 @@ func (m *ReadModel) Flush(ctx context.Context) error {
 	return m.flush(ctx)
 }
 
-// resourceIDsOf returns the ids of names, numbering new resources first. It writes outside the
-// caller's transaction (and commits at once), so that the cache never holds an id that a rolled-back
-// batch took with it. The caller holds m.mu.
+// resourceIDsOf returns the ids of names, numbering new resources first as a batch does
+// (numberResourcesSQL). It writes outside the caller's transaction (and commits at once), so that the
+// cache never holds an id that a rolled-back batch took with it. The caller holds m.mu.
 func (m *ReadModel) resourceIDsOf(ctx context.Context, names []string) (map[string]int32, error) {
 	var missing []string
 	for _, n := range names {
-		if _, ok := m.resourceIDs[n]; !ok && !slices.Contains(missing, n) {
+		if _, ok := m.resourceIDs[n]; !ok {
 			missing = append(missing, n)
 		}
 	}
 	if len(missing) > 0 {
+		if _, err := m.pool.Exec(ctx, numberResourcesSQL, missing); err != nil {
+			return nil, fmt.Errorf("number resources: %w", err)
+		}
 		numbered, err := queryRows(ctx, m.pool, pgx.RowToStructByPos[struct {
 			ID   int32
 			Name string
-		}], `WITH ins AS (
-    INSERT INTO calendar_resources (resource) SELECT DISTINCT unnest($1::text[]) ON CONFLICT (resource) DO NOTHING
-    RETURNING id, resource
-)
-SELECT id, resource FROM ins
-UNION ALL
-SELECT id, resource FROM calendar_resources WHERE resource = ANY($1)`, missing)
+		}], `SELECT id, resource FROM calendar_resources WHERE resource = ANY($1)`, missing)
 		if err != nil {
 			return nil, fmt.Errorf("number resources: %w", err)
 		}
