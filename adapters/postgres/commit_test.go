@@ -67,28 +67,39 @@ func TestCommitIsAtomic(t *testing.T) {
 		}, edit: func(c *ledger.Commit) { c.Receipt.Outcome = "lost" }}, // violates receipts_outcome_check
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			first := streamName(t)
-			c := commitOf("delivery-"+first, appendOf(first, eventlog.NoStream(), event(t, "booking.scheduled.v1")), tc.second())
-			if tc.edit != nil {
-				tc.edit(&c)
+		// Alone, on one stream, a delivery commits through bl_append itself (commitAloneOneStreamSQL).
+		for _, alone := range []bool{false, true} {
+			name := tc.name
+			if alone {
+				name += " alone"
 			}
-			_, err := s.Commit(ctx, c)
-			require.Error(t, err)
-			if tc.want != nil {
-				assert.ErrorIs(t, err, tc.want)
-			}
-			assert.Contains(t, err.Error(), "delivery-"+first)
+			t.Run(name, func(t *testing.T) {
+				first := streamName(t)
+				appends := []ledger.Append{appendOf(first, eventlog.NoStream(), event(t, "booking.scheduled.v1")), tc.second()}
+				if alone {
+					appends = appends[1:]
+				}
+				c := commitOf("delivery-"+first, appends...)
+				if tc.edit != nil {
+					tc.edit(&c)
+				}
+				_, err := s.Commit(ctx, c)
+				require.Error(t, err)
+				if tc.want != nil {
+					assert.ErrorIs(t, err, tc.want)
+				}
+				assert.Contains(t, err.Error(), "delivery-"+first)
 
-			got, err := s.ReadStream(ctx, first)
-			require.NoError(t, err)
-			assert.Empty(t, got, "the first append must be rolled back")
-			assert.Zero(t, count(t, pool, `SELECT count(*) FROM streams WHERE stream_id = $1`, first))
-			busyEvents, err := s.ReadStream(ctx, busy)
-			require.NoError(t, err)
-			assert.Len(t, busyEvents, 1)
-			assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = $1`, "delivery-"+first), "no receipt")
-		})
+				got, err := s.ReadStream(ctx, first)
+				require.NoError(t, err)
+				assert.Empty(t, got, "the first append must be rolled back")
+				assert.Zero(t, count(t, pool, `SELECT count(*) FROM streams WHERE stream_id = $1`, first))
+				busyEvents, err := s.ReadStream(ctx, busy)
+				require.NoError(t, err)
+				assert.Len(t, busyEvents, 1)
+				assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = $1`, "delivery-"+first), "no receipt")
+			})
+		}
 	}
 }
 
@@ -102,7 +113,9 @@ func TestCommitOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ledger.OutcomeAccepted, res.Outcome)
 	require.Len(t, res.Appends, 1)
+	assert.Equal(t, uint64(1), res.Appends[0].FirstVersion)
 	assert.Equal(t, uint64(1), res.Appends[0].LastVersion)
+	assert.NotZero(t, res.Appends[0].Position.Commit)
 	assert.False(t, res.Appends[0].Duplicate)
 
 	// The same delivery again, planned before the first commit was visible: stored as duplicate.
