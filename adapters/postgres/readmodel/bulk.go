@@ -137,7 +137,13 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 		if err := writeLinks(ctx, tx, m.bufLinks); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(stagedItemsSQL, s.table("calendar_item_opens"), s.table("calendar_item_texts"))); err != nil {
+		opens := s.table("calendar_item_opens")
+		var drop, onConflict, build string
+		err := tx.QueryRow(ctx, fmt.Sprintf(itemIndexesSQL, opens)).Scan(&drop, &onConflict, &build)
+		if err == nil {
+			_, err = tx.Exec(ctx, fmt.Sprintf(stagedItemsSQL, opens, s.table("calendar_item_texts"), drop, onConflict, build))
+		}
+		if err != nil {
 			return fmt.Errorf("sync reconciliation items: %w", err)
 		}
 		if err := s.install(ctx, tx); err != nil {
@@ -153,13 +159,26 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 	})
 }
 
-// stagedItemsSQL makes the item changes staged by the chunks, as itemWrites does for a batch.
-const stagedItemsSQL = `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
-SELECT * FROM %[1]s ORDER BY kind, subject
-ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING;
+// stagedItemsSQL makes the item changes staged by the chunks, as itemWrites does for a batch, past the
+// table's indexes or with them dropped and built after (itemIndexesSQL): cheaper for many opens. The
+// lock holds its other writers (quarantine, steps, operators) until the commit; the unique index's
+// build stands for ON CONFLICT (no other writer opens conflicts or late events).
+const stagedItemsSQL = `%[3]s
+INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
+SELECT * FROM %[1]s ORDER BY kind, subject %[4]s;
 UPDATE reconciliation_items i SET reason = u.text FROM %[2]s u WHERE NOT u.close AND i.id = u.id AND i.closed_at IS NULL;
 UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.text
-FROM %[2]s u WHERE u.close AND i.id = u.id AND i.closed_at IS NULL`
+FROM %[2]s u WHERE u.close AND i.id = u.id AND i.closed_at IS NULL;
+SET LOCAL maintenance_work_mem = '256MB';
+%[5]s`
+
+// itemIndexesSQL drops and builds the indexes of reconciliation_items but its constraints' when the
+// staged opens are as many as half its rows (its ids' range: no fewer), else keeps ON CONFLICT.
+const itemIndexesSQL = `SELECT coalesce('DROP INDEX ' || string_agg(x.indexrelid::regclass::text, ', ') || ';', ''),
+    CASE WHEN count(*) = 0 THEN 'ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING' ELSE '' END,
+    coalesce(string_agg(pg_get_indexdef(x.indexrelid), ';' || chr(10)), '')
+FROM pg_index x WHERE x.indrelid = 'reconciliation_items'::regclass AND NOT EXISTS (SELECT FROM pg_constraint k WHERE k.conindid = x.indexrelid)
+  AND (SELECT count(*) * 2 FROM %s) >= (SELECT coalesce(max(id) - min(id) + 1, 0) FROM reconciliation_items)`
 
 // replayed is one stream of the replay read back: decoded, deduplicated and folded.
 type replayed struct {
@@ -537,10 +556,7 @@ func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []projecti
 	}
 	var names []string
 	for _, it := range items {
-		names = append(names, string(it.Booking))
-		if it.OtherBooking != "" {
-			names = append(names, string(it.OtherBooking))
-		}
+		names = append(names, string(it.Booking), string(it.OtherBooking)) // "" finds no row
 	}
 	rows, err := loadBookingsFrom(ctx, m.pool, s.table("calendar_bookings"), names)
 	if err != nil {
@@ -551,29 +567,13 @@ func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []projecti
 }
 
 // stageItems copies a chunk's item changes into the work tables the swap applies them from.
-func stageItems(ctx context.Context, c copier, s *staging, ch projections.ItemChanges) error {
+func stageItems(ctx context.Context, c pgx.Tx, s *staging, ch projections.ItemChanges) error {
 	if len(ch.Open) > 0 {
-		src := rowsOf(len(ch.Open), 7, func(i int, row []any) error {
-			d := ch.Open[i]
-			var event, receipt any
-			if !d.EventID.IsZero() {
-				event = [16]byte(d.EventID)
-			}
-			if d.ReceiptID != 0 {
-				receipt = d.ReceiptID
-			}
-			copy(row, []any{string(d.Kind), d.Subject, string(d.Booking), string(d.OtherBooking), event, receipt, d.Reason})
-			return nil
-		})
-		if _, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_item_opens")},
-			[]string{"kind", "subject", "booking", "other_booking", "event_id", "receipt_id", "reason"}, src); err != nil {
+		if _, err := c.Exec(ctx, `INSERT INTO `+s.table("calendar_item_opens")+unnestItemsSQL, itemArgs(ch.Open)...); err != nil {
 			return fmt.Errorf("stage %d new items: %w", len(ch.Open), err)
 		}
 	}
 	texts := append(ch.Refresh, ch.Close...)
-	if len(texts) == 0 {
-		return nil
-	}
 	src := rowsOf(len(texts), 3, func(i int, row []any) error {
 		copy(row, []any{texts[i].ID, i >= len(ch.Refresh), texts[i].Text})
 		return nil

@@ -59,10 +59,12 @@ FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.
 }
 
 // insertItemsSQL opens the items of itemArgs; a zero event id or receipt id is none.
-const insertItemsSQL = `INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
+const insertItemsSQL = `INSERT INTO reconciliation_items` + unnestItemsSQL + `ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`
+
+const unnestItemsSQL = ` (kind, subject, booking, other_booking, event_id, receipt_id, reason)
 SELECT k, s, b, o, nullif(e, '00000000-0000-0000-0000-000000000000'), nullif(r, 0), reason
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::bigint[], $7::text[]) AS u(k, s, b, o, e, r, reason)
-ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`
+`
 
 // itemArgs are insertItemsSQL's arguments for items, sorted by kind and subject as the rebuild opens them.
 func itemArgs(items []projections.DesiredItem) []any {
@@ -107,11 +109,7 @@ SELECT 'quarantined', count(*)`+unitemizedQuarantineSQL)
 // syncQuarantine opens an item for every quarantined receipt that never had one. Receipts are not
 // events, so this runs when the runner is caught up and before the queue is listed; it is idempotent.
 func syncQuarantine(ctx context.Context, q querier) error {
-	rows, err := q.Query(ctx, `SELECT r.id, r.provider, r.delivery_id, r.reason, coalesce(r.bookings[1], '')`+unitemizedQuarantineSQL+` ORDER BY r.id`)
-	if err != nil {
-		return fmt.Errorf("quarantined receipts: %w", err)
-	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.DesiredItem, error) {
+	items, err := queryRows(ctx, q, func(r pgx.CollectableRow) (projections.DesiredItem, error) {
 		var (
 			id                         int64
 			provider, delivery, reason string
@@ -119,7 +117,7 @@ func syncQuarantine(ctx context.Context, q querier) error {
 		)
 		err := r.Scan(&id, &provider, &delivery, &reason, &bk)
 		return projections.QuarantineItem(id, provider, delivery, reason, bk), err
-	})
+	}, `SELECT r.id, r.provider, r.delivery_id, r.reason, coalesce(r.bookings[1], '')`+unitemizedQuarantineSQL+` ORDER BY r.id`)
 	if err != nil {
 		return fmt.Errorf("quarantined receipts: %w", err)
 	}

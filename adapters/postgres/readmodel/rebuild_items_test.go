@@ -6,7 +6,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/privacy"
 	"bookingledger/domain/booking"
@@ -141,4 +144,126 @@ FROM reconciliation_items ORDER BY kind, subject, id`)
 	cp, err := reb.rm.Checkpoint(ctx)
 	require.NoError(t, err)
 	assert.False(t, cp.Rebuilding, "the final write ends the rebuild")
+}
+
+// A rebuild that opens as many items as half the table holds drops the table's indexes for the
+// insert and builds them again in the swap's transaction: the table ends with the migration's
+// indexes under their names, an operator's decision stays closed with its note, and the table's
+// other writers (an operator resolving, a process step opening its item, a quarantined receipt's
+// item) wait for the commit and lose nothing. A rebuild that opens few items inserts past the
+// indexes, which stay as they are.
+func TestRebuildRebuildsItemIndexesUnderConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	const host = "https://api.calendly.com/users/HOST-IDX"
+	book := func(n int) {
+		id := booking.ID(fmt.Sprintf("calendly-idx-%d", n))
+		e.deliver(t, one(string(id), created(id, at(-50+n, 0), slot(fmt.Sprintf("m-idx-%d", n), at(15, 0), 60, host))))
+	}
+	book(0)
+	book(1)
+	e.quarantine(t, "calendly", "broken-1", "first")
+	e.catchUp(t)
+	open := e.openItems(t)
+	require.Len(t, open, 2, "a conflict and a quarantined receipt")
+	var conflict, quarantined projections.Item
+	for _, it := range open {
+		if it.Kind == projections.ItemConflict {
+			conflict = it
+		} else {
+			quarantined = it
+		}
+	}
+	_, err := e.rm.Resolve(ctx, conflict.ID, "moved by the host", "tester")
+	require.NoError(t, err)
+	for n := 2; n < 8; n++ {
+		book(n) // six conflicts the rebuild opens: more than half the table's two items
+	}
+	e.quarantine(t, "calendly", "broken-2", "second")
+	e.waitReadable(t)
+	indexes := func() []string {
+		return queryStrings(t, e, `SELECT format('%s %s', i.relname, pg_get_indexdef(x.indexrelid)) FROM pg_index x
+JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = 'reconciliation_items'::regclass ORDER BY 1`)
+	}
+	oids := func() []string {
+		return queryStrings(t, e, `SELECT indexrelid::text FROM pg_index WHERE indrelid = 'reconciliation_items'::regclass ORDER BY 1`)
+	}
+	catalog, before := indexes(), oids()
+	require.Len(t, catalog, 6)
+
+	var (
+		once     sync.Once
+		wg       sync.WaitGroup
+		errs     = make([]error, 3)
+		blocked  int
+		probeErr error
+	)
+	// The writers and the probe have connections of their own: the rebuild's pool is not theirs to wait for.
+	others := pgtest.Open(t, e.pool.Config().ConnString())
+	writer := readmodel.New(others, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}})
+	rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, Texts: privacy.NewTexts(e.pool)})
+	readmodel.SetFailAfterApply(rm, func() error {
+		once.Do(func() {
+			wg.Add(3)
+			go func() {
+				defer wg.Done()
+				_, errs[0] = writer.Resolve(ctx, quarantined.ID, "body fixed upstream", "tester")
+			}()
+			go func() {
+				defer wg.Done()
+				_, errs[1] = others.Exec(ctx, `INSERT INTO reconciliation_items (kind, subject, booking, reason)
+VALUES ('step', 'step 7d1e0f4e-0000-4000-8000-000000000001', 'calendly-idx-0', 'host_calendar.create: unknown outcome')
+ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`)
+			}()
+			go func() { defer wg.Done(); _, errs[2] = writer.OpenItems(ctx) }()
+			// All three wait for the swap's lock on the table, not for anything else.
+			deadline := time.Now().Add(20 * time.Second)
+			for blocked < 3 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+				if err := others.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE NOT l.granted AND l.relation = 'reconciliation_items'::regclass AND a.datname = current_database()`).Scan(&blocked); err != nil {
+					probeErr = err
+					return
+				}
+			}
+		})
+		return nil
+	})
+	require.NoError(t, rm.Rebuild(ctx, nil))
+	wg.Wait()
+	require.NoError(t, probeErr)
+	assert.Equal(t, 3, blocked, "the writers did not wait for the swap")
+	for _, err := range errs {
+		assert.NoError(t, err)
+	}
+	assert.Equal(t, catalog, indexes(), "the rebuilt indexes differ from the migration's")
+	kept := 0
+	for _, oid := range oids() {
+		if slices.Contains(before, oid) {
+			kept++
+		}
+	}
+	assert.Equal(t, 1, kept, "only the primary key is kept, the other indexes are built again")
+
+	items := queryStrings(t, e, `SELECT concat_ws('|', kind, subject, closed_at IS NULL, coalesce(closed_by, ''), note)
+FROM reconciliation_items ORDER BY kind, subject, id`)
+	var conflicts []string
+	for _, s := range items {
+		if strings.HasPrefix(s, "conflict|") && strings.Contains(s, "|t|") {
+			conflicts = append(conflicts, s)
+		}
+	}
+	assert.Len(t, conflicts, 6, "the rebuild opens a conflict per loser: %v", items)
+	assert.Contains(t, items, "conflict|"+conflict.Subject+"|f|operator|moved by the host", "an operator's decision is reopened or lost")
+	assert.Contains(t, items, "quarantined|"+quarantined.Subject+"|f|operator|body fixed upstream")
+	assert.Contains(t, items, "step|step 7d1e0f4e-0000-4000-8000-000000000001|t||")
+	assert.Len(t, queryStrings(t, e, `SELECT id FROM reconciliation_items WHERE kind = 'quarantined' AND closed_at IS NULL`), 1,
+		"the second quarantined receipt has its item")
+
+	// Nothing new to open: the insert goes past the indexes, which stay.
+	after := oids()
+	require.NoError(t, e.rm.Rebuild(ctx, nil))
+	assert.Equal(t, after, oids())
+	assert.Equal(t, items, queryStrings(t, e, `SELECT concat_ws('|', kind, subject, closed_at IS NULL, coalesce(closed_by, ''), note)
+FROM reconciliation_items ORDER BY kind, subject, id`))
 }
