@@ -88,6 +88,8 @@ type readSide struct {
 	rm    *readmodel.ReadModel
 	pool  *pgxpool.Pool
 	store eventStore
+	// phases are the calendar rebuild's phases and their durations, as rebuild prints them.
+	phases []string
 }
 
 // openReadSide checks the store flags, then opens the database and the event store. It refuses a
@@ -113,8 +115,12 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 		pool.Close()
 		return nil, err
 	}
-	rm := readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
-	return &readSide{rm: rm, pool: pool, store: store}, nil
+	rs := &readSide{pool: pool, store: store}
+	rs.rm = readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: process.NewStore(pool, nil),
+		Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool), Phases: func(phase string, took time.Duration) {
+			rs.phases = append(rs.phases, fmt.Sprintf("%s %.1fs", phase, took.Seconds()))
+		}})
+	return rs, nil
 }
 
 func (r *readSide) deps() projectionDeps {
@@ -435,7 +441,12 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 		defer debug.SetGCPercent(debug.SetGCPercent(300))
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(700 << 20))
 	}
-	return rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr)
+	if err := rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr); err != nil || len(rs.phases) == 0 {
+		return err
+	}
+	// Where the write's time went (the rest of the wall time is reading the log into the replay).
+	_, err = fmt.Fprintf(stdout, "phases: %s\n", strings.Join(rs.phases, ", "))
+	return err
 }
 
 // rebuildProjection rebuilds e's projection and prints the result.

@@ -520,6 +520,8 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	stdout, stderr, code = cli(t, env, "rebuild", "--quiet")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "rebuilt calendar: 8 events")
+	assert.Regexp(t, `\nphases: fold [0-9.]+s, compute [0-9.]+s, index [0-9.]+s, items [0-9.]+s, swap [0-9.]+s\n$`, stdout,
+		"the write's phases, with --quiet too")
 	assert.Empty(t, stderr, "--quiet prints no progress")
 }
 

@@ -53,6 +53,7 @@ func BenchmarkRebuildAtScale(b *testing.B) {
 			seedCreates(b, pgtest.Open(b, dbURL), n)
 			var wall time.Duration
 			var peak int64
+			phases := map[string]float64{} // seconds per phase, summed over the runs
 			b.ResetTimer()
 			for range b.N {
 				cmd := exec.Command(bin, "rebuild", "--quiet")
@@ -63,6 +64,16 @@ func BenchmarkRebuildAtScale(b *testing.B) {
 				if err != nil {
 					b.Fatalf("rebuild: %v\n%s", err, out)
 				}
+				// "phases: fold 7.4s, compute 26.7s, …" (read.go): the write's phases.
+				if _, list, ok := strings.Cut(string(out), "phases: "); ok {
+					for _, p := range strings.Split(strings.TrimSpace(list), ", ") {
+						var name string
+						var sec float64
+						if _, err := fmt.Sscanf(p, "%s %fs", &name, &sec); err == nil {
+							phases[name] += sec
+						}
+					}
+				}
 				// Linux reports maxrss in KiB.
 				peak = max(peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss*1024)
 			}
@@ -70,6 +81,9 @@ func BenchmarkRebuildAtScale(b *testing.B) {
 			b.ReportMetric(float64(n)*float64(b.N)/wall.Seconds(), "events/s")
 			b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MB")
 			b.ReportMetric(float64(peak)/float64(n), "rss-bytes/event")
+			for name, sec := range phases {
+				b.ReportMetric(sec/float64(b.N), name+"-s")
+			}
 		})
 	}
 }

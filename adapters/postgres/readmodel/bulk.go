@@ -115,21 +115,24 @@ func (m *ReadModel) flush(ctx context.Context) error {
 }
 
 func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
-	s := rp.stage
+	s, lap := rp.stage, time.Now()
 	payments, err := m.foldReplay(ctx, s)
-	if err != nil {
+	if m.phase(&lap, "fold"); err != nil {
 		return err
 	}
 	apart, err := m.computeReplay(ctx, s, payments)
-	if err != nil {
+	if m.phase(&lap, "compute"); err != nil {
 		return err
 	}
-	if err := m.indexStaging(ctx, s); err != nil {
+	err = m.indexStaging(ctx, s)
+	if m.phase(&lap, "index"); err != nil {
 		return err
 	}
-	if err := m.closeApart(ctx, s, apart); err != nil {
+	err = m.closeApart(ctx, s, apart)
+	if m.phase(&lap, "items"); err != nil {
 		return err
 	}
+	defer m.phase(&lap, "swap")
 	return rebuildTx(ctx, m.pool, func(tx pgx.Tx) error {
 		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, m.pos, rp.last, int(rp.events)); err != nil {
 			return err
@@ -141,7 +144,7 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 		var drop, onConflict, build string
 		err := tx.QueryRow(ctx, fmt.Sprintf(itemIndexesSQL, opens)).Scan(&drop, &onConflict, &build)
 		if err == nil {
-			_, err = tx.Exec(ctx, fmt.Sprintf(stagedItemsSQL, opens, s.table("calendar_item_texts"), drop, onConflict, build))
+			_, err = tx.Exec(ctx, fmt.Sprintf(stagedItemsSQL, opens, fmt.Sprintf(itemTextsSQL, s.table("calendar_item_texts")), drop, onConflict, build))
 		}
 		if err != nil {
 			return fmt.Errorf("sync reconciliation items: %w", err)
@@ -159,6 +162,14 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 	})
 }
 
+// phase tells Options.Phases how long the rebuild's phase that ends now took, since *lap.
+func (m *ReadModel) phase(lap *time.Time, name string) {
+	if m.opts.Phases != nil {
+		m.opts.Phases(name, time.Since(*lap))
+	}
+	*lap = time.Now()
+}
+
 // stagedItemsSQL makes the item changes staged by the chunks, as itemWrites does for a batch, past the
 // table's indexes or with them dropped and built after (itemIndexesSQL): cheaper for many opens. The
 // lock holds its other writers (quarantine, steps, operators) until the commit; the unique index's
@@ -166,9 +177,7 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 const stagedItemsSQL = `%[3]s
 INSERT INTO reconciliation_items (kind, subject, booking, other_booking, event_id, receipt_id, reason)
 SELECT * FROM %[1]s ORDER BY kind, subject %[4]s;
-UPDATE reconciliation_items i SET reason = u.text FROM %[2]s u WHERE NOT u.close AND i.id = u.id AND i.closed_at IS NULL;
-UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.text
-FROM %[2]s u WHERE u.close AND i.id = u.id AND i.closed_at IS NULL;
+%[2]s;
 SET LOCAL maintenance_work_mem = '256MB';
 %[5]s`
 
@@ -494,13 +503,10 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 	}
 	var own, apart []projections.Item
 	for _, it := range items {
-		switch {
-		case it.Kind == projections.ItemConflict && it.OtherBooking != "" && !in[it.OtherBooking]:
-			if it.Open() {
-				apart = append(apart, it)
-			}
-		default:
+		if it.Kind != projections.ItemConflict || it.OtherBooking == "" || in[it.OtherBooking] {
 			own = append(own, it)
+		} else if it.Open() {
+			apart = append(apart, it)
 		}
 	}
 	ch := projections.Recompute(projections.Component{Bookings: inputs, Stored: stored, Canonical: m.bufLinks.Canonical, Items: own})
@@ -542,17 +548,14 @@ WHERE closed_at IS NULL AND kind IN ('conflict', 'late_event')
 // in different chunks now, and open items of bookings without a row. The calendar calls for none of
 // them, so they close, with the notes the rows give.
 func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []projections.Item) error {
-	var gone []projections.Item
-	err := rebuildTx(ctx, m.pool, func(tx pgx.Tx) (err error) {
-		gone, err = queryItems(ctx, tx, fmt.Sprintf(goneItemsSQL, s.table("calendar_bookings")))
+	items := apart
+	err := rebuildTx(ctx, m.pool, func(tx pgx.Tx) error {
+		gone, err := queryItems(ctx, tx, fmt.Sprintf(goneItemsSQL, s.table("calendar_bookings")))
+		items = append(items, gone...)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("items without a row: %w", err)
-	}
-	items := append(apart, gone...)
-	if len(items) == 0 {
-		return nil
 	}
 	var names []string
 	for _, it := range items {
@@ -568,17 +571,10 @@ func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []projecti
 
 // stageItems copies a chunk's item changes into the work tables the swap applies them from.
 func stageItems(ctx context.Context, c pgx.Tx, s *staging, ch projections.ItemChanges) error {
-	if len(ch.Open) > 0 {
-		if _, err := c.Exec(ctx, `INSERT INTO `+s.table("calendar_item_opens")+unnestItemsSQL, itemArgs(ch.Open)...); err != nil {
-			return fmt.Errorf("stage %d new items: %w", len(ch.Open), err)
-		}
+	if _, err := c.Exec(ctx, `INSERT INTO `+s.table("calendar_item_opens")+unnestItemsSQL, itemArgs(ch.Open)...); err != nil {
+		return fmt.Errorf("stage %d new items: %w", len(ch.Open), err)
 	}
-	texts := append(ch.Refresh, ch.Close...)
-	src := rowsOf(len(texts), 3, func(i int, row []any) error {
-		copy(row, []any{texts[i].ID, i >= len(ch.Refresh), texts[i].Text})
-		return nil
-	})
-	if _, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_item_texts")}, []string{"id", "close", "text"}, src); err != nil {
+	if _, err := c.Exec(ctx, `INSERT INTO `+s.table("calendar_item_texts")+` SELECT * FROM `+unnestTextsSQL, textArgs(ch)...); err != nil {
 		return fmt.Errorf("stage item texts: %w", err)
 	}
 	return nil

@@ -30,32 +30,34 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
     OR (kind = 'late_event' AND booking = ANY($2)))`
 
 // itemWrites queues the statements of ch. An item an operator closed meanwhile is left as it is. The
-// updates name the ids twice: "= ANY" gives a generic plan the primary key to look them up by. Their
-// test for an open item is written "IS TRUE" so that no plan can walk the partial index of open items
-// instead (planned on an empty table, one did).
+// update names the ids twice: "= ANY" gives a generic plan the primary key to look them up by.
 func (b *batchTx) itemWrites(ch projections.ItemChanges) {
 	if len(ch.Open) > 0 {
 		b.exec(fmt.Sprintf("open %d reconciliation items", len(ch.Open)), insertItemsSQL, itemArgs(ch.Open)...)
 	}
-	for _, u := range []struct {
-		texts []projections.ItemText
-		sql   string
-		what  string
-	}{
-		{ch.Refresh, `UPDATE reconciliation_items i SET reason = u.text
-FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.id = u.id AND (i.closed_at IS NULL) IS TRUE`, "refresh item reasons"},
-		{ch.Close, `UPDATE reconciliation_items i SET closed_at = now(), closed_by = 'auto', note = u.text
-FROM unnest($1::bigint[], $2::text[]) AS u(id, text) WHERE i.id = ANY($1) AND i.id = u.id AND (i.closed_at IS NULL) IS TRUE`, "close items"},
-	} {
-		if len(u.texts) == 0 {
-			continue
-		}
-		ids, texts := make([]int64, len(u.texts)), make([]string, len(u.texts))
-		for i, t := range u.texts {
-			ids[i], texts[i] = t.ID, t.Text
-		}
-		b.exec(u.what, u.sql, ids, texts)
+	if len(ch.Refresh)+len(ch.Close) > 0 {
+		b.exec("refresh and close items", fmt.Sprintf(itemTextsSQL, unnestTextsSQL)+` AND i.id = ANY($1)`, textArgs(ch)...)
 	}
+}
+
+// itemTextsSQL gives the open items of %s (id, close, text) a new reason, or closes them with a note.
+// Its test for an open item is written "IS TRUE" so that no plan can walk the partial index of open
+// items instead (planned on an empty table, one did).
+const itemTextsSQL = `UPDATE reconciliation_items i SET reason = CASE WHEN u.close THEN i.reason ELSE u.text END,
+    closed_at = CASE WHEN u.close THEN now() END, closed_by = CASE WHEN u.close THEN 'auto' END,
+    note = CASE WHEN u.close THEN u.text ELSE i.note END
+FROM %s AS u(id, close, text) WHERE i.id = u.id AND (i.closed_at IS NULL) IS TRUE`
+
+const unnestTextsSQL = `unnest($1::bigint[], $2::boolean[], $3::text[])`
+
+// textArgs are the columns (id, close, text) of ch's new reasons and closing notes.
+func textArgs(ch projections.ItemChanges) []any {
+	texts := slices.Concat(ch.Refresh, ch.Close)
+	ids, closes, out := make([]int64, len(texts)), make([]bool, len(texts)), make([]string, len(texts))
+	for i, t := range texts {
+		ids[i], closes[i], out[i] = t.ID, i >= len(ch.Refresh), t.Text
+	}
+	return []any{ids, closes, out}
 }
 
 // insertItemsSQL opens the items of itemArgs; a zero event id or receipt id is none.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,6 +47,8 @@ type Options struct {
 	// RebuildChunk is the number of bookings a rebuild computes at once, at least (20000): it holds
 	// one chunk in memory at a time, and ends a chunk only between connected sets of claims.
 	RebuildChunk int
+	// Phases, when set, is told how long each phase of a rebuild's write took: fold, compute, index, items, swap.
+	Phases func(phase string, took time.Duration)
 }
 
 // ReadModel is the calendar projection and its queries. Queries are safe for concurrent use; Apply,
