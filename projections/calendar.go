@@ -211,9 +211,7 @@ func BookingRow(in BookingInput) Booking {
 	}
 	if len(in.SupersededBy) > 0 {
 		by := slices.Min(in.SupersededBy)
-		if b.RescheduledTo == "" {
-			b.RescheduledTo = by
-		}
+		b.RescheduledTo = cmp.Or(b.RescheduledTo, by)
 		// Calendly sends the old invitee's cancel and the new invitee's create in no documented
 		// order. The new booking's own event already says the old one is gone, so the old slot is
 		// released now rather than when the cancel arrives; the cancel then changes nothing here.

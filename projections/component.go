@@ -140,27 +140,21 @@ func planItems(rows, stored, restatus []Booking, conflicts []conflict, items []I
 		desired = append(desired, conflictItem(c, *cmp.Or(row[c.Booking], &Booking{}), *cmp.Or(row[c.Holder], &Booking{})))
 	}
 
-	open := map[itemKey]Item{}
-	resolved := map[itemKey]bool{}
+	known := make(map[itemKey]Item, len(items)) // an open item of a subject before a closed one
 	for _, it := range items {
-		if it.Open() {
-			open[it.key()] = it
-		} else {
-			resolved[it.key()] = true
+		if _, seen := known[it.key()]; !seen || it.Open() {
+			known[it.key()] = it
 		}
 	}
 	var out ItemChanges
 	want := map[itemKey]bool{}
 	for _, d := range desired {
 		want[d.key()] = true
-		if it, ok := open[d.key()]; ok {
-			if it.Reason != d.Reason {
-				out.Refresh = append(out.Refresh, ItemText{ID: it.ID, Text: d.Reason})
-			}
-			continue
-		}
-		if !resolved[d.key()] {
+		switch it, ok := known[d.key()]; {
+		case !ok:
 			out.Open = append(out.Open, d)
+		case it.Open() && it.Reason != d.Reason:
+			out.Refresh = append(out.Refresh, ItemText{ID: it.ID, Text: d.Reason})
 		}
 	}
 	for _, it := range items {

@@ -113,7 +113,7 @@ type StepEntry struct {
 // HistoryInput is what a history is computed from.
 type HistoryInput struct {
 	Booking booking.ID
-	// Recorded are the stream's stored events and Events the same events decoded, index for index.
+	// Recorded are the stream's stored events and Events the same events decoded, any order.
 	Recorded []eventlog.RecordedEvent
 	Events   []booking.Event
 	Receipts []ReceiptEntry
@@ -147,29 +147,20 @@ func ErasedMark(t time.Time) string { return "[erased on " + t.UTC().Format(time
 // BuildHistory computes a booking's history. Receipts keep their given order; events are put in
 // arrival order.
 func BuildHistory(in HistoryInput) History {
-	type pair struct {
-		rec eventlog.RecordedEvent
-		ev  booking.Event
+	recOf := make(map[eventlog.EventID]eventlog.RecordedEvent, len(in.Recorded))
+	for _, rec := range in.Recorded {
+		recOf[rec.ID] = rec
 	}
-	texts := make(map[eventlog.EventID][]booking.FreeText, len(in.Texts))
+	events := slices.Clone(in.Events)
+	slices.SortStableFunc(events, func(a, b booking.Event) int { return cmp.Compare(recOf[a.ID].Version, recOf[b.ID].Version) })
 	for _, k := range in.Texts {
-		texts[k.Event] = append(texts[k.Event], k.Shown())
-	}
-	pairs := make([]pair, 0, len(in.Recorded))
-	for i := range in.Recorded {
-		ev := in.Events[i]
-		for _, ft := range texts[ev.ID] {
-			ev = booking.WithFreeText(ev, ft)
+		for i := range events {
+			if events[i].ID == k.Event {
+				events[i] = booking.WithFreeText(events[i], k.Shown())
+			}
 		}
-		pairs = append(pairs, pair{in.Recorded[i], ev})
 	}
-	slices.SortStableFunc(pairs, func(a, b pair) int { return cmp.Compare(a.rec.Version, b.rec.Version) })
-
 	h := History{Booking: in.Booking, Receipts: slices.Clone(in.Receipts)}
-	events := make([]booking.Event, len(pairs))
-	for i, p := range pairs {
-		events[i] = p.ev
-	}
 	sorted := booking.Sorted(events)
 	foldIndex := make(map[eventlog.EventID]int, len(sorted))
 	for i, e := range sorted {
@@ -189,25 +180,24 @@ func BuildHistory(in HistoryInput) History {
 		}
 	} else {
 		var version uint64
-		if n := len(pairs); n > 0 {
-			version = pairs[n-1].rec.Version
+		if n := len(events); n > 0 {
+			version = recOf[events[n-1].ID].Version
 		}
 		h.State = BookingRow(BookingInput{Events: events, StreamVersion: version})
 		h.State.Booking = cmp.Or(h.State.Booking, in.Booking)
 	}
 
-	versionOf := map[eventlog.EventID]uint64{}
-	for _, p := range pairs {
+	for _, ev := range events {
+		rec := recOf[ev.ID]
 		he := HistoryEvent{
-			Version: p.rec.Version, FoldIndex: foldIndex[p.ev.ID], ID: p.ev.ID, Type: p.ev.Type(),
-			Provider: p.ev.Provider, ProviderRef: p.ev.ProviderRef, OccurredAt: p.ev.OccurredAt,
-			RecordedAt: p.rec.RecordedAt, Position: p.rec.Position, Applied: true, Effect: "applied",
-			Summary: summary(p.ev),
+			Version: rec.Version, FoldIndex: foldIndex[ev.ID], ID: ev.ID, Type: ev.Type(),
+			Provider: ev.Provider, ProviderRef: ev.ProviderRef, OccurredAt: ev.OccurredAt,
+			RecordedAt: rec.RecordedAt, Position: rec.Position, Applied: true, Effect: "applied",
+			Summary: summary(ev),
 		}
-		if f, ok := foldFindings[p.ev.ID]; ok {
+		if f, ok := foldFindings[ev.ID]; ok {
 			he.Applied, he.Effect = false, "changed nothing: "+f.Reason
 		}
-		versionOf[p.ev.ID] = p.rec.Version
 		h.Events = append(h.Events, he)
 	}
 
@@ -217,7 +207,7 @@ func BuildHistory(in HistoryInput) History {
 			var vs []string
 			for _, e := range r.Events {
 				if e.Booking == in.Booking {
-					vs = append(vs, fmt.Sprintf("%s v%d", e.Type, versionOf[e.ID]))
+					vs = append(vs, fmt.Sprintf("%s v%d", e.Type, recOf[e.ID].Version))
 				}
 			}
 			received := "received " + stamp(r.ReceivedAt)
@@ -268,7 +258,7 @@ func BuildHistory(in HistoryInput) History {
 	}
 	for _, f := range state.Findings {
 		h.Findings = append(h.Findings, HistoryFinding{Kind: FindingLateEvent, Code: string(f.Code), Event: f.Event,
-			Reason: fmt.Sprintf("%s v%d (provider time %s) kept but refused: %s", f.Type, versionOf[f.Event], stamp(f.OccurredAt), f.Reason)})
+			Reason: fmt.Sprintf("%s v%d (provider time %s) kept but refused: %s", f.Type, recOf[f.Event].Version, stamp(f.OccurredAt), f.Reason)})
 	}
 	for _, it := range in.Items {
 		if it.Kind != ItemConflict {

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -147,12 +148,7 @@ func clock(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05.000Z")
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+func orDash(s string) string { return cmp.Or(s, "-") }
 
 // WriteItems renders reconciliation items as a table for the CLI.
 func WriteItems(w io.Writer, items []Item) error {
@@ -207,10 +203,7 @@ func WriteCalendar(w io.Writer, entries []CalendarEntry) error {
 func writeReceiptLines(w io.Writer, rs []ReceiptEntry) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, r := range rs {
-		secret := r.Secret // "secret N", as the ingress labels it
-		if secret == "" {
-			secret = "no secret"
-		}
+		secret := cmp.Or(r.Secret, "no secret") // "secret N", as the ingress labels it
 		line := fmt.Sprintf("  #%d\t%s\t%s\tdelivery %s\t%s\t%s", r.ID, clock(r.ReceivedAt), r.Provider, r.DeliveryID, secret, r.Outcome)
 		if r.Repeats > 1 {
 			line += fmt.Sprintf(" ×%d (last %s)", r.Repeats, clock(r.LastReceivedAt))

@@ -286,9 +286,7 @@ func (r *Runner) live(parent context.Context, sub eventlog.Subscriber, from even
 	applied := make(chan error, 1)
 	go func() {
 		err := r.applyLive(ctx, ch, onBatch)
-		if err != nil {
-			cancel(err)
-		}
+		cancel(err) // a failure ends the subscription; without one, it has ended or ctx has
 		applied <- err
 	}()
 	serr := sub.Subscribe(ctx, from, func(e eventlog.RecordedEvent) error {

@@ -16,16 +16,11 @@ import (
 	"bookingledger/projections"
 )
 
-type streamData struct {
-	events  []booking.Event
-	version uint64
-}
-
 // applier applies one batch inside the batch's transaction.
 type applier struct {
 	m       *ReadModel
 	tx      *batchTx
-	streams map[booking.ID]streamData
+	streams map[booking.ID]cacheEntry
 	folds   map[booking.ID]booking.State
 }
 
@@ -36,9 +31,8 @@ func (a *applier) load(ctx context.Context, ids []booking.ID) error {
 		if _, ok := a.streams[id]; ok {
 			continue
 		}
-		stream := id.Stream()
-		if evs, v, ok := a.m.cache.get(stream); ok {
-			a.streams[id] = streamData{events: evs, version: v}
+		if cached, ok := a.m.cache.get(id.Stream()); ok {
+			a.streams[id] = cached
 			continue
 		}
 		missing = append(missing, id)
@@ -72,12 +66,10 @@ func (a *applier) load(ctx context.Context, ids []booking.ID) error {
 			versions[j], evs[j] = rec.Version, ev
 		}
 		if len(evs) == 0 {
-			a.streams[id] = streamData{}
+			a.streams[id] = cacheEntry{}
 			continue
 		}
-		a.m.cache.put(id.Stream(), versions, evs)
-		cached, v, _ := a.m.cache.get(id.Stream())
-		a.streams[id] = streamData{events: cached, version: v}
+		a.streams[id] = a.m.cache.put(id.Stream(), versions, evs)
 	}
 	return nil
 }
@@ -236,7 +228,7 @@ func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booki
 		want.add(a.fold(id).PaymentRefs...)
 	}
 	var streams []projections.PaymentStream
-	fetched := map[booking.ID]bool{}
+	var fetched orderedSet[booking.ID]
 	for asked := 0; asked < len(want.items); {
 		ask := want.items[asked:] // the refs not asked for yet: want only grows
 		asked = len(want.items)
@@ -246,30 +238,24 @@ JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, as
 			return nil, nil, fmt.Errorf("payment streams: %w", err)
 		}
 		for _, ps := range found {
-			if fetched[ps.Stream] {
-				continue
+			if !fetched.has[ps.Stream] {
+				fetched.add(ps.Stream)
+				streams = append(streams, ps)
+				want.add(ps.Refs...)
 			}
-			fetched[ps.Stream] = true
-			streams = append(streams, ps)
-			want.add(ps.Refs...)
 		}
 	}
-
-	linkedOf := map[booking.ID][]booking.ID{}
-	closures := map[booking.ID][]string{}
-	var all []booking.ID
-	index := projections.NewPaymentIndex(streams)
-	for _, id := range ids {
-		linked, closure := index.Link(a.fold(id).PaymentRefs)
-		linkedOf[id], closures[id] = linked, closure
-		all = append(all, linked...)
-	}
-	if err := a.load(ctx, all); err != nil {
+	// Every stream found is linked to one of ids at least: load them all.
+	if err := a.load(ctx, fetched.items); err != nil {
 		return nil, nil, err
 	}
+	index := projections.NewPaymentIndex(streams)
 	payments := map[booking.ID][]projections.LinkedPayment{}
+	closures := map[booking.ID][]string{}
 	for _, id := range ids {
-		for _, p := range linkedOf[id] {
+		linked, closure := index.Link(a.fold(id).PaymentRefs)
+		closures[id] = closure
+		for _, p := range linked {
 			payments[id] = append(payments[id], projections.LinkedPayment{Stream: p, Events: a.streams[p].events})
 		}
 	}
@@ -460,10 +446,6 @@ const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
 )
 SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at
 FROM calendar_slots c WHERE c.booking IN (SELECT booking FROM comp)`
-
-func collectStrings(ctx context.Context, q reader, sql string, args ...any) ([]string, error) {
-	return queryRows(ctx, q, pgx.RowTo[string], sql, args...)
-}
 
 func idStrings(ids []booking.ID) []string {
 	out := make([]string, len(ids))

@@ -63,8 +63,11 @@ func (m *ReadModel) startReplay(ctx context.Context) error {
 	return nil
 }
 
-// buffer copies the booking events of a replay's batch into the replay table. The caller holds m.mu.
-func (m *ReadModel) buffer(ctx context.Context, events []eventlog.RecordedEvent) error {
+// Buffer implements projections.Bulk: it copies the booking events of a replay's batch into the
+// replay table.
+func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if err := m.startReplay(ctx); err != nil {
 		return err
 	}
@@ -98,8 +101,10 @@ func (m *ReadModel) buffer(ctx context.Context, events []eventlog.RecordedEvent)
 	return nil
 }
 
-// flush writes the replay and ends the rebuild. The caller holds m.mu.
-func (m *ReadModel) flush(ctx context.Context) error {
+// Flush implements projections.Bulk: it writes the replay and ends the rebuild.
+func (m *ReadModel) Flush(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if err := m.startReplay(ctx); err != nil {
 		return err
 	}

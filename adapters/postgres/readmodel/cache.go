@@ -2,6 +2,7 @@ package readmodel
 
 import (
 	"container/list"
+	"slices"
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -38,9 +39,7 @@ func newStreamCache(maxEvents int) *streamCache {
 }
 
 func (c *streamCache) reset() {
-	c.size = 0
-	c.lru = list.New()
-	c.entries = map[string]*list.Element{}
+	*c = streamCache{maxEvents: c.maxEvents, lru: list.New(), entries: map[string]*list.Element{}}
 }
 
 // smallStream is the number of events up to which a stream's duplicates are found by scanning its
@@ -95,21 +94,23 @@ func (c *streamCache) observe(stream string, version uint64, ev booking.Event) {
 	}
 }
 
-// get returns a copy of the stream's events and its version.
-func (c *streamCache) get(stream string) ([]booking.Event, uint64, bool) {
+// get returns a copy of the stream's entry: its events and its version.
+func (c *streamCache) get(stream string) (cacheEntry, bool) {
 	e := c.entry(stream, false)
 	if e == nil {
-		return nil, 0, false
+		return cacheEntry{}, false
 	}
-	return append([]booking.Event(nil), e.events...), e.version, true
+	return cacheEntry{events: slices.Clone(e.events), version: e.version}, true
 }
 
-// put stores a stream read from the store, merged with what the cache already has.
-func (c *streamCache) put(stream string, versions []uint64, events []booking.Event) {
+// put stores a stream read from the store, merged with what the cache already has, and returns a
+// copy of its entry as get does.
+func (c *streamCache) put(stream string, versions []uint64, events []booking.Event) cacheEntry {
 	e := c.entry(stream, true)
 	for i, ev := range events {
 		c.size += e.add(versions[i], ev)
 	}
+	return cacheEntry{events: slices.Clone(e.events), version: e.version}
 }
 
 // trim evicts the least recently used streams until the cache fits its bound.

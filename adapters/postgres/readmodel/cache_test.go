@@ -30,13 +30,13 @@ func TestStreamCacheDropsDuplicates(t *testing.T) {
 				}
 			}
 			c.put("booking-b", []uint64{1, uint64(n + 1)}, []booking.Event{ev(0), ev(n)})
-			events, version, ok := c.get("booking-b")
+			got, ok := c.get("booking-b")
 			require.True(t, ok)
-			require.Len(t, events, n+1)
-			for i, e := range events {
+			require.Len(t, got.events, n+1)
+			for i, e := range got.events {
 				assert.Equal(t, ev(i).ID, e.ID)
 			}
-			assert.Equal(t, uint64(n+1), version)
+			assert.Equal(t, uint64(n+1), got.version)
 			assert.Equal(t, n+1, c.size)
 		})
 	}
@@ -50,11 +50,11 @@ func TestStreamCacheStartsAtTheFirstEvent(t *testing.T) {
 	c.observe("booking-new", 1, ev(1))
 	c.observe("booking-new", 2, ev(2))
 	c.observe("booking-old", 3, ev(3))
-	events, version, ok := c.get("booking-new")
+	got, ok := c.get("booking-new")
 	require.True(t, ok, "a stream starting in the log is cached")
-	assert.Equal(t, []booking.Event{ev(1), ev(2)}, events)
-	assert.Equal(t, uint64(2), version)
-	_, _, ok = c.get("booking-old")
+	assert.Equal(t, []booking.Event{ev(1), ev(2)}, got.events)
+	assert.Equal(t, uint64(2), got.version)
+	_, ok = c.get("booking-old")
 	assert.False(t, ok, "a stream first seen at version 3 needs its first two events from the store")
 	assert.Equal(t, 2, c.size)
 }

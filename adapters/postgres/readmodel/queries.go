@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -52,9 +51,6 @@ WHERE ($3 = '' OR r.resource = $3 OR l.name = $3) AND (lower(b.during), r.resour
 ORDER BY lower(b.during), r.resource, b.booking
 LIMIT $4`
 
-// beforeAnySlot is the cursor of the first page: earlier than any start a booking can have.
-var beforeAnySlot = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // Calendar returns a page of entries, one per (booking, resource) whose slot overlaps [q.From, q.To),
 // of every status (clients filter), ordered by start, resource and booking; More says another page
 // follows (one row more than the page is read to know). A booking overlapping the window
@@ -66,7 +62,7 @@ func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) (
 	if err := q.Validate(); err != nil {
 		return projections.CalendarPage{}, err
 	}
-	after := projections.CalendarCursor{Start: beforeAnySlot}
+	var after projections.CalendarCursor // zero on the first page: year 1 precedes any start
 	if q.After != nil {
 		after = *q.After
 	}

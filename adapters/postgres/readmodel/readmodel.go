@@ -185,7 +185,7 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		return err
 	}
 	lead.QueuedQueries[0].Fn = func(br pgx.BatchResults) error { _, err := advanced(br); return err }
-	a := &applier{m: m, streams: map[booking.ID]streamData{}}
+	a := &applier{m: m, streams: map[booking.ID]cacheEntry{}}
 	if err := a.load(ctx, touched.items); err != nil {
 		return err
 	}
@@ -218,18 +218,13 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 	return nil
 }
 
-// applyTx begins a batch's transaction. Its statements run on generic plans, made once per connection
-// rather than at every execution (a batch's statements are small, and planning them was most of their
-// cost; TestScopedQueriesStayIndexed keeps those plans on indexes). It commits without waiting for the
-// WAL flush: the read model is derived from the log, and a batch that a database crash loses is lost
-// with its checkpoint, so the runner applies it again (ADR 0019).
+// applyTx begins a batch's transaction (ADR 0019): generic plans, made once per connection rather than
+// at every execution, and a commit that does not wait for the WAL flush, as the read model is derived
+// from the log and a batch a database crash loses is lost with its checkpoint, applied again.
 var applyTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL ` + strings.Join(batchPlanning, `; SET LOCAL `) + `; SET LOCAL synchronous_commit = off`}
 
-// batchPlanning is how a batch's statements are planned. A connection plans each once, at its first
-// batch, and keeps the plan while the tables grow: planned over the empty tables of a fresh database
-// a keyed lookup was a sequential scan, still one thousands of rows later (a DELETE of 140 absent
-// keys took 34 ms over 4,000 rows). Every statement is a lookup of the batch's keys, so an index is
-// right whatever the statistics say when it is planned.
+// batchPlanning keeps the generic plans on indexes even when a connection's first batch plans them
+// over the empty tables of a fresh database (ADR 0019, TestEveryBatchStatementStaysIndexed).
 var batchPlanning = []string{"plan_cache_mode = force_generic_plan", "enable_seqscan = off"}
 
 // unseen drops the events of a batch at or before what was applied or buffered: a prefix, as a
@@ -244,20 +239,6 @@ func (m *ReadModel) unseen(events []eventlog.RecordedEvent) []eventlog.RecordedE
 		i++
 	}
 	return events[i:]
-}
-
-// Buffer implements projections.Bulk: it stores a replay's events for Flush (bulk.go).
-func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.buffer(ctx, events)
-}
-
-// Flush implements projections.Bulk: it computes and writes the replay (bulk.go).
-func (m *ReadModel) Flush(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.flush(ctx)
 }
 
 // resourceIDsOf returns the ids of names, numbering new resources first as a batch does

@@ -83,7 +83,7 @@ func (s *staging) table(name string) string { return name + s.suffix }
 // createStaging drops staging tables left by earlier rebuilds and creates this one's, without
 // indexes: they are built once the tables are loaded (indexStaging).
 func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
-	blockers, err := collectStrings(ctx, m.pool, swapBlockersSQL, rebuildTables)
+	blockers, err := queryRows(ctx, m.pool, pgx.RowTo[string], swapBlockersSQL, rebuildTables)
 	if err != nil {
 		return nil, fmt.Errorf("check read-model tables: %w", err)
 	}
@@ -151,7 +151,7 @@ func (m *ReadModel) indexStaging(ctx context.Context, s *staging) error {
 
 // dropStaging drops the staging tables whose suffix is suffix, or all of them when suffix is empty.
 func dropStaging(ctx context.Context, q querier, suffix string) error {
-	names, err := collectStrings(ctx, q, `SELECT relname FROM pg_class
+	names, err := queryRows(ctx, q, pgx.RowTo[string], `SELECT relname FROM pg_class
 WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace AND relname ~ $1 AND ($2 = '' OR right(relname, length($2)) = $2)`,
 		stagingPattern, suffix)
 	if err != nil {

@@ -129,16 +129,14 @@ func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
 		b                              projections.Booking
 		start, end, scheduled, updated *time.Time
 		streams                        []string
-		version                        int64
 		fs                             []findingJSON
 	)
 	if err := row.Scan(&b.Booking, &b.Provider, &b.Meeting, &b.Resources, &b.Canonical, &start, &end, &b.Status, &b.BookingStatus,
-		&b.Holder, &b.Payment, &b.PaymentRefs, &streams, &b.Capacity, &b.NoShow, &scheduled, &updated, &version, &b.Events,
+		&b.Holder, &b.Payment, &b.PaymentRefs, &streams, &b.Capacity, &b.NoShow, &scheduled, &updated, &b.StreamVersion, &b.Events,
 		&b.RescheduledFrom, &b.RescheduledTo, &b.CancelReason, &b.CanceledBy, &b.CancelImplied, &fs); err != nil {
 		return projections.Booking{}, err
 	}
 	b.Start, b.End, b.ScheduledAt, b.UpdatedAt = timeOf(start), timeOf(end), timeOf(scheduled), timeOf(updated)
-	b.StreamVersion = uint64(version)
 	for _, s := range streams {
 		b.PaymentStreams = append(b.PaymentStreams, booking.ID(s))
 	}
