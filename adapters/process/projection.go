@@ -237,7 +237,7 @@ FROM calendar_bookings WHERE booking = ANY($1)`, missing)
 	var sharing []string
 	if err := collect(ctx, tx, &sharing, `SELECT DISTINCT s.booking FROM calendar_bookings b
 JOIN calendar_resources r ON r.resource = ANY(b.resources)
-JOIN calendar_slots s ON s.resource_id = r.id AND s.during && b.during
+CROSS JOIN LATERAL bl_overlapping_claims(r.id, b.during) s(booking)
 WHERE b.booking = ANY($1) AND b.during IS NOT NULL`, ids); err != nil {
 		return nil, err
 	}

@@ -426,7 +426,8 @@ var bookingTypes = []string{"text", "text", "text", "text[]", "tstzrange", "text
 	"boolean", "timestamptz", "timestamptz", "bigint", "integer", "text", "text", "text", "text", "boolean", "jsonb"}
 
 // connectedClaimsSQL returns every claim of a booking other than those of $4 connected by a chain of
-// overlaps on a resource to a seed: the slots $1–$3 (by resource name) and the stored claims of $4.
+// overlaps on a resource (bl_overlapping_claims, migration 0185) to a seed: the slots $1–$3 (by
+// resource name) and the stored claims of $4.
 // That is the set whose slot assignment can change when $4 are recomputed.
 const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
     SELECT r.id AS resource_id, tstzrange(q.s, q.e) AS during
@@ -435,17 +436,13 @@ const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
   UNION ALL
     SELECT resource_id, during FROM calendar_slots WHERE booking = ANY($4::text[])
 ), comp(booking) AS (
-    SELECT c.booking FROM seeds q
-    JOIN calendar_slots c ON c.resource_id = q.resource_id AND c.during && q.during
-    WHERE c.booking <> ALL($4::text[])
+    SELECT c.booking FROM seeds q, bl_overlapping_claims(q.resource_id, q.during) c(booking) WHERE c.booking <> ALL($4::text[])
   UNION
-    SELECT c2.booking FROM comp
-    JOIN calendar_slots c1 ON c1.booking = comp.booking
-    JOIN calendar_slots c2 ON c2.resource_id = c1.resource_id AND c2.during && c1.during
-    WHERE c2.booking <> ALL($4::text[])
+    SELECT c.booking FROM comp, LATERAL (SELECT resource_id, during FROM calendar_slots WHERE booking = comp.booking OFFSET 0) q,
+        bl_overlapping_claims(q.resource_id, q.during) c(booking) WHERE c.booking <> ALL($4::text[])
 )
 SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at
-FROM calendar_slots c WHERE c.booking IN (SELECT booking FROM comp)`
+FROM comp, LATERAL (SELECT * FROM calendar_slots WHERE booking = comp.booking OFFSET 0) c`
 
 func idStrings(ids []booking.ID) []string {
 	out := make([]string, len(ids))

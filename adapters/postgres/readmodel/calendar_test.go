@@ -73,6 +73,8 @@ VALUES ($1, (SELECT id FROM calendar_resources WHERE resource = $2), $2, $3, tst
 	}{
 		{"overlapping holder of another meeting", "y", "host-1", "meeting-y", at(10, 30), at(11, 30), true, true},
 		{"holder inside the other's range", "y2", "host-1", "meeting-y", at(10, 10), at(10, 20), true, true},
+		{"holder of a meeting whose text differs by a trailing space", "y3", "host-1", "meeting-x ", at(10, 0), at(11, 0), true, true},
+		{"holder of a ten-day meeting around it", "y4", "host-1", "retreat", at(-5*24, 0), at(5*24, 0), true, true},
 		{"invitee of the same meeting (group event)", "x-second-invitee", "host-1", "meeting-x", at(10, 0), at(11, 0), true, false},
 		{"overlapping claim that does not hold", "z", "host-1", "meeting-z", at(10, 30), at(11, 30), false, false},
 		{"back-to-back holder", "w", "host-1", "meeting-w", at(11, 0), at(11, 30), true, false},
@@ -417,4 +419,40 @@ func TestCalendarQuery(t *testing.T) {
 
 	_, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(12, 0), To: at(8, 0)})
 	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
+}
+
+// TestLongClaimsConflictWhateverTheirLength: a claim longer than the seven days the claims' start
+// index looks back (migration 0185) is found through the partial GiST, whichever side arrives first
+// and whichever side is recomputed; a rebuild gives the same calendar.
+func TestLongClaimsConflictWhateverTheirLength(t *testing.T) {
+	const host = "host-long"
+	retreat := created("calendly-retreat", at(-100, 0), slot("retreat", at(0, 0), 10*24*60, host)) // ten days
+	late := created("calendly-late", at(-50, 0), slot("late-call", at(9*24+10, 0), 30, host))      // on its ninth day
+	early := created("calendly-early", at(-40, 0), slot("early-call", at(24+10, 0), 30, host))     // on its second day
+	after := created("calendly-after", at(-30, 0), slot("after-call", at(10*24, 0), 30, host))     // back to back with its end
+	orders := map[string][]booking.Event{
+		"long first": {retreat, late, early, after},
+		"long last":  {late, early, after, retreat},
+	}
+	for name, order := range orders {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			for i, ev := range order {
+				e.deliver(t, one(fmt.Sprintf("long-%d", i), ev))
+				e.catchUp(t)
+			}
+			assert.Equal(t, []string{"calendly-after", "calendly-retreat"}, e.holders(t))
+			assert.Equal(t, []string{"conflict: calendly-early calendly-retreat", "conflict: calendly-late calendly-retreat"},
+				itemSubjects(e.openItems(t)))
+			incremental := snapshotOf(t, e)
+			require.NoError(t, e.rm.Rebuild(context.Background(), nil))
+			assert.Equal(t, incremental, snapshotOf(t, e), "rebuilt rows differ from incremental ones")
+
+			// Recomputed from its own stored claim, the long booking releases both.
+			e.deliver(t, one("long-cancel", canceled("calendly-retreat", at(-1, 0), "postponed")))
+			e.catchUp(t)
+			assert.Equal(t, []string{"calendly-after", "calendly-early", "calendly-late"}, e.holders(t))
+			assert.Empty(t, e.openItems(t))
+		})
+	}
 }

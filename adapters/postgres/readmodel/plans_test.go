@@ -133,6 +133,7 @@ type planNode struct {
 	RelationName string     `json:"Relation Name"`
 	IndexName    string     `json:"Index Name"`
 	IndexCond    string     `json:"Index Cond"`
+	Filter       string     `json:"Filter"`
 	Plans        []planNode `json:"Plans"`
 }
 
@@ -158,6 +159,11 @@ func (p planNode) unindexed() []string {
 	case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
 		if growing(p.IndexName) && p.IndexCond == "" {
 			out = append(out, p.NodeType+" without a condition on "+p.IndexName)
+		}
+		// The claims' start index answers an overlap within its look-back only: by resource alone it
+		// reads every claim of the resource and filters them.
+		if p.IndexName == "calendar_slots_start_idx" && strings.Contains(p.Filter, "&&") && !strings.Contains(p.IndexCond, "lower(during) >=") {
+			out = append(out, p.NodeType+" of "+p.IndexName+" filtering overlaps without a bounded start: "+p.IndexCond)
 		}
 	}
 	for _, c := range p.Plans {

@@ -224,8 +224,8 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 var applyTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL ` + strings.Join(batchPlanning, `; SET LOCAL `) + `; SET LOCAL synchronous_commit = off`}
 
 // batchPlanning keeps the generic plans on indexes even when a connection's first batch plans them
-// over the empty tables of a fresh database (ADR 0019, TestEveryBatchStatementStaysIndexed).
-var batchPlanning = []string{"plan_cache_mode = force_generic_plan", "enable_seqscan = off"}
+// over the empty tables of a fresh database, and without JIT (ADR 0019, TestEveryBatchStatementStaysIndexed).
+var batchPlanning = []string{"plan_cache_mode = force_generic_plan", "enable_seqscan = off", "jit = off"}
 
 // unseen drops the events of a batch at or before what was applied or buffered: a prefix, as a
 // batch is in log order.
