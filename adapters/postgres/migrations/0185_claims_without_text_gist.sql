@@ -1,6 +1,6 @@
 -- The claims' indexes without GiST over text and without a GiST over every claim (issue #10,
 -- docs/adr/0008-rebuild-loads-staging-tables-and-swaps.md). PostgreSQL 15 builds a btree_gist index
--- only by inserting every row, so a rebuild's GiST over 250,000 claims cost 7–9 s, about what keeping
+-- only by inserting every row, so a rebuild's GiST over 250,000 claims cost 7–14 s, about what keeping
 -- it up to date row by row costs; and the meeting's text in the exclusion constraint made the claims'
 -- insert the costliest statement of a live batch.
 --
