@@ -40,7 +40,7 @@ Usage:
   bookingledger resources list | show <name> | apply <file.json>
                                    linked resources: one host's calendars at several providers guarded
                                    as one calendar (each change an event on the "resources" stream)
-  bookingledger rebuild [calendar|process] [--quiet]
+  bookingledger rebuild [calendar|process|relay] [--quiet]
                                    replay the event log into an emptied read model (stop serve first)
   bookingledger dev-sinks [--only NAME,...] [--env-file PATH]
                                    local stand-ins (SMTP, CalDAV, ...) for development; prints serve's env
