@@ -223,9 +223,10 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 // from the log and a batch a database crash loses is lost with its checkpoint, applied again.
 var applyTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL ` + strings.Join(batchPlanning, `; SET LOCAL `) + `; SET LOCAL synchronous_commit = off`}
 
-// batchPlanning keeps the generic plans on indexes even when a connection's first batch plans them
-// over the empty tables of a fresh database, and without JIT (ADR 0019, TestEveryBatchStatementStaysIndexed).
-var batchPlanning = []string{"plan_cache_mode = force_generic_plan", "enable_seqscan = off", "jit = off"}
+// batchPlanning makes each statement's plan once per connection, under checkpoint.IndexedPlanning,
+// which keeps it on indexes even when a connection's first batch plans it over the empty tables of a
+// fresh database (ADR 0019, TestEveryBatchStatementStaysIndexed).
+var batchPlanning = append([]string{"plan_cache_mode = force_generic_plan"}, checkpoint.IndexedPlanning...)
 
 // unseen drops the events of a batch at or before what was applied or buffered: a prefix, as a
 // batch is in log order.
