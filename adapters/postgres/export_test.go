@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bookingledger/domain/ledger"
 )
 
 // Test hooks: the package's unexported seams, for its external tests.
@@ -42,6 +44,9 @@ func QueuedCommits(s *Store) int {
 	defer s.commits.mu.Unlock()
 	return len(s.commits.queue)
 }
+
+// ListReceiptsSQL is ListReceipts' statement for an outcome, for the plan check.
+func ListReceiptsSQL(outcome ledger.Outcome) string { return listReceiptsSQL(outcome) }
 
 // CountQuarantinedSQL is the quarantine gauge's statement, for the plan check.
 const CountQuarantinedSQL = countQuarantinedSQL
