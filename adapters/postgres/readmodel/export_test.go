@@ -2,14 +2,11 @@ package readmodel
 
 import (
 	"context"
-	"fmt"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/assert"
 
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/pgtest/plantest"
 	"bookingledger/projections"
 )
 
@@ -43,24 +40,16 @@ func SetFailAfterApply(m *ReadModel, f func() error) {
 	m.failAfterApply = f
 }
 
-// RequireIndexedGenericPlans fails t for every statement of sqls whose generic plan, over a calendar
+// RequireIndexedGenericPlans fails t for every statement of sent whose generic plan, over a calendar
 // of a few thousand rows or over the empty tables of a fresh database (where a connection's first
 // batch plans them, and the plan then serves it while the tables grow), reads one of its growing
 // tables without an index condition.
-func RequireIndexedGenericPlans(t *testing.T, sqls []string) {
+func RequireIndexedGenericPlans(t *testing.T, sent []plantest.Statement) {
 	t.Helper()
-	for _, db := range []struct {
-		name string
-		conn *pgxpool.Conn
-	}{{"filled", fillCalendar(t, pgtest.NewDatabase(t))}, {"empty", planningConn(t, pgtest.NewDatabase(t))}} {
-		for i, sql := range sqls {
-			bad, raw, err := unindexedPlan(context.Background(), db.conn, fmt.Sprintf("batch_probe_%d", i), sql, "")
-			if !assert.NoError(t, err) {
-				continue
-			}
-			for _, b := range bad {
-				assert.Failf(t, "generic plan reads a table without an index condition", "%s database: %s\nin: %s\nplan: %s", db.name, b, sql, raw)
-			}
+	for _, db := range []struct{ name, url string }{{"filled", filledCalendar(t)}, {"empty", pgtest.NewDatabaseURL(t)}} {
+		conn := plantest.Connect(t, db.url, batchPlanning...)
+		for _, s := range sent {
+			growing.Check(t, conn, db.name+" database", s, plantest.Kept)
 		}
 	}
 }
