@@ -33,12 +33,14 @@ metrics() {
 }
 
 # anchor_ratio C: mean deliveries/s of bookingledger over the hand-written handler's at concurrency C,
-# over every round of BenchmarkIngestVsHandwritten, with both means.
+# over every round of BenchmarkIngestVsHandwritten, with both means and each round's own ratio (a
+# round is bookingledger's line and the handler's after it).
 anchor_ratio() {
 	awk -v c="c=$1/" '$1 ~ "^BenchmarkIngestVsHandwritten/" c {
 		for (i = 2; i <= NF; i++) if ($i == "deliveries/s") v = $(i-1)
-		if ($1 ~ "/bookingledger") { bl += v; nb++ } else if ($1 ~ "/handwritten") { hw += v; nh++ }
-	} END { if (nb && nh) printf "%.2f (%.0f vs %.0f deliveries/s)", (bl/nb)/(hw/nh), bl/nb, hw/nh; else print "?" }' "$out"
+		if ($1 ~ "/bookingledger") { bl += v; nb++; last = v } else if ($1 ~ "/handwritten") {
+			hw += v; nh++; if (last) rounds = rounds (rounds == "" ? "" : " / ") sprintf("%.2f", last / v); last = 0 }
+	} END { if (nb && nh) printf "%.2f (%.0f vs %.0f deliveries/s; rounds %s)", (bl/nb)/(hw/nh), bl/nb, hw/nh, rounds; else print "?" }' "$out"
 }
 
 summary() {
