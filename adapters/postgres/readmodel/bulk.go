@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -428,22 +429,48 @@ LEFT JOIN (SELECT rescheduled_from, array_agg(booking) AS by FROM %[2]s WHERE re
     ON r.rescheduled_from = k.booking
 ORDER BY g.grp, k.lower, e.stream_id`
 
+// computeAhead is how many chunks are computed at once while the replay is read and decoded on: a
+// chunk's computation runs on one core for most of its time.
+const computeAhead = 2
+
 // computeReplay is step 3: it computes the calendar chunk by chunk into the staging tables and
-// returns the open conflict items whose two sides are in different chunks.
+// returns the open conflict items whose two sides are in different chunks. Chunks are whole connected
+// sets, so they are computed at once (computeAhead) in any order; which chunk's items come first
+// changes nothing, as Recompute's answer does not depend on the order of what it is given.
 func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paymentsOf) ([]projections.Item, error) {
 	ld := m.startLoad(ctx)
 	var (
 		chunk  []replayed
 		group  *int32
 		maxEnd time.Time
+		mu     sync.Mutex // apart, failed
 		apart  []projections.Item
+		failed error
+		wg     sync.WaitGroup
+		slots  = make(chan struct{}, computeAhead)
 	)
 	run := func() error {
 		c := chunk
 		chunk = nil
-		a, err := m.computeChunk(ctx, s, ld, payments, c)
-		apart = append(apart, a...)
-		return err
+		slots <- struct{}{}
+		mu.Lock()
+		err := failed
+		mu.Unlock()
+		if err != nil {
+			<-slots
+			return err
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			a, err := m.computeChunk(ctx, s, ld, payments, c)
+			mu.Lock()
+			defer mu.Unlock()
+			apart = append(apart, a...)
+			if err != nil && failed == nil {
+				failed = err
+			}
+		})
+		return nil
 	}
 	query := fmt.Sprintf(chunkSQL, s.table("calendar_replay"), s.table("calendar_keys"), s.table("calendar_groups"))
 	err := m.eachReplayed(ctx, s.table("calendar_keys")+", "+s.table("calendar_groups"), query, true, func(batch []replayed) error {
@@ -472,7 +499,8 @@ func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paym
 	if err == nil && len(chunk) > 0 {
 		err = run()
 	}
-	if err != nil {
+	wg.Wait()
+	if err = cmp.Or(err, failed); err != nil {
 		ld.abort()
 		return nil, err
 	}

@@ -66,7 +66,9 @@ type ReadModel struct {
 	replay *replay
 	// bufLinks is the fold of the link events of the replay being buffered (with replay).
 	bufLinks resource.State
-	// resourceIDs caches calendar_resources, which only grows.
+	// resourceIDs caches calendar_resources, which only grows; idsMu guards it, as a rebuild computes
+	// chunks at once.
+	idsMu       sync.Mutex
 	resourceIDs map[string]int32
 	// failAfterApply, set by tests, fails a batch after every write and before the commit.
 	failAfterApply func() error
@@ -244,8 +246,10 @@ func (m *ReadModel) unseen(events []eventlog.RecordedEvent) []eventlog.RecordedE
 
 // resourceIDsOf returns the ids of names, numbering new resources first as a batch does
 // (numberResourcesSQL). It writes outside the caller's transaction (and commits at once), so that the
-// cache never holds an id that a rolled-back batch took with it. The caller holds m.mu.
+// cache never holds an id that a rolled-back batch took with it.
 func (m *ReadModel) resourceIDsOf(ctx context.Context, names []string) (map[string]int32, error) {
+	m.idsMu.Lock()
+	defer m.idsMu.Unlock()
 	var missing []string
 	for _, n := range names {
 		if _, ok := m.resourceIDs[n]; !ok {
