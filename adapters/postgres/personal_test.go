@@ -84,6 +84,35 @@ INSERT INTO erased_subjects (subject, erasure) SELECT $1, id FROM e`, string(boo
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM free_texts WHERE booking = $1`, string(bookingOf(fresh))))
 }
 
+// A group asks whether a subject is erased once per row it saves, not once per row and delivery: a
+// group of 32 asked 1,024 times for its contacts.
+func TestGroupCommitAsksOncePerRowWhetherItsSubjectIsErased(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	_, err := pool.Exec(ctx, `CREATE SEQUENCE erasure_checks;
+CREATE OR REPLACE FUNCTION bl_subject_erased(s text) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM nextval('erasure_checks');
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended('bl-erase:' || s, 0));
+    RETURN EXISTS (SELECT 1 FROM erased_subjects e WHERE e.subject = s);
+END $$`)
+	require.NoError(t, err)
+	var commits []ledger.Commit
+	for i := range 8 {
+		st := streamName(t)
+		commits = append(commits, withPersonal(commitOf("d-"+st, appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1"))),
+			bookingOf(st), fmt.Sprintf("guest%d@example.com", i)))
+	}
+	_, errs := commitHeldGroup(t, s, commits)
+	for i, err := range errs {
+		require.NoError(t, err, "delivery %d", i)
+	}
+	assert.Equal(t, 8, count(t, pool, `SELECT count(*) FROM contacts`))
+	assert.Equal(t, 8, count(t, pool, `SELECT count(*) FROM free_texts`))
+	// The store has no body sealer, so its bodies have no subject: a contact and a text per delivery.
+	assert.Equal(t, 16, count(t, pool, `SELECT last_value FROM erasure_checks`))
+}
+
 func TestCommitRefusesPersonalDataWithoutAppends(t *testing.T) {
 	s, pool := newStore(t)
 	_, err := s.Commit(testCtx(t), withPersonal(commitOf("d-none"), "calendly-x", "x@example.com"))
