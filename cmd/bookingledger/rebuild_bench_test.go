@@ -31,9 +31,11 @@ const (
 // each size of BOOKINGLEDGER_BENCH_REBUILD_SIZES (default 250,000 and 1,000,000 events; 5,000,000 is
 // the documented large run) a log of one Calendly create per booking on 200 hosts is written straight
 // into the events table with COPY (sending it over HTTP would take longer than the rebuild), then the
-// real binary rebuilds the calendar as a child process. Reported: events/s over the child's wall time,
-// and its peak resident memory (getrusage maxrss) in MB and in bytes per event. Not run by make test;
-// `make bench` runs it.
+// real binary rebuilds the calendar as a child process. Two logs of each size (scaleLogs): one whose
+// meetings overlap (nearly every booking conflicts: a reconciliation item each, few slot holders) and
+// one whose meetings are apart (no conflict: every claim holds its slot, so the double-booking guard
+// covers all of them). Reported: events/s over the child's wall time, and its peak resident memory
+// (getrusage maxrss) in MB and in bytes per event. Not run by make test; `make bench` runs it.
 func BenchmarkRebuildAtScale(b *testing.B) {
 	setting := os.Getenv(envRebuildScaleSizes)
 	if setting == "" {
@@ -48,51 +50,73 @@ func BenchmarkRebuildAtScale(b *testing.B) {
 		if err != nil || n <= 0 {
 			b.Fatalf("%s: %q is not a number of events", envRebuildScaleSizes, s)
 		}
-		// Seeded once per size, outside b.Run: the testing package calls a sub-benchmark's function
-		// once with b.N = 1 before it runs the -benchtime count, and a seed inside would be made twice.
-		dbURL := pgtest.NewDatabaseURL(b)
-		seedCreates(b, pgtest.Open(b, dbURL), n)
-		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
-			var wall time.Duration
-			var peak int64
-			phases := map[string]float64{} // seconds per phase, summed over the runs
-			b.ResetTimer()
-			for range b.N {
-				cmd := exec.Command(bin, "rebuild", "--quiet")
-				cmd.Env = append(os.Environ(), "BOOKINGLEDGER_DATABASE_URL="+dbURL, "BOOKINGLEDGER_LOG_LEVEL=error")
-				start := time.Now()
-				out, err := cmd.CombinedOutput()
-				wall += time.Since(start)
-				if err != nil {
-					b.Fatalf("rebuild: %v\n%s", err, out)
-				}
-				// "phases: fold 7.4s, compute 26.7s, …" (read.go): the write's phases.
-				if _, list, ok := strings.Cut(string(out), "phases: "); ok {
-					for _, p := range strings.Split(strings.TrimSpace(list), ", ") {
-						var name string
-						var sec float64
-						if _, err := fmt.Sscanf(p, "%s %fs", &name, &sec); err == nil {
-							phases[name] += sec
-						}
-					}
-				}
-				// Linux reports maxrss in KiB.
-				peak = max(peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss*1024)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(n)*float64(b.N)/wall.Seconds(), "events/s")
-			b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MB")
-			b.ReportMetric(float64(peak)/float64(n), "rss-bytes/event")
-			for name, sec := range phases {
-				b.ReportMetric(sec/float64(b.N), name+"-s")
-			}
-		})
+		for _, log := range scaleLogs {
+			// Seeded once per size, outside b.Run: the testing package calls a sub-benchmark's function
+			// once with b.N = 1 before it runs the -benchtime count, and a seed inside would be made twice.
+			dbURL := pgtest.NewDatabaseURL(b)
+			seedCreates(b, pgtest.Open(b, dbURL), n, log)
+			b.Run(fmt.Sprintf("log=%s/events=%d", log.name, n), func(b *testing.B) { rebuildAtScale(b, bin, dbURL, n) })
+		}
 	}
+}
+
+// rebuildAtScale runs `bookingledger rebuild` of the n-event log at dbURL b.N times.
+func rebuildAtScale(b *testing.B, bin, dbURL string, n int) {
+	var wall time.Duration
+	var peak int64
+	phases := map[string]float64{} // seconds per phase, summed over the runs
+	b.ResetTimer()
+	for range b.N {
+		cmd := exec.Command(bin, "rebuild", "--quiet")
+		cmd.Env = append(os.Environ(), "BOOKINGLEDGER_DATABASE_URL="+dbURL, "BOOKINGLEDGER_LOG_LEVEL=error")
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		wall += time.Since(start)
+		if err != nil {
+			b.Fatalf("rebuild: %v\n%s", err, out)
+		}
+		// "phases: fold 7.4s, compute 26.7s, …" (read.go): the write's phases.
+		if _, list, ok := strings.Cut(string(out), "phases: "); ok {
+			for _, p := range strings.Split(strings.TrimSpace(list), ", ") {
+				var name string
+				var sec float64
+				if _, err := fmt.Sscanf(p, "%s %fs", &name, &sec); err == nil {
+					phases[name] += sec
+				}
+			}
+		}
+		// Linux reports maxrss in KiB.
+		peak = max(peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss*1024)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n)*float64(b.N)/wall.Seconds(), "events/s")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MB")
+	b.ReportMetric(float64(peak)/float64(n), "rss-bytes/event")
+	for name, sec := range phases {
+		b.ReportMetric(sec/float64(b.N), name+"-s")
+	}
+}
+
+// scaleLog is a shape of BenchmarkRebuildAtScale's log: where booking i's meeting starts.
+type scaleLog struct {
+	name  string
+	start func(day time.Time, i int) time.Time
+}
+
+// scaleLogs are the logs BenchmarkRebuildAtScale rebuilds. On each of the 200 hosts (booking i's is
+// i mod 200) the meetings last 30 minutes. Overlapping ones start at one of 32 quarter hours from 9:00
+// on one of 60 days, so that a host's meetings pile up on few slots: at 250,000 events, 96 % of the
+// bookings conflict. Apart ones start an hour after the host's previous one: none conflicts.
+var scaleLogs = []scaleLog{
+	{"overlapping", func(day time.Time, i int) time.Time {
+		return day.AddDate(0, 0, i%60).Add(time.Duration(9*60+15*(i/60%32)) * time.Minute)
+	}},
+	{"apart", func(day time.Time, i int) time.Time { return day.Add(time.Duration(i/200) * time.Hour) }},
 }
 
 // seedCreates writes n bookings' creates into the events and streams tables as appends would, a
 // transaction per 50,000 events, without keeping the log in memory.
-func seedCreates(b testing.TB, pool *pgxpool.Pool, n int) {
+func seedCreates(b testing.TB, pool *pgxpool.Pool, n int, log scaleLog) {
 	b.Helper()
 	ctx := context.Background()
 	codec := eventcodec.JSON{}
@@ -106,7 +130,7 @@ func seedCreates(b testing.TB, pool *pgxpool.Pool, n int) {
 				return nil, nil
 			}
 			id := booking.ID(fmt.Sprintf("calendly-scale-%d", i))
-			start := day.AddDate(0, 0, i%60).Add(time.Duration(9*60+15*(i/60%32)) * time.Minute)
+			start := log.start(day, i)
 			var eid eventlog.EventID
 			binary.BigEndian.PutUint64(eid[:8], uint64(i)+1)
 			eid[8] = 0x5c
