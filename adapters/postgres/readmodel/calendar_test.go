@@ -90,9 +90,25 @@ VALUES ($1, (SELECT id FROM calendar_resources WHERE resource = $2), $2, $3, tst
 			var pgErr *pgconn.PgError
 			require.ErrorAs(t, err, &pgErr)
 			assert.Equal(t, "23P01", pgErr.Code, "exclusion_violation")
-			assert.Equal(t, "calendar_slots_no_double_booking", pgErr.ConstraintName)
+			assert.Regexp(t, `^calendar_slots_no_double_booking_[0-7]$`, pgErr.ConstraintName)
 		})
 	}
+
+	// The guard is eight exclusion constraints, one per resource_id % 8 (migration 0200): each refuses
+	// a second holder of another meeting on the resources of its part.
+	t.Run("every part of the guard", func(t *testing.T) {
+		for i := range 16 {
+			res := fmt.Sprintf("host-part-%d", i)
+			var id int
+			require.NoError(t, e.pool.QueryRow(ctx, `INSERT INTO calendar_resources (resource) VALUES ($1) RETURNING id`, res).Scan(&id))
+			_, err := e.pool.Exec(ctx, insert, "p-holder-"+res, res, "meeting-p", at(10, 0), at(11, 0), true)
+			require.NoError(t, err, "holders on different resources never clash")
+			_, err = e.pool.Exec(ctx, insert, "p-other-"+res, res, "meeting-q", at(10, 30), at(11, 30), true)
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr, res)
+			assert.Equal(t, fmt.Sprintf("calendar_slots_no_double_booking_%d", id%8), pgErr.ConstraintName)
+		}
+	})
 
 	t.Run("turning a claim into a second holder", func(t *testing.T) {
 		_, err := e.pool.Exec(ctx, `UPDATE calendar_slots SET holder = true WHERE booking = 'z'`)
