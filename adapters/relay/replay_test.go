@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,14 +101,28 @@ func TestReplayDryRunCountsWhatTheReplaySends(t *testing.T) {
 
 // Two processes' workers share the deliveries: each is sent once, and both did some of the work.
 func TestTwoProcessesShareTheWorkWithoutDoubleSends(t *testing.T) {
+	const workers = 4
 	e := newEnv(t)
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
-	r := e.startRelay(t, relayOpts{registry: regA})
-	e.startRelay(t, relayOpts{registry: regB})
+	r := e.startRelay(t, relayOpts{registry: regA, workers: workers})
+	e.startRelay(t, relayOpts{registry: regB, workers: workers})
 	ctx := context.Background()
 	rc := newReceiver(t)
+	// Each process runs 4 workers, so it has at most 4 attempts in flight. The receiver holds every
+	// attempt until 5 are in flight at once, which only both processes together can reach: process B
+	// then works some deliveries however the scheduler favours A (up to 10 s, then the test fails).
+	var inFlight atomic.Int32
+	both := make(chan struct{})
+	var once sync.Once
 	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		time.Sleep(5 * time.Millisecond) // long enough that one process cannot take everything
+		if inFlight.Add(1) > workers {
+			once.Do(func() { close(both) })
+		}
+		select {
+		case <-both:
+		case <-time.After(10 * time.Second):
+		}
+		inFlight.Add(-1)
 		rc.serve(w, req)
 	})
 	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
