@@ -171,12 +171,18 @@ func (e *env) quarantine(t testing.TB, provider, id, reason string) {
 // other tests' transactions count too): a single pass may legitimately stop short.
 func (e *env) catchUp(t testing.TB) int64 {
 	t.Helper()
+	return e.catchUpWith(t, projections.RunnerOptions{})
+}
+
+// catchUpWith is catchUp with a runner of opts.
+func (e *env) catchUpWith(t testing.TB, opts projections.RunnerOptions) int64 {
+	t.Helper()
 	ctx := context.Background()
 	stored := e.stored(t)
 	var total int64
 	deadline := time.Now().Add(time.Minute)
 	for {
-		n, err := e.rm.Runner(projections.RunnerOptions{}).CatchUp(ctx)
+		n, err := e.rm.Runner(opts).CatchUp(ctx)
 		require.NoError(t, err)
 		total += n
 		cp, err := e.rm.Checkpoint(ctx)
@@ -187,6 +193,20 @@ func (e *env) catchUp(t testing.TB) int64 {
 		require.True(t, time.Now().Before(deadline), "projection stuck at %d of %d events", cp.EventsApplied, stored)
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// waitVisible waits until ReadAll can return every event stored so far, that is, until no running
+// transaction of the cluster is older than the last one that appended (PostgreSQL only). A catch-up
+// after it reads the events in full batches, whatever the other tests' transactions do.
+func (e *env) waitVisible(t testing.TB) {
+	t.Helper()
+	require.Equal(t, eventlogtest.StorePostgres, e.backend.kind)
+	require.Eventually(t, func() bool {
+		var visible bool
+		require.NoError(t, e.pool.QueryRow(context.Background(),
+			`SELECT coalesce(max(tx_id) < pg_snapshot_xmin(pg_current_snapshot()), true) FROM events`).Scan(&visible))
+		return visible
+	}, time.Minute, 5*time.Millisecond, "events stay hidden behind an old transaction")
 }
 
 func (e *env) booking(t testing.TB, id booking.ID) projections.Booking {
