@@ -11,6 +11,7 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/domain/booking"
 	"bookingledger/projections"
 )
 
@@ -106,4 +107,24 @@ func TestInterruptedRebuildIsFinishedByTheNextRunner(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, cp.Rebuilding)
 	assert.Equal(t, int64(len(all)), cp.EventsApplied)
+}
+
+// A booking rescheduled to one in another chunk, whose own cancel has not arrived, is released by
+// the new booking's create: the chunk that computes the old booking must know of the new one (the
+// bookings rescheduled from it, which chunkSQL reads with its key).
+func TestRebuildReleasesASlotRescheduledIntoAnotherChunk(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.deliver(t, one("old", created("calendly-old", at(-3, 0), slot("ev-old", at(9, 0), 30, "host-a"))))
+	e.deliver(t, one("new", event("calendly-new", "created", at(-2, 0),
+		booking.Scheduled{Slot: slot("ev-new", at(11, 0), 30, "host-b"), Capacity: 1, RescheduledFrom: "calendly-old"})))
+	e.catchUp(t)
+	want := snapshotOf(t, e)
+	require.Len(t, want.Bookings, 2)
+	require.Equal(t, projections.StatusCanceled, want.Bookings[1].Status, "calendly-old")
+	require.True(t, want.Bookings[1].CancelImplied)
+	e.waitReadable(t)
+	e.rm = readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{RebuildChunk: 1})
+	require.NoError(t, e.rm.Rebuild(ctx, nil))
+	assert.Equal(t, want, snapshotOf(t, e))
 }
