@@ -128,3 +128,24 @@ func TestRebuildReleasesASlotRescheduledIntoAnotherChunk(t *testing.T) {
 	require.NoError(t, e.rm.Rebuild(ctx, nil))
 	assert.Equal(t, want, snapshotOf(t, e))
 }
+
+// The open items of bookings the log no longer holds (an event store restored from a backup older
+// than the read model's) are closed by a rebuild: the rebuilt calendar has no row to call for them.
+func TestRebuildClosesItemsOfBookingsTheLogNoLongerHolds(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.deliver(t, one("holder", created("calendly-holder", at(-3, 0), slot("ev-1", at(9, 0), 60, "host-a"))))
+	e.deliver(t, one("loser", created("calendly-loser", at(-2, 0), slot("ev-2", at(9, 30), 60, "host-a"))))
+	e.catchUp(t)
+	require.Len(t, e.openItems(t), 1)
+	_, err := e.pool.Exec(ctx, `DELETE FROM events WHERE stream_id = ANY($1)`,
+		[]string{booking.StreamPrefix + "calendly-holder", booking.StreamPrefix + "calendly-loser"})
+	require.NoError(t, err)
+	e.waitReadable(t)
+	require.NoError(t, e.rm.Rebuild(ctx, nil))
+	assert.Zero(t, e.count(t, "calendar_bookings"))
+	assert.Empty(t, e.openItems(t))
+	var closedBy string
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT closed_by FROM reconciliation_items WHERE booking = 'calendly-loser'`).Scan(&closedBy))
+	assert.Equal(t, "auto", closedBy)
+}
