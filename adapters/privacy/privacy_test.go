@@ -164,11 +164,15 @@ func TestRewrapThenRemoveTheOldKey(t *testing.T) {
 		want[b] = []byte(fmt.Sprintf(`{"name":"Person %d"}`, i))
 		old.deliver(t, b, string(b), want[b])
 	}
+	// More keys than a batch rewraps (copies of one subject's key, which opens with its subject).
+	_, err := pool.Exec(context.Background(), `INSERT INTO subject_keys (id, subject, kek_id, wrapped)
+SELECT gen_random_uuid(), subject, kek_id, wrapped FROM subject_keys, generate_series(1, 1200) LIMIT 1200`)
+	require.NoError(t, err)
 	ring, err := privacy.ParseKeyring(keyB + "," + keyA)
 	require.NoError(t, err)
 	n, err := privacy.Rewrap(context.Background(), pool, ring)
 	require.NoError(t, err)
-	assert.EqualValues(t, 5, n)
+	assert.EqualValues(t, 1205, n)
 	n, err = privacy.Rewrap(context.Background(), pool, ring)
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left to rewrap")
@@ -180,7 +184,7 @@ func TestRewrapThenRemoveTheOldKey(t *testing.T) {
 	}
 	counts, err := privacy.KeyCounts(context.Background(), pool)
 	require.NoError(t, err)
-	assert.Equal(t, []privacy.KeyCount{{KEK: "b", Keys: 5}}, counts)
+	assert.Equal(t, []privacy.KeyCount{{KEK: "b", Keys: 1205}}, counts)
 }
 
 func TestEraseBookingShredsItsDataOnly(t *testing.T) {

@@ -37,55 +37,69 @@ func KeyCounts(ctx context.Context, pool *pgxpool.Pool) ([]KeyCount, error) {
 // transaction (a crash in between leaves every key wrapped by one configured key or the other). It
 // returns how many it rewrapped. Afterwards the older master keys can be removed from the
 // configuration. Bodies are not touched: they are sealed with the data keys, which do not change.
+//
+// Keys are taken in id order, each batch after the last one's, so a pass reads every key once. A key
+// another rewrap holds locked is passed over: a pass that rewrapped any is followed by one from the
+// start, until a pass from the start finds none.
 func Rewrap(ctx context.Context, pool *pgxpool.Pool, ring *Keyring) (int64, error) {
-	var total int64
-	for {
-		n, err := rewrapOnce(ctx, pool, ring)
+	var (
+		total int64
+		after *[16]byte // nil: from the start
+	)
+	for fromStart := true; ; {
+		n, last, err := rewrapOnce(ctx, pool, ring, after)
 		total += n
-		if err != nil || n == 0 {
+		switch {
+		case err != nil:
 			return total, err
+		case n > 0:
+			after, fromStart = &last, false
+		case fromStart:
+			return total, nil
+		default:
+			after, fromStart = nil, true
 		}
 	}
 }
 
-func rewrapOnce(ctx context.Context, pool *pgxpool.Pool, ring *Keyring) (int64, error) {
-	var n int64
+// rewrapOnce rewraps a batch of the keys after the id after (nil: from the first) and returns how
+// many and the last one's id.
+func rewrapOnce(ctx context.Context, pool *pgxpool.Pool, ring *Keyring, after *[16]byte) (int64, [16]byte, error) {
+	type key struct {
+		id           [16]byte
+		subject, kek string
+		wrapped      []byte
+	}
+	var batch []key
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, subject, kek_id, wrapped FROM subject_keys WHERE kek_id <> $1
-ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, ring.Newest(), rewrapBatch)
+		rows, err := tx.Query(ctx, `SELECT id, subject, kek_id, wrapped FROM subject_keys WHERE kek_id <> $1 AND ($3::uuid IS NULL OR id > $3)
+ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, ring.Newest(), rewrapBatch, after)
+		if err == nil {
+			batch, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (key, error) {
+				var k key
+				return k, r.Scan(&k.id, &k.subject, &k.kek, &k.wrapped)
+			})
+		}
 		if err != nil {
 			return fmt.Errorf("read data keys: %w", err)
 		}
-		type row struct {
-			id               [16]byte
-			subject, kek     string
-			wrapped, newWrap []byte
-		}
-		var batch []row
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.id, &r.subject, &r.kek, &r.wrapped); err != nil {
-				rows.Close()
-				return fmt.Errorf("read data keys: %w", err)
-			}
-			batch = append(batch, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read data keys: %w", err)
-		}
-		for _, r := range batch {
-			raw, err := ring.unwrap(r.kek, r.subject, r.wrapped)
+		ids, wrapped := make([][16]byte, len(batch)), make([][]byte, len(batch))
+		for i, k := range batch {
+			raw, err := ring.unwrap(k.kek, k.subject, k.wrapped)
 			if err != nil {
 				return err
 			}
-			kek, wrapped := ring.wrap(r.subject, raw)
-			if _, err := tx.Exec(ctx, `UPDATE subject_keys SET kek_id = $2, wrapped = $3 WHERE id = $1`, r.id, kek, wrapped); err != nil {
-				return fmt.Errorf("rewrap data key: %w", err)
-			}
+			_, wrapped[i] = ring.wrap(k.subject, raw)
+			ids[i] = k.id
 		}
-		n = int64(len(batch))
+		if _, err := tx.Exec(ctx, `UPDATE subject_keys k SET kek_id = $1, wrapped = u.wrapped
+FROM unnest($2::uuid[], $3::bytea[]) AS u(id, wrapped) WHERE k.id = u.id`, ring.Newest(), ids, wrapped); err != nil {
+			return fmt.Errorf("rewrap data keys: %w", err)
+		}
 		return nil
 	})
-	return n, err
+	if err != nil || len(batch) == 0 {
+		return 0, [16]byte{}, err
+	}
+	return int64(len(batch)), batch[len(batch)-1].id, nil
 }
