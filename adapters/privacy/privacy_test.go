@@ -300,19 +300,28 @@ func TestEraseConcurrentWithRedelivery(t *testing.T) {
 }
 
 // BOOKINGLEDGER_RECEIPT_BODY_RETENTION: the periodic River job shreds bodies stored longer ago than
-// the retention, and only those.
+// the retention, and only those: an old key that still seals a younger body stays, and an inline body
+// of a receipt stored before migration 0031 goes when the receipt is old.
 func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-old", "o1", []byte(`{"name":"Old Timer"}`))
 	e.deliver(t, "calendly-new", "n1", []byte(`{"name":"New Comer"}`))
-	_, err := pool.Exec(ctx, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE subject = 'calendly-old'`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `UPDATE subject_keys SET created_at = now() - interval '500 days' WHERE subject = 'calendly-old'`)
-	require.NoError(t, err)
+	e.deliver(t, "calendly-both", "b1", []byte(`{"name":"Both Early"}`))
+	e.deliver(t, "calendly-both", "b2", []byte(`{"name":"Both Later"}`))
+	e.deliver(t, "calendly-inline", "i1", nil)
+	for _, q := range []string{
+		`UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE subject = 'calendly-old'`,
+		`UPDATE subject_keys SET created_at = now() - interval '500 days' WHERE subject IN ('calendly-old', 'calendly-both')`,
+		`UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE digest = (SELECT body_digest FROM receipts WHERE delivery_id = 'b1')`,
+		`UPDATE receipts SET body = '{"name":"Inline Ingrid"}', received_at = now() - interval '500 days' WHERE delivery_id = 'i1'`,
+	} {
+		_, err := pool.Exec(ctx, q)
+		require.NoError(t, err)
+	}
 
-	_, err = jobs.Migrate(ctx, pool, nil)
+	_, err := jobs.Migrate(ctx, pool, nil)
 	require.NoError(t, err)
 	q, err := jobs.New(jobs.Config{Pool: pool, Ledger: e.svc, PollInterval: 50 * time.Millisecond, Kinds: []jobs.Kind{{
 		Queue: privacy.RetentionQueue, Workers: 1,
@@ -329,13 +338,24 @@ func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 		return err == nil && len(rs) == 1 && rs[0].Body.Erased
 	}, 30*time.Second, 100*time.Millisecond, "the job runs at start and shreds the old body")
 	assert.Equal(t, []byte(`{"name":"New Comer"}`), e.bodiesOf(t, "calendly-new")[0].Receipt.Body, "a younger body stays")
+	var bodies []string
+	for _, r := range e.bodiesOf(t, "calendly-both") {
+		bodies = append(bodies, fmt.Sprintf("%s erased=%t", r.Receipt.Body, r.Body.Erased))
+	}
+	assert.ElementsMatch(t, []string{` erased=true`, `{"name":"Both Later"} erased=false`}, bodies,
+		"the old key still opens the younger body it seals")
 	var keys int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM subject_keys WHERE subject = 'calendly-old'`).Scan(&keys))
 	assert.Zero(t, keys, "the data key that sealed nothing else is gone")
-	assert.NotContains(t, string(dump(t, pool)), "Old Timer")
+	dumped := string(dump(t, pool))
+	assert.NotContains(t, dumped, "Old Timer")
+	assert.NotContains(t, dumped, "Both Early")
+	assert.NotContains(t, dumped, "Inline Ingrid")
 	list, err := privacy.NewEraser(pool, nil).Erasures(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	assert.Equal(t, "retention", list[0].Kind)
-	assert.EqualValues(t, 1, list[0].Counts.Bodies)
+	assert.EqualValues(t, 2, list[0].Counts.Bodies)
+	assert.EqualValues(t, 1, list[0].Counts.InlineBodies)
+	assert.EqualValues(t, 1, list[0].Counts.DataKeys)
 }

@@ -53,33 +53,53 @@ func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 // ShredOlderThan replaces every receipt body first stored before cutoff by a tombstone (inline copies
 // of receipts received before it too), deletes the data keys that no longer seal any body, and records
 // the run as an erasure of kind retention when it shredded anything. It returns the counts.
+//
+// Each batch costs in proportion to itself, whatever the tables hold: the bodies are found by the
+// partial index of those not shredded (its predicate is in the query, or the planner cannot use it;
+// a body with a subject and no data key is a tombstone), only the shredded bodies' subjects' keys are
+// looked at, and inline bodies are taken in id order, each batch after the last one's, until one
+// comes back short.
 func ShredOlderThan(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) (Counts, error) {
-	var total Counts
-	for {
+	var (
+		total                   Counts
+		bodiesDone, inlinesDone bool
+		after                   int64 // the last inline body's receipt
+	)
+	for !bodiesDone || !inlinesDone {
 		var c Counts
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			now := time.Now().UTC().Truncate(time.Second)
 			tomb := postgres.ErasedForm(now)
-			tag, err := tx.Exec(ctx, `UPDATE receipt_bodies SET body = $2, key_id = NULL WHERE digest IN (
-    SELECT digest FROM receipt_bodies WHERE stored_at < $1 AND substring(body FOR 5) <> substring($2::bytea FOR 5)
-    ORDER BY stored_at LIMIT $3 FOR UPDATE SKIP LOCKED)`, cutoff, tomb, retentionBatch)
-			if err != nil {
-				return fmt.Errorf("shred bodies: %w", err)
+			if !bodiesDone {
+				var subjects []string
+				err := tx.QueryRow(ctx, `WITH s AS (
+    UPDATE receipt_bodies SET body = $2, key_id = NULL WHERE digest IN (
+        SELECT digest FROM receipt_bodies WHERE stored_at < $1 AND (key_id IS NOT NULL OR subject IS NULL)
+            AND substring(body FOR 5) <> substring($2::bytea FOR 5)
+        ORDER BY stored_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+    RETURNING subject)
+SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS NOT NULL), '{}') FROM s`, cutoff, tomb, retentionBatch).Scan(&c.Bodies, &subjects)
+				if err != nil {
+					return fmt.Errorf("shred bodies: %w", err)
+				}
+				tag, err := tx.Exec(ctx, `DELETE FROM subject_keys k WHERE k.subject = ANY($2) AND k.created_at < $1
+    AND NOT EXISTS (SELECT 1 FROM receipt_bodies b WHERE b.subject = k.subject AND b.key_id = k.id)`, cutoff, subjects)
+				if err != nil {
+					return fmt.Errorf("delete unused data keys: %w", err)
+				}
+				c.DataKeys = tag.RowsAffected()
 			}
-			c.Bodies = tag.RowsAffected()
-			tag, err = tx.Exec(ctx, `UPDATE receipts SET body = $2 WHERE id IN (
-    SELECT id FROM receipts WHERE body IS NOT NULL AND received_at < $1 AND substring(body FOR 5) <> substring($2::bytea FOR 5)
-    ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)`, cutoff, tomb, retentionBatch)
-			if err != nil {
-				return fmt.Errorf("shred inline bodies: %w", err)
+			if !inlinesDone {
+				err := tx.QueryRow(ctx, `WITH s AS (
+    UPDATE receipts SET body = $2 WHERE id IN (
+        SELECT id FROM receipts WHERE id > $4 AND body IS NOT NULL AND received_at < $1 AND substring(body FOR 5) <> substring($2::bytea FOR 5)
+        ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
+    RETURNING id)
+SELECT count(*), coalesce(max(id), $4) FROM s`, cutoff, tomb, retentionBatch, after).Scan(&c.InlineBodies, &after)
+				if err != nil {
+					return fmt.Errorf("shred inline bodies: %w", err)
+				}
 			}
-			c.InlineBodies = tag.RowsAffected()
-			tag, err = tx.Exec(ctx, `DELETE FROM subject_keys k WHERE k.created_at < $1
-    AND NOT EXISTS (SELECT 1 FROM receipt_bodies b WHERE b.key_id = k.id)`, cutoff)
-			if err != nil {
-				return fmt.Errorf("delete unused data keys: %w", err)
-			}
-			c.DataKeys = tag.RowsAffected()
 			if c == (Counts{}) {
 				return nil
 			}
@@ -96,10 +116,10 @@ func ShredOlderThan(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) (
 		total.Bodies += c.Bodies
 		total.InlineBodies += c.InlineBodies
 		total.DataKeys += c.DataKeys
-		if c.Bodies < retentionBatch && c.InlineBodies < retentionBatch {
-			return total, nil
-		}
+		bodiesDone = bodiesDone || c.Bodies < retentionBatch
+		inlinesDone = inlinesDone || c.InlineBodies < retentionBatch
 	}
+	return total, nil
 }
 
 // RetentionJob is the periodic job that runs the worker every interval, and once at start.
