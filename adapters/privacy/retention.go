@@ -82,8 +82,11 @@ SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS N
 				if err != nil {
 					return fmt.Errorf("shred bodies: %w", err)
 				}
-				tag, err := tx.Exec(ctx, `DELETE FROM subject_keys k WHERE k.subject = ANY($2) AND k.created_at < $1
-    AND NOT EXISTS (SELECT 1 FROM receipt_bodies b WHERE b.subject = k.subject AND b.key_id = k.id)`, cutoff, subjects)
+				// A key younger than the cutoff that seals nothing (another process's, made for a body
+				// already stored) goes with the subject's last sealed body.
+				tag, err := tx.Exec(ctx, `DELETE FROM subject_keys k WHERE k.subject = ANY($2)
+    AND NOT EXISTS (SELECT 1 FROM receipt_bodies b WHERE b.subject = k.subject AND b.key_id = k.id)
+    AND (k.created_at < $1 OR NOT EXISTS (SELECT 1 FROM receipt_bodies b WHERE b.subject = k.subject AND b.key_id IS NOT NULL))`, cutoff, subjects)
 				if err != nil {
 					return fmt.Errorf("delete unused data keys: %w", err)
 				}
