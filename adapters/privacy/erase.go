@@ -102,12 +102,8 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Erasure, error) {
 		if err != nil {
 			return err
 		}
-		// Locks in one order, so that two erasures sharing bookings wait instead of deadlocking; ingest
-		// of these bookings waits for the commit (bl_subject_erased).
-		for _, b := range bookings {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('bl-erase:' || $1, 0))`, b); err != nil {
-				return fmt.Errorf("lock %s: %w", b, err)
-			}
+		if err := lockSubjects(ctx, tx, bookings); err != nil {
+			return err
 		}
 		now := time.Now().UTC().Truncate(time.Second)
 		c, err := scrub(ctx, tx, bookings, now)
@@ -235,4 +231,16 @@ func (e *Eraser) Erasures(ctx context.Context, limit int) ([]Erasure, error) {
 	}
 	slices.SortFunc(out, func(a, b Erasure) int { return int(b.ID - a.ID) })
 	return out, nil
+}
+
+// lockSubjects takes the erasure lock of each subject until tx ends, in one order, so that two
+// transactions sharing subjects wait instead of deadlocking. Ingest of these subjects waits for the
+// commit (bl_subject_erased takes the lock shared).
+func lockSubjects(ctx context.Context, tx pgx.Tx, subjects []string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('bl-erase:' || s, 0)) FROM unnest($1::text[]) AS s`,
+		slices.Sorted(slices.Values(subjects)))
+	if err != nil {
+		return fmt.Errorf("lock %d subjects: %w", len(subjects), err)
+	}
+	return nil
 }

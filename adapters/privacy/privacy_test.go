@@ -3,6 +3,7 @@ package privacy_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"sync"
@@ -360,4 +361,50 @@ func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 	assert.EqualValues(t, 2, list[0].Counts.Bodies)
 	assert.EqualValues(t, 1, list[0].Counts.InlineBodies)
 	assert.EqualValues(t, 2, list[0].Counts.DataKeys)
+}
+
+// Retention and an ingest of the same subject: the ingest seals a new body with the subject's old
+// data key while retention shreds the subject's old body. The key must outlive the commit of both,
+// whichever order they commit in (retention waits for the ingest's lock on the subject).
+func TestRetentionKeepsAKeyAnIngestInFlightSealsWith(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	e := newEnv(t, pool, keyA)
+	e.deliver(t, "calendly-race", "r1", []byte(`{"name":"Early Bird"}`))
+	for _, q := range []string{
+		`UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE subject = 'calendly-race'`,
+		`UPDATE subject_keys SET created_at = now() - interval '500 days' WHERE subject = 'calendly-race'`,
+	} {
+		_, err := pool.Exec(ctx, q)
+		require.NoError(t, err)
+	}
+	ingest, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = ingest.Rollback(ctx) }()
+	digest := sha256.Sum256([]byte("a later body"))
+	_, err = ingest.Exec(ctx, `SELECT receipt_body_put($1, $2, k.id, k.subject, k.kek_id, k.wrapped) FROM subject_keys k WHERE k.subject = 'calendly-race'`,
+		[]byte("sealed later"), digest[:])
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := privacy.ShredOlderThan(ctx, pool, time.Now().Add(-400*24*time.Hour))
+		done <- err
+	}()
+	ended := false
+	select {
+	case err := <-done: // it did not wait: the key must be there all the same
+		require.NoError(t, err)
+		ended = true
+	case <-time.After(500 * time.Millisecond):
+	}
+	require.NoError(t, ingest.Commit(ctx))
+	if !ended {
+		require.NoError(t, <-done)
+	}
+	var keys, sealed int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM receipt_bodies b WHERE b.key_id = ANY(array_agg(k.id)))
+FROM subject_keys k WHERE k.subject = 'calendly-race'`).Scan(&keys, &sealed))
+	assert.Equal(t, 1, keys, "the key the ingest sealed with")
+	assert.Equal(t, 1, sealed, "the new body, sealed with it; the old one shredded")
 }

@@ -82,6 +82,11 @@ SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS N
 				if err != nil {
 					return fmt.Errorf("shred bodies: %w", err)
 				}
+				// An ingest of these subjects in flight may be sealing a body with one of their keys:
+				// it commits first, or waits for this transaction and stores its key again.
+				if err := lockSubjects(ctx, tx, subjects); err != nil {
+					return err
+				}
 				// A key younger than the cutoff that seals nothing (another process's, made for a body
 				// already stored) goes with the subject's last sealed body.
 				tag, err := tx.Exec(ctx, `DELETE FROM subject_keys k WHERE k.subject = ANY($2)
