@@ -183,10 +183,11 @@ func scrub(ctx context.Context, tx pgx.Tx, bookings []string, now time.Time) (Co
 		args []any
 	}{
 		{&c.DataKeys, `DELETE FROM subject_keys WHERE subject = ANY($1)`, nil},
-		// Every body stored for a receipt of the bookings, sealed or stored before sealing began.
+		// Every body stored for a receipt of the bookings, sealed or stored before sealing began. The
+		// two ways to find them are a union: as an OR, the plan reads every body.
 		{&c.Bodies, `UPDATE receipt_bodies b SET body = $2, key_id = NULL
-WHERE (b.subject = ANY($1) OR b.digest IN (SELECT r.body_digest FROM receipts r WHERE r.body_digest IS NOT NULL
-    AND (r.bookings && $1 OR r.pending_booking = ANY($1))))
+WHERE b.digest IN (SELECT digest FROM receipt_bodies WHERE subject = ANY($1)
+    UNION ALL SELECT r.body_digest FROM receipts r WHERE r.body_digest IS NOT NULL AND (r.bookings && $1 OR r.pending_booking = ANY($1)))
   AND substring(b.body FOR 5) <> substring($2::bytea FOR 5)`, []any{tomb}},
 		{&c.InlineBodies, `UPDATE receipts SET body = $2 WHERE body IS NOT NULL AND (bookings && $1 OR pending_booking = ANY($1))
   AND substring(body FOR 5) <> substring($2::bytea FOR 5)`, []any{tomb}},

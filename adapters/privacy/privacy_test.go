@@ -19,6 +19,7 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/pgtest/plantest"
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/booking"
@@ -407,4 +408,54 @@ func TestRetentionKeepsAKeyAnIngestInFlightSealsWith(t *testing.T) {
 FROM subject_keys k WHERE k.subject = 'calendly-race'`).Scan(&keys, &sealed))
 	assert.Equal(t, 1, keys, "the key the ingest sealed with")
 	assert.Equal(t, 1, sealed, "the new body, sealed with it; the old one shredded")
+}
+
+// An erasure finds a person's rows through indexes: a full read of a large ledger's bodies would cost
+// seconds per request, while ingest of the person's bookings waits for it. The one read that stays
+// whole is the lookup of an address in contacts (no index on lower(email): it would cost every
+// ingest an insert), so contacts is not watched.
+func TestEraseReadsStayIndexed(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	rule := plantest.Rule{Watched: []string{"receipt_bodies", "receipts", "subject_keys", "free_texts", "process_steps", "calendar_bookings"}}
+	trace := &plantest.Trace{Naming: rule.Watched}
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := newEnv(t, pool, keyA)
+	e.deliver(t, "calendly-gone", "g1", []byte(`{"email":"gone@example.com"}`),
+		ledger.Contact{Booking: "calendly-gone", Email: "gone@example.com", Name: "Gone Person"})
+	e.cancel(t, "calendly-gone", "gone-reason")
+	// 20,000 other people's bookings, made in bulk.
+	for _, q := range []string{
+		`INSERT INTO subject_keys (id, subject, kek_id, wrapped) SELECT gen_random_uuid(), 'calendly-p' || g, 'a', '\x00' FROM generate_series(1, 20000) g`,
+		`INSERT INTO receipt_bodies (digest, body, subject, key_id) SELECT sha256(k.subject::bytea), '\x0102030405060708', k.subject, k.id
+FROM subject_keys k WHERE k.subject LIKE 'calendly-p%'`,
+		`INSERT INTO receipts (provider, received_at, delivery_id, outcome, bookings, streams, event_ids, event_types, body_digest)
+SELECT 'calendly', now(), 'p' || g, 'accepted', ARRAY['calendly-p' || g], ARRAY['booking-calendly-p' || g], ARRAY[gen_random_uuid()],
+    ARRAY['created'], sha256(('calendly-p' || g)::bytea) FROM generate_series(1, 20000) g`,
+		`INSERT INTO free_texts (event, field, booking, text) SELECT gen_random_uuid(), 'cancel_reason', 'calendly-p' || g, 'a reason'
+FROM generate_series(1, 20000) g`,
+		`INSERT INTO calendar_bookings (booking, provider, status, cancel_reason) SELECT 'calendly-p' || g, 'calendly', 'canceled', 'a reason'
+FROM generate_series(1, 20000) g`,
+		`INSERT INTO process_steps (key, kind, thread, booking, answers, state, last_error)
+SELECT gen_random_uuid(), 'invitee_email.confirmation', 'calendly-p' || g, 'calendly-p' || g, 'x', 'pending', 'an error'
+FROM generate_series(1, 20000) g`,
+		`ANALYZE`,
+	} {
+		_, err := pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	trace.On.Store(true)
+	_, err = privacy.NewEraser(pool, e.bodies).Erase(ctx, privacy.Request{Email: "gone@example.com", By: "test"})
+	trace.On.Store(false)
+	require.NoError(t, err)
+	require.Contains(t, trace.Text(), "UPDATE receipt_bodies", "the scenario sends the statements it means to explain")
+	conn := plantest.Connect(t, url)
+	for _, s := range trace.Statements() {
+		rule.Check(t, conn, "a ledger of 20,000 bookings", s, plantest.Custom)
+	}
 }
