@@ -276,3 +276,51 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 	assert.Equal(t, stepsBefore, stepsAfter, "re-planning found every key")
 	t.Logf("%d runs, %d emails, %d calendar writes", len(runs), msgsBefore, writesBefore)
 }
+
+// TestCalendarUpdateWaitsForItsCreate: a Cal.com booking rescheduled while its calendar create is
+// in flight (the CalDAV server holds the PUT). The update waits for the create, then moves the
+// object: one object, at the new slot. An update run before its create is done would find no object
+// and be skipped, and the object would stay at the old slot.
+func TestCalendarUpdateWaitsForItsCreate(t *testing.T) {
+	release := make(chan struct{})
+	var released sync.Once
+	var held atomic.Int32
+	w := newStepsWorld(t, nil, func(r *http.Request) int {
+		if r.Method == http.MethodPut && held.Add(1) == 1 {
+			<-release
+		}
+		return 0
+	})
+	t.Cleanup(func() { released.Do(func() { close(release) }) }) // registered after the sink's Close: runs first
+	w.vars[envStepsCallTimeout] = "30s"
+	srv := startServe(t, w.env())
+	post := func(event string, start time.Time) {
+		t.Helper()
+		del, err := sample.Build("calcom", event, demoCalcomSecret, sample.Params{Booking: "wait1", Host: "wait-host", Start: start}, time.Now())
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, srv.base+"/webhooks/calcom", bytes.NewReader(del.Body))
+		require.NoError(t, err)
+		req.Header = del.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, event)
+	}
+	states := func() string { return strings.Join(w.stepStates(t, "calcom-wait1"), " ") }
+	s1 := time.Date(2031, 6, 2, 9, 0, 0, 0, time.UTC)
+	s2 := s1.Add(24 * time.Hour)
+	post(calcom.TriggerBookingCreated, s1)
+	waitFor(t, 30*time.Second, "the create's PUT held", func() (bool, string) { return held.Load() == 1, states() })
+	post(calcom.TriggerBookingRescheduled, s2)
+	waitFor(t, 30*time.Second, "the update planned", func() (bool, string) { return strings.Contains(states(), "host_calendar.update="), states() })
+	require.Contains(t, states(), "host_calendar.create=requested")
+	time.Sleep(1500 * time.Millisecond) // a worker takes the update's job meanwhile
+	require.Contains(t, states(), "host_calendar.update=pending", "the update ran before its create was done")
+	released.Do(func() { close(release) })
+	waitFor(t, 60*time.Second, "the calendar steps done", func() (bool, string) {
+		return strings.Contains(states(), "host_calendar.create=done") && strings.Contains(states(), "host_calendar.update=done"), states()
+	})
+	objs := w.dav.Store.Objects()
+	require.Len(t, objs, 1)
+	assert.True(t, objs[0].Start.Equal(s2), "the object is at %s, want the new slot %s", objs[0].Start, s2)
+}
