@@ -22,6 +22,7 @@ import (
 	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/process"
 )
 
 const demoCalcomSecret = "steps-test-calcom-secret"
@@ -294,4 +295,31 @@ func TestStepsUnknownOutcomesGoToReconciliationAndTransientFailuresAreRetried(t 
 	_, errOut, code = cli(t, env, "reconcile", "resolve", fmt.Sprint(itemID), "--note", "again", "--action", "retry")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "closed already")
+}
+
+// TestStepsCalendarThatNeverAnswersEndsInReconciliation: a CalDAV server that takes every request and
+// never answers. Each attempt's outcome is unknown (the PUT may have been written) and its probe
+// finds nothing out, so after the last attempt the step goes to an operator, never to failed: failed
+// would say that nothing happened. Between attempts the step is requested with its lease ended; the
+// sweep must not take that for a stopped worker (it added a job every sweep, each one more caller of
+// the dead target, and the attempts never ran out).
+func TestStepsCalendarThatNeverAnswersEndsInReconciliation(t *testing.T) {
+	w := newStepsWorld(t, nil, func(r *http.Request) int {
+		<-r.Context().Done()
+		return 0
+	})
+	w.vars[envStepsCallTimeout] = "200ms"
+	w.vars[envStepsRetryBase] = "10ms"
+	env := w.env()
+	srv := startServe(t, env)
+	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "silent1")
+	w.waitSteps(t, "calendly-silent1", "host_calendar.create=needs_reconciliation", "invitee_email.confirmation=done")
+	var attempts, items, jobs int
+	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT attempts,
+    (SELECT count(*) FROM reconciliation_items WHERE kind = 'step' AND booking = 'calendly-silent1' AND closed_at IS NULL),
+    (SELECT count(*) FROM river_job j WHERE j.kind = $1 AND j.args @> jsonb_build_object('step', s.id))
+FROM process_steps s WHERE kind = 'host_calendar.create'`, process.StepArgs{}.Kind()).Scan(&attempts, &items, &jobs))
+	assert.Equal(t, process.DefaultMaxAttempts, attempts, "one job's attempts")
+	assert.Equal(t, 1, items, "the step is in the reconciliation queue")
+	assert.Equal(t, 1, jobs, "one job for the step: the sweep added none while it waited for its retries")
 }
