@@ -219,6 +219,13 @@ func TestTokenFormatAndLifetimes(t *testing.T) {
 	}
 	assert.True(t, auth.ScopeAdmin.Allows(auth.ScopeRead))
 	assert.False(t, auth.ScopeRead.Allows(auth.ScopeAdmin))
+
+	// A lifetime ends at its instant: the token is expired from then on, not one tick later.
+	_, limited, err := auth.NewToken("ci-short", auth.ScopeRead, now, time.Hour)
+	require.NoError(t, err)
+	assert.False(t, limited.Expired(limited.ExpiresAt.Add(-time.Nanosecond)))
+	assert.True(t, limited.Expired(limited.ExpiresAt))
+	assert.False(t, tk.Expired(now.AddDate(100, 0, 0)), "a token without a lifetime never expires")
 }
 
 type nopCloser struct{ *strings.Reader }
