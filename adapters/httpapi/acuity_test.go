@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +171,16 @@ func TestAcuityFetchFailureIsDeferredThenFinishedByRiver(t *testing.T) {
 	assert.Equal(t, 0, s.events(t), "never mapped without data")
 	assert.Len(t, s.api.Requests(), 2, "the in-request attempts")
 	assert.Equal(t, 1.0, s.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "acuity", "outcome": "deferred"}))
+	// Until the job finishes it, the deferred receipt is the delivery's only record: it names the
+	// booking it waits for (the booking's history shows it, and an erasure of the booking finds its
+	// body through it), the secret that verified it and the headers that came.
+	var pending, deferredSecret string
+	var headers []string
+	require.NoError(t, s.Pool.QueryRow(context.Background(), `SELECT pending_booking, secret_ref, headers FROM receipts WHERE outcome = 'deferred'`).
+		Scan(&pending, &deferredSecret, &headers))
+	assert.Equal(t, string(acuity.BookingID(acuityAppt)), pending)
+	assert.NotEmpty(t, deferredSecret)
+	assert.Contains(t, strings.Join(headers, "\n"), acuity.SignatureHeader+": ")
 
 	events, cancel := s.queue.Client().Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	defer cancel()
@@ -199,6 +210,8 @@ func TestAcuityFetchFailureIsDeferredThenFinishedByRiver(t *testing.T) {
 		`SELECT reason, delivery_id FROM receipts WHERE outcome = 'accepted'`).Scan(&reason, &deliveryID))
 	assert.Equal(t, fmt.Sprintf("fetched on attempt 2 for deferred receipt %d", deferredID), reason)
 	assert.Equal(t, "acuity:scheduled:"+acuityAppt, deliveryID)
+	assert.Equal(t, 1, s.count(t, `SELECT count(*) FROM receipts WHERE outcome = 'accepted' AND secret_ref = $1`, deferredSecret),
+		"the job records the delivery under the secret that verified it")
 
 	// Acuity's own retry (or a replay) of the same body, now that the API answers: a duplicate.
 	again := s.deliver(t, "scheduled")

@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"strconv"
@@ -243,6 +245,25 @@ func TestVerifiedButMalformedBodyIsQuarantinedAndKept(t *testing.T) {
 	assert.Equal(t, 1.0, ts.metric(t, httpapi.MetricDeliveries, map[string]string{"provider": "calendly", "outcome": "quarantined"}))
 }
 
+// A verified body the provider's mapper cannot read at all names no delivery: its receipt is named
+// by the body's SHA-256, so that a redelivery of the same bytes is recognised as the same delivery
+// (its copies relate in `receipts show`) and two different bodies are not.
+func TestVerifiedBodyWithoutIdentityIsNamedByItsDigest(t *testing.T) {
+	ts := newServer(t)
+	bodies := [][]byte{[]byte(`not json at all`), []byte(`{"event":`)}
+	for _, body := range append(bodies, bodies[0]) {
+		h := header(calendly.SignatureHeader, calendly.Sign(calendlyKey, ts.Clock.Now(), body))
+		r := ts.post(t, "calendly", h, body)
+		require.Equal(t, http.StatusAccepted, r.Status, "%s", r.Body)
+		require.Equal(t, "quarantined", r.JSON(t)["status"])
+	}
+	for i, body := range bodies {
+		sum := sha256.Sum256(body)
+		assert.Equal(t, 2-i, ts.count(t, `SELECT count(*) FROM receipts WHERE provider = 'calendly' AND delivery_id = $1`, "sha256:"+hex.EncodeToString(sum[:])),
+			"body %d: its receipts are named by its digest", i)
+	}
+}
+
 func TestUnmappedEventTypeIsIgnored(t *testing.T) {
 	ts := newServer(t)
 	body := []byte(`{"event":"routing_form_submission.created","created_at":"2026-03-02T09:59:00.000000Z",` +
@@ -302,8 +323,20 @@ func TestTransientMapErrorIs503WithoutReceipt(t *testing.T) {
 
 	assert.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
 	assert.Equal(t, "map_unavailable", r.JSON(t)["code"])
-	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.Equal(t, strconv.Itoa(int(httpapi.DefaultRetryAfter/time.Second)), r.Header.Get("Retry-After"))
 	assert.Equal(t, 0, ts.count(t, `SELECT count(*) FROM receipts`))
+}
+
+// Retry-After is whole seconds (RFC 9110), rounded up: a provider told to come back sooner than
+// the configured pause would retry into the same outage.
+func TestRetryAfterRoundsUpToWholeSeconds(t *testing.T) {
+	flaky := &stubProvider{name: "flaky", mapErr: context.DeadlineExceeded}
+	ts := newServer(t, withProviders(flaky), func(c *httpapi.Config) { c.RetryAfter = 1500 * time.Millisecond })
+
+	r := ts.post(t, "flaky", header(), []byte(`{"x":1}`))
+
+	require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
+	assert.Equal(t, "2", r.Header.Get("Retry-After"))
 }
 
 func TestUnexpectedVerifyErrorFailsClosed(t *testing.T) {
