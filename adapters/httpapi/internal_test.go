@@ -35,6 +35,7 @@ func TestErrorTableMapsWrappedErrors(t *testing.T) {
 		{eventlog.ErrVersionConflict, http.StatusServiceUnavailable, "contention"},
 		{eventlog.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable"},
 		{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
+		{context.Canceled, http.StatusServiceUnavailable, "canceled"},
 		{fmt.Errorf("something nobody expected"), http.StatusServiceUnavailable, "store_error"},
 	}
 	for _, tc := range cases {
