@@ -233,3 +233,58 @@ func TestCapacity(t *testing.T) {
 		assert.ErrorIs(t, err, providers.ErrUnmappable, bad)
 	}
 }
+
+// Token guards every part of an identity, event ID and stream name: identities join their parts with
+// spaces, so a part holding any kind of white space could be read as two parts.
+func TestToken(t *testing.T) {
+	for _, ok := range []string{"x", "https://api.calendly.com/scheduled_events/A/invitees/B", "Zürich", strings.Repeat("a", 512)} {
+		assert.NoError(t, providers.Token("f", ok), ok)
+	}
+	for name, bad := range map[string]string{
+		"empty":                 "",
+		"longer than 512 bytes": strings.Repeat("a", 513),
+		"space":                 "a b",
+		"tab":                   "a\tb",
+		"no-break space":        "a\u00a0b",
+		"line separator":        "a\u2028b",
+		"NUL":                   "a\x00b",
+		"DEL":                   "a\x7fb",
+		"C1 control":            "a\u0085b",
+		"invalid UTF-8":         "a\xffb",
+		"U+FFFD as sent":        "a\ufffdb",
+		"trailing newline":      "a\n",
+		"leading space":         " a",
+		"only white space":      "  ",
+		"ideographic space":     "\u3000",
+	} {
+		assert.ErrorIs(t, providers.Token("f", bad), providers.ErrUnmappable, name)
+	}
+}
+
+// Each side of a tolerance bounds its own direction: Past the age of a stamp, Future how far ahead
+// of the receiver's clock it may be.
+func TestToleranceSidesAreSeparate(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	tol := providers.Tolerance{Past: 300 * time.Second, Future: 10 * time.Second}
+	assert.NoError(t, tol.Check(now.Add(-300*time.Second), now))
+	assert.ErrorIs(t, tol.Check(now.Add(-301*time.Second), now), providers.ErrStale)
+	assert.NoError(t, tol.Check(now.Add(10*time.Second), now))
+	assert.ErrorIs(t, tol.Check(now.Add(11*time.Second), now), providers.ErrStale, "ahead by more than Future, though within Past")
+
+	tol = providers.Tolerance{Past: 10 * time.Second, Future: 300 * time.Second}
+	assert.NoError(t, tol.Check(now.Add(300*time.Second), now))
+	assert.ErrorIs(t, tol.Check(now.Add(-11*time.Second), now), providers.ErrStale, "older than Past, though within Future")
+}
+
+// The edges of the header rules: a timestamp of 12 digits is still a timestamp (too far ahead is
+// ErrStale, told apart from a malformed header), and eight v1 signatures are still a header.
+func TestHeaderEdges(t *testing.T) {
+	got, err := providers.ParseUnix("999999999999")
+	require.NoError(t, err)
+	assert.Equal(t, time.Unix(999_999_999_999, 0).UTC(), got)
+
+	sig := strings.Repeat("ab", 32)
+	h, err := providers.ParseTimestampedSignatures("t=1" + strings.Repeat(",v1="+sig, 8))
+	require.NoError(t, err)
+	assert.Len(t, h.V1, 8)
+}
