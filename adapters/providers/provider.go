@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
@@ -65,16 +67,24 @@ type Mapped struct {
 type Contact = ledger.Contact
 
 // NewContacts returns the one contact of b when email looks like an address (a body without one has
-// none: not an error, the booking is recorded anyway). Values are trimmed and bounded.
+// none: not an error, the booking is recorded anyway). Values are trimmed and bounded, and hold no
+// control character and no invalid UTF-8: contacts are saved in the commit that appends the events,
+// to PostgreSQL text, which refuses NUL (a JSON "\u0000") and invalid UTF-8. One such character
+// would fail every retry of a correctly signed delivery with a 503 — the loop the design rules out.
 func NewContacts(b booking.ID, email, name string) []Contact {
 	email, name = strings.TrimSpace(email), strings.TrimSpace(name)
-	if email == "" || len(email) > 254 || !strings.Contains(email, "@") || strings.ContainsAny(email, " \r\n<>") {
+	if email == "" || len(email) > 254 || !strings.Contains(email, "@") || strings.ContainsAny(email, " <>") || !plainText(email) {
 		return nil
 	}
-	if len(name) > 200 || strings.ContainsAny(name, "\r\n") {
+	if len(name) > 200 || !plainText(name) {
 		name = ""
 	}
 	return []Contact{{Booking: b, Email: email, Name: name}}
+}
+
+// plainText reports whether s is valid UTF-8 without control characters (CR, LF and NUL among them).
+func plainText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0
 }
 
 // Provider is one webhook source. Verify must run before Map, over the exact request bytes.

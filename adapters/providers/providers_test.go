@@ -261,6 +261,42 @@ func TestToken(t *testing.T) {
 	}
 }
 
+// NewContacts decides what of a body's invitee reaches the contacts table (a PostgreSQL text column)
+// and, from there, an e-mail's envelope and headers.
+func TestNewContacts(t *testing.T) {
+	const b = booking.ID("calendly-A")
+	tests := []struct {
+		name, email, invitee string
+		want                 []providers.Contact
+	}{
+		{"address and name", "ada@example.com", "Ada Lovelace", []providers.Contact{{Booking: b, Email: "ada@example.com", Name: "Ada Lovelace"}}},
+		{"trimmed", "  ada@example.com\t", " Ada ", []providers.Contact{{Booking: b, Email: "ada@example.com", Name: "Ada"}}},
+		{"address without a name", "ada@example.com", "", []providers.Contact{{Booking: b, Email: "ada@example.com"}}},
+		{"254 bytes is an address", strings.Repeat("a", 242) + "@example.com", "", []providers.Contact{{Booking: b, Email: strings.Repeat("a", 242) + "@example.com"}}},
+		{"name of 200 bytes is kept", "ada@example.com", strings.Repeat("n", 200), []providers.Contact{{Booking: b, Email: "ada@example.com", Name: strings.Repeat("n", 200)}}},
+		{"name longer than 200 bytes is dropped", "ada@example.com", strings.Repeat("n", 201), []providers.Contact{{Booking: b, Email: "ada@example.com"}}},
+		{"name with a line break is dropped", "ada@example.com", "Ada\r\nBcc: x@example.com", []providers.Contact{{Booking: b, Email: "ada@example.com"}}},
+		{"name with NUL is dropped", "ada@example.com", "Ada\x00", []providers.Contact{{Booking: b, Email: "ada@example.com"}}},
+		{"name with a control character is dropped", "ada@example.com", "Ada\x1b[2J", []providers.Contact{{Booking: b, Email: "ada@example.com"}}},
+		{"no address", "", "Ada", nil},
+		{"blank address", "   ", "Ada", nil},
+		{"no @", "ada.example.com", "Ada", nil},
+		{"longer than 254 bytes", strings.Repeat("a", 243) + "@example.com", "Ada", nil},
+		{"space inside", "ada lovelace@example.com", "Ada", nil},
+		{"line break inside", "ada@example.com\r\nBcc: x@example.com", "Ada", nil},
+		{"angle brackets", "Ada <ada@example.com>", "Ada", nil},
+		{"NUL inside", "ada\x00@example.com", "Ada", nil},
+		{"control character inside", "ada\x7f@example.com", "Ada", nil},
+		{"tab inside", "ada\t@example.com", "Ada", nil},
+		{"invalid UTF-8", "ada\xff@example.com", "Ada", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, providers.NewContacts(b, tt.email, tt.invitee))
+		})
+	}
+}
+
 // Each side of a tolerance bounds its own direction: Past the age of a stamp, Future how far ahead
 // of the receiver's clock it may be.
 func TestToleranceSidesAreSeparate(t *testing.T) {

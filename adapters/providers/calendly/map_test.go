@@ -291,3 +291,23 @@ func BenchmarkMap(b *testing.B) {
 		}
 	}
 }
+
+// A name or address with a NUL ("\u0000" in the JSON) cannot be stored in the contacts table
+// (PostgreSQL text refuses it, and the commit with the events would fail on every retry): the
+// booking is mapped, the name is left out, and an address with one is no contact.
+func TestMapLeavesUnstorableContactsOut(t *testing.T) {
+	valid := string(providertest.ReadFile(t, "invitee_created.json"))
+	name := strings.Replace(valid, `"name": "Ada Lovelace"`, `"name": "Ada\u0000Lovelace"`, 1)
+	require.NotEqual(t, valid, name)
+	got, err := calendly.New(providers.NewSecrets("k"), 0).Map(context.Background(), nil, []byte(name), time.Now())
+	require.NoError(t, err)
+	require.Len(t, got.Events, 1)
+	assert.Equal(t, []providers.Contact{{Booking: got.Events[0].Booking, Email: "ada.lovelace@example.com"}}, got.Contacts)
+
+	email := strings.Replace(valid, `"email": "ada.lovelace@example.com"`, `"email": "ada.lovelace\u0000@example.com"`, 1)
+	require.NotEqual(t, valid, email)
+	got, err = calendly.New(providers.NewSecrets("k"), 0).Map(context.Background(), nil, []byte(email), time.Now())
+	require.NoError(t, err)
+	require.Len(t, got.Events, 1)
+	assert.Empty(t, got.Contacts)
+}
