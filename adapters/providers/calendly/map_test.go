@@ -311,3 +311,50 @@ func TestMapLeavesUnstorableContactsOut(t *testing.T) {
 	require.Len(t, got.Events, 1)
 	assert.Empty(t, got.Contacts)
 }
+
+func TestMapRules(t *testing.T) {
+	created := string(providertest.ReadFile(t, "invitee_created.json"))
+	canceled := string(providertest.ReadFile(t, "invitee_canceled.json"))
+	noShow := string(providertest.ReadFile(t, "invitee_no_show_created.json"))
+	mapString := func(t *testing.T, orig, body string) providers.Mapped {
+		t.Helper()
+		require.NotEqual(t, orig, body, "the case must change the body")
+		got, err := calendly.New(providers.NewSecrets("k"), 0).Map(context.Background(), nil, []byte(body), time.Now())
+		require.NoError(t, err)
+		require.Len(t, got.Events, 1)
+		return got
+	}
+
+	t.Run("a payment through another provider is no Stripe payment ref", func(t *testing.T) {
+		body := strings.Replace(created, `"provider": "stripe"`, `"provider": "paypal"`, 1)
+		assert.Empty(t, mapString(t, created, body).Events[0].Payload.(booking.Scheduled).PaymentRefs)
+	})
+	t.Run("a host in two memberships is one resource", func(t *testing.T) {
+		body := strings.Replace(created, `"user": "`+grace+`"`, `"user": "`+grace+`"}, {"user": "`+grace+`"`, 1)
+		assert.Equal(t, []string{grace}, mapString(t, created, body).Events[0].Payload.(booking.Scheduled).Slot.Resources)
+	})
+	t.Run("a canceler type that is not a plain token is left out", func(t *testing.T) {
+		body := strings.Replace(canceled, `"canceler_type":"host"`, `"canceler_type":"host or invitee"`, 1)
+		assert.Equal(t, booking.Canceled{Reason: "Host is travelling that week"}, mapString(t, canceled, body).Events[0].Payload)
+	})
+	t.Run("without the envelope's time a no-show is ordered by its record's time", func(t *testing.T) {
+		// updated_at is still the booking's time: taken alone it would fold the mark before the
+		// booking's earlier events of that day.
+		body := strings.Replace(noShow, `"created_at": "2024-06-12T18:02:44.000000Z"`, `"created_at": null`, 1)
+		assert.Equal(t, ts(t, "2024-06-12T18:02:43.918236Z"), mapString(t, noShow, body).Events[0].OccurredAt)
+	})
+}
+
+// The booking is the key after /invitees/: anything after it would name another booking for the
+// same invitee, so such a URI is quarantined.
+func TestMapRefusesInviteeURIsWithMoreAfterTheKey(t *testing.T) {
+	valid := string(providertest.ReadFile(t, "invitee_created.json"))
+	for _, suffix := range []string{"/", "/cancel", "?utm=x", "#x"} {
+		t.Run(suffix, func(t *testing.T) {
+			body := strings.Replace(valid, `"uri": "`+adaFirst+`"`, `"uri": "`+adaFirst+suffix+`"`, 1)
+			require.NotEqual(t, valid, body)
+			_, err := calendly.New(providers.NewSecrets("k"), 0).Map(context.Background(), nil, []byte(body), time.Now())
+			assert.ErrorIs(t, err, providers.ErrUnmappable)
+		})
+	}
+}
