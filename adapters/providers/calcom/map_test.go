@@ -307,3 +307,43 @@ func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
 	require.NoError(t, err)
 	providertest.CheckContacts(t, got, "ada.lovelace@example.com")
 }
+
+func TestMapRules(t *testing.T) {
+	noShow := string(providertest.ReadFile(t, "booking_no_show_updated.json"))
+	cancelled := string(providertest.ReadFile(t, "booking_cancelled.json"))
+	rescheduled := string(providertest.ReadFile(t, "booking_rescheduled.json"))
+	mapString := func(t *testing.T, orig, body string) providers.Mapped {
+		t.Helper()
+		require.NotEqual(t, orig, body, "the case must change the body")
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		return got
+	}
+
+	t.Run("one attendee marked is a no-show, in any order of the attendees", func(t *testing.T) {
+		const other = `{"email": "charles.babbage@example.org", "noShow": false}`
+		for _, body := range []string{
+			strings.Replace(noShow, `"attendees": [`, `"attendees": [`+other+`, `, 1),
+			strings.Replace(noShow, `"noShow": true
+      }`, `"noShow": true
+      }, `+other, 1),
+		} {
+			got := mapString(t, noShow, body)
+			require.Len(t, got.Events, 1)
+			assert.Equal(t, booking.NoShowMarked{}, got.Events[0].Payload)
+		}
+	})
+	t.Run("cancelled by the organizer's address written in another case is host", func(t *testing.T) {
+		body := strings.Replace(cancelled, `"cancelledBy": "ada.lovelace@example.com"`, `"cancelledBy": " Grace.Hopper@Example.COM "`, 1)
+		got := mapString(t, cancelled, body)
+		require.Len(t, got.Events, 1)
+		assert.Equal(t, "host", got.Events[0].Payload.(booking.Canceled).CanceledBy)
+	})
+	t.Run("the old booking of a reschedule must be a valid stream too", func(t *testing.T) {
+		// Within Token's 512 bytes, beyond a booking ID's 200: the implied cancel could not be stored.
+		body := strings.ReplaceAll(rescheduled, `"rescheduleUid": "`+uidA+`"`, `"rescheduleUid": "`+strings.Repeat("x", 300)+`"`)
+		require.NotEqual(t, rescheduled, body)
+		_, err := mapBody(t, []byte(body))
+		assert.ErrorIs(t, err, providers.ErrUnmappable)
+	})
+}
