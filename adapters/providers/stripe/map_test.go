@@ -255,3 +255,32 @@ func TestMapErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestMapRules(t *testing.T) {
+	succeeded := string(providertest.ReadFile(t, "payment_intent_succeeded.json"))
+	disputed := string(providertest.ReadFile(t, "charge_dispute_created.json"))
+
+	t.Run("a PaymentIntent paid is what it received (a partial capture), else its amount", func(t *testing.T) {
+		for received, want := range map[string]int64{`"amount_received": 3500`: 3500, `"amount_received": 0`: 5000} {
+			body := strings.Replace(succeeded, `"amount_received": 5000`, received, 1)
+			require.NotEqual(t, succeeded, body)
+			got, err := mapBody(t, []byte(body))
+			require.NoError(t, err)
+			require.Len(t, got.Events, 1)
+			assert.Equal(t, want, got.Events[0].Payload.(booking.PaymentSucceeded).Amount, received)
+		}
+	})
+	t.Run("a dispute naming neither charge nor payment intent links to nothing: quarantined", func(t *testing.T) {
+		body := strings.NewReplacer(`"charge": "`+chCal+`"`, `"charge": null`, `"payment_intent": "`+piCal+`"`, `"payment_intent": null`).Replace(disputed)
+		require.NotContains(t, body, chCal)
+		require.NotContains(t, body, piCal)
+		_, err := mapBody(t, []byte(body))
+		assert.ErrorIs(t, err, providers.ErrUnmappable)
+	})
+	t.Run("an object that does not say what it is: quarantined", func(t *testing.T) {
+		body := strings.Replace(succeeded, `"object": "payment_intent",`, ``, 1)
+		require.NotEqual(t, succeeded, body)
+		_, err := mapBody(t, []byte(body))
+		assert.ErrorIs(t, err, providers.ErrUnmappable)
+	})
+}
