@@ -209,3 +209,22 @@ func TestMapErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestMapRules(t *testing.T) {
+	scheduled := string(providertest.ReadFile(t, "booking_scheduled.json"))
+
+	t.Run("a resource named twice is one resource", func(t *testing.T) {
+		body := strings.Replace(scheduled, `"resources": [`, `"resources": ["`+room+`", `, 1)
+		require.NotEqual(t, scheduled, body)
+		got, err := mapBody(t, "msg_1", []byte(body))
+		require.NoError(t, err)
+		require.Len(t, got.Events, 1)
+		assert.Equal(t, []string{room, staff}, got.Events[0].Payload.(booking.Scheduled).Slot.Resources)
+	})
+	t.Run("a payment ref with white space is quarantined", func(t *testing.T) {
+		body := strings.Replace(scheduled, `"stripe:pi_3PJbC4LkdIwHu7ix1nM2bV3c"`, `"stripe:pi_3PJbC4 LkdIwHu7ix1nM2bV3c"`, 1)
+		require.NotEqual(t, scheduled, body)
+		_, err := mapBody(t, "msg_1", []byte(body))
+		assert.ErrorIs(t, err, providers.ErrUnmappable)
+	})
+}

@@ -229,3 +229,62 @@ func TestSvixHeaderFamily(t *testing.T) {
 	require.ErrorIs(t, err, providers.ErrMissingHeader)
 	assert.Contains(t, err.Error(), "webhook-id (or svix-id)")
 }
+
+func TestVerifyRules(t *testing.T) {
+	g := readGolden(t)
+	d := g.Deliveries[0]
+	require.Equal(t, 0, d.SecretIndex)
+	body := providertest.ReadFile(t, d.BodyFile)
+	at := time.Unix(d.Timestamp, 0)
+	ts := strconv.FormatInt(d.Timestamp, 10)
+	signed := func(t *testing.T, id string, secrets ...string) http.Header {
+		t.Helper()
+		h, err := standard.SignedHeaders(id, at, body, secrets...)
+		require.NoError(t, err)
+		return h
+	}
+
+	t.Run("a sender mid-rotation signs with both secrets and both are configured: the newest is reported", func(t *testing.T) {
+		got, err := newProvider(t, 0, g.Secrets...).Verify(signed(t, d.ID, g.Secrets[1], g.Secrets[0]), body, at)
+		require.NoError(t, err)
+		assert.Equal(t, 0, got.SecretIndex)
+	})
+	t.Run("webhook-id is 1 to 256 printable ASCII characters without spaces", func(t *testing.T) {
+		p := newProvider(t, 0, g.Secrets[0])
+		_, err := p.Verify(signed(t, strings.Repeat("m", 256), g.Secrets[0]), body, at)
+		require.NoError(t, err)
+		for name, id := range map[string]string{
+			"257 bytes": strings.Repeat("m", 257),
+			"space":     "msg 1",
+			"DEL":       "msg\x7f1",
+			"non-ASCII": "msg_é",
+		} {
+			// Signed over the id as sent: only the header rule can refuse it.
+			_, err := p.Verify(signed(t, id, g.Secrets[0]), body, at)
+			assert.ErrorIs(t, err, providers.ErrMalformedHeader, name)
+		}
+	})
+	t.Run("eight v1 entries are a header, nine are not", func(t *testing.T) {
+		p := newProvider(t, 0, g.Secrets[0])
+		filler := "v1," + base64.StdEncoding.EncodeToString(make([]byte, 32)) + " "
+		_, err := p.Verify(headers(d.ID, ts, strings.Repeat(filler, 7)+d.Signature), body, at)
+		require.NoError(t, err)
+		_, err = p.Verify(headers(d.ID, ts, strings.Repeat(filler, 8)+d.Signature), body, at)
+		assert.ErrorIs(t, err, providers.ErrMalformedHeader)
+	})
+	t.Run("any webhook-* header next to svix-* ones makes it a webhook-* request", func(t *testing.T) {
+		p := newProvider(t, 0, g.Secrets[0])
+		sv := http.Header{}
+		sv.Set(standard.SvixHeaderID, d.ID)
+		sv.Set(standard.SvixHeaderTimestamp, ts)
+		sv.Set(standard.SvixHeaderSignature, d.Signature)
+		_, err := p.Verify(sv, body, at)
+		require.NoError(t, err)
+		for _, name := range []string{standard.HeaderTimestamp, standard.HeaderSignature} {
+			mixed := sv.Clone()
+			mixed.Set(name, sv.Get(map[string]string{standard.HeaderTimestamp: standard.SvixHeaderTimestamp, standard.HeaderSignature: standard.SvixHeaderSignature}[name]))
+			_, err := p.Verify(mixed, body, at)
+			assert.ErrorIs(t, err, providers.ErrMissingHeader, name)
+		}
+	})
+}
