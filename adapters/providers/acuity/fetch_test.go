@@ -213,3 +213,22 @@ func TestReplayReusesARecentFetch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, api.Requests(), n+1, "a failed fetch is never reused")
 }
+
+// The reuse window is half-open: a replay received exactly DefaultReuseWindow after the fetch fetches
+// again, one just before it does not.
+func TestReplayReuseWindowEdge(t *testing.T) {
+	api := acuitytest.New(t, userID, keyA)
+	api.Put(appt(baseState()))
+	p := newProvider(t, api, keyA)
+	h, body := signed(keyA, "rescheduled")
+	t0 := time.Date(2025, 6, 3, 12, 0, 0, 0, time.UTC)
+
+	_, err := p.Map(context.Background(), h, body, t0)
+	require.NoError(t, err)
+	_, err = p.Map(context.Background(), h, body, t0.Add(acuity.DefaultReuseWindow-time.Nanosecond))
+	require.NoError(t, err)
+	assert.Len(t, api.Requests(), 1, "within the window: reused")
+	_, err = p.Map(context.Background(), h, body, t0.Add(acuity.DefaultReuseWindow))
+	require.NoError(t, err)
+	assert.Len(t, api.Requests(), 2, "at the window's end: fetched again")
+}

@@ -279,3 +279,12 @@ func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
 	require.NoError(t, err)
 	providertest.CheckContacts(t, got, "ada.lovelace@example.com")
 }
+
+func TestParseAppointmentDurationOfAWeek(t *testing.T) {
+	base := string(providertest.ReadFile(t, "appointment_scheduled.json"))
+	body := strings.Replace(base, `"duration": "30"`, `"duration": "10080"`, 1)
+	require.NotEqual(t, base, body)
+	a, err := acuity.ParseAppointment([]byte(body))
+	require.NoError(t, err)
+	assert.Equal(t, 7*24*time.Hour, a.End.Sub(a.Start))
+}
