@@ -419,3 +419,20 @@ func TestMissingHeaderNamesTheHeaderExpected(t *testing.T) {
 		assert.Equal(t, want, r.JSON(t)["error"], provider)
 	}
 }
+
+// A name PostgreSQL's text cannot hold (a JSON "\u0000") is left out of the invitee's contact, and the
+// delivery is recorded. Before, the contact's insert failed the commit of the delivery's events, and
+// a correctly signed delivery was answered 503 on every retry.
+func TestContactTextPostgreSQLCannotHoldIsLeftOut(t *testing.T) {
+	ts := newServer(t)
+	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "nul-name")
+	body := bytes.Replace(d.Body, []byte(`"name":"Ada Lovelace"`), []byte(`"name":"Ada\u0000Lovelace"`), 1)
+	require.NotEqual(t, d.Body, body, "the sample names its invitee")
+
+	r := ts.post(t, "calendly", header(calendly.SignatureHeader, calendly.Sign(calendlyKey, ts.Clock.Now(), body)), body)
+
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, "accepted", r.JSON(t)["status"])
+	assert.Equal(t, 1, ts.events(t))
+	assert.Equal(t, 1, ts.count(t, `SELECT count(*) FROM contacts WHERE booking = 'calendly-nul-name' AND name = '' AND email = 'ada.lovelace@example.com'`))
+}
