@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,3 +141,32 @@ func TestReadAPIRefusesTextNoQueryCanTake(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// The receipts' filters and a resolution's item are checked before any query: a provider of over
+// 512 bytes or one PostgreSQL's text cannot hold, a limit that is not a positive integer, an item id
+// that is not positive, and a step's action on a server that resolves no steps each answer 400
+// invalid_request. Filters within the bounds answer.
+func TestReceiptFiltersAndResolutionsAreChecked(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	rm := readmodel.New(pool, postgres.NewStore(pool), eventcodec.JSON{}, readmodel.Options{})
+	mux := http.NewServeMux()
+	readapi.Register(mux, readapi.Deps{Reader: rm, Receipts: rm, Actor: func(*http.Request) string { return "front-desk" }})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/api/receipts?provider=a%00b", ""},
+		{"GET", "/api/receipts?provider=a%FFb", ""},
+		{"GET", "/api/receipts?provider=" + strings.Repeat("p", 513), ""},
+		{"GET", "/api/receipts?limit=0", ""},
+		{"GET", "/api/receipts?limit=ten", ""},
+		{"POST", "/api/reconciliation/0/resolve", `{"note":"x"}`},
+		{"POST", "/api/reconciliation/1/resolve", `{"note":"x","action":"retry"}`},
+	} {
+		status, body := call(t, srv, tc.method, tc.path, tc.body)
+		assert.Equal(t, http.StatusBadRequest, status, "%s %s: %v", tc.method, tc.path, body)
+		assert.Equal(t, "invalid_request", body["code"], "%s %s", tc.method, tc.path)
+	}
+	status, body := call(t, srv, "GET", "/api/receipts?provider="+strings.Repeat("p", 512)+"&limit=1", "")
+	assert.Equal(t, http.StatusOK, status, "%v", body)
+}
