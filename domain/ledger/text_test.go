@@ -34,3 +34,16 @@ func TestStorable(t *testing.T) {
 		assert.False(t, ledger.Storable(bad), "%q", bad)
 	}
 }
+
+// StorableText cuts at a character boundary wherever the limit falls, and leaves a text of exactly
+// the limit whole.
+func TestStorableTextBoundaries(t *testing.T) {
+	for limit := 1; limit <= 8; limit++ {
+		s := ledger.StorableText("aé€😀é", limit)
+		assert.True(t, utf8.ValidString(s), "limit %d: %q", limit, s)
+		assert.LessOrEqual(t, len(strings.TrimSuffix(s, "…")), limit)
+	}
+	exact := strings.Repeat("é", 5)
+	assert.Equal(t, exact, ledger.StorableText(exact, len(exact)))
+	assert.Nil(t, ledger.HeadersFromLines(nil))
+}
