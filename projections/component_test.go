@@ -225,3 +225,33 @@ func TestRecomputeLateEventItems(t *testing.T) {
 	ch = projections.Recompute(projections.Component{Bookings: []projections.BookingInput{input(create)}, Items: []projections.Item{open}})
 	assert.Equal(t, []projections.ItemText{{ID: 4, Text: "closed automatically: the event takes effect now (an event that arrived later reordered the fold)"}}, ch.Items.Close)
 }
+
+// A loser conflicts with every holder it overlaps, also one ranked after it that holds only because
+// the loser lost to an earlier holder: that item's reason must not claim the holder was scheduled
+// earlier (or has the smaller id) — its own times say otherwise.
+func TestRecomputeReasonOfAConflictWithALaterHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cPrio  int
+		absent string
+	}{
+		{"scheduled later", -30, "c holds the slot (earlier provider scheduled-at)"},
+		{"same scheduled-at, larger id", -60, "c holds the slot (same scheduled-at, smaller booking id)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := projections.Recompute(projections.Component{Bookings: []projections.BookingInput{
+				input(ev("a", 1, -90, booking.Scheduled{Slot: at("m1", 0, 60)})),
+				input(ev("b", 2, -60, booking.Scheduled{Slot: at("m2", 45, 105)})),
+				input(ev("c", 3, tc.cPrio, booking.Scheduled{Slot: at("m3", 90, 120)})),
+			}})
+			reasons := map[string]string{}
+			for _, it := range ch.Items.Open {
+				reasons[it.Subject] = it.Reason
+			}
+			require.Len(t, reasons, 2)
+			assert.Contains(t, reasons["b a"], "a holds the slot (earlier provider scheduled-at)")
+			assert.NotContains(t, reasons["b c"], tc.absent)
+			assert.Contains(t, reasons["b c"], "c holds the slot (ranked after b, which lost to an earlier holder)")
+		})
+	}
+}

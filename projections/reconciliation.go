@@ -77,10 +77,13 @@ func (d DesiredItem) key() itemKey { return itemKey{Kind: d.Kind, Subject: d.Sub
 func (it Item) key() itemKey { return itemKey{Kind: it.Kind, Subject: it.Subject} }
 
 // conflictItem is the item of booking loser losing its slot to holder. The reason names the rule
-// that decided.
+// that decided: a holder ranked after the loser holds because the loser lost to another one.
 func conflictItem(c conflict, loser, holder Booking) DesiredItem {
 	rule := "earlier provider scheduled-at"
-	if loser.ScheduledAt.Equal(holder.ScheduledAt) {
+	switch later := holder.ScheduledAt.Compare(loser.ScheduledAt); {
+	case later > 0 || later == 0 && holder.Booking > loser.Booking: // holds only because loser lost first
+		rule = "ranked after " + string(loser.Booking) + ", which lost to an earlier holder"
+	case later == 0:
 		rule = "same scheduled-at, smaller booking id"
 	}
 	reason := fmt.Sprintf("%s (%s, scheduled at %s) overlaps %s (%s, scheduled at %s) on %s: %s holds the slot (%s)",
