@@ -217,3 +217,12 @@ func TestRecordQuarantinesAnEventOfAnotherBooking(t *testing.T) {
 	assert.Equal(t, ledger.OutcomeQuarantined, res.Outcome)
 	assert.Contains(t, res.Reason, booking.ErrWrongBooking.Error())
 }
+
+// An event the domain refuses (here: no provider) is quarantined with its receipt, never retried.
+func TestRecordQuarantinesAnInvalidEvent(t *testing.T) {
+	e := scheduled("a", 1, 0)
+	e.Provider = ""
+	res := record(t, newService(memstore.New()), deliver("bad", e))
+	assert.Equal(t, ledger.OutcomeQuarantined, res.Outcome)
+	assert.Contains(t, res.Reason, booking.ErrInvalidEvent.Error())
+}
