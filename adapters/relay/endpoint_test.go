@@ -1,0 +1,83 @@
+package relay_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/relay"
+)
+
+// disable stops a delivery already planned: waiting for its retry when the endpoint is disabled, it
+// pauses when its turn comes and nothing more is sent (a replay of the endpoint is refused). enable
+// resumes it with a fresh run of the retry schedule and starts the failure streak over, so a new
+// streak alerts again from 1; a replay of the dead delivery gives it a fresh run too.
+func TestDisableEnableAndReplayEachStartAFreshSchedule(t *testing.T) {
+	e := newEnv(t)
+	reg := prometheus.NewRegistry()
+	schedule := []time.Duration{0, 300 * time.Millisecond, 300 * time.Millisecond}
+	r := e.startRelay(t, relayOpts{schedule: schedule, registry: reg})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
+	from := time.Now().Add(-time.Minute)
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	e.record(t, "fresh", e.scheduled("calendly-fresh", 9))
+	eventually(t, 30*time.Second, "the first failed attempt", func() bool {
+		ds := deliveriesIn(t, r, ep.ID, "")
+		return len(ds) == 1 && ds[0].Attempts == 1
+	})
+	_, err = r.DisableEndpoint(ctx, ep.ID, "maintenance")
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the planned delivery to pause at its turn", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StatePaused)) == 1
+	})
+	d := deliveriesIn(t, r, ep.ID, relay.StatePaused)[0]
+	assert.Equal(t, 1, d.Attempts, "nothing is sent to a disabled endpoint")
+	assert.Equal(t, 1, rc.requestCount())
+	assert.Equal(t, 1.0, metricValue(t, reg, "bookingledger_relay_deliveries",
+		map[string]string{"endpoint": strconv.FormatInt(ep.ID, 10), "state": "paused"}))
+	window := relay.ReplayQuery{EndpointID: ep.ID, From: from, To: time.Now().Add(time.Minute)}
+	_, _, err = r.StartReplay(ctx, window)
+	assert.ErrorIs(t, err, relay.ErrInvalid, "a disabled endpoint is not replayed")
+
+	enabled, resumed, err := r.EnableEndpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, resumed)
+	assert.False(t, enabled.Disabled)
+	assert.Zero(t, enabled.ConsecutiveFailures, "enable starts the streak over")
+	eventually(t, 30*time.Second, "the delivery to be dead", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 1
+	})
+	d = deliveriesIn(t, r, ep.ID, relay.StateDead)[0]
+	assert.Equal(t, 1+len(schedule), d.Attempts, "the first attempt, then the whole schedule after enable")
+	alerts, err := r.Alerts(ctx, ep.ID)
+	require.NoError(t, err)
+	var fromOne int
+	for _, a := range alerts {
+		if a.Kind == relay.AlertFailing && a.Failures == 1 {
+			fromOne++
+		}
+	}
+	assert.Equal(t, 2, fromOne, "the streak before disable and the one after enable each alerted at 1: %+v", alerts)
+
+	window.OnlyFailed = true
+	rep, _, err := r.StartReplay(ctx, window)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Total)
+	eventually(t, 30*time.Second, "the replay to finish", func() bool {
+		st, err := r.ReplayStatus(ctx, rep.ID)
+		require.NoError(t, err)
+		return st.Done()
+	})
+	d = deliveriesIn(t, r, ep.ID, relay.StateDead)[0]
+	assert.Equal(t, 1+2*len(schedule), d.Attempts, "the replay ran the whole schedule again")
+}
