@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/eventlog"
 )
@@ -468,4 +470,94 @@ func TestConcurrentReplaysBackfillEachEventOnce(t *testing.T) {
 	for id, c := range ids {
 		assert.Equal(t, 1, c, "webhook-id %s sent once", id)
 	}
+}
+
+// A replay's window is [from, to) of the recorded times, to the microsecond, for the deliveries that
+// exist and for the events it backfills alike; a pending delivery is on its way and is not replayed;
+// a replayed message is signed with the time of its attempt, not of its event.
+func TestReplayWindowIsFromInclusiveToExclusive(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, time.Hour}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	late := relay.WebhookID(e.eid("calendly-win-late", "scheduled"))
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("webhook-id") == late {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		rc.serve(w, req)
+	})
+	for i := range 3 {
+		b := fmt.Sprintf("calendly-win-%d", i)
+		e.record(t, b, e.scheduled(b, 9+i))
+	}
+	at := map[string]time.Time{} // webhook-id -> recorded time, as deliveries keep it
+	eventually(t, time.Minute, "the three events readable from the log", func() bool {
+		all, err := e.store.ReadAll(ctx, eventlog.Position{}, 100)
+		require.NoError(t, err)
+		for _, ev := range all {
+			at[relay.WebhookID(ev.ID)] = ev.RecordedAt.Truncate(time.Microsecond)
+		}
+		return len(at) >= 3
+	})
+	id := func(i int) string { return relay.WebhookID(e.eid(fmt.Sprintf("calendly-win-%d", i), "scheduled")) }
+	t0, t1, t2 := at[id(0)], at[id(1)], at[id(2)]
+	require.True(t, t0.Before(t1) && t1.Before(t2), "three distinct recorded times")
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+
+	window := func(from, to time.Time) (ids []string, deliveries []int64) {
+		t.Helper()
+		plan, err := r.PlanReplay(ctx, relay.ReplayQuery{EndpointID: ep.ID, From: from, To: to})
+		require.NoError(t, err)
+		if plan.Total == 0 {
+			return nil, nil
+		}
+		require.Equal(t, 1, plan.Total, "%s–%s: %+v", from, to, plan)
+		return []string{plan.First.WebhookID}, []int64{plan.First.DeliveryID}
+	}
+	// Backfill: no delivery exists yet.
+	ids, dels := window(t0, t1)
+	assert.Equal(t, []string{id(0)}, ids, "from is in the window, to is not")
+	assert.Equal(t, []int64{0}, dels)
+	ids, _ = window(t1, t1.Add(time.Microsecond))
+	assert.Equal(t, []string{id(1)}, ids)
+	ids, _ = window(t1.Add(time.Microsecond), t2)
+	assert.Empty(t, ids)
+
+	// A pending delivery (waiting an hour for its retry) is not replayed.
+	e.record(t, "win-late", e.scheduled("calendly-win-late", 13))
+	eventually(t, 30*time.Second, "the late event's failed attempt", func() bool {
+		ds := deliveriesIn(t, r, ep.ID, relay.StatePending)
+		return len(ds) == 1 && ds[0].Attempts == 1
+	})
+	// The replay's attempts are a second later than any event was recorded.
+	eventually(t, 5*time.Second, "the next second", func() bool { return time.Now().Unix() > t2.Unix()+1 })
+	start := time.Now()
+	rep, plan, sent := replayAndWait(t, r, rc, relay.ReplayQuery{EndpointID: ep.ID, From: t0, To: time.Now().Add(time.Minute)})
+	assert.Equal(t, 3, plan.Total, "the window's three events, not the pending delivery: %+v", plan)
+	assert.Equal(t, 3, rep.Total)
+	assert.Equal(t, map[string]int{id(0): 1, id(1): 1, id(2): 1}, sentCounts(sent))
+	for _, m := range sent {
+		ts, err := strconv.ParseInt(m.header.Get(standard.HeaderTimestamp), 10, 64)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, ts, start.Unix(), "webhook-timestamp is the attempt's time")
+	}
+	pending := deliveriesIn(t, r, ep.ID, relay.StatePending)
+	require.Len(t, pending, 1)
+	assert.Zero(t, pending[0].ReplayID, "the pending delivery was left alone")
+	assert.Equal(t, 1, pending[0].Attempts)
+
+	// The deliveries exist now: the same window selects them.
+	ids, dels = window(t0, t1)
+	assert.Equal(t, []string{id(0)}, ids, "from is in the window, to is not")
+	require.Len(t, dels, 1)
+	assert.NotZero(t, dels[0])
+	ids, _ = window(t1, t1.Add(time.Microsecond))
+	assert.Equal(t, []string{id(1)}, ids)
+	ids, _ = window(t1.Add(time.Microsecond), t2)
+	assert.Empty(t, ids)
+	assert.Empty(t, rc.invalidMessages())
 }
