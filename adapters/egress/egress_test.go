@@ -40,7 +40,9 @@ func TestLoopbackIsRefusedUnlessAllowed(t *testing.T) {
 func TestPublic(t *testing.T) {
 	for addr, want := range map[string]bool{"8.8.8.8": true, "10.1.2.3": false, "192.168.0.1": false, "127.0.0.1": false,
 		"169.254.169.254": false, "::1": false, "fd00::1": false, "2001:4860:4860::8888": true, "0.0.0.0": false,
-		"100.64.0.1": false, "100.127.255.254": false, "0.1.2.3": false, "::ffff:127.0.0.1": false, "::ffff:8.8.8.8": true} {
+		"100.64.0.1": false, "100.127.255.254": false, "0.1.2.3": false, "::ffff:127.0.0.1": false, "::ffff:8.8.8.8": true,
+		// Not unicast, or not global: multicast, broadcast, unspecified, IPv6 link-local.
+		"224.0.0.1": false, "239.255.255.250": false, "255.255.255.255": false, "ff02::1": false, "::": false, "fe80::1": false} {
 		assert.Equal(t, want, egress.Public(netip.MustParseAddr(addr)), addr)
 	}
 }
