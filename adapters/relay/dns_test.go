@@ -5,12 +5,13 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
 
 // dnsConn is an in-memory DNS "server" for net.Resolver's Go implementation: it answers every A
-// query with the address answer returns and every other query with no records.
+// query with the addresses answer returns (comma-separated) and every other query with no records.
 func dnsConn(answer func() string) net.Conn {
 	return &fakeDNS{answer: answer}
 }
@@ -54,15 +55,15 @@ func (c *fakeDNS) reply(q []byte) []byte {
 	qtype := binary.BigEndian.Uint16(q[i+1:])
 	var resp []byte
 	resp = append(resp, q[0], q[1], 0x81, 0x80, 0, 1) // id, flags (response, recursion), 1 question
-	addr, _ := netip.ParseAddr(c.answer())
-	answers := 0
-	if qtype == 1 && addr.Is4() {
-		answers = 1
+	var addrs [][4]byte
+	for _, s := range strings.Split(c.answer(), ",") {
+		if addr, err := netip.ParseAddr(s); err == nil && qtype == 1 && addr.Is4() {
+			addrs = append(addrs, addr.As4())
+		}
 	}
-	resp = append(resp, 0, byte(answers), 0, 0, 0, 0)
+	resp = append(resp, 0, byte(len(addrs)), 0, 0, 0, 0)
 	resp = append(resp, question...)
-	if answers == 1 {
-		a := addr.As4()
+	for _, a := range addrs {
 		resp = append(resp, 0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4)
 		resp = append(resp, a[:]...)
 	}

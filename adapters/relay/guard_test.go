@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,4 +110,30 @@ func TestTypeFiltersAreValidatedAndMatched(t *testing.T) {
 		_, err := relay.ParseTypes(bad)
 		assert.ErrorIs(t, err, relay.ErrInvalidTypes, bad)
 	}
+}
+
+// A name must resolve only to allowed addresses: one private address among public ones is refused,
+// whichever comes first; a name resolving to public addresses only is accepted.
+func TestANameWithOnePrivateAddressIsRefused(t *testing.T) {
+	e := newEnv(t)
+	var answer atomic.Value
+	r := e.startRelay(t, relayOpts{guard: relay.Guard{Resolver: localResolver(t, func() string { return answer.Load().(string) })}})
+	ctx := context.Background()
+	for _, addrs := range []string{"93.184.215.14,10.1.2.3", "10.1.2.3,93.184.215.14", "93.184.215.14,8.8.8.8,127.0.0.1"} {
+		answer.Store(addrs)
+		_, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: "https://mixed.example/hook"})
+		assert.ErrorIs(t, err, relay.ErrPrivateTarget, addrs)
+	}
+	answer.Store("93.184.215.14,8.8.8.8")
+	_, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: "https://public.example/hook"})
+	assert.NoError(t, err)
+}
+
+// An endpoint URL has at most 2048 bytes.
+func TestEndpointURLsHaveAtMost2048Bytes(t *testing.T) {
+	base := "https://example.com/"
+	_, err := relay.ParseURL(base + strings.Repeat("a", 2048-len(base)))
+	assert.NoError(t, err)
+	_, err = relay.ParseURL(base + strings.Repeat("a", 2049-len(base)))
+	assert.ErrorIs(t, err, relay.ErrInvalidURL)
 }
