@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/relay"
 )
 
@@ -80,4 +81,35 @@ func TestDisableEnableAndReplayEachStartAFreshSchedule(t *testing.T) {
 	})
 	d = deliveriesIn(t, r, ep.ID, relay.StateDead)[0]
 	assert.Equal(t, 1+2*len(schedule), d.Attempts, "the replay ran the whole schedule again")
+}
+
+// A second rotation drops the secret rotated out by the first: messages are signed with the current
+// secret and the one before it, never with the one before that.
+func TestASecondRotationDropsTheOldestSecret(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	rc.verify = nil
+	ep, first, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	_, second, err := r.RotateSecret(ctx, ep.ID)
+	require.NoError(t, err)
+	_, third, err := r.RotateSecret(ctx, ep.ID)
+	require.NoError(t, err)
+	e.record(t, "rot2", e.scheduled("calendly-rot2", 9))
+	eventually(t, 30*time.Second, "the message", func() bool { return len(rc.messages()) == 1 })
+	m := rc.messages()[0]
+	sigs, err := standard.ParseSignatures(m.header.Get(standard.HeaderSignature))
+	require.NoError(t, err)
+	assert.Len(t, sigs, 2)
+	verifies := func(secret string) bool {
+		p, err := standard.New(providersSecrets(secret), 0)
+		require.NoError(t, err)
+		_, err = p.Verify(m.header, m.body, time.Now())
+		return err == nil
+	}
+	assert.True(t, verifies(third), "the current secret signs")
+	assert.True(t, verifies(second), "the secret before it signs during the overlap")
+	assert.False(t, verifies(first), "the secret rotated out first no longer signs")
 }
