@@ -92,6 +92,7 @@ func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
 	for _, a := range got {
 		seen = append(seen, fmt.Sprintf("%s/%d", a.Type, a.Data.ConsecutiveFailures))
 		assert.Equal(t, ep.ID, a.Data.Endpoint)
+		assert.Equal(t, rc.srv.Listener.Addr().String(), a.Data.URL, "the host only: the path may hold the receiver's token")
 	}
 	assert.ElementsMatch(t, []string{"relay.endpoint.failing/1", "relay.endpoint.failing/5", "relay.endpoint.failing/20",
 		"relay.endpoint.recovered/20"}, seen)
