@@ -113,3 +113,42 @@ func TestASecondRotationDropsTheOldestSecret(t *testing.T) {
 	assert.True(t, verifies(second), "the secret before it signs during the overlap")
 	assert.False(t, verifies(first), "the secret rotated out first no longer signs")
 }
+
+// An endpoint receives the events recorded from the moment it was added, even when the fan-out
+// reaches an older event only after the endpoint exists (earlier events are a replay's). Deliveries
+// are listed newest first, by booking, bounded by the limit; an unknown state is refused.
+func TestAnEndpointGetsTheEventsRecordedAfterItWasAdded(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{noProjection: true})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	e.record(t, "since-0", e.scheduled("calendly-since-0", 9)) // before the endpoint, planned after it
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	e.startRelay(t, relayOpts{})
+	e.record(t, "since-1", e.scheduled("calendly-since-1", 10))
+	e.record(t, "since-2", e.scheduled("calendly-since-2", 11))
+	e.record(t, "since-1-c", e.canceled("calendly-since-1"))
+	eventually(t, 30*time.Second, "three deliveries", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 3 })
+	// The fan-out plans the log in order: the older event was planned (or not) before the others.
+	all := deliveriesIn(t, r, ep.ID, "")
+	require.Len(t, all, 3, "the event recorded before the endpoint was added is not delivered")
+	assert.NotContains(t, rc.ids(), relay.WebhookID(e.eid("calendly-since-0", "scheduled")))
+	for i := 1; i < len(all); i++ {
+		assert.Greater(t, all[i-1].ID, all[i].ID, "newest first")
+	}
+
+	one, err := r.Deliveries(ctx, relay.DeliveryQuery{Booking: "calendly-since-1"})
+	require.NoError(t, err)
+	require.Len(t, one, 2)
+	for _, d := range one {
+		assert.Equal(t, "calendly-since-1", d.Booking)
+	}
+	newest, err := r.Deliveries(ctx, relay.DeliveryQuery{EndpointID: ep.ID, Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, newest, 2)
+	assert.Equal(t, []int64{all[0].ID, all[1].ID}, []int64{newest[0].ID, newest[1].ID})
+	_, err = r.Deliveries(ctx, relay.DeliveryQuery{State: "failed"})
+	assert.ErrorIs(t, err, relay.ErrInvalid)
+}
