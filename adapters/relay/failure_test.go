@@ -265,3 +265,48 @@ func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
 	}
 	assert.Len(t, rc.ids(), n)
 }
+
+// A job's round of attempts counts the endpoint's streak in the order the answers came: a failure
+// answered before a success of the same round is ended by it (and its alert is followed by a
+// recovery), as it would be across rounds.
+func TestASuccessEndsTheStreakOfAFailureAnsweredBeforeItInOneRound(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{noProjection: true, schedule: []time.Duration{0}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	failing := relay.WebhookID(e.eid("calendly-order-fail", "scheduled"))
+	failed := make(chan struct{})
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("webhook-id") == failing {
+			w.WriteHeader(http.StatusInternalServerError)
+			close(failed)
+			return
+		}
+		<-failed
+		time.Sleep(100 * time.Millisecond) // this answer ends after the failure's
+		rc.serve(w, req)
+	})
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	e.record(t, "order-fail", e.scheduled("calendly-order-fail", 9))
+	e.record(t, "order-ok", e.scheduled("calendly-order-ok", 10))
+	e.startRelay(t, relayOpts{schedule: []time.Duration{0}}) // its projection plans both in one job
+	eventually(t, 30*time.Second, "one delivery dead and one succeeded", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 1 && len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 1
+	})
+	var most int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT coalesce(max(jsonb_array_length(args->'delivery_ids')), 1) FROM river_job
+WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
+	require.Equal(t, 2, most, "both deliveries were attempted by one job")
+	got, err := r.Endpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Zero(t, got.ConsecutiveFailures, "the later success ended the streak")
+	alerts, err := r.Alerts(ctx, ep.ID)
+	require.NoError(t, err)
+	var kinds []string
+	for _, a := range alerts {
+		kinds = append(kinds, a.Kind)
+	}
+	assert.Equal(t, []string{relay.AlertFailing, relay.AlertRecovered}, kinds)
+}
