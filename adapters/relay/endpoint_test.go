@@ -130,7 +130,7 @@ func TestAnEndpointGetsTheEventsRecordedAfterItWasAdded(t *testing.T) {
 	e.record(t, "since-1", e.scheduled("calendly-since-1", 10))
 	e.record(t, "since-2", e.scheduled("calendly-since-2", 11))
 	e.record(t, "since-1-c", e.canceled("calendly-since-1"))
-	eventually(t, 30*time.Second, "three deliveries", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 3 })
+	eventually(t, 30*time.Second, "three deliveries", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) >= 3 })
 	// The fan-out plans the log in order: the older event was planned (or not) before the others.
 	all := deliveriesIn(t, r, ep.ID, "")
 	require.Len(t, all, 3, "the event recorded before the endpoint was added is not delivered")
