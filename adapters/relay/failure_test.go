@@ -310,3 +310,39 @@ WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
 	}
 	assert.Equal(t, []string{relay.AlertFailing, relay.AlertRecovered}, kinds)
 }
+
+// With BOOKINGLEDGER_ALERT_FORMAT=slack an alert is a Slack-compatible {"text": …} naming the
+// endpoint by host and the length of its streak.
+func TestSlackAlertsAreOneLineOfText(t *testing.T) {
+	e := newEnv(t)
+	var (
+		mu    sync.Mutex
+		texts []map[string]any
+	)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		err := json.NewDecoder(r.Body).Decode(&m)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			texts = append(texts, m)
+		}
+	}))
+	t.Cleanup(sink.Close)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}, alerts: relay.AlertConfig{URL: sink.URL, Format: relay.AlertFormatSlack}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
+	ep, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	e.record(t, "slack", e.scheduled("calendly-slack", 9))
+	eventually(t, 30*time.Second, "the alert", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(texts) == 1
+	})
+	want := fmt.Sprintf("bookingledger relay: endpoint %d (%s) failed 1 time(s) in a row", ep.ID, rc.srv.Listener.Addr())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]any{"text": want}, texts[0])
+}
