@@ -46,3 +46,18 @@ func TestPublic(t *testing.T) {
 		assert.Equal(t, want, egress.Public(netip.MustParseAddr(addr)), addr)
 	}
 }
+
+// A client gives up after its timeout: a target that never answers is an error, not a wait.
+func TestTheClientGivesUpAfterItsTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second): // a client without a timeout gets its answer now
+		}
+	}))
+	defer srv.Close()
+	start := time.Now()
+	_, err := egress.HTTPClient(true, 200*time.Millisecond).Get(srv.URL)
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 4*time.Second)
+}
