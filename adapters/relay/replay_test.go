@@ -561,3 +561,38 @@ func TestReplayWindowIsFromInclusiveToExclusive(t *testing.T) {
 	assert.Empty(t, ids)
 	assert.Empty(t, rc.invalidMessages())
 }
+
+// Retrying a pending delivery that waits for its retry gives it a fresh run of the schedule: when the
+// retry fails too, the delivery waits for the schedule's second attempt again rather than being dead.
+func TestRetryingAWaitingDeliveryStartsItsScheduleOver(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, time.Hour}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
+	ep, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	e.record(t, "over-1", e.scheduled("calendly-over-1", 9))
+	eventually(t, 30*time.Second, "the first attempt failed and its job waits an hour", func() bool {
+		var waiting int
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM river_job
+WHERE kind = 'bookingledger.relay_deliver' AND state = 'scheduled'`).Scan(&waiting))
+		return waiting == 1
+	})
+	d := deliveriesIn(t, r, ep.ID, relay.StatePending)
+	require.Len(t, d, 1)
+	require.Equal(t, 1, d[0].Attempts)
+	rep, err := r.RetryDelivery(ctx, d[0].ID)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the retry's failed attempt", func() bool {
+		got, _, err := r.DeliveryWithAttempts(ctx, d[0].ID)
+		require.NoError(t, err)
+		return got.Attempts == 2
+	})
+	got, attempts, err := r.DeliveryWithAttempts(ctx, d[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, relay.StatePending, got.State, "the retry's schedule has a second attempt")
+	assert.Greater(t, time.Until(got.NextAttemptAt), 50*time.Minute)
+	require.Len(t, attempts, 2)
+	assert.Equal(t, rep.ID, attempts[1].ReplayID)
+}
