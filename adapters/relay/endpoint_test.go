@@ -2,8 +2,10 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +153,46 @@ func TestAnEndpointGetsTheEventsRecordedAfterItWasAdded(t *testing.T) {
 	assert.Equal(t, []int64{all[0].ID, all[1].ID}, []int64{newest[0].ID, newest[1].ID})
 	_, err = r.Deliveries(ctx, relay.DeliveryQuery{State: "failed"})
 	assert.ErrorIs(t, err, relay.ErrInvalid)
+}
+
+// An endpoint's types are checked when it is added (at most 32 patterns of 1 to 128 bytes of a-z,
+// 0-9, '.', '_', '-' and '*'); remove deletes it with its deliveries, attempts and alerts, and an
+// unknown endpoint is not found.
+func TestEndpointTypesAreCheckedAndRemoveTakesEverything(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	many := make([]string, 33)
+	for i := range many {
+		many[i] = fmt.Sprintf("booking.t%d.*", i)
+	}
+	for _, types := range [][]string{{"Booking.*"}, many, {strings.Repeat("b", 129)}, {""}} {
+		_, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url(), Types: types})
+		assert.ErrorIs(t, err, relay.ErrInvalidTypes, "%q", types)
+	}
+	_, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url(), Types: many[:32]})
+	require.NoError(t, err, "32 patterns")
+	_, _, err = r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url(), Types: []string{strings.Repeat("b", 128)}})
+	require.NoError(t, err, "a pattern of 128 bytes")
+
+	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
+	ep, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	e.record(t, "remove", e.scheduled("calendly-remove", 9))
+	eventually(t, 30*time.Second, "the dead delivery and its alert", func() bool {
+		alerts, err := r.Alerts(ctx, ep.ID)
+		require.NoError(t, err)
+		return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 1 && len(alerts) == 1
+	})
+	require.NoError(t, r.RemoveEndpoint(ctx, ep.ID))
+	_, err = r.Endpoint(ctx, ep.ID)
+	assert.ErrorIs(t, err, relay.ErrNotFound)
+	assert.Empty(t, deliveriesIn(t, r, ep.ID, ""))
+	var attempts, alerts int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM relay_attempts), (SELECT count(*) FROM relay_alerts WHERE endpoint_id = $1)`,
+		ep.ID).Scan(&attempts, &alerts))
+	assert.Zero(t, attempts, "its attempts are deleted")
+	assert.Zero(t, alerts, "its alerts are deleted")
+	assert.ErrorIs(t, r.RemoveEndpoint(ctx, ep.ID), relay.ErrNotFound)
 }
