@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -348,4 +351,52 @@ WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
 	got, err := first.Endpoint(ctx, ep.ID)
 	require.NoError(t, err)
 	assert.Zero(t, got.ConsecutiveFailures)
+}
+
+// River runs a job again when the process that ran it stopped (rescue after a crash, or a retry):
+// its deliveries that finished already (succeeded or dead) are not sent again.
+func TestAJobRunAgainSendsNothingFinished(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	rc.setAnswer(func(n int) int {
+		if n == 1 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusNoContent
+	})
+	e.record(t, "again-1", e.scheduled("calendly-again-1", 9))
+	e.record(t, "again-2", e.scheduled("calendly-again-2", 10))
+	eventually(t, 30*time.Second, "one dead and one succeeded", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 1 && len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 1
+	})
+	jobIDs := func() []int64 {
+		rows, err := e.pool.Query(ctx, `SELECT id FROM river_job WHERE kind = 'bookingledger.relay_deliver' AND state = 'completed'`)
+		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		return ids
+	}
+	eventually(t, 10*time.Second, "the jobs completed", func() bool { return len(jobIDs()) > 0 })
+	ids := jobIDs()
+	client, err := river.NewClient(riverpgxv5.New(e.pool), &river.Config{})
+	require.NoError(t, err)
+	for _, id := range ids {
+		_, err := client.JobRetry(ctx, id)
+		require.NoError(t, err)
+	}
+	eventually(t, 30*time.Second, "the jobs run again", func() bool {
+		var done int
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE id = ANY($1) AND state = 'completed' AND attempt > 1`,
+			ids).Scan(&done))
+		return done == len(ids)
+	})
+	assert.Equal(t, 2, rc.requestCount(), "nothing finished was sent again")
+	for _, d := range deliveriesIn(t, r, ep.ID, "") {
+		assert.Equal(t, 1, d.Attempts, "delivery %d", d.ID)
+	}
 }
