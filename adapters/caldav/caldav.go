@@ -110,7 +110,11 @@ func encode(ev process.Event) ([]byte, error) {
 	e.Props.SetDateTime(ical.PropDateTimeStart, ev.Start.UTC())
 	e.Props.SetDateTime(ical.PropDateTimeEnd, ev.End.UTC())
 	e.Props.SetText(ical.PropSummary, ev.Summary)
-	e.Props.SetText(ical.PropSequence, strconv.Itoa(ev.Sequence))
+	// SEQUENCE is an INTEGER (RFC 5545 3.8.7.4): SetText would write it as SEQUENCE;VALUE=TEXT:1,
+	// a value type the property does not take.
+	seq := ical.NewProp(ical.PropSequence)
+	seq.Value = strconv.Itoa(ev.Sequence)
+	e.Props.Set(seq)
 	cal := ical.NewCalendar()
 	cal.Props.SetText(ical.PropVersion, "2.0")
 	cal.Props.SetText(ical.PropProductID, "-//bookingledger//process steps//EN")
