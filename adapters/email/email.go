@@ -148,6 +148,7 @@ func (s *Sender) message(m process.Mail) []byte {
 		"Content-Type: text/plain; charset=utf-8",
 		"Content-Transfer-Encoding: 8bit",
 	}
-	body := strings.ReplaceAll(strings.ReplaceAll(m.Body, "\r\n", "\n"), "\n", "\r\n")
-	return []byte(strings.Join(h, "\r\n") + "\r\n\r\n" + body)
+	// The body's line ends go as they are: net/smtp's data writer (textproto.DotWriter) sends each
+	// \n as CRLF and dot-stuffs the lines.
+	return []byte(strings.Join(h, "\r\n") + "\r\n\r\n" + m.Body)
 }

@@ -38,6 +38,8 @@ const (
 	DropAfterData
 	// TempFail answers 451: nothing was accepted, the sender may retry.
 	TempFail
+	// PermFail answers 554: the message is refused for good.
+	PermFail
 )
 
 // Config configures a Sink.
@@ -168,6 +170,8 @@ func (s *session) Data(r io.Reader) error {
 	switch fault {
 	case TempFail:
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "sink: try again later"}
+	case PermFail:
+		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "sink: message refused"}
 	case DropAfterData:
 		m.Dropped = true
 	}

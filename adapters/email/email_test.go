@@ -1,0 +1,113 @@
+package email_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/email"
+	"bookingledger/adapters/email/smtpsink"
+	"bookingledger/adapters/process"
+)
+
+var (
+	sentAt = time.Date(2027, 3, 15, 9, 0, 0, 0, time.UTC)
+	mail   = process.Mail{MessageID: "3f1c9e2a-step@bookingledger", To: "ada.lovelace@example.com", ToName: "Ada Lovelace",
+		Subject: "Confirmed: Intro call — 10:00", Body: "Hello Ada,\nsee you at 10:00.\n.\nbookingledger"}
+)
+
+// sink is an SMTP server (go-smtp) whose answer to the next messages can be set.
+func sink(t *testing.T) (*smtpsink.Sink, *atomic.Int32) {
+	t.Helper()
+	var fault atomic.Int32
+	s, err := smtpsink.Start(smtpsink.Config{Fault: func(smtpsink.Message) smtpsink.Fault { return smtpsink.Fault(fault.Load()) }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, &fault
+}
+
+func sender(t *testing.T, addr string, allowPrivate bool) *email.Sender {
+	t.Helper()
+	s, err := email.New(email.Config{Addr: addr, From: "bookings@example.com", AllowPrivate: allowPrivate, Timeout: 5 * time.Second,
+		Clock: func() time.Time { return sentAt }})
+	require.NoError(t, err)
+	return s
+}
+
+// The message carries the step's identity as its Message-ID (what lets a receiver, and an operator,
+// tell a resend from a second message), names the invitee, encodes a non-ASCII subject, and arrives
+// with CRLF line ends and its body intact, a line of a single dot included.
+func TestSendWritesTheMessageWithItsIdentity(t *testing.T) {
+	s, _ := sink(t)
+	require.NoError(t, sender(t, s.Addr(), true).Send(context.Background(), mail))
+
+	got := s.Delivered()
+	require.Len(t, got, 1)
+	m := got[0]
+	assert.Equal(t, "bookings@example.com", m.From)
+	assert.Equal(t, []string{"ada.lovelace@example.com"}, m.To)
+	assert.Equal(t, "<"+mail.MessageID+">", m.MessageID)
+	assert.Equal(t, mail.Subject, m.Subject)
+	data := string(m.Data)
+	assert.Contains(t, data, "To: \"Ada Lovelace\" <ada.lovelace@example.com>\r\n")
+	assert.Contains(t, data, "Subject: =?utf-8?q?")
+	assert.Contains(t, data, "Date: "+sentAt.Format(time.RFC1123Z)+"\r\n")
+	assert.True(t, strings.HasSuffix(data, "\r\n\r\nHello Ada,\r\nsee you at 10:00.\r\n.\r\nbookingledger\r\n"), "%q", data)
+
+	crlf := mail
+	crlf.Body = strings.ReplaceAll(mail.Body, "\n", "\r\n")
+	require.NoError(t, sender(t, s.Addr(), true).Send(context.Background(), crlf))
+	require.Len(t, s.Delivered(), 2)
+	assert.Equal(t, m.Data, s.Delivered()[1].Data, "a body written with CRLF arrives as one written with LF")
+}
+
+// What a failure proves decides what the worker does next: a refusal before the message was taken
+// (451) is nothing done, and a retry may send; a permanent refusal (554) or an invitee address that
+// is none is a rejection; a connection lost after the final dot is neither, an unknown outcome that
+// goes to reconciliation instead of a second send.
+func TestSendOutcomes(t *testing.T) {
+	ctx := context.Background()
+	s, fault := sink(t)
+	snd := sender(t, s.Addr(), true)
+
+	fault.Store(int32(smtpsink.TempFail))
+	require.ErrorIs(t, snd.Send(ctx, mail), process.ErrNothingDone)
+
+	fault.Store(int32(smtpsink.PermFail))
+	require.ErrorIs(t, snd.Send(ctx, mail), process.ErrRejected)
+
+	fault.Store(int32(smtpsink.DropAfterData))
+	err := snd.Send(ctx, mail)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, process.ErrNothingDone)
+	assert.NotErrorIs(t, err, process.ErrRejected)
+	msgs := s.Messages() // the refused messages were never taken
+	require.Len(t, msgs, 1)
+	assert.True(t, msgs[0].Dropped, "the sink read the whole message")
+
+	bad := mail
+	bad.To = "not an address"
+	require.ErrorIs(t, snd.Send(ctx, bad), process.ErrRejected)
+	assert.Len(t, s.Messages(), 1, "nothing sent to an address that is none")
+	assert.Empty(t, s.Delivered())
+}
+
+// Nothing listening is nothing done (a retry may send); a private address without AllowPrivate is a
+// rejection, refused before connecting.
+func TestSendBeforeAConversation(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	require.ErrorIs(t, sender(t, closed, true).Send(context.Background(), mail), process.ErrNothingDone)
+
+	s, _ := sink(t)
+	require.ErrorIs(t, sender(t, s.Addr(), false).Send(context.Background(), mail), process.ErrRejected)
+	assert.Empty(t, s.Messages())
+}
