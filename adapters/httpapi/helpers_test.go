@@ -23,6 +23,7 @@ import (
 	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/sample"
+	"bookingledger/adapters/metricstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
@@ -363,35 +364,10 @@ func (ts *testServer) receipts(t *testing.T, outcome string) int {
 	return ts.count(t, `SELECT count(*) FROM receipts WHERE outcome = $1`, outcome)
 }
 
-// metric reads one counter sample from the server's registry.
+// metric reads what the server's registry counted for name with labels (metricstest.Sum).
 func (ts *testServer) metric(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := ts.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
+	return metricstest.Sum(t, ts.Registry, name, labels)
 }
 
 // listen serves ts.Server's public and admin surfaces on their own test listeners.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/metricstest"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/relay"
 )
@@ -46,7 +47,7 @@ func TestDisableEnableAndReplayEachStartAFreshSchedule(t *testing.T) {
 	d := deliveriesIn(t, r, ep.ID, relay.StatePaused)[0]
 	assert.Equal(t, 1, d.Attempts, "nothing is sent to a disabled endpoint")
 	assert.Equal(t, 1, rc.requestCount())
-	assert.Equal(t, 1.0, metricValue(t, reg, "bookingledger_relay_deliveries",
+	assert.Equal(t, 1.0, metricstest.Sum(t, reg, "bookingledger_relay_deliveries",
 		map[string]string{"endpoint": strconv.FormatInt(ep.ID, 10), "state": "paused"}))
 	window := relay.ReplayQuery{EndpointID: ep.ID, From: from, To: time.Now().Add(time.Minute)}
 	_, _, err = r.StartReplay(ctx, window)

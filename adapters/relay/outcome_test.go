@@ -13,39 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/metricstest"
 	"bookingledger/adapters/relay"
 )
-
-// metricValue is the value of the metric name whose labels include labels (0 when there is none).
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
 
 // Only a 2xx answer delivers. Any other status — a 3xx (redirects are not followed), a 4xx, a 5xx —
 // and no answer within the attempt's timeout are failed attempts, and with a one-attempt schedule
@@ -132,13 +102,13 @@ func TestOnlyA2xxAnswerDelivers(t *testing.T) {
 
 	ep := func(id int64) string { return strconv.FormatInt(id, 10) }
 	for _, status := range delivered {
-		assert.Equal(t, 1.0, metricValue(t, reg, "bookingledger_relay_attempts_total", map[string]string{"endpoint": ep(eps[status]), "outcome": "succeeded"}))
-		assert.Equal(t, 1.0, metricValue(t, reg, "bookingledger_relay_deliveries_total", map[string]string{"endpoint": ep(eps[status]), "outcome": "succeeded"}))
-		assert.Equal(t, 0.0, metricValue(t, reg, "bookingledger_relay_deliveries", map[string]string{"endpoint": ep(eps[status]), "state": "dead"}))
+		assert.Equal(t, 1.0, metricstest.Sum(t, reg, "bookingledger_relay_attempts_total", map[string]string{"endpoint": ep(eps[status]), "outcome": "succeeded"}))
+		assert.Equal(t, 1.0, metricstest.Sum(t, reg, "bookingledger_relay_deliveries_total", map[string]string{"endpoint": ep(eps[status]), "outcome": "succeeded"}))
+		assert.Equal(t, 0.0, metricstest.Sum(t, reg, "bookingledger_relay_deliveries", map[string]string{"endpoint": ep(eps[status]), "state": "dead"}))
 	}
 	for _, id := range append([]int64{eps[http.StatusInternalServerError], eps[300]}, quiet) {
-		assert.Equal(t, 1.0, metricValue(t, reg, "bookingledger_relay_attempts_total", map[string]string{"endpoint": ep(id), "outcome": "failed"}))
-		assert.Equal(t, 1.0, metricValue(t, reg, "bookingledger_relay_deliveries_total", map[string]string{"endpoint": ep(id), "outcome": "dead"}))
-		assert.Equal(t, 1.0, metricValue(t, reg, "bookingledger_relay_deliveries", map[string]string{"endpoint": ep(id), "state": "dead"}))
+		assert.Equal(t, 1.0, metricstest.Sum(t, reg, "bookingledger_relay_attempts_total", map[string]string{"endpoint": ep(id), "outcome": "failed"}))
+		assert.Equal(t, 1.0, metricstest.Sum(t, reg, "bookingledger_relay_deliveries_total", map[string]string{"endpoint": ep(id), "outcome": "dead"}))
+		assert.Equal(t, 1.0, metricstest.Sum(t, reg, "bookingledger_relay_deliveries", map[string]string{"endpoint": ep(id), "state": "dead"}))
 	}
 }

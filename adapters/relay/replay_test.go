@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/metricstest"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/eventlog"
@@ -147,18 +148,7 @@ func TestTwoProcessesShareTheWorkWithoutDoubleSends(t *testing.T) {
 
 func attemptsCounted(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != "bookingledger_relay_attempts_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return metricstest.Sum(t, reg, "bookingledger_relay_attempts_total", nil)
 }
 
 // Retrying a dead delivery sends that delivery alone again, as a replay of its own with the same

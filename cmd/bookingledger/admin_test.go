@@ -22,6 +22,7 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi/auth"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/metricstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
@@ -214,21 +215,7 @@ func TestEveryAdminRouteNeedsAToken(t *testing.T) {
 
 func failures(t *testing.T, reg *prometheus.Registry, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != auth.MetricFailures {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return metricstest.Sum(t, reg, auth.MetricFailures, map[string]string{"reason": reason})
 }
 
 func TestFailedAttemptsAreRateLimitedPerAddress(t *testing.T) {
