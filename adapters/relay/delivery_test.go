@@ -360,9 +360,7 @@ func TestAJobRunAgainSendsNothingFinished(t *testing.T) {
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()
 	rc := newReceiver(t)
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	rc.setAnswer(func(n int) int {
 		if n == 1 {
 			return http.StatusInternalServerError

@@ -31,15 +31,13 @@ func TestDisableEnableAndReplayEachStartAFreshSchedule(t *testing.T) {
 	rc := newReceiver(t)
 	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
 	from := time.Now().Add(-time.Minute)
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	e.record(t, "fresh", e.scheduled("calendly-fresh", 9))
 	eventually(t, 30*time.Second, "the first failed attempt", func() bool {
 		ds := deliveriesIn(t, r, ep.ID, "")
 		return len(ds) == 1 && ds[0].Attempts == 1
 	})
-	_, err = r.DisableEndpoint(ctx, ep.ID, "maintenance")
+	_, err := r.DisableEndpoint(ctx, ep.ID, "maintenance")
 	require.NoError(t, err)
 	eventually(t, 30*time.Second, "the planned delivery to pause at its turn", func() bool {
 		return len(deliveriesIn(t, r, ep.ID, relay.StatePaused)) == 1
@@ -126,9 +124,7 @@ func TestAnEndpointGetsTheEventsRecordedAfterItWasAdded(t *testing.T) {
 	ctx := context.Background()
 	rc := newReceiver(t)
 	e.record(t, "since-0", e.scheduled("calendly-since-0", 9)) // before the endpoint, planned after it
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	e.startRelay(t, relayOpts{})
 	e.record(t, "since-1", e.scheduled("calendly-since-1", 10))
 	e.record(t, "since-2", e.scheduled("calendly-since-2", 11))

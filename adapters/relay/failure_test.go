@@ -76,9 +76,7 @@ func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	e.record(t, "alert", e.scheduled("calendly-alert", 9))
 
 	eventually(t, 60*time.Second, "the delivery to succeed", func() bool {
@@ -128,9 +126,7 @@ func TestGoneDisablesTheEndpointUntilEnabled(t *testing.T) {
 	ctx := context.Background()
 	rc := newReceiver(t)
 	rc.setAnswer(func(int) int { return http.StatusGone })
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	e.record(t, "gone-1", e.scheduled("calendly-gone", 9))
 	eventually(t, 30*time.Second, "the endpoint to be disabled", func() bool {
 		got, err := r.Endpoint(ctx, ep.ID)
@@ -223,9 +219,7 @@ func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
 		}
 		return http.StatusNoContent
 	})
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	const n = 24
 	e.recordCreates(t, "calendly-streak", n, 24)
 	eventually(t, 60*time.Second, "the 20-failure alert", func() bool {
@@ -286,9 +280,7 @@ func TestASuccessEndsTheStreakOfAFailureAnsweredBeforeItInOneRound(t *testing.T)
 		time.Sleep(100 * time.Millisecond) // this answer ends after the failure's
 		rc.serve(w, req)
 	})
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	e.record(t, "order-fail", e.scheduled("calendly-order-fail", 9))
 	e.record(t, "order-ok", e.scheduled("calendly-order-ok", 10))
 	e.startRelay(t, relayOpts{schedule: []time.Duration{0}}) // its projection plans both in one job

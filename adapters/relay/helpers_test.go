@@ -222,6 +222,16 @@ func newReceiver(t testing.TB, secrets ...string) *receiver {
 	return rc
 }
 
+// endpointOn adds an endpoint of every event type on r that delivers to rc, and has rc verify with
+// its signing secret.
+func (rc *receiver) endpointOn(t testing.TB, r *relay.Relay) relay.Endpoint {
+	t.Helper()
+	ep, secret, err := r.AddEndpoint(context.Background(), relay.NewEndpoint{URL: rc.url()})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	return ep
+}
+
 func (rc *receiver) setSecrets(secrets ...string) {
 	p, err := standard.New(providers.NewSecrets(secrets...), 0)
 	require.NoError(rc.t, err)

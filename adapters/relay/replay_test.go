@@ -27,9 +27,7 @@ func TestReplayDryRunCountsWhatTheReplaySends(t *testing.T) {
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()
 	rc := newReceiver(t)
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	from := time.Now().Add(-time.Minute)
 	for i := range 6 {
 		b := fmt.Sprintf("calendly-replay-%d", i)
@@ -96,7 +94,7 @@ func TestReplayDryRunCountsWhatTheReplaySends(t *testing.T) {
 	}
 	assert.Empty(t, rc.invalidMessages())
 
-	_, err = r.PlanReplay(ctx, relay.ReplayQuery{EndpointID: ep.ID, From: to, To: from})
+	_, err := r.PlanReplay(ctx, relay.ReplayQuery{EndpointID: ep.ID, From: to, To: from})
 	assert.ErrorIs(t, err, relay.ErrInvalid)
 	_, err = r.PlanReplay(ctx, relay.ReplayQuery{EndpointID: 999, From: from, To: to})
 	assert.ErrorIs(t, err, relay.ErrNotFound)
@@ -109,7 +107,6 @@ func TestTwoProcessesShareTheWorkWithoutDoubleSends(t *testing.T) {
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
 	r := e.startRelay(t, relayOpts{registry: regA, workers: workers})
 	e.startRelay(t, relayOpts{registry: regB, workers: workers})
-	ctx := context.Background()
 	rc := newReceiver(t)
 	// Each process runs 4 workers, so it has at most 4 attempts in flight. The receiver holds every
 	// attempt until 5 are in flight at once, which only both processes together can reach: process B
@@ -128,9 +125,7 @@ func TestTwoProcessesShareTheWorkWithoutDoubleSends(t *testing.T) {
 		inFlight.Add(-1)
 		rc.serve(w, req)
 	})
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	const n = 120
 	e.recordCreates(t, "calendly-share", n, 12)
 	eventually(t, 60*time.Second, "every delivery", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == n })
@@ -159,9 +154,7 @@ func TestRetryDeliverySendsThatDeadDeliveryAlone(t *testing.T) {
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()
 	rc := newReceiver(t)
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
 	// One delivery carries two events (recorded together), another one more.
 	e.record(t, "retry-1", e.scheduled("calendly-retry-1", 9), e.noShow("calendly-retry-1"))
@@ -208,9 +201,7 @@ func TestRetryBringsAWaitingDeliveryForward(t *testing.T) {
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, time.Hour, time.Hour}})
 	ctx := context.Background()
 	rc := newReceiver(t)
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	inFlight, release := make(chan struct{}), make(chan struct{})
 	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if rc.requestCount() == 0 {
@@ -229,7 +220,7 @@ func TestRetryBringsAWaitingDeliveryForward(t *testing.T) {
 	<-inFlight
 	d := deliveriesIn(t, r, ep.ID, relay.StatePending)
 	require.Len(t, d, 1)
-	_, err = r.RetryDelivery(ctx, d[0].ID)
+	_, err := r.RetryDelivery(ctx, d[0].ID)
 	assert.ErrorIs(t, err, relay.ErrInvalid, "the delivery is being attempted")
 	close(release)
 	eventually(t, 30*time.Second, "the first attempt recorded and the next one an hour away", func() bool {
@@ -432,9 +423,7 @@ func TestConcurrentReplaysBackfillEachEventOnce(t *testing.T) {
 		require.NoError(t, err)
 		return len(all) >= n
 	})
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 	q := relay.ReplayQuery{EndpointID: ep.ID, From: from, To: time.Now().Add(time.Minute)}
 
 	const replays = 4
@@ -494,9 +483,7 @@ func TestReplayWindowIsFromInclusiveToExclusive(t *testing.T) {
 	id := func(i int) string { return relay.WebhookID(e.eid(fmt.Sprintf("calendly-win-%d", i), "scheduled")) }
 	t0, t1, t2 := at[id(0)], at[id(1)], at[id(2)]
 	require.True(t, t0.Before(t1) && t1.Before(t2), "three distinct recorded times")
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
-	require.NoError(t, err)
-	rc.setSecrets(secret)
+	ep := rc.endpointOn(t, r)
 
 	window := func(from, to time.Time) (ids []string, deliveries []int64) {
 		t.Helper()
