@@ -244,7 +244,7 @@ func TestCountQuarantined(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	for i, o := range []ledger.Outcome{ledger.OutcomeQuarantined, ledger.OutcomeAccepted, ledger.OutcomeIgnored,
-		ledger.OutcomeQuarantined, ledger.OutcomeDuplicate, ledger.OutcomeQuarantined} {
+		ledger.OutcomeQuarantined, ledger.OutcomeDuplicate, ledger.OutcomeQuarantined, ledger.OutcomeDeferred, ledger.OutcomeRejected} {
 		r := commitOf(fmt.Sprintf("d-%d", i)).Receipt
 		r.Outcome = o
 		_, err := s.InsertReceipt(ctx, r)
