@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,8 +63,11 @@ type env struct {
 	api   *acuitytest.Server
 	queue *jobs.Queue
 	logs  *syncBuffer
-	clock time.Time
+	clock atomic.Pointer[time.Time] // the time of each attempt; tests move it between runs
 }
+
+func (e *env) setClock(t time.Time) { e.clock.Store(&t) }
+func (e *env) now() time.Time       { return *e.clock.Load() }
 
 // newEnv is a migrated database (ours and River's), a fake Acuity API knowing the appointment, and a
 // queue with maxAttempts attempts, 10 ms apart.
@@ -77,8 +81,8 @@ func newEnv(t *testing.T, maxAttempts int) *env {
 
 func newEnvOn(t *testing.T, pool *pgxpool.Pool, maxAttempts int) *env {
 	t.Helper()
-	e := &env{pool: pool, api: acuitytest.New(t, userID, apiKey), logs: &syncBuffer{},
-		clock: time.Date(2025, 6, 10, 8, 0, 0, 0, time.UTC)}
+	e := &env{pool: pool, api: acuitytest.New(t, userID, apiKey), logs: &syncBuffer{}}
+	e.setClock(time.Date(2025, 6, 10, 8, 0, 0, 0, time.UTC))
 	e.api.Put(acuitytest.Appointment{ID: apptID, Start: time.Date(2025, 6, 30, 10, 15, 0, 0, time.FixedZone("", 3600)),
 		Duration: 30 * time.Minute, CalendarID: 4417311, AppointmentTypeID: 21870436,
 		Created: time.Date(2025, 6, 2, 14, 3, 11, 0, time.FixedZone("", -5*3600))})
@@ -94,7 +98,7 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool, maxAttempts int) *env {
 		RetryPolicy:  fixedRetry(10 * time.Millisecond),
 		PollInterval: 50 * time.Millisecond,
 		StopTimeout:  2 * time.Second,
-		Clock:        func() time.Time { return e.clock },
+		Clock:        e.now,
 	})
 	require.NoError(t, err)
 	e.queue = q
