@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,9 @@ import (
 
 func TestExitCodesAndMessages(t *testing.T) {
 	const dead = "postgres://bl@127.0.0.1:1/nowhere?connect_timeout=1"
+	// deadDB: a command that gets as far as the database fails with exit 1, so a usage error it
+	// should have found first shows as the wrong code.
+	deadDB := map[string]string{"DATABASE_URL": dead}
 	cases := []struct {
 		name    string
 		args    []string
@@ -84,6 +88,56 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "rebuild without database", args: []string{"rebuild"}, code: 2, message: "DATABASE_URL"},
 		{name: "rebuild unreachable", args: []string{"rebuild", "--quiet"}, env: map[string]string{"DATABASE_URL": dead}, code: 1, message: "database:"},
 		{name: "send to nothing", args: []string{"send", "calendly", "invitee.created", "--secret", "k", "--url", "http://127.0.0.1:1", "--timeout", "2s"}, code: 1, message: "post http://127.0.0.1:1/webhooks/calendly"},
+		{name: "endpoints without action", args: []string{"endpoints"}, env: deadDB, code: 2, message: "endpoints wants an action"},
+		{name: "endpoints unknown action", args: []string{"endpoints", "rename", "1"}, env: deadDB, code: 2, message: `endpoints: unknown action "rename"`},
+		{name: "endpoints add without url", args: []string{"endpoints", "add"}, env: deadDB, code: 2, message: "endpoints add: --url is required"},
+		{name: "endpoints add with an argument", args: []string{"endpoints", "add", "crm", "--url", "https://example.com/hook"}, env: deadDB, code: 2, message: `endpoints add takes flags only, got ["crm"]`},
+		{name: "endpoints add bad types", args: []string{"endpoints", "add", "--url", "https://example.com/hook", "--types", "Booking.*"}, env: deadDB, code: 2, message: "endpoints add: --types:"},
+		{name: "endpoints list with add's flag", args: []string{"endpoints", "list", "--url", "https://example.com/hook"}, env: deadDB, code: 2, message: "endpoints list: --url, --types and --description apply to add only"},
+		{name: "endpoints disable zero", args: []string{"endpoints", "disable", "0"}, env: deadDB, code: 2, message: `endpoints disable: "0" is not an endpoint id`},
+		{name: "endpoints enable without id", args: []string{"endpoints", "enable"}, env: deadDB, code: 2, message: "endpoints enable wants one endpoint id"},
+		{name: "endpoints remove two ids", args: []string{"endpoints", "remove", "1", "2"}, env: deadDB, code: 2, message: "endpoints remove wants one endpoint id"},
+		{name: "endpoints list unreachable", args: []string{"endpoints", "list"}, env: deadDB, code: 1, message: "database:", absent: "Run 'bookingledger help'"},
+		{name: "deliveries unknown state", args: []string{"deliveries", "--state", "lost"}, env: deadDB, code: 2, message: `deliveries: --state "lost": want pending, paused, succeeded or dead`},
+		{name: "deliveries with an argument", args: []string{"deliveries", "dead"}, env: deadDB, code: 2, message: `deliveries takes flags only (or retry <id>), got ["dead"]`},
+		{name: "deliveries negative endpoint", args: []string{"deliveries", "--endpoint", "-1"}, env: deadDB, code: 2, message: "must be at least 0"},
+		{name: "deliveries zero limit", args: []string{"deliveries", "--limit", "0"}, env: deadDB, code: 2, message: "must be at least 1"},
+		{name: "deliveries retry zero", args: []string{"deliveries", "retry", "0"}, env: deadDB, code: 2, message: `deliveries retry: delivery id "0" is not a positive integer`},
+		{name: "deliveries retry two ids", args: []string{"deliveries", "retry", "1", "2"}, env: deadDB, code: 2, message: "deliveries retry wants one delivery id"},
+		{name: "replay without endpoint", args: []string{"replay", "--from", "2027-03-15T00:00:00Z", "--to", "2027-03-16T00:00:00Z"}, env: deadDB, code: 2, message: "replay: --endpoint is required"},
+		{name: "replay endpoint zero", args: []string{"replay", "--endpoint", "0", "--from", "2027-03-15T00:00:00Z", "--to", "2027-03-16T00:00:00Z"}, env: deadDB, code: 2, message: "replay: --endpoint is required"},
+		{name: "replay without from", args: []string{"replay", "--endpoint", "1", "--to", "2027-03-16T00:00:00Z"}, env: deadDB, code: 2, message: "replay: --from is required"},
+		{name: "replay bad to", args: []string{"replay", "--endpoint", "1", "--from", "2027-03-15T00:00:00Z", "--to", "2027-03-16"}, env: deadDB, code: 2, message: `replay: --to "2027-03-16" is not an RFC 3339 time`},
+		{name: "replay empty window", args: []string{"replay", "--endpoint", "1", "--from", "2027-03-15T00:00:00Z", "--to", "2027-03-15T00:00:00Z"}, env: deadDB, code: 2, message: "replay: --from must be before --to"},
+		{name: "replay bad types", args: []string{"replay", "--endpoint", "1", "--from", "2027-03-15T00:00:00Z", "--to", "2027-03-16T00:00:00Z", "--types", "Bad Type"}, env: deadDB, code: 2, message: "replay: --types:"},
+		{name: "replay with an argument", args: []string{"replay", "now", "--endpoint", "1", "--from", "2027-03-15T00:00:00Z", "--to", "2027-03-16T00:00:00Z"}, env: deadDB, code: 2, message: `replay takes flags only, got ["now"]`},
+		{name: "token without action", args: []string{"token"}, env: deadDB, code: 2, message: "token wants an action"},
+		{name: "token create with an argument", args: []string{"token", "create", "ops", "--name", "ops", "--scope", "read"}, env: deadDB, code: 2, message: "token create takes no arguments"},
+		{name: "token create long name", args: []string{"token", "create", "--name", strings.Repeat("n", 65), "--scope", "read"}, env: deadDB, code: 2, message: "token create: --name:"},
+		{name: "token list with an argument", args: []string{"token", "list", "all"}, env: deadDB, code: 2, message: "token list takes no arguments"},
+		{name: "token revoke two tokens", args: []string{"token", "revoke", "a", "b"}, env: deadDB, code: 2, message: "token revoke wants one token id or name"},
+		{name: "receipts without action", args: []string{"receipts"}, env: deadDB, code: 2, message: "receipts wants an action"},
+		{name: "receipts list with an argument", args: []string{"receipts", "list", "all"}, env: deadDB, code: 2, message: "receipts list takes no arguments"},
+		{name: "receipts list limit above 1000", args: []string{"receipts", "list", "--limit", "1001"}, env: deadDB, code: 2, message: "receipts list: --limit is more than 1000"},
+		{name: "receipts show zero", args: []string{"receipts", "show", "0"}, env: deadDB, code: 2, message: `receipts show: receipt id "0" is not a positive integer`},
+		{name: "receipts show with a list flag", args: []string{"receipts", "show", "7", "--outcome", "accepted"}, env: deadDB, code: 2, message: "receipts show: --outcome applies to list only"},
+		{name: "steps with an argument", args: []string{"steps", "done"}, env: deadDB, code: 2, message: `steps takes no arguments, got ["done"]`},
+		{name: "zero drain timeout flag", args: []string{"serve", "--drain-timeout", "0s"}, env: deadDB, code: 2, message: "must be positive"},
+		{name: "negative relay wait", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_RELAY_SCHEDULE": "0s,-5s"}, code: 2, message: `"-5s" is not a non-negative Go duration`},
+		{name: "too many relay waits", args: []string{"serve"}, env: map[string]string{"DATABASE_URL": dead, "BOOKINGLEDGER_RELAY_SCHEDULE": strings.Repeat("1s,", 100) + "1s"}, code: 2, message: "want 1 to 100 waits"},
+		{name: "resources without action", args: []string{"resources"}, env: deadDB, code: 2, message: "resources wants an action"},
+		{name: "resources link without provider resource", args: []string{"resources", "link", "dr-smith"}, env: deadDB, code: 2, message: "resources link wants a name and at least one provider resource"},
+		{name: "resources show two names", args: []string{"resources", "show", "dr-smith", "dr-jones"}, env: deadDB, code: 2, message: "resources show wants a name first"},
+		{name: "resources show bad name", args: []string{"resources", "show", "Dr Smith"}, env: deadDB, code: 2, message: "resources show: "},
+		{name: "resources list with an argument", args: []string{"resources", "list", "all"}, env: deadDB, code: 2, message: "resources list takes no arguments"},
+		{name: "resources apply missing file", args: []string{"resources", "apply", "/nonexistent/resources.json"}, env: deadDB, code: 2, message: "/nonexistent/resources.json"},
+		{name: "erase with an argument", args: []string{"erase", "calendly-a"}, env: deadDB, code: 2, message: "erase takes no arguments"},
+		{name: "erase booking and email", args: []string{"erase", "--booking", "calendly-a", "--email", "a@example.com"}, env: deadDB, code: 2, message: "exactly one of --booking and --email"},
+		{name: "keys two actions", args: []string{"keys", "generate", "rewrap"}, env: deadDB, code: 2, message: "keys wants one action"},
+		{name: "keys generate bad id", args: []string{"keys", "generate", "--id", "k:1"}, code: 2, message: "--id: "},
+		{name: "calendar limit above the page", args: []string{"calendar", "--from", "2030-01-07T00:00:00Z", "--to", "2030-01-08T00:00:00Z", "--limit", "10001"}, env: deadDB, code: 2, message: "calendar: --limit 10001: at most 10000"},
+		{name: "reconcile list with an argument", args: []string{"reconcile", "list", "7"}, env: deadDB, code: 2, message: "reconcile list takes no arguments"},
+		{name: "reconcile resolve long note", args: []string{"reconcile", "resolve", "7", "--note", strings.Repeat("n", 4001)}, env: deadDB, code: 2, message: "--note is longer than 4000 bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
