@@ -1,12 +1,16 @@
 package relayapi_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,6 +56,11 @@ func TestAdminRoutesAnswerWithTheirStatusesAndCodes(t *testing.T) {
 		{"POST", "/api/admin/endpoints/9/replay", `{"from":"2027-01-02T00:00:00Z","to":"2027-01-01T00:00:00Z"}`, http.StatusBadRequest, "invalid_request"},
 		{"GET", "/api/admin/deliveries?state=lost", "", http.StatusBadRequest, "invalid_request"},
 		{"GET", "/api/admin/deliveries?limit=0", "", http.StatusBadRequest, "invalid_request"},
+		{"GET", "/api/admin/deliveries?limit=1001", "", http.StatusBadRequest, "invalid_request"},
+		{"GET", "/api/admin/deliveries?endpoint=0", "", http.StatusBadRequest, "invalid_request"},
+		{"GET", "/api/admin/deliveries?endpoint=x", "", http.StatusBadRequest, "invalid_request"},
+		{"GET", "/api/admin/alerts?endpoint=0", "", http.StatusBadRequest, "invalid_request"},
+		{"POST", "/api/admin/endpoints", `{"url":"https://93.184.215.14/"}{"url":"https://93.184.215.14/"}`, http.StatusBadRequest, "invalid_request"},
 		{"GET", "/api/admin/replays/4", "", http.StatusNotFound, "not_found"},
 		{"POST", "/api/admin/deliveries/4/retry", "", http.StatusNotFound, "not_found"},
 		{"POST", "/api/admin/deliveries/0/retry", "", http.StatusBadRequest, "invalid_request"},
@@ -80,4 +89,107 @@ func TestAdminRoutesAnswerWithTheirStatusesAndCodes(t *testing.T) {
 	assert.JSONEq(t, `{"total":0,"by_type":[]}`, body)
 	status, _ = do("GET", "/api/bookings/calendly-x/deliveries", "")
 	assert.Equal(t, http.StatusOK, status)
+}
+
+// recordingRelay is the relay the handlers get, remembering the delivery queries they make. A retry
+// answers as a retried dead delivery would: the test has no dead delivery to retry.
+type recordingRelay struct {
+	*relay.Relay
+	mu      sync.Mutex
+	queries []relay.DeliveryQuery
+}
+
+func (r *recordingRelay) Deliveries(ctx context.Context, q relay.DeliveryQuery) ([]relay.Delivery, error) {
+	r.mu.Lock()
+	r.queries = append(r.queries, q)
+	r.mu.Unlock()
+	return r.Relay.Deliveries(ctx, q)
+}
+
+func (r *recordingRelay) lastQuery() relay.DeliveryQuery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queries[len(r.queries)-1]
+}
+
+func (r *recordingRelay) RetryDelivery(_ context.Context, id int64) (relay.Replay, error) {
+	return relay.Replay{ID: 40 + id, EndpointID: 1, Total: 1, Pending: 1}, nil
+}
+
+func TestAdminRoutesPassTheirParametersAndAnswerTheDocumentedStatuses(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	r, err := relay.New(relay.Config{Pool: pool, Events: postgres.NewStore(pool)})
+	require.NoError(t, err)
+	rec := &recordingRelay{Relay: r}
+	mux := http.NewServeMux()
+	relayapi.Register(mux, relayapi.Deps{Relay: rec})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	do := func(method, path, body string) (int, string) {
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	status, body := do("POST", "/api/admin/endpoints", `{"url":"https://93.184.215.14/hook","description":"crm"}`)
+	require.Equal(t, http.StatusCreated, status, body)
+	var added relayapi.EndpointSecretDTO
+	require.NoError(t, json.Unmarshal([]byte(body), &added))
+	assert.Equal(t, "crm", added.Endpoint.Description)
+	id := fmt.Sprint(added.Endpoint.ID)
+
+	status, body = do("GET", "/api/admin/deliveries?endpoint="+id+"&state=dead&limit=7", "")
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Equal(t, relay.DeliveryQuery{EndpointID: added.Endpoint.ID, State: "dead", Limit: 7}, rec.lastQuery())
+	status, body = do("GET", "/api/bookings/calendly-x/deliveries", "")
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Equal(t, relay.DeliveryQuery{Booking: "calendly-x", Limit: 1000}, rec.lastQuery(), "a booking's deliveries, all of them")
+
+	status, body = do("POST", "/api/admin/endpoints/"+id+"/disable", "")
+	require.Equal(t, http.StatusOK, status, body)
+	var ep relayapi.EndpointDTO
+	require.NoError(t, json.Unmarshal([]byte(body), &ep))
+	assert.Equal(t, "disabled", ep.State)
+	assert.Equal(t, "disabled by an operator", ep.DisabledReason)
+	status, body = do("POST", "/api/admin/endpoints/"+id+"/enable", "")
+	require.Equal(t, http.StatusOK, status, body)
+
+	window := `"from":"2027-01-01T00:00:00Z","to":"2027-01-02T00:00:00Z"`
+	status, body = do("POST", "/api/admin/endpoints/"+id+"/replay", `{`+window+`,"types":["Bad Type"],"dry_run":true}`)
+	assert.Equal(t, http.StatusBadRequest, status, "the types narrow the replay, so they are checked: %s", body)
+	assert.Contains(t, body, `"code":"invalid_types"`)
+	status, body = do("POST", "/api/admin/endpoints/"+id+"/replay", `{`+window+`}`)
+	require.Equal(t, http.StatusAccepted, status, "a replay started: %s", body)
+	var started relayapi.ReplayStartedDTO
+	require.NoError(t, json.Unmarshal([]byte(body), &started))
+	assert.Equal(t, added.Endpoint.ID, started.Replay.Endpoint)
+	assert.Positive(t, started.Replay.ID)
+
+	status, body = do("POST", "/api/admin/deliveries/2/retry", "")
+	require.Equal(t, http.StatusAccepted, status, body)
+	assert.Contains(t, body, `"id":42`)
+
+	status, body = do("DELETE", "/api/admin/endpoints/"+id, "")
+	assert.Equal(t, http.StatusNoContent, status, body)
+	assert.Empty(t, body)
+	status, _ = do("GET", "/api/admin/endpoints/"+id, "")
+	assert.Equal(t, http.StatusNotFound, status)
+
+	long := strings.Repeat("7", 40) + "x"
+	status, body = do("GET", "/api/admin/endpoints/"+long, "")
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Contains(t, body, strings.Repeat("7", 32)+"…", "a long id is quoted cut")
+	assert.NotContains(t, body, long)
+}
+
+func TestAnEndpointShowsItsPreviousSecretOnlyWhileItSigns(t *testing.T) {
+	signing := relayapi.ToEndpoint(relay.Endpoint{ID: 1, PreviousUntil: time.Now().Add(time.Hour)})
+	require.NotNil(t, signing.PreviousSecretUntil)
+	assert.Nil(t, relayapi.ToEndpoint(relay.Endpoint{ID: 1, PreviousUntil: time.Now().Add(-time.Hour)}).PreviousSecretUntil,
+		"the previous secret stopped signing an hour ago")
+	assert.Nil(t, relayapi.ToEndpoint(relay.Endpoint{ID: 1}).PreviousSecretUntil, "never rotated")
 }
