@@ -103,6 +103,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "deliveries negative endpoint", args: []string{"deliveries", "--endpoint", "-1"}, env: deadDB, code: 2, message: "must be at least 0"},
 		{name: "deliveries zero limit", args: []string{"deliveries", "--limit", "0"}, env: deadDB, code: 2, message: "must be at least 1"},
 		{name: "deliveries retry zero", args: []string{"deliveries", "retry", "0"}, env: deadDB, code: 2, message: `deliveries retry: delivery id "0" is not a positive integer`},
+		{name: "deliveries retry with a listing flag", args: []string{"deliveries", "retry", "7", "--state", "dead"}, env: deadDB, code: 2, message: "deliveries retry: --state applies to the listing only"},
 		{name: "deliveries retry two ids", args: []string{"deliveries", "retry", "1", "2"}, env: deadDB, code: 2, message: "deliveries retry wants one delivery id"},
 		{name: "replay without endpoint", args: []string{"replay", "--from", "2027-03-15T00:00:00Z", "--to", "2027-03-16T00:00:00Z"}, env: deadDB, code: 2, message: "replay: --endpoint is required"},
 		{name: "replay endpoint zero", args: []string{"replay", "--endpoint", "0", "--from", "2027-03-15T00:00:00Z", "--to", "2027-03-16T00:00:00Z"}, env: deadDB, code: 2, message: "replay: --endpoint is required"},

@@ -328,6 +328,11 @@ func runDeliveries(ctx context.Context, args []string, getenv func(string) strin
 		if err != nil || id <= 0 {
 			return usageErrorf("deliveries retry: delivery id %q is not a positive integer (see 'bookingledger deliveries --state dead')", pos[1])
 		}
+		for _, name := range []string{"endpoint", "state", "booking", "limit"} {
+			if isSet(f, name) {
+				return usageErrorf("deliveries retry: --%s applies to the listing only", name)
+			}
+		}
 		return retryDelivery(ctx, *dbURL, id, *asJSON, stdout)
 	}
 	if len(pos) > 0 {
