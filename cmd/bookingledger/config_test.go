@@ -116,6 +116,8 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "token create with an argument", args: []string{"token", "create", "ops", "--name", "ops", "--scope", "read"}, env: deadDB, code: 2, message: "token create takes no arguments"},
 		{name: "token create long name", args: []string{"token", "create", "--name", strings.Repeat("n", 65), "--scope", "read"}, env: deadDB, code: 2, message: "token create: --name:"},
 		{name: "token list with an argument", args: []string{"token", "list", "all"}, env: deadDB, code: 2, message: "token list takes no arguments"},
+		{name: "token revoke with a create flag", args: []string{"token", "revoke", "ops", "--scope", "admin"}, env: deadDB, code: 2, message: "token revoke: --scope applies to create only"},
+		{name: "token list with a create flag", args: []string{"token", "list", "--name", "ops"}, env: deadDB, code: 2, message: "token list: --name applies to create only"},
 		{name: "token revoke two tokens", args: []string{"token", "revoke", "a", "b"}, env: deadDB, code: 2, message: "token revoke wants one token id or name"},
 		{name: "receipts without action", args: []string{"receipts"}, env: deadDB, code: 2, message: "receipts wants an action"},
 		{name: "receipts list with an argument", args: []string{"receipts", "list", "all"}, env: deadDB, code: 2, message: "receipts list takes no arguments"},

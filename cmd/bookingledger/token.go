@@ -100,6 +100,13 @@ func runToken(ctx context.Context, args []string, getenv func(string) string, st
 	default:
 		return usageErrorf("token: unknown action %q (want create, list or revoke)", pos[0])
 	}
+	if pos[0] != "create" {
+		for _, name := range []string{"name", "scope", "expires"} {
+			if isSet(f, name) {
+				return usageErrorf("token %s: --%s applies to create only", pos[0], name)
+			}
+		}
+	}
 	pool, err := openMigratedPool(ctx, *dbURL)
 	if err != nil {
 		return err
