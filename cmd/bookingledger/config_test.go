@@ -93,7 +93,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "endpoints add without url", args: []string{"endpoints", "add"}, env: deadDB, code: 2, message: "endpoints add: --url is required"},
 		{name: "endpoints add with an argument", args: []string{"endpoints", "add", "crm", "--url", "https://example.com/hook"}, env: deadDB, code: 2, message: `endpoints add takes flags only, got ["crm"]`},
 		{name: "endpoints add bad types", args: []string{"endpoints", "add", "--url", "https://example.com/hook", "--types", "Booking.*"}, env: deadDB, code: 2, message: "endpoints add: --types:"},
-		{name: "endpoints list with add's flag", args: []string{"endpoints", "list", "--url", "https://example.com/hook"}, env: deadDB, code: 2, message: "endpoints list: --url, --types and --description apply to add only"},
+		{name: "endpoints list with add's flag", args: []string{"endpoints", "list", "--url", "https://example.com/hook"}, env: deadDB, code: 2, message: "endpoints list: --url applies to add only"},
 		{name: "endpoints disable zero", args: []string{"endpoints", "disable", "0"}, env: deadDB, code: 2, message: `endpoints disable: "0" is not an endpoint id`},
 		{name: "endpoints enable without id", args: []string{"endpoints", "enable"}, env: deadDB, code: 2, message: "endpoints enable wants one endpoint id"},
 		{name: "endpoints remove two ids", args: []string{"endpoints", "remove", "1", "2"}, env: deadDB, code: 2, message: "endpoints remove wants one endpoint id"},

@@ -380,6 +380,17 @@ func cliOperator(getenv func(string) string) string {
 }
 
 // isSet reports whether the flag was given on the command line.
+// onlyFor refuses, as a usage error of cmd, the first of names set on f: those flags apply to owner
+// only, and a command must not run while ignoring what it was told.
+func onlyFor(f *envFlags, cmd, owner string, names ...string) error {
+	for _, name := range names {
+		if isSet(f, name) {
+			return usageErrorf("%s: --%s applies to %s only", cmd, name, owner)
+		}
+	}
+	return nil
+}
+
 func isSet(f *envFlags, name string) bool {
 	set := false
 	f.fs.Visit(func(fl *flag.Flag) {

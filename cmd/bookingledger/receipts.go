@@ -57,10 +57,8 @@ func runReceipts(ctx context.Context, args []string, getenv func(string) string,
 		if id, err = strconv.ParseInt(pos[1], 10, 64); err != nil || id <= 0 {
 			return usageErrorf("receipts show: receipt id %q is not a positive integer (see 'bookingledger receipts list')", pos[1])
 		}
-		for _, name := range []string{"outcome", "provider", "limit"} {
-			if isSet(f, name) {
-				return usageErrorf("receipts show: --%s applies to list only", name)
-			}
+		if err := onlyFor(f, "receipts show", "list", "outcome", "provider", "limit"); err != nil {
+			return err
 		}
 	default:
 		return usageErrorf("receipts: unknown action %q (want list or show)", pos[0])

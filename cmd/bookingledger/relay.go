@@ -203,8 +203,10 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	default:
 		return usageErrorf("endpoints: unknown action %q (want add, list, disable, enable, rotate-secret or remove)", action)
 	}
-	if action != "add" && (isSet(f, "url") || isSet(f, "types") || isSet(f, "description")) {
-		return usageErrorf("endpoints %s: --url, --types and --description apply to add only", action)
+	if action != "add" {
+		if err := onlyFor(f, "endpoints "+action, "add", "url", "types", "description"); err != nil {
+			return err
+		}
 	}
 	var patterns []string
 	if action == "add" {
@@ -328,10 +330,8 @@ func runDeliveries(ctx context.Context, args []string, getenv func(string) strin
 		if err != nil || id <= 0 {
 			return usageErrorf("deliveries retry: delivery id %q is not a positive integer (see 'bookingledger deliveries --state dead')", pos[1])
 		}
-		for _, name := range []string{"endpoint", "state", "booking", "limit"} {
-			if isSet(f, name) {
-				return usageErrorf("deliveries retry: --%s applies to the listing only", name)
-			}
+		if err := onlyFor(f, "deliveries retry", "the listing", "endpoint", "state", "booking", "limit"); err != nil {
+			return err
 		}
 		return retryDelivery(ctx, *dbURL, id, *asJSON, stdout)
 	}

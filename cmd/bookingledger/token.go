@@ -101,10 +101,8 @@ func runToken(ctx context.Context, args []string, getenv func(string) string, st
 		return usageErrorf("token: unknown action %q (want create, list or revoke)", pos[0])
 	}
 	if pos[0] != "create" {
-		for _, name := range []string{"name", "scope", "expires"} {
-			if isSet(f, name) {
-				return usageErrorf("token %s: --%s applies to create only", pos[0], name)
-			}
+		if err := onlyFor(f, "token "+pos[0], "create", "name", "scope", "expires"); err != nil {
+			return err
 		}
 	}
 	pool, err := openMigratedPool(ctx, *dbURL)
