@@ -140,6 +140,10 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{name: "keys generate bad id", args: []string{"keys", "generate", "--id", "k:1"}, code: 2, message: "--id: "},
 		{name: "calendar limit above the page", args: []string{"calendar", "--from", "2030-01-07T00:00:00Z", "--to", "2030-01-08T00:00:00Z", "--limit", "10001"}, env: deadDB, code: 2, message: "calendar: --limit 10001: at most 10000"},
 		{name: "reconcile list with an argument", args: []string{"reconcile", "list", "7"}, env: deadDB, code: 2, message: "reconcile list takes no arguments"},
+		{name: "reconcile list with resolve's action", args: []string{"reconcile", "list", "--action", "retry"}, env: deadDB, code: 2, message: "reconcile list: --action applies to resolve only"},
+		{name: "reconcile list with resolve's by", args: []string{"reconcile", "list", "--by", "ops"}, env: deadDB, code: 2, message: "reconcile list: --by applies to resolve only"},
+		{name: "resources list with by", args: []string{"resources", "list", "--by", "ops"}, env: deadDB, code: 2, message: "resources list: --by applies to link, unlink and apply only"},
+		{name: "resources show with by", args: []string{"resources", "show", "dr-smith", "--by", "ops"}, env: deadDB, code: 2, message: "resources show: --by applies to link, unlink and apply only"},
 		{name: "reconcile resolve long note", args: []string{"reconcile", "resolve", "7", "--note", strings.Repeat("n", 4001)}, env: deadDB, code: 2, message: "--note is longer than 4000 bytes"},
 	}
 	for _, tc := range cases {

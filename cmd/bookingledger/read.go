@@ -287,8 +287,8 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		if len(pos) > 1 {
 			return usageErrorf("reconcile list takes no arguments, got %q", pos[1:])
 		}
-		if isSet(f, "note") {
-			return usageErrorf("reconcile list: --note applies to resolve only")
+		if err := onlyFor(f, "reconcile list", "resolve", "note", "action", "by"); err != nil {
+			return err
 		}
 	case "resolve":
 		if len(pos) != 2 {

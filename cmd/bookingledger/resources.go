@@ -80,6 +80,11 @@ func runResources(ctx context.Context, args []string, getenv func(string) string
 	default:
 		return usageErrorf("resources: unknown action %q (want link, unlink, list, show or apply)", action)
 	}
+	if action == "list" || action == "show" {
+		if err := onlyFor(f, "resources "+action, "link, unlink and apply", "by"); err != nil {
+			return err
+		}
+	}
 	if action != "link" && len(rest) > 0 && action != "apply" {
 		if err := resource.ValidateName(rest[0]); err != nil {
 			return usageErrorf("resources %s: %w", action, err)
