@@ -22,22 +22,7 @@ import (
 )
 
 func TestAdminRoutesAnswerWithTheirStatusesAndCodes(t *testing.T) {
-	pool := pgtest.NewDatabase(t)
-	r, err := relay.New(relay.Config{Pool: pool, Events: postgres.NewStore(pool)})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	relayapi.Register(mux, relayapi.Deps{Relay: r})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	do := func(method, path, body string) (int, string) {
-		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	do := serveAdmin(t, newRelay(t))
 	cases := []struct {
 		method, path, body string
 		status             int
@@ -117,23 +102,8 @@ func (r *recordingRelay) RetryDelivery(_ context.Context, id int64) (relay.Repla
 }
 
 func TestAdminRoutesPassTheirParametersAndAnswerTheDocumentedStatuses(t *testing.T) {
-	pool := pgtest.NewDatabase(t)
-	r, err := relay.New(relay.Config{Pool: pool, Events: postgres.NewStore(pool)})
-	require.NoError(t, err)
-	rec := &recordingRelay{Relay: r}
-	mux := http.NewServeMux()
-	relayapi.Register(mux, relayapi.Deps{Relay: rec})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	do := func(method, path, body string) (int, string) {
-		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	rec := &recordingRelay{Relay: newRelay(t)}
+	do := serveAdmin(t, rec)
 
 	status, body := do("POST", "/api/admin/endpoints", `{"url":"https://93.184.215.14/hook","description":"crm"}`)
 	require.Equal(t, http.StatusCreated, status, body)
@@ -192,4 +162,32 @@ func TestAnEndpointShowsItsPreviousSecretOnlyWhileItSigns(t *testing.T) {
 	assert.Nil(t, relayapi.ToEndpoint(relay.Endpoint{ID: 1, PreviousUntil: time.Now().Add(-time.Hour)}).PreviousSecretUntil,
 		"the previous secret stopped signing an hour ago")
 	assert.Nil(t, relayapi.ToEndpoint(relay.Endpoint{ID: 1}).PreviousSecretUntil, "never rotated")
+}
+
+// newRelay is a relay over a new database.
+func newRelay(t *testing.T) *relay.Relay {
+	t.Helper()
+	pool := pgtest.NewDatabase(t)
+	r, err := relay.New(relay.Config{Pool: pool, Events: postgres.NewStore(pool)})
+	require.NoError(t, err)
+	return r
+}
+
+// serveAdmin serves the relay's admin routes over a; do sends one request and answers its status and
+// body.
+func serveAdmin(t *testing.T, a relayapi.Admin) (do func(method, path, body string) (int, string)) {
+	t.Helper()
+	mux := http.NewServeMux()
+	relayapi.Register(mux, relayapi.Deps{Relay: a})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return func(method, path, body string) (int, string) {
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
 }
