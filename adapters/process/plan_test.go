@@ -117,3 +117,50 @@ func TestPlanThread(t *testing.T) {
 		assert.NotEqual(t, a.Insert[0].Key, PlanThread("c", active(t1), nil, both).Insert[0].Key)
 	})
 }
+
+// inserted returns the planned step of kind k.
+func inserted(t *testing.T, p Plan, k Kind) Step {
+	t.Helper()
+	for _, s := range p.Insert {
+		if s.Kind == k {
+			return s
+		}
+	}
+	require.Failf(t, "step not planned", "%s not among %v", k, kinds(p))
+	return Step{}
+}
+
+func TestPlanThreadKeys(t *testing.T) {
+	canceled := Booking{ID: "b", Status: "canceled", Resources: []string{"host"}}
+	t.Run("every kind has a key of its own", func(t *testing.T) {
+		opened := apply(nil, PlanThread("b", active(t1), nil, both), StateDone)
+		for _, p := range []Plan{PlanThread("b", active(t1), nil, both), PlanThread("b", active(t2), opened, both), PlanThread("b", canceled, opened, both)} {
+			require.Len(t, p.Insert, 2)
+			require.NotEqual(t, p.Insert[0].Key, p.Insert[1].Key, "%v share a key: the second would never be inserted", kinds(p))
+		}
+	})
+	t.Run("the key is UUIDv5 over thread, kind and the slot it answers, as earlier versions stored it", func(t *testing.T) {
+		create := inserted(t, PlanThread("b", active(t1), nil, both), CalendarCreate)
+		require.Equal(t, "active 2030-01-07T09:00:00Z–2030-01-07T09:30:00Z", create.Answers)
+		require.Equal(t, "5da91443-945a-59bb-a5d0-b4b329d0e658", create.Key.String())
+		require.Equal(t, "aab8d708-2e13-5273-bb7a-2d73c25e1300", StepKey("b", EmailCancellation, "").String())
+	})
+	t.Run("the same instant in another zone answers the same state", func(t *testing.T) {
+		zone := time.FixedZone("UTC+2", 2*60*60)
+		in := PlanThread("b", active(t1.In(zone)), nil, both)
+		utc := PlanThread("b", active(t1), nil, both)
+		require.Len(t, in.Insert, 2)
+		for i := range in.Insert {
+			require.Equal(t, utc.Insert[i].Answers, in.Insert[i].Answers)
+			require.Equal(t, utc.Insert[i].Key, in.Insert[i].Key)
+		}
+	})
+	t.Run("a closing step is one per thread, whatever closed it and whichever booking of the thread", func(t *testing.T) {
+		opened := apply(nil, PlanThread("a", active(t1), nil, both), StateDone)
+		for _, status := range []string{"canceled", "rejected"} {
+			p := PlanThread("a", Booking{ID: "b", Status: status}, opened, both)
+			require.Equal(t, StepKey("a", CalendarDelete, ""), inserted(t, p, CalendarDelete).Key, status)
+			require.Equal(t, StepKey("a", EmailCancellation, ""), inserted(t, p, EmailCancellation).Key, status)
+		}
+	})
+}
