@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -130,6 +131,17 @@ func inserted(t *testing.T, p Plan, k Kind) Step {
 	return Step{}
 }
 
+func keyOf(t *testing.T, steps []Step, k Kind) uuid.UUID {
+	t.Helper()
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].Kind == k {
+			return steps[i].Key
+		}
+	}
+	require.Failf(t, "no step", "%s", k)
+	return uuid.Nil
+}
+
 func TestPlanThreadKeys(t *testing.T) {
 	canceled := Booking{ID: "b", Status: "canceled", Resources: []string{"host"}}
 	t.Run("every kind has a key of its own", func(t *testing.T) {
@@ -163,4 +175,92 @@ func TestPlanThreadKeys(t *testing.T) {
 			require.Equal(t, StepKey("a", EmailCancellation, ""), inserted(t, p, EmailCancellation).Key, status)
 		}
 	})
+}
+
+func TestPlanThreadRules(t *testing.T) {
+	canceled := Booking{ID: "b", Status: "canceled", Resources: []string{"host"}}
+	t.Run("re-planning pending steps revives nothing", func(t *testing.T) {
+		steps := apply(nil, PlanThread("b", active(t1), nil, both), StatePending)
+		require.Empty(t, PlanThread("b", active(t1), steps, both).Revive)
+	})
+	t.Run("a step whose outcome is unknown was effected: cancel closes it, a reschedule updates it", func(t *testing.T) {
+		steps := apply(nil, PlanThread("b", active(t1), nil, both), StateNeedsReconciliation)
+		require.Equal(t, []Kind{CalendarDelete, EmailCancellation}, kinds(PlanThread("b", canceled, steps, both)))
+		require.Equal(t, []Kind{CalendarUpdate, EmailRescheduled}, kinds(PlanThread("b", active(t2), steps, both)))
+	})
+	t.Run("a closing step that failed or was skipped does not finish the thread", func(t *testing.T) {
+		for _, st := range []State{StateFailed, StateSkipped} {
+			steps := apply(nil, PlanThread("b", active(t1), nil, both), StateDone)
+			steps = apply(steps, PlanThread("b", canceled, steps, both), st)
+			require.Equal(t, []Kind{CalendarUpdate, EmailRescheduled}, kinds(PlanThread("b", active(t2), steps, both)), st)
+		}
+	})
+	t.Run("back at the first slot after an update ran is another update, after the last one", func(t *testing.T) {
+		steps := apply(nil, PlanThread("b", active(t1), nil, both), StateDone)
+		steps = apply(steps, PlanThread("b", active(t2), steps, both), StateDone)
+		p := PlanThread("b", active(t1), steps, both)
+		require.Equal(t, []Kind{CalendarUpdate, EmailRescheduled}, kinds(p))
+		require.Equal(t, keyOf(t, steps, CalendarUpdate), inserted(t, p, CalendarUpdate).After)
+		require.Equal(t, keyOf(t, steps, EmailRescheduled), inserted(t, p, EmailRescheduled).After)
+		require.True(t, t1.Equal(inserted(t, p, CalendarUpdate).Start))
+	})
+	t.Run("back at the acted-on slot before the update ran skips the update", func(t *testing.T) {
+		steps := apply(nil, PlanThread("b", active(t1), nil, both), StateDone)
+		steps = apply(steps, PlanThread("b", active(t2), steps, both), StatePending)
+		p := PlanThread("b", active(t1), steps, both)
+		require.Empty(t, p.Insert)
+		require.ElementsMatch(t, []uuid.UUID{keyOf(t, steps, CalendarUpdate), keyOf(t, steps, EmailRescheduled)}, skipKeys(p))
+	})
+	t.Run("a new end at the same start is a reschedule", func(t *testing.T) {
+		steps := apply(nil, PlanThread("b", active(t1), nil, both), StateDone)
+		longer := active(t1)
+		longer.End = t1.Add(time.Hour)
+		p := PlanThread("b", longer, steps, both)
+		require.Equal(t, []Kind{CalendarUpdate, EmailRescheduled}, kinds(p))
+		require.True(t, longer.End.Equal(inserted(t, p, CalendarUpdate).End))
+	})
+	t.Run("closing steps follow the last effected step and name its slot", func(t *testing.T) {
+		steps := apply(nil, PlanThread("b", active(t1), nil, both), StateDone)
+		steps = apply(steps, PlanThread("b", active(t2), steps, both), StateDone)
+		moved := active(t2.Add(time.Hour))
+		steps = apply(steps, PlanThread("b", moved, steps, both), StatePending) // never ran
+		gone := moved
+		gone.Status = "canceled"
+		p := PlanThread("b", gone, steps, both)
+		for k, after := range map[Kind]Kind{CalendarDelete: CalendarUpdate, EmailCancellation: EmailRescheduled} {
+			s := inserted(t, p, k)
+			require.Equal(t, keyOf(t, steps[:4], after), s.After, "%s follows the %s that ran", k, after)
+			require.True(t, t2.Equal(s.Start), "%s names the slot the invitee was last told", k)
+			require.True(t, t2.Add(30*time.Minute).Equal(s.End), k)
+		}
+	})
+	t.Run("the calendar object is on the booking's first resource", func(t *testing.T) {
+		b := active(t1)
+		b.Resources = []string{"host", "room"}
+		require.Equal(t, "host", inserted(t, PlanThread("b", b, nil, both), CalendarCreate).Resource)
+	})
+	t.Run("without a resource there is no calendar step, and the email still goes", func(t *testing.T) {
+		b := active(t1)
+		b.Resources = nil
+		require.Equal(t, []Kind{EmailConfirmation}, kinds(PlanThread("b", b, nil, both)))
+	})
+	t.Run("an active row without a slot plans nothing", func(t *testing.T) {
+		require.Empty(t, PlanThread("b", Booking{ID: "b", Status: "active", Resources: []string{"host"}}, nil, both).Insert)
+	})
+	t.Run("a rescheduled thread's steps are the latest booking's", func(t *testing.T) {
+		steps := apply(nil, PlanThread("a", Booking{ID: "a", Status: "active", Resources: []string{"host"}, Start: t1, End: t1.Add(30 * time.Minute)}, nil, both), StateDone)
+		p := PlanThread("a", active(t2), steps, both)
+		for _, s := range p.Insert {
+			require.Equal(t, "a", s.Thread)
+			require.Equal(t, "b", s.Booking, "the worker checks this booking's calendar row")
+		}
+	})
+}
+
+func skipKeys(p Plan) []uuid.UUID {
+	var out []uuid.UUID
+	for _, s := range p.Skip {
+		out = append(out, s.Key)
+	}
+	return out
 }
