@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -73,7 +74,10 @@ type planWorld struct {
 	seq      int
 }
 
-func newPlanWorld(t *testing.T) *planWorld {
+func newPlanWorld(t *testing.T) *planWorld { t.Helper(); return newPlanWorldFor(t, both) }
+
+// newPlanWorldFor is newPlanWorld with the process projection planning for targets.
+func newPlanWorldFor(t *testing.T, targets Targets) *planWorld {
 	t.Helper()
 	ctx := context.Background()
 	w := &planWorld{trace: &plantest.Trace{Naming: planned.Watched, Max: 3}}
@@ -93,7 +97,7 @@ func newPlanWorld(t *testing.T) *planWorld {
 	w.calendar = projections.NewRunner(store, rm, checkpoint.NewLocker(w.pool), projections.RunnerOptions{})
 	client, err := InsertOnlyClient(w.pool)
 	require.NoError(t, err)
-	proj, err := NewProjection(ProjectionConfig{Pool: w.pool, Client: client, Targets: both})
+	proj, err := NewProjection(ProjectionConfig{Pool: w.pool, Client: client, Targets: targets})
 	require.NoError(t, err)
 	w.process = projections.NewRunner(store, proj, checkpoint.NewLocker(w.pool), projections.RunnerOptions{})
 	return w
@@ -198,3 +202,71 @@ ANALYZE calendar_resources, calendar_bookings, calendar_slots, process_steps`)
 // planned are the tables the projection reads by key, each through an index. projection_checkpoints
 // (a row per projection) and River's tables are not the projection's to plan.
 var planned = plantest.Rule{Watched: []string{"calendar_bookings", "calendar_slots", "calendar_resources", "process_steps", "bl_overlapping_claims"}}
+
+// TestPlanBookingsFollowsSlotsAndChains: the scenario of TestPlanningReadsStayIndexed, with no worker
+// running, leaves each thread the steps of its latest booking. A canceled holder's slot goes to the
+// booking in conflict (p2, found through the overlapping claims); a booking that lost its slot (p3)
+// gets its skipped steps back when the slot is given back; a reschedule chain (p5 → p6 → p7, each
+// delivery its own batch) is one thread named after its first booking, whose steps are p7's and whose
+// superseded ones are skipped.
+func TestPlanBookingsFollowsSlotsAndChains(t *testing.T) {
+	w := newPlanWorld(t)
+	w.play(t)
+	r, err := w.pool.Query(context.Background(), `SELECT thread || ' ' || booking || ' ' || kind || ' ' || state || ' ' || answers FROM process_steps ORDER BY id`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(r, pgx.RowTo[string])
+	require.NoError(t, err)
+	var want []string
+	for _, s := range []struct{ thread, booking, state, slot string }{
+		{"p1", "p1", "skipped", "2030-01-07T09:00:00Z–2030-01-07T09:30:00Z"},
+		{"p2", "p2", "pending", "2030-01-07T09:00:00Z–2030-01-07T09:30:00Z"},
+		{"p3", "p3", "pending", "2030-01-08T09:00:00Z–2030-01-08T09:30:00Z"},
+		{"p4", "p4", "skipped", "2030-01-08T09:00:00Z–2030-01-08T09:30:00Z"},
+		{"p5", "p5", "skipped", "2030-01-07T11:00:00Z–2030-01-07T11:30:00Z"},
+		{"p5", "p6", "skipped", "2030-01-07T12:00:00Z–2030-01-07T12:30:00Z"},
+		{"p5", "p7", "pending", "2030-01-07T13:00:00Z–2030-01-07T13:30:00Z"},
+	} {
+		for _, k := range []Kind{CalendarCreate, EmailConfirmation} {
+			want = append(want, fmt.Sprintf("calendly-%s calendly-%s %s %s active %s", s.thread, s.booking, k, s.state, s.slot))
+		}
+	}
+	require.Equal(t, want, got)
+}
+
+// TestPlanningOneTargetPlansItsSteps: with email configured and no calendar, the projection plans the
+// email steps (and no calendar step).
+func TestPlanningOneTargetPlansItsSteps(t *testing.T) {
+	w := newPlanWorldFor(t, Targets{Email: true})
+	w.play(t)
+	var kinds []string
+	require.NoError(t, pgxscan(w.pool, &kinds, `SELECT DISTINCT kind FROM process_steps ORDER BY kind`))
+	require.Equal(t, []string{string(EmailConfirmation)}, kinds)
+}
+
+// TestInsertJobsQueuesEveryStep: a plan of more steps than one insert takes (a rebuild's) gets a job
+// for each, on the steps queue, with the step's attempts.
+func TestInsertJobsQueuesEveryStep(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	client, err := InsertOnlyClient(w.pool)
+	require.NoError(t, err)
+	ids := make([]int64, 2*maxInsertParamsRows+1)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error { return InsertJobs(ctx, tx, client, ids, 7) }))
+	var n, steps int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT args->>'step') FROM river_job WHERE kind = $1 AND queue = $2 AND max_attempts = 7`,
+		StepArgs{}.Kind(), Queue).Scan(&n, &steps))
+	require.Equal(t, len(ids), n)
+	require.Equal(t, len(ids), steps)
+}
+
+func pgxscan(pool *pgxpool.Pool, out *[]string, sql string) error {
+	r, err := pool.Query(context.Background(), sql)
+	if err != nil {
+		return err
+	}
+	*out, err = pgx.CollectRows(r, pgx.RowTo[string])
+	return err
+}
