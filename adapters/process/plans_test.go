@@ -270,3 +270,30 @@ func pgxscan(pool *pgxpool.Pool, out *[]string, sql string) error {
 	*out, err = pgx.CollectRows(r, pgx.RowTo[string])
 	return err
 }
+
+// TestPlanBookingsReturnsRevivedSteps: a skipped step that never ran and is wanted again is pending
+// and among the ids that get a job (nothing else would run it), and planning again returns nothing.
+func TestPlanBookingsReturnsRevivedSteps(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	w.play(t)
+	var skipped []int64
+	r, err := w.pool.Query(ctx, `UPDATE process_steps SET state = 'skipped' WHERE booking = 'calendly-p3' RETURNING id`)
+	require.NoError(t, err)
+	skipped, err = pgx.CollectRows(r, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Len(t, skipped, 2)
+	plan := func() []int64 {
+		var ids []int64
+		require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+			ids, err = PlanBookings(ctx, tx, []string{"calendly-p3"}, both)
+			return err
+		}))
+		return ids
+	}
+	require.ElementsMatch(t, skipped, plan())
+	var pending int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps WHERE booking = 'calendly-p3' AND state = 'pending'`).Scan(&pending))
+	require.Equal(t, 2, pending)
+	require.Empty(t, plan())
+}
