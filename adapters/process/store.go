@@ -197,7 +197,9 @@ func (s *Store) ResolveStep(ctx context.Context, id int64, action, note, by stri
 // Sweep inserts a job for every step left requested by a worker that stopped (its lease ran out more
 // than grace ago, and no job of it waits to run), so that the next worker probes it or hands it to an
 // operator. A step whose outcome was unknown is requested with its lease ended until its job's retry:
-// that job is waiting, and another would be one more caller of the same target, every sweep.
+// that job is waiting, and another would be one more caller of the same target, every sweep. So is a
+// job River has just started, whose worker has not yet taken the step's lease: running for less than
+// grace (a stopped worker's job stays running until River rescues it, and began longer ago).
 func Sweep(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], grace time.Duration, maxAttempts int) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -205,7 +207,8 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx]
 		r, err := tx.Query(ctx, `UPDATE process_steps SET lease_until = now(), updated_at = now()
 WHERE id IN (SELECT id FROM process_steps s WHERE state = 'requested' AND lease_until < now() - $1::interval
              AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $2 AND j.args @> jsonb_build_object('step', s.id)
-                 AND j.state IN ('available', 'pending', 'scheduled', 'retryable'))
+                 AND (j.state IN ('available', 'pending', 'scheduled', 'retryable')
+                      OR j.state = 'running' AND j.attempted_at > now() - $1::interval))
              ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED)
 RETURNING id`, grace.String(), StepArgs{}.Kind())
 		if err != nil {
