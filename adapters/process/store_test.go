@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -56,4 +57,41 @@ FROM process_steps s WHERE id = $1`, st.ID).Scan(&state, &finished, &jobs))
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM reconciliation_items WHERE closed_at IS NULL), (SELECT count(*) FROM river_job)`).Scan(&open, &jobs))
 	require.Equal(t, 2, open, "refused resolutions close nothing")
 	require.Equal(t, 1, jobs, "only the retry queued a job")
+}
+
+// TestSweepLeavesAStepWhoseJobJustStarted: between River starting a step's job and its worker taking
+// the step's lease, the step is requested with its lease long ended and its job running; the sweep
+// leaves it alone (a second job would be a second caller of the target). A job running since before
+// the grace is a stopped worker's, and the sweep queues the step again.
+func TestSweepLeavesAStepWhoseJobJustStarted(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	client, err := InsertOnlyClient(w.pool)
+	require.NoError(t, err)
+	step := func(thread string, startedAgo time.Duration) int64 {
+		t.Helper()
+		var id int64
+		require.NoError(t, w.pool.QueryRow(ctx, `INSERT INTO process_steps (key, kind, thread, booking, answers, state, attempts, lease_until)
+VALUES ($1, 'invitee_email.confirmation', $2, $2, 'active', 'requested', 1, now() - interval '1 hour') RETURNING id`,
+			StepKey(thread, EmailConfirmation, ""), thread).Scan(&id))
+		res, err := client.Insert(ctx, StepArgs{Step: id}, nil)
+		require.NoError(t, err)
+		_, err = w.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - $2::interval WHERE id = $1`,
+			res.Job.ID, startedAgo.String())
+		require.NoError(t, err)
+		return id
+	}
+	jobs := func(id int64) int {
+		t.Helper()
+		var n int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args @> jsonb_build_object('step', $1::bigint)`, id).Scan(&n))
+		return n
+	}
+	starting, stopped := step("sweep-starting", time.Second), step("sweep-stopped", 10*time.Minute)
+
+	n, err := Sweep(ctx, w.pool, client, time.Minute, DefaultMaxAttempts)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 1, jobs(starting), "the job River just started is the step's caller")
+	require.Equal(t, 2, jobs(stopped), "a stopped worker's step is queued again")
 }
