@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,7 +94,7 @@ func (s *server) endpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	d := endpointData{State: q.Get("state"), States: deliveryStates, Retried: q.Get("retried")}
-	if d.State != "" && !contains(deliveryStates, d.State) {
+	if d.State != "" && !slices.Contains(deliveryStates, d.State) {
 		s.fail(w, r, errBadRequestf("state must be one of "+strings.Join(deliveryStates, ", ")))
 		return
 	}
@@ -176,7 +177,7 @@ func replayQuery(id int64, v url.Values) (relay.ReplayQuery, replayData, error) 
 	}
 	types, err := relay.ParseTypes(d.Types)
 	if err != nil {
-		return q, d, errors.Join(errBadRequest, err)
+		return q, d, err // relay.ErrInvalidTypes: a bad request, its message alone on the page
 	}
 	q.Types = types
 	return q, d, nil

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -351,11 +352,11 @@ const deliveriesPage = 100
 func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := deliveriesData{Provider: q.Get("provider"), Outcome: q.Get("outcome"), Providers: s.Providers, Outcomes: outcomes}
-	if d.Provider != "" && !contains(s.Providers, d.Provider) {
+	if d.Provider != "" && !slices.Contains(s.Providers, d.Provider) {
 		s.fail(w, r, errors.Join(errBadRequest, errors.New("unknown provider "+strconv.Quote(d.Provider))))
 		return
 	}
-	if d.Outcome != "" && !contains(outcomes, ledger.Outcome(d.Outcome)) {
+	if d.Outcome != "" && !slices.Contains(outcomes, ledger.Outcome(d.Outcome)) {
 		s.fail(w, r, errors.Join(errBadRequest, errors.New("unknown outcome "+strconv.Quote(d.Outcome))))
 		return
 	}
@@ -386,15 +387,6 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Rows = rows
 	s.render(w, r, http.StatusOK, "deliveries", "Deliveries", d)
-}
-
-func contains[T comparable](xs []T, x T) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 func age(d time.Duration) string {
