@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -214,7 +213,7 @@ func (s *server) replayStart(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
-		s.fail(w, r, errors.Join(errBadRequest, err))
+		s.fail(w, r, errBadRequestf("form: "+err.Error()))
 		return
 	}
 	q, _, err := replayQuery(id, r.PostForm)

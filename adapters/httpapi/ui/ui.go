@@ -319,7 +319,7 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		s.fail(w, r, errors.Join(errBadRequest, errors.New("not a reconciliation item id")))
+		s.fail(w, r, errBadRequestf("not a reconciliation item id"))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
@@ -353,18 +353,18 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := deliveriesData{Provider: q.Get("provider"), Outcome: q.Get("outcome"), Providers: s.Providers, Outcomes: outcomes}
 	if d.Provider != "" && !slices.Contains(s.Providers, d.Provider) {
-		s.fail(w, r, errors.Join(errBadRequest, errors.New("unknown provider "+strconv.Quote(d.Provider))))
+		s.fail(w, r, errBadRequestf("unknown provider "+strconv.Quote(d.Provider)))
 		return
 	}
 	if d.Outcome != "" && !slices.Contains(outcomes, ledger.Outcome(d.Outcome)) {
-		s.fail(w, r, errors.Join(errBadRequest, errors.New("unknown outcome "+strconv.Quote(d.Outcome))))
+		s.fail(w, r, errBadRequestf("unknown outcome "+strconv.Quote(d.Outcome)))
 		return
 	}
 	var before int64
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			s.fail(w, r, errors.Join(errBadRequest, errors.New("before must be a receipt id")))
+			s.fail(w, r, errBadRequestf("before must be a receipt id"))
 			return
 		}
 		before = n
