@@ -266,6 +266,110 @@ func TestConcurrentCopiesOfOneEvent(t *testing.T) {
 	}
 }
 
+// TestAppendReadsAgainWhenAnotherWriterWins: another process appends between a store's read of a
+// stream and its write. Under "any" the store reads again and appends after that event, up to its
+// bound of attempts; under "no stream" the stream it expected is gone, which is a version conflict.
+func TestAppendReadsAgainWhenAnotherWriterWins(t *testing.T) {
+	srv := esdbtest.New(t)
+	store := openStore(t, srv.ConnString(), esdb.WithMaxAppendAttempts(3))
+	name := bookingStream(t)
+	ev := newEvent("test.a.v1")
+	srv.WriteAhead(name, 2)
+	res, err := store.Append(ctxFor(t), name, eventlog.Any(), []eventlog.EventData{ev})
+	require.NoError(t, err, "two lost races, the third attempt writes")
+	assert.Equal(t, uint64(3), res.FirstVersion)
+	assert.Equal(t, uint64(3), res.LastVersion)
+	recs, err := store.ReadStream(ctxFor(t), name)
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	assert.Equal(t, ev.ID, recs[2].ID)
+	assert.Equal(t, recs[2].Position, res.Position)
+
+	// "Stream exists" is sent as the revision read too: sent as it is, the server would append after
+	// the other writer's event, and the store would report the version it read plus one.
+	ev1 := newEvent("test.a.v1")
+	srv.WriteAhead(name, 1)
+	res, err = store.Append(ctxFor(t), name, eventlog.StreamExists(), []eventlog.EventData{ev1})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), res.FirstVersion, "after the other writer's event at 4")
+	recs, err = store.ReadStream(ctxFor(t), name)
+	require.NoError(t, err)
+	require.Len(t, recs, 5)
+	assert.Equal(t, ev1.ID, recs[4].ID)
+
+	ev2 := newEvent("test.b.v1")
+	srv.WriteAhead(name, 3)
+	_, err = store.Append(ctxFor(t), name, eventlog.Any(), []eventlog.EventData{ev2})
+	require.ErrorIs(t, err, eventlog.ErrVersionConflict)
+	assert.ErrorContains(t, err, "after 3 attempts")
+	assert.Equal(t, 8, srv.StreamLength(name), "the other writer's three events, none of ours")
+
+	other := bookingStream(t)
+	srv.WriteAhead(other, 1)
+	_, err = store.Append(ctxFor(t), other, eventlog.NoStream(), []eventlog.EventData{newEvent("test.c.v1")})
+	require.ErrorIs(t, err, eventlog.ErrVersionConflict)
+	assert.Equal(t, 1, srv.StreamLength(other))
+}
+
+// TestReadAllSelectsByPrefix: a store returns the streams of its prefixes (the default: booking
+// streams and the links stream), by prefix, not by a name that merely contains one; with every prefix
+// it returns every stream; never a system stream, a system event type or an event-ID claim.
+func TestReadAllSelectsByPrefix(t *testing.T) {
+	srv := esdbtest.New(t)
+	s := openStore(t, srv.ConnString())
+	raw := rawClient(t, srv.ConnString())
+	own := bookingStream(t)
+	ev := newEvent("test.a.v1")
+	_, err := s.Append(ctxFor(t), own, eventlog.Any(), []eventlog.EventData{ev}) // also writes its claim
+	require.NoError(t, err)
+	write := func(stream, typ string) eventlog.EventID {
+		id := uuid.New()
+		_, err := raw.AppendToStream(ctxFor(t), stream, clientesdb.AppendToStreamOptions{},
+			clientesdb.EventData{EventID: id, EventType: typ, ContentType: clientesdb.ContentTypeJson, Data: []byte(`{}`)})
+		require.NoError(t, err)
+		return eventlog.EventID(id)
+	}
+	write(own, "$metadata")
+	write("$$"+own, "$metadata")
+	archived := write("archive-"+own, "test.a.v1")
+	invoice := write("invoice-1", "invoice.v1")
+
+	got, err := s.ReadAll(ctxFor(t), eventlog.Position{}, 100)
+	require.NoError(t, err)
+	assert.Equal(t, []eventlog.EventID{ev.ID}, ids(got))
+
+	every := openStore(t, srv.ConnString(), esdb.WithStreamPrefix(""))
+	got, err = every.ReadAll(ctxFor(t), eventlog.Position{}, 100)
+	require.NoError(t, err)
+	assert.Equal(t, []eventlog.EventID{ev.ID, archived, invoice}, ids(got))
+}
+
+// TestReadStreamPastOneBatch: a stream longer than one read batch (512 events) is read whole, by
+// ReadStream and by the append's own read, which finds a re-append of the last events a duplicate.
+func TestReadStreamPastOneBatch(t *testing.T) {
+	srv := esdbtest.New(t)
+	s := openStore(t, srv.ConnString())
+	name := bookingStream(t)
+	var want []eventlog.EventID
+	var last []eventlog.EventData
+	for range 13 {
+		last = nil
+		for range 50 {
+			last = append(last, newEvent("test.a.v1"))
+		}
+		_, err := s.Append(ctxFor(t), name, eventlog.Any(), last)
+		require.NoError(t, err)
+		want = append(want, dataIDs(last...)...)
+	}
+	recs, err := s.ReadStream(ctxFor(t), name)
+	require.NoError(t, err)
+	assert.Equal(t, want, ids(recs))
+	res, err := s.Append(ctxFor(t), name, eventlog.Any(), last)
+	require.NoError(t, err)
+	assert.True(t, res.Duplicate)
+	assert.Equal(t, uint64(601), res.FirstVersion)
+}
+
 func TestMissingStreamReadsEmpty(t *testing.T) {
 	srv := esdbtest.New(t)
 	s := openStore(t, srv.ConnString())

@@ -14,6 +14,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/serverfeatures"
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 )
 
@@ -58,6 +59,8 @@ type Server struct {
 	changed chan struct{} // closed and replaced on every append: wakes live subscriptions
 	subs    map[*subscription]struct{}
 	served  uint64 // subscriptions ever started
+	// ahead counts, by stream, the next appends that another writer's event overtakes (WriteAhead).
+	ahead map[string]int
 
 	lifecycle sync.Mutex // serialises Stop/Restart/Close
 	addr      string
@@ -92,6 +95,7 @@ func Start(opts ...Option) (*Server, error) {
 		cache:   newIDCache(cfg.cacheSize),
 		changed: make(chan struct{}),
 		subs:    map[*subscription]struct{}{},
+		ahead:   map[string]int{},
 	}
 	if cfg.systemEvents {
 		s.seedSystemEvents()
@@ -231,6 +235,25 @@ func (s *Server) ForgetIdempotencyCache() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cache = newIDCache(s.cfg.cacheSize)
+}
+
+// WriteAhead makes another writer win the race for stream n times: each of the next n appends to it
+// finds one more event written just before it is decided (type "test.ahead.v1", a new ID each), as
+// when another process appends between a client's read and its write.
+func (s *Server) WriteAhead(stream string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ahead[stream] += n
+}
+
+// writeAheadLocked writes the event WriteAhead asked for before an append to stream decides.
+func (s *Server) writeAheadLocked(stream string) {
+	if s.ahead[stream] == 0 {
+		return
+	}
+	s.ahead[stream]--
+	id := [16]byte(uuid.New())
+	s.appendLocked(stream, []proposed{{id: id, eventType: "test.ahead.v1", contentType: "application/json", data: []byte(`{}`), metadata: []byte(`{}`)}})
 }
 
 // StreamLength returns how many events a stream holds (0 when it does not exist).

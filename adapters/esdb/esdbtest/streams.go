@@ -128,6 +128,7 @@ func clone(b []byte) []byte {
 func (s *Server) append(name string, exp expectation, events []proposed) *streams.AppendResp {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writeAheadLocked(name)
 	cur := s.streams[name]
 	n := uint64(len(cur))
 
