@@ -24,15 +24,20 @@ import (
 
 // flakyReceipts is a ReceiptWriter whose next writes can be made to fail.
 type flakyReceipts struct {
-	mu       sync.Mutex
-	failures int
-	stored   []ledger.Receipt
-	personal []ledger.Personal
+	mu               sync.Mutex
+	failures         int // receipts
+	personalFailures int
+	stored           []ledger.Receipt
+	personal         []ledger.Personal
 }
 
 func (f *flakyReceipts) SavePersonal(_ context.Context, p ledger.Personal) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.personalFailures > 0 {
+		f.personalFailures--
+		return errors.New("personal data database unreachable")
+	}
 	if !p.IsZero() {
 		f.personal = append(f.personal, p)
 	}
@@ -153,6 +158,63 @@ func TestReceiptFailureAfterAppendHealsOnRetry(t *testing.T) {
 	recs, err = store.ReadStream(ctxFor(t), bk.Stream())
 	require.NoError(t, err)
 	assert.Equal(t, []eventlog.EventID{d.Events[0].ID}, ids(recs), "the event is stored exactly once")
+}
+
+// TestCommitFailuresBesideTheEventsAreUnavailable: the writes that go to PostgreSQL beside the events
+// fail as unavailable, so that the delivery is answered 503 and retried: the personal data, before
+// anything is appended, and a receipt that has no events before it.
+func TestCommitFailuresBesideTheEventsAreUnavailable(t *testing.T) {
+	srv := esdbtest.New(t)
+	store := openStore(t, srv.ConnString())
+	receipts := &flakyReceipts{personalFailures: 1}
+	ls := esdb.NewLedgerStore(store, receipts)
+	bk := booking.ID("calendly-" + uuid.NewString()[:8])
+	ev := newEvent(string(booking.TypeScheduled))
+	_, err := ls.Commit(ctxFor(t), ledger.Commit{
+		Receipt:  ledger.Receipt{Provider: "calendly", DeliveryID: "delivery-1", Outcome: ledger.OutcomeAccepted},
+		Appends:  []ledger.Append{{Stream: bk.Stream(), Expected: eventlog.NoStream(), Events: []eventlog.EventData{ev}}},
+		Personal: ledger.Personal{Contacts: []ledger.Contact{{Booking: bk, Email: "ada@example.com"}}},
+	})
+	require.ErrorIs(t, err, eventlog.ErrUnavailable)
+	assert.Zero(t, srv.StreamLength(bk.Stream()), "nothing appended before the personal data is saved")
+	assert.Empty(t, receipts.all())
+
+	receipts.failures = 1
+	_, err = ls.Commit(ctxFor(t), ledger.Commit{Receipt: ledger.Receipt{Provider: "calendly", DeliveryID: "delivery-2", Outcome: ledger.OutcomeRejected}})
+	require.ErrorIs(t, err, eventlog.ErrUnavailable)
+	assert.NotContains(t, err.Error(), "events appended", "a receipt alone says so")
+}
+
+// TestReceiptIsDuplicateOnlyWhenEveryAppendWas: a delivery over two streams whose appends are one new,
+// one a re-append (either order) is accepted; one whose appends are both re-appends is a duplicate.
+func TestReceiptIsDuplicateOnlyWhenEveryAppendWas(t *testing.T) {
+	srv := esdbtest.New(t)
+	store := openStore(t, srv.ConnString())
+	receipts := &flakyReceipts{}
+	ls := esdb.NewLedgerStore(store, receipts)
+	stored := bookingStream(t)
+	old := newEvent("test.a.v1")
+	_, err := store.Append(ctxFor(t), stored, eventlog.NoStream(), []eventlog.EventData{old})
+	require.NoError(t, err)
+	reappend := ledger.Append{Stream: stored, Expected: eventlog.NoStream(), Events: []eventlog.EventData{old}}
+	fresh := func() ledger.Append {
+		return ledger.Append{Stream: bookingStream(t), Expected: eventlog.NoStream(), Events: []eventlog.EventData{newEvent("test.b.v1")}}
+	}
+	for _, c := range []struct {
+		name    string
+		appends []ledger.Append
+		want    ledger.Outcome
+	}{
+		{"new, then stored", []ledger.Append{fresh(), reappend}, ledger.OutcomeAccepted},
+		{"stored, then new", []ledger.Append{reappend, fresh()}, ledger.OutcomeAccepted},
+		{"both stored", []ledger.Append{reappend, reappend}, ledger.OutcomeDuplicate},
+	} {
+		res, err := ls.Commit(ctxFor(t), ledger.Commit{Receipt: ledger.Receipt{Provider: "calendly", DeliveryID: c.name, Outcome: ledger.OutcomeAccepted}, Appends: c.appends})
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, res.Outcome, c.name)
+		got := receipts.all()
+		assert.Equal(t, c.want, got[len(got)-1].Outcome, c.name)
+	}
 }
 
 // TestLedgerContract runs the ledger's storage contract over esdb.LedgerStore: events in the

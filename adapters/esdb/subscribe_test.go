@@ -3,6 +3,7 @@ package esdb_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -168,6 +169,72 @@ func TestSubscribeSurvivesNodeRestart(t *testing.T) {
 	require.NoError(t, srv.Restart())
 	want = append(want, appendN(t, s, name, 2)...)
 	assert.Equal(t, want, c.waitFor(t, 4))
+	require.ErrorIs(t, stop(), context.Canceled)
+}
+
+// TestSubscribeToEveryStreamLeavesClaimsOut: with every prefix the server's filter only leaves out
+// system events, so the event-ID claims each append writes reach the store, which drops them.
+func TestSubscribeToEveryStreamLeavesClaimsOut(t *testing.T) {
+	srv := esdbtest.New(t)
+	s := openStore(t, srv.ConnString(), esdb.WithStreamPrefix(""))
+	want := appendN(t, s, bookingStream(t), 3)
+	c := newCollector()
+	stop := subscribe(t, s, eventlog.Position{}, c)
+	assert.Equal(t, want, c.waitFor(t, 3))
+	require.ErrorIs(t, stop(), context.Canceled)
+}
+
+// waits records the waits the store logs before each resubscription.
+type waits struct {
+	mu  sync.Mutex
+	got []time.Duration
+}
+
+func (w *waits) Enabled(context.Context, slog.Level) bool { return true }
+func (w *waits) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *waits) WithGroup(string) slog.Handler            { return w }
+func (w *waits) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "wait" {
+			w.mu.Lock()
+			w.got = append(w.got, a.Value.Duration())
+			w.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (w *waits) all() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Duration(nil), w.got...)
+}
+
+// TestResubscribeBackoffDoublesToItsBoundAndResetsOnProgress: while the node is down each failed
+// resubscription waits twice as long as the one before, up to the bound; a subscription that handed
+// over an event starts again from the shortest wait.
+func TestResubscribeBackoffDoublesToItsBoundAndResetsOnProgress(t *testing.T) {
+	srv := esdbtest.New(t)
+	w := &waits{}
+	s := openStore(t, srv.ConnString(), esdb.WithResubscribeBackoff(time.Millisecond, 8*time.Millisecond), esdb.WithLogger(slog.New(w)))
+	name := bookingStream(t)
+	c := newCollector()
+	stop := subscribe(t, s, eventlog.Position{}, c)
+	appendN(t, s, name, 1)
+	c.waitFor(t, 1)
+
+	srv.Stop()
+	require.Eventually(t, func() bool { return len(w.all()) >= 6 }, 20*time.Second, time.Millisecond)
+	require.NoError(t, srv.Restart())
+	assert.Equal(t, []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 8 * time.Millisecond, 8 * time.Millisecond}, w.all()[:6])
+
+	appendN(t, s, name, 1)
+	c.waitFor(t, 2)
+	before := len(w.all())
+	require.Equal(t, 1, srv.DropSubscriptions())
+	require.Eventually(t, func() bool { return len(w.all()) > before }, 20*time.Second, time.Millisecond)
+	assert.Equal(t, time.Millisecond, w.all()[before], "the subscription that handed over an event waits the least")
 	require.ErrorIs(t, stop(), context.Canceled)
 }
 
