@@ -498,6 +498,10 @@ func TestConnectionStrings(t *testing.T) {
 		srv.Close()
 		_, err := esdb.Open(ctxFor(t), conn)
 		require.ErrorIs(t, err, eventlog.ErrUnavailable)
+		_, err = esdb.Open(ctxFor(t), strings.Replace(conn, "://", "://admin:s3cr3t@", 1))
+		require.ErrorIs(t, err, eventlog.ErrUnavailable)
+		assert.NotContains(t, err.Error(), "s3cr3t", "the node's address, not its password")
+		assert.Contains(t, err.Error(), "admin:xxxxx@")
 	})
 	t.Run("cluster discovery", func(t *testing.T) {
 		srv := esdbtest.New(t)
