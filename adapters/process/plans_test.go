@@ -127,18 +127,24 @@ func (w *planWorld) play(t *testing.T) {
 		planEvent("calendly-p6", "canceled", t1.Add(-65*time.Hour), booking.Canceled{Reason: "moved", CanceledBy: "invitee", RescheduledTo: "calendly-p7"}),
 		planEvent("calendly-p7", "created", t1.Add(-65*time.Hour), booking.Scheduled{Slot: slotAt(t1.Add(4*time.Hour), "m-7", host), Capacity: 1, RescheduledFrom: "calendly-p6"}),
 	} {
-		w.seq++
-		_, err := w.ledger.Record(context.Background(), ledger.Delivery{
-			Receipt: ledger.Receipt{Provider: e.Provider, ReceivedAt: t1.Add(-64*time.Hour + time.Duration(w.seq)*time.Second),
-				DeliveryID: fmt.Sprintf("plans-%d", w.seq), Secret: "0:3f2a9c", Body: []byte(`{}`)},
-			Events: []booking.Event{e},
-		})
-		require.NoError(t, err, "record %s %s", e.Booking, e.Type())
+		w.record(t, e)
 		w.catchUp(t, w.calendar, readmodel.ProjectionName)
 		w.trace.On.Store(true)
 		w.catchUp(t, w.process, Name)
 		w.trace.On.Store(false)
 	}
+}
+
+// record stores e as a delivery of its own.
+func (w *planWorld) record(t *testing.T, e booking.Event) {
+	t.Helper()
+	w.seq++
+	_, err := w.ledger.Record(context.Background(), ledger.Delivery{
+		Receipt: ledger.Receipt{Provider: e.Provider, ReceivedAt: t1.Add(-64*time.Hour + time.Duration(w.seq)*time.Second),
+			DeliveryID: fmt.Sprintf("plans-%d", w.seq), Secret: "0:3f2a9c", Body: []byte(`{}`)},
+		Events: []booking.Event{e},
+	})
+	require.NoError(t, err, "record %s %s", e.Booking, e.Type())
 }
 
 // catchUp runs r until its projection has applied every event stored. ReadAll returns only events

@@ -1,0 +1,83 @@
+package process
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/checkpoint"
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/domain/booking"
+	"bookingledger/projections"
+)
+
+// gateReads counts the process projection's reads of the calendar's checkpoint.
+type gateReads struct{ n atomic.Int32 }
+
+func (g *gateReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "rebuilding FROM projection_checkpoints") {
+		g.n.Add(1)
+	}
+	return ctx
+}
+
+func (g *gateReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestProjectionWaitsWhileTheCalendarRebuilds: while the calendar projection rebuilds, its rows are a
+// half-replayed past even where its checkpoint is past the batch (a rebuild that has replayed this
+// far but not to the end); the process projection plans nothing from them and keeps waiting. Once
+// the rebuild is over it plans the batch.
+func TestProjectionWaitsWhileTheCalendarRebuilds(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	w.record(t, planEvent("calendly-r1", "created", t1.Add(-72*time.Hour), booking.Scheduled{Slot: slotAt(t1, "m-r1", "https://api.calendly.com/users/HOST-R"), Capacity: 1}))
+	w.catchUp(t, w.calendar, readmodel.ProjectionName)
+	_, err := w.pool.Exec(ctx, `UPDATE projection_checkpoints SET rebuilding = true WHERE name = $1`, readmodel.ProjectionName)
+	require.NoError(t, err)
+
+	gate := &gateReads{}
+	cfg, err := pgxpool.ParseConfig(w.url)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = gate
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	client, err := InsertOnlyClient(pool)
+	require.NoError(t, err)
+	proj, err := NewProjection(ProjectionConfig{Pool: pool, Client: client, Targets: both, GatePoll: time.Millisecond})
+	require.NoError(t, err)
+	runner := projections.NewRunner(postgres.NewStore(pool), proj, checkpoint.NewLocker(pool), projections.RunnerOptions{})
+	steps := func() int {
+		var n int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&n))
+		return n
+	}
+
+	waiting, stop := context.WithCancel(ctx)
+	defer stop()
+	returned := make(chan error, 1)
+	go func() { _, err := runner.CatchUp(waiting); returned <- err }()
+	for gate.n.Load() < 3 {
+		select {
+		case err := <-returned:
+			t.Fatalf("the projection applied the batch while the calendar was rebuilding (err %v, %d steps planned)", err, steps())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	require.Zero(t, steps(), "nothing planned from a rebuilding calendar")
+	stop()
+	require.ErrorIs(t, <-returned, context.Canceled)
+	require.Zero(t, steps())
+
+	_, err = w.pool.Exec(ctx, `UPDATE projection_checkpoints SET rebuilding = false WHERE name = $1`, readmodel.ProjectionName)
+	require.NoError(t, err)
+	w.catchUp(t, runner, Name)
+	require.Equal(t, 2, steps(), "the rebuilt calendar's booking gets its steps")
+}
