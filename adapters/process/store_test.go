@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/projections"
@@ -94,4 +96,145 @@ VALUES ($1, 'invitee_email.confirmation', $2, $2, 'active', 'requested', 1, now(
 	require.Equal(t, 1, n)
 	require.Equal(t, 1, jobs(starting), "the job River just started is the step's caller")
 	require.Equal(t, 2, jobs(stopped), "a stopped worker's step is queued again")
+}
+
+// insertStep stores a step of kind for booking in thread, in state, as the planner and the workers
+// leave it, and returns its id.
+func insertStep(t *testing.T, w *planWorld, thread, booking string, kind Kind, state State) int64 {
+	t.Helper()
+	w.seq++
+	var id int64
+	require.NoError(t, w.pool.QueryRow(context.Background(), `INSERT INTO process_steps (key, kind, thread, booking, answers, state)
+VALUES ($1, $2, $3, $4, 'active', $5) RETURNING id`, StepKey(thread, kind, fmt.Sprint(w.seq)), string(kind), thread, booking, string(state)).Scan(&id))
+	return id
+}
+
+func stepIDs(steps []Step) []int64 {
+	out := make([]int64, len(steps))
+	for i, s := range steps {
+		out[i] = s.ID
+	}
+	return out
+}
+
+// TestForBookingFindsTheBookingsThreads: a booking's history shows every step of the threads it
+// belongs to, oldest first: those it has steps in, and the one it began — a thread keeps its first
+// booking's name after a reschedule, and that booking may have no step of its own (it was moved
+// before any was planned). Other threads' steps are not shown.
+func TestForBookingFindsTheBookingsThreads(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	store := NewStore(w.pool, nil)
+	moved := []int64{
+		insertStep(t, w, "calendly-f1", "calendly-f2", CalendarCreate, StateDone),
+		insertStep(t, w, "calendly-f1", "calendly-f2", EmailConfirmation, StateDone),
+	}
+	insertStep(t, w, "calendly-g1", "calendly-g1", CalendarCreate, StateDone)
+	moved = append(moved, insertStep(t, w, "calendly-f1", "calendly-f3", CalendarUpdate, StatePending))
+	for _, b := range []string{"calendly-f1", "calendly-f2", "calendly-f3"} {
+		steps, err := store.ForBooking(ctx, b)
+		require.NoError(t, err)
+		require.Equal(t, moved, stepIDs(steps), "the steps of %s's thread, oldest first", b)
+	}
+	steps, err := store.ForBooking(ctx, "calendly-nobody")
+	require.NoError(t, err)
+	require.Empty(t, steps)
+}
+
+// TestListShowsTheNewestStepsInAState: List returns the steps in the state asked for (every state
+// when none), newest first, at most MaxList of them; a state that does not exist is refused.
+func TestListShowsTheNewestStepsInAState(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	store := NewStore(w.pool, nil)
+	var done []int64
+	for i, st := range []State{StateDone, StatePending, StateDone, StateNeedsReconciliation, StateDone} {
+		id := insertStep(t, w, fmt.Sprintf("calendly-l%d", i), fmt.Sprintf("calendly-l%d", i), EmailConfirmation, st)
+		if st == StateDone {
+			done = append([]int64{id}, done...)
+		}
+	}
+	got, err := store.List(ctx, StateDone)
+	require.NoError(t, err)
+	require.Equal(t, done, stepIDs(got), "the done steps, newest first")
+
+	all, err := store.List(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, all, 5)
+	require.IsDecreasing(t, stepIDs(all), "every step, newest first")
+
+	_, err = store.List(ctx, "sent")
+	require.ErrorIs(t, err, ErrInvalidState)
+
+	_, err = w.pool.Exec(ctx, `INSERT INTO process_steps (key, kind, thread, booking, answers, state)
+SELECT gen_random_uuid(), 'invitee_email.confirmation', 'calendly-many-' || i, 'calendly-many-' || i, 'active', 'done'
+FROM generate_series(1, $1::int) i`, MaxList)
+	require.NoError(t, err)
+	var newest int64
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT max(id) FROM process_steps`).Scan(&newest))
+	for _, st := range []State{"", StateDone} {
+		got, err := store.List(ctx, st)
+		require.NoError(t, err)
+		require.Len(t, got, MaxList, "state %q", st)
+		require.Equal(t, newest, got[0].ID, "state %q: the newest first", st)
+	}
+}
+
+// TestCountsCountsStepsByKindAndState: the metrics' counts are every step's, by kind and state.
+func TestCountsCountsStepsByKindAndState(t *testing.T) {
+	w := newPlanWorld(t)
+	for i, s := range []struct {
+		kind  Kind
+		state State
+	}{{CalendarCreate, StateDone}, {CalendarCreate, StateDone}, {CalendarCreate, StateSkipped}, {EmailConfirmation, StateDone},
+		{EmailConfirmation, StateNeedsReconciliation}, {EmailCancellation, StatePending}, {CalendarCreate, StateFailed}} {
+		insertStep(t, w, fmt.Sprintf("calendly-c%d", i), fmt.Sprintf("calendly-c%d", i), s.kind, s.state)
+	}
+	got, err := NewStore(w.pool, nil).Counts(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, map[Kind]map[State]int64{
+		CalendarCreate:    {StateDone: 2, StateSkipped: 1, StateFailed: 1},
+		EmailConfirmation: {StateDone: 1, StateNeedsReconciliation: 1},
+		EmailCancellation: {StatePending: 1},
+	}, got)
+}
+
+// TestSweepWaitsOutTheGrace: a requested step whose lease ended less than the grace ago is left to
+// its worker (its outcome may be on its way, or River is about to run its retry); one whose lease
+// ended longer ago is queued again, and only once however often the sweep runs. Steps in other
+// states are not the sweep's, whatever their lease says.
+func TestSweepWaitsOutTheGrace(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	client, err := InsertOnlyClient(w.pool)
+	require.NoError(t, err)
+	step := func(thread string, state State, leaseEnded time.Duration) int64 {
+		t.Helper()
+		id := insertStep(t, w, thread, thread, EmailConfirmation, state)
+		_, err := w.pool.Exec(ctx, `UPDATE process_steps SET attempts = 1, lease_until = now() - $2::interval WHERE id = $1`, id, leaseEnded.String())
+		require.NoError(t, err)
+		return id
+	}
+	step("calendly-grace-recent", StateRequested, 30*time.Second)
+	old := step("calendly-grace-old", StateRequested, 2*time.Minute)
+	step("calendly-grace-done", StateDone, time.Hour)
+
+	for i, want := range []int{1, 0} {
+		n, err := Sweep(ctx, w.pool, client, time.Minute, DefaultMaxAttempts)
+		require.NoError(t, err)
+		require.Equal(t, want, n, "sweep %d", i)
+		var jobs []int64
+		require.NoError(t, pgxscanInts(w.pool, &jobs, `SELECT (args->>'step')::bigint FROM river_job WHERE kind = $1 AND queue = $2 ORDER BY id`,
+			StepArgs{}.Kind(), Queue))
+		require.Equal(t, []int64{old}, jobs, "sweep %d: only the step whose lease ended before the grace is queued, once", i)
+	}
+}
+
+func pgxscanInts(pool *pgxpool.Pool, out *[]int64, sql string, args ...any) error {
+	r, err := pool.Query(context.Background(), sql, args...)
+	if err != nil {
+		return err
+	}
+	*out, err = pgx.CollectRows(r, pgx.RowTo[int64])
+	return err
 }
