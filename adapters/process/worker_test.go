@@ -2,6 +2,7 @@ package process_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -71,9 +72,15 @@ VALUES ($1, 'host_calendar.create', $2, $2, 'active', 'host-1', $3, $4) RETURNIN
 // work runs the step's job once and returns what it returned and the step's state and note after.
 func (w *workerWorld) work(t *testing.T, id int64) (state, note string, err error) {
 	t.Helper()
+	return w.workAttempt(t, id, 1)
+}
+
+// workAttempt is work as the job's attempt-th attempt (of process.DefaultMaxAttempts).
+func (w *workerWorld) workAttempt(t *testing.T, id int64, attempt int) (state, note string, err error) {
+	t.Helper()
 	ctx := context.Background()
 	err = w.worker.Work(ctx, &river.Job[process.StepArgs]{
-		JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: process.DefaultMaxAttempts}, Args: process.StepArgs{Step: id}})
+		JobRow: &rivertype.JobRow{Attempt: attempt, MaxAttempts: process.DefaultMaxAttempts}, Args: process.StepArgs{Step: id}})
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT state, note FROM process_steps WHERE id = $1`, id).Scan(&state, &note))
 	return state, note, err
 }
@@ -140,4 +147,55 @@ func TestWorkerDoesNotOverwriteAStepResolvedDuringItsCall(t *testing.T) {
 	state, note, _ := w.work(t, w.step(t, "acuity-resolved", slot, slot[0], slot[1])) // the 503 asks for a retry
 	assert.Equal(t, "done", state)
 	assert.Equal(t, "marked done by an operator", note)
+}
+
+// A call that proved nothing was done goes back to pending and its job retries; on the job's last
+// attempt the step has failed (it would otherwise stay pending with no job left to run it).
+func TestWorkerGivesUpOnTheLastAttempt(t *testing.T) {
+	w := newWorkerWorld(t, func(r *http.Request) int {
+		if r.Method == http.MethodPut {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}, nil)
+	start := time.Date(2031, 3, 6, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+
+	state, _, err := w.workAttempt(t, w.step(t, "acuity-retried", slot, slot[0], slot[1]), process.DefaultMaxAttempts-1)
+	require.Error(t, err, "River retries the job")
+	assert.Equal(t, "pending", state)
+
+	state, note, err := w.workAttempt(t, w.step(t, "acuity-given-up", slot, slot[0], slot[1]), process.DefaultMaxAttempts)
+	require.NoError(t, err, "nothing left to retry")
+	assert.Equal(t, "failed", state)
+	assert.Equal(t, fmt.Sprintf("gave up after %d attempts", process.DefaultMaxAttempts), note)
+	assert.Empty(t, w.sink.Store.Objects())
+}
+
+// NextRetry doubles the delay from RetryBase at each attempt, up to RetryMax.
+func TestWorkerRetryDelaysDoubleUpToTheMax(t *testing.T) {
+	w, err := process.NewWorker(process.WorkerConfig{Pool: &pgxpool.Pool{}, RetryBase: time.Second, RetryMax: 5 * time.Minute})
+	require.NoError(t, err)
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 9: 256 * time.Second,
+		10: 5 * time.Minute, 25: 5 * time.Minute} {
+		before := time.Now()
+		at := w.NextRetry(&river.Job[process.StepArgs]{JobRow: &rivertype.JobRow{Attempt: attempt}})
+		after := time.Now()
+		assert.False(t, at.Before(before.Add(want)) || at.After(after.Add(want)), "attempt %d: retry %v after, want %v", attempt, at.Sub(before), want)
+	}
+}
+
+// A claim leases the step for twice the call timeout (docs/process-steps.md): the call, bounded by
+// the timeout, ends inside the lease, so no other worker takes the step over while it is out.
+func TestWorkerLeasesTheStepForTwiceTheCallTimeout(t *testing.T) {
+	var lease time.Duration
+	w := newWorkerWorld(t, nil, func(ctx context.Context, w *workerWorld, s process.Step) {
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT lease_until - requested_at FROM process_steps WHERE id = $1`, s.ID).Scan(&lease))
+	})
+	start := time.Date(2031, 3, 7, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+	state, _, err := w.work(t, w.step(t, "acuity-leased-by-claim", slot, slot[0], slot[1]))
+	require.NoError(t, err)
+	assert.Equal(t, "done", state)
+	assert.Equal(t, 2*5*time.Second, lease, "the claim's lease (the world's call timeout is 5s)")
 }
