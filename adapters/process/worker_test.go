@@ -27,6 +27,7 @@ type workerWorld struct {
 	pool     *pgxpool.Pool
 	sink     *caldavsink.Server
 	requests atomic.Int32
+	target   *caldav.Target
 	worker   *process.Worker
 }
 
@@ -45,9 +46,9 @@ func newWorkerWorld(t *testing.T, fault func(*http.Request) int, hold func(ctx c
 	}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.sink.Close() })
-	target, err := caldav.New(caldav.Config{URLTemplate: w.sink.URL() + "/dav/{resource}/bookings/", AllowPrivate: true})
+	w.target, err = caldav.New(caldav.Config{URLTemplate: w.sink.URL() + "/dav/{resource}/bookings/", AllowPrivate: true})
 	require.NoError(t, err)
-	cfg := process.WorkerConfig{Pool: w.pool, Calendar: target, CallTimeout: 5 * time.Second}
+	cfg := process.WorkerConfig{Pool: w.pool, Calendar: w.target, CallTimeout: 5 * time.Second}
 	if hold != nil {
 		cfg.HoldAfterCall = func(ctx context.Context, s process.Step) { hold(ctx, w, s) }
 	}
@@ -60,13 +61,33 @@ func newWorkerWorld(t *testing.T, fault func(*http.Request) int, hold func(ctx c
 // [start, end), and the booking's calendar row, active at the slot cal.
 func (w *workerWorld) step(t *testing.T, b string, cal [2]time.Time, start, end time.Time) int64 {
 	t.Helper()
-	ctx := context.Background()
-	_, err := w.pool.Exec(ctx, `INSERT INTO calendar_bookings (booking, provider, status, during) VALUES ($1, 'acuity', 'active', tstzrange($2, $3))`, b, cal[0], cal[1])
-	require.NoError(t, err)
-	var id int64
-	require.NoError(t, w.pool.QueryRow(ctx, `INSERT INTO process_steps (key, kind, thread, booking, answers, resource, slot_start, slot_end)
-VALUES ($1, 'host_calendar.create', $2, $2, 'active', 'host-1', $3, $4) RETURNING id`, uuid.New(), b, start, end).Scan(&id))
+	w.calendarRow(t, b, "active", cal)
+	id, _ := w.insert(t, process.Step{Kind: process.CalendarCreate, Booking: b, State: process.StatePending, Start: start, End: end})
 	return id
+}
+
+// calendarRow stores booking b's calendar row: status, at slot.
+func (w *workerWorld) calendarRow(t *testing.T, b, status string, slot [2]time.Time) {
+	t.Helper()
+	_, err := w.pool.Exec(context.Background(), `INSERT INTO calendar_bookings (booking, provider, status, during) VALUES ($1, 'acuity', $2, tstzrange($3, $4))`,
+		b, status, slot[0], slot[1])
+	require.NoError(t, err)
+}
+
+// insert stores s (kind, booking — also its thread —, state, after, attempts, slot) on resource host-1
+// under a new key and returns its id and key.
+func (w *workerWorld) insert(t *testing.T, s process.Step) (int64, uuid.UUID) {
+	t.Helper()
+	key := uuid.New()
+	var after *uuid.UUID
+	if s.After != uuid.Nil {
+		after = &s.After
+	}
+	var id int64
+	require.NoError(t, w.pool.QueryRow(context.Background(), `INSERT INTO process_steps (key, kind, thread, booking, answers, state, after_key, attempts, resource, slot_start, slot_end)
+VALUES ($1, $2, $3, $3, 'active', $4, $5, $6, 'host-1', $7, $8) RETURNING id`,
+		key, string(s.Kind), s.Booking, string(s.State), after, s.Attempts, s.Start, s.End).Scan(&id))
+	return id, key
 }
 
 // work runs the step's job once and returns what it returned and the step's state and note after.
@@ -198,4 +219,122 @@ func TestWorkerLeasesTheStepForTwiceTheCallTimeout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "done", state)
 	assert.Equal(t, 2*5*time.Second, lease, "the claim's lease (the world's call timeout is 5s)")
+}
+
+// A step that follows another waits for it, then acts only on what it left: after one whose outcome
+// is unknown it goes to an operator too (an item of its own), after one that failed or was skipped
+// there is nothing to change and it is skipped. The target hears nothing either way.
+func TestWorkerFollowsItsPredecessorsOutcome(t *testing.T) {
+	w := newWorkerWorld(t, nil, nil)
+	start := time.Date(2031, 3, 8, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+	for i, c := range []struct{ pred, want, note string }{
+		{"needs_reconciliation", "needs_reconciliation", "whose outcome is unknown: resolve that one first"},
+		{"failed", "skipped", "which was failed: there is nothing to change"},
+		{"skipped", "skipped", "which was skipped: there is nothing to change"},
+	} {
+		b := fmt.Sprintf("acuity-follows-%d", i)
+		w.calendarRow(t, b, "active", slot)
+		_, pred := w.insert(t, process.Step{Kind: process.CalendarCreate, Booking: b, State: process.State(c.pred), Attempts: 1, Start: start.Add(-time.Hour), End: start})
+		id, key := w.insert(t, process.Step{Kind: process.CalendarUpdate, Booking: b, State: process.StatePending, After: pred, Start: slot[0], End: slot[1]})
+		state, note, err := w.work(t, id)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, state, c.pred)
+		assert.Contains(t, note, c.note, c.pred)
+		var items int
+		require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT count(*) FROM reconciliation_items WHERE kind = 'step' AND subject = $1 AND closed_at IS NULL`,
+			"step "+key.String()).Scan(&items))
+		assert.Equal(t, map[bool]int{true: 1}[c.want == "needs_reconciliation"], items, c.pred)
+	}
+	assert.Zero(t, w.requests.Load())
+}
+
+// A step is carried out only while its booking holds the slot: one whose booking is in conflict
+// (or canceled) at the very slot it was planned for is skipped, and the target hears nothing.
+func TestWorkerSkipsAStepWhoseBookingNoLongerHoldsItsSlot(t *testing.T) {
+	w := newWorkerWorld(t, nil, nil)
+	start := time.Date(2031, 3, 9, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+	for _, status := range []string{"conflict", "canceled"} {
+		w.calendarRow(t, "acuity-"+status, status, slot)
+		id, _ := w.insert(t, process.Step{Kind: process.CalendarCreate, Booking: "acuity-" + status, State: process.StatePending, Start: slot[0], End: slot[1]})
+		state, note, err := w.work(t, id)
+		require.NoError(t, err)
+		assert.Equal(t, "skipped", state, status)
+		assert.Contains(t, note, "(calendar: "+status+")")
+	}
+	assert.Zero(t, w.requests.Load())
+}
+
+// A step found requested with its lease run out (its worker stopped after the claim, or its call's
+// answer was lost) may have acted: it is probed, whatever the calendar says now. A create whose
+// object is on the calendar is done without a second PUT, though its booking was canceled meanwhile
+// (skipping it would leave the object there with no step that knows of it), and its first request
+// time stays the first claim's.
+func TestWorkerProbesARecoveredStepWhateverTheCalendarSays(t *testing.T) {
+	var puts atomic.Int32
+	w := newWorkerWorld(t, func(r *http.Request) int {
+		if r.Method == http.MethodPut {
+			puts.Add(1)
+		}
+		return 0
+	}, nil)
+	ctx := context.Background()
+	start := time.Date(2031, 3, 10, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+	w.calendarRow(t, "acuity-recovered", "canceled", slot)
+	id, key := w.insert(t, process.Step{Kind: process.CalendarCreate, Booking: "acuity-recovered", State: process.StateRequested, Attempts: 1, Start: slot[0], End: slot[1]})
+	firstClaim := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	_, err := w.pool.Exec(ctx, `UPDATE process_steps SET requested_at = $2, lease_until = now() - interval '1 second' WHERE id = $1`, id, firstClaim)
+	require.NoError(t, err)
+	href, err := w.target.Href("host-1", key)
+	require.NoError(t, err)
+	_, err = w.target.Create(ctx, href, process.Event{UID: key.String(), Summary: "Booking acuity-recovered", Start: slot[0], End: slot[1]})
+	require.NoError(t, err, "the stopped worker's PUT")
+	puts.Store(0)
+
+	state, _, err := w.work(t, id)
+	require.NoError(t, err)
+	assert.Equal(t, "done", state)
+	assert.Zero(t, puts.Load(), "the probe found the object: no second PUT")
+	var gotHref string
+	var requestedAt time.Time
+	var attempts int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT target_href, requested_at, attempts FROM process_steps WHERE id = $1`, id).Scan(&gotHref, &requestedAt, &attempts))
+	assert.Equal(t, href, gotHref)
+	assert.True(t, requestedAt.Equal(firstClaim), "requested_at is the first claim's: %s", requestedAt)
+	assert.Equal(t, 2, attempts)
+	assert.Len(t, w.sink.Store.Objects(), 1)
+}
+
+// A call whose answer is lost (the connection closed before any answer) has an unknown outcome: the
+// step stays requested, unfinished, with the error, and its job retries. The retry probes: nothing at
+// the href proves the PUT never landed, so it creates the object then.
+func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
+	var puts atomic.Int32
+	w := newWorkerWorld(t, func(r *http.Request) int {
+		if r.Method == http.MethodPut && puts.Add(1) == 1 {
+			panic(http.ErrAbortHandler) // the connection closes without an answer
+		}
+		return 0
+	}, nil)
+	ctx := context.Background()
+	start := time.Date(2031, 3, 11, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+	id := w.step(t, "acuity-lost-answer", slot, slot[0], slot[1])
+
+	state, _, err := w.workAttempt(t, id, 1)
+	require.Error(t, err, "River retries the job")
+	assert.Equal(t, "requested", state)
+	var finished bool
+	var lastErr string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT finished_at IS NOT NULL, last_error FROM process_steps WHERE id = $1`, id).Scan(&finished, &lastErr))
+	assert.False(t, finished, "an unknown outcome is not finished")
+	assert.Contains(t, lastErr, "caldav PUT")
+
+	state, _, err = w.workAttempt(t, id, 2)
+	require.NoError(t, err)
+	assert.Equal(t, "done", state)
+	assert.EqualValues(t, 2, puts.Load())
+	assert.Len(t, w.sink.Store.Objects(), 1)
 }
