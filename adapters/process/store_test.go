@@ -3,11 +3,13 @@ package process
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/projections"
@@ -237,4 +239,88 @@ func pgxscanInts(pool *pgxpool.Pool, out *[]int64, sql string, args ...any) erro
 	}
 	*out, err = pgx.CollectRows(r, pgx.RowTo[int64])
 	return err
+}
+
+// TestSweepLeavesAStepWhoseJobWaits: a stopped worker's step (requested, its lease long over) whose
+// job is still to run — available, scheduled, retryable (an unknown outcome's retry) or pending — is
+// that job's to probe; another job would be a second caller. A step whose job is finished
+// (completed, discarded, cancelled) is queued again.
+func TestSweepLeavesAStepWhoseJobWaits(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	client, err := InsertOnlyClient(w.pool)
+	require.NoError(t, err)
+	queued := map[string]bool{"available": false, "scheduled": false, "retryable": false, "pending": false,
+		"completed": true, "discarded": true, "cancelled": true}
+	ids := map[string]int64{}
+	for state := range queued {
+		id := insertStep(t, w, "calendly-job-"+state, "calendly-job-"+state, CalendarCreate, StateRequested)
+		_, err := w.pool.Exec(ctx, `UPDATE process_steps SET attempts = 1, lease_until = now() - interval '1 hour' WHERE id = $1`, id)
+		require.NoError(t, err)
+		res, err := client.Insert(ctx, StepArgs{Step: id}, &river.InsertOpts{Queue: Queue})
+		require.NoError(t, err)
+		_, err = w.pool.Exec(ctx, `UPDATE river_job SET state = $2, finalized_at = CASE WHEN $3 THEN now() END WHERE id = $1`, res.Job.ID, state, queued[state])
+		require.NoError(t, err, state)
+		ids[state] = id
+	}
+	n, err := Sweep(ctx, w.pool, client, time.Minute, DefaultMaxAttempts)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	for state, id := range ids {
+		var jobs int
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args @> jsonb_build_object('step', $1::bigint)`, id).Scan(&jobs))
+		require.Equal(t, map[bool]int{false: 1, true: 2}[queued[state]], jobs, "a step whose job is %s", state)
+	}
+}
+
+// TestResolveRefusesAnIncompleteResolution: a resolution must name who resolves it and carry a note
+// (at most MaxNoteLength bytes) and one of the actions; retry needs the job queue. A refused one
+// leaves the item open and the step as it was. An accepted one records the operator's note on the
+// step and who resolved the item.
+func TestResolveRefusesAnIncompleteResolution(t *testing.T) {
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	id := insertStep(t, w, "calendly-refused", "calendly-refused", EmailConfirmation, StateNeedsReconciliation)
+	var key string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT key::text FROM process_steps WHERE id = $1`, id).Scan(&key))
+	_, err := w.pool.Exec(ctx, `UPDATE process_steps SET note = 'outcome unknown: check the mail server' WHERE id = $1`, id)
+	require.NoError(t, err)
+	var item int64
+	require.NoError(t, w.pool.QueryRow(ctx, `INSERT INTO reconciliation_items (kind, subject, booking, reason) VALUES ('step', $1, 'calendly-refused', 'unknown') RETURNING id`,
+		"step "+key).Scan(&item))
+	noQueue := NewStore(w.pool, nil)
+	for _, c := range []struct {
+		name            string
+		action          Action
+		note, by        string
+		invalid, anyErr bool
+	}{
+		{name: "nobody", action: ActionSkip, note: "checked", by: "  ", invalid: true},
+		{name: "no note", action: ActionSkip, note: " ", by: "cli:ops", invalid: true},
+		{name: "a note too long", action: ActionSkip, note: strings.Repeat("n", MaxNoteLength+1), by: "cli:ops", invalid: true},
+		{name: "an unknown action", action: "resend", note: "checked", by: "cli:ops", invalid: true},
+		{name: "retry without the job queue", action: ActionRetry, note: "checked", by: "cli:ops", anyErr: true},
+	} {
+		_, _, err := noQueue.Resolve(ctx, item, c.action, c.note, c.by)
+		require.Error(t, err, c.name)
+		if c.invalid {
+			require.ErrorIs(t, err, projections.ErrInvalidQuery, c.name)
+		}
+		var state string
+		var open bool
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT s.state, i.closed_at IS NULL FROM process_steps s, reconciliation_items i WHERE s.id = $1 AND i.id = $2`,
+			id, item).Scan(&state, &open))
+		require.Equal(t, string(StateNeedsReconciliation), state, c.name)
+		require.True(t, open, c.name)
+	}
+
+	it, st, err := noQueue.Resolve(ctx, item, ActionSkip, " sent by hand ", " cli:ops ")
+	require.NoError(t, err)
+	require.Equal(t, "operator skip: sent by hand", st.Note)
+	require.Equal(t, "cli:ops", it.ResolvedBy)
+	var note, resolvedBy string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT s.note, i.resolved_by FROM process_steps s, reconciliation_items i WHERE s.id = $1 AND i.id = $2`,
+		id, item).Scan(&note, &resolvedBy))
+	require.Equal(t, "operator skip: sent by hand", note)
+	require.Equal(t, "cli:ops", resolvedBy)
 }

@@ -309,7 +309,8 @@ func TestWorkerProbesARecoveredStepWhateverTheCalendarSays(t *testing.T) {
 
 // A call whose answer is lost (the connection closed before any answer) has an unknown outcome: the
 // step stays requested, unfinished, with the error, and its job retries. The retry probes: nothing at
-// the href proves the PUT never landed, so it creates the object then.
+// the href proves the PUT never landed, so it creates the object then. Outcomes that carry no note
+// leave the step's note as it was.
 func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 	var puts atomic.Int32
 	w := newWorkerWorld(t, func(r *http.Request) int {
@@ -322,6 +323,8 @@ func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 	start := time.Date(2031, 3, 11, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}
 	id := w.step(t, "acuity-lost-answer", slot, slot[0], slot[1])
+	_, err := w.pool.Exec(ctx, `UPDATE process_steps SET note = 'wanted again' WHERE id = $1`, id)
+	require.NoError(t, err)
 
 	state, _, err := w.workAttempt(t, id, 1)
 	require.Error(t, err, "River retries the job")
@@ -332,9 +335,10 @@ func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 	assert.False(t, finished, "an unknown outcome is not finished")
 	assert.Contains(t, lastErr, "caldav PUT")
 
-	state, _, err = w.workAttempt(t, id, 2)
+	state, note, err := w.workAttempt(t, id, 2)
 	require.NoError(t, err)
 	assert.Equal(t, "done", state)
+	assert.Equal(t, "wanted again", note, "outcomes that say nothing keep the step's note")
 	assert.EqualValues(t, 2, puts.Load())
 	assert.Len(t, w.sink.Store.Objects(), 1)
 }
