@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 
 	"bookingledger/adapters/caldav"
 	"bookingledger/adapters/caldav/caldavsink"
+	"bookingledger/adapters/email"
+	"bookingledger/adapters/email/smtpsink"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/process"
 )
@@ -28,6 +31,7 @@ type workerWorld struct {
 	sink     *caldavsink.Server
 	requests atomic.Int32
 	target   *caldav.Target
+	smtp     *smtpsink.Sink
 	worker   *process.Worker
 }
 
@@ -53,6 +57,22 @@ func newWorkerWorld(t *testing.T, fault func(*http.Request) int, hold func(ctx c
 		cfg.HoldAfterCall = func(ctx context.Context, s process.Step) { hold(ctx, w, s) }
 	}
 	w.worker, err = process.NewWorker(cfg)
+	require.NoError(t, err)
+	return w
+}
+
+// newMailWorld is a migrated database, an SMTP server answering each message by fault (nil: accept)
+// and a step worker with email only (no calendar target configured in this instance).
+func newMailWorld(t *testing.T, fault func(smtpsink.Message) smtpsink.Fault) *workerWorld {
+	t.Helper()
+	w := &workerWorld{pool: pgtest.NewDatabase(t)}
+	var err error
+	w.smtp, err = smtpsink.Start(smtpsink.Config{Fault: fault})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.smtp.Close() })
+	mailer, err := email.New(email.Config{Addr: w.smtp.Addr(), From: "bookings@test.localhost", AllowPrivate: true})
+	require.NoError(t, err)
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Mailer: mailer, CallTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	return w
 }
@@ -341,4 +361,100 @@ func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 	assert.Equal(t, "wanted again", note, "outcomes that say nothing keep the step's note")
 	assert.EqualValues(t, 2, puts.Load())
 	assert.Len(t, w.sink.Store.Objects(), 1)
+}
+
+// An email step writes to the invitee the provider named (the contacts row), by name, saying what
+// the step answers; the message's id is the step's key. Without a contact there is nobody to write to
+// and the step fails; a message the server refuses for good fails; one it refuses for now (4xx) is
+// retried. A step of a target this instance has no configuration for waits, pending, for an instance
+// that has (its job retries): the target may be configured elsewhere.
+func TestWorkerEmailsTheInvitee(t *testing.T) {
+	w := newMailWorld(t, func(m smtpsink.Message) smtpsink.Fault {
+		switch {
+		case strings.Contains(m.Subject, "09:00-10:00"):
+			return smtpsink.PermFail
+		case strings.Contains(m.Subject, "11:00-12:00"):
+			return smtpsink.TempFail
+		}
+		return smtpsink.Accept
+	})
+	ctx := context.Background()
+	day := time.Date(2031, 3, 12, 0, 0, 0, 0, time.UTC)
+	at := func(h int) [2]time.Time {
+		return [2]time.Time{day.Add(time.Duration(h) * time.Hour), day.Add(time.Duration(h+1) * time.Hour)}
+	}
+	step := func(b string, kind process.Kind, slot [2]time.Time, contact bool) (int64, uuid.UUID) {
+		t.Helper()
+		w.calendarRow(t, b, "active", slot)
+		if contact {
+			_, err := w.pool.Exec(ctx, `INSERT INTO contacts (booking, email, name) VALUES ($1, $2, 'Ada')`, b, b+"@invitee.test")
+			require.NoError(t, err)
+		}
+		return w.insert(t, process.Step{Kind: kind, Booking: b, State: process.StatePending, Start: slot[0], End: slot[1]})
+	}
+
+	for _, c := range []struct {
+		kind    process.Kind
+		subject string
+	}{{process.EmailConfirmation, "Booking confirmed: Wed 12 Mar 2031 14:00-15:00 UTC"}, {process.EmailRescheduled, "Booking rescheduled: Wed 12 Mar 2031 14:00-15:00 UTC"}} {
+		b := "calendly-mail-" + strings.ReplaceAll(string(c.kind), ".", "-")
+		id, key := step(b, c.kind, at(14), true)
+		state, _, err := w.work(t, id)
+		require.NoError(t, err)
+		assert.Equal(t, "done", state)
+		msgs := w.smtp.Delivered()
+		require.NotEmpty(t, msgs)
+		m := msgs[len(msgs)-1]
+		assert.Equal(t, []string{b + "@invitee.test"}, m.To)
+		assert.Equal(t, c.subject, m.Subject)
+		assert.Equal(t, "<"+process.MessageID(key)+">", m.MessageID)
+		assert.Contains(t, string(m.Data), "Hello Ada,")
+	}
+
+	id, _ := step("calendly-mail-nobody", process.EmailConfirmation, at(15), false)
+	state, note, err := w.work(t, id)
+	require.NoError(t, err)
+	assert.Equal(t, "failed", state)
+	assert.Contains(t, note, "no invitee email known")
+
+	id, _ = step("calendly-mail-refused", process.EmailConfirmation, at(9), true)
+	state, _, err = w.work(t, id)
+	require.NoError(t, err)
+	assert.Equal(t, "failed", state, "a 554 is final")
+
+	id, _ = step("calendly-mail-later", process.EmailConfirmation, at(11), true)
+	state, _, err = w.work(t, id)
+	require.Error(t, err, "River retries the job")
+	assert.Equal(t, "pending", state, "a 451 accepted nothing")
+
+	id, _ = step("calendly-mail-calendar", process.CalendarCreate, at(16), true)
+	state, _, err = w.work(t, id)
+	require.Error(t, err, "River retries the job")
+	assert.Equal(t, "pending", state)
+	var lastErr string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT last_error FROM process_steps WHERE id = $1`, id).Scan(&lastErr))
+	assert.Equal(t, "no calendar target configured in this instance", lastErr)
+	assert.Len(t, w.smtp.Delivered(), 2)
+}
+
+// A CalDAV answer that refuses the request for good (a 403) fails the step; a calendar-only
+// instance leaves an email step pending for an instance that can send it.
+func TestWorkerFailsWhatTheTargetRefusesAndLeavesWhatItCannotReach(t *testing.T) {
+	w := newWorkerWorld(t, func(r *http.Request) int {
+		if r.Method == http.MethodPut {
+			return http.StatusForbidden
+		}
+		return 0
+	}, nil)
+	start := time.Date(2031, 3, 13, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+	state, _, err := w.work(t, w.step(t, "acuity-forbidden", slot, slot[0], slot[1]))
+	require.NoError(t, err)
+	assert.Equal(t, "failed", state)
+
+	w.calendarRow(t, "acuity-mail-elsewhere", "active", slot)
+	id, _ := w.insert(t, process.Step{Kind: process.EmailConfirmation, Booking: "acuity-mail-elsewhere", State: process.StatePending, Start: slot[0], End: slot[1]})
+	state, _, err = w.work(t, id)
+	require.Error(t, err, "River retries the job")
+	assert.Equal(t, "pending", state)
 }
