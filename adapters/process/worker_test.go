@@ -94,19 +94,22 @@ func (w *workerWorld) calendarRow(t *testing.T, b, status string, slot [2]time.T
 	require.NoError(t, err)
 }
 
-// insert stores s (kind, booking — also its thread —, state, after, attempts, slot) on resource host-1
-// under a new key and returns its id and key.
+// insert stores s (kind, thread — the booking when empty —, booking, state, after, attempts, slot) on
+// resource host-1 under a new key and returns its id and key.
 func (w *workerWorld) insert(t *testing.T, s process.Step) (int64, uuid.UUID) {
 	t.Helper()
 	key := uuid.New()
+	if s.Thread == "" {
+		s.Thread = s.Booking
+	}
 	var after *uuid.UUID
 	if s.After != uuid.Nil {
 		after = &s.After
 	}
 	var id int64
 	require.NoError(t, w.pool.QueryRow(context.Background(), `INSERT INTO process_steps (key, kind, thread, booking, answers, state, after_key, attempts, resource, slot_start, slot_end)
-VALUES ($1, $2, $3, $3, 'active', $4, $5, $6, 'host-1', $7, $8) RETURNING id`,
-		key, string(s.Kind), s.Booking, string(s.State), after, s.Attempts, s.Start, s.End).Scan(&id))
+VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, 'host-1', $8, $9) RETURNING id`,
+		key, string(s.Kind), s.Thread, s.Booking, string(s.State), after, s.Attempts, s.Start, s.End).Scan(&id))
 	return id, key
 }
 
@@ -457,4 +460,117 @@ func TestWorkerFailsWhatTheTargetRefusesAndLeavesWhatItCannotReach(t *testing.T)
 	state, _, err = w.work(t, id)
 	require.Error(t, err, "River retries the job")
 	assert.Equal(t, "pending", state)
+}
+
+// object returns the sink's object at href.
+func (w *workerWorld) object(t *testing.T, href string) (caldavsink.Object, bool) {
+	t.Helper()
+	for _, o := range w.sink.Store.Objects() {
+		if strings.HasSuffix(href, o.Path) {
+			return o, true
+		}
+	}
+	return caldavsink.Object{}, false
+}
+
+// A thread's calendar steps act on one object: the href its create wrote (not an earlier create's
+// that never ran), each update with the ETag of the last write before it and the next SEQUENCE,
+// carrying the create's UID, until the delete removes it. A delete that finds nothing there is done;
+// an update or a delete in a thread that has no object has nothing to act on and is skipped.
+func TestWorkerUpdatesAndDeletesTheThreadsObject(t *testing.T) {
+	w := newWorkerWorld(t, nil, nil)
+	day := time.Date(2031, 3, 14, 0, 0, 0, 0, time.UTC)
+	at := func(h, d int) [2]time.Time {
+		return [2]time.Time{day.Add(time.Duration(h) * time.Hour), day.Add(time.Duration(h+d) * time.Hour)}
+	}
+	run := func(s process.Step, want string) (int64, uuid.UUID) {
+		t.Helper()
+		id, key := w.insert(t, s)
+		state, note, err := w.work(t, id)
+		require.NoError(t, err)
+		require.Equal(t, want, state, "%s of %s: %s", s.Kind, s.Booking, note)
+		return id, key
+	}
+	const thread = "calendly-obj-1"
+	w.insert(t, process.Step{Kind: process.CalendarCreate, Thread: thread, Booking: thread, State: process.StateSkipped, Start: day, End: day.Add(time.Hour)})
+	slots := [][2]time.Time{at(9, 1), at(12, 1), at(12, 2)} // moved, then only its end
+	for i, b := range []string{thread, "calendly-obj-2", "calendly-obj-3"} {
+		w.calendarRow(t, b, "active", slots[i])
+	}
+	createID, createKey := run(process.Step{Kind: process.CalendarCreate, Thread: thread, Booking: thread, State: process.StatePending, Start: slots[0][0], End: slots[0][1]}, "done")
+	var href string
+	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT target_href FROM process_steps WHERE id = $1`, createID).Scan(&href))
+	after := createKey
+	for i, b := range []string{"calendly-obj-2", "calendly-obj-3"} {
+		_, after = run(process.Step{Kind: process.CalendarUpdate, Thread: thread, Booking: b, State: process.StatePending, After: after, Start: slots[i+1][0], End: slots[i+1][1]}, "done")
+		o, ok := w.object(t, href)
+		require.True(t, ok)
+		assert.Equal(t, createKey.String(), o.UID)
+		assert.True(t, o.Start.Equal(slots[i+1][0]) && o.End.Equal(slots[i+1][1]), "update %d: %s", i+1, o)
+		assert.Contains(t, string(o.Data), fmt.Sprintf("SEQUENCE:%d", i+1))
+	}
+	run(process.Step{Kind: process.CalendarDelete, Thread: thread, Booking: "calendly-obj-3", State: process.StatePending, After: after}, "done")
+	assert.Empty(t, w.sink.Store.Objects())
+
+	// A second thread's object was removed by hand: its delete finds nothing and is done.
+	w.calendarRow(t, "calendly-obj-gone", "active", slots[0])
+	goneID, goneKey := run(process.Step{Kind: process.CalendarCreate, Booking: "calendly-obj-gone", State: process.StatePending, Start: slots[0][0], End: slots[0][1]}, "done")
+	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT target_href FROM process_steps WHERE id = $1`, goneID).Scan(&href))
+	require.NoError(t, w.target.Delete(context.Background(), href))
+	run(process.Step{Kind: process.CalendarDelete, Booking: "calendly-obj-gone", State: process.StatePending, After: goneKey}, "done")
+
+	// A thread whose create is recorded done without an href (marked done by an operator) has no object.
+	w.calendarRow(t, "calendly-obj-none", "active", slots[1])
+	_, never := w.insert(t, process.Step{Kind: process.CalendarCreate, Booking: "calendly-obj-none", State: process.StateDone, Start: slots[0][0], End: slots[0][1]})
+	run(process.Step{Kind: process.CalendarUpdate, Booking: "calendly-obj-none", State: process.StatePending, After: never, Start: slots[1][0], End: slots[1][1]}, "skipped")
+	run(process.Step{Kind: process.CalendarDelete, Booking: "calendly-obj-none", State: process.StatePending, After: never}, "skipped")
+}
+
+// What is at the href decides when a write's precondition fails (412). A create whose object is
+// already there with its UID (an earlier PUT whose answer was lost) is done; another UID there is for
+// an operator. So is an update whose object someone else moved since our write (its ETag differs).
+func TestWorkerResolvesAFailedPreconditionByWhatIsThere(t *testing.T) {
+	w := newWorkerWorld(t, nil, nil)
+	ctx := context.Background()
+	day := time.Date(2031, 3, 15, 0, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{day.Add(9 * time.Hour), day.Add(10 * time.Hour)}
+	for _, c := range []struct {
+		b, want string
+		uid     func(uuid.UUID) string
+	}{
+		{"calendly-pre-ours", "done", func(k uuid.UUID) string { return k.String() }},
+		{"calendly-pre-theirs", "needs_reconciliation", func(uuid.UUID) string { return "someone-else" }},
+	} {
+		w.calendarRow(t, c.b, "active", slot)
+		id, key := w.insert(t, process.Step{Kind: process.CalendarCreate, Booking: c.b, State: process.StatePending, Start: slot[0], End: slot[1]})
+		href, err := w.target.Href("host-1", key)
+		require.NoError(t, err)
+		_, err = w.target.Create(ctx, href, process.Event{UID: c.uid(key), Summary: "put before the step ran", Start: slot[0], End: slot[1]})
+		require.NoError(t, err)
+		state, note, err := w.work(t, id)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, state, "%s: %s", c.b, note)
+	}
+
+	const b = "calendly-moved-by-hand"
+	w.calendarRow(t, b, "active", slot)
+	id, key := w.insert(t, process.Step{Kind: process.CalendarCreate, Booking: b, State: process.StatePending, Start: slot[0], End: slot[1]})
+	state, _, err := w.work(t, id)
+	require.NoError(t, err)
+	require.Equal(t, "done", state)
+	var href, etag string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT target_href, target_etag FROM process_steps WHERE id = $1`, id).Scan(&href, &etag))
+	_, err = w.target.Update(ctx, href, etag, process.Event{UID: key.String(), Summary: "moved by hand", Start: slot[0].Add(time.Hour), End: slot[1].Add(time.Hour)})
+	require.NoError(t, err)
+	moved := [2]time.Time{slot[0].Add(3 * time.Hour), slot[1].Add(3 * time.Hour)}
+	_, err = w.pool.Exec(ctx, `UPDATE calendar_bookings SET during = tstzrange($2, $3) WHERE booking = $1`, b, moved[0], moved[1])
+	require.NoError(t, err)
+	id, _ = w.insert(t, process.Step{Kind: process.CalendarUpdate, Booking: b, State: process.StatePending, After: key, Start: moved[0], End: moved[1]})
+	state, note, err := w.work(t, id)
+	require.NoError(t, err)
+	assert.Equal(t, "needs_reconciliation", state)
+	assert.Contains(t, note, "changed by someone else")
+	o, ok := w.object(t, href)
+	require.True(t, ok)
+	assert.Equal(t, "moved by hand", o.Summary, "the other writer's object is left as it is")
 }
