@@ -363,9 +363,10 @@ func composeMail(s *Step, email, name string) Mail {
 	return Mail{MessageID: MessageID(s.Key), To: email, ToName: name, Subject: subject, Body: body}
 }
 
-// object finds the calendar object of st's thread: the href and the ETag of the last write.
+// object finds the calendar object of st's thread: the href its done create wrote (a create that
+// failed or was skipped records the href it tried, where nothing is) and the ETag of the last write.
 func (w *Worker) object(ctx context.Context, st *Step) (href, etag string, seq int, err error) {
-	err = w.cfg.Pool.QueryRow(ctx, `SELECT coalesce((SELECT target_href FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href <> '' ORDER BY id LIMIT 1), ''),
+	err = w.cfg.Pool.QueryRow(ctx, `SELECT coalesce((SELECT target_href FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND state = 'done' AND target_href <> '' ORDER BY id LIMIT 1), ''),
 coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('host_calendar.create', 'host_calendar.update') AND state = 'done' AND id < $2 ORDER BY id DESC LIMIT 1), ''),
 (SELECT count(*) FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.update' AND state = 'done' AND id < $2)`,
 		st.Thread, st.ID).Scan(&href, &etag, &seq)

@@ -574,3 +574,64 @@ func TestWorkerResolvesAFailedPreconditionByWhatIsThere(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "moved by hand", o.Summary, "the other writer's object is left as it is")
 }
+
+// A thread's object is the one its create wrote. A create that the server refused (403: nothing
+// written, though the step records the href it tried) is not it: after the booking moved and a new
+// create wrote at another href, an update moves that object and a cancel's delete removes it. They
+// went to the refused create's href instead: the update found nothing there (412, "changed by someone
+// else", for an operator) and the delete found nothing and was done, leaving the canceled booking's
+// event on the host's calendar.
+func TestWorkerActsOnTheObjectTheThreadsCreateWrote(t *testing.T) {
+	var refuse atomic.Value
+	refuse.Store("")
+	w := newWorkerWorld(t, func(r *http.Request) int {
+		if key := refuse.Load().(string); key != "" && r.Method == http.MethodPut && strings.Contains(r.URL.Path, key) {
+			return http.StatusForbidden
+		}
+		return 0
+	}, nil)
+	day := time.Date(2031, 3, 16, 0, 0, 0, 0, time.UTC)
+	slot := func(h int) [2]time.Time {
+		return [2]time.Time{day.Add(time.Duration(h) * time.Hour), day.Add(time.Duration(h+1) * time.Hour)}
+	}
+	run := func(s process.Step, want string) uuid.UUID {
+		t.Helper()
+		s.State = process.StatePending
+		id, key := w.insert(t, s)
+		state, note, err := w.work(t, id)
+		require.NoError(t, err)
+		require.Equal(t, want, state, "%s of %s: %s", s.Kind, s.Booking, note)
+		return key
+	}
+	// thread's first booking's create is refused; the booking moves (to its second booking) and that
+	// create writes the thread's object.
+	created := func(thread string, h int) uuid.UUID {
+		t.Helper()
+		w.calendarRow(t, thread, "active", slot(h))
+		w.calendarRow(t, thread+"-moved", "active", slot(h+1))
+		id, key := w.insert(t, process.Step{Kind: process.CalendarCreate, Thread: thread, Booking: thread, State: process.StatePending, Start: slot(h)[0], End: slot(h)[1]})
+		refuse.Store(key.String())
+		state, _, err := w.work(t, id)
+		require.NoError(t, err)
+		require.Equal(t, "failed", state)
+		refuse.Store("") // the server takes writes again
+		return run(process.Step{Kind: process.CalendarCreate, Thread: thread, Booking: thread + "-moved", Start: slot(h + 1)[0], End: slot(h + 1)[1]}, "done")
+	}
+
+	const moved = "calendly-refused-then-moved"
+	create := created(moved, 9)
+	w.calendarRow(t, moved+"-again", "active", slot(12))
+	run(process.Step{Kind: process.CalendarUpdate, Thread: moved, Booking: moved + "-again", After: create, Start: slot(12)[0], End: slot(12)[1]}, "done")
+	objects := w.sink.Store.Objects()
+	require.Len(t, objects, 1)
+	assert.Equal(t, create.String(), objects[0].UID)
+	assert.True(t, objects[0].Start.Equal(slot(12)[0]), "the update moved the object: %s", objects[0])
+
+	const canceled = "calendly-refused-then-canceled"
+	create = created(canceled, 14)
+	require.Len(t, w.sink.Store.Objects(), 2)
+	run(process.Step{Kind: process.CalendarDelete, Thread: canceled, Booking: canceled + "-moved", After: create}, "done")
+	objects = w.sink.Store.Objects()
+	require.Len(t, objects, 1, "the canceled booking's event is gone")
+	assert.Equal(t, moved, strings.TrimPrefix(objects[0].Summary, "Booking ")[:len(moved)])
+}
