@@ -297,7 +297,7 @@ func (w *Worker) call(ctx context.Context, s *Step, recovered bool) outcome {
 		if w.cfg.Calendar == nil {
 			return outcome{state: StatePending, err: errors.New("no calendar target configured in this instance")}
 		}
-		return w.callCalendar(ctx, s)
+		return w.callCalendar(ctx, s, recovered)
 	}
 	if w.cfg.Mailer == nil {
 		return outcome{state: StatePending, err: errors.New("no mail target configured in this instance")}
@@ -376,7 +376,7 @@ coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('
 	return href, etag, seq, nil
 }
 
-func (w *Worker) callCalendar(ctx context.Context, s *Step) outcome {
+func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outcome {
 	cal := w.cfg.Calendar
 	ev := Event{UID: "", Summary: "Booking " + s.Booking, Start: s.Start, End: s.End}
 	switch s.Kind {
@@ -392,6 +392,12 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step) outcome {
 		// If-None-Match keeps from replacing anything.
 		if s.Attempts > 1 {
 			if o, done := w.probeCreate(ctx, href, ev.UID); done {
+				if o.state == StatePending && recovered {
+					// The probe did nothing, and the PUT of the attempt whose outcome was unknown may
+					// have landed: still unknown (pending would let a cancel skip the step, and the
+					// last attempt call it failed).
+					o.state = StateRequested
+				}
 				return o
 			}
 		}

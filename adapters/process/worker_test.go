@@ -635,3 +635,39 @@ func TestWorkerActsOnTheObjectTheThreadsCreateWrote(t *testing.T) {
 	require.Len(t, objects, 1, "the canceled booking's event is gone")
 	assert.Equal(t, moved, strings.TrimPrefix(objects[0].Summary, "Booking ")[:len(moved)])
 }
+
+// A create whose PUT may have landed (its answer was lost) stays unknown until something is known:
+// a probe the server does not answer (503) proves nothing about that PUT. The step stays requested
+// (effected, so a cancel plans the delete after it) and after the last attempt goes to an operator.
+// It went back to pending: a cancel then skipped it and planned no delete, and the last attempt
+// recorded failed — nothing happened — with the event on the host's calendar.
+func TestWorkerKeepsARecoveredCreateUnknownWhileItsProbeFails(t *testing.T) {
+	var down atomic.Bool
+	w := newWorkerWorld(t, func(*http.Request) int {
+		if down.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}, nil)
+	ctx := context.Background()
+	start := time.Date(2031, 3, 17, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+	w.calendarRow(t, "acuity-probe-down", "active", slot)
+	id, key := w.insert(t, process.Step{Kind: process.CalendarCreate, Booking: "acuity-probe-down", State: process.StateRequested, Attempts: 1, Start: slot[0], End: slot[1]})
+	href, err := w.target.Href("host-1", key)
+	require.NoError(t, err)
+	_, err = w.target.Create(ctx, href, process.Event{UID: key.String(), Summary: "Booking acuity-probe-down", Start: slot[0], End: slot[1]})
+	require.NoError(t, err, "the PUT whose answer was lost")
+	down.Store(true)
+
+	_, err = w.pool.Exec(ctx, `UPDATE process_steps SET lease_until = now() - interval '1 second' WHERE id = $1`, id)
+	require.NoError(t, err)
+	state, note, err := w.workAttempt(t, id, 2)
+	require.Error(t, err, "River retries the job")
+	require.Equal(t, "requested", state, note)
+	state, note, err = w.workAttempt(t, id, process.DefaultMaxAttempts)
+	require.NoError(t, err)
+	assert.Equal(t, "needs_reconciliation", state)
+	assert.Contains(t, note, "outcome unknown after")
+	assert.Len(t, w.sink.Store.Objects(), 1, "the event is on the calendar")
+}
