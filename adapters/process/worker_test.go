@@ -20,6 +20,7 @@ import (
 	"bookingledger/adapters/caldav/caldavsink"
 	"bookingledger/adapters/email"
 	"bookingledger/adapters/email/smtpsink"
+	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/process"
 )
@@ -333,7 +334,8 @@ func TestWorkerProbesARecoveredStepWhateverTheCalendarSays(t *testing.T) {
 // A call whose answer is lost (the connection closed before any answer) has an unknown outcome: the
 // step stays requested, unfinished, with the error, and its job retries. The retry probes: nothing at
 // the href proves the PUT never landed, so it creates the object then. Outcomes that carry no note
-// leave the step's note as it was.
+// leave the step's note as it was. The unknown outcome leaves the step's lease ended, not cleared: a
+// worker that stops then leaves it to the sweep.
 func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 	var puts atomic.Int32
 	w := newWorkerWorld(t, func(r *http.Request) int {
@@ -357,6 +359,15 @@ func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT finished_at IS NOT NULL, last_error FROM process_steps WHERE id = $1`, id).Scan(&finished, &lastErr))
 	assert.False(t, finished, "an unknown outcome is not finished")
 	assert.Contains(t, lastErr, "caldav PUT")
+	// Had the worker stopped right after recording it (no job of the step left to run), the sweep
+	// would find it: requested, its lease ended.
+	_, err = jobs.Migrate(ctx, w.pool, nil)
+	require.NoError(t, err)
+	client, err := process.InsertOnlyClient(w.pool)
+	require.NoError(t, err)
+	swept, err := process.Sweep(ctx, w.pool, client, 0, process.DefaultMaxAttempts)
+	require.NoError(t, err)
+	assert.Equal(t, 1, swept)
 
 	state, note, err := w.workAttempt(t, id, 2)
 	require.NoError(t, err)
