@@ -682,3 +682,27 @@ func TestWorkerKeepsARecoveredCreateUnknownWhileItsProbeFails(t *testing.T) {
 	assert.Contains(t, note, "outcome unknown after")
 	assert.Len(t, w.sink.Store.Objects(), 1, "the event is on the calendar")
 }
+
+// A message whose fate is unknown (the connection closed after its data) is for an operator at once:
+// the step needs reconciliation with an item naming the Message-ID to look for, and its job ends —
+// it is never sent again by itself.
+func TestWorkerHandsAnUnknownEmailToAnOperatorAtOnce(t *testing.T) {
+	w := newMailWorld(t, func(smtpsink.Message) smtpsink.Fault { return smtpsink.DropAfterData })
+	ctx := context.Background()
+	start := time.Date(2031, 3, 18, 9, 0, 0, 0, time.UTC)
+	slot := [2]time.Time{start, start.Add(time.Hour)}
+	w.calendarRow(t, "calendly-mail-dropped", "active", slot)
+	_, err := w.pool.Exec(ctx, `INSERT INTO contacts (booking, email, name) VALUES ('calendly-mail-dropped', 'ada@invitee.test', 'Ada')`)
+	require.NoError(t, err)
+	id, key := w.insert(t, process.Step{Kind: process.EmailConfirmation, Booking: "calendly-mail-dropped", State: process.StatePending, Start: slot[0], End: slot[1]})
+
+	state, note, err := w.work(t, id)
+	require.NoError(t, err, "nothing for River to retry")
+	assert.Equal(t, "needs_reconciliation", state)
+	assert.Contains(t, note, "check the mail server for Message-ID <"+process.MessageID(key)+">")
+	var reason string
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT reason FROM reconciliation_items WHERE kind = 'step' AND subject = $1 AND closed_at IS NULL`,
+		"step "+key.String()).Scan(&reason))
+	assert.Contains(t, reason, process.MessageID(key))
+	assert.Len(t, w.smtp.Messages(), 1)
+}
