@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,6 +31,7 @@ func (c *clock) add(d time.Duration) {
 }
 
 type env struct {
+	pool  *pgxpool.Pool
 	store *tokens.Store
 	authn *auth.Authenticator
 	clock *clock
@@ -38,8 +40,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{store: tokens.New(pgtest.NewDatabase(t)), clock: &clock{now: time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)}}
-	a, err := auth.New(auth.Config{Store: e.store, Clock: e.clock.Now, FailuresPerMinute: 1000, SessionTTL: time.Hour})
+	return newEnvLimited(t, 1000)
+}
+
+// newEnvLimited is newEnv with a budget of failuresPerMinute (0: the default) and sessions of an hour.
+func newEnvLimited(t *testing.T, failuresPerMinute int) *env {
+	t.Helper()
+	pool := pgtest.NewDatabase(t)
+	e := &env{pool: pool, store: tokens.New(pool), clock: &clock{now: time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)}}
+	a, err := auth.New(auth.Config{Store: e.store, Clock: e.clock.Now, FailuresPerMinute: failuresPerMinute, SessionTTL: time.Hour})
 	require.NoError(t, err)
 	e.authn = a
 	rt := auth.NewRoutes()
