@@ -39,12 +39,17 @@ type env struct {
 	svc    *ledger.Service
 }
 
+// newEnv is a process with masterKey; with "" it is a release from before bodies were sealed (plain
+// bodies, no subject).
 func newEnv(t *testing.T, pool *pgxpool.Pool, masterKey string) *env {
 	t.Helper()
-	ring, err := privacy.ParseKeyring(masterKey)
-	require.NoError(t, err)
-	e := &env{pool: pool, bodies: privacy.NewBodies(pool, ring)}
-	e.store = postgres.NewStore(pool).WithBodySealer(e.bodies)
+	e := &env{pool: pool, store: postgres.NewStore(pool)}
+	if masterKey != "" {
+		ring, err := privacy.ParseKeyring(masterKey)
+		require.NoError(t, err)
+		e.bodies = privacy.NewBodies(pool, ring)
+		e.store = e.store.WithBodySealer(e.bodies)
+	}
 	e.svc = ledger.NewService(e.store, eventcodec.JSON{})
 	return e
 }
@@ -172,21 +177,31 @@ SELECT gen_random_uuid(), subject, kek_id, wrapped FROM subject_keys, generate_s
 	require.NoError(t, err)
 	ring, err := privacy.ParseKeyring(keyB + "," + keyA)
 	require.NoError(t, err)
+	newEnv(t, pool, keyB+","+keyA).deliver(t, "calendly-r5", "r5", []byte(`{"name":"Person 5"}`)) // restarted with the new key first
+	want["calendly-r5"] = []byte(`{"name":"Person 5"}`)
+	counts, err := privacy.KeyCounts(context.Background(), pool)
+	require.NoError(t, err)
+	assert.Equal(t, []privacy.KeyCount{{KEK: "a", Keys: 1205}, {KEK: "b", Keys: 1}}, counts, "by master key id")
 	n, err := privacy.Rewrap(context.Background(), pool, ring)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1205, n)
 	n, err = privacy.Rewrap(context.Background(), pool, ring)
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left to rewrap")
+	// A process started before the rotation still seals with the key it made then (wrapped by the old
+	// master key): storing it again leaves the rewrapped row as it is.
+	want["calendly-r0"] = []byte(`{"name":"Person 0","again":true}`)
+	old.deliver(t, "calendly-r0", "r0-again", want["calendly-r0"])
 
 	onlyNew := newEnv(t, pool, keyB)
 	require.NoError(t, onlyNew.bodies.Check(context.Background()))
 	for b, body := range want {
-		assert.Equal(t, body, onlyNew.bodiesOf(t, b)[0].Receipt.Body)
+		rs := onlyNew.bodiesOf(t, b)
+		assert.Equal(t, body, rs[len(rs)-1].Receipt.Body)
 	}
-	counts, err := privacy.KeyCounts(context.Background(), pool)
+	counts, err = privacy.KeyCounts(context.Background(), pool)
 	require.NoError(t, err)
-	assert.Equal(t, []privacy.KeyCount{{KEK: "b", Keys: 1205}}, counts)
+	assert.Equal(t, []privacy.KeyCount{{KEK: "b", Keys: 1206}}, counts)
 }
 
 func TestEraseBookingShredsItsDataOnly(t *testing.T) {

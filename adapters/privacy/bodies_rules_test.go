@@ -1,0 +1,98 @@
+package privacy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/privacy"
+	"bookingledger/domain/booking"
+)
+
+// What a reader gets from stored bodies that are not what was sealed: a sealed body moved into another
+// body's row (another person's body under this receipt), cut short or altered does not open; a body
+// whose data key is gone (erased while it was being read) reads as erased; a data key whose wrapped
+// form is cut short does not open. Never a panic, never another body.
+func TestAlteredSealedBodiesDoNotOpen(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	e := newEnv(t, pool, keyA)
+	for _, b := range []booking.ID{"calendly-moved", "calendly-source", "calendly-short", "calendly-flipped", "calendly-keyless", "calendly-badkey"} {
+		e.deliver(t, b, string(b), []byte(`{"name":"`+string(b)+` person"}`))
+	}
+	e.exec(t,
+		`UPDATE receipt_bodies SET body = (SELECT body FROM receipt_bodies WHERE subject = 'calendly-source') WHERE subject = 'calendly-moved'`,
+		`UPDATE receipt_bodies SET body = substring(body FOR 40) WHERE subject = 'calendly-short'`,
+		`UPDATE receipt_bodies SET body = set_byte(body, length(body) - 1, get_byte(body, length(body) - 1) # 1) WHERE subject = 'calendly-flipped'`,
+		`DELETE FROM subject_keys WHERE subject = 'calendly-keyless'`,
+		`UPDATE subject_keys SET wrapped = '\x01' WHERE subject = 'calendly-badkey'`)
+
+	reader := newEnv(t, pool, keyA) // another process: nothing cached
+	for b, want := range map[booking.ID]error{"calendly-moved": privacy.ErrCorruptBody, "calendly-short": privacy.ErrCorruptBody,
+		"calendly-flipped": privacy.ErrCorruptBody, "calendly-badkey": privacy.ErrWrongMasterKey} {
+		_, err := reader.store.ReceiptsForBooking(context.Background(), string(b))
+		assert.ErrorIs(t, err, want, b)
+	}
+	rs := reader.bodiesOf(t, "calendly-keyless")
+	require.Len(t, rs, 1)
+	assert.Nil(t, rs[0].Receipt.Body)
+	assert.True(t, rs[0].Body.Erased, "a body whose data key is gone is gone")
+	assert.Equal(t, []byte(`{"name":"calendly-source person"}`), reader.bodiesOf(t, "calendly-source")[0].Receipt.Body)
+}
+
+// The master key list's edges: blank is unset; an id of 64 characters, and a key in unpadded base64url
+// (the form other tools print), are accepted, and the latter opens what the padded form sealed; DEL is
+// no printable character; ValidateKeyID, which `keys generate --id` uses, refuses the list's
+// separators.
+func TestMasterKeyListEdges(t *testing.T) {
+	_, err := privacy.ParseKeyring(" \n\t")
+	require.ErrorIs(t, err, privacy.ErrNoMasterKey)
+	b64 := keyA[len("a:"):]
+	_, err = privacy.ParseKeyring("k\x7f:" + b64)
+	require.ErrorIs(t, err, privacy.ErrMasterKeyFormat)
+	long := strings.Repeat("k", 64)
+	ring, err := privacy.ParseKeyring(long + ":" + b64)
+	require.NoError(t, err)
+	assert.Equal(t, long, ring.Newest())
+	for _, id := range []string{"a:b", "a,b", "a\x7f"} {
+		require.ErrorIs(t, privacy.ValidateKeyID(id), privacy.ErrKeyID, "%q", id)
+	}
+	require.NoError(t, privacy.ValidateKeyID("k2-2027~"))
+
+	pool := pgtest.NewDatabase(t)
+	e := newEnv(t, pool, keyA)
+	e.deliver(t, "calendly-url", "u1", []byte(`{"name":"URL Person"}`))
+	raw := newEnv(t, pool, "a:"+strings.TrimRight(strings.NewReplacer("+", "-", "/", "_").Replace(b64), "="))
+	assert.Equal(t, []byte(`{"name":"URL Person"}`), raw.bodiesOf(t, "calendly-url")[0].Receipt.Body)
+}
+
+// A body stored in plain text by a release before sealing is sealed in place when it comes again; a
+// body that retention shredded stays shredded when it comes again (the tombstone is not replaced).
+func TestABodyThatComesAgain(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewDatabase(t)
+	old, e := newEnv(t, pool, ""), newEnv(t, pool, keyA)
+	plain := []byte(`{"name":"Plain Pete"}`)
+	old.deliver(t, "calendly-again", "a1", plain)
+	e.deliver(t, "calendly-again", "a1", plain)
+	d := string(dump(t, pool))
+	assert.NotContains(t, d, string(hexOf("Plain Pete")), "sealed in place")
+	for _, r := range e.bodiesOf(t, "calendly-again") {
+		assert.Equal(t, plain, r.Receipt.Body)
+	}
+
+	shredded := []byte(`{"name":"Old Olive"}`)
+	e.deliver(t, "calendly-shredded", "s1", shredded)
+	e.exec(t, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE subject = 'calendly-shredded'`)
+	c, err := privacy.ShredOlderThan(ctx, pool, time.Now().Add(-400*24*time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, c.Bodies)
+	newEnv(t, pool, keyA).deliver(t, "calendly-shredded", "s1", shredded) // another process retries it
+	for _, r := range e.bodiesOf(t, "calendly-shredded") {
+		assert.True(t, r.Body.Erased, "receipt %d", r.ID)
+	}
+}
