@@ -152,8 +152,8 @@ ON CONFLICT (subject) DO NOTHING`, bookings, out.ID, now)
 var errDryRun = errors.New("dry run")
 
 // bookings resolves the request: the booking itself, or every booking whose contact has the address
-// (case-insensitive), together with the bookings erased before under it (an erasure by address that
-// ran already finds its bookings there, and reports them again).
+// (case-insensitive, spaces around it ignored). An address erased before has no contact left:
+// ErrNothingToErase, as for one never known.
 func (e *Eraser) bookings(ctx context.Context, tx pgx.Tx, req Request) ([]string, error) {
 	if req.Booking != "" {
 		return []string{string(req.Booking)}, nil
