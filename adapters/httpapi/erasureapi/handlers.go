@@ -1,11 +1,8 @@
 package erasureapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -63,16 +60,8 @@ type ListDTO struct {
 const maxBody = 8 << 10
 
 func (h *handlers) erase(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		bad(w, "request body unreadable or over 8 KiB")
-		return
-	}
 	var req RequestDTO
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		bad(w, "request body is not {\"booking\": …} or {\"email\": …} with optional \"dry_run\": "+err.Error())
+	if !readapi.DecodeBody(w, r, maxBody, &req, `{"booking": …} or {"email": …} with optional "dry_run"`) {
 		return
 	}
 	er, err := h.d.Eraser.Erase(r.Context(), privacy.Request{Booking: booking.ID(req.Booking), Email: req.Email, By: "token " + h.d.Actor(r), DryRun: req.DryRun})

@@ -93,8 +93,8 @@ func TestErasureAnswersWithItsStatuses(t *testing.T) {
 
 	s.book(t, "calendly-api1", "ada@example.com")
 	s.book(t, "calendly-api2", "bob@example.com")
-	for _, bad := range []string{`{}`, `{"email":"ada@example.com","booking":"calendly-api1"}`, `{"email":"ada@example.com","bookings":["x"]}`,
-		`{"email":"` + strings.Repeat("a", 9<<10) + `@example.com"}`, `{"email":`} {
+	for _, bad := range []string{`{}`, ``, `{"email":"ada@example.com","booking":"calendly-api1"}`, `{"email":"ada@example.com","bookings":["x"]}`,
+		`{"email":`, `{"email":"ada@example.com"} {"email":"bob@example.com"}`} {
 		status, body := s.do(t, "POST", bad)
 		assert.Equal(t, http.StatusBadRequest, status, "%.80s: %s", bad, body)
 		var e readapi.ErrorDTO
@@ -102,6 +102,9 @@ func TestErasureAnswersWithItsStatuses(t *testing.T) {
 			assert.Equal(t, "invalid_request", e.Code, "%.80s", bad)
 		}
 	}
+	status, body = s.do(t, "POST", `{"email":"`+strings.Repeat("a", 9<<10)+`@example.com"}`)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, status, body)
+	assert.Contains(t, body, `"code":"body_too_large"`)
 	status, body = s.do(t, "POST", `{"email":"nobody@example.com"}`)
 	assert.Equal(t, http.StatusNotFound, status, body)
 	assert.Contains(t, body, `"code":"not_found"`)

@@ -336,25 +336,8 @@ func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "id %q is not a reconciliation item id", clip(r.PathValue("id")))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxResolveBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorDTO{Error: fmt.Sprintf("body larger than %d bytes", maxResolveBody), Code: "body_too_large"})
-			return
-		}
-		badRequest(w, "body could not be read")
-		return
-	}
 	var req ResolveRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		badRequest(w, `body must be {"note": "..."}: %v`, err)
-		return
-	}
-	if dec.More() {
-		badRequest(w, `body must be one JSON object {"note": "..."}`)
+	if !DecodeBody(w, r, maxResolveBody, &req, `{"note": "..."}`) {
 		return
 	}
 	by := h.actor(r)
@@ -377,6 +360,37 @@ func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, ToItem(it))
+}
+
+// DecodeBody reads a request body of at most limit bytes as one JSON object into v, refusing unknown
+// fields and anything after the object; an empty body leaves v as it is. It answers a refusal itself —
+// 413 body_too_large, or 400 invalid_request saying the body should look like want — and reports
+// whether v is to be used.
+func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, want string) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorDTO{Error: fmt.Sprintf("body larger than %d bytes", limit), Code: "body_too_large"})
+			return false
+		}
+		badRequest(w, "body could not be read")
+		return false
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		badRequest(w, "body must be %s: %v", want, err)
+		return false
+	}
+	if dec.More() {
+		badRequest(w, "body must be one JSON object %s", want)
+		return false
+	}
+	return true
 }
 
 // WriteJSON writes v as the answer with the API's headers; the relay's admin routes answer through it

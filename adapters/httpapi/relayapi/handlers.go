@@ -1,12 +1,9 @@
 package relayapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -129,30 +126,7 @@ func idParam(w http.ResponseWriter, r *http.Request, what string) (int64, bool) 
 
 // decode reads one JSON object of type T, refusing unknown fields; an empty body is the zero T.
 func decode[T any](w http.ResponseWriter, r *http.Request, v *T) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorDTO{Error: fmt.Sprintf("body larger than %d bytes", maxBody), Code: "body_too_large"})
-			return false
-		}
-		badRequest(w, "body could not be read")
-		return false
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return true
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		badRequest(w, "body: %v", err)
-		return false
-	}
-	if dec.More() {
-		badRequest(w, "body must be one JSON object")
-		return false
-	}
-	return true
+	return readapi.DecodeBody(w, r, maxBody, v, "one JSON object")
 }
 
 func (h *handlers) listEndpoints(w http.ResponseWriter, r *http.Request) {

@@ -1,12 +1,8 @@
 package resourceapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -164,25 +160,9 @@ const maxBody = 64 << 10
 
 func (h *handlers) change(do func(context.Context, string, []string, string, time.Time) ([]resource.Event, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			readapi.WriteJSON(w, http.StatusRequestEntityTooLarge, readapi.ErrorDTO{Error: fmt.Sprintf("body larger than %d bytes", maxBody), Code: "too_large"})
-			return
-		}
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
 		var req changeRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(body))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&req); err != nil {
-				readapi.WriteJSON(w, http.StatusBadRequest, readapi.ErrorDTO{
-					Error: fmt.Sprintf(`body: want {"provider_resources": ["…"]}: %v`, err), Code: "invalid_request"})
-				return
-			}
+		if !readapi.DecodeBody(w, r, maxBody, &req, `{"provider_resources": ["…"]}`) {
+			return
 		}
 		name := r.PathValue("name")
 		evs, err := do(r.Context(), name, req.ProviderResources, h.d.Actor(r), h.d.Now().UTC())

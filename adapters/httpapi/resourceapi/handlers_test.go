@@ -132,7 +132,8 @@ func TestRefusalsAreSpecific(t *testing.T) {
 		{"unlink of another's", http.MethodPost, "/api/admin/resources/dr-smith/unlink", `{"provider_resources":["cal-q"]}`, http.StatusBadRequest, "invalid_request"},
 		{"unlink of a name never linked", http.MethodPost, "/api/admin/resources/nobody/unlink", ``, http.StatusNotFound, "not_found"},
 		{"show of a name never linked", http.MethodGet, "/api/admin/resources/nobody", ``, http.StatusNotFound, "not_found"},
-		{"a body over 64 KiB", http.MethodPost, "/api/admin/resources/dr-smith/link", `{"provider_resources":["` + strings.Repeat("x", 64<<10) + `"]}`, http.StatusRequestEntityTooLarge, "too_large"},
+		{"a body over 64 KiB", http.MethodPost, "/api/admin/resources/dr-smith/link", `{"provider_resources":["` + strings.Repeat("x", 64<<10) + `"]}`, http.StatusRequestEntityTooLarge, "body_too_large"},
+		{"a second object after the first", http.MethodPost, "/api/admin/resources/dr-smith/link", `{"provider_resources":["cal-z"]} {"provider_resources":["cal-y"]}`, http.StatusBadRequest, "invalid_request"},
 	} {
 		status, body := call(t, srv, c.method, c.path, c.body)
 		assert.Equal(t, c.status, status, "%s: %s", c.name, body)
