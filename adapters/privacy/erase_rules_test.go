@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -29,14 +30,8 @@ func (e *env) stepsOf(t *testing.T, b string) []string {
 	rows, err := e.pool.Query(context.Background(), `SELECT right(key::text, 1) || ' ' || state || ' ' || last_error || ' | ' || note
 FROM process_steps WHERE booking = $1 ORDER BY key`, b)
 	require.NoError(t, err)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		require.NoError(t, rows.Scan(&s))
-		out = append(out, s)
-	}
-	require.NoError(t, rows.Err())
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	return out
 }
 
