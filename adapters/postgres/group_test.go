@@ -20,6 +20,13 @@ import (
 // committed as one group, then releases it and returns each Commit's answer.
 func commitHeldGroup(t *testing.T, s *postgres.Store, commits []ledger.Commit) ([]ledger.CommitResult, []error) {
 	t.Helper()
+	return startHeldGroup(t, s, commits)()
+}
+
+// startHeldGroup is commitHeldGroup that returns once the group is on its way: wait returns the
+// answers.
+func startHeldGroup(t *testing.T, s *postgres.Store, commits []ledger.Commit) (wait func() ([]ledger.CommitResult, []error)) {
+	t.Helper()
 	ctx := testCtx(t)
 	release := make(chan struct{})
 	postgres.HoldCommits(s, func() { <-release })
@@ -36,8 +43,10 @@ func commitHeldGroup(t *testing.T, s *postgres.Store, commits []ledger.Commit) (
 		require.Eventually(t, func() bool { return postgres.QueuedCommits(s) == i+1 }, 10*time.Second, time.Millisecond)
 	}
 	close(release)
-	wg.Wait()
-	return results, errs
+	return func() ([]ledger.CommitResult, []error) {
+		wg.Wait()
+		return results, errs
+	}
 }
 
 func TestGroupCommitThatFailsAcknowledgesNone(t *testing.T) {
@@ -296,4 +305,96 @@ func nonNilRefs(refs []ledger.EventRef) []ledger.EventRef {
 		return nil
 	}
 	return refs
+}
+
+// In a group, a delivery's receipt is stored as duplicate only when every one of its appends was an
+// idempotent re-append: one stream already written and one new is accepted, as committed alone
+// (TestCommitOutcomes).
+func TestGroupCommitStoresDuplicateOnlyWhenEveryAppendWas(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	written, fresh, other := streamName(t), streamName(t), streamName(t)
+	stored := event(t, "booking.scheduled.v1")
+	_, err := s.Append(ctx, written, eventlog.NoStream(), []eventlog.EventData{stored})
+	require.NoError(t, err)
+	results, errs := commitHeldGroup(t, s, []ledger.Commit{
+		commitOf("d-half", appendOf(written, eventlog.Exact(0), stored), appendOf(fresh, eventlog.NoStream(), event(t, "booking.scheduled.v1"))),
+		commitOf("d-whole", appendOf(written, eventlog.Exact(0), stored)),
+		commitOf("d-other", appendOf(other, eventlog.NoStream(), event(t, "booking.scheduled.v1"))),
+	})
+	for i, err := range errs {
+		require.NoError(t, err, "delivery %d", i)
+	}
+	assert.Equal(t, []bool{true, false}, []bool{results[0].Appends[0].Duplicate, results[0].Appends[1].Duplicate})
+	assert.Equal(t, []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeDuplicate, ledger.OutcomeAccepted},
+		[]ledger.Outcome{results[0].Outcome, results[1].Outcome, results[2].Outcome})
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-half' AND outcome = 'accepted'`))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-whole' AND outcome = 'duplicate'`))
+}
+
+// A delivery of a group whose appends PostgreSQL aborts as a deadlock's victim fails alone, as a
+// version conflict (the ledger decides it again), and the rest of the group commits: its
+// subtransaction was undone, not the group's transaction. Another session holds the second
+// delivery's stream and then asks for the first's, which the group holds.
+func TestGroupCommitAnswersADeadlockedDeliveryAsAConflict(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	first, second := "booking-a-"+streamName(t)[len("booking-"):], "booking-b-"+streamName(t)[len("booking-"):]
+	for _, st := range []string{first, second} {
+		_, err := s.Append(ctx, st, eventlog.NoStream(), []eventlog.EventData{event(t, "booking.scheduled.v1")})
+		require.NoError(t, err)
+	}
+	other, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	// The group's session detects the cycle (its deadlock_timeout, 1 s by default, runs out first).
+	_, err = other.Exec(ctx, `SET LOCAL deadlock_timeout = '30s'`)
+	require.NoError(t, err)
+	_, err = other.Exec(ctx, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, second)
+	require.NoError(t, err)
+
+	wait := startHeldGroup(t, s, []ledger.Commit{
+		commitOf("d-first", appendOf(first, eventlog.Exact(1), event(t, "booking.canceled.v1"))),
+		commitOf("d-second", appendOf(second, eventlog.Exact(1), event(t, "booking.canceled.v1"))),
+	})
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+		return waiting == 1
+	}, 10*time.Second, 10*time.Millisecond, "the group waits for the second stream")
+	// Waits for the group, which holds the first stream until it commits.
+	_, err = other.Exec(ctx, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, first)
+	require.NoError(t, err, "the group, not this session, was the victim")
+	require.NoError(t, other.Rollback(ctx))
+
+	results, errs := wait()
+	require.NoError(t, errs[0])
+	assert.Equal(t, ledger.OutcomeAccepted, results[0].Outcome)
+	assert.ErrorIs(t, errs[1], eventlog.ErrVersionConflict)
+	assert.Equal(t, 2, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = $1`, first))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = $1`, second))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-second'`))
+}
+
+// A group whose only delivery with appends conflicts (the others leave receipts only) commits that
+// delivery by its own statement: it fails alone, without a receipt or personal data, and the
+// receipt-only deliveries are stored.
+func TestGroupCommitLeavesNoReceiptOfItsOnlyFailingAppend(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	st := streamName(t)
+	_, err := s.Append(ctx, st, eventlog.NoStream(), []eventlog.EventData{event(t, "booking.scheduled.v1")})
+	require.NoError(t, err)
+	ignored := ledger.Commit{Receipt: ledger.Receipt{Provider: "test", ReceivedAt: time.Now(), DeliveryID: "d-ignored", Outcome: ledger.OutcomeIgnored}}
+	conflict := withPersonal(commitOf("d-conflict", appendOf(st, eventlog.Exact(0), event(t, "booking.canceled.v1"))), bookingOf(st), "conflict@example.com")
+	results, errs := commitHeldGroup(t, s, []ledger.Commit{ignored, conflict})
+	require.NoError(t, errs[0])
+	assert.Equal(t, ledger.OutcomeIgnored, results[0].Outcome)
+	assert.ErrorIs(t, errs[1], eventlog.ErrVersionConflict)
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-ignored'`))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = 'd-conflict'`))
+	assert.Empty(t, contactOf(t, pool, bookingOf(st)))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM free_texts`))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = $1`, st))
 }
