@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,6 +39,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ReadAllFromPosition", testReadAllFromPosition},
 		{"ConcurrentGlobalReader", testConcurrentGlobalReader},
 		{"SubscriptionCatchUp", testSubscriptionCatchUp},
+		{"CallersOwnTheirSlices", testCallersOwnTheirSlices},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,16 +218,17 @@ func testIdempotentReappend(t *testing.T, s eventlog.Store) {
 
 func testPartialDuplicate(t *testing.T, s eventlog.Store) {
 	name := stream(t, "partial")
-	events := newEvents(2)
+	events := newEvents(3)
 	mustAppend(t, s, name, eventlog.NoStream(), events...)
 	fresh := newEvent("test.fresh.v1")
 	cases := map[string]struct {
 		stream string
 		events []eventlog.EventData
 	}{
-		"stored and new mixed":     {name, []eventlog.EventData{events[1], fresh}},
-		"stored in another order":  {name, []eventlog.EventData{events[1], events[0]}},
-		"stored in another stream": {stream(t, "other"), []eventlog.EventData{events[0]}},
+		"stored and new mixed":                    {name, []eventlog.EventData{events[1], fresh}},
+		"stored in another order":                 {name, []eventlog.EventData{events[1], events[0]}},
+		"stored in another order after the first": {name, []eventlog.EventData{events[0], events[2], events[1]}},
+		"stored in another stream":                {stream(t, "other"), []eventlog.EventData{events[0]}},
 	}
 	for label, tc := range cases {
 		t.Run(label, func(t *testing.T) {
@@ -235,7 +238,7 @@ func testPartialDuplicate(t *testing.T, s eventlog.Store) {
 	}
 	recs, err := s.ReadStream(ctxFor(t), name)
 	require.NoError(t, err)
-	assert.Equal(t, []eventlog.EventID{events[0].ID, events[1].ID}, ids(recs), "nothing written by refused appends")
+	assert.Equal(t, []eventlog.EventID{events[0].ID, events[1].ID, events[2].ID}, ids(recs), "nothing written by refused appends")
 }
 
 func testConcurrentSameEvent(t *testing.T, s eventlog.Store) {
@@ -381,6 +384,13 @@ func testReadAllFromPosition(t *testing.T, s eventlog.Store) {
 	for _, r := range limited {
 		assert.False(t, own[r.StreamID], "nothing of ours after the last event")
 	}
+	// Seven of ours follow the first: a limit below that is filled.
+	two, err := s.ReadAll(ctxFor(t), all[0].Position, 2)
+	require.NoError(t, err)
+	require.Len(t, two, 2, "a read returns up to its limit")
+	for _, r := range two {
+		assert.Equal(t, 1, r.Position.Compare(all[0].Position))
+	}
 }
 
 // testConcurrentGlobalReader tails the global log while many writers commit concurrently: a reader
@@ -465,7 +475,8 @@ func testSubscriptionCatchUp(t *testing.T, s eventlog.Store) {
 		t.Skip("store does not implement eventlog.Subscriber")
 	}
 	name := stream(t, "sub")
-	first := newEvents(5)
+	// More than one read of the adapters' catch-up (500 events on PostgreSQL, 1,000 in memory).
+	first := newEvents(1205)
 	mustAppend(t, s, name, eventlog.NoStream(), first...)
 	recs, err := s.ReadStream(ctxFor(t), name)
 	require.NoError(t, err)
@@ -496,11 +507,11 @@ func testSubscriptionCatchUp(t *testing.T, s eventlog.Store) {
 		}
 		return out
 	}
-	want := []eventlog.EventID{first[2].ID, first[3].ID, first[4].ID}
-	assert.Equal(t, want, receive(3), "catch-up starts after the given position, not live-only")
+	want := ids(recs[2:])
+	assert.Equal(t, want, receive(len(want)), "catch-up starts after the given position, not live-only")
 
 	live := newEvents(3)
-	mustAppend(t, s, name, eventlog.Exact(5), live...)
+	mustAppend(t, s, name, eventlog.Exact(uint64(len(first))), live...)
 	assert.Equal(t, []eventlog.EventID{live[0].ID, live[1].ID, live[2].ID}, receive(3), "then follows live appends")
 
 	cancel()
@@ -516,4 +527,35 @@ func testSubscriptionCatchUp(t *testing.T, s eventlog.Store) {
 	default:
 	}
 
+}
+
+// testCallersOwnTheirSlices: what a caller does with its slices after Append, or with the records a
+// read returned, changes nothing stored.
+func testCallersOwnTheirSlices(t *testing.T, s eventlog.Store) {
+	name := stream(t, "own")
+	events := newEvents(2)
+	want := slices.Clone(events[0].Data)
+	mustAppend(t, s, name, eventlog.NoStream(), events...)
+	events[0].Data[0] = 'X'
+
+	recs, err := s.ReadStream(ctxFor(t), name)
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	assert.Equal(t, want, recs[0].Data, "the store keeps its own copy of the appended bytes")
+	recs[0] = eventlog.RecordedEvent{Type: "changed.v1"}
+	all, err := s.ReadAll(ctxFor(t), eventlog.Position{}, 1000)
+	require.NoError(t, err)
+	for i := range all {
+		all[i] = eventlog.RecordedEvent{Type: "changed.v1"}
+	}
+
+	again, err := s.ReadStream(ctxFor(t), name)
+	require.NoError(t, err)
+	assert.Equal(t, []eventlog.EventID{events[0].ID, events[1].ID}, ids(again))
+	assert.Equal(t, events[0].Type, again[0].Type)
+	after, err := s.ReadAll(ctxFor(t), eventlog.Position{}, 1000)
+	require.NoError(t, err)
+	for _, r := range after {
+		assert.NotEqual(t, "changed.v1", r.Type)
+	}
 }
