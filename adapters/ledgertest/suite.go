@@ -336,6 +336,9 @@ func testRescheduleSpansTwoStreams(t *testing.T, f Fixture) {
 	for b, want := range map[booking.ID]int{old: 2, renewed: 1} {
 		assert.Len(t, stream(t, f, b), want, b)
 	}
+	// The receipt names both bookings: each finds it, the booking of its later events too.
+	assert.Equal(t, []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeAccepted, ledger.OutcomeDuplicate}, outcomes(t, f, old))
+	assert.Equal(t, []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeDuplicate}, outcomes(t, f, renewed))
 }
 
 func testInvalidEventIsQuarantinedNotAppended(t *testing.T, f Fixture) {
