@@ -56,3 +56,62 @@ func TestGroupAnswersEveryCallerItsOwnRequest(t *testing.T) {
 		return g.running == 0 && len(g.queue) == 0
 	}, 10*time.Second, time.Millisecond, "no runner outlives the queue")
 }
+
+// A batch's context ends only when every caller in it has stopped waiting: callers that give up
+// while their batch is in flight, the runner's own included, do not stop the others' (one impatient
+// client would fail a whole group commit). A caller that gave up before its batch was taken is left
+// out of it.
+func TestGroupBatchOutlivesCallersThatGiveUp(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan []int, 1)
+	g := &group[int, int]{max: 8, runners: 1, run: func(ctx context.Context, reqs []int) ([]int, []error) {
+		started <- reqs
+		errs := make([]error, len(reqs))
+		select {
+		case <-release:
+		case <-ctx.Done():
+			for i := range errs {
+				errs[i] = ctx.Err()
+			}
+		}
+		return reqs, errs
+	}}
+	hold := make(chan struct{})
+	g.hold = func() { <-hold }
+	type answer struct {
+		res int
+		err error
+	}
+	const callers = 4
+	answers := make([]chan answer, callers)
+	cancels := make([]context.CancelFunc, callers)
+	for i := range callers {
+		answers[i] = make(chan answer, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		defer cancel()
+		go func() {
+			res, err := g.do(ctx, i+1)
+			answers[i] <- answer{res, err}
+		}()
+		// One at a time: the first caller becomes the runner, held before it takes its batch.
+		assert.Eventually(t, func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.queue) == i+1
+		}, 10*time.Second, time.Millisecond)
+	}
+	cancels[1]()
+	assert.ErrorIs(t, (<-answers[1]).err, context.Canceled)
+	close(hold)
+	assert.Equal(t, []int{1, 3, 4}, <-started, "the caller that gave up before its batch was taken is not sent")
+	cancels[2]()
+	assert.ErrorIs(t, (<-answers[2]).err, context.Canceled)
+	cancels[0]() // the runner's caller: it waits for the batch it runs all the same
+	close(release)
+	for _, i := range []int{0, 3} {
+		got := <-answers[i]
+		assert.NoError(t, got.err, "caller %d: the batch went on for the caller still waiting", i)
+		assert.Equal(t, i+1, got.res)
+	}
+}
