@@ -3,15 +3,18 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
 )
@@ -397,4 +400,60 @@ func TestGroupCommitLeavesNoReceiptOfItsOnlyFailingAppend(t *testing.T) {
 	assert.Empty(t, contactOf(t, pool, bookingOf(st)))
 	assert.Zero(t, count(t, pool, `SELECT count(*) FROM free_texts`))
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = $1`, st))
+}
+
+// A group whose connection is lost is not committed one by one: whether the server committed it is
+// unknown, so every delivery of it is answered as unavailable (the sender retries; a redelivery is
+// then a duplicate). Here the server has the whole group and waits for a stream another session
+// holds when the client's side of the connection goes.
+func TestGroupCommitLostWithItsConnectionIsNotRetried(t *testing.T) {
+	url := pgtest.NewDatabaseURL(t)
+	pool := pgtest.Open(t, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
+	storePool, err := pgxpool.NewWithConfig(testCtx(t), cfg)
+	require.NoError(t, err)
+	t.Cleanup(storePool.Close)
+	s := postgres.NewStore(storePool)
+	ctx := testCtx(t)
+	st := streamName(t)
+	_, err = s.Append(ctx, st, eventlog.NoStream(), []eventlog.EventData{event(t, "booking.scheduled.v1")})
+	require.NoError(t, err)
+
+	other, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, st)
+	require.NoError(t, err)
+	wait := startHeldGroup(t, s, []ledger.Commit{
+		commitOf("d-waits", appendOf(st, eventlog.Exact(1), event(t, "booking.canceled.v1"))),
+		commitOf("d-new", appendOf(streamName(t), eventlog.NoStream(), event(t, "booking.scheduled.v1"))),
+	})
+	require.Eventually(t, func() bool {
+		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the group waits for the stream")
+	mu.Lock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	mu.Unlock()
+	require.NoError(t, other.Rollback(ctx)) // a delivery sent again would not wait
+
+	_, errs := wait()
+	for i, err := range errs {
+		assert.ErrorIs(t, err, eventlog.ErrUnavailable, "delivery %d", i)
+	}
 }
