@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -346,44 +347,68 @@ func TestCommitsAcrossStreamsDoNotDeadlock(t *testing.T) {
 // to break a deadlock is sent again rather than failed (the abort rolled all of it back). Another
 // session holds the delivery's body row and then asks for its stream's row, which the commit holds
 // while it waits for the body's: the cycle a receipt-only copy of a delivery makes with a copy that
-// appends, in two groups.
+// appends, in two groups. Or it holds the second of the delivery's streams and asks for the first:
+// the abort hits the appends themselves, which alone are not a subtransaction of their own.
 func TestCommitSendsADeadlockVictimAgain(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := testCtx(t)
-	stream := streamName(t)
-	_, err := s.Commit(ctx, commitOf("delivery-first", appendOf(stream, eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
+	stream, second := "booking-a-"+streamName(t)[len("booking-"):], "booking-b-"+streamName(t)[len("booking-"):]
+	_, err := s.Commit(ctx, commitOf("delivery-first", appendOf(stream, eventlog.NoStream(), event(t, "booking.scheduled.v1")),
+		appendOf(second, eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
 	require.NoError(t, err)
 	var digest []byte
 	require.NoError(t, pool.QueryRow(ctx, `SELECT body_digest FROM receipts WHERE delivery_id = 'delivery-first'`).Scan(&digest))
 	require.NotEmpty(t, digest)
 
+	var done error
+	deadlock(t, pool, `SELECT 1 FROM receipt_bodies WHERE digest = $1 FOR UPDATE`, digest, stream, func() (wait func()) {
+		return commitInBackground(t, s, commitOf("delivery-second", appendOf(stream, eventlog.Exact(1), event(t, "booking.canceled.v1"))), &done)
+	})
+	require.NoError(t, done)
+	deadlock(t, pool, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, second, stream, func() (wait func()) {
+		return commitInBackground(t, s, commitOf("delivery-third", appendOf(stream, eventlog.Exact(2), event(t, "booking.rescheduled.v1")),
+			appendOf(second, eventlog.Exact(1), event(t, "booking.canceled.v1"))), &done)
+	})
+	require.NoError(t, done)
+	evs, err := s.ReadStream(ctx, stream)
+	require.NoError(t, err)
+	assert.Len(t, evs, 3, "each delivery's event is stored once")
+	evs, err = s.ReadStream(ctx, second)
+	require.NoError(t, err)
+	assert.Len(t, evs, 2)
+}
+
+func commitInBackground(t *testing.T, s *postgres.Store, c ledger.Commit, err *error) (wait func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Commit(testCtx(t), c)
+		done <- err
+	}()
+	return func() { *err = <-done }
+}
+
+// deadlock makes the session of what start sends a deadlock's victim: another session holds a row
+// (hold, with holdArg), start sends, and once it waits for a lock the other session asks for stream's
+// row, which start's statement must hold by then. It returns when start's wait has.
+func deadlock(t *testing.T, pool *pgxpool.Pool, hold string, holdArg any, stream string, start func() (wait func())) {
+	t.Helper()
+	ctx := testCtx(t)
 	other, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = other.Rollback(ctx) }()
-	// The commit's session detects the cycle (its deadlock_timeout, 1 s by default, runs out first), so
-	// the commit is the victim.
+	// The sender's session detects the cycle (its deadlock_timeout, 1 s by default, runs out first), so
+	// it is the victim.
 	_, err = other.Exec(ctx, `SET LOCAL deadlock_timeout = '30s'`)
 	require.NoError(t, err)
-	_, err = other.Exec(ctx, `SELECT 1 FROM receipt_bodies WHERE digest = $1 FOR UPDATE`, digest)
+	_, err = other.Exec(ctx, hold, holdArg)
 	require.NoError(t, err)
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Commit(ctx, commitOf("delivery-second", appendOf(stream, eventlog.Exact(1), event(t, "booking.canceled.v1"))))
-		done <- err
-	}()
+	wait := start()
 	require.Eventually(t, func() bool {
-		var waiting int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
-		return waiting == 1
-	}, 10*time.Second, 10*time.Millisecond, "the commit waits for the body's row")
+		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the sender waits for the row held")
 	_, err = other.Exec(ctx, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, stream)
-	require.NoError(t, err, "the commit, not this session, was the victim")
+	require.NoError(t, err, "the sender, not this session, was the victim")
 	require.NoError(t, other.Rollback(ctx))
-
-	require.NoError(t, <-done)
-	evs, err := s.ReadStream(ctx, stream)
-	require.NoError(t, err)
-	assert.Len(t, evs, 2, "the second delivery's event is stored once")
+	wait()
 }

@@ -347,31 +347,17 @@ func TestGroupCommitAnswersADeadlockedDeliveryAsAConflict(t *testing.T) {
 		_, err := s.Append(ctx, st, eventlog.NoStream(), []eventlog.EventData{event(t, "booking.scheduled.v1")})
 		require.NoError(t, err)
 	}
-	other, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = other.Rollback(ctx) }()
-	// The group's session detects the cycle (its deadlock_timeout, 1 s by default, runs out first).
-	_, err = other.Exec(ctx, `SET LOCAL deadlock_timeout = '30s'`)
-	require.NoError(t, err)
-	_, err = other.Exec(ctx, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, second)
-	require.NoError(t, err)
-
-	wait := startHeldGroup(t, s, []ledger.Commit{
-		commitOf("d-first", appendOf(first, eventlog.Exact(1), event(t, "booking.canceled.v1"))),
-		commitOf("d-second", appendOf(second, eventlog.Exact(1), event(t, "booking.canceled.v1"))),
+	var (
+		results []ledger.CommitResult
+		errs    []error
+	)
+	deadlock(t, pool, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, second, first, func() (wait func()) {
+		w := startHeldGroup(t, s, []ledger.Commit{
+			commitOf("d-first", appendOf(first, eventlog.Exact(1), event(t, "booking.canceled.v1"))),
+			commitOf("d-second", appendOf(second, eventlog.Exact(1), event(t, "booking.canceled.v1"))),
+		})
+		return func() { results, errs = w() }
 	})
-	require.Eventually(t, func() bool {
-		var waiting int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
-		return waiting == 1
-	}, 10*time.Second, 10*time.Millisecond, "the group waits for the second stream")
-	// Waits for the group, which holds the first stream until it commits.
-	_, err = other.Exec(ctx, `SELECT 1 FROM streams WHERE stream_id = $1 FOR UPDATE`, first)
-	require.NoError(t, err, "the group, not this session, was the victim")
-	require.NoError(t, other.Rollback(ctx))
-
-	results, errs := wait()
 	require.NoError(t, errs[0])
 	assert.Equal(t, ledger.OutcomeAccepted, results[0].Outcome)
 	assert.ErrorIs(t, errs[1], eventlog.ErrVersionConflict)
