@@ -168,6 +168,26 @@ func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
 	assert.Equal(t, 3, count(t, pool))
 }
 
+// A batch that overlaps what was applied, the event at the saved position included, applies only
+// what follows it; one wholly applied changes nothing.
+func TestApplySkipsWhatWasApplied(t *testing.T) {
+	pool, store := setup(t)
+	ctx := context.Background()
+	appendEvents(t, pool, store, 1, 6)
+	events, err := store.ReadAll(ctx, eventlog.Position{}, 10)
+	require.NoError(t, err)
+	p := seenProjection(t, pool, 0)
+	_, err = p.Load(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.Apply(ctx, events[:3]))
+	require.NoError(t, p.Apply(ctx, events[2:5]), "events[2] was applied")
+	require.NoError(t, p.Apply(ctx, events[:5]))
+	assert.Equal(t, 5, count(t, pool))
+	pos, err := checkpoint.Load(ctx, pool, "seen")
+	require.NoError(t, err)
+	assert.Equal(t, events[4].Position, pos)
+}
+
 func TestRebuildResetsAndReplaysOnce(t *testing.T) {
 	pool, store := setup(t)
 	ctx := context.Background()
