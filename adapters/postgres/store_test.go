@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -106,7 +107,7 @@ func TestTranslate(t *testing.T) {
 		_, err = pool.Exec(ctx, `SELECT * FROM bl_append($1, 'sometimes', 0, ARRAY[gen_random_uuid()], ARRAY['a'], ARRAY[NULL::bytea], ARRAY[NULL::bytea])`, stream)
 		assert.ErrorIs(t, postgres.Translate(err), eventlog.ErrInvalidAppend)
 	})
-	for _, code := range []string{"57P01", "08006", "53300"} {
+	for _, code := range []string{"57P01", "57P02", "57P03", "08006", "08001", "53300"} {
 		t.Run("unavailable "+code, func(t *testing.T) {
 			err := fmt.Errorf("query: %w", &pgconn.PgError{Code: code, Message: "server going away"})
 			assert.ErrorIs(t, postgres.Translate(err), eventlog.ErrUnavailable)
@@ -137,6 +138,41 @@ func TestUnreachableServerIsUnavailable(t *testing.T) {
 	_, err = s.ReadStream(ctx, "booking-x")
 	assert.ErrorIs(t, err, eventlog.ErrUnavailable)
 	_, err = s.ReadAll(ctx, eventlog.Position{}, 10)
+	assert.ErrorIs(t, err, eventlog.ErrUnavailable)
+}
+
+// A server that accepts the connection but does not answer before connect_timeout is unavailable
+// too: the timeout ended the connecting, not the caller's context.
+func TestSilentServerIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn // held open, never answered
+	)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@"+ln.Addr().String()+"/none?sslmode=disable&connect_timeout=1")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = postgres.NewStore(pool).Append(testCtx(t), "booking-x", eventlog.Any(), events(t, 1))
 	assert.ErrorIs(t, err, eventlog.ErrUnavailable)
 }
 
