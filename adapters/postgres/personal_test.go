@@ -149,3 +149,25 @@ func TestConcurrentCopiesWithAContactAreAllRecorded(t *testing.T) {
 		assert.Equal(t, "ada@example.com", contactOf(t, pool, b))
 	}
 }
+
+// Of a delivery's contacts for one booking the last is saved, and a redelivery that changes only the
+// name updates it.
+func TestCommitSavesTheNewestContact(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	st := streamName(t)
+	b := bookingOf(st)
+	c := commitOf("d-1", appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+	c.Personal.Contacts = []ledger.Contact{{Booking: b, Email: "old@example.com", Name: "Old"}, {Booking: b, Email: "new@example.com", Name: "New"}}
+	_, err := s.Commit(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, "new@example.com", contactOf(t, pool, b))
+
+	c = commitOf("d-2", appendOf(st, eventlog.Exact(1), event(t, "booking.canceled.v1")))
+	c.Personal.Contacts = []ledger.Contact{{Booking: b, Email: "new@example.com", Name: "Renamed"}}
+	_, err = s.Commit(ctx, c)
+	require.NoError(t, err)
+	var name string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM contacts WHERE booking = $1`, string(b)).Scan(&name))
+	assert.Equal(t, "Renamed", name)
+}
