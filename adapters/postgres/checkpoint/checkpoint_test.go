@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -202,9 +203,71 @@ func TestRebuildResetsAndReplaysOnce(t *testing.T) {
 	var applied int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT events_applied FROM projection_checkpoints WHERE name = 'seen'`).Scan(&applied))
 	assert.EqualValues(t, 12, applied)
+	cp, err := checkpoint.Read(ctx, pool, "seen")
+	require.NoError(t, err)
+	assert.False(t, cp.Rebuilding, "nothing ends a rebuild of a projection on this package: its reset never starts one")
+	assert.Equal(t, 12, count(t, pool))
+}
+
+// A projection that never ran reads as one at the start of the log, without a row of its own.
+func TestReadOfAProjectionThatNeverRan(t *testing.T) {
+	pool, _ := setup(t)
+	cp, err := checkpoint.Read(context.Background(), pool, "never")
+	require.NoError(t, err)
+	assert.Equal(t, checkpoint.Checkpoint{Name: "never"}, cp)
+}
+
+// A position beyond the checkpoint's bigint columns is refused, not wrapped into a negative one.
+func TestPositionsBeyondTheColumnsAreRefused(t *testing.T) {
+	for _, to := range []eventlog.Position{{Commit: math.MaxInt64 + 1, Prepare: 1}, {Commit: 1, Prepare: math.MaxInt64 + 1}} {
+		_, err := checkpoint.QueueAdvance(&pgx.Batch{}, "seen", eventlog.Position{}, to, 1)
+		assert.ErrorContains(t, err, "does not fit", "%s", to)
+	}
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
-	_, err := checkpoint.New(nil, checkpoint.Config{Name: "x"})
-	assert.Error(t, err)
+	pool := pgtest.NewDatabase(t)
+	apply := func(context.Context, pgx.Tx, []eventlog.RecordedEvent) error { return nil }
+	for _, tc := range []struct {
+		pool *pgxpool.Pool
+		cfg  checkpoint.Config
+	}{{nil, checkpoint.Config{Name: "x", Apply: apply}}, {pool, checkpoint.Config{Apply: apply}}, {pool, checkpoint.Config{Name: "x"}}} {
+		_, err := checkpoint.New(tc.pool, tc.cfg)
+		assert.Error(t, err)
+	}
+	_, err := checkpoint.New(pool, checkpoint.Config{Name: "x", Apply: apply})
+	assert.NoError(t, err)
+}
+
+// A projection's lock is held by one lease at a time, beside other projections' locks; a lease whose
+// session ends reports itself lost, and the lock is free again.
+func TestLockElectsOneHolderPerProjection(t *testing.T) {
+	pool, _ := setup(t)
+	ctx := context.Background()
+	locker := checkpoint.NewLocker(pool)
+	lease, err := locker.TryAcquire(ctx, "seen")
+	require.NoError(t, err)
+	require.NotNil(t, lease)
+	again, err := locker.TryAcquire(ctx, "seen")
+	require.NoError(t, err)
+	assert.Nil(t, again, "held")
+	other, err := locker.TryAcquire(ctx, "another")
+	require.NoError(t, err)
+	require.NotNil(t, other, "another projection's lock is its own")
+	other.Release(ctx)
+
+	// The operators' query of LockKey's comment finds the holder.
+	_, err = pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = $1`, checkpoint.LockKey("seen"))
+	require.NoError(t, err)
+	select {
+	case <-lease.Lost():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a lease whose session ended was not reported lost")
+	}
+	lease.Release(ctx)
+	next, err := locker.TryAcquire(ctx, "seen")
+	require.NoError(t, err)
+	require.NotNil(t, next, "the lock went with the session")
+	next.Release(ctx)
 }
