@@ -343,10 +343,20 @@ func TestQuarantinedDeliveryIsQueued(t *testing.T) {
 	assert.Contains(t, items[0].Reason, `calendly delivery "calendly-broken-1" quarantined`)
 	assert.Len(t, e.openItems(t), 1, "listing twice opens nothing twice")
 
-	_, err := e.rm.Resolve(context.Background(), items[0].ID, "payload replayed by hand after the provider fixed it", "tester")
+	// The gauge counts a quarantined receipt before its item is opened as well as after, and both kinds
+	// together.
+	e.quarantine(t, "calendly", "calendly-broken-2", "no host")
+	counts, err := e.rm.OpenItemCounts(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, map[projections.ItemKind]int64{projections.ItemQuarantined: 2, projections.ItemConflict: 0, projections.ItemLateEvent: 0,
+		projections.ItemStep: 0}, counts)
+
+	_, err = e.rm.Resolve(context.Background(), items[0].ID, "payload replayed by hand after the provider fixed it", "tester")
 	require.NoError(t, err)
 	e.catchUp(t)
-	assert.Empty(t, e.openItems(t))
+	open := e.openItems(t)
+	require.Len(t, open, 1)
+	assert.Contains(t, open[0].Reason, "calendly-broken-2")
 }
 
 // TestCalendarPagesCoverTheWindowOnce follows next cursors through a window of bookings sharing
