@@ -48,6 +48,7 @@ func TestAppendErrors(t *testing.T) {
 		{"stream exists on missing", streamName(t), eventlog.StreamExists(), events(t, 1), eventlog.ErrVersionConflict, "at version 0, expected stream-exists"},
 		{"exact on missing", streamName(t), eventlog.Exact(4), events(t, 1), eventlog.ErrVersionConflict, "at version 0, expected exact(4)"},
 		{"some stored", stream, eventlog.Any(), []eventlog.EventData{stored[1], event(t, "x.v1")}, eventlog.ErrPartialDuplicate, "1 of 2 event IDs"},
+		{"some stored, stale expectation", stream, eventlog.Exact(1), []eventlog.EventData{stored[1], event(t, "x.v1")}, eventlog.ErrPartialDuplicate, "1 of 2 event IDs"},
 		{"stored in another order", stream, eventlog.Any(), []eventlog.EventData{stored[1], stored[0]}, eventlog.ErrPartialDuplicate, "2 of 2 event IDs"},
 		{"stored in another stream", streamName(t), eventlog.Any(), []eventlog.EventData{elsewhere}, eventlog.ErrPartialDuplicate, "1 of 1 event IDs"},
 		{"stored in another stream, this one exists", stream, eventlog.Any(), []eventlog.EventData{elsewhere}, eventlog.ErrPartialDuplicate, "1 of 1 event IDs"},
