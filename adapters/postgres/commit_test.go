@@ -106,6 +106,30 @@ func TestCommitIsAtomic(t *testing.T) {
 	}
 }
 
+// A commit whose appends are malformed (an event without ID or type, an ID twice) is refused as an
+// invalid append before anything is sent: no event, stream or receipt of it is stored.
+func TestCommitRefusesInvalidAppends(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	twice := event(t, "booking.scheduled.v1")
+	for name, bad := range map[string][]eventlog.EventData{
+		"no id":     {{Type: "booking.canceled.v1"}},
+		"no type":   {{ID: newID(t)}},
+		"id twice":  {twice, twice},
+		"no events": {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			good, st := streamName(t), streamName(t)
+			c := commitOf("d-"+st, appendOf(good, eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+			c.Appends = append(c.Appends, appendOf(st, eventlog.Any(), bad...))
+			_, err := s.Commit(ctx, c)
+			require.ErrorIs(t, err, eventlog.ErrInvalidAppend)
+			assert.Zero(t, count(t, pool, `SELECT count(*) FROM streams WHERE stream_id IN ($1, $2)`, good, st))
+			assert.Zero(t, count(t, pool, `SELECT count(*) FROM receipts WHERE delivery_id = $1`, "d-"+st))
+		})
+	}
+}
+
 func TestCommitOutcomes(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := testCtx(t)
