@@ -299,6 +299,23 @@ func TestPaymentStatusFromLinkedPaymentStreams(t *testing.T) {
 	})
 }
 
+// A stream that held only payment events is a payment stream until a booking event joins it: then its
+// payment rows go, and another booking sharing its reference does not take it for a payment.
+func TestPaymentStreamThatBecomesABookingIsNoLongerAPayment(t *testing.T) {
+	e := newEnv(t)
+	e.deliver(t, one("r-0", event("calendly-late", "paid", at(-9, 0), booking.PaymentSucceeded{Refs: []string{"stripe:ch_7"}, Amount: 100, Currency: "eur"})))
+	e.catchUp(t)
+	require.Equal(t, 1, e.count(t, `payment_streams WHERE stream = 'calendly-late'`))
+	e.deliver(t, one("r-1", event("calendly-late", "created", at(-10, 0), booking.Scheduled{Slot: slot("ev-late", at(18, 0), 30, "host-late")})))
+	e.catchUp(t)
+	assert.Zero(t, e.count(t, `payment_streams WHERE stream = 'calendly-late'`))
+	assert.Zero(t, e.count(t, `payment_stream_refs WHERE stream = 'calendly-late'`))
+	e.deliver(t, one("r-2", event("calendly-other", "created", at(-10, 0), booking.Scheduled{Slot: slot("ev-other", at(19, 0), 30, "host-late"),
+		PaymentRefs: []string{"stripe:ch_7"}})))
+	e.catchUp(t)
+	assert.Empty(t, e.booking(t, "calendly-other").PaymentStreams)
+}
+
 func TestOperatorResolutionIsNotReopened(t *testing.T) {
 	e := newEnv(t)
 	const host = "host-op"
