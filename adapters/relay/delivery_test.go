@@ -246,7 +246,7 @@ func TestAJobOfManyDeliveriesGivesEachItsOwnCourse(t *testing.T) {
 	ep, secret, err := first.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
 	require.NoError(t, err)
 	rc.setSecrets(secret)
-	e.recordCreates(t, "calendly-batch", n, 12)
+	e.recordCreatesAtOnce(t, "calendly-batch", n, 12)
 	e.startRelay(t, relayOpts{workers: 8}) // its projection plans the 48 events in one batch
 
 	eventually(t, 60*time.Second, "every delivery succeeded", func() bool {
@@ -329,7 +329,7 @@ func TestDeliveriesWaitingForASlotAreHandedOnNotFailed(t *testing.T) {
 	require.NoError(t, err)
 	rc.setSecrets(secret)
 	const n = 16 // about 4.8 s of requests one at a time: more than one 3 s job can send
-	e.recordCreates(t, "calendly-slow", n, 12)
+	e.recordCreatesAtOnce(t, "calendly-slow", n, 12)
 	e.startRelay(t, opts)
 
 	eventually(t, 60*time.Second, "every delivery succeeded", func() bool {

@@ -191,6 +191,19 @@ func (e *env) recordCreates(t testing.TB, prefix string, n, hours int) {
 	}
 }
 
+// recordCreatesAtOnce records the same creates as recordCreates in one delivery, so one transaction:
+// a projection reads them in one batch whatever other transactions the cluster has open (the log is
+// read below the oldest running one), where separate deliveries may be read in several.
+func (e *env) recordCreatesAtOnce(t testing.TB, prefix string, n, hours int) {
+	t.Helper()
+	events := make([]booking.Event, n)
+	for i := range n {
+		b := fmt.Sprintf("%s-%d", prefix, i)
+		events[i] = e.scheduled(b, i%hours)
+	}
+	e.record(t, prefix, events...)
+}
+
 // received is one message a receiver accepted.
 type received struct {
 	id     string
