@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -205,14 +206,26 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 var errBadRequest = errors.New("bad request")
 
-// safeNext keeps a post-sign-in redirect on this server's pages.
+// safeNext keeps a post-sign-in redirect on this server's pages: the operator UI's and the job
+// dashboard's, named by a path without dot segments ("/ui/../api/calendar" would leave them; a
+// browser resolves "%2e%2e" as ".." too, and Path is decoded).
 func safeNext(next string) string {
 	u, err := url.Parse(next)
 	if err != nil || u.IsAbs() || u.Host != "" || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") ||
-		!(strings.HasPrefix(u.Path, "/ui/") || strings.HasPrefix(u.Path, "/admin/")) || u.Path == auth.LoginPath {
+		!(strings.HasPrefix(u.Path, "/ui/") || strings.HasPrefix(u.Path, "/admin/")) || u.Path == auth.LoginPath ||
+		!isCleanPath(u.Path) {
 		return "/ui/calendar"
 	}
 	return next
+}
+
+// isCleanPath says whether p has no dot segments and no empty ones; a trailing slash is kept.
+func isCleanPath(p string) bool {
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
 }
 
 type loginData struct {

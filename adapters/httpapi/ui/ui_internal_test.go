@@ -37,7 +37,13 @@ func TestSafeNextKeepsTheRedirectOnThisServer(t *testing.T) {
 		"javascript:alert(1)//ui/":          "/ui/calendar",
 		"http:/ui/calendar":                 "/ui/calendar",
 		"/ui/%zz":                           "/ui/calendar",
-		"/ui/../api/calendar":               "/ui/../api/calendar",
+		"/ui/../api/calendar":               "/ui/calendar",
+		"/ui/%2e%2e/api/calendar":           "/ui/calendar",
+		"/ui/%2E%2E/admin/jobs/":            "/ui/calendar",
+		"/ui/./calendar":                    "/ui/calendar",
+		"/ui//calendar":                     "/ui/calendar",
+		"/ui/bookings/":                     "/ui/bookings/",
+		"/ui/bookings/x/..":                 "/ui/calendar",
 		"/admin/jobs/queues?x=https://evil": "/admin/jobs/queues?x=https://evil",
 	} {
 		assert.Equal(t, want, safeNext(next), "next %q", next)
