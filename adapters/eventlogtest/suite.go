@@ -542,10 +542,17 @@ func testCallersOwnTheirSlices(t *testing.T, s eventlog.Store) {
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
 	assert.Equal(t, want, recs[0].Data, "the store keeps its own copy of the appended bytes")
+	wantMeta := slices.Clone(recs[1].Metadata)
+	require.NotEmpty(t, wantMeta)
+	recs[0].Data[0] = 'Y' // a caller decoding in place
+	recs[1].Metadata[0] = 'Y'
 	recs[0] = eventlog.RecordedEvent{Type: "changed.v1"}
 	all, err := s.ReadAll(ctxFor(t), eventlog.Position{}, 1000)
 	require.NoError(t, err)
 	for i := range all {
+		if len(all[i].Data) > 0 {
+			all[i].Data[0] = 'Z'
+		}
 		all[i] = eventlog.RecordedEvent{Type: "changed.v1"}
 	}
 
@@ -553,6 +560,8 @@ func testCallersOwnTheirSlices(t *testing.T, s eventlog.Store) {
 	require.NoError(t, err)
 	assert.Equal(t, []eventlog.EventID{events[0].ID, events[1].ID}, ids(again))
 	assert.Equal(t, events[0].Type, again[0].Type)
+	assert.Equal(t, want, again[0].Data, "a read's bytes are the caller's")
+	assert.Equal(t, wantMeta, again[1].Metadata, "a read's bytes are the caller's")
 	after, err := s.ReadAll(ctxFor(t), eventlog.Position{}, 1000)
 	require.NoError(t, err)
 	for _, r := range after {

@@ -103,7 +103,7 @@ func (s *Store) write(stream string, events []eventlog.EventData) eventlog.Appen
 func (s *Store) ReadStream(_ context.Context, stream string) ([]eventlog.RecordedEvent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.streams[stream]), nil
+	return detached(s.streams[stream]), nil
 }
 
 // ReadAll implements eventlog.Store. Writes are serialized, so the log is gap-free as it is.
@@ -116,7 +116,17 @@ func (s *Store) ReadAll(_ context.Context, from eventlog.Position, limit int) ([
 		}
 		return 1
 	})
-	return slices.Clone(s.log[i:min(len(s.log), i+max(limit, 0))]), nil
+	return detached(s.log[i:min(len(s.log), i+max(limit, 0))]), nil
+}
+
+// detached copies records with their bytes, so that a caller decoding or changing them in place
+// changes nothing stored, as with a store that reads them from elsewhere.
+func detached(rs []eventlog.RecordedEvent) []eventlog.RecordedEvent {
+	out := slices.Clone(rs)
+	for i := range out {
+		out[i].Data, out[i].Metadata = slices.Clone(out[i].Data), slices.Clone(out[i].Metadata)
+	}
+	return out
 }
 
 // Subscribe implements eventlog.Subscriber.
