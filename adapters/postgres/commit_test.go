@@ -436,3 +436,87 @@ func deadlock(t *testing.T, pool *pgxpool.Pool, hold string, holdArg any, stream
 	require.NoError(t, other.Rollback(ctx))
 	wait()
 }
+
+// TestCommitAnswersWhereEachAppendWasStored: every way a delivery is committed (alone on one stream,
+// alone on several, alone in a group beside a receipt-only delivery, several in a group, and copies
+// that come back as idempotent re-appends) answers each append with the versions, transaction and
+// global position of its events as they are read back. A caller that waits for a projection to reach
+// a commit's position waits for the wrong event if the answer is not the stored one; the group paths
+// build these answers in SQL (bl_appends, commitOneSQL), apart from bl_append's own.
+func TestCommitAnswersWhereEachAppendWasStored(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	check := func(t *testing.T, c ledger.Commit, res ledger.CommitResult, duplicate bool) {
+		t.Helper()
+		require.Len(t, res.Appends, len(c.Appends))
+		for i, a := range c.Appends {
+			stored, err := s.ReadStream(ctx, a.Stream)
+			require.NoError(t, err)
+			byID := map[eventlog.EventID]eventlog.RecordedEvent{}
+			for _, e := range stored {
+				byID[e.ID] = e
+			}
+			first, ok := byID[a.Events[0].ID]
+			require.True(t, ok, "append %d: first event stored", i)
+			last, ok := byID[a.Events[len(a.Events)-1].ID]
+			require.True(t, ok, "append %d: last event stored", i)
+			got := res.Appends[i]
+			assert.Equal(t, first.Version, got.FirstVersion, "append %d: first version", i)
+			assert.Equal(t, last.Version, got.LastVersion, "append %d: last version", i)
+			assert.Equal(t, last.Position, got.Position, "append %d: the position of its last event", i)
+			assert.Equal(t, duplicate, got.Duplicate, "append %d: duplicate", i)
+		}
+	}
+	// Streams with events already, so that versions and positions differ from one another.
+	before := func(t *testing.T) string {
+		st := streamName(t)
+		_, err := s.Append(ctx, st, eventlog.NoStream(), events(t, 3))
+		require.NoError(t, err)
+		return st
+	}
+	receiptOnly := func(id string) ledger.Commit {
+		c := commitOf(id)
+		c.Receipt.Outcome = ledger.OutcomeIgnored
+		return c
+	}
+
+	alone := commitOf("d-alone", appendOf(before(t), eventlog.Exact(3), events(t, 2)...))
+	aloneMany := commitOf("d-alone-many", appendOf(before(t), eventlog.Exact(3), events(t, 2)...),
+		appendOf(streamName(t), eventlog.NoStream(), events(t, 3)...))
+	inGroupBesideReceipt := commitOf("d-beside", appendOf(before(t), eventlog.Any(), events(t, 2)...))
+	groupOne := commitOf("d-group-one", appendOf(before(t), eventlog.Exact(3), events(t, 2)...))
+	groupMany := commitOf("d-group-many", appendOf(before(t), eventlog.StreamExists(), events(t, 3)...),
+		appendOf(streamName(t), eventlog.NoStream(), events(t, 2)...))
+
+	for _, c := range []ledger.Commit{alone, aloneMany} {
+		res, err := s.Commit(ctx, c)
+		require.NoError(t, err)
+		check(t, c, res, false)
+	}
+	results, errs := commitHeldGroup(t, s, []ledger.Commit{receiptOnly("d-ignored"), inGroupBesideReceipt})
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	check(t, inGroupBesideReceipt, results[1], false)
+	results, errs = commitHeldGroup(t, s, []ledger.Commit{groupOne, groupMany})
+	for i, c := range []ledger.Commit{groupOne, groupMany} {
+		require.NoError(t, errs[i])
+		check(t, c, results[i], false)
+	}
+
+	// Copies of every delivery, alone and in groups, answer where the originals were stored.
+	t.Run("copies", func(t *testing.T) {
+		for _, c := range []ledger.Commit{alone, aloneMany} {
+			res, err := s.Commit(ctx, c)
+			require.NoError(t, err)
+			check(t, c, res, true)
+		}
+		results, errs := commitHeldGroup(t, s, []ledger.Commit{receiptOnly("d-ignored-2"), inGroupBesideReceipt})
+		require.NoError(t, errs[1])
+		check(t, inGroupBesideReceipt, results[1], true)
+		results, errs = commitHeldGroup(t, s, []ledger.Commit{groupOne, groupMany})
+		for i, c := range []ledger.Commit{groupOne, groupMany} {
+			require.NoError(t, errs[i])
+			check(t, c, results[i], true)
+		}
+	})
+}
