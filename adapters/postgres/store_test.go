@@ -464,3 +464,28 @@ func readAllEventually(t *testing.T, s *postgres.Store, from eventlog.Position, 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestVersionConflictDetailIsTheActualVersion pins bl_append's documented error contract at the SQL
+// level: a version conflict (BL001) carries the stream's actual version as its DETAIL, raised by
+// bl_append and answered as the detail column by bl_try_appends, which a group commit reads instead
+// of an error. A caller of the functions that reloads from that version must get the true one.
+func TestVersionConflictDetailIsTheActualVersion(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	stream := streamName(t)
+	_, err := s.Append(ctx, stream, eventlog.NoStream(), events(t, 2))
+	require.NoError(t, err)
+
+	_, err = pool.Exec(ctx, `SELECT * FROM bl_append($1, 'exact', 1, ARRAY[gen_random_uuid()], ARRAY['x.v1'], ARRAY[NULL::bytea], ARRAY[NULL::bytea])`, stream)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	assert.Equal(t, "BL001", pgErr.Code)
+	assert.Equal(t, "2", pgErr.Detail)
+
+	var status, detail string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status, detail FROM bl_try_appends(ARRAY[$1], ARRAY['no_stream'], ARRAY[0::bigint], ARRAY[1],
+		ARRAY[gen_random_uuid()], ARRAY['x.v1'], ARRAY[NULL::bytea], ARRAY[NULL::bytea])`, stream).Scan(&status, &detail))
+	assert.Equal(t, "BL001", status)
+	assert.Equal(t, "2", detail)
+	assert.Equal(t, 2, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = $1`, stream), "nothing appended")
+}
