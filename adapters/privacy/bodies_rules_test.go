@@ -96,3 +96,48 @@ func TestABodyThatComesAgain(t *testing.T) {
 		assert.True(t, r.Body.Erased, "receipt %d", r.ID)
 	}
 }
+
+// A plain body stored before sealing that comes again is sealed in place as its subject's, under the
+// key that sealed it (receipt_body_put's ON CONFLICT ... DO UPDATE sets subject and key_id with the
+// body): retention then keeps that key while the body is young, however the subject's other bodies
+// age, and shreds the body itself once it is old. Sealed without its subject or key in the row, the
+// key would go with the subject's last other body (the body unreadable long before its retention),
+// or the body would look like a tombstone and never be shredded.
+func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewDatabase(t)
+	old, e := newEnv(t, pool, ""), newEnv(t, pool, keyA)
+	plain := []byte(`{"name":"Resealed Rita"}`)
+	old.deliver(t, "calendly-resealed", "r1", plain)
+	e.deliver(t, "calendly-resealed", "r1", plain)
+	e.deliver(t, "calendly-resealed", "r2", []byte(`{"name":"Resealed Rita","n":2}`))
+
+	var subject string
+	var sealed bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT subject, key_id IS NOT NULL FROM receipt_bodies WHERE digest = sha256($1)`, plain).Scan(&subject, &sealed))
+	assert.Equal(t, "calendly-resealed", subject)
+	assert.True(t, sealed)
+
+	e.exec(t, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE digest = (SELECT body_digest FROM receipts WHERE delivery_id = 'r2')`)
+	cutoff := time.Now().Add(-400 * 24 * time.Hour)
+	c, err := privacy.ShredOlderThan(ctx, pool, cutoff)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, c.Bodies)
+	assert.Zero(t, c.DataKeys, "the key still seals the young body")
+	for _, r := range e.bodiesOf(t, "calendly-resealed") {
+		if r.Receipt.DeliveryID == "r1" {
+			assert.Equal(t, plain, r.Receipt.Body, "receipt %d opens", r.ID)
+		} else {
+			assert.True(t, r.Body.Erased, "receipt %d", r.ID)
+		}
+	}
+
+	e.exec(t, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE digest = sha256('{"name":"Resealed Rita"}')`)
+	c, err = privacy.ShredOlderThan(ctx, pool, cutoff)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, c.Bodies, "the resealed body is shredded once old")
+	assert.EqualValues(t, 1, c.DataKeys)
+	for _, r := range e.bodiesOf(t, "calendly-resealed") {
+		assert.True(t, r.Body.Erased, "receipt %d", r.ID)
+	}
+}
