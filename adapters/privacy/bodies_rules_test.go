@@ -12,6 +12,7 @@ import (
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
 	"bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
 )
 
 // What a reader gets from stored bodies that are not what was sealed: a sealed body moved into another
@@ -140,4 +141,32 @@ func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
 	for _, r := range e.bodiesOf(t, "calendly-resealed") {
 		assert.True(t, r.Body.Erased, "receipt %d", r.ID)
 	}
+}
+
+// A body that retention shredded stays shredded when it comes again, whether it was sealed or stored
+// in plain text before sealing began (TestABodyThatComesAgain: sealed): the tombstone of a plain body
+// has no subject and no key either, like a plain body, and receipt_body_put must not take it for one
+// to seal in place.
+func TestAPlainBodyShreddedByRetentionStaysShreddedWhenItComesAgain(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewDatabase(t)
+	old := newEnv(t, pool, "") // the release before sealing
+	body := []byte(`{"name":"Legacy Lena"}`)
+	old.deliver(t, "calendly-legacy-shredded", "l1", body)
+	old.exec(t, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days'`)
+	c, err := privacy.ShredOlderThan(ctx, pool, time.Now().Add(-400*24*time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, c.Bodies)
+
+	e := newEnv(t, pool, keyA)
+	assert.Equal(t, ledger.OutcomeDuplicate, e.deliver(t, "calendly-legacy-shredded", "l1", body).Outcome) // a retry, by a sealing process
+	rs := e.bodiesOf(t, "calendly-legacy-shredded")
+	require.Len(t, rs, 2)
+	for _, r := range rs {
+		assert.True(t, r.Body.Erased, "receipt %d", r.ID)
+		assert.Nil(t, r.Receipt.Body, "receipt %d", r.ID)
+	}
+	var sealed int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM receipt_bodies WHERE key_id IS NOT NULL`).Scan(&sealed))
+	assert.Zero(t, sealed, "nothing sealed again")
 }
