@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -11,7 +12,9 @@ import (
 
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
+	"bookingledger/adapters/providers"
 	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
 )
 
@@ -148,4 +151,72 @@ VALUES ('acuity', now(), 'd2', 'deferred', 'calendly-legacy', '{"name":"Inline D
 	require.NoError(t, err)
 	assert.Equal(t, privacy.Counts{}, again.Counts, "tombstones are not counted again")
 	assert.Zero(t, again.ID)
+}
+
+// Ingest and erasure of one booking serialize on its erasure lock (migration 0131, bl_subject_erased):
+// a delivery waits for an erasure of its booking in flight and then stores nothing personal of it, not
+// even its body. Ingest takes the lock shared, so a delivery never waits for another delivery of the
+// same booking still committing: a receipt-only copy, which holds no stream lock, would otherwise
+// queue behind every delivery of its booking, and in a group behind deliveries of other bookings.
+func TestIngestWaitsForAnErasureOfItsBookingButNotForAnotherIngest(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewDatabase(t)
+	e := newEnv(t, pool, keyA)
+	const b = booking.ID("calendly-locks")
+	e.deliver(t, b, "d1", []byte(`{"name":"Lock Lars"}`))
+	record := func(deliveryID string, ev booking.Event, body string, contacts ...ledger.Contact) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.svc.Record(ctx, ledger.Delivery{
+				Receipt:  ledger.Receipt{Provider: "calendly", ReceivedAt: t0, DeliveryID: deliveryID, Secret: "0:abc", Body: []byte(body)},
+				Events:   []booking.Event{ev},
+				Contacts: contacts})
+			done <- err
+		}()
+		return done
+	}
+	created := booking.Event{ID: eventlog.EventID(providers.EventID("calendly", string(b)+" created")), Booking: b, Provider: "calendly",
+		ProviderRef: string(b) + " created", OccurredAt: t0.Add(-time.Hour), Payload: booking.Scheduled{
+			Slot: booking.Slot{Meeting: "m-" + string(b), Resources: []string{"host"}, Start: t0, End: t0.Add(30 * time.Minute)}, Capacity: 1}}
+	canceled := booking.Event{ID: eventlog.EventID(providers.EventID("calendly", string(b)+" canceled")), Booking: b, Provider: "calendly",
+		ProviderRef: string(b) + " canceled", OccurredAt: t0, Payload: booking.Canceled{Reason: "moved", CanceledBy: "invitee"}}
+
+	// Another delivery of the booking in flight: its transaction has asked whether the booking is erased.
+	ingest, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = ingest.Rollback(ctx) }()
+	var erased bool
+	require.NoError(t, ingest.QueryRow(ctx, `SELECT bl_subject_erased($1)`, string(b)).Scan(&erased))
+	require.False(t, erased)
+	select {
+	case err := <-record("d1-copy", created, `{"name":"Lock Lars","copy":1}`):
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a delivery waited for another delivery of its booking")
+	}
+	require.NoError(t, ingest.Rollback(ctx))
+
+	// An erasure of the booking in flight.
+	erasure, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = erasure.Rollback(ctx) }()
+	require.NoError(t, privacy.LockSubjects(ctx, erasure, []string{string(b)}))
+	done := record("d2", canceled, `{"name":"Lock Lars","secret":"during-erasure"}`, ledger.Contact{Booking: b, Email: "lars@example.com", Name: "Lock Lars"})
+	select {
+	case err := <-done:
+		t.Fatalf("a delivery did not wait for the erasure of its booking (err %v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	_, err = erasure.Exec(ctx, `WITH e AS (INSERT INTO erasures (erased_by, bookings, counts) VALUES ('test', ARRAY[$1], '{}') RETURNING id)
+INSERT INTO erased_subjects (subject, erasure) SELECT $1, id FROM e`, string(b))
+	require.NoError(t, err)
+	require.NoError(t, erasure.Commit(ctx))
+	require.NoError(t, <-done)
+
+	assert.NotContains(t, string(dump(t, pool)), "lars@example.com")
+	for _, r := range e.bodiesOf(t, b) {
+		if r.Receipt.DeliveryID == "d2" {
+			assert.Nil(t, r.Receipt.Body, "the body of a delivery that waited for the erasure is not stored")
+		}
+	}
 }
