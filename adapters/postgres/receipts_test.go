@@ -278,3 +278,60 @@ func TestReceiptsForBookingNameTheDeferredOnes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }
+
+// dupReceipt stores a duplicate receipt of deliveryID with body at, through InsertReceipt.
+func dupReceipt(t *testing.T, s *postgres.Store, deliveryID, body string, at time.Time) int64 {
+	t.Helper()
+	r := commitOf(deliveryID).Receipt
+	r.Outcome, r.ReceivedAt, r.Body = ledger.OutcomeDuplicate, at, []byte(body)
+	id, err := s.InsertReceipt(testCtx(t), r)
+	require.NoError(t, err)
+	return id
+}
+
+// The first copy folded into a receipt may be older than the receipt (copies are received out of
+// order; the window reaches both ways): the receipt's latest time then stays its own, never before
+// its first (last_received_at starts from received_at, insertReceiptSQL's coalesce).
+func TestAnOlderFirstFoldedCopyKeepsTheReceiptsTimeAsItsLatest(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	const body = `{"event":"invitee.created","n":7}`
+	var newest int64
+	for range postgres.FoldAfter {
+		newest = dupReceipt(t, s, "d-older", body, t0)
+	}
+	assert.Equal(t, newest, dupReceipt(t, s, "d-older", body, t0.Add(-10*time.Minute)), "folded")
+	got, err := s.ListReceipts(ctx, postgres.ReceiptFilter{Outcome: ledger.OutcomeDuplicate, Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, newest, got[0].ID)
+	assert.Equal(t, 2, got[0].Repeats)
+	assert.True(t, got[0].LastReceivedAt.Equal(t0), "last received %s, not before the receipt's own %s", got[0].LastReceivedAt, t0)
+}
+
+// When more than FoldAfter identical duplicates lie within a copy's window (copies of two windows
+// apart, and one received between them), the copy folds into the newest receipt, not into one of the
+// older ones: the receipts are looked at newest first (insertReceiptSQL's ORDER BY r.id DESC).
+func TestACopyFoldsIntoTheNewestOfManyWithinItsWindow(t *testing.T) {
+	s, pool := newStore(t)
+	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	const body = `{"event":"invitee.created","n":8}`
+	var oldest, newest int64
+	for i := range postgres.FoldAfter {
+		id := dupReceipt(t, s, "d-many", body, t0)
+		if i == 0 {
+			oldest = id
+		}
+	}
+	for range postgres.FoldAfter { // a whole window later: rows of their own again
+		newest = dupReceipt(t, s, "d-many", body, t0.Add(postgres.FoldWindow))
+	}
+	require.Equal(t, 2*postgres.FoldAfter, count(t, pool, `SELECT count(*) FROM receipts`))
+	require.Greater(t, newest, oldest+int64(postgres.FoldAfter))
+
+	// Received between them, its window holds all of them.
+	assert.Equal(t, newest, dupReceipt(t, s, "d-many", body, t0.Add(postgres.FoldWindow/2)))
+	assert.Equal(t, 2, count(t, pool, `SELECT repeats FROM receipts WHERE id = $1`, newest))
+	assert.Equal(t, 2*postgres.FoldAfter, count(t, pool, `SELECT count(*) FROM receipts`))
+}
