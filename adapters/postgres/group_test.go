@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"slices"
@@ -442,4 +444,57 @@ func TestGroupCommitLostWithItsConnectionIsNotRetried(t *testing.T) {
 	for i, err := range errs {
 		assert.ErrorIs(t, err, eventlog.ErrUnavailable, "delivery %d", i)
 	}
+}
+
+// fakeSealer seals a body as SealedPrefix followed by the body, under one data key per subject; it is
+// enough for receipt_body_put, whose rows are all a commit needs of a sealer.
+type fakeSealer struct {
+	mu   sync.Mutex
+	keys map[string][16]byte
+}
+
+func (f *fakeSealer) SealBody(subject string, body []byte) (postgres.SealedBody, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.keys == nil {
+		f.keys = map[string][16]byte{}
+	}
+	k, ok := f.keys[subject]
+	if !ok {
+		if _, err := rand.Read(k[:]); err != nil {
+			return postgres.SealedBody{}, err
+		}
+		f.keys[subject] = k
+	}
+	return postgres.SealedBody{Digest: sha256.Sum256(body), Data: append([]byte(postgres.SealedPrefix), body...), KeyID: k,
+		Subject: subject, KEKID: "test", Wrapped: []byte("wrapped")}, nil
+}
+
+func (f *fakeSealer) OpenBody(_ context.Context, _, stored []byte) (postgres.BodyState, error) {
+	return postgres.BodyState{Plain: stored[len(postgres.SealedPrefix):]}, nil
+}
+
+// A group of deliveries with sealed bodies commits in one transaction, each body stored as its
+// subject's (commitGroupSQL passes the subject to receipt_body_put, which also asks whether it is
+// erased). Without the subject its data key's row cannot be stored: the group's statement would fail
+// and its deliveries be committed one by one, each in a transaction and WAL flush of its own, which
+// is what group commit is for.
+func TestGroupCommitOfSealedBodiesIsOneTransaction(t *testing.T) {
+	s, pool := newStore(t)
+	s = s.WithBodySealer(&fakeSealer{})
+	var commits []ledger.Commit
+	for i := range 3 {
+		st := streamName(t)
+		c := commitOf("d-sealed-"+st, appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+		c.Receipt.Body = []byte(fmt.Sprintf(`{"sealed":%d}`, i))
+		commits = append(commits, c)
+	}
+	results, errs := commitHeldGroup(t, s, commits)
+	for i := range commits {
+		require.NoError(t, errs[i], "delivery %d", i)
+		require.Len(t, results[i].Appends, 1)
+		assert.Equal(t, results[0].Appends[0].Position.Commit, results[i].Appends[0].Position.Commit, "delivery %d: the group's transaction", i)
+	}
+	assert.Equal(t, 3, count(t, pool, `SELECT count(*) FROM receipt_bodies b JOIN receipts r ON r.body_digest = b.digest
+WHERE b.subject = r.bookings[1] AND b.key_id IS NOT NULL`))
 }
