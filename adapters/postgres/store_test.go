@@ -489,3 +489,53 @@ func TestVersionConflictDetailIsTheActualVersion(t *testing.T) {
 	assert.Equal(t, "2", detail)
 	assert.Equal(t, 2, count(t, pool, `SELECT count(*) FROM events WHERE stream_id = $1`, stream), "nothing appended")
 }
+
+// Two appends that both find a stream missing: the one that creates it second waits for the first to
+// commit and then appends after its events, whatever it expected (any, stream-exists, exact); it is
+// never refused because the stream row appeared between its UPDATE and its INSERT (bl_append's last
+// UPDATE), and its versions continue the stream. The first append's transaction is held open here,
+// so the race is taken every time.
+func TestAppendToAStreamCreatedConcurrentlyFollowsIt(t *testing.T) {
+	for _, expected := range []eventlog.ExpectedVersion{eventlog.Any(), eventlog.StreamExists(), eventlog.Exact(2)} {
+		t.Run(expected.String(), func(t *testing.T) {
+			s, pool := newStore(t)
+			ctx := testCtx(t)
+			stream := streamName(t)
+			first, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = first.Rollback(ctx) }()
+			_, err = first.Exec(ctx, `SELECT * FROM bl_append($1, 'no_stream', 0, ARRAY[gen_random_uuid(), gen_random_uuid()], ARRAY['x.v1', 'x.v1'],
+				ARRAY[NULL::bytea, NULL::bytea], ARRAY[NULL::bytea, NULL::bytea])`, stream)
+			require.NoError(t, err)
+
+			type answer struct {
+				res eventlog.AppendResult
+				err error
+			}
+			done := make(chan answer, 1)
+			evs := events(t, 3)
+			go func() {
+				res, err := s.Append(ctx, stream, expected, evs)
+				done <- answer{res, err}
+			}()
+			require.Eventually(t, func() bool {
+				return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+			}, 10*time.Second, 5*time.Millisecond, "the second append waits for the first")
+			require.NoError(t, first.Commit(ctx))
+
+			a := <-done
+			require.NoError(t, a.err)
+			assert.Equal(t, uint64(3), a.res.FirstVersion)
+			assert.Equal(t, uint64(5), a.res.LastVersion)
+			assert.False(t, a.res.Duplicate)
+			stored, err := s.ReadStream(ctx, stream)
+			require.NoError(t, err)
+			require.Len(t, stored, 5)
+			for i, e := range stored {
+				assert.Equal(t, uint64(i+1), e.Version)
+			}
+			assert.Equal(t, evs[2].ID, stored[4].ID)
+			assert.Equal(t, 5, count(t, pool, `SELECT version::int FROM streams WHERE stream_id = $1`, stream))
+		})
+	}
+}
