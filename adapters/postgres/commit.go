@@ -400,7 +400,7 @@ func scanDelivery(row pgx.Row, c ledger.Commit, inserted *int64) (res ledger.Com
 		pgErr := &pgconn.PgError{Code: status, Message: deref(message), Detail: deref(detail)}
 		return res, translate(pgErr), nil
 	}
-	if outcome == nil || len(first) != len(c.Appends) {
+	if n := len(c.Appends); outcome == nil || len(first) != n || len(last) != n || len(txs) != n || len(positions) != n || len(dups) != n {
 		return res, nil, fmt.Errorf("group commit: answer of delivery %s is incomplete", c.Receipt.DeliveryID)
 	}
 	res.Appends = make([]eventlog.AppendResult, len(c.Appends))

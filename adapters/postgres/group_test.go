@@ -498,3 +498,31 @@ func TestGroupCommitOfSealedBodiesIsOneTransaction(t *testing.T) {
 	assert.Equal(t, 3, count(t, pool, `SELECT count(*) FROM receipt_bodies b JOIN receipts r ON r.body_digest = b.digest
 WHERE b.subject = r.bookings[1] AND b.key_id IS NOT NULL`))
 }
+
+// A group's answer that lacks part of a delivery's append results (here its duplicate flags) fails
+// that group's Commits with an error instead of crashing the process in the committer's goroutine.
+// The statement itself succeeded, so what it stored stays; the deliveries answered with an error are
+// sent again by their providers and found stored.
+func TestGroupCommitRefusesAnIncompleteAnswer(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	_, err := pool.Exec(ctx, `ALTER FUNCTION bl_try_appends(text[], text[], bigint[], int[], uuid[], text[], bytea[], bytea[]) RENAME TO bl_try_appends_whole;
+CREATE FUNCTION bl_try_appends(p_streams text[], p_kinds text[], p_versions bigint[], p_counts int[], p_ids uuid[], p_types text[],
+    p_data bytea[], p_metadata bytea[], OUT status text, OUT message text, OUT detail text, OUT first_versions bigint[],
+    OUT last_versions bigint[], OUT tx_ids xid8[], OUT positions bigint[], OUT duplicates boolean[])
+LANGUAGE sql AS $$
+    SELECT w.status, w.message, w.detail, w.first_versions, w.last_versions, w.tx_ids, w.positions, NULL::boolean[]
+    FROM bl_try_appends_whole(p_streams, p_kinds, p_versions, p_counts, p_ids, p_types, p_data, p_metadata) w
+$$`)
+	require.NoError(t, err)
+	var commits []ledger.Commit
+	for range 2 {
+		st := streamName(t)
+		commits = append(commits, commitOf("d-"+st, appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1"))))
+	}
+	_, errs := commitHeldGroup(t, s, commits)
+	for i, err := range errs {
+		require.Error(t, err, "delivery %d", i)
+		assert.Contains(t, err.Error(), "incomplete", "delivery %d", i)
+	}
+}
