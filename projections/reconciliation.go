@@ -25,6 +25,11 @@ const (
 	// ItemStep: a process step whose outcome is unknown (adapters/process); subject "step <key>". It is
 	// closed together with its step, by an operator's action.
 	ItemStep ItemKind = "step"
+	// ItemSync: the provider sync or the subscription watch found something an operator must act on (a
+	// run that failed, a webhook subscription disabled or missing at the provider); subject
+	// "<provider> sync" or "<provider> subscription". Closed by an operator, or automatically when the
+	// next run or check succeeds.
+	ItemSync ItemKind = "sync"
 )
 
 // Closers of an item.

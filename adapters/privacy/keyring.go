@@ -116,19 +116,24 @@ func (k *Keyring) wrap(subject string, dataKey []byte) (kekID string, wrapped []
 
 // unwrap opens a data key wrapped by master key kekID.
 func (k *Keyring) unwrap(kekID, subject string, wrapped []byte) ([]byte, error) {
+	return k.open(kekID, wrapped, []byte("bl-data-key\x00"+subject))
+}
+
+// open opens what master key kekID sealed with associated data ad (nonce first).
+func (k *Keyring) open(kekID string, sealed, ad []byte) ([]byte, error) {
 	for _, e := range k.keks {
 		if e.id != kekID {
 			continue
 		}
 		n := e.aead.NonceSize()
-		if len(wrapped) < n {
+		if len(sealed) < n {
 			return nil, fmt.Errorf("%w: %q", ErrWrongMasterKey, kekID)
 		}
-		key, err := e.aead.Open(nil, wrapped[:n], wrapped[n:], []byte("bl-data-key\x00"+subject))
+		plain, err := e.aead.Open(nil, sealed[:n], sealed[n:], ad)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %q", ErrWrongMasterKey, kekID)
 		}
-		return key, nil
+		return plain, nil
 	}
 	return nil, fmt.Errorf("%w: %q (configured: %s)", ErrUnknownMasterKey, kekID, strings.Join(k.IDs(), ", "))
 }

@@ -1,20 +1,16 @@
 package relay
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"bookingledger/adapters/providers/standard"
+	"bookingledger/adapters/alerts"
 )
 
 // AlertThresholds are the lengths of a failure streak at which an endpoint's alert is sent, each
@@ -27,45 +23,29 @@ const (
 	AlertRecovered = "recovered"
 )
 
-// AlertFormat selects the body of alerts.
+// AlertFormat selects the body of alerts (adapters/alerts).
 const (
-	// AlertFormatStandard: a Standard Webhooks message signed with AlertConfig.Secret.
-	AlertFormatStandard = "standard"
-	// AlertFormatSlack: {"text": "..."}, as Slack's and compatible incoming webhooks take it.
-	AlertFormatSlack = "slack"
+	AlertFormatStandard = alerts.FormatStandard
+	AlertFormatSlack    = alerts.FormatSlack
 )
 
 // alertJobAttempts bounds the sends of one alert.
 const alertJobAttempts = 10
 
-// AlertConfig says where alerts go besides the log and the metrics.
-type AlertConfig struct {
-	// URL receives a POST per alert; empty: log and metrics only.
-	URL string
-	// Format is AlertFormatStandard (default) or AlertFormatSlack.
-	Format string
-	// Secret signs standard alerts ("whsec_...").
-	Secret string
-}
+// AlertConfig says where alerts go besides the log and the metrics: the one alert channel, shared with
+// the provider sync's alerts.
+type AlertConfig = alerts.Config
 
-// Check validates the configuration: a parseable URL, a known format, and a secret for standard alerts.
-func (c AlertConfig) Check() error {
+// CheckAlerts validates c: a URL the relay may post to, a known format, and a secret for standard
+// alerts.
+func CheckAlerts(c AlertConfig) error {
 	if c.URL == "" {
 		return nil
 	}
 	if _, err := ParseURL(c.URL); err != nil {
 		return fmt.Errorf("alert url: %w", err)
 	}
-	switch c.Format {
-	case "", AlertFormatStandard:
-		if _, err := standard.DecodeSecret(c.Secret); err != nil {
-			return fmt.Errorf("alert secret (needed to sign standard alerts): %w", err)
-		}
-	case AlertFormatSlack:
-	default:
-		return fmt.Errorf("alert format %q: want %s or %s", c.Format, AlertFormatStandard, AlertFormatSlack)
-	}
-	return nil
+	return c.Check()
 }
 
 // alertNote is an alert decided in a transaction, logged and counted once it committed.
@@ -239,36 +219,12 @@ FROM relay_alerts a JOIN relay_endpoints e ON e.id = a.endpoint_id WHERE a.id = 
 	if a.Kind == AlertRecovered {
 		text = fmt.Sprintf("bookingledger relay: endpoint %d (%s) recovered after %d consecutive failure(s)", a.EndpointID, host, a.Failures)
 	}
-	var (
-		body []byte
-		h    = http.Header{}
-	)
-	if r.alerts.Format == AlertFormatSlack {
-		body, _ = json.Marshal(map[string]string{"text": text})
-	} else {
-		body, _ = json.Marshal(AlertMessage{Type: "relay.endpoint." + a.Kind, Timestamp: a.CreatedAt.UTC(), Data: AlertData{
-			Endpoint: a.EndpointID, URL: host, Description: desc, ConsecutiveFailures: a.Failures, Text: text}})
-		if h, err = standard.SignedHeaders("alert_"+strconv.FormatInt(a.ID, 10), r.clock(), body, r.alerts.Secret); err != nil {
-			return river.JobCancel(err)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.alerts.URL, bytes.NewReader(body))
-	if err != nil {
-		return river.JobCancel(err)
-	}
-	req.Header = h
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "bookingledger-relay")
-	resp, err := r.client.Do(req)
-	var sendErr error
-	if err == nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxReadResponse))
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			sendErr = fmt.Errorf("alert url answered HTTP %d", resp.StatusCode)
-		}
-	} else {
-		sendErr = err
+	sendErr := alerts.Send(ctx, r.client, r.alerts, alerts.Message{
+		ID: "alert_" + strconv.FormatInt(a.ID, 10), Type: "relay.endpoint." + a.Kind, At: a.CreatedAt, Text: text,
+		Data: AlertData{Endpoint: a.EndpointID, URL: host, Description: desc, ConsecutiveFailures: a.Failures, Text: text},
+	}, r.clock())
+	if errors.Is(sendErr, alerts.ErrPermanent) {
+		return river.JobCancel(sendErr)
 	}
 	if sendErr != nil {
 		_, _ = r.pool.Exec(ctx, `UPDATE relay_alerts SET error = $2 WHERE id = $1`, a.ID, clipText(sendErr.Error()))

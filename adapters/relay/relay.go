@@ -138,7 +138,7 @@ func New(cfg Config) (*Relay, error) {
 		jitter = DefaultJitter
 	}
 	jitter = max(min(jitter, 1), 0)
-	if err := cfg.Alerts.Check(); err != nil {
+	if err := CheckAlerts(cfg.Alerts); err != nil {
 		return nil, err
 	}
 	// Its cooldown is also how often it may wake the workers of a queue: River's default (100 ms) would

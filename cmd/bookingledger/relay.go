@@ -76,7 +76,7 @@ func (rf relayFlags) config() (relay.Config, error) {
 	}
 	c := relay.Config{Guard: relay.Guard{AllowPrivate: *rf.allowPrivate}, Schedule: schedule, Workers: int(min(*rf.workers, 1<<10)),
 		Alerts: relay.AlertConfig{URL: *rf.alertURL, Format: *rf.alertFormat, Secret: *rf.alertSecret}}
-	if err := c.Alerts.Check(); err != nil {
+	if err := relay.CheckAlerts(c.Alerts); err != nil {
 		return relay.Config{}, usageErrorf("BOOKINGLEDGER_ALERT_URL / _FORMAT / _SECRET: %w", err)
 	}
 	return c, nil

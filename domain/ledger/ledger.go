@@ -481,3 +481,30 @@ func refs(events []booking.Event) []EventRef {
 	}
 	return out
 }
+
+// Unrecorded returns the events of events that their streams do not hold yet, in order: what Record
+// would append (before deciding), read without writing anything — a dry run's answer.
+func (s *Service) Unrecorded(ctx context.Context, events []booking.Event) ([]booking.Event, error) {
+	held := map[string]map[eventlog.EventID]bool{}
+	var out []booking.Event
+	for _, e := range events {
+		stream := e.Booking.Stream()
+		ids, ok := held[stream]
+		if !ok {
+			recs, err := s.store.ReadStream(ctx, stream)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", stream, err)
+			}
+			ids = make(map[eventlog.EventID]bool, len(recs))
+			for _, r := range recs {
+				ids[r.ID] = true
+			}
+			held[stream] = ids
+		}
+		if !ids[e.ID] {
+			out = append(out, e)
+			ids[e.ID] = true
+		}
+	}
+	return out, nil
+}

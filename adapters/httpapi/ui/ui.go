@@ -315,7 +315,7 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 	if s.Steps != nil {
 		d.Actions = s.StepActions
 	}
-	for _, kind := range []projections.ItemKind{projections.ItemConflict, projections.ItemLateEvent, projections.ItemQuarantined, projections.ItemStep} {
+	for _, kind := range []projections.ItemKind{projections.ItemConflict, projections.ItemLateEvent, projections.ItemQuarantined, projections.ItemStep, projections.ItemSync} {
 		g := itemGroup{Kind: kind}
 		for _, it := range items {
 			if it.Kind == kind {

@@ -92,7 +92,7 @@ FROM receipts r WHERE r.outcome = 'quarantined'
 // present. Unlike OpenItems it writes nothing (it runs at every metrics scrape of every instance): a
 // quarantined receipt that has no item yet counts as the open item it will get.
 func (m *ReadModel) OpenItemCounts(ctx context.Context) (map[projections.ItemKind]int64, error) {
-	out := map[projections.ItemKind]int64{projections.ItemConflict: 0, projections.ItemQuarantined: 0, projections.ItemLateEvent: 0, projections.ItemStep: 0}
+	out := map[projections.ItemKind]int64{projections.ItemConflict: 0, projections.ItemQuarantined: 0, projections.ItemLateEvent: 0, projections.ItemStep: 0, projections.ItemSync: 0}
 	counts, err := queryRows(ctx, m.pool, pgx.RowToStructByPos[struct {
 		Kind projections.ItemKind
 		N    int64
