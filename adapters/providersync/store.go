@@ -167,14 +167,31 @@ func (s *Store) Subscriptions(ctx context.Context, provider string) ([]providers
 // by the primary key, so that a provider that never delivers costs a bounded read.
 const lastDeliveryWindow = 200_000
 
+// lastDeliverySQL finds provider's newest verified webhook delivery among the newest receipts.
+const lastDeliverySQL = `SELECT received_at FROM receipts
+  WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - $2
+    AND provider = $1 AND outcome <> 'rejected' AND delivery_id NOT LIKE 'sync:%'
+  ORDER BY id DESC LIMIT 1`
+
+// LastDelivery returns when provider's newest verified webhook delivery arrived: read among the
+// newest receipts, else as the watch recorded it; nil when none is known.
+func (s *Store) LastDelivery(ctx context.Context, provider string) (*time.Time, error) {
+	var at time.Time
+	err := s.pool.QueryRow(ctx, lastDeliverySQL, provider, lastDeliveryWindow).Scan(&at)
+	switch {
+	case err == nil:
+		return &at, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("last delivery of %s: %w", provider, err)
+	}
+	st, err := s.State(ctx, provider)
+	return st.LastDeliver, err
+}
+
 // refreshLastDelivery records when provider's newest verified webhook delivery (not a sync's receipt)
 // arrived, when one is among the newest receipts; an older one stays as recorded.
 func (s *Store) refreshLastDelivery(ctx context.Context, provider string) error {
-	_, err := s.pool.Exec(ctx, `WITH newest AS (
-  SELECT received_at FROM receipts
-  WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - $2
-    AND provider = $1 AND outcome <> 'rejected' AND delivery_id NOT LIKE 'sync:%'
-  ORDER BY id DESC LIMIT 1)
+	_, err := s.pool.Exec(ctx, `WITH newest AS (`+lastDeliverySQL+`)
 INSERT INTO provider_sync_state (provider, last_delivery_at) SELECT $1, received_at FROM newest
 ON CONFLICT (provider) DO UPDATE SET last_delivery_at = greatest(provider_sync_state.last_delivery_at, excluded.last_delivery_at)`,
 		provider, lastDeliveryWindow)

@@ -24,6 +24,9 @@ type providerSpec struct {
 	toleranceE string
 	toleranceD time.Duration
 	build      func(s providers.Secrets, tol time.Duration, f providerFlags) (providers.Provider, jobs.Refetcher, error)
+	// connectable: `providers connect` may create this provider's subscriptions with a secret of its
+	// own, which serve then verifies with besides the configured ones.
+	connectable bool
 }
 
 // Acuity's settings beyond its keys: the webhooks carry no data, so the provider fetches appointments.
@@ -43,7 +46,7 @@ type providerFlags struct {
 func providerSpecs() []providerSpec {
 	return []providerSpec{
 		{
-			name: calendly.Name, secretsEnv: "BOOKINGLEDGER_CALENDLY_SIGNING_KEYS",
+			name: calendly.Name, secretsEnv: "BOOKINGLEDGER_CALENDLY_SIGNING_KEYS", connectable: true,
 			toleranceF: "calendly-tolerance", toleranceE: "BOOKINGLEDGER_CALENDLY_TOLERANCE", toleranceD: calendly.DefaultTolerance,
 			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, jobs.Refetcher, error) {
 				return calendly.New(s, tol), nil, nil
@@ -51,7 +54,7 @@ func providerSpecs() []providerSpec {
 		},
 		{
 			// Cal.com signs no timestamp: no tolerance to configure; a replay is a duplicate by event ID.
-			name: calcom.Name, secretsEnv: "BOOKINGLEDGER_CALCOM_SECRETS",
+			name: calcom.Name, secretsEnv: "BOOKINGLEDGER_CALCOM_SECRETS", connectable: true,
 			build: func(s providers.Secrets, _ time.Duration, _ providerFlags) (providers.Provider, jobs.Refetcher, error) {
 				return calcom.New(s), nil, nil
 			},
@@ -80,7 +83,7 @@ func providerSpecs() []providerSpec {
 			},
 		},
 		{
-			name: stripe.Name, secretsEnv: "BOOKINGLEDGER_STRIPE_SECRETS",
+			name: stripe.Name, secretsEnv: "BOOKINGLEDGER_STRIPE_SECRETS", connectable: true,
 			toleranceF: "stripe-tolerance", toleranceE: "BOOKINGLEDGER_STRIPE_TOLERANCE", toleranceD: stripe.DefaultTolerance,
 			build: func(s providers.Secrets, tol time.Duration, _ providerFlags) (providers.Provider, jobs.Refetcher, error) {
 				return stripe.New(s, tol), nil, nil
@@ -106,6 +109,9 @@ type providerConfig struct {
 	refetchers   []jobs.Refetcher
 	secrets      map[string]providers.Secrets
 	unconfigured []string
+	// rebuild makes a provider anew with other secrets (the stored ones of providersync), by name; the
+	// providers whose subscriptions `providers connect` manages only.
+	rebuild map[string]func(providers.Secrets) providers.Provider
 }
 
 func (c providerConfig) names() []string {
@@ -136,7 +142,7 @@ func registerProviderFlags(f *envFlags) providerFlags {
 // loadProviders builds every provider, configured or not: one without secrets is still served, so that
 // its requests get an explicit 401 "no secret configured" rather than a 404 (fail closed, visibly).
 func loadProviders(getenv func(string) string, flags providerFlags) (providerConfig, error) {
-	c := providerConfig{secrets: map[string]providers.Secrets{}}
+	c := providerConfig{secrets: map[string]providers.Secrets{}, rebuild: map[string]func(providers.Secrets) providers.Provider{}}
 	for _, s := range providerSpecs() {
 		secrets := providers.ParseSecrets(getenv(s.secretsEnv))
 		var tol time.Duration
@@ -156,6 +162,13 @@ func loadProviders(getenv func(string) string, flags providerFlags) (providerCon
 			c.refetchers = append(c.refetchers, refetcher)
 		}
 		c.secrets[s.name] = secrets
+		if s.connectable {
+			spec := s
+			c.rebuild[s.name] = func(other providers.Secrets) providers.Provider {
+				p, _, _ := spec.build(other, tol, flags) // built once already with these settings
+				return p
+			}
+		}
 		if secrets.Empty() {
 			c.unconfigured = append(c.unconfigured, s.name)
 		}

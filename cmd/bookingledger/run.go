@@ -51,6 +51,11 @@ Usage:
                                    relay deliveries, their state and attempts
   bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types P] [--only-failed] [--dry-run]
                                    send an endpoint's deliveries of a time window again (same webhook-ids)
+  bookingledger sync <provider> --from RFC3339 --to RFC3339 [--dry-run] [--json]
+                                   read the provider's API and record what its webhooks missed
+  bookingledger providers connect <provider> --url URL | providers status [--json]
+                                   create or repair the provider's webhook subscription; show each
+                                   provider's subscriptions, last delivery and last sync
   bookingledger erase --booking B | --email E [--dry-run] [--json]
                                    erase a person's data: data keys, bodies, reasons, contacts
   bookingledger keys generate | keys rewrap
@@ -102,6 +107,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runToken(ctx, rest, getenv, stdout, stderr)
 	case "resources":
 		err = runResources(ctx, rest, getenv, stdout, stderr)
+	case "sync":
+		err = runSync(ctx, rest, getenv, stdout, stderr)
+	case "providers":
+		err = runProviders(ctx, rest, getenv, stdout, stderr)
 	case "erase":
 		err = runErase(ctx, rest, getenv, stdout, stderr)
 	case "keys":

@@ -25,6 +25,7 @@ import (
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/process"
+	"bookingledger/adapters/providersync"
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/ledger"
 	"bookingledger/domain/resource"
@@ -88,6 +89,10 @@ type serveConfig struct {
 	resources     map[string][]string
 	masterKeys    *privacy.Keyring
 	bodyRetention time.Duration // 0: bodies are kept until erased
+	// apis are the providers whose API the sync reads and the watch checks (those with a credential).
+	apis     providerAPIs
+	periodic providersync.Periodic
+	repair   bool
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -125,6 +130,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	retention := f.String("receipt-body-retention", []string{"BOOKINGLEDGER_RECEIPT_BODY_RETENTION"}, "",
 		"shred receipt bodies stored longer ago than this, e.g. 400d (default: keep until erased)")
 	providerFlags := registerProviderFlags(f)
+	apiURLs := registerAPIFlags(f)
+	syncF := registerSyncFlags(f)
 	rest, err := f.parse(args)
 	if err != nil {
 		return c, err
@@ -163,6 +170,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if c.providers, err = loadProviders(getenv, providerFlags); err != nil {
 		return c, err
 	}
+	if c.apis, err = loadAPIs(getenv, apiURLs); err != nil {
+		return c, err
+	}
+	c.periodic, c.repair = syncF.periodic(), *syncF.repair
 	if c.steps, err = parseSteps(getenv); err != nil {
 		return c, err
 	}
@@ -237,6 +248,9 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 // defaultRescueAfter: a relay delivery or deferred fetch whose process was killed mid-attempt runs
 // again within minutes rather than River's hour.
 const defaultRescueAfter = 5 * time.Minute
+
+// alertTimeout bounds one POST of an operator alert.
+const alertTimeout = 10 * time.Second
 
 // defaultPoolMaxConns applies when the database URL does not set pool_max_conns.
 const defaultPoolMaxConns = 20
@@ -342,14 +356,22 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	for _, t := range cfg.steps.unconfigured {
 		log.Warn("process steps: target not configured; its steps are not planned", "target", t)
 	}
+	// The provider sync and the subscription watch (docs/operations/sync.md), on their own queue.
+	syncs := newSyncServe(pool, svc, cfg.apis, cfg.masterKeys, relayAlerts{cfg: cfg.relay.Alerts, client: cfg.relay.Guard.Client(alertTimeout)},
+		cfg.periodic, cfg.repair, log)
+	if len(cfg.apis.apis) == 0 {
+		log.Info(errNoAPIs.Error())
+	}
 	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
-		Kinds:  append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind}, retentionKinds(pool, cfg.bodyRetention)...),
+		Kinds: append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind, syncs.kind()},
+			retentionKinds(pool, cfg.bodyRetention)...),
 		Bodies: bodies})
 	if err != nil {
 		return err
 	}
+	syncs.attach(queue.Client())
 	if err := queue.Start(ctx); err != nil {
 		return err
 	}
@@ -386,6 +408,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		state.eventsAfter = es.receipts.EventsAfter // the events are in PostgreSQL, next to the receipts
 	}
 	reg.MustRegister(newStateCollector(state))
+	reg.MustRegister(providersync.NewCollector(syncs.store, cfg.providers.names(), log))
 	for _, name := range cfg.providers.unconfigured {
 		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
 	}
@@ -399,10 +422,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.metricsAuth == metricsToken {
 		guardMetrics = adm.authn.Protect
 	}
+	// Secrets `providers connect` stored verify beside the configured ones, without a restart.
+	verifiers := wrapStoredSecrets(cfg.providers, &providersync.StoredSecrets{Store: syncs.store, Box: cfg.masterKeys, Logger: log})
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger:                  svc,
 		Deferrer:                queue,
-		Providers:               cfg.providers.list,
+		Providers:               verifiers,
 		Ready:                   ready,
 		Logger:                  log,
 		Registry:                reg,

@@ -1,0 +1,573 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"bookingledger/adapters/alerts"
+	"bookingledger/adapters/esdb"
+	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/privacy"
+	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providersync"
+	"bookingledger/domain/ledger"
+)
+
+// apiSpecs lists the providers whose API the sync reads, in the order status shows them.
+func apiSpecs() []apiSpec {
+	return []apiSpec{}
+}
+
+// apiSpec is one provider's API access for the provider sync: the variable holding its credential
+// (read from the environment only, like the signing secrets), its URL flag, and how to build its
+// Source and Subscriptions from them. A provider without the credential works on webhooks alone.
+type apiSpec struct {
+	provider   string
+	credential string // env variable; "" when the credential comes from elsewhere (Acuity: its API keys)
+	urlFlag    string
+	urlEnv     string
+	urlDefault string
+	build      func(credential, apiURL string, getenv func(string) string) (providerAPI, bool, error)
+}
+
+// providerAPI is a provider's API as the sync and the watch use it.
+type providerAPI interface {
+	providersync.Source
+	providersync.Subscriptions
+}
+
+// providerAPIs are the providers whose API the sync reads, each built when its credential is set.
+type providerAPIs struct {
+	apis []providerAPI
+	// urls are the API base URLs in use, by provider (for status).
+	urls map[string]string
+	// missing names, by provider, the variable that would enable its API.
+	missing map[string]string
+}
+
+func (a providerAPIs) sources() []providersync.Source {
+	out := make([]providersync.Source, len(a.apis))
+	for i, p := range a.apis {
+		out[i] = p
+	}
+	return out
+}
+
+func (a providerAPIs) subscriptions() []providersync.Subscriptions {
+	out := make([]providersync.Subscriptions, len(a.apis))
+	for i, p := range a.apis {
+		out[i] = p
+	}
+	return out
+}
+
+// registerAPIFlags adds one URL flag per provider API.
+func registerAPIFlags(f *envFlags) map[string]*string {
+	out := map[string]*string{}
+	for _, s := range apiSpecs() {
+		if s.urlFlag == "" {
+			continue
+		}
+		out[s.provider] = f.String(s.urlFlag, []string{s.urlEnv}, s.urlDefault, s.provider+" API base URL (the provider sync and `providers connect`)")
+	}
+	return out
+}
+
+// loadAPIs builds the API of every provider whose credential is set.
+func loadAPIs(getenv func(string) string, urls map[string]*string) (providerAPIs, error) {
+	out := providerAPIs{urls: map[string]string{}, missing: map[string]string{}}
+	for _, s := range apiSpecs() {
+		cred := ""
+		if s.credential != "" {
+			cred = strings.TrimSpace(getenv(s.credential))
+		}
+		apiURL := s.urlDefault
+		if p := urls[s.provider]; p != nil {
+			apiURL = *p
+		}
+		if apiURL != "" {
+			if u, err := url.Parse(apiURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				return out, usageErrorf("%s / --%s: %q is not an http(s) URL", s.urlEnv, s.urlFlag, apiURL)
+			}
+		}
+		api, ok, err := s.build(cred, strings.TrimRight(apiURL, "/"), getenv)
+		if err != nil {
+			return out, usageErrorf("%s API: %w", s.provider, err)
+		}
+		if !ok {
+			out.missing[s.provider] = s.credential
+			continue
+		}
+		out.apis = append(out.apis, api)
+		out.urls[s.provider] = apiURL
+	}
+	return out, nil
+}
+
+// syncFlags are serve's settings of the periodic sync and the subscription watch.
+type syncFlags struct {
+	interval, back, ahead, watch *time.Duration
+	repair                       *bool
+}
+
+func registerSyncFlags(f *envFlags) syncFlags {
+	return syncFlags{
+		interval: f.Duration("sync-interval", []string{"BOOKINGLEDGER_SYNC_INTERVAL"}, providersync.DefaultInterval,
+			"how often each provider with an API credential is synced"),
+		back: f.Duration("sync-back", []string{"BOOKINGLEDGER_SYNC_BACK"}, providersync.DefaultBack,
+			"a periodic sync reads bookings from this long ago …"),
+		ahead: f.Duration("sync-ahead", []string{"BOOKINGLEDGER_SYNC_AHEAD"}, providersync.DefaultAhead,
+			"… to this far ahead (by start time, where the provider filters so)"),
+		watch: f.Duration("providers-watch-interval", []string{"BOOKINGLEDGER_PROVIDERS_WATCH_INTERVAL"}, providersync.DefaultWatchInterval,
+			"how often the providers' webhook subscriptions are checked"),
+		repair: f.Bool("providers-repair", []string{"BOOKINGLEDGER_PROVIDERS_REPAIR"},
+			"re-create or re-enable a disabled or missing subscription as `providers connect` would"),
+	}
+}
+
+func (s syncFlags) periodic() providersync.Periodic {
+	return providersync.Periodic{Interval: *s.interval, Back: *s.back, Ahead: *s.ahead, WatchInterval: *s.watch}
+}
+
+// syncServe is the provider sync as serve runs it.
+type syncServe struct {
+	store   *providersync.Store
+	syncer  *providersync.Syncer
+	watcher *providersync.Watcher
+	work    *providersync.Work
+	alerter *providersync.Alerts
+}
+
+// newSyncServe wires the sync, the watch and their alerts; Kind registers them on the job queue.
+func newSyncServe(pool *pgxpool.Pool, svc *ledger.Service, apis providerAPIs, ring *privacy.Keyring, alertsTo relayAlerts, periodic providersync.Periodic, repair bool, log *slog.Logger) *syncServe {
+	store := providersync.NewStore(pool)
+	alerter := &providersync.Alerts{Pool: pool} // its River client is set by attach, once the queue exists
+	s := &syncServe{store: store, alerter: alerter}
+	s.syncer = providersync.NewSyncer(providersync.Config{Store: store, Ledger: svc, Sources: apis.sources(), Alerts: alerter, Logger: log})
+	s.watcher = providersync.NewWatcher(providersync.WatchConfig{Store: store, Subscriptions: apis.subscriptions(), Box: ring,
+		Alerts: alerter, Repair: repair, Logger: log})
+	s.work = &providersync.Work{Syncer: s.syncer, Watcher: s.watcher, Periodic: periodic, Store: store,
+		AlertClient: alertsTo.client, Alerts: alertsTo.cfg}
+	return s
+}
+
+// relayAlerts is the one alert channel: the relay's configuration and egress client.
+type relayAlerts struct {
+	cfg    alerts.Config
+	client alerts.Doer
+}
+
+// kind is the sync's work on the job queue.
+func (s *syncServe) kind() jobs.Kind {
+	return jobs.Kind{Queue: providersync.Queue, Workers: 2, Register: s.work.Register, Periodic: s.work.PeriodicJobs()}
+}
+
+// attach gives the alerter the queue's River client, once it exists.
+func (s *syncServe) attach(client *river.Client[pgx.Tx]) {
+	s.alerter.Client = client
+}
+
+// wrapStoredSecrets makes the providers whose subscriptions `providers connect` manages verify with
+// the secrets it stored too, without a restart.
+func wrapStoredSecrets(c providerConfig, ss *providersync.StoredSecrets) []providers.Provider {
+	out := make([]providers.Provider, len(c.list))
+	for i, p := range c.list {
+		rebuild, ok := c.rebuild[p.Name()]
+		if !ok {
+			out[i] = p
+			continue
+		}
+		out[i] = ss.Wrap(p, c.secrets[p.Name()].Len(), rebuild)
+	}
+	return out
+}
+
+const syncUsage = `Usage: bookingledger sync <provider> --from RFC3339 --to RFC3339 [--dry-run] [--json]
+
+Reads the provider's bookings in the window through its API and records what its webhooks missed,
+through the same ledger path as a webhook and with the same event IDs: a fact already recorded appends
+nothing, a fact the webhooks missed is appended with the provider's own time. Every object read leaves
+a receipt (delivery id sync:<ref>, its body sealed). --dry-run reads and compares, and records nothing.
+The window filters on what the provider filters on (docs/operations/sync.md): Calendly and Cal.com by
+start time, Acuity by date, Stripe by the event's creation (its last 30 days). Needs the provider's API
+credential (BOOKINGLEDGER_CALENDLY_API_TOKEN, BOOKINGLEDGER_CALCOM_API_KEY, BOOKINGLEDGER_STRIPE_API_KEY,
+or Acuity's user id and API key) and BOOKINGLEDGER_MASTER_KEY (the bodies are stored sealed).`
+
+func runSync(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newEnvFlags("sync", getenv, stderr, syncUsage)
+	from := f.String("from", nil, "", "window start, RFC 3339 (required)")
+	to := f.String("to", nil, "", "window end, RFC 3339 (required)")
+	dry := f.Bool("dry-run", nil, "read and compare; record nothing")
+	asJSON := f.Bool("json", nil, "print the result as JSON")
+	sf := registerStoreFlags(f)
+	urls := registerAPIFlags(f)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErrorf("sync wants one provider, got %q", pos)
+	}
+	w, err := parseWindow(*from, *to)
+	if err != nil {
+		return err
+	}
+	apis, err := loadAPIs(getenv, urls)
+	if err != nil {
+		return err
+	}
+	if err := apis.require(pos[0]); err != nil {
+		return err
+	}
+	env, err := openSyncEnv(ctx, sf, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	syncer := providersync.NewSyncer(providersync.Config{Store: env.store, Ledger: env.ledger, Sources: apis.sources(),
+		Alerts: env.alerts, Logger: env.log})
+	res, err := syncer.Run(ctx, pos[0], w, *dry, false)
+	if *asJSON {
+		if werr := writeJSONTo(stdout, res); werr != nil {
+			return werr
+		}
+	} else {
+		printSync(stdout, res)
+	}
+	return err
+}
+
+func printSync(w io.Writer, r providersync.Result) {
+	verb := "recorded"
+	if r.DryRun {
+		verb = "would record"
+	}
+	fmt.Fprintf(w, "%s %s … %s: fetched %d, %s %d (%d event(s)), already recorded %d, ignored %d, quarantined %d\n",
+		r.Provider, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), r.Fetched, verb, r.Recorded, r.Events, r.Already, r.Ignored, r.Quarantined)
+	for _, m := range r.Missed {
+		fmt.Fprintf(w, "  missed: %s (%s, %d event(s))\n", m.Ref, strings.Join(m.Bookings, ", "), m.Events)
+	}
+}
+
+func parseWindow(from, to string) (providers.SyncWindow, error) {
+	if from == "" || to == "" {
+		return providers.SyncWindow{}, usageErrorf("sync wants --from and --to (RFC 3339)")
+	}
+	f, err := time.Parse(time.RFC3339, from)
+	if err != nil {
+		return providers.SyncWindow{}, usageErrorf("--from %q is not an RFC 3339 time", from)
+	}
+	t, err := time.Parse(time.RFC3339, to)
+	if err != nil {
+		return providers.SyncWindow{}, usageErrorf("--to %q is not an RFC 3339 time", to)
+	}
+	if !t.After(f) {
+		return providers.SyncWindow{}, usageErrorf("--to must be after --from")
+	}
+	return providers.SyncWindow{From: f.UTC(), To: t.UTC()}, nil
+}
+
+// require fails with a usage error naming the variable when provider has no API.
+func (a providerAPIs) require(provider string) error {
+	if _, ok := a.urls[provider]; ok {
+		return nil
+	}
+	if v, ok := a.missing[provider]; ok {
+		hint := "set " + v
+		if v == "" {
+			hint = "set " + envAcuityUserID + " and BOOKINGLEDGER_ACUITY_API_KEYS"
+		}
+		return usageErrorf("%s: no API credential configured (%s)", provider, hint)
+	}
+	return usageErrorf("unknown provider %q (have %s)", provider, strings.Join(apiProviders(), ", "))
+}
+
+func apiProviders() []string {
+	var out []string
+	for _, s := range apiSpecs() {
+		out = append(out, s.provider)
+	}
+	return out
+}
+
+// syncEnv is what the sync and providers commands open: the database, the ledger over the selected
+// event store with sealed bodies, the sync's store and its alerts.
+type syncEnv struct {
+	pool   *pgxpool.Pool
+	es     eventStore
+	ledger *ledger.Service
+	store  *providersync.Store
+	ring   *privacy.Keyring
+	alerts *providersync.Alerts
+	log    *slog.Logger
+}
+
+func openSyncEnv(ctx context.Context, sf storeFlags, getenv func(string) string, stderr io.Writer) (*syncEnv, error) {
+	if err := sf.check(); err != nil {
+		return nil, err
+	}
+	ring, err := privacy.ParseKeyring(*sf.masterKey)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	pool, err := openMigratedPool(ctx, *sf.databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	es, err := openEventStore(ctx, *sf.eventStore, pool, log)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	env := &syncEnv{pool: pool, es: es, store: providersync.NewStore(pool), ring: ring, log: log}
+	bodies, err := openBodies(ctx, pool, ring)
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	es.receipts.WithBodySealer(bodies)
+	var store ledger.Store = es.receipts
+	if es.esdb != nil {
+		store = esdb.NewLedgerStore(es.esdb, es.receipts)
+	}
+	env.ledger = ledger.NewService(store, eventcodec.JSON{})
+	// An insert-only River client: the alert's send job is worked by serve.
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		env.Close()
+		return nil, fmt.Errorf("job queue client: %w", err)
+	}
+	env.alerts = &providersync.Alerts{Pool: pool, Client: client}
+	return env, nil
+}
+
+func (e *syncEnv) Close() {
+	e.es.Close()
+	e.pool.Close()
+}
+
+const providersUsage = `Usage: bookingledger providers connect <provider> --url <public webhook URL>
+       bookingledger providers status [--json]
+
+connect makes sure the provider has an active webhook subscription for the URL with the events
+bookingledger maps: it creates a missing one (with a signing secret it generates where the provider
+lets the client choose, Calendly and Cal.com; Stripe's own otherwise), re-creates a disabled Calendly
+subscription, re-enables a disabled Cal.com webhook or Stripe endpoint, and changes nothing when all is
+well. A new signing secret is kept in the database, sealed with BOOKINGLEDGER_MASTER_KEY, and every
+serve verifies with it at once (no restart, no variable to copy); it is never printed.
+status shows, per provider, its API access, each subscription (URL, events, state), the last webhook
+delivery accepted and the last sync and what it found.`
+
+func runProviders(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, providersUsage)
+		return usageErrorf("providers wants connect or status")
+	}
+	f := newEnvFlags("providers "+args[0], getenv, stderr, providersUsage)
+	sf := registerStoreFlags(f)
+	urls := registerAPIFlags(f)
+	switch args[0] {
+	case "connect":
+		target := f.String("url", nil, "", "the public URL of this deployment's webhook endpoint, e.g. https://ledger.example.com/webhooks/calendly (required)")
+		asJSON := f.Bool("json", nil, "print the result as JSON")
+		pos, err := f.parse(args[1:])
+		if err != nil {
+			return err
+		}
+		return runConnect(ctx, pos, *target, *asJSON, sf, urls, getenv, stdout, stderr)
+	case "status":
+		asJSON := f.Bool("json", nil, "print the status as JSON")
+		pos, err := f.parse(args[1:])
+		if err != nil {
+			return err
+		}
+		if len(pos) > 0 {
+			return usageErrorf("providers status takes no arguments, got %q", pos)
+		}
+		return runProvidersStatus(ctx, *asJSON, sf, urls, getenv, stdout, stderr)
+	}
+	fmt.Fprintln(stderr, providersUsage)
+	return usageErrorf("providers: unknown subcommand %q (want connect or status)", args[0])
+}
+
+func runConnect(ctx context.Context, pos []string, target string, asJSON bool, sf storeFlags, urls map[string]*string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(pos) != 1 {
+		return usageErrorf("providers connect wants one provider, got %q", pos)
+	}
+	provider := pos[0]
+	if err := checkWebhookURL(provider, target); err != nil {
+		return err
+	}
+	apis, err := loadAPIs(getenv, urls)
+	if err != nil {
+		return err
+	}
+	if err := apis.require(provider); err != nil {
+		return err
+	}
+	env, err := openSyncEnv(ctx, sf, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	w := providersync.NewWatcher(providersync.WatchConfig{Store: env.store, Subscriptions: apis.subscriptions(), Box: env.ring,
+		Alerts: env.alerts, Logger: env.log})
+	res, err := w.Connect(ctx, provider, target)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSONTo(stdout, res)
+	}
+	secret := ""
+	if res.Secret != "" {
+		secret = "; its new signing secret is stored sealed and verifies from now on"
+	}
+	fmt.Fprintf(stdout, "%s subscription %s for %s: %s (%s)%s\n", provider, res.Subscription.ID, res.Subscription.URL, res.Action, res.Subscription.State, secret)
+	return nil
+}
+
+// checkWebhookURL refuses a URL a provider could not deliver to, or one that is not this provider's
+// webhook path.
+func checkWebhookURL(provider, target string) error {
+	if target == "" {
+		return usageErrorf("providers connect wants --url, the public URL of /webhooks/%s", provider)
+	}
+	u, err := url.Parse(target)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return usageErrorf("--url %q is not an http(s) URL", target)
+	}
+	if !strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/webhooks/"+provider) {
+		return usageErrorf("--url %q does not end in /webhooks/%s, the path bookingledger serves %s's webhooks on", target, provider, provider)
+	}
+	return nil
+}
+
+// providerStatus is one provider in `providers status`.
+type providerStatus struct {
+	Provider           string                   `json:"provider"`
+	API                string                   `json:"api"` // "configured" or "not configured (webhooks only)"
+	APIURL             string                   `json:"api_url,omitempty"`
+	WebhookURL         string                   `json:"webhook_url,omitempty"`
+	Subscriptions      []providers.Subscription `json:"subscriptions"`
+	SubscriptionsError string                   `json:"subscriptions_error,omitempty"`
+	LastDeliveryAt     *time.Time               `json:"last_delivery_at"`
+	LastSync           *syncStatus              `json:"last_sync"`
+	MissedTotal        int64                    `json:"missed_events_total"`
+}
+
+type syncStatus struct {
+	At       *time.Time `json:"at"`
+	OK       bool       `json:"ok"`
+	Error    string     `json:"error,omitempty"`
+	From     *time.Time `json:"from,omitempty"`
+	To       *time.Time `json:"to,omitempty"`
+	Fetched  int        `json:"fetched"`
+	Recorded int        `json:"recorded"`
+	Already  int        `json:"already"`
+}
+
+func runProvidersStatus(ctx context.Context, asJSON bool, sf storeFlags, urls map[string]*string, getenv func(string) string, stdout, stderr io.Writer) error {
+	apis, err := loadAPIs(getenv, urls)
+	if err != nil {
+		return err
+	}
+	if err := sf.check(); err != nil {
+		return err
+	}
+	pool, err := openMigratedPool(ctx, *sf.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := providersync.NewStore(pool)
+	byName := map[string]providerAPI{}
+	for _, a := range apis.apis {
+		byName[a.Name()] = a
+	}
+	var out []providerStatus
+	for _, name := range apiProviders() {
+		st, err := store.State(ctx, name)
+		if err != nil {
+			return err
+		}
+		ps := providerStatus{Provider: name, API: "not configured (webhooks only)", WebhookURL: st.WebhookURL, MissedTotal: st.MissedTotal,
+			Subscriptions: []providers.Subscription{}}
+		if ps.LastDeliveryAt, err = store.LastDelivery(ctx, name); err != nil {
+			return err
+		}
+		if st.LastRunAt != nil {
+			ps.LastSync = &syncStatus{At: st.LastRunAt, OK: st.LastError == "", Error: st.LastError, From: st.LastFrom, To: st.LastTo,
+				Fetched: st.LastFetched, Recorded: st.LastRecorded, Already: st.LastAlready}
+		}
+		if api, ok := byName[name]; ok {
+			ps.API, ps.APIURL = "configured", apis.urls[name]
+			subs, err := api.List(ctx)
+			if err != nil {
+				ps.SubscriptionsError = err.Error()
+			} else {
+				ps.Subscriptions = subs
+			}
+		}
+		out = append(out, ps)
+	}
+	if asJSON {
+		return writeJSONTo(stdout, out)
+	}
+	for _, ps := range out {
+		printProviderStatus(stdout, ps, apis.missing[ps.Provider])
+	}
+	return nil
+}
+
+func printProviderStatus(w io.Writer, ps providerStatus, missingVar string) {
+	fmt.Fprintf(w, "%s\n", ps.Provider)
+	if ps.API == "configured" {
+		fmt.Fprintf(w, "  API: configured (%s)\n", ps.APIURL)
+	} else {
+		hint := missingVar
+		if hint == "" {
+			hint = envAcuityUserID + " and BOOKINGLEDGER_ACUITY_API_KEYS"
+		}
+		fmt.Fprintf(w, "  API: not configured, webhooks only (set %s to sync and watch)\n", hint)
+	}
+	if ps.WebhookURL != "" {
+		fmt.Fprintf(w, "  webhook URL: %s\n", ps.WebhookURL)
+	}
+	for _, s := range ps.Subscriptions {
+		fmt.Fprintf(w, "  subscription %s: %s %s [%s]\n", s.ID, s.State, s.URL, strings.Join(s.Events, ", "))
+	}
+	if ps.SubscriptionsError != "" {
+		fmt.Fprintf(w, "  subscriptions: not listed: %s\n", ps.SubscriptionsError)
+	}
+	if ps.LastDeliveryAt != nil {
+		fmt.Fprintf(w, "  last webhook delivery: %s\n", ps.LastDeliveryAt.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "  last webhook delivery: none\n")
+	}
+	switch ls := ps.LastSync; {
+	case ls == nil:
+		fmt.Fprintf(w, "  last sync: never\n")
+	case ls.OK:
+		fmt.Fprintf(w, "  last sync: %s ok: fetched %d, recorded %d, already %d (missed events ever: %d)\n",
+			ls.At.UTC().Format(time.RFC3339), ls.Fetched, ls.Recorded, ls.Already, ps.MissedTotal)
+	default:
+		fmt.Fprintf(w, "  last sync: %s failed: %s\n", ls.At.UTC().Format(time.RFC3339), ls.Error)
+	}
+}
+
+// errNoAPIs is what serve logs when no provider has an API credential.
+var errNoAPIs = errors.New("no provider API credential configured: the provider sync and the subscription watch are off (docs/operations/sync.md)")
