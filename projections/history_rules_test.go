@@ -164,3 +164,21 @@ func TestWriteReceiptShowsABodyThatIsNotUTF8AsBase64(t *testing.T) {
 	require.NoError(t, projections.WriteReceipt(&buf, projections.ReceiptDetail{ReceiptEntry: projections.ReceiptEntry{ID: 1}, Body: []byte(`{"a":1}`)}))
 	assert.True(t, strings.Contains(buf.String(), "body (7 bytes)\n{\"a\":1}\n"))
 }
+
+// An event the provider sync appended says so in the timeline, and its receipt is marked as the
+// sync's; an event a webhook brought first does not, whatever the sync read later.
+func TestWriteTimelineMarksWhatTheSyncBrought(t *testing.T) {
+	create := ev("a", 1, 0, booking.Scheduled{Slot: at("m", 60, 120)})
+	cancel := ev("a", 2, 5, booking.Canceled{CanceledBy: "host"})
+	hook := accepted(1, create)
+	bySync := accepted(2, create, cancel)
+	bySync.DeliveryID = ledger.SyncDeliveryPrefix + "invitee https://api.calendly.com/x"
+	in := projections.HistoryInput{Booking: "a", Recorded: recorded("booking-a", create, cancel), Events: []booking.Event{create, cancel},
+		Receipts: []projections.ReceiptEntry{hook, bySync}}
+	var buf bytes.Buffer
+	require.NoError(t, projections.WriteTimeline(&buf, projections.BuildHistory(in)))
+	out := buf.String()
+	assert.Equal(t, 1, strings.Count(out, "(by sync: no webhook had brought it)"), out)
+	assert.Regexp(t, `canceled by host \(by sync: no webhook had brought it\)`, out)
+	assert.Regexp(t, `delivery sync:invitee https://api.calendly.com/x\s+by sync\s+accepted`, out)
+}

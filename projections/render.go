@@ -10,6 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
 )
 
 // WriteTimeline renders a history as a readable timeline for `bookingledger history <booking>`:
@@ -72,6 +75,7 @@ func WriteTimeline(w io.Writer, h History) error {
 	ew.printf("\nreceipts (%d)\n", len(h.Receipts))
 	writeReceiptLines(ew, h.Receipts)
 
+	bySync := syncedEvents(h.Receipts)
 	ew.printf("\nevents in arrival order (%d)\n", len(h.Events))
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "  arrived\tfolded\tprovider time\trecorded\ttype\twhat")
@@ -79,6 +83,9 @@ func WriteTimeline(w io.Writer, h History) error {
 		what := e.Summary
 		if !e.Applied {
 			what = "REFUSED (" + e.Effect + "): " + what
+		}
+		if bySync[e.ID] {
+			what += " (by sync: no webhook had brought it)"
 		}
 		_, _ = fmt.Fprintf(tw, "  v%d\t#%d\t%s\t%s\t%s\t%s\n", e.Version, e.FoldIndex, clock(e.OccurredAt), clock(e.RecordedAt), e.Type, what)
 	}
@@ -110,6 +117,25 @@ func WriteTimeline(w io.Writer, h History) error {
 		WriteSteps(ew, h.Steps)
 	}
 	return ew.Flush()
+}
+
+// syncedEvents are the events the provider sync appended: the first accepting receipt that lists
+// them is the sync's.
+func syncedEvents(rs []ReceiptEntry) map[eventlog.EventID]bool {
+	first := map[eventlog.EventID]bool{}
+	out := map[eventlog.EventID]bool{}
+	for _, r := range rs {
+		if r.Outcome != ledger.OutcomeAccepted {
+			continue
+		}
+		for _, e := range r.Events {
+			if !first[e.ID] {
+				first[e.ID] = true
+				out[e.ID] = ledger.BySync(r.DeliveryID)
+			}
+		}
+	}
+	return out
 }
 
 // WriteSteps renders process steps, two lines each: kind, state, attempts, key and the state it
@@ -204,6 +230,9 @@ func writeReceiptLines(w io.Writer, rs []ReceiptEntry) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, r := range rs {
 		secret := cmp.Or(r.Secret, "no secret") // "secret N", as the ingress labels it
+		if ledger.BySync(r.DeliveryID) {
+			secret = "by sync" // read from the provider's API, not a webhook
+		}
 		line := fmt.Sprintf("  #%d\t%s\t%s\tdelivery %s\t%s\t%s", r.ID, clock(r.ReceivedAt), r.Provider, r.DeliveryID, secret, r.Outcome)
 		if r.Repeats > 1 {
 			line += fmt.Sprintf(" ×%d (last %s)", r.Repeats, clock(r.LastReceivedAt))

@@ -43,7 +43,7 @@ const (
 const SourceHeader = "Bookingledger-Source"
 
 // DeliveryPrefix starts the delivery id of every receipt the sync writes.
-const DeliveryPrefix = "sync:"
+const DeliveryPrefix = ledger.SyncDeliveryPrefix
 
 // Config configures a Syncer.
 type Config struct {

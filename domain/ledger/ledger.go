@@ -54,6 +54,13 @@ type Receipt struct {
 	Booking booking.ID
 }
 
+// SyncDeliveryPrefix starts the delivery id of every receipt the provider sync writes (an object read
+// from a provider's API rather than a webhook): "sync:<ref>".
+const SyncDeliveryPrefix = "sync:"
+
+// BySync reports whether a receipt's delivery id is the provider sync's.
+func BySync(deliveryID string) bool { return strings.HasPrefix(deliveryID, SyncDeliveryPrefix) }
+
 // Header is one request header kept with a receipt.
 type Header struct {
 	Name, Value string
