@@ -103,6 +103,7 @@ func Start(cfg Config) (*Server, error) {
 	mux.Handle("POST /api/v1/webhooks", s.api(s.createWebhook))
 	mux.Handle("DELETE /api/v1/webhooks/{id}", s.api(s.deleteWebhook))
 	mux.HandleFunc("POST /api/v1/_fake/deliveries", s.deliver)
+	mux.HandleFunc("POST /_fake/deliveries", s.deliver) // the same at the root, as the Stripe fake has it
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil

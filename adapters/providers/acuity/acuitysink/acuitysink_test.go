@@ -167,7 +167,7 @@ func TestListFiltersByDateStateAndMax(t *testing.T) {
 	status, _ = do(t, http.MethodPost, s.URL()+"/_fake/deliveries", "action=appointment.canceled&id=104&calendarID=1&appointmentTypeID=9")
 	require.Equal(t, http.StatusNoContent, status)
 	assert.Equal(t, []int64{104, 102}, ids("canceled=true"), "a delivered cancel is played at the API")
-	status, _ = do(t, http.MethodPost, s.URL()+"/_fake/deliveries", "action=scheduled&id=77")
+	status, _ = do(t, http.MethodPost, strings.TrimSuffix(s.URL(), "/api/v1")+"/_fake/deliveries", "action=scheduled&id=77")
 	require.Equal(t, http.StatusNoContent, status)
 	assert.Contains(t, ids("minDate=2026-12-02&maxDate=2026-12-02"), int64(77), "a delivered id is registered (09:00 + 77 mod 8 h)")
 }

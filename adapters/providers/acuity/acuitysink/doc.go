@@ -9,8 +9,9 @@
 // per-second request budget it answers 429.
 //
 // Routes that are not Acuity's: PUT /api/v1/appointments/{id} sets an appointment's state (a host
-// moving or canceling it), POST /api/v1/_fake/deliveries takes the body `bookingledger send acuity`
-// builds and plays that change at Acuity without any webhook (the sync finds it).
+// moving or canceling it); POST /api/v1/_fake/deliveries (also /_fake/deliveries) takes the body
+// `bookingledger send acuity` builds and plays that change at Acuity without any webhook, for the
+// sync to find.
 //
 // It is not a test double for the fetch path (acuitytest is): it accepts any credentials and keeps
 // its state in memory. It imports only the standard library; it must not import bookingledger's
