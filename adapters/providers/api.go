@@ -104,15 +104,22 @@ func (a *API) Do(ctx context.Context, method, path string, query url.Values, in,
 
 // DoHeaders is Do with extra request headers (an Idempotency-Key, a version header of one endpoint).
 func (a *API) DoHeaders(ctx context.Context, method, path string, query url.Values, header http.Header, in, out any) ([]byte, error) {
-	target, err := a.url(path, query)
-	if err != nil {
-		return nil, err
-	}
 	var payload []byte
 	if in != nil {
+		var err error
 		if payload, err = json.Marshal(in); err != nil {
 			return nil, fmt.Errorf("%s API %s %s: encode request: %w", a.Provider, method, pathOf(path), err)
 		}
+	}
+	return a.send(ctx, method, path, query, header, payload, "application/json", out)
+}
+
+// send is the one request loop of Do, DoHeaders and DoForm: payload (nil for none) goes as
+// contentType; 429 and 5xx answers are retried within Retries and MaxWait.
+func (a *API) send(ctx context.Context, method, path string, query url.Values, header http.Header, payload []byte, contentType string, out any) ([]byte, error) {
+	target, err := a.url(path, query)
+	if err != nil {
+		return nil, err
 	}
 	retries := a.Retries
 	if retries == 0 {
@@ -120,7 +127,7 @@ func (a *API) DoHeaders(ctx context.Context, method, path string, query url.Valu
 	}
 	backoff := time.Second
 	for attempt := 0; ; attempt++ {
-		body, wait, err := a.once(ctx, method, target, header, payload)
+		body, wait, err := a.once(ctx, method, target, header, payload, contentType)
 		if err == nil {
 			if out != nil && len(body) > 0 {
 				if err := json.Unmarshal(body, out); err != nil {
@@ -146,7 +153,7 @@ func (a *API) DoHeaders(ctx context.Context, method, path string, query url.Valu
 
 // once sends one request. wait < 0 means the error is final; wait > 0 is the provider's own word on
 // when to try again; 0 with an error means "retry after the backoff".
-func (a *API) once(ctx context.Context, method, target string, header http.Header, payload []byte) ([]byte, time.Duration, error) {
+func (a *API) once(ctx context.Context, method, target string, header http.Header, payload []byte, contentType string) ([]byte, time.Duration, error) {
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
@@ -158,7 +165,7 @@ func (a *API) once(ctx context.Context, method, target string, header http.Heade
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "bookingledger")
 	if payload != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	for k, vs := range header {
 		req.Header[k] = vs

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"time"
 
 	"bookingledger/adapters/providers/acuity/acuitysink"
@@ -9,7 +11,8 @@ import (
 
 // acuityDevSink is Acuity's appointments API: `send acuity scheduled --booking N` makes serve fetch
 // appointment N from it; each fetch is printed, and PUT <url>/appointments/N changes what it answers
-// (moved, canceled).
+// (moved, canceled). The provider sync lists appointments and manages webhooks there too; POST
+// <url>/_fake/deliveries plays a change whose webhook never came.
 func acuityDevSink() devSink {
 	return devSink{
 		name:  "acuity",
@@ -27,6 +30,13 @@ func acuityDevSink() devSink {
 				},
 				OnPut: func(id string, a acuitysink.Appointment) {
 					report("appointment %s set (%s, %s)", id, state(a.Canceled), a.Start.UTC().Format(time.RFC3339))
+				},
+				OnRequest: func(r acuitysink.Request) {
+					if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/appointments") {
+						report("%s %s %d: %d appointment(s)", r.Method, r.Path, r.Status, r.Appointments)
+						return
+					}
+					report("%s %s %d", r.Method, r.Path, r.Status)
 				},
 			})
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/providers/acuity/acuitysink"
 )
 
 // make run's Acuity: serve pointed at the dev sink's API records `send acuity` deliveries, a
@@ -51,5 +52,26 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 	assert.Contains(t, send(t, env, srv.base, "acuity", "canceled", "--booking", "42"), `200 OK {"status":"accepted"`)
 	waitForCalendar(t, srv.token, srv.admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "canceled"})
 	assert.Contains(t, out.String(), "acuity: appointment 42 set (canceled, 2026-12-02T11:00:00Z)")
+	srv.stop(t)
+}
+
+// The tour's Acuity booking gets its confirmation e-mail: the sink's appointment has a made-up
+// client, so the invitee e-mail step has an address (before, it ended "no invitee email known").
+func TestAcuityDevSinkClientGetsTheConfirmation(t *testing.T) {
+	w := newStepsWorld(t, nil, nil)
+	sink, err := acuitysink.Start(acuitysink.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, sink.Close()) })
+	w.vars["BOOKINGLEDGER_ACUITY_API_KEYS"] = demoAcuityKey
+	w.vars["BOOKINGLEDGER_ACUITY_USER_ID"] = demoAcuityUser
+	w.vars[envAcuityAPIURL] = sink.URL()
+	env := w.env()
+	srv := startServe(t, env)
+	assert.Contains(t, send(t, env, srv.base, "acuity", "scheduled", "--booking", "42"), `"status":"accepted"`)
+	w.waitSteps(t, "acuity-42", "host_calendar.create=done", "invitee_email.confirmation=done")
+	_, _, email := acuitysink.Contact(42)
+	msgs := w.smtp.Delivered()
+	require.Len(t, msgs, 1)
+	assert.Equal(t, []string{email}, msgs[0].To)
 	srv.stop(t)
 }

@@ -10,6 +10,11 @@
 // state seen is booking.Scheduled and each further slot a booking.Rescheduled. Event identities are
 // built from the fetched state, so duplicates (changed next to rescheduled, retries, replays) collapse.
 //
+// API (NewAPI) is the provider sync's side: it lists appointments by date and maps each exactly as the
+// fetch path maps the appointment a webhook names (same identities, hence the same event IDs), and
+// manages dynamic webhooks (List, Connect) for adapters/providersync.
+//
 // It imports adapters/providers and the domain only; it must not import an HTTP server, a database, a
-// job queue or an event store. The acuitytest subpackage is a fake of the appointments API for tests.
+// job queue, an event store or adapters/providersync. The acuitytest subpackage is a fake of the
+// appointments API for tests; acuitysink a fuller one for development and the sync's tests.
 package acuity

@@ -31,10 +31,29 @@ type Fetch struct {
 type Config struct {
 	// Addr is the listen address; empty means a free port on 127.0.0.1.
 	Addr string
-	// OnFetch is called after each answered GET; OnPut after each state change. Both may be nil.
-	OnFetch func(Fetch)
-	OnPut   func(id string, a Appointment)
+	// OnFetch is called after each answered GET of one appointment; OnPut after each state change;
+	// OnRequest after each answered list or webhooks request. All may be nil.
+	OnFetch   func(Fetch)
+	OnPut     func(id string, a Appointment)
+	OnRequest func(Request)
+	// RatePerSecond is the request budget of one clock second, beyond which the sink answers 429;
+	// zero means DefaultRatePerSecond.
+	RatePerSecond int
+	// Now is the sink's clock (the request budget); nil means time.Now.
+	Now func() time.Time
 }
+
+// Request is one list or webhooks request the sink answered.
+type Request struct {
+	Method string
+	Path   string
+	Status int
+	// Appointments is how many appointments a list answered.
+	Appointments int
+}
+
+// DefaultRatePerSecond is the budget Acuity is reported to allow an IP (10 requests a second).
+const DefaultRatePerSecond = 10
 
 // The synthesized appointments are fixed, so that a redelivery is a duplicate across restarts too:
 // created at baseCreated, starting on baseDay.
@@ -50,8 +69,14 @@ type Server struct {
 	srv  *http.Server
 	done chan error
 
-	mu   sync.Mutex
-	appt map[string]Appointment
+	mu       sync.Mutex
+	appt     map[string]Appointment
+	known    map[string]bool // ids fetched, set or delivered: what a list can find
+	webhooks []webhook
+	nextHook int
+	requests int
+	second   int64
+	inSecond int
 }
 
 // Start listens and serves until Close.
@@ -59,14 +84,26 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
+	if cfg.RatePerSecond <= 0 {
+		cfg.RatePerSecond = DefaultRatePerSecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("acuity sink: %w", err)
 	}
-	s := &Server{cfg: cfg, ln: ln, done: make(chan error, 1), appt: map[string]Appointment{}}
+	s := &Server{cfg: cfg, ln: ln, done: make(chan error, 1), appt: map[string]Appointment{}, known: map[string]bool{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/v1/appointments/{id}", s.get)
+	mux.Handle("GET /api/v1/appointments/{id}", s.api(s.get))
 	mux.HandleFunc("PUT /api/v1/appointments/{id}", s.put)
+	mux.Handle("GET /api/v1/appointments", s.api(s.list))
+	mux.Handle("GET /api/v1/webhooks", s.api(s.listWebhooks))
+	mux.Handle("POST /api/v1/webhooks", s.api(s.createWebhook))
+	mux.Handle("DELETE /api/v1/webhooks/{id}", s.api(s.deleteWebhook))
+	mux.HandleFunc("POST /api/v1/_fake/deliveries", s.deliver)
+	mux.HandleFunc("POST /_fake/deliveries", s.deliver) // the same at the root, as the Stripe fake has it
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
@@ -89,6 +126,15 @@ func (s *Server) Put(id string, a Appointment) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.appt[id] = a
+	s.known[id] = true
+}
+
+// Requests is the number of API requests received so far (PUT and the admin route excluded),
+// refused ones included.
+func (s *Server) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
 }
 
 // lookup returns id's state: the one Put set, or a 30-minute appointment on calendar 1 on baseDay at
@@ -107,32 +153,16 @@ func (s *Server) lookup(id string) (Appointment, bool) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	if _, _, ok := r.BasicAuth(); !ok {
-		http.Error(w, `{"status_code":401,"message":"Unauthorized","error":"unauthorized"}`, http.StatusUnauthorized)
-		return
-	}
 	id := r.PathValue("id")
 	a, ok := s.lookup(id)
 	if !ok {
-		http.Error(w, `{"status_code":404,"message":"Appointment not found.","error":"not_found"}`, http.StatusNotFound)
+		writeError(w, http.StatusNotFound, "not_found", "Appointment not found.")
 		return
 	}
-	const layout = "2006-01-02T15:04:05-0700"
-	n, _ := strconv.ParseInt(id, 10, 64)
-	doc := map[string]any{
-		"id":              n,
-		"datetime":        a.Start.Format(layout),
-		"duration":        strconv.Itoa(a.Minutes),
-		"calendarID":      a.CalendarID,
-		"classID":         nil,
-		"canceled":        a.Canceled,
-		"noShow":          a.NoShow,
-		"datetimeCreated": baseCreated.Format(layout),
-		"timezone":        "UTC",
-		"type":            "Consultation (dev sink)",
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(doc)
+	s.mu.Lock()
+	s.known[id] = true
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, document(id, a))
 	if s.cfg.OnFetch != nil {
 		s.cfg.OnFetch(Fetch{ID: id, Canceled: a.Canceled, Start: a.Start})
 	}
