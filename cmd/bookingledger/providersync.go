@@ -21,13 +21,43 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/providers"
+	"bookingledger/adapters/providers/acuity"
+	"bookingledger/adapters/providers/stripe"
 	"bookingledger/adapters/providersync"
 	"bookingledger/domain/ledger"
 )
 
 // apiSpecs lists the providers whose API the sync reads, in the order status shows them.
 func apiSpecs() []apiSpec {
-	return []apiSpec{}
+	return []apiSpec{
+		{
+			provider: stripe.Name, credential: envStripeAPIKey, urlFlag: "stripe-api-url", urlEnv: envStripeAPIURL, urlDefault: stripe.DefaultAPIURL,
+			build: func(key, apiURL string, _ func(string) string) (providerAPI, bool, error) {
+				if key == "" {
+					return nil, false, nil
+				}
+				return stripe.NewAPI(stripe.APIConfig{Key: key, URL: apiURL}), true, nil
+			},
+		},
+		{
+			// Acuity's API is the one its webhooks already need: the user id and the newest API key; its
+			// URL flag is the provider's own (--acuity-api-url).
+			provider: acuity.Name,
+			build: func(_, _ string, getenv func(string) string) (providerAPI, bool, error) {
+				keys := providers.ParseSecrets(getenv("BOOKINGLEDGER_ACUITY_API_KEYS"))
+				user := strings.TrimSpace(getenv(envAcuityUserID))
+				if keys.Empty() || user == "" {
+					return nil, false, nil
+				}
+				apiURL := strings.TrimSpace(getenv(envAcuityAPIURL))
+				a, err := acuity.NewAPI(acuity.Config{Keys: keys, UserID: user, APIURL: apiURL}, acuity.APIOptions{})
+				if err != nil {
+					return nil, false, err
+				}
+				return a, true, nil
+			},
+		},
+	}
 }
 
 // apiSpec is one provider's API access for the provider sync: the variable holding its credential
