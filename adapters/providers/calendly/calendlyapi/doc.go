@@ -8,7 +8,8 @@
 // Go methods seed what the fake holds (Schedule, Join, Cancel, Reschedule, MarkNoShow,
 // DisableSubscription) and count requests. For development (the dev-sinks command) two routes that
 // are not Calendly's change it over HTTP: POST /_fake/deliveries records the invitee a webhook body
-// (as `bookingledger send calendly` builds it) describes, and POST /_fake/subscriptions/{uuid}/disable
+// (as `bookingledger send calendly` builds it) describes — also at /_fake/webhooks/calendly, where
+// `send calendly <event> --url <fake>/_fake` posts it — and POST /_fake/subscriptions/{uuid}/disable
 // does what Calendly does after 24 hours of failed deliveries.
 //
 // Where Calendly's behaviour is not documented the fake picks one and says so: a second subscription

@@ -129,6 +129,8 @@ func (s *Server) routes() http.Handler {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /_fake/deliveries", s.postDelivery)
+	// The same, where `bookingledger send calendly <event> --url <fake>/_fake` posts.
+	mux.HandleFunc("POST /_fake/webhooks/calendly", s.postDelivery)
 	mux.HandleFunc("POST /_fake/subscriptions/{uuid}/disable", s.postDisable)
 	mux.Handle("/", s.guard(api))
 	return s.report(mux)
