@@ -43,9 +43,11 @@ type API struct {
 	mu sync.Mutex
 	// me and org are the token's user and organization (GET /users/me), read once.
 	me, org string
-	// userOnly is set once Calendly refused an organization-wide listing (403: the token's user is
-	// not an admin or owner); from then on only the user's own events and subscriptions are read.
-	userOnly bool
+	// userOnly holds the listings (by path) for which Calendly refused the organization-wide scope
+	// (403: the token's user is not an admin or owner) and answered the user's own: from then on only
+	// the user's own are read. Kept per listing, so that a refusal of one (webhooks need a paid plan)
+	// does not narrow another.
+	userOnly map[string]bool
 }
 
 // NewAPI returns a client of Calendly's API.
@@ -70,16 +72,20 @@ func NewAPI(cfg APIConfig) *API {
 // Name returns "calendly".
 func (a *API) Name() string { return Name }
 
-// owner is whose resources a listing reads: the organization's, or only the user's.
-type owner struct {
-	me, org string
-	orgWide bool
+// owner is the token's user and organization.
+type owner struct{ me, org string }
+
+// orgWide reports whether listing path is still read organization-wide.
+func (a *API) orgWide(path string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.userOnly[path]
 }
 
 // whoami returns the token's user and organization, reading GET /users/me the first time only.
 func (a *API) whoami(ctx context.Context) (owner, error) {
 	a.mu.Lock()
-	o := owner{me: a.me, org: a.org, orgWide: !a.userOnly}
+	o := owner{me: a.me, org: a.org}
 	a.mu.Unlock()
 	if o.me != "" {
 		return o, nil
@@ -99,7 +105,7 @@ func (a *API) whoami(ctx context.Context) (owner, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.me, a.org = resp.Resource.URI, resp.Resource.CurrentOrganization
-	return owner{me: a.me, org: a.org, orgWide: !a.userOnly}, nil
+	return owner{me: a.me, org: a.org}, nil
 }
 
 // listPage is Calendly's answer to a listing.
@@ -139,14 +145,15 @@ func (a *API) pages(ctx context.Context, path string, query url.Values, each fun
 	}
 }
 
-// scopedPages is pages over the organization's resources (query orgQ) or, once Calendly refused
-// that with 403 on the first page, over the user's own (userQ), remembered for later calls.
+// scopedPages is pages over the organization's resources (query orgQ) or, when Calendly refused
+// that with 403 on the first page, over the user's own (userQ); once the user's own were answered,
+// later calls read them directly.
 func (a *API) scopedPages(ctx context.Context, path string, orgQ, userQ func(owner) url.Values, each func([]json.RawMessage) error) error {
 	o, err := a.whoami(ctx)
 	if err != nil {
 		return err
 	}
-	if o.orgWide {
+	if a.orgWide(path) {
 		started := false
 		err := a.pages(ctx, path, orgQ(o), func(c []json.RawMessage) error {
 			started = true
@@ -155,11 +162,17 @@ func (a *API) scopedPages(ctx context.Context, path string, orgQ, userQ func(own
 		if started || !forbidden(err) {
 			return err
 		}
+	}
+	err = a.pages(ctx, path, userQ(o), each)
+	if !forbidden(err) {
 		a.mu.Lock()
-		a.userOnly = true
+		if a.userOnly == nil {
+			a.userOnly = map[string]bool{}
+		}
+		a.userOnly[path] = true
 		a.mu.Unlock()
 	}
-	return a.pages(ctx, path, userQ(o), each)
+	return err
 }
 
 func forbidden(err error) bool {

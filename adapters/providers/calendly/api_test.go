@@ -262,3 +262,21 @@ func TestMemberTokenFallsBackToTheUsersOwnEvents(t *testing.T) {
 	h.sync(t, day, day.Add(24*time.Hour))
 	assert.Equal(t, 1+2, h.fake.Requests()-before)
 }
+
+// A refusal of one listing does not narrow another: an admin on a plan without webhooks is refused
+// the subscriptions in both scopes, and the sync still reads the whole organization.
+func TestWebhookRefusalDoesNotNarrowTheSync(t *testing.T) {
+	h := newHarness(t, calendlyapi.Config{FreePlan: true})
+	colleague := h.fake.Schedule(calendlyapi.Booking{Hosts: []string{"https://api.calendly.com/users/COLLEAGUE0000001"},
+		Start: day.Add(9 * time.Hour), End: day.Add(10 * time.Hour)})
+
+	_, err := h.api.List(context.Background())
+	require.ErrorIs(t, err, providers.ErrAPIAuth)
+	assert.Contains(t, err.Error(), "upgrade")
+
+	assert.Contains(t, allItems(h.sync(t, day, day.Add(24*time.Hour))), colleague.URI)
+	before := h.fake.Requests()
+	_, err = h.api.List(context.Background())
+	require.ErrorIs(t, err, providers.ErrAPIAuth)
+	assert.Equal(t, 2, h.fake.Requests()-before, "both scopes are tried again: neither was answered")
+}

@@ -17,6 +17,8 @@ func WebhookEvents() []string {
 	return []string{EventInviteeCreated, EventInviteeCanceled, EventNoShowCreated, EventNoShowDeleted}
 }
 
+const subscriptionsPath = "/webhook_subscriptions"
+
 // apiSubscription is a webhook subscription as Calendly lists it.
 type apiSubscription struct {
 	URI            string   `json:"uri"`
@@ -80,7 +82,7 @@ func (a *API) subscriptions(ctx context.Context) ([]apiSubscription, error) {
 		return url.Values{"organization": {o.org}, "scope": {"user"}, "user": {o.me}}
 	}
 	var subs []apiSubscription
-	err := a.scopedPages(ctx, "/webhook_subscriptions", byOrg, byUser, func(page []json.RawMessage) error {
+	err := a.scopedPages(ctx, subscriptionsPath, byOrg, byUser, func(page []json.RawMessage) error {
 		for _, raw := range page {
 			var s apiSubscription
 			if err := json.Unmarshal(raw, &s); err != nil {
@@ -158,13 +160,13 @@ func (a *API) createSubscription(ctx context.Context, callback, secret string) (
 		User         string   `json:"user,omitempty"`
 		SigningKey   string   `json:"signing_key,omitempty"`
 	}{URL: callback, Events: WebhookEvents(), Organization: o.org, Scope: "organization", SigningKey: secret}
-	if !o.orgWide {
+	if !a.orgWide(subscriptionsPath) {
 		req.Scope, req.User = "user", o.me
 	}
 	var resp struct {
 		Resource apiSubscription `json:"resource"`
 	}
-	if _, err := a.http.Do(ctx, http.MethodPost, "/webhook_subscriptions", nil, req, &resp); err != nil {
+	if _, err := a.http.Do(ctx, http.MethodPost, subscriptionsPath, nil, req, &resp); err != nil {
 		return apiSubscription{}, fmt.Errorf("calendly: create webhook subscription: %w", err)
 	}
 	return resp.Resource, nil

@@ -26,6 +26,9 @@ type Config struct {
 	// Member makes the token's user a plain member of its organization: organization-wide listings
 	// answer 403, as Calendly does for a user who is not an admin or owner.
 	Member bool
+	// FreePlan refuses the webhook subscription routes with 403, as Calendly does on plans without
+	// webhooks.
+	FreePlan bool
 	// Budget is how many API requests a window allows (0: unlimited); Window is its length (default
 	// one minute, Calendly's).
 	Budget int

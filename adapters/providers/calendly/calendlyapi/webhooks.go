@@ -75,6 +75,8 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) {
 // answered.
 func (s *Server) subscriptionScope(w http.ResponseWriter, org, scope, user string) (string, string, bool) {
 	switch {
+	case s.cfg.FreePlan:
+		permissionDenied(w, "Please upgrade your Calendly account to Professional")
 	case org == "":
 		invalidArgument(w, "organization", "is required")
 	case scope != "user" && scope != "organization":
