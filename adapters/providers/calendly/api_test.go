@@ -183,8 +183,17 @@ func TestQuietWindowCostsOneRequestPerPage(t *testing.T) {
 }
 
 func TestRateLimitIsWaitedOutByItsResetHeader(t *testing.T) {
-	h := newHarness(t, calendlyapi.Config{Budget: 3, Window: time.Minute})
+	h := newHarness(t, calendlyapi.Config{Budget: 4, Window: time.Minute})
 	seeded := seedOneToOne(h, 3)
+	// Another client opens the window 17 s before the sync starts.
+	req, err := http.NewRequest(http.MethodGet, h.fake.URL()+"/users/me", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+fakeToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, "3", resp.Header.Get("X-RateLimit-Remaining"))
+	h.clock.advance(17 * time.Second)
 
 	pages := h.sync(t, day, day.Add(24*time.Hour))
 
@@ -192,10 +201,10 @@ func TestRateLimitIsWaitedOutByItsResetHeader(t *testing.T) {
 	for _, inv := range seeded {
 		assert.Contains(t, items, inv.URI)
 	}
-	// users/me, the event page and one invitee page spend the budget; the second invitee page is
-	// refused with X-RateLimit-Reset: 60 (the window began with the first request), waited, retried.
-	assert.Equal(t, []time.Duration{60 * time.Second}, h.recordedWaits())
-	assert.Equal(t, 1+1+3+1, h.fake.Requests(), "five reads and the one refused")
+	// users/me, the event page and one invitee page spend the rest of the budget; the second invitee
+	// page is refused with X-RateLimit-Reset: 43, waited exactly that long, and retried.
+	assert.Equal(t, []time.Duration{43 * time.Second}, h.recordedWaits())
+	assert.Equal(t, 1+1+1+3+1, h.fake.Requests(), "the other client's request, five reads and the one refused")
 }
 
 func TestAPIErrorsCarryTheirSentinel(t *testing.T) {
