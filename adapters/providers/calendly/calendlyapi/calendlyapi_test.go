@@ -219,3 +219,48 @@ func TestSeededRescheduleAndNoShowReadAsCalendlysInvitees(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "canceled", ev.Status, "a one-to-one event is canceled with its invitee")
 }
+
+func TestFiltersByStatusAndSorts(t *testing.T) {
+	s := start(t, calendlyapi.Config{})
+	me, org := s.Me()
+	at := time.Date(2026, 12, 10, 9, 0, 0, 0, time.UTC)
+	first := s.Schedule(calendlyapi.Booking{Start: at, End: at.Add(time.Hour)})
+	second := s.Schedule(calendlyapi.Booking{Start: at.Add(2 * time.Hour), End: at.Add(3 * time.Hour)})
+	_, err := s.Cancel(first.URI, "host", "", time.Time{})
+	require.NoError(t, err)
+	group := s.Schedule(calendlyapi.Booking{Start: at.Add(4 * time.Hour), End: at.Add(5 * time.Hour), Limit: 5})
+	joined, err := s.Join(group.Event, calendlyapi.Booking{})
+	require.NoError(t, err)
+	_, err = s.Cancel(group.URI, "invitee", "", time.Time{})
+	require.NoError(t, err)
+
+	uris := func(path string) []string {
+		a := call(t, s, http.MethodGet, path, token, nil)
+		require.Equal(t, http.StatusOK, a.status, a.body)
+		var out []string
+		for _, e := range a.body["collection"].([]any) {
+			out = append(out, e.(map[string]any)["uri"].(string))
+		}
+		return out
+	}
+	events := "/scheduled_events?organization=" + url.QueryEscape(org) + "&user=" + url.QueryEscape(me)
+	invitees := group.Event[len(calendlyapi.DefaultURIBase):] + "/invitees"
+	tests := []struct {
+		name, path string
+		want       []string
+	}{
+		{"both statuses by default", events, []string{first.Event, second.Event, group.Event}},
+		{"canceled", events + "&status=canceled", []string{first.Event}},
+		{"active, latest first", events + "&status=active&sort=start_time:desc", []string{group.Event, second.Event}},
+		{"invitees of both statuses", invitees, []string{group.URI, joined.URI}},
+		{"active invitees", invitees + "?status=active", []string{joined.URI}},
+		{"invitees newest first", invitees + "?sort=created_at:desc", []string{joined.URI, group.URI}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, uris(tt.path))
+		})
+	}
+	assert.Equal(t, http.StatusBadRequest, call(t, s, http.MethodGet, invitees+"?count=101", token, nil).status)
+	assert.Equal(t, http.StatusBadRequest, call(t, s, http.MethodGet, events+"&status=gone", token, nil).status)
+}
