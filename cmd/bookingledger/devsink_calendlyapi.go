@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+
+	"bookingledger/adapters/providers/calendly/calendlyapi"
+)
+
+// The environment the provider sync reads Calendly's API with. Written out here, not shared
+// constants, until serve wires the sync.
+const (
+	devCalendlyAPIURLEnv   = "BOOKINGLEDGER_CALENDLY_API_URL"
+	devCalendlyAPITokenEnv = "BOOKINGLEDGER_CALENDLY_API_TOKEN"
+	devCalendlyAPIToken    = "dev-calendly-token"
+)
+
+// calendlyAPIDevSink is a fake of Calendly's API v2 (scheduled events, invitees, webhook
+// subscriptions) for the provider sync. POST <url>/_fake/deliveries with a body `send calendly`
+// builds records that invitee there; POST <url>/_fake/subscriptions/{uuid}/disable disables a
+// subscription as Calendly does after a day of failed deliveries. Each request is printed by method,
+// path and status only: queries and bodies may hold e-mail addresses.
+func calendlyAPIDevSink() devSink {
+	return devSink{
+		name:  "calendly-api",
+		about: "fake of Calendly's API for the provider sync",
+		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
+			s, err := calendlyapi.Start(calendlyapi.Config{
+				Token: devCalendlyAPIToken,
+				OnRequest: func(method, path string, status int) {
+					report("%s %s %d", method, path, status)
+				},
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			return []string{devCalendlyAPIURLEnv + "=" + s.URL(), devCalendlyAPITokenEnv + "=" + devCalendlyAPIToken}, s.Close, nil
+		},
+	}
+}
