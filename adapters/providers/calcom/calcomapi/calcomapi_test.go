@@ -181,10 +181,13 @@ func TestAdminRoutesRecordWebhookBodiesAndDisable(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	for _, trigger := range []string{"BOOKING_CREATED", "BOOKING_RESCHEDULED"} {
-		body, err := sample.Body("calcom", trigger, sample.Params{Booking: "demo"})
+	for _, d := range []struct{ trigger, path string }{
+		{"BOOKING_CREATED", "/deliveries"},
+		{"BOOKING_RESCHEDULED", "/deliveries/webhooks/calcom"}, // where `send --url <admin URL>/deliveries` posts
+	} {
+		body, err := sample.Body("calcom", d.trigger, sample.Params{Booking: "demo"})
 		require.NoError(t, err)
-		require.Equal(t, http.StatusNoContent, post("/deliveries", body), trigger)
+		require.Equal(t, http.StatusNoContent, post(d.path, body), d.trigger)
 	}
 	old, ok := s.Booking("demo")
 	require.True(t, ok)

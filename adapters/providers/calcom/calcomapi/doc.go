@@ -11,7 +11,9 @@
 //
 // Tests seed it through Go methods (Add, Cancel, Reschedule, Reject, DisableWebhook) and read its
 // request counter; for development (dev-sinks) POST /_fake/deliveries records what a Cal.com webhook
-// body describes and POST /_fake/subscriptions/{id}/disable disables a webhook. State is in memory.
+// body describes (also at /_fake/deliveries/webhooks/calcom, where `bookingledger send calcom … --url
+// <host>/_fake/deliveries` posts) and POST /_fake/subscriptions/{id}/disable disables a webhook. State
+// is in memory.
 //
 // It imports only the standard library; it must not import bookingledger's other packages, so that it
 // answers as Cal.com does rather than as bookingledger expects.

@@ -72,6 +72,8 @@ func Start(cfg Config) (*Server, error) {
 	mux.HandleFunc("PATCH /v2/webhooks/{id}", s.api(s.patchWebhook))
 	mux.HandleFunc("DELETE /v2/webhooks/{id}", s.api(s.deleteWebhook))
 	mux.HandleFunc("POST /_fake/deliveries", s.admin(s.delivery))
+	// `bookingledger send calcom … --url <host>/_fake/deliveries` posts here.
+	mux.HandleFunc("POST /_fake/deliveries/webhooks/calcom", s.admin(s.delivery))
 	mux.HandleFunc("POST /_fake/subscriptions/{id}/disable", s.admin(s.disable))
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { s.done <- s.srv.Serve(ln) }()
