@@ -30,7 +30,7 @@ type devSink struct {
 // devSinks lists every sink, in start order. Add a sink by writing its devsink_<name>.go and adding
 // its constructor here.
 func devSinks() []devSink {
-	return []devSink{smtpDevSink(), caldavDevSink(), acuityDevSink(), calendlyAPIDevSink(), stripeAPIDevSink(), webhookDevSink()}
+	return []devSink{smtpDevSink(), caldavDevSink(), acuityDevSink(), calendlyAPIDevSink(), calcomAPIDevSink(), stripeAPIDevSink(), webhookDevSink()}
 }
 
 func devSinkNames(sinks []devSink) string {

@@ -114,6 +114,14 @@ func mapBody(body []byte) (providers.Mapped, error) {
 	if err := json.Unmarshal(env.Payload, &b); err != nil {
 		return providers.Mapped{}, providers.Unmappable("calcom %s: payload is not a booking: %v", env.TriggerEvent, err)
 	}
+	return mapBooking(env.TriggerEvent, env.CreatedAt, created, b)
+}
+
+// mapBooking maps one BOOKING_* fact about b. stamp completes the identity "<trigger> <uid> <stamp>"
+// (the envelope's createdAt for a webhook) and created is the provider time of the fact: the API
+// sync calls it with the stamps and times its booking objects carry (api.go).
+func mapBooking(trigger, stamp string, created time.Time, b bookingPayload) (providers.Mapped, error) {
+	env := envelope{TriggerEvent: trigger, CreatedAt: stamp}
 	if err := providers.Token("payload.uid", b.UID); err != nil {
 		return providers.Mapped{}, err
 	}
