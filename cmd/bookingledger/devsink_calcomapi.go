@@ -8,8 +8,6 @@ import (
 
 // The Cal.com API sink's environment: where the provider sync and `connect` reach Cal.com's API v2.
 const (
-	envCalcomAPIURL = "BOOKINGLEDGER_CALCOM_API_URL"
-	envCalcomAPIKey = "BOOKINGLEDGER_CALCOM_API_KEY"
 	// devCalcomAPIKey is the only key the sink accepts: a test key, never a real one.
 	devCalcomAPIKey = "cal_test_dev"
 )

@@ -6,12 +6,9 @@ import (
 	"bookingledger/adapters/providers/calendly/calendlyapi"
 )
 
-// The environment the provider sync reads Calendly's API with. Written out here, not shared
-// constants, until serve wires the sync.
+// devCalendlyAPIToken is the token the dev fake accepts.
 const (
-	devCalendlyAPIURLEnv   = "BOOKINGLEDGER_CALENDLY_API_URL"
-	devCalendlyAPITokenEnv = "BOOKINGLEDGER_CALENDLY_API_TOKEN"
-	devCalendlyAPIToken    = "dev-calendly-token"
+	devCalendlyAPIToken = "dev-calendly-token"
 )
 
 // calendlyAPIDevSink is a fake of Calendly's API v2 (scheduled events, invitees, webhook
@@ -33,7 +30,7 @@ func calendlyAPIDevSink() devSink {
 			if err != nil {
 				return nil, nil, err
 			}
-			return []string{devCalendlyAPIURLEnv + "=" + s.URL(), devCalendlyAPITokenEnv + "=" + devCalendlyAPIToken}, s.Close, nil
+			return []string{envCalendlyAPIURL + "=" + s.URL(), envCalendlyAPIToken + "=" + devCalendlyAPIToken}, s.Close, nil
 		},
 	}
 }

@@ -8,8 +8,6 @@ import (
 
 // The Stripe API the provider sync and `connect` talk to; dev-sinks points them at its fake.
 const (
-	envStripeAPIURL = "BOOKINGLEDGER_STRIPE_API_URL"
-	envStripeAPIKey = "BOOKINGLEDGER_STRIPE_API_KEY"
 	devStripeAPIKey = "sk_test_dev"
 )
 

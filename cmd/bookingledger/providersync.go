@@ -22,14 +22,44 @@ import (
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/acuity"
+	"bookingledger/adapters/providers/calcom"
+	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/stripe"
 	"bookingledger/adapters/providersync"
 	"bookingledger/domain/ledger"
 )
 
+// The providers' API credentials and base URLs (Acuity's are its provider settings).
+const (
+	envCalendlyAPIToken = "BOOKINGLEDGER_CALENDLY_API_TOKEN"
+	envCalendlyAPIURL   = "BOOKINGLEDGER_CALENDLY_API_URL"
+	envCalcomAPIKey     = "BOOKINGLEDGER_CALCOM_API_KEY"
+	envCalcomAPIURL     = "BOOKINGLEDGER_CALCOM_API_URL"
+	envStripeAPIKey     = "BOOKINGLEDGER_STRIPE_API_KEY"
+	envStripeAPIURL     = "BOOKINGLEDGER_STRIPE_API_URL"
+)
+
 // apiSpecs lists the providers whose API the sync reads, in the order status shows them.
 func apiSpecs() []apiSpec {
 	return []apiSpec{
+		{
+			provider: calendly.Name, credential: envCalendlyAPIToken, urlFlag: "calendly-api-url", urlEnv: envCalendlyAPIURL, urlDefault: calendly.DefaultAPIURL,
+			build: func(token, apiURL string, _ func(string) string) (providerAPI, bool, error) {
+				if token == "" {
+					return nil, false, nil
+				}
+				return calendly.NewAPI(calendly.APIConfig{Token: token, URL: apiURL}), true, nil
+			},
+		},
+		{
+			provider: calcom.Name, credential: envCalcomAPIKey, urlFlag: "calcom-api-url", urlEnv: envCalcomAPIURL, urlDefault: calcom.DefaultAPIURL,
+			build: func(key, apiURL string, _ func(string) string) (providerAPI, bool, error) {
+				if key == "" {
+					return nil, false, nil
+				}
+				return calcom.NewAPI(calcom.APIConfig{Key: key, URL: apiURL}), true, nil
+			},
+		},
 		{
 			provider: stripe.Name, credential: envStripeAPIKey, urlFlag: "stripe-api-url", urlEnv: envStripeAPIURL, urlDefault: stripe.DefaultAPIURL,
 			build: func(key, apiURL string, _ func(string) string) (providerAPI, bool, error) {
