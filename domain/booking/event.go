@@ -109,6 +109,22 @@ type Event struct {
 	// OccurredAt is the provider's time of the change: the fold orders by it, never by arrival.
 	OccurredAt time.Time
 	Payload    Payload
+	// Fact, when set, names the provider's fact the event records apart from the delivery that
+	// brought it, for a provider whose identity holds a per-send stamp (Cal.com's envelope createdAt):
+	// the same fact read later from its API cannot derive that stamp, so not the ID either. A stored
+	// event whose ProviderRef is Fact, or begins with Fact and a space, records the same fact: the
+	// ledger appends the event no second time (SameFact). Not stored: ProviderRef carries it.
+	Fact string
+}
+
+// SameFact reports whether stored, an event already recorded, records the fact e names (e.Fact),
+// whatever their IDs.
+func (e Event) SameFact(stored Event) bool {
+	if e.Fact == "" || stored.Provider != e.Provider || stored.Booking != e.Booking {
+		return false
+	}
+	ref := stored.ProviderRef
+	return ref == e.Fact || (len(ref) > len(e.Fact) && ref[:len(e.Fact)] == e.Fact && ref[len(e.Fact)] == ' ')
 }
 
 // Type returns the wire name of the event's payload.

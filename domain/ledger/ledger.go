@@ -342,7 +342,7 @@ func (s *Service) plan(ctx context.Context, events []booking.Event, guess bool) 
 			added []booking.Event
 		)
 		for _, e2 := range events {
-			if e2.Booking.Stream() != stream || known[e2.ID] {
+			if e2.Booking.Stream() != stream || known[e2.ID] || recordsFact(past, e2) {
 				continue
 			}
 			decided, err := booking.Decide(state, e2)
@@ -371,6 +371,19 @@ func (s *Service) plan(ctx context.Context, events []booking.Event, guess bool) 
 		}
 	}
 	return c, finding, guessed, nil
+}
+
+// recordsFact reports whether past holds the fact e names (booking.Event.SameFact).
+func recordsFact(past []booking.Event, e booking.Event) bool {
+	if e.Fact == "" {
+		return false
+	}
+	for _, p := range past {
+		if e.SameFact(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // eventsFor counts the events of stream.
@@ -489,28 +502,39 @@ func refs(events []booking.Event) []EventRef {
 	return out
 }
 
-// Unrecorded returns the events of events that their streams do not hold yet, in order: what Record
-// would append (before deciding), read without writing anything — a dry run's answer.
+// Unrecorded returns the events of events that their streams do not hold yet (by ID, or by fact:
+// booking.Event.SameFact), in order: what Record would append (before deciding), read without
+// writing anything — a dry run's answer.
 func (s *Service) Unrecorded(ctx context.Context, events []booking.Event) ([]booking.Event, error) {
-	held := map[string]map[eventlog.EventID]bool{}
+	type held struct {
+		ids  map[eventlog.EventID]bool
+		past []booking.Event
+	}
+	streams := map[string]*held{}
 	var out []booking.Event
 	for _, e := range events {
 		stream := e.Booking.Stream()
-		ids, ok := held[stream]
+		h, ok := streams[stream]
 		if !ok {
 			recs, err := s.store.ReadStream(ctx, stream)
 			if err != nil {
 				return nil, fmt.Errorf("read %s: %w", stream, err)
 			}
-			ids = make(map[eventlog.EventID]bool, len(recs))
+			h = &held{ids: make(map[eventlog.EventID]bool, len(recs))}
 			for _, r := range recs {
-				ids[r.ID] = true
+				h.ids[r.ID] = true
+				ev, err := s.codec.Decode(r)
+				if err != nil {
+					return nil, fmt.Errorf("decode %s@%d: %w", stream, r.Version, err)
+				}
+				h.past = append(h.past, ev)
 			}
-			held[stream] = ids
+			streams[stream] = h
 		}
-		if !ids[e.ID] {
+		if !h.ids[e.ID] && !recordsFact(h.past, e) {
 			out = append(out, e)
-			ids[e.ID] = true
+			h.ids[e.ID] = true
+			h.past = append(h.past, e)
 		}
 	}
 	return out, nil

@@ -226,3 +226,35 @@ func TestRecordQuarantinesAnInvalidEvent(t *testing.T) {
 	assert.Equal(t, ledger.OutcomeQuarantined, res.Outcome)
 	assert.Contains(t, res.Reason, booking.ErrInvalidEvent.Error())
 }
+
+// A fact recorded under one provider identity is not appended again under another that names the
+// same fact (Event.Fact): Cal.com's webhook identity holds a per-send stamp its API cannot know. Either
+// path may come first; a redelivered fact of another delivery stamp is one fact too.
+func TestRecordAppendsAFactOnceWhateverItsID(t *testing.T) {
+	withRef := func(id byte, ref, fact string) booking.Event {
+		e := scheduled("calcom-u1", id, 0)
+		e.Provider, e.ProviderRef, e.Fact = "calcom", ref, fact
+		return e
+	}
+	hook := withRef(1, "BOOKING_CREATED u1 2030-01-01T10:00:00.000Z", "BOOKING_CREATED u1")
+	api := withRef(2, "BOOKING_CREATED u1 api", "BOOKING_CREATED u1")
+	other := withRef(3, "BOOKING_CREATED u10 api", "BOOKING_CREATED u10") // a prefix, not the fact
+	other.Booking = "calcom-u1"
+	for _, order := range [][]booking.Event{{hook, api}, {api, hook}} {
+		svc := newService(memstore.New())
+		first := record(t, svc, deliver("d1", order[0]))
+		assert.Equal(t, ledger.OutcomeAccepted, first.Outcome)
+		missing, err := svc.Unrecorded(context.Background(), []booking.Event{order[1], other})
+		require.NoError(t, err)
+		assert.Equal(t, []booking.Event{other}, missing, "a dry run sees the fact as recorded")
+		second := record(t, svc, deliver("d2", order[1]))
+		assert.Equal(t, ledger.OutcomeDuplicate, second.Outcome)
+		assert.Zero(t, second.Appended)
+	}
+	svc := newService(memstore.New())
+	record(t, svc, deliver("d1", hook))
+	assert.Equal(t, 1, record(t, svc, deliver("d3", other)).Appended, "another fact whose name begins alike is appended")
+	noFact := api
+	noFact.Fact = ""
+	assert.Equal(t, 1, record(t, svc, deliver("d4", noFact)).Appended, "without Fact only the ID decides")
+}
