@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"syscall"
@@ -31,6 +33,11 @@ The same flags always build the same body: sending twice is a redelivery, and a 
 Acuity's webhooks carry no data, only the appointment id (--booking; a non-numeric key becomes a stable
 number): the server fetches the appointment from BOOKINGLEDGER_ACUITY_API_URL, which must know it.
 
+With a provider's dev fake API running (make run's dev sinks: BOOKINGLEDGER_<PROVIDER>_API_URL on a
+loopback address), --missed gives the delivery to the fake only, as a provider that recorded the
+booking and whose webhook never came: 'bookingledger sync' then finds it. --tell-fake-api (set by make
+run) tells the fake as well as serve, so that the fake knows what the webhooks said.
+
 Stripe's samples pay for the booking --booking names and are dated from its meeting start, as that
 booking's own sample was: without --start, send reads the start from the calendar when a database URL
 is set (--database-url), so that the payment is dated just after the booking was made.`
@@ -49,6 +56,8 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 	raw := f.String("raw", []string{"BOOKINGLEDGER_SEND_RAW"}, "", "send this file's bytes as the body instead of a built one")
 	repeat := f.Int64("repeat", []string{"BOOKINGLEDGER_SEND_REPEAT"}, 1, 1, "send the delivery this many times")
 	timeout := f.Duration("timeout", []string{"BOOKINGLEDGER_SEND_TIMEOUT"}, 30*time.Second, "timeout of each request")
+	missed := f.Bool("missed", nil, "give the delivery to the provider's dev fake API only (a webhook that never came)")
+	tellFake := f.Bool("tell-fake-api", []string{"BOOKINGLEDGER_SEND_TELL_FAKE_API"}, "also give the delivery to the provider's dev fake API")
 	sf := registerStoreFlags(f) // stripe without --start: where to read the paid booking's start
 	pos, err := f.parse(args)
 	if err != nil {
@@ -103,8 +112,16 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 
-	target := strings.TrimRight(*baseURL, "/") + "/webhooks/" + provider
 	client := &http.Client{Timeout: *timeout}
+	if *missed || *tellFake {
+		if err := tellFakeAPI(ctx, client, provider, getenv, key, body, stdout); err != nil {
+			return err
+		}
+		if *missed {
+			return nil
+		}
+	}
+	target := strings.TrimRight(*baseURL, "/") + "/webhooks/" + provider
 	var failed int
 	for i := int64(0); i < *repeat; i++ {
 		status, resp, err := post(ctx, client, target, provider, key, body)
@@ -147,6 +164,53 @@ func post(ctx context.Context, client *http.Client, target, provider, secret str
 		return "", nil, fmt.Errorf("send: read response: %w", err)
 	}
 	return resp.Status, b, nil
+}
+
+// fakeAPIEnv names, by provider, the variable of the API URL whose dev fake --missed posts to.
+var fakeAPIEnv = map[string]string{"calendly": envCalendlyAPIURL, "calcom": envCalcomAPIURL, "stripe": envStripeAPIURL, "acuity": envAcuityAPIURL}
+
+// tellFakeAPI gives a delivery's body to the provider's dev fake API (POST <api url>/_fake/deliveries),
+// which records what it describes. Only a fake on a loopback address is told: a real provider's API
+// never gets a webhook body from us.
+func tellFakeAPI(ctx context.Context, client *http.Client, provider string, getenv func(string) string, key string, body []byte, stdout io.Writer) error {
+	envName, ok := fakeAPIEnv[provider]
+	if !ok {
+		return usageErrorf("send: %s has no API the sync reads; --missed and --tell-fake-api do not apply", provider)
+	}
+	base := strings.TrimRight(strings.TrimSpace(getenv(envName)), "/")
+	u, err := url.Parse(base)
+	if base == "" || err != nil || !isLoopbackHost(u.Hostname()) {
+		return usageErrorf("send: --missed and --tell-fake-api need %s to name a dev fake on a loopback address (make run's dev sinks set it)", envName)
+	}
+	target := base + "/_fake/deliveries"
+	h, err := sample.Sign(provider, key, body, time.Now())
+	if err != nil {
+		return usageErrorf("send: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return usageErrorf("send: %s: %w", envName, err)
+	}
+	req.Header = h
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("send: tell the %s fake API: %w", provider, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return fmt.Errorf("send: the %s fake API answered %s: %s", provider, resp.Status, bytes.TrimSpace(b))
+	}
+	fmt.Fprintf(stdout, "%s fake API: recorded at the provider\n", provider)
+	return nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 const stripeProvider = "stripe"
