@@ -53,7 +53,7 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "a1", "--start", "2030-01-07T09:00:00Z", "--tell-fake-api")
 	out, errOut, code := cli(t, env, "send", "calendly", "invitee.created", "--booking", "a2", "--start", "2030-01-07T11:00:00Z", "--missed", "--url", srv.base)
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "calendly fake API: recorded at the provider\n", out)
+	assert.Equal(t, "calendly fake API: recorded at the provider; no webhook sent\n", out)
 	waitForCalendar(t, srv.token, srv.admin, from, to, map[string]string{"calendly-a1": "active"})
 
 	out, errOut, code = cli(t, env, "sync", "calendly", "--from", from, "--to", to, "--dry-run", "--json")

@@ -114,10 +114,11 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 
 	client := &http.Client{Timeout: *timeout}
 	if *missed || *tellFake {
-		if err := tellFakeAPI(ctx, client, provider, getenv, key, body, stdout); err != nil {
+		if err := tellFakeAPI(ctx, client, provider, getenv, key, body); err != nil {
 			return err
 		}
 		if *missed {
+			fmt.Fprintf(stdout, "%s fake API: recorded at the provider; no webhook sent\n", provider)
 			return nil
 		}
 	}
@@ -172,7 +173,7 @@ var fakeAPIEnv = map[string]string{"calendly": envCalendlyAPIURL, "calcom": envC
 // tellFakeAPI gives a delivery's body to the provider's dev fake API (POST <api url>/_fake/deliveries),
 // which records what it describes. Only a fake on a loopback address is told: a real provider's API
 // never gets a webhook body from us.
-func tellFakeAPI(ctx context.Context, client *http.Client, provider string, getenv func(string) string, key string, body []byte, stdout io.Writer) error {
+func tellFakeAPI(ctx context.Context, client *http.Client, provider string, getenv func(string) string, key string, body []byte) error {
 	envName, ok := fakeAPIEnv[provider]
 	if !ok {
 		return usageErrorf("send: %s has no API the sync reads; --missed and --tell-fake-api do not apply", provider)
@@ -201,7 +202,6 @@ func tellFakeAPI(ctx context.Context, client *http.Client, provider string, gete
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return fmt.Errorf("send: the %s fake API answered %s: %s", provider, resp.Status, bytes.TrimSpace(b))
 	}
-	fmt.Fprintf(stdout, "%s fake API: recorded at the provider\n", provider)
 	return nil
 }
 
