@@ -350,7 +350,10 @@ func TestRefusalsOfABrowserArePages(t *testing.T) {
 	assert.Contains(t, w.Header().Get("WWW-Authenticate"), `error="insufficient_scope"`)
 	assert.Equal(t, `<p>insufficient_scope for desk: token "desk" has the read scope; GET /admin/jobs/ needs the admin scope</p>`, w.Body.String())
 
-	w = e.do("POST", "/ui/act", func(r *http.Request) { r.Header.Set("Accept", "text/html"); r.Header.Set("Sec-Fetch-Site", "cross-site") })
+	w = e.do("POST", "/ui/act", func(r *http.Request) {
+		r.Header.Set("Accept", "text/html")
+		r.Header.Set("Sec-Fetch-Site", "cross-site")
+	})
 	assert.Equal(t, http.StatusForbidden, w.Code)
 	assert.Contains(t, w.Body.String(), "cross_origin for nobody")
 

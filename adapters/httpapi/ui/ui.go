@@ -380,9 +380,9 @@ type inboxData struct {
 	// still holds both bookings.
 	ResolvedKind string
 	// Failed are the process steps that gave up (no item: nothing is unknown about them, but someone
-	// has to act); FailedShown bounds the list.
-	Failed      []projections.StepEntry
-	FailedMore  bool
+	// has to act); FailedMore says the list was cut at inboxFailed.
+	Failed     []projections.StepEntry
+	FailedMore bool
 	// Actions resolve step items (none: this server resolves no steps).
 	Actions []string
 }

@@ -140,8 +140,8 @@ func TestReplayQueryReadsTheForm(t *testing.T) {
 // TestHostNameShortensProviderURIs: a linked name stays, a provider's URI is named by its last part.
 func TestHostNameShortensProviderURIs(t *testing.T) {
 	for in, want := range map[string]string{
-		"dr-smith":                                  "dr-smith",
-		"acuity-calendar-77":                        "acuity-calendar-77",
+		"dr-smith":           "dr-smith",
+		"acuity-calendar-77": "acuity-calendar-77",
 		"https://api.calendly.com/users/AAAA-BBBB":  "AAAA-BBBB",
 		"https://api.calendly.com/users/AAAA-BBBB/": "AAAA-BBBB",
 		"https://calendar.example.com":              "calendar.example.com",
