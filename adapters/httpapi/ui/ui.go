@@ -435,7 +435,7 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 			d.Groups = append(d.Groups, g)
 		}
 	}
-	s.render(w, r, http.StatusOK, "inbox", "Reconciliation", d)
+	s.render(w, r, http.StatusOK, "inbox", "Inbox", d)
 }
 
 func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
