@@ -186,6 +186,10 @@ func TestOperatorUIInABrowser(t *testing.T) {
 	assert.ElementsMatch(t, []string{"calendly-demo-1", "calendly-demo-2", "calendly-demo-3"}, strings.Fields(search("ADA.LOVELACE@example")), "by email, any case")
 	assert.Contains(t, value(t, ctx, "a hit", chromedp.Text(chromedp.CSS("#search-results"))), "ada.lovelace@example.com")
 	screenshot(t, ctx, shots, "ui-search")
+	// A page's error reaches the screen also when htmx made the request (a boosted form): a 400 page.
+	step(t, ctx, "a search too long", chromedp.SetValue(chromedp.CSS("#q"), strings.Repeat("x", 201)), chromedp.Click(chromedp.CSS("#main button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#error-message")))
+	assert.Contains(t, value(t, ctx, "error", chromedp.Text(chromedp.CSS("#error-message"))), "search for at most 200 bytes")
 
 	// The timeline of the redelivered booking tells its story first (booked, the same notice again,
 	// canceled); the internals wait behind a fold, and name the duplicate delivery.
