@@ -168,6 +168,7 @@ func TestOperatorUIInABrowser(t *testing.T) {
 
 	// A link to a week (what the docs give) opens on that week's Monday, whatever day it names.
 	step(t, ctx, "the week link", chromedp.Navigate(base+"/ui/calendar?week=2026-12-03"), chromedp.WaitVisible(chromedp.CSS("#calendar")))
+	assert.Equal(t, "Mon 30 Nov 2026 – Sun 6 Dec 2026", value(t, ctx, "window", chromedp.Text(chromedp.CSS("#window"))))
 	head := value(t, ctx, "week", chromedp.Text(chromedp.CSS("#calendar thead")))
 	assert.Contains(t, head, "Mon 30 Nov 2026")
 	assert.Contains(t, head, "Sun 6 Dec 2026")

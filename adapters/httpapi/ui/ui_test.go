@@ -365,7 +365,8 @@ func TestCalendarNamesInviteesInTheChosenZone(t *testing.T) {
 	tokyo, _ := time.LoadLocation("Asia/Tokyo")
 	assert.Equal(t, time.Date(2030, 1, 7, 0, 0, 0, 0, tokyo).UTC(), r.queries[0].From.UTC(), "Thursday's week starts on Monday")
 	assert.Equal(t, time.Date(2030, 1, 14, 0, 0, 0, 0, tokyo).UTC(), r.queries[0].To.UTC())
-	assert.Contains(t, body, "Mon 7 Jan 2030")
+	assert.Contains(t, body, `<h2 id="window">Mon 7 Jan 2030 – Sun 13 Jan 2030</h2>`)
+	assert.NotContains(t, body, `type="date"`, "no browser-formatted date beside the page's own format")
 	assert.Contains(t, body, `href="/ui/calendar?date=2030-01-14&amp;tz=Asia%2FTokyo&amp;view=week" rel="next"`, "links stay in the zone")
 
 	pp.contacts = nil // erased
