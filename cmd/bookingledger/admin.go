@@ -21,7 +21,9 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/postgres/tokens"
+	"bookingledger/adapters/process"
 	"bookingledger/domain/ledger"
+	"bookingledger/projections"
 )
 
 // Values of BOOKINGLEDGER_METRICS_AUTH.
@@ -81,7 +83,7 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 		return nil, err
 	}
 	routes := auth.NewRoutes()
-	readapi.Register(routes, readapi.Deps{Reader: d.rm, Receipts: d.rm, Steps: d.steps, Actor: auth.Actor, Logger: d.log})
+	readapi.Register(routes, readapi.Deps{Reader: d.rm, Receipts: d.rm, People: d.rm, Steps: d.steps, Actor: auth.Actor, Logger: d.log})
 	if d.relay != nil {
 		relayapi.Register(routes, relayapi.Deps{Relay: d.relay, Logger: d.log})
 	}
@@ -98,7 +100,7 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 	if err := jobsUI.Start(ctx); err != nil {
 		return nil, fmt.Errorf("river UI: %w", err)
 	}
-	routes.Handle(jobsPrefix+"/", jobsUI)
+	routes.Handle(jobsPrefix+"/", ui.WayBack(jobsUI)) // its pages get a link back to /ui/
 
 	var uiRelay ui.Relay
 	if d.relay != nil {
@@ -122,6 +124,11 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 			}
 			return out, err
 		},
+		People: d.rm,
+		FailedSteps: func(ctx context.Context) ([]projections.StepEntry, error) {
+			steps, err := process.NewStore(d.pool, nil).List(ctx, process.StateFailed)
+			return process.Entries(steps), err
+		},
 		Providers: d.providers,
 		Links:     []ui.Link{{Name: "Jobs", Href: jobsPrefix + "/"}},
 		Logger:    d.log,
@@ -129,5 +136,7 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A browser's refusals (a read token at an admin page, a forged form) are pages, not JSON.
+	authn.SetRefusalPage(ui.WantsPage, ui.Refusal)
 	return &admin{authn: authn, routes: routes}, nil
 }

@@ -347,7 +347,10 @@ func TestUIPagesByScope(t *testing.T) {
 
 	for path, want := range map[string]int{"/ui/calendar?date=yesterday": 400, "/ui/calendar?view=month": 400,
 		"/ui/bookings/calendly-nobody": 404, "/ui/bookings/has%20space": 400, "/ui/deliveries?outcome=lost": 400,
-		"/ui/deliveries?provider=nope": 400, "/ui/calendar?date=2026-12-01&view=day": 200, "/ui/deliveries": 200, "/ui/": 303} {
+		"/ui/deliveries?provider=nope": 400, "/ui/calendar?date=2026-12-01&view=day": 200, "/ui/deliveries": 200, "/ui/": 303,
+		"/ui/search?q=nobody": 200, "/ui/search?q=" + strings.Repeat("x", 201): 400, "/ui/calendar?week=2026-12-03": 200,
+		"/ui/calendar?week=monday": 400, "/ui/timezone?tz=Europe/Berlin&next=/ui/calendar": 303, "/ui/timezone?tz=Nowhere": 400,
+		"/ui/nowhere": 404} {
 		status, body := f.page(t, http.MethodGet, path, read, nil)
 		assert.Equal(t, want, status, "%s: %s", path, body)
 	}

@@ -73,9 +73,17 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	require.Equal(t, "calendly-ui-2", dead.Deliveries[0].Booking)
 
 	step(t, ctx, "sign in", chromedp.Navigate(base+"/ui/bookings/calendly-ui-1"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SetValue(chromedp.CSS("#token"), operator), chromedp.Click(chromedp.CSS("#sign-in")), chromedp.WaitVisible(chromedp.CSS("#step-table")))
+		chromedp.SetValue(chromedp.CSS("#token"), operator), chromedp.Click(chromedp.CSS("#sign-in")), chromedp.WaitVisible(chromedp.CSS("#story")))
 
-	// The timeline: each step with kind, state, attempts, times and key; the relay delivery.
+	// The timeline's story says what bookingledger did, and who was emailed (the contacts table's name).
+	story := value(t, ctx, "story", chromedp.Text(chromedp.CSS("#story")))
+	for _, want := range []string{"Calendly booked it.", "Added it to the host's calendar.",
+		"Tried to email the confirmation to Ada Lovelace, but the answer never came", "Sent booking.scheduled.v1 to endpoint #1."} {
+		assert.Contains(t, story, want)
+	}
+	step(t, ctx, "open the internals", chromedp.Click(chromedp.CSS("#internals > summary")), chromedp.WaitVisible(chromedp.CSS("#step-table")))
+
+	// The internals: each step with kind, state, attempts, times and key; the relay delivery.
 	steps := value(t, ctx, "steps", chromedp.Text(chromedp.CSS("#step-table")))
 	for _, want := range []string{"host_calendar.create", "done", "invitee_email.confirmation", "needs_reconciliation", "active 2030-01-07"} {
 		assert.Contains(t, steps, want)
@@ -92,6 +100,7 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT id FROM reconciliation_items WHERE kind = 'step' AND closed_at IS NULL`).Scan(&itemID))
 	item := fmt.Sprintf("#item-%d", itemID)
 	step(t, ctx, "inbox", chromedp.Navigate(base+"/ui/reconciliation"), chromedp.WaitVisible(chromedp.CSS(item+" select")))
+	assert.Contains(t, value(t, ctx, "guidance", chromedp.Text(chromedp.CSS("section[aria-labelledby=kind-step] .guide"))), "Check at the mail server")
 	step(t, ctx, "resolve the step", chromedp.SendKeys(chromedp.CSS(fmt.Sprintf("#note-%d", itemID)), "the mail server logged it as delivered"),
 		chromedp.SetValue(chromedp.CSS(fmt.Sprintf("#action-%d", itemID)), "mark-done"))
 	screenshot(t, ctx, shots, "ui-inbox-step")
@@ -132,8 +141,8 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 <script>document.getElementById("f").submit()</script>`, base, deadID)
 	}))
 	defer evil.Close()
-	step(t, ctx, "a cross-origin retry", chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.CSS("body pre")))
-	assert.Contains(t, value(t, ctx, "refusal", chromedp.Text(chromedp.CSS("body pre"))), `"code":"cross_origin"`)
+	step(t, ctx, "a cross-origin retry", chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.CSS("#error-message")))
+	assert.Contains(t, value(t, ctx, "refusal", chromedp.Text(chromedp.CSS("#error-message"))), "cross-origin request refused")
 	getJSON(t, tok, base+"/api/admin/deliveries?state=dead", &dead)
 	require.Len(t, dead.Deliveries, 1, "the forged retry changed nothing")
 
@@ -188,6 +197,10 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	assert.Equal(t, http.StatusOK, status)
 	step(t, ctx, "sign out", chromedp.Click(chromedp.CSS("#sign-out")), chromedp.WaitVisible(chromedp.CSS("#token")))
 	step(t, ctx, "sign in as reader", chromedp.Navigate(base+"/ui/bookings/calendly-ui-1"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SetValue(chromedp.CSS("#token"), reader), chromedp.Click(chromedp.CSS("#sign-in")), chromedp.WaitVisible(chromedp.CSS("#relay-table")))
+		chromedp.SetValue(chromedp.CSS("#token"), reader), chromedp.Click(chromedp.CSS("#sign-in")), chromedp.WaitVisible(chromedp.CSS("#story")),
+		chromedp.Click(chromedp.CSS("#internals > summary")), chromedp.WaitVisible(chromedp.CSS("#relay-table")))
 	assert.Equal(t, 0, value(t, ctx, "no endpoints link", chromedp.Evaluate[int](`document.querySelectorAll("a[href^='/ui/admin/']").length`)))
+	// Following an admin's link to the endpoint, the reader gets the page that says so.
+	step(t, ctx, "an admin link", chromedp.Navigate(base+"/ui/admin/endpoints/1"), chromedp.WaitVisible(chromedp.CSS("#error-help")))
+	assert.Equal(t, "Admins only", value(t, ctx, "heading", chromedp.Text(chromedp.CSS("main h1"))))
 }

@@ -140,21 +140,76 @@ func TestOperatorUIInABrowser(t *testing.T) {
 	assert.Contains(t, value(t, ctx, "location", chromedp.Location()), "/ui/calendar?date=2026-12-01", "back where sign-in was asked for")
 	assert.Equal(t, "front-desk", value(t, ctx, "who", chromedp.Text(chromedp.CSS("#who"))))
 
-	// The calendar shows the tour's bookings with their status, the conflict and the slot's holder.
+	// The calendar shows the tour's bookings with their invitee (from the contacts table), status, the
+	// conflict and the slot's holder, in rows named by the host, not by Calendly's URI.
 	cal := value(t, ctx, "calendar", chromedp.Text(chromedp.CSS("#calendar")))
-	for _, want := range []string{"https://api.calendly.com/users/demo-host", "10:00–10:30 calendly-demo-1 canceled",
-		"calendly-demo-2 active holds slot", "calendly-demo-3 conflict"} {
+	for _, want := range []string{"demo-host", "10:00–10:30 Ada Lovelace canceled", "Ada Lovelace active holds slot", "Ada Lovelace conflict"} {
 		assert.Contains(t, cal, want)
 	}
+	assert.NotContains(t, cal, "https://api.calendly.com", "the host's URI is in the title only")
+	assert.NotContains(t, cal, "calendly-demo-", "cards name the invitee; the booking id is in the title")
+	assert.Equal(t, "Ada Lovelace", value(t, ctx, "demo-2's invitee", chromedp.Text(chromedp.CSS(`a[data-booking="calendly-demo-2"] .inv`))))
+	assert.Contains(t, value(t, ctx, "day header", chromedp.Text(chromedp.CSS("#calendar thead"))), "Tue 1 Dec 2026")
 	screenshot(t, ctx, shots, "ui-calendar")
 
-	// The timeline of the redelivered booking names the duplicate delivery.
-	step(t, ctx, "open a booking", chromedp.Click(chromedp.CSS(`a[data-booking="calendly-demo-1"]`)), chromedp.WaitVisible(chromedp.CSS("#findings")))
+	// The time zone selector shows the same slot in Berlin (UTC+1 in December), and the choice stays
+	// (a cookie) on the next page; back to UTC.
+	step(t, ctx, "Berlin", chromedp.SetValue(chromedp.CSS("#tz"), "Europe/Berlin"), chromedp.Click(chromedp.CSS("#set-tz")),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#tz") && document.querySelector("#tz").dataset.current === "Europe/Berlin" && document.querySelector("#calendar")`,
+			chromedp.WithPollingTimeout(30*time.Second)))
+	assert.Contains(t, value(t, ctx, "location", chromedp.Location()), "/ui/calendar?date=2026-12-01", "back on the page it was chosen on")
+	assert.Contains(t, value(t, ctx, "Berlin times", chromedp.Text(chromedp.CSS(`a[data-booking="calendly-demo-2"] .time`))), "11:00–11:30")
+	step(t, ctx, "a timeline in Berlin", chromedp.Navigate(base+"/ui/bookings/calendly-demo-2"), chromedp.WaitVisible(chromedp.CSS("#booking-when")))
+	assert.Contains(t, value(t, ctx, "when", chromedp.Text(chromedp.CSS("#booking-when"))), "Tue 1 Dec 2026, 11:00–11:30 (Europe/Berlin)")
+	step(t, ctx, "UTC", chromedp.SetValue(chromedp.CSS("#tz"), "UTC"), chromedp.Click(chromedp.CSS("#set-tz")),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#tz") && document.querySelector("#tz").dataset.current === "UTC" && document.querySelector("#booking-when")`,
+			chromedp.WithPollingTimeout(30*time.Second)))
+	assert.Contains(t, value(t, ctx, "when", chromedp.Text(chromedp.CSS("#booking-when"))), "Tue 1 Dec 2026, 10:00–10:30 (UTC)")
+
+	// A link to a week (what the docs give) opens on that week's Monday, whatever day it names.
+	step(t, ctx, "the week link", chromedp.Navigate(base+"/ui/calendar?week=2026-12-03"), chromedp.WaitVisible(chromedp.CSS("#calendar")))
+	assert.Equal(t, "Mon 30 Nov 2026 – Sun 6 Dec 2026", value(t, ctx, "window", chromedp.Text(chromedp.CSS("#window"))))
+	head := value(t, ctx, "week", chromedp.Text(chromedp.CSS("#calendar thead")))
+	assert.Contains(t, head, "Mon 30 Nov 2026")
+	assert.Contains(t, head, "Sun 6 Dec 2026")
+	assert.Contains(t, value(t, ctx, "week's cards", chromedp.Text(chromedp.CSS(`#calendar td[data-day="2026-12-01"]`))), "Ada Lovelace active holds slot")
+
+	// Search by booking id, name and email (the top box on every page).
+	search := func(q string) string {
+		t.Helper()
+		step(t, ctx, "search "+q, chromedp.SetValue(chromedp.CSS("#top-q"), q), chromedp.Click(chromedp.CSS("#top-search")),
+			chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector("#q") && document.querySelector("#q").value === %q && document.querySelector("#search-results, #no-hits")`, q),
+				chromedp.WithPollingTimeout(30*time.Second)))
+		return value(t, ctx, "hits for "+q, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("#search-results li")).map(li => li.dataset.booking).join(" ")`))
+	}
+	assert.Equal(t, "calendly-demo-3", search("calendly-demo-3"), "by booking id")
+	assert.ElementsMatch(t, []string{"calendly-demo-1", "calendly-demo-2", "calendly-demo-3"}, strings.Fields(search("lovelace")), "by name")
+	assert.ElementsMatch(t, []string{"calendly-demo-1", "calendly-demo-2", "calendly-demo-3"}, strings.Fields(search("ADA.LOVELACE@example")), "by email, any case")
+	assert.Contains(t, value(t, ctx, "a hit", chromedp.Text(chromedp.CSS("#search-results"))), "ada.lovelace@example.com")
+	screenshot(t, ctx, shots, "ui-search")
+	// A page's error reaches the screen also when htmx made the request (a boosted form): a 400 page.
+	step(t, ctx, "a search too long", chromedp.SetValue(chromedp.CSS("#q"), strings.Repeat("x", 201)), chromedp.Click(chromedp.CSS("#main button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#error-message")))
+	assert.Contains(t, value(t, ctx, "error", chromedp.Text(chromedp.CSS("#error-message"))), "search for at most 200 bytes")
+
+	// The timeline of the redelivered booking tells its story first (booked, the same notice again,
+	// canceled); the internals wait behind a fold, and name the duplicate delivery.
+	step(t, ctx, "the calendar again", chromedp.Navigate(base+"/ui/calendar?date=2026-12-01"), chromedp.WaitVisible(chromedp.CSS("#calendar")))
+	step(t, ctx, "open a booking", chromedp.Click(chromedp.CSS(`a[data-booking="calendly-demo-1"]`)), chromedp.WaitVisible(chromedp.CSS("#story")))
+	assert.Equal(t, "Ada Lovelace", value(t, ctx, "title", chromedp.Text(chromedp.CSS("h1"))))
+	story := value(t, ctx, "story", chromedp.Text(chromedp.CSS("#story")))
+	for _, want := range []string{"Calendly booked it.", "Calendly sent the same notice again; nothing changed.", "Calendly canceled it"} {
+		assert.Contains(t, story, want)
+	}
+	assert.NotContains(t, story, "booking.scheduled.v1", "the story speaks plainly")
+	assert.False(t, value(t, ctx, "fold closed", chromedp.Evaluate[bool](`document.querySelector("#internals").open`)), "internals folded away")
+	screenshot(t, ctx, shots, "ui-timeline")
+	step(t, ctx, "open the internals", chromedp.Click(chromedp.CSS("#internals > summary")), chromedp.WaitVisible(chromedp.CSS("#findings")))
 	findings := value(t, ctx, "findings", chromedp.Text(chromedp.CSS("ul.findings")))
 	assert.Contains(t, findings, "duplicate_delivery")
 	assert.Contains(t, value(t, ctx, "receipts", chromedp.Text(chromedp.CSS("section[aria-labelledby=receipts] table"))), "duplicate")
 	assert.Contains(t, value(t, ctx, "arrival", chromedp.Text(chromedp.CSS("section[aria-labelledby=arrival] table"))), "booking.canceled.v1")
-	screenshot(t, ctx, shots, "ui-timeline")
+	screenshot(t, ctx, shots, "ui-timeline-internals")
 
 	// A form posted from another origin (another port of the same host: the same site, so the
 	// SameSite cookie goes along) is refused by the cross-origin protection, and changes nothing.
@@ -164,18 +219,25 @@ func TestOperatorUIInABrowser(t *testing.T) {
 <script>document.getElementById("f").submit()</script>`, action)
 	}))
 	defer evil.Close()
-	step(t, ctx, "a cross-origin post", chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.CSS("body pre")))
-	refused := value(t, ctx, "refusal", chromedp.Text(chromedp.CSS("body pre")))
-	assert.Contains(t, refused, `"code":"cross_origin"`)
+	step(t, ctx, "a cross-origin post", chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.CSS("#error-message")))
+	refused := value(t, ctx, "refusal", chromedp.Text(chromedp.CSS("main")))
+	assert.Contains(t, refused, "cross-origin request refused", "a page, not JSON")
+	assert.Contains(t, refused, "nothing changed")
 	getJSON(t, tok, base+"/api/reconciliation", &items)
 	require.Len(t, items.Items, 1, "the forged resolution changed nothing")
 
 	// The inbox resolves the conflict with a note; it is gone afterwards, recorded with the token's name.
 	step(t, ctx, "open the inbox", chromedp.Navigate(base+"/ui/reconciliation"), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf("#item-%d", conflict.ID))))
+	assert.Contains(t, value(t, ctx, "guidance", chromedp.Text(chromedp.CSS("section[aria-labelledby=kind-conflict] .guide"))), "at the provider",
+		"the inbox says what a conflict asks for")
 	screenshot(t, ctx, shots, "ui-inbox")
 	step(t, ctx, "resolve", chromedp.SendKeys(chromedp.CSS(fmt.Sprintf("#note-%d", conflict.ID)), "host confirmed demo-2; demo-3 moves"),
 		chromedp.Click(chromedp.CSS(fmt.Sprintf("#item-%d button", conflict.ID))), chromedp.WaitVisible(chromedp.CSS("#resolved-notice")),
 		chromedp.WaitNotPresent(chromedp.CSS(fmt.Sprintf("#item-%d", conflict.ID))), chromedp.WaitVisible(chromedp.CSS("#inbox-empty")))
+	assert.Contains(t, value(t, ctx, "resolved conflict", chromedp.Text(chromedp.CSS("#resolved-conflict"))), "The provider still holds both bookings.")
+	screenshot(t, ctx, shots, "ui-inbox-resolved")
+	step(t, ctx, "the loser's timeline", chromedp.Navigate(base+"/ui/bookings/calendly-demo-3"), chromedp.WaitVisible(chromedp.CSS("#conflict-note")))
+	assert.Contains(t, value(t, ctx, "conflict note", chromedp.Text(chromedp.CSS("#conflict-note"))), "The provider still shows both bookings")
 	getJSON(t, tok, base+"/api/reconciliation", &items)
 	assert.Empty(t, items.Items)
 	_, hist := httpDo(t, tok, http.MethodGet, base+"/api/bookings/calendly-demo-3/history", "")
@@ -188,19 +250,72 @@ func TestOperatorUIInABrowser(t *testing.T) {
 	assert.NotContains(t, log, "accepted", "filtered by outcome")
 	screenshot(t, ctx, shots, "ui-deliveries")
 
-	// River's own UI, admin only, works through the same session (its API is fetched by its pages).
+	// River's own UI, admin only, works through the same session (its API is fetched by its pages),
+	// and has a way back to the operator UI.
 	step(t, ctx, "River's UI", chromedp.Click(chromedp.CSS(`a[href="/admin/jobs/"]`)), chromedp.WaitReady(chromedp.CSS("#root")))
 	assert.Equal(t, "River", value(t, ctx, "title", chromedp.Title()))
 	api := value(t, ctx, "River's API", chromedp.Evaluate[string](`fetch("/admin/jobs/api/jobs?state=available&limit=5").then(r => r.status + " " + r.headers.get("content-type"))`, chromedp.EvalAwaitPromise))
 	assert.True(t, strings.HasPrefix(api, "200 application/json"), api)
+	step(t, ctx, "back from River", chromedp.WaitVisible(chromedp.CSS("#back-to-ui")), chromedp.Click(chromedp.CSS("#back-to-ui")), chromedp.WaitVisible(chromedp.CSS("#tz")))
+	assert.Contains(t, value(t, ctx, "back at", chromedp.Location()), "/ui/calendar")
 
-	// A phone-sized window still reads the calendar.
-	step(t, ctx, "phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/ui/calendar?date=2026-12-01&view=day"), chromedp.WaitVisible(chromedp.CSS("#calendar")))
+	// A phone-sized window reads every page without cutting it off: nothing is wider than the screen
+	// (the week's table and the timeline's tables stack; the rest scroll inside their box).
+	fits := func(what string) {
+		t.Helper()
+		w := value(t, ctx, what+" width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+		assert.LessOrEqual(t, w, 390, "%s is no wider than the phone", what)
+	}
+	step(t, ctx, "phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/ui/calendar?week=2026-12-01"), chromedp.WaitVisible(chromedp.CSS("#calendar")))
+	fits("the week")
+	assert.Contains(t, value(t, ctx, "phone card", chromedp.Text(chromedp.CSS(`a[data-booking="calendly-demo-2"]`))), "Ada Lovelace")
 	screenshot(t, ctx, shots, "ui-calendar-phone")
+	step(t, ctx, "phone timeline", chromedp.Navigate(base+"/ui/bookings/calendly-demo-1"), chromedp.WaitVisible(chromedp.CSS("#story")),
+		chromedp.Click(chromedp.CSS("#internals > summary")), chromedp.WaitVisible(chromedp.CSS("#findings")))
+	fits("the timeline")
+	screenshot(t, ctx, shots, "ui-timeline-phone")
+	for _, page := range []string{"/ui/reconciliation", "/ui/deliveries", "/ui/search?q=ada"} {
+		step(t, ctx, "phone "+page, chromedp.Navigate(base+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		fits(page)
+	}
 	step(t, ctx, "desktop", chromedp.EmulateViewport(1280, 900))
+
+	// Erasing the invitee of demo-2 takes their name off its card and out of the search: names come
+	// from the contacts table only.
+	out, errOut, code = cli(t, env, "erase", "--booking", "calendly-demo-2", "--by", "test")
+	require.Equal(t, 0, code, errOut)
+	step(t, ctx, "the calendar after erasure", chromedp.Navigate(base+"/ui/calendar?date=2026-12-01"), chromedp.WaitVisible(chromedp.CSS("#calendar")))
+	erased := value(t, ctx, "erased card", chromedp.Text(chromedp.CSS(`a[data-booking="calendly-demo-2"]`)))
+	assert.NotContains(t, erased, "Ada Lovelace")
+	assert.Contains(t, erased, "calendly-demo-2", "the card falls back to the booking id")
+	assert.Contains(t, value(t, ctx, "another card", chromedp.Text(chromedp.CSS(`a[data-booking="calendly-demo-3"]`))), "Ada Lovelace", "other bookings keep theirs")
+	assert.ElementsMatch(t, []string{"calendly-demo-1", "calendly-demo-3"}, strings.Fields(search("lovelace")), "the erased booking is not found by name")
+	assert.Equal(t, "calendly-demo-2", search("calendly-demo-2"), "but still by its id")
+	assert.NotContains(t, value(t, ctx, "erased hit", chromedp.Text(chromedp.CSS("#search-results"))), "ada.lovelace")
+	step(t, ctx, "the erased timeline", chromedp.Navigate(base+"/ui/bookings/calendly-demo-2"), chromedp.WaitVisible(chromedp.CSS("#booking-invitee")))
+	assert.Contains(t, value(t, ctx, "erased invitee", chromedp.Text(chromedp.CSS("#booking-invitee"))), "No name or address kept")
+	assert.NotContains(t, value(t, ctx, "erased page", chromedp.OuterHTML(chromedp.CSS("html"))), "Lovelace")
 
 	step(t, ctx, "sign out", chromedp.Click(chromedp.CSS("#sign-out")), chromedp.WaitVisible(chromedp.CSS("#token")))
 	step(t, ctx, "signed out for good", chromedp.Navigate(base+"/ui/reconciliation"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	assert.Contains(t, value(t, ctx, "location", chromedp.Location()), "/ui/login?next=")
+
+	// A read-only user following an admin's link gets a page that says what is needed, not JSON; the
+	// same for River's UI. An unknown page is a page too.
+	out, errOut, code = cli(t, env, "token", "create", "--name", "desk-reader", "--scope", "read", "--expires", "1d")
+	require.Equal(t, 0, code, errOut)
+	step(t, ctx, "sign in to read", chromedp.SetValue(chromedp.CSS("#token"), strings.TrimSpace(out)), chromedp.Click(chromedp.CSS("#sign-in")),
+		chromedp.WaitVisible(chromedp.CSS("#inbox-empty")))
+	for _, link := range []string{"/admin/jobs/", "/ui/admin/endpoints"} {
+		step(t, ctx, "admin link "+link, chromedp.Navigate(base+link), chromedp.WaitVisible(chromedp.CSS("#error-help")))
+		assert.Equal(t, "Admins only", value(t, ctx, "heading", chromedp.Text(chromedp.CSS("main h1"))), link)
+		assert.Contains(t, value(t, ctx, "help", chromedp.Text(chromedp.CSS("#error-help"))), "needs a token with the admin scope", link)
+		assert.Equal(t, "desk-reader", value(t, ctx, "who", chromedp.Text(chromedp.CSS("#who"))), "still signed in, with a way back")
+		answer := value(t, ctx, "status", chromedp.Evaluate[string](fmt.Sprintf(`fetch(%q, {headers: {Accept: "text/html"}}).then(r => r.status + " " + r.headers.get("content-type"))`, link), chromedp.EvalAwaitPromise))
+		assert.Equal(t, "403 text/html; charset=utf-8", answer, link)
+	}
+	screenshot(t, ctx, shots, "ui-forbidden")
+	step(t, ctx, "no such page", chromedp.Navigate(base+"/ui/nowhere"), chromedp.WaitVisible(chromedp.CSS("#error-message")))
+	assert.Equal(t, "Not found", value(t, ctx, "heading", chromedp.Text(chromedp.CSS("main h1"))))
 	t.Logf("screenshots in %s", shots)
 }

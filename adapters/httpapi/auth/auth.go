@@ -104,6 +104,30 @@ type Authenticator struct {
 
 	touchMu sync.Mutex
 	touched map[string]time.Time
+
+	// page, when set, writes refusals of browser requests (pageWanted) as pages (SetRefusalPage).
+	page       RefusalPage
+	pageWanted func(*http.Request) bool
+}
+
+// RefusalPage writes a refusal as a page: status, the JSON body's code and message.
+type RefusalPage func(w http.ResponseWriter, r *http.Request, status int, code, msg string)
+
+// SetRefusalPage makes the refusals of requests that wanted says want a page — a browser on the
+// operator UI with its session — answer with page instead of the JSON error body (same status, code
+// and message; the same headers and metrics). Call it before serving.
+func (a *Authenticator) SetRefusalPage(wanted func(*http.Request) bool, page RefusalPage) {
+	a.pageWanted, a.page = wanted, page
+}
+
+// refuse answers a refusal: the JSON error body, or the page for a browser.
+func (a *Authenticator) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string, need Scope) {
+	if a.page != nil && a.pageWanted != nil && a.pageWanted(r) {
+		w.Header().Set("Cache-Control", "no-store")
+		a.page(w, r, status, code, msg)
+		return
+	}
+	writeError(w, status, code, msg, need)
 }
 
 // New builds an authenticator.
@@ -143,7 +167,7 @@ func New(cfg Config) (*Authenticator, error) {
 	a.csrf = http.NewCrossOriginProtection()
 	a.csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.failures.WithLabelValues(reasonCrossSite).Inc()
-		writeError(w, http.StatusForbidden, reasonCrossSite, "cross-origin request refused (a form of this server must be posted from its own pages)", "")
+		a.refuse(w, r, http.StatusForbidden, reasonCrossSite, "cross-origin request refused (a form of this server must be posted from its own pages)", "")
 	}))
 	return a, nil
 }
@@ -223,7 +247,7 @@ func (a *Authenticator) Protect(next http.Handler) http.Handler {
 		if wait, ok := a.mayTry(ip); !ok {
 			a.failures.WithLabelValues(reasonLimited).Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-			writeError(w, http.StatusTooManyRequests, reasonLimited, "too many failed attempts from this address; retry later", "")
+			a.refuse(w, r, http.StatusTooManyRequests, reasonLimited, "too many failed attempts from this address; retry later", "")
 			return
 		}
 		tok, err := a.authenticate(r)
@@ -236,14 +260,15 @@ func (a *Authenticator) Protect(next http.Handler) http.Handler {
 				return
 			}
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="bookingledger", error="invalid_token", scope=%q`, need))
-			writeError(w, http.StatusUnauthorized, code, msg+"; this request needs a token with the "+string(need)+" scope", need)
+			a.refuse(w, r, http.StatusUnauthorized, code, msg+"; this request needs a token with the "+string(need)+" scope", need)
 			return
 		}
 		if !tok.Scope.Allows(need) {
 			a.failed(ip)
 			a.failures.WithLabelValues(reasonScope).Inc()
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="bookingledger", error="insufficient_scope", scope=%q`, need))
-			writeError(w, http.StatusForbidden, reasonScope,
+			// The page knows who is signed in (the token is in its request's context, as for a page).
+			a.refuse(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tok)), http.StatusForbidden, reasonScope,
 				fmt.Sprintf("token %q has the %s scope; %s %s needs the %s scope", tok.Name, tok.Scope, r.Method, r.URL.Path, need), need)
 			return
 		}

@@ -325,3 +325,40 @@ func TestRequiredScope(t *testing.T) {
 		assert.Equal(t, c.open, open, "%s %s", c.method, c.path)
 	}
 }
+
+// TestRefusalsOfABrowserArePages: with a refusal page set, the refusals of requests it wants (here:
+// those accepting HTML) are the page, with the same status, code and message, the signed-in token
+// known to it; the others keep the JSON body.
+func TestRefusalsOfABrowserArePages(t *testing.T) {
+	e := newEnv(t)
+	secret, _ := e.token(t, "desk", auth.ScopeRead, 0)
+	e.authn.SetRefusalPage(func(r *http.Request) bool { return strings.Contains(r.Header.Get("Accept"), "text/html") },
+		func(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+			who := "nobody"
+			if tok, ok := auth.FromContext(r.Context()); ok {
+				who = tok.Name
+			}
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte("<p>" + code + " for " + who + ": " + msg + "</p>"))
+		})
+	html := func(r *http.Request) { bearer(secret)(r); r.Header.Set("Accept", "text/html") }
+	w := e.do("GET", "/admin/jobs/", html)
+	assert.Equal(t, http.StatusForbidden, w.Code)
+	assert.Equal(t, "text/html", w.Header().Get("Content-Type"))
+	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
+	assert.Contains(t, w.Header().Get("WWW-Authenticate"), `error="insufficient_scope"`)
+	assert.Equal(t, `<p>insufficient_scope for desk: token "desk" has the read scope; GET /admin/jobs/ needs the admin scope</p>`, w.Body.String())
+
+	w = e.do("POST", "/ui/act", func(r *http.Request) {
+		r.Header.Set("Accept", "text/html")
+		r.Header.Set("Sec-Fetch-Site", "cross-site")
+	})
+	assert.Equal(t, http.StatusForbidden, w.Code)
+	assert.Contains(t, w.Body.String(), "cross_origin for nobody")
+
+	w = e.do("GET", "/admin/jobs/", bearer(secret))
+	assert.Equal(t, http.StatusForbidden, w.Code)
+	assert.Equal(t, "application/json", w.Header().Get("Content-Type"), "not wanted: JSON as before")
+	assert.Contains(t, w.Body.String(), `"code":"insufficient_scope"`)
+}

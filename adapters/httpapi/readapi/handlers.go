@@ -48,6 +48,8 @@ type Deps struct {
 	Steps StepResolver
 	// Receipts serves GET /api/receipts and GET /api/receipts/{id}; nil answers them 404.
 	Receipts ReceiptReader
+	// People serves GET /api/bookings/{booking}/contact and GET /api/search; nil answers them 404.
+	People PeopleReader
 	// Actor names who made a request (auth.Actor: the token's name); a resolution records it. Without
 	// it, or when it names nobody, resolving is refused.
 	Actor func(*http.Request) string
@@ -84,6 +86,9 @@ func Register(mux Mux, deps Deps) {
 	h.receipts = deps.Receipts
 	mux.HandleFunc("GET /api/receipts", h.listReceipts)
 	mux.HandleFunc("GET /api/receipts/{id}", h.showReceipt)
+	h.people = deps.People
+	mux.HandleFunc("GET /api/bookings/{booking}/contact", h.contact)
+	mux.HandleFunc("GET /api/search", h.search)
 }
 
 // errNoReceipts answers the receipt routes of a read API built without a ReceiptReader.
@@ -161,6 +166,7 @@ type handlers struct {
 	r        Reader
 	steps    StepResolver
 	receipts ReceiptReader
+	people   PeopleReader
 	log      *slog.Logger
 	actor    func(*http.Request) string
 }

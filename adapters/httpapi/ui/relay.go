@@ -53,7 +53,7 @@ func (s *server) endpoints(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "endpoints", "Endpoints", eps)
+	s.render(w, r, http.StatusOK, "endpoints", "Sent: endpoints", eps)
 }
 
 type endpointData struct {
@@ -130,7 +130,7 @@ func (s *server) endpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.Clock().UTC().Truncate(time.Minute)
 	d.From, d.To = now.Add(-24*time.Hour).Format(formTime), now.Add(time.Minute).Format(formTime)
-	s.render(w, r, http.StatusOK, "endpoint", "Endpoint #"+strconv.FormatInt(id, 10), d)
+	s.render(w, r, http.StatusOK, "endpoint", "Sent to endpoint #"+strconv.FormatInt(id, 10), d)
 }
 
 func (s *server) retry(w http.ResponseWriter, r *http.Request) {

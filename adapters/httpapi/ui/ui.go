@@ -5,6 +5,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -44,6 +45,14 @@ type Delivery struct {
 	Receipt ledger.Receipt
 }
 
+// People reads invitees from the erasable contacts table (readmodel.ReadModel implements it, as it
+// implements readapi.PeopleReader): names and email addresses never come from events, and an erased
+// person's are gone.
+type People interface {
+	Contacts(ctx context.Context, ids []booking.ID) (map[booking.ID]projections.Contact, error)
+	Search(ctx context.Context, text string, limit int) ([]projections.SearchHit, error)
+}
+
 // Sessions signs browsers in and out (auth.Authenticator implements it).
 type Sessions interface {
 	SignIn(w http.ResponseWriter, r *http.Request, token string) (auth.Token, error)
@@ -67,6 +76,10 @@ type Deps struct {
 	StepActions []string
 	// Relay, when set, adds the endpoints pages and the deliveries on a booking's timeline.
 	Relay Relay
+	// People, when set, puts invitees' names on the calendar and the timeline and adds the search.
+	People People
+	// FailedSteps, when set, lists the process steps that gave up, for the inbox.
+	FailedSteps func(ctx context.Context) ([]projections.StepEntry, error)
 	// Providers are the provider names the deliveries filter offers.
 	Providers []string
 	// Links are further admin pages shown in the navigation for admin tokens (River's UI).
@@ -116,12 +129,9 @@ func Register(mux Mux, d Deps) error {
 		d.Clock = time.Now
 	}
 	s := &server{Deps: d, pages: map[string]*template.Template{}}
-	for _, name := range []string{"login", "calendar", "booking", "inbox", "deliveries", "endpoints", "endpoint", "replay", "progress", "error"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
-		if err != nil {
-			return err
-		}
-		s.pages[name] = t
+	var err error
+	if s.pages, err = parsePages(); err != nil {
+		return err
 	}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
@@ -143,10 +153,30 @@ func Register(mux Mux, d Deps) error {
 	mux.HandleFunc("GET /ui/reconciliation", s.inbox)
 	mux.HandleFunc("POST /ui/reconciliation/{id}/resolve", s.resolve)
 	mux.HandleFunc("GET /ui/deliveries", s.deliveries)
+	mux.HandleFunc("GET /ui/timezone", s.setZone)
+	mux.HandleFunc("GET /ui/search", s.search)
+	mux.HandleFunc("GET /ui/", func(w http.ResponseWriter, r *http.Request) {
+		s.render(w, r, http.StatusNotFound, "error", "Not found", errorData{Message: "There is no page at this address."})
+	})
 	if d.Relay != nil {
 		s.registerRelay(mux)
 	}
 	return nil
+}
+
+// pageNames are the templates, each with the layout.
+var pageNames = []string{"login", "calendar", "booking", "inbox", "deliveries", "endpoints", "endpoint", "replay", "progress", "error", "search"}
+
+func parsePages() (map[string]*template.Template, error) {
+	pages := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).Funcs(zoneFuncs(time.UTC)).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("ui: template %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
 }
 
 // page is what every template gets.
@@ -157,21 +187,51 @@ type page struct {
 	Admin bool
 	// Relay: the endpoints pages exist (shown to admins).
 	Relay bool
-	Links []Link
+	// Search: the search box is shown (People is set).
+	Search bool
+	Query  string
+	Links  []Link
+	// Zone is the zone times are shown in; Zones the selector's choices; Here the page's address,
+	// where choosing a zone comes back to.
+	Zone  string
+	Zones []string
+	Here  string
 	Data  any
 }
 
 func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
-	p := page{Title: title, Nav: name, Data: data, Relay: s.Relay != nil}
+	loc := zoneOf(r)
+	p := page{Title: title, Nav: name, Data: data, Relay: s.Relay != nil, Search: s.People != nil,
+		Zone: loc.String(), Zones: zoneChoices(loc.String()), Here: here(r)}
+	if name == "search" {
+		p.Query = r.URL.Query().Get("q")
+	}
 	if t, ok := auth.FromContext(r.Context()); ok {
 		p.Who, p.Admin = t.Name, t.Scope.Allows(auth.ScopeAdmin)
 		if p.Admin {
 			p.Links = s.Links
 		}
 	}
+	writePage(w, s.Logger, s.pages[name], name, status, p, loc)
+}
+
+// here is where choosing a zone comes back to: the page, or the calendar after a form's post.
+func here(r *http.Request) string {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return "/ui/calendar"
+	}
+	return r.URL.RequestURI()
+}
+
+// writePage executes t in loc's zone and writes it with the pages' headers.
+func writePage(w http.ResponseWriter, log *slog.Logger, t *template.Template, name string, status int, p page, loc *time.Location) {
 	var buf bytes.Buffer
-	if err := s.pages[name].Execute(&buf, p); err != nil {
-		s.Logger.Error("ui: render", "page", name, "error", err.Error())
+	t, err := t.Clone()
+	if err == nil {
+		err = t.Funcs(zoneFuncs(loc)).Execute(&buf, p)
+	}
+	if err != nil {
+		log.Error("ui: render", "page", name, "error", err.Error())
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
@@ -201,7 +261,13 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		s.Logger.Error("ui", "method", r.Method, "path", r.URL.Path, "error", err.Error())
 	}
-	s.render(w, r, status, "error", http.StatusText(status), msg)
+	s.render(w, r, status, "error", http.StatusText(status), errorData{Message: msg})
+}
+
+// errorData is the error page's: the message, and for a refused scope what to do about it.
+type errorData struct {
+	Message string
+	Code    string
 }
 
 var errBadRequest = errors.New("bad request")
@@ -280,8 +346,28 @@ func (s *server) booking(w http.ResponseWriter, r *http.Request) {
 		}
 		t.Relay = true
 	}
-	s.render(w, r, http.StatusOK, "booking", string(id), t)
+	who := "the invitee"
+	if s.People != nil {
+		cs, err := s.People.Contacts(r.Context(), []booking.ID{id})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		t.Contact, t.People = cs[id], true
+		if n := invitee(t.Contact); n != "" {
+			who = n
+		}
+	}
+	t.Story = story(h, t.Deliveries, who)
+	title := string(id)
+	if n := invitee(t.Contact); n != "" {
+		title = n
+	}
+	s.render(w, r, http.StatusOK, "booking", title, t)
 }
+
+// inboxFailed bounds the failed steps the inbox lists (bookingledger steps --state failed lists all).
+const inboxFailed = 200
 
 // bookingDeliveries bounds the relay deliveries on a timeline, as the CLI's history bounds them.
 const bookingDeliveries = 1000
@@ -290,6 +376,13 @@ type inboxData struct {
 	Groups   []itemGroup
 	Total    int
 	Resolved string
+	// ResolvedKind is the kind of the item just resolved: a conflict's notice says the provider
+	// still holds both bookings.
+	ResolvedKind string
+	// Failed are the process steps that gave up (no item: nothing is unknown about them, but someone
+	// has to act); FailedMore says the list was cut at inboxFailed.
+	Failed     []projections.StepEntry
+	FailedMore bool
 	// Actions resolve step items (none: this server resolves no steps).
 	Actions []string
 }
@@ -312,6 +405,22 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.Clock()
 	d := inboxData{Total: len(items), Resolved: r.URL.Query().Get("resolved")}
+	if k := r.URL.Query().Get("kind"); slices.Contains([]projections.ItemKind{projections.ItemConflict, projections.ItemLateEvent,
+		projections.ItemQuarantined, projections.ItemStep}, projections.ItemKind(k)) {
+		d.ResolvedKind = k
+	}
+	if s.FailedSteps != nil {
+		failed, err := s.FailedSteps(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if len(failed) > inboxFailed {
+			failed, d.FailedMore = failed[:inboxFailed], true
+		}
+		d.Failed = failed
+		d.Total += len(failed)
+	}
 	if s.Steps != nil {
 		d.Actions = s.StepActions
 	}
@@ -326,7 +435,7 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 			d.Groups = append(d.Groups, g)
 		}
 	}
-	s.render(w, r, http.StatusOK, "inbox", "Reconciliation", d)
+	s.render(w, r, http.StatusOK, "inbox", "Inbox", d)
 }
 
 func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
@@ -337,19 +446,24 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	note, action := r.PostFormValue("note"), r.PostFormValue("action")
+	var it projections.Item
 	switch {
 	case action == "":
-		_, err = s.Reader.Resolve(r.Context(), id, note, auth.Actor(r))
+		it, err = s.Reader.Resolve(r.Context(), id, note, auth.Actor(r))
 	case s.Steps == nil:
 		err = errBadRequestf("this server resolves no process steps")
 	default:
-		_, err = s.Steps.ResolveStep(r.Context(), id, action, note, auth.Actor(r))
+		it, err = s.Steps.ResolveStep(r.Context(), id, action, note, auth.Actor(r))
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/ui/reconciliation?resolved="+strconv.FormatInt(id, 10), http.StatusSeeOther)
+	to := "/ui/reconciliation?resolved=" + strconv.FormatInt(id, 10)
+	if it.Kind != "" {
+		to += "&kind=" + url.QueryEscape(string(it.Kind))
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 type deliveriesData struct {
@@ -399,7 +513,7 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request) {
 		d.Next = "/ui/deliveries?" + next.Encode()
 	}
 	d.Rows = rows
-	s.render(w, r, http.StatusOK, "deliveries", "Deliveries", d)
+	s.render(w, r, http.StatusOK, "deliveries", "Received", d)
 }
 
 func age(d time.Duration) string {

@@ -1,8 +1,11 @@
 package ui
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +135,97 @@ func TestReplayQueryReadsTheForm(t *testing.T) {
 	_, _, err = replayQuery(7, url.Values{"from": {"2030-01-07T08:00"}, "to": {"2030-01-07T09:00"}, "types": {"Booking.*"}})
 	assert.ErrorIs(t, err, relay.ErrInvalidTypes, "a bad request to fail")
 	assert.ErrorContains(t, err, `"Booking.*"`)
+}
+
+// TestHostNameShortensProviderURIs: a linked name stays, a provider's URI is named by its last part.
+func TestHostNameShortensProviderURIs(t *testing.T) {
+	for in, want := range map[string]string{
+		"dr-smith":           "dr-smith",
+		"acuity-calendar-77": "acuity-calendar-77",
+		"https://api.calendly.com/users/AAAA-BBBB":  "AAAA-BBBB",
+		"https://api.calendly.com/users/AAAA-BBBB/": "AAAA-BBBB",
+		"https://calendar.example.com":              "calendar.example.com",
+	} {
+		assert.Equal(t, want, hostName(in), in)
+	}
+}
+
+// TestZoneFuncsUseOneFormatInTheZone: every time in the page's zone, in the one date format.
+func TestZoneFuncsUseOneFormatInTheZone(t *testing.T) {
+	berlin, ok := loadZone("Europe/Berlin")
+	require.True(t, ok)
+	f := zoneFuncs(berlin)
+	at := time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC)
+	assert.Equal(t, "Tue 1 Dec 2026 11:00:05", f["stamp"].(func(time.Time) string)(at))
+	assert.Equal(t, "–", f["stamp"].(func(time.Time) string)(time.Time{}))
+	assert.Equal(t, "11:00", f["hm"].(func(time.Time) string)(at))
+	assert.Equal(t, "Tue 1 Dec 2026, 11:00–11:30", f["slot"].(func(time.Time, time.Time) string)(at, at.Add(30*time.Minute)))
+	assert.Equal(t, "Tue 1 Dec 2026, 23:30 – Wed 2 Dec 2026, 00:30", f["slot"].(func(time.Time, time.Time) string)(at.Add(12*time.Hour+30*time.Minute), at.Add(13*time.Hour+30*time.Minute)))
+	for _, bad := range []string{"", "Local", "../../etc/passwd", "/etc/localtime", "Mars/Olympus", strings.Repeat("a", 65)} {
+		_, ok := loadZone(bad)
+		assert.False(t, ok, bad)
+	}
+	assert.Equal(t, "/ui/calendar?date=2026-12-01", withoutTZ("/ui/calendar?tz=UTC&date=2026-12-01"))
+	assert.Equal(t, "/ui/calendar", withoutTZ("/ui/calendar?tz=UTC"))
+}
+
+// TestStoryTellsTheBookingPlainly: notices, steps and deliveries in the order they happened, in
+// words; the problems ask for the inbox.
+func TestStoryTellsTheBookingPlainly(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 12, 1, 9, m, 0, 0, time.UTC) }
+	h := projections.History{
+		State:    projections.Booking{Provider: "calendly"},
+		Receipts: []projections.ReceiptEntry{{Provider: "calendly", ReceivedAt: at(0), Outcome: "accepted"}, {Provider: "calendly", ReceivedAt: at(2), Outcome: "duplicate"}},
+		Events: []projections.HistoryEvent{{Type: booking.TypeScheduled, Provider: "calendly", RecordedAt: at(0), Applied: true},
+			{Type: booking.TypeCanceled, Provider: "calendly", RecordedAt: at(9), Applied: true, Summary: "canceled by invitee: ill"}},
+		Steps: []projections.StepEntry{{Kind: "invitee_email.confirmation", State: "done", FinishedAt: at(1)},
+			{Kind: "host_calendar.create", State: "failed", Attempts: 10, FinishedAt: at(5), LastError: "caldav: 403"},
+			{Kind: "invitee_email.cancellation", State: "needs_reconciliation", FinishedAt: at(10)}},
+	}
+	lines := story(h, []relay.Delivery{{EndpointID: 3, Type: "booking.scheduled.v1", State: relay.StateSucceeded, CompletedAt: at(3)}}, "Ada Lovelace")
+	var texts []string
+	var inbox []bool
+	for _, l := range lines {
+		texts = append(texts, l.Text)
+		inbox = append(inbox, l.Inbox)
+	}
+	assert.Equal(t, []string{
+		"Calendly booked it.",
+		"Emailed the confirmation to Ada Lovelace.",
+		"Calendly sent the same notice again; nothing changed.",
+		"Sent booking.scheduled.v1 to endpoint #3.",
+		"Gave up trying to add it to the host's calendar after 10 attempt(s). The last error: caldav: 403",
+		"Calendly canceled it, by invitee: ill.",
+		"Tried to email the cancellation to Ada Lovelace, but the answer never came: it is not known whether it happened. The inbox asks you to check.",
+	}, texts)
+	assert.Equal(t, []bool{false, false, false, false, true, false, true}, inbox)
+}
+
+// TestWayBackAddsTheLinkToPagesOnly: HTML pages get the link before </body>, with a fitting length;
+// JSON and requests that do not want HTML pass unchanged.
+func TestWayBackAddsTheLinkToPagesOnly(t *testing.T) {
+	h := WayBack(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/api") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"a":"</body>"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Length", "38")
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = w.Write([]byte(`<html><body><div id=root></div></body>`))
+	}))
+	get := func(path, accept string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Accept", accept)
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := get("/admin/jobs/", "text/html,application/xhtml+xml")
+	assert.Equal(t, http.StatusTeapot, rec.Code)
+	assert.Equal(t, `<html><body><div id=root></div>`+backLink+`</body>`, rec.Body.String())
+	assert.Equal(t, strconv.Itoa(rec.Body.Len()), rec.Header().Get("Content-Length"))
+	assert.Equal(t, `{"a":"</body>"}`, get("/admin/jobs/api", "text/html").Body.String(), "JSON is left alone")
+	assert.NotContains(t, get("/admin/jobs/", "*/*").Body.String(), "back-to-ui", "a fetch is left alone")
 }

@@ -283,3 +283,193 @@ func TestAFailureShowsNothingOfItsCause(t *testing.T) {
 		assert.NotContains(t, body, "10.0.0.7", path)
 	}
 }
+
+// people answers contacts and searches from a fixed table.
+type people struct {
+	contacts map[booking.ID]projections.Contact
+	searched []string
+}
+
+func (p *people) Contacts(_ context.Context, ids []booking.ID) (map[booking.ID]projections.Contact, error) {
+	out := map[booking.ID]projections.Contact{}
+	for _, id := range ids {
+		if c, ok := p.contacts[id]; ok {
+			out[id] = c
+		}
+	}
+	return out, nil
+}
+
+func (p *people) Search(_ context.Context, text string, limit int) ([]projections.SearchHit, error) {
+	p.searched = append(p.searched, fmt.Sprintf("%s %d", text, limit))
+	var out []projections.SearchHit
+	for id, c := range p.contacts {
+		if strings.Contains(string(id), text) || strings.Contains(c.Name, text) {
+			out = append(out, projections.SearchHit{Booking: projections.Booking{Booking: id, Status: projections.StatusActive,
+				Canonical: []string{"https://api.calendly.com/users/host-1"}}, Contact: c})
+		}
+	}
+	return out, nil
+}
+
+func newPeoplePages(t *testing.T, r *reader, pp *people, failed []projections.StepEntry) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	require.NoError(t, ui.Register(mux, ui.Deps{
+		Reader: r, Sessions: sessions{}, People: pp, Clock: func() time.Time { return today },
+		Deliveries:  func(context.Context, ui.DeliveryQuery) ([]ui.Delivery, error) { return nil, nil },
+		FailedSteps: func(context.Context) ([]projections.StepEntry, error) { return failed, nil },
+	}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	srv.Client().CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return srv
+}
+
+func get(t *testing.T, srv *httptest.Server, path string, cookies ...*http.Cookie) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	require.NoError(t, err)
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// TestCalendarNamesInviteesInTheChosenZone: a card names its invitee (contacts table), else its id;
+// the zone (cookie or ?tz=) sets the days' bounds and the times shown; ?week= opens that week's Monday.
+func TestCalendarNamesInviteesInTheChosenZone(t *testing.T) {
+	r := &reader{}
+	pp := &people{contacts: map[booking.ID]projections.Contact{"calendly-p1-0": {Booking: "calendly-p1-0", Name: "Ada Lovelace", Email: "ada@example.com"}}}
+	srv := newPeoplePages(t, r, pp, nil)
+	_, body := get(t, srv, "/ui/calendar?date=2030-01-07")
+	assert.Contains(t, body, `<span class="inv">Ada Lovelace</span>`)
+	assert.Contains(t, body, `<span class="time">01:00–01:30</span>`, "UTC without a choice")
+	assert.Equal(t, time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC), r.queries[0].From)
+
+	r.queries = nil
+	_, body = get(t, srv, "/ui/calendar?date=2030-01-07", &http.Cookie{Name: ui.ZoneCookie, Value: "America/New_York"})
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	assert.Equal(t, time.Date(2030, 1, 7, 0, 0, 0, 0, ny).UTC(), r.queries[0].From.UTC(), "the day starts at New York's midnight")
+	assert.Contains(t, body, `<span class="time">01:00–01:30</span>`, "an hour after that midnight")
+	assert.Contains(t, body, `data-current="America/New_York"`)
+
+	r.queries = nil
+	_, body = get(t, srv, "/ui/calendar?week=2030-01-10&tz=Asia/Tokyo")
+	tokyo, _ := time.LoadLocation("Asia/Tokyo")
+	assert.Equal(t, time.Date(2030, 1, 7, 0, 0, 0, 0, tokyo).UTC(), r.queries[0].From.UTC(), "Thursday's week starts on Monday")
+	assert.Equal(t, time.Date(2030, 1, 14, 0, 0, 0, 0, tokyo).UTC(), r.queries[0].To.UTC())
+	assert.Contains(t, body, `<h2 id="window">Mon 7 Jan 2030 – Sun 13 Jan 2030</h2>`)
+	assert.NotContains(t, body, `type="date"`, "no browser-formatted date beside the page's own format")
+	assert.Contains(t, body, `href="/ui/calendar?date=2030-01-14&amp;tz=Asia%2FTokyo&amp;view=week" rel="next"`, "links stay in the zone")
+
+	pp.contacts = nil // erased
+	_, body = get(t, srv, "/ui/calendar?date=2030-01-07")
+	assert.NotContains(t, body, "Ada Lovelace")
+	assert.Contains(t, body, `<span class="inv">calendly-p`, "the id when no name is kept")
+
+	resp, body := get(t, srv, "/ui/calendar?week=soon")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, body, "week must be a date like 2026-12-01")
+}
+
+// TestTimeZoneIsKeptInACookie: choosing a zone sets the cookie and goes back where it was chosen
+// (on this server only); an unknown zone is refused.
+func TestTimeZoneIsKeptInACookie(t *testing.T) {
+	srv := newPeoplePages(t, &reader{}, &people{}, nil)
+	resp, _ := get(t, srv, "/ui/timezone?tz=Europe/Berlin&next="+url.QueryEscape("/ui/calendar?tz=UTC&date=2030-01-07"))
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	assert.Equal(t, "/ui/calendar?date=2030-01-07", resp.Header.Get("Location"))
+	require.Len(t, resp.Cookies(), 1)
+	assert.Equal(t, ui.ZoneCookie, resp.Cookies()[0].Name)
+	assert.Equal(t, "Europe/Berlin", resp.Cookies()[0].Value)
+	assert.Equal(t, "/ui/", resp.Cookies()[0].Path)
+
+	resp, _ = get(t, srv, "/ui/timezone?tz=Europe/Berlin&next=https://evil.example/")
+	assert.Equal(t, "/ui/calendar", resp.Header.Get("Location"))
+	resp, body := get(t, srv, "/ui/timezone?tz=Mars/Olympus")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, body, "unknown time zone")
+	assert.Empty(t, resp.Cookies())
+}
+
+// TestSearchPage: the box, the hits with their invitee, and a plain word when nothing matches.
+func TestSearchPage(t *testing.T) {
+	pp := &people{contacts: map[booking.ID]projections.Contact{"calendly-b1": {Booking: "calendly-b1", Name: "Ada Lovelace", Email: "ada@example.com"}}}
+	srv := newPeoplePages(t, &reader{}, pp, nil)
+	_, body := get(t, srv, "/ui/search")
+	assert.NotContains(t, body, "search-results")
+	assert.Empty(t, pp.searched, "no search without a text")
+	_, body = get(t, srv, "/ui/search?q=Ada")
+	assert.Contains(t, body, `data-booking="calendly-b1"`)
+	assert.Contains(t, body, "ada@example.com")
+	assert.Contains(t, body, `<span title="https://api.calendly.com/users/host-1">host-1</span>`)
+	assert.Equal(t, []string{"Ada 50"}, pp.searched)
+	_, body = get(t, srv, "/ui/search?q=Grace")
+	assert.Contains(t, body, `id="no-hits"`)
+	resp, _ := get(t, srv, "/ui/search?q="+strings.Repeat("x", 201))
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// TestInboxSaysWhatToDo: each kind with what it asks of the operator, failed steps listed, and a
+// resolved conflict's notice says the provider still holds both.
+func TestInboxSaysWhatToDo(t *testing.T) {
+	failed := []projections.StepEntry{{Kind: "invitee_email.confirmation", Booking: "calendly-b1", State: "failed", Attempts: 1, LastError: "smtp 550: no such user"}}
+	srv := newPeoplePages(t, &reader{}, &people{}, failed)
+	_, body := get(t, srv, "/ui/reconciliation")
+	assert.Contains(t, body, `id="failed-steps"`)
+	assert.Contains(t, body, "smtp 550: no such user")
+	assert.Contains(t, body, "They will not be tried again.")
+	assert.NotContains(t, body, `id="inbox-empty"`)
+	_, body = get(t, srv, "/ui/reconciliation?resolved=7&kind=conflict")
+	assert.Contains(t, body, "The provider still holds both bookings.")
+	_, body = get(t, srv, "/ui/reconciliation?resolved=7&kind=step")
+	assert.NotContains(t, body, "still holds both")
+
+	srv = newPeoplePages(t, &reader{}, &people{}, nil)
+	_, body = get(t, srv, "/ui/reconciliation")
+	assert.Contains(t, body, `id="inbox-empty"`)
+}
+
+// TestUnknownPagesAndRefusalsArePages: an unknown /ui/ address and the auth layer's refusals of a
+// browser are HTML pages; API clients and fetches keep JSON.
+func TestUnknownPagesAndRefusalsArePages(t *testing.T) {
+	srv := newPeoplePages(t, &reader{}, &people{}, nil)
+	resp, body := get(t, srv, "/ui/nowhere")
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
+	assert.Contains(t, body, "There is no page at this address.")
+
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/ui/admin/endpoints", nil)
+	req.Header.Set("Accept", "text/html")
+	ui.Refusal(rec, req, http.StatusForbidden, "insufficient_scope", `token "desk" has the read scope; GET /ui/admin/endpoints needs the admin scope`)
+	assert.Equal(t, http.StatusForbidden, rec.Code)
+	assert.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+	assert.Contains(t, rec.Body.String(), "<h1>Admins only</h1>")
+	assert.Contains(t, rec.Body.String(), "needs a token with the <strong>admin</strong> scope")
+
+	for _, c := range []struct {
+		path, accept, authz string
+		want                bool
+	}{
+		{"/ui/admin/endpoints", "text/html,application/xhtml+xml", "", true},
+		{"/admin/jobs/", "text/html", "", true},
+		{"/admin/jobs/api/jobs", "*/*", "", false},
+		{"/ui/admin/endpoints", "text/html", "Bearer blt_x", false},
+		{"/api/admin/endpoints", "text/html", "", false},
+	} {
+		req := httptest.NewRequest(http.MethodGet, c.path, nil)
+		req.Header.Set("Accept", c.accept)
+		if c.authz != "" {
+			req.Header.Set("Authorization", c.authz)
+		}
+		assert.Equal(t, c.want, ui.WantsPage(req), "%+v", c)
+	}
+}

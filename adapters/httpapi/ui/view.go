@@ -6,8 +6,10 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"bookingledger/adapters/relay"
@@ -16,14 +18,10 @@ import (
 	"bookingledger/projections"
 )
 
+// funcs are the templates' helpers; the time formats are zoneFuncs', bound to each request's zone.
 var funcs = template.FuncMap{
-	"stamp": func(t time.Time) string {
-		if t.IsZero() {
-			return "–"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05.000Z")
-	},
-	"hm": func(t time.Time) string { return t.UTC().Format("15:04") },
+	"host":     hostName,
+	"provider": providerName,
 	// bookingURL takes a booking.ID or the plain string the relay and the steps carry.
 	"bookingURL":  func(id any) string { return "/ui/bookings/" + url.PathEscape(fmt.Sprint(id)) },
 	"add":         func(a, b int) int { return a + b },
@@ -58,6 +56,34 @@ type calendarCell struct {
 	projections.CalendarEntry
 	// Holder: an active booking holding a slot that a conflict on the same resource wanted.
 	Holder bool
+	// Invitee is the name (else the email address) the contacts table keeps for the booking; empty
+	// when none is kept (erased, or the provider sent none).
+	Invitee string
+}
+
+// hostName is how a page names a resource: a linked resource's name as it is, a provider's URI by
+// its last part (Calendly's https://api.calendly.com/users/AAAA-BBBB is "AAAA-BBBB"); the full
+// identifier stays in the element's title.
+func hostName(resource string) string {
+	if !strings.Contains(resource, "://") {
+		return resource
+	}
+	u, err := url.Parse(resource)
+	if err != nil {
+		return resource
+	}
+	if last := path.Base(strings.TrimSuffix(u.Path, "/")); last != "" && last != "." && last != "/" {
+		return last
+	}
+	return u.Host
+}
+
+// invitee is how a card names a booking's invitee: the name, else the email address.
+func invitee(c projections.Contact) string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return c.Email
 }
 
 func (s *server) calendar(w http.ResponseWriter, r *http.Request) {
@@ -70,14 +96,29 @@ func (s *server) calendar(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errBadRequestf("view must be day or week"))
 		return
 	}
-	day := s.Clock().UTC().Truncate(24 * time.Hour)
+	loc := zoneOf(r)
+	midnight := func(t time.Time) time.Time {
+		t = t.In(loc)
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
+	}
+	today := midnight(s.Clock())
+	day := today
 	if v := q.Get("date"); v != "" {
-		d, err := time.Parse(time.DateOnly, v)
+		d, err := time.ParseInLocation(time.DateOnly, v, loc)
 		if err != nil {
 			s.fail(w, r, errBadRequestf("date must look like 2026-12-01"))
 			return
 		}
 		day = d
+	}
+	// ?week= is the week (Monday to Sunday) that holds the date: what a link to "that week" means.
+	if v := q.Get("week"); v != "" {
+		d, err := time.ParseInLocation(time.DateOnly, v, loc)
+		if err != nil {
+			s.fail(w, r, errBadRequestf("week must be a date like 2026-12-01"))
+			return
+		}
+		day, view = d.AddDate(0, 0, -((int(d.Weekday())+6)%7)), "week"
 	}
 	resource := q.Get("resource")
 	if len(resource) > 512 {
@@ -109,6 +150,11 @@ func (s *server) calendar(w http.ResponseWriter, r *http.Request) {
 		}
 		cq.After = next
 	}
+	names, err := s.invitees(r, entries)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	d := calendarData{View: view, Date: day.Format(time.DateOnly), Resource: resource, Truncated: truncated, Count: len(entries)}
 	for i := range n {
 		d.Days = append(d.Days, day.AddDate(0, 0, i))
@@ -118,13 +164,43 @@ func (s *server) calendar(w http.ResponseWriter, r *http.Request) {
 		if resource != "" {
 			u.Set("resource", resource)
 		}
+		if _, ok := loadZone(q.Get("tz")); ok {
+			u.Set("tz", q.Get("tz")) // a link given in a zone stays in it
+		}
 		return "/ui/calendar?" + u.Encode()
 	}
 	d.Prev, d.Next = link(day.AddDate(0, 0, -n), view), link(day.AddDate(0, 0, n), view)
-	d.Today = link(s.Clock().UTC().Truncate(24*time.Hour), view)
+	d.Today = link(today, view)
 	d.Week, d.Day = link(day, "week"), link(day, "day")
 	d.Rows = grid(entries, d.Days)
+	for _, row := range d.Rows {
+		for _, cell := range row.Cells {
+			for i := range cell {
+				cell[i].Invitee = names[cell[i].Booking]
+			}
+		}
+	}
 	s.render(w, r, http.StatusOK, "calendar", "Calendar", d)
+}
+
+// invitees names the entries' invitees from the contacts table (none without People).
+func (s *server) invitees(r *http.Request, entries []projections.CalendarEntry) (map[booking.ID]string, error) {
+	names := map[booking.ID]string{}
+	if s.People == nil || len(entries) == 0 {
+		return names, nil
+	}
+	ids := make([]booking.ID, 0, len(entries))
+	for _, e := range entries {
+		ids = append(ids, e.Booking)
+	}
+	cs, err := s.People.Contacts(r.Context(), ids)
+	if err != nil {
+		return nil, err
+	}
+	for id, c := range cs {
+		names[id] = invitee(c)
+	}
+	return names, nil
 }
 
 func errBadRequestf(msg string) error { return &badRequest{msg} }
@@ -183,10 +259,23 @@ type timeline struct {
 	// server runs a relay at all.
 	Deliveries []relay.Delivery
 	Relay      bool
+	// Contact is the invitee the contacts table keeps (zero: none, or erased); People says the
+	// server reads the table at all.
+	Contact projections.Contact
+	People  bool
+	// Story is the booking told in plain language, oldest first.
+	Story []storyLine
+	// Conflicts are the bookings holding the slot this one wants (its conflict findings).
+	Conflicts []booking.ID
 }
 
 func newTimeline(h projections.History) timeline {
 	t := timeline{History: h, Payments: h.State.PaymentStreams}
+	for _, f := range h.Findings {
+		if f.Kind == projections.FindingConflict && f.OtherBooking != "" && !slices.Contains(t.Conflicts, f.OtherBooking) {
+			t.Conflicts = append(t.Conflicts, f.OtherBooking)
+		}
+	}
 	byID := map[eventlog.EventID]projections.HistoryEvent{}
 	for _, e := range h.Events {
 		byID[e.ID] = e
