@@ -37,15 +37,17 @@ const jobsPrefix = "/admin/jobs"
 
 // adminDeps are what the admin surface (/api/, /ui/, /admin/) is built from.
 type adminDeps struct {
-	pool              *pgxpool.Pool
-	rm                *readmodel.ReadModel
-	steps             readapi.StepResolver // resolves process step items (nil: the API refuses actions)
-	relay             relayapi.Admin       // the relay's endpoints and deliveries (nil: no relay routes)
-	links             resourceapi.Links    // linked resources
-	eraser            erasureapi.Eraser    // erasure on request (nil: no erasure routes)
-	receipts          *postgres.Store
-	jobs              *river.Client[pgx.Tx]
-	providers         []string
+	pool      *pgxpool.Pool
+	rm        *readmodel.ReadModel
+	steps     readapi.StepResolver // resolves process step items (nil: the API refuses actions)
+	relay     relayapi.Admin       // the relay's endpoints and deliveries (nil: no relay routes)
+	links     resourceapi.Links    // linked resources
+	eraser    erasureapi.Eraser    // erasure on request (nil: no erasure routes)
+	receipts  *postgres.Store
+	jobs      *river.Client[pgx.Tx]
+	providers []string
+	// providerStatus feeds the UI's Providers page (nil: no page).
+	providerStatus    func(ctx context.Context) ([]ui.ProviderStatus, error)
 	log               *slog.Logger
 	reg               prometheus.Registerer
 	failuresPerMinute int
@@ -129,9 +131,10 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 			steps, err := process.NewStore(d.pool, nil).List(ctx, process.StateFailed)
 			return process.Entries(steps), err
 		},
-		Providers: d.providers,
-		Links:     []ui.Link{{Name: "Jobs", Href: jobsPrefix + "/"}},
-		Logger:    d.log,
+		Providers:      d.providers,
+		ProviderStatus: d.providerStatus,
+		Links:          []ui.Link{{Name: "Jobs", Href: jobsPrefix + "/"}},
+		Logger:         d.log,
 	})
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"bookingledger/adapters/alerts"
 	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/httpapi/ui"
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/providers"
@@ -631,3 +632,41 @@ func printProviderStatus(w io.Writer, ps providerStatus, missingVar string) {
 
 // errNoAPIs is what serve logs when no provider has an API credential.
 var errNoAPIs = errors.New("no provider API credential configured: the provider sync and the subscription watch are off (docs/operations/sync.md)")
+
+// uiProviderStatus is the UI's Providers page: what the watch and the sync last recorded, per provider
+// (no call to a provider's API while a page renders).
+func uiProviderStatus(store *providersync.Store, names []string, apis providerAPIs) func(ctx context.Context) ([]ui.ProviderStatus, error) {
+	return func(ctx context.Context) ([]ui.ProviderStatus, error) {
+		states, err := store.States(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]ui.ProviderStatus, 0, len(names))
+		for _, name := range names {
+			st := states[name]
+			_, api := apis.urls[name]
+			ps := ui.ProviderStatus{Name: name, API: api, WebhookURL: st.WebhookURL, CheckError: st.CheckError, Unhealthy: st.Unhealthy,
+				SyncOK: st.LastError == "", SyncError: st.LastError, Fetched: st.LastFetched, Recorded: st.LastRecorded,
+				Already: st.LastAlready, MissedTotal: st.MissedTotal}
+			for _, t := range []struct {
+				from *time.Time
+				to   *time.Time
+			}{{st.CheckedAt, &ps.CheckedAt}, {st.LastDeliver, &ps.LastDelivery}, {st.LastRunAt, &ps.LastSync}} {
+				if t.from != nil {
+					*t.to = *t.from
+				}
+			}
+			if api {
+				subs, err := store.Subscriptions(ctx, name)
+				if err != nil {
+					return nil, err
+				}
+				for _, s := range subs {
+					ps.Subscriptions = append(ps.Subscriptions, ui.ProviderSubscription{ID: s.ID, URL: s.URL, State: s.State, Events: s.Events})
+				}
+			}
+			out = append(out, ps)
+		}
+		return out, nil
+	}
+}

@@ -82,6 +82,8 @@ type Deps struct {
 	FailedSteps func(ctx context.Context) ([]projections.StepEntry, error)
 	// Providers are the provider names the deliveries filter offers.
 	Providers []string
+	// ProviderStatus, when set, adds the Providers page: subscriptions, last webhook, last sync.
+	ProviderStatus providerStatusFunc
 	// Links are further admin pages shown in the navigation for admin tokens (River's UI).
 	Links  []Link
 	Logger *slog.Logger
@@ -155,6 +157,9 @@ func Register(mux Mux, d Deps) error {
 	mux.HandleFunc("GET /ui/deliveries", s.deliveries)
 	mux.HandleFunc("GET /ui/timezone", s.setZone)
 	mux.HandleFunc("GET /ui/search", s.search)
+	if d.ProviderStatus != nil {
+		mux.HandleFunc("GET /ui/providers", s.providers)
+	}
 	mux.HandleFunc("GET /ui/", func(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusNotFound, "error", "Not found", errorData{Message: "There is no page at this address."})
 	})
@@ -165,7 +170,7 @@ func Register(mux Mux, d Deps) error {
 }
 
 // pageNames are the templates, each with the layout.
-var pageNames = []string{"login", "calendar", "booking", "inbox", "deliveries", "endpoints", "endpoint", "replay", "progress", "error", "search"}
+var pageNames = []string{"login", "calendar", "booking", "inbox", "deliveries", "endpoints", "endpoint", "replay", "progress", "error", "search", "providers"}
 
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
@@ -189,8 +194,10 @@ type page struct {
 	Relay bool
 	// Search: the search box is shown (People is set).
 	Search bool
-	Query  string
-	Links  []Link
+	// Providers: the Providers page exists.
+	Providers bool
+	Query     string
+	Links     []Link
 	// Zone is the zone times are shown in; Zones the selector's choices; Here the page's address,
 	// where choosing a zone comes back to.
 	Zone  string
@@ -201,7 +208,7 @@ type page struct {
 
 func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	loc := zoneOf(r)
-	p := page{Title: title, Nav: name, Data: data, Relay: s.Relay != nil, Search: s.People != nil,
+	p := page{Title: title, Nav: name, Data: data, Relay: s.Relay != nil, Search: s.People != nil, Providers: s.ProviderStatus != nil,
 		Zone: loc.String(), Zones: zoneChoices(loc.String()), Here: here(r)}
 	if name == "search" {
 		p.Query = r.URL.Query().Get("q")
