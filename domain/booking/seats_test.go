@@ -158,3 +158,20 @@ func TestSeriesLink(t *testing.T) {
 	assert.Equal(t, t0.Add(time.Hour), s.SeriesCanceledAt)
 	assert.Empty(t, s.Findings)
 }
+
+func TestSeriesCancelWithoutSeriesIsFound(t *testing.T) {
+	s := booking.Fold([]booking.Event{
+		ev(1, 0, booking.Scheduled{Slot: slot(1)}),
+		ev(3, time.Hour, booking.Canceled{Reason: "moving"}), ev(4, time.Hour, booking.SeriesCanceled{CanceledBy: "host"}),
+	})
+	assert.Equal(t, booking.StatusCanceled, s.Status)
+	require.Len(t, s.Findings, 1)
+	assert.Equal(t, booking.FindingSeriesUnknown, s.Findings[0].Code)
+
+	s = booking.Fold([]booking.Event{
+		ev(1, 0, booking.Scheduled{Slot: slot(1)}), ev(2, 0, booking.SeriesJoined{Series: "rec-1"}),
+		ev(3, time.Hour, booking.Canceled{Reason: "moving"}), ev(4, time.Hour, booking.SeriesCanceled{CanceledBy: "host"}),
+	})
+	assert.Empty(t, s.Findings, "the series joined before the cancel is known")
+	assert.Equal(t, "host", s.SeriesCanceledBy)
+}

@@ -56,6 +56,10 @@ const (
 	FindingOverCapacity FindingCode = "over_capacity"
 	// FindingUnknownSeat: a seat removal named no attendee the booking has; it changed nothing.
 	FindingUnknownSeat FindingCode = "unknown_seat"
+	// FindingSeriesUnknown: a cancel of the remaining occurrences of a series, on a booking no event
+	// of which names its series: which occurrences are meant is unknown, so none but this one is
+	// canceled.
+	FindingSeriesUnknown FindingCode = "series_unknown"
 )
 
 // Finding records an event that was kept in the stream but changed nothing, and why; or, for
@@ -94,6 +98,7 @@ type State struct {
 	// time of a cancel of this booking that canceled the remaining occurrences too.
 	Series           string
 	SeriesCanceledAt time.Time
+	SeriesCanceledBy string
 	Payment          PaymentStatus
 	PaymentRefs      []string
 	// Events counts the distinct events folded; Order lists their IDs in fold order.
@@ -206,7 +211,11 @@ func Evolve(s State, e Event) State {
 			s.Series = p.Series
 		}
 		if s.SeriesCanceledAt.IsZero() || e.OccurredAt.Before(s.SeriesCanceledAt) {
-			s.SeriesCanceledAt = e.OccurredAt
+			s.SeriesCanceledAt, s.SeriesCanceledBy = e.OccurredAt, p.CanceledBy
+		}
+		if s.Series == "" {
+			return note(FindingSeriesUnknown, "all remaining occurrences canceled, but no event of this booking names its series: "+
+				"which occurrences are meant is unknown, so only this one is canceled (check them at the provider)")
 		}
 	case Rescheduled:
 		if s.Status.Terminal() {
