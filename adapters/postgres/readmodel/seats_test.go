@@ -1,6 +1,7 @@
 package readmodel_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -139,4 +140,73 @@ func TestOverCapacityUnderAnyArrival(t *testing.T) {
 	require.Len(t, items, 1)
 	assert.Contains(t, items[0], "seat 4 of capacity 3")
 	assert.Contains(t, items[0], "over_capacity")
+}
+
+// TestSeriesCancelUnderAnyArrival: a four-occurrence series; Cal.com's "cancel all remaining", asked
+// on the second occurrence after the first took place, arrives as one webhook for the second. The
+// second, third and fourth are canceled — the later two "with the series" — and the first stays;
+// another booking of the host at the third occurrence's time then takes the slot. Any order, with
+// redeliveries; rebuild (whole and in chunks of a few bookings, which puts occurrences in different
+// chunks) equals incremental.
+func TestSeriesCancelUnderAnyArrival(t *testing.T) {
+	week := 7 * 24 * time.Hour
+	var ds []delivery
+	for i := range 4 {
+		id := booking.ID(fmt.Sprintf("calcom-occ%d", i+1))
+		ds = append(ds, delivery{ID: string(id) + "/BOOKING_CREATED", Provider: "calcom", Events: []booking.Event{
+			event(id, "created", at(-96, 0), booking.Scheduled{Slot: slot(string(id)+"@Cal.com", at(9, 0).Add(time.Duration(i)*week), 30, seatHost), Capacity: 1}),
+			event(id, "series", at(-96, 0), booking.SeriesJoined{Series: "calcom-series-r1"}),
+		}})
+	}
+	cancelAt := at(12, 0) // after the first occurrence
+	ds = append(ds, delivery{ID: "calcom-occ2/BOOKING_CANCELLED", Provider: "calcom", Events: []booking.Event{
+		event("calcom-occ2", "canceled", cancelAt, booking.Canceled{Reason: "project paused", CanceledBy: "host"}),
+		event("calcom-occ2", "series-cancel", cancelAt, booking.SeriesCanceled{CanceledBy: "host"}),
+	}})
+	other := booking.ID("calendly-other")
+	ds = append(ds, one(string(other)+"/created", created(other, at(13, 0), slot("other", at(9, 0).Add(2*week), 30, seatHost))))
+	s := convergeOver(t, ds, 6)
+
+	assert.Equal(t, projections.StatusActive, rowOf(t, s, "calcom-occ1").Status)
+	assert.Equal(t, projections.StatusCanceled, rowOf(t, s, "calcom-occ2").Status)
+	for _, id := range []booking.ID{"calcom-occ3", "calcom-occ4"} {
+		r := rowOf(t, s, id)
+		assert.Equal(t, projections.StatusCanceled, r.Status, id)
+		assert.True(t, r.CancelImplied, id)
+		assert.Equal(t, "host", r.CanceledBy, id)
+		assert.Contains(t, r.CancelReason, "canceled with the series calcom-series-r1", id)
+		assert.Contains(t, r.CancelReason, "calcom-occ2 at "+cancelAt.UTC().Format(time.RFC3339Nano), id)
+		assert.Equal(t, "calcom-series-r1", r.Series, id)
+	}
+	assert.Equal(t, projections.StatusActive, rowOf(t, s, other).Status, "the freed slot is taken")
+	assert.Empty(t, s.Open)
+
+	// History of a later occurrence says so.
+	e := newEnv(t)
+	for _, d := range ds {
+		e.deliver(t, d)
+	}
+	e.catchUp(t)
+	h, err := e.rm.History(context.Background(), "calcom-occ4")
+	require.NoError(t, err)
+	assert.Contains(t, h.State.CancelReason, "canceled with the series")
+}
+
+// TestSeriesCancelWithoutTheSeriesIsAnItem: the payload of the canceled occurrence's create named no
+// series: only it is canceled, and an item says which occurrences are meant is unknown.
+func TestSeriesCancelWithoutTheSeriesIsAnItem(t *testing.T) {
+	ds := []delivery{
+		one("calcom-occ1/BOOKING_CREATED", event("calcom-occ1", "created", at(-96, 0), booking.Scheduled{Slot: slot("occ1", at(9, 0), 30, seatHost), Capacity: 1})),
+		one("calcom-occ2/BOOKING_CREATED", event("calcom-occ2", "created", at(-96, 0), booking.Scheduled{Slot: slot("occ2", at(9, 0).Add(7*24*time.Hour), 30, seatHost), Capacity: 1})),
+		{ID: "calcom-occ2/BOOKING_CANCELLED", Provider: "calcom", Events: []booking.Event{
+			event("calcom-occ2", "canceled", at(12, 0), booking.Canceled{CanceledBy: "host"}),
+			event("calcom-occ2", "series-cancel", at(12, 0), booking.SeriesCanceled{CanceledBy: "host"}),
+		}},
+	}
+	s := convergeOver(t, ds, 3)
+	assert.Equal(t, projections.StatusCanceled, rowOf(t, s, "calcom-occ2").Status)
+	assert.Equal(t, projections.StatusActive, rowOf(t, s, "calcom-occ1").Status)
+	items := openOf(s, "late_event")
+	require.Len(t, items, 1)
+	assert.Contains(t, items[0], "series_unknown")
 }
