@@ -64,7 +64,7 @@ type bookingPayload struct {
 	Metadata           json.RawMessage `json:"metadata"`
 	// AttendeeSeatID is the seat reference of the attendee the delivery is about (a new seat).
 	AttendeeSeatID string `json:"attendeeSeatId"`
-	// RequestReschedule is present (false) on the cancel of a whole booking, absent on a seat's.
+	// RequestReschedule is false on the cancel of a whole booking, absent (or true) on a seat's.
 	RequestReschedule json.RawMessage `json:"requestReschedule"`
 	// The series of a recurring booking's occurrence, where the payload names it.
 	RecurringEventID    string `json:"recurringEventId"`
@@ -83,10 +83,12 @@ func (b bookingPayload) series() string {
 }
 
 // seatCancel reports whether a cancel is one attendee leaving a seated booking: Cal.com then sends the
-// whole booking's uid with only the leaver in attendees, and neither cancelledBy nor
-// requestReschedule, which the cancel of the whole booking carries.
+// whole booking's uid with only the leaver in attendees and no cancelledBy, while the cancel of the
+// whole booking carries cancelledBy and requestReschedule: false. Some Cal.com versions set
+// requestReschedule: true on a seat's cancel, so only false marks the whole booking's.
 func (b bookingPayload) seatCancel() bool {
-	return b.seated() && strings.TrimSpace(b.CancelledBy) == "" && len(b.RequestReschedule) == 0 && len(b.Attendees) > 0
+	return b.seated() && strings.TrimSpace(b.CancelledBy) == "" && strings.TrimSpace(string(b.RequestReschedule)) != "false" &&
+		len(b.Attendees) > 0
 }
 
 // seat names an attendee's seat without personal data: the seat reference where the payload has

@@ -332,6 +332,18 @@ func TestMapSeatsAndSeries(t *testing.T) {
 		require.Len(t, got.Events, 1)
 		assert.Equal(t, booking.Canceled{Reason: "Train strike", CanceledBy: "host"}, got.Events[0].Payload)
 	})
+	t.Run("a seat cancel with requestReschedule true, as some Cal.com versions send, is still one seat", func(t *testing.T) {
+		body := strings.Replace(seatCancel, `"status": "CANCELLED"`, `"status": "CANCELLED", "requestReschedule": true`, 1)
+		got := mapString(t, body)
+		require.Len(t, got.Events, 1)
+		assert.IsType(t, booking.SeatRemoved{}, got.Events[0].Payload)
+	})
+	t.Run("the whole seated booking's cancel without cancelledBy is the cancel", func(t *testing.T) {
+		body := strings.Replace(seatCancel, `"status": "CANCELLED"`, `"status": "CANCELLED", "requestReschedule": false`, 1)
+		got := mapString(t, body)
+		require.Len(t, got.Events, 1)
+		assert.IsType(t, booking.Canceled{}, got.Events[0].Payload)
+	})
 	t.Run("the seat reference is used when the leaver's cancel carries it", func(t *testing.T) {
 		body := strings.Replace(seatCancel, `"status": "CANCELLED"`, `"status": "CANCELLED", "attendeeSeatId": "4f0d6c2e-8a51-4b7e-9d3a-2c6e1f8b7a90"`, 1)
 		got := mapString(t, body)
