@@ -80,6 +80,8 @@ type Booking struct {
 	CanceledBy      string
 	CancelImplied   bool
 	Findings        []booking.Finding
+	// Series is the recurring series the booking is an occurrence of ("" when none is known).
+	Series string
 }
 
 // HasSlot reports whether a slot is known.
@@ -159,6 +161,43 @@ type BookingInput struct {
 	// Folded, when set, is booking.Fold(Events), which a caller that has folded the events already
 	// passes to save folding them again. BookingRow does not modify it.
 	Folded *booking.State
+	// SeriesCancels are the cancels of "all remaining" occurrences of the booking's series (Recompute
+	// fills it in).
+	SeriesCancels []SeriesCancel
+}
+
+// SeriesCancel is the cancel of a booking that canceled the remaining occurrences of its series:
+// every occurrence that starts at or after At is canceled with it.
+type SeriesCancel struct {
+	Booking booking.ID
+	Series  string
+	At      time.Time
+	By      string
+}
+
+// SeriesCancelOf is the series cancel a booking's fold carries, and whether it carries one (its
+// series known).
+func SeriesCancelOf(id booking.ID, s booking.State) (SeriesCancel, bool) {
+	if s.Series == "" || s.SeriesCanceledAt.IsZero() {
+		return SeriesCancel{}, false
+	}
+	return SeriesCancel{Booking: cmp.Or(id, s.Booking), Series: s.Series, At: Micro(s.SeriesCanceledAt), By: s.SeriesCanceledBy}, true
+}
+
+// canceledWith is the series cancel that cancels an occurrence starting at start: the earliest (then
+// smallest booking id) of those at or before its start, other than its own.
+func canceledWith(own booking.ID, start time.Time, cancels []SeriesCancel) (SeriesCancel, bool) {
+	var best SeriesCancel
+	found := false
+	for _, c := range cancels {
+		if c.Booking == own || c.At.After(start) {
+			continue
+		}
+		if !found || c.At.Before(best.At) || c.At.Equal(best.At) && c.Booking < best.Booking {
+			best, found = c, true
+		}
+	}
+	return best, found
 }
 
 // BookingRow computes a booking's calendar row before the slot assignment: a booking that claims its
@@ -182,6 +221,7 @@ func BookingRow(in BookingInput) Booking {
 		CanceledBy:      s.CanceledBy,
 		CancelImplied:   s.CancelImplied,
 		Findings:        slices.Clone(s.Findings),
+		Series:          s.Series,
 	}
 	if s.HasSlot() {
 		b.Meeting = s.Slot.Meeting
@@ -208,6 +248,16 @@ func BookingRow(in BookingInput) Booking {
 	b.Status = Status(s.Status)
 	if s.Status == booking.StatusNone {
 		b.Status = StatusPending
+	}
+	if c, ok := canceledWith(b.Booking, b.Start, in.SeriesCancels); ok && b.HasSlot() &&
+		(s.Status == booking.StatusActive || s.Status == booking.StatusRequested) {
+		// Cal.com's "cancel all remaining" cancels every occurrence from then on but sends one
+		// webhook, for the occurrence it was asked on: the others are canceled here, explicitly.
+		b.Status = StatusCanceled
+		b.CanceledBy = cmp.Or(c.By, "provider")
+		b.CancelImplied = true
+		b.CancelReason = fmt.Sprintf("canceled with the series %s: all remaining occurrences canceled by the cancel of %s at %s",
+			c.Series, c.Booking, c.At.UTC().Format(time.RFC3339Nano))
 	}
 	if len(in.SupersededBy) > 0 {
 		by := slices.Min(in.SupersededBy)

@@ -29,6 +29,10 @@ type Component struct {
 	// operator closed (never reopened), of the conflicts of any booking of Bookings or Claims and of
 	// the late events of Bookings.
 	Items []Item
+	// SeriesCancels are the series cancels of bookings not among Bookings in the series of one of
+	// Bookings (those of Bookings come from their folds): a loader that recomputes every occurrence of
+	// a touched series passes none.
+	SeriesCancels []SeriesCancel
 }
 
 // Changes are what a Component's recomputation writes.
@@ -89,10 +93,26 @@ func Recompute(c Component) Changes {
 		}
 	}
 
+	// The cancels of "all remaining" occurrences, by series: from the folds, then the others given.
+	seriesCancels := map[string][]SeriesCancel{}
+	for i := range c.Bookings {
+		if sc, ok := SeriesCancelOf(ids[i], folds[i]); ok {
+			seriesCancels[sc.Series] = append(seriesCancels[sc.Series], sc)
+		}
+	}
+	for _, sc := range c.SeriesCancels {
+		if !recomputed[sc.Booking] {
+			seriesCancels[sc.Series] = append(seriesCancels[sc.Series], sc)
+		}
+	}
+
 	out := Changes{Rows: make([]Booking, len(c.Bookings))}
 	Parallel(len(c.Bookings), func(i int) {
 		in := c.Bookings[i]
 		in.Booking, in.Folded, in.SupersededBy = ids[i], &folds[i], superseded[ids[i]]
+		if series := folds[i].Series; series != "" {
+			in.SeriesCancels = seriesCancels[series]
+		}
 		out.Rows[i] = BookingRow(in)
 	})
 	all := make([]Claim, 0, len(c.Claims)+len(out.Rows))

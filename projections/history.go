@@ -197,6 +197,9 @@ func BuildHistory(in HistoryInput) History {
 		}
 		if f, ok := foldFindings[ev.ID]; ok {
 			he.Applied, he.Effect = false, "changed nothing: "+f.Reason
+			if f.Code == booking.FindingOverCapacity {
+				he.Applied, he.Effect = true, "applied over capacity: "+f.Reason
+			}
 		}
 		h.Events = append(h.Events, he)
 	}
@@ -257,8 +260,12 @@ func BuildHistory(in HistoryInput) History {
 		}
 	}
 	for _, f := range state.Findings {
+		verdict := "kept but refused"
+		if f.Code == booking.FindingOverCapacity {
+			verdict = "applied"
+		}
 		h.Findings = append(h.Findings, HistoryFinding{Kind: FindingLateEvent, Code: string(f.Code), Event: f.Event,
-			Reason: fmt.Sprintf("%s v%d (provider time %s) kept but refused: %s", f.Type, recOf[f.Event].Version, stamp(f.OccurredAt), f.Reason)})
+			Reason: fmt.Sprintf("%s v%d (provider time %s) %s: %s", f.Type, recOf[f.Event].Version, stamp(f.OccurredAt), verdict, f.Reason)})
 	}
 	for _, it := range in.Items {
 		if it.Kind != ItemConflict {
@@ -309,6 +316,29 @@ func summary(e booking.Event) string {
 		return s
 	case booking.Rejected:
 		return "rejected: " + p.Reason
+	case booking.SeatAdded:
+		s := fmt.Sprintf("seat %s taken of %d, %s", seatText(p.Seat), p.Capacity, slotText(p.Slot))
+		if len(p.PaymentRefs) > 0 {
+			s += ", payment " + strings.Join(p.PaymentRefs, " ")
+		}
+		return s
+	case booking.SeatRemoved:
+		s := "seat " + seatText(p.Seat) + " left"
+		if p.Reason != "" {
+			s += ": " + p.Reason
+		}
+		return s
+	case booking.SeriesJoined:
+		return "occurrence of series " + p.Series
+	case booking.SeriesCanceled:
+		s := "canceled with the series"
+		if p.Series != "" {
+			s += " " + p.Series
+		}
+		if p.CanceledBy != "" {
+			s += " by " + p.CanceledBy
+		}
+		return s + ": every occurrence starting at or after " + stamp(e.OccurredAt)
 	case booking.NoShowMarked:
 		return "no-show marked"
 	case booking.NoShowCleared:
@@ -327,6 +357,11 @@ func summary(e booking.Event) string {
 		return fmt.Sprintf("payment disputed (%s): %s", strings.Join(p.Refs, " "), p.Reason)
 	}
 	return string(e.Type())
+}
+
+// seatText names a seat by its reference, else by its attendee key (a digest, never an address).
+func seatText(s booking.Seat) string {
+	return cmp.Or(s.UID, s.Attendee, "unknown")
 }
 
 func slotText(s booking.Slot) string {

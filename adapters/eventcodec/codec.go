@@ -62,6 +62,32 @@ type rejectedV1 struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+type seatV1 struct {
+	UID      string `json:"uid,omitempty"`
+	Attendee string `json:"attendee,omitempty"`
+}
+
+type seatAddedV1 struct {
+	Slot        slotV1   `json:"slot"`
+	Capacity    int      `json:"capacity,omitempty"`
+	Seat        seatV1   `json:"seat"`
+	PaymentRefs []string `json:"payment_refs,omitempty"`
+}
+
+type seatRemovedV1 struct {
+	Seat   seatV1 `json:"seat"`
+	Reason string `json:"reason,omitempty"`
+}
+
+type seriesJoinedV1 struct {
+	Series string `json:"series"`
+}
+
+type seriesCanceledV1 struct {
+	Series     string `json:"series,omitempty"`
+	CanceledBy string `json:"canceled_by,omitempty"`
+}
+
 type emptyV1 struct{}
 
 type paymentV1 struct {
@@ -93,6 +119,14 @@ func (JSON) Encode(e booking.Event) (eventlog.EventData, error) {
 		body = canceledV1{Reason: p.Reason, CanceledBy: p.CanceledBy, RescheduledTo: string(p.RescheduledTo), Implied: p.Implied}
 	case booking.Rejected:
 		body = rejectedV1{Reason: p.Reason}
+	case booking.SeatAdded:
+		body = seatAddedV1{Slot: toSlot(p.Slot), Capacity: p.Capacity, Seat: seatV1(p.Seat), PaymentRefs: p.PaymentRefs}
+	case booking.SeatRemoved:
+		body = seatRemovedV1{Seat: seatV1(p.Seat), Reason: p.Reason}
+	case booking.SeriesJoined:
+		body = seriesJoinedV1{Series: p.Series}
+	case booking.SeriesCanceled:
+		body = seriesCanceledV1{Series: p.Series, CanceledBy: p.CanceledBy}
 	case booking.NoShowMarked, booking.NoShowCleared, booking.MeetingStarted, booking.MeetingEnded:
 		body = emptyV1{}
 	case booking.PaymentSucceeded:
@@ -168,6 +202,22 @@ func decode(r eventlog.RecordedEvent, unmarshalJSON func([]byte, any) error) (bo
 		var d rejectedV1
 		err = unmarshal(&d)
 		e.Payload = booking.Rejected{Reason: d.Reason}
+	case booking.TypeSeatAdded:
+		var d seatAddedV1
+		err = unmarshal(&d)
+		e.Payload = booking.SeatAdded{Slot: d.Slot.domain(), Capacity: d.Capacity, Seat: booking.Seat(d.Seat), PaymentRefs: d.PaymentRefs}
+	case booking.TypeSeatRemoved:
+		var d seatRemovedV1
+		err = unmarshal(&d)
+		e.Payload = booking.SeatRemoved{Seat: booking.Seat(d.Seat), Reason: d.Reason}
+	case booking.TypeSeriesJoined:
+		var d seriesJoinedV1
+		err = unmarshal(&d)
+		e.Payload = booking.SeriesJoined{Series: d.Series}
+	case booking.TypeSeriesCanceled:
+		var d seriesCanceledV1
+		err = unmarshal(&d)
+		e.Payload = booking.SeriesCanceled{Series: d.Series, CanceledBy: d.CanceledBy}
 	case booking.TypeNoShowMarked:
 		e.Payload = booking.NoShowMarked{}
 	case booking.TypeNoShowCleared:

@@ -87,6 +87,10 @@ func randomEvent(r *rand.Rand) booking.Event {
 		booking.PaymentFailed{Refs: randomStrings(r), Reason: randomString(r)},
 		booking.PaymentRefunded{Refs: randomStrings(r), Amount: r.Int64N(1 << 40), Currency: randomString(r)},
 		booking.PaymentDisputed{Refs: randomStrings(r), Reason: randomString(r)},
+		booking.SeatAdded{Slot: slot, Capacity: r.IntN(10), Seat: booking.Seat{UID: randomString(r), Attendee: randomString(r)}, PaymentRefs: randomStrings(r)},
+		booking.SeatRemoved{Seat: booking.Seat{UID: randomString(r), Attendee: randomString(r)}, Reason: randomString(r)},
+		booking.SeriesJoined{Series: randomString(r)},
+		booking.SeriesCanceled{Series: randomString(r), CanceledBy: randomString(r)},
 	}
 	var id eventlog.EventID
 	for i := range id {

@@ -41,6 +41,14 @@ func TestStoredFormatV1(t *testing.T) {
 		{booking.NoShowCleared{}, `{}`},
 		{booking.MeetingStarted{}, `{}`},
 		{booking.MeetingEnded{}, `{}`},
+		{booking.SeatAdded{Slot: slot, Capacity: 3, Seat: booking.Seat{UID: "seat-1", Attendee: "email-sha256:0123456789abcdef"}, PaymentRefs: []string{"stripe:pi_1"}},
+			`{` + slotJSON + `,"capacity":3,"seat":{"uid":"seat-1","attendee":"email-sha256:0123456789abcdef"},"payment_refs":["stripe:pi_1"]}`},
+		{booking.SeatAdded{Slot: slot, Seat: booking.Seat{Attendee: "email-sha256:0123456789abcdef"}}, `{` + slotJSON + `,"seat":{"attendee":"email-sha256:0123456789abcdef"}}`},
+		{booking.SeatRemoved{Seat: booking.Seat{UID: "seat-1"}, Reason: "ill"}, `{"seat":{"uid":"seat-1"},"reason":"ill"}`},
+		{booking.SeatRemoved{Seat: booking.Seat{Attendee: "email-sha256:0123456789abcdef"}}, `{"seat":{"attendee":"email-sha256:0123456789abcdef"}}`},
+		{booking.SeriesJoined{Series: "rec-1"}, `{"series":"rec-1"}`},
+		{booking.SeriesCanceled{Series: "rec-1", CanceledBy: "host"}, `{"series":"rec-1","canceled_by":"host"}`},
+		{booking.SeriesCanceled{}, `{}`},
 		{booking.PaymentSucceeded{Refs: []string{"stripe:pi_1", "stripe:ch_1"}, Amount: 5000, Currency: "eur"}, `{"refs":["stripe:pi_1","stripe:ch_1"],"amount":5000,"currency":"eur"}`},
 		{booking.PaymentFailed{Refs: []string{"stripe:pi_1"}, Reason: "card_declined"}, `{"refs":["stripe:pi_1"],"reason":"card_declined"}`},
 		{booking.PaymentRefunded{Refs: []string{"stripe:ch_1"}, Amount: 2500, Currency: "eur"}, `{"refs":["stripe:ch_1"],"amount":2500,"currency":"eur"}`},
@@ -76,6 +84,9 @@ func utc(e booking.Event) booking.Event {
 		p.Slot.Start, p.Slot.End = p.Slot.Start.UTC(), p.Slot.End.UTC()
 		e.Payload = p
 	case booking.Rescheduled:
+		p.Slot.Start, p.Slot.End = p.Slot.Start.UTC(), p.Slot.End.UTC()
+		e.Payload = p
+	case booking.SeatAdded:
 		p.Slot.Start, p.Slot.End = p.Slot.Start.UTC(), p.Slot.End.UTC()
 		e.Payload = p
 	}

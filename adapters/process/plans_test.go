@@ -303,3 +303,35 @@ func TestPlanBookingsReturnsRevivedSteps(t *testing.T) {
 	require.Equal(t, 2, pending)
 	require.Empty(t, plan())
 }
+
+// TestPlanBookingsFollowsSeries: Cal.com's "cancel all remaining" arrives for one occurrence (the
+// second of four) and the calendar cancels the later ones; their pending steps are skipped too,
+// though no event of theirs arrived. The first occurrence, before the cancel, keeps its steps.
+func TestPlanBookingsFollowsSeries(t *testing.T) {
+	w := newPlanWorld(t)
+	host := "calcom-user-1842"
+	week := 7 * 24 * time.Hour
+	for i := range 4 {
+		id := booking.ID(fmt.Sprintf("calcom-occ%d", i+1))
+		w.record(t, planEvent(id, "created", t1.Add(-80*time.Hour), booking.Scheduled{Slot: slotAt(t1.Add(time.Duration(i)*week), string(id), host), Capacity: 1}))
+		w.record(t, planEvent(id, "series", t1.Add(-80*time.Hour), booking.SeriesJoined{Series: "calcom-series-r1"}))
+	}
+	w.catchUp(t, w.calendar, readmodel.ProjectionName)
+	w.catchUp(t, w.process, Name)
+	w.record(t, planEvent("calcom-occ2", "canceled", t1.Add(time.Hour), booking.Canceled{Reason: "paused", CanceledBy: "host"}))
+	w.record(t, planEvent("calcom-occ2", "series-cancel", t1.Add(time.Hour), booking.SeriesCanceled{CanceledBy: "host"}))
+	w.catchUp(t, w.calendar, readmodel.ProjectionName)
+	w.catchUp(t, w.process, Name)
+
+	r, err := w.pool.Query(context.Background(), `SELECT booking || ' ' || kind || ' ' || state FROM process_steps ORDER BY booking, kind`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(r, pgx.RowTo[string])
+	require.NoError(t, err)
+	var want []string
+	for i, state := range []State{StatePending, StateSkipped, StateSkipped, StateSkipped} {
+		for _, k := range []Kind{CalendarCreate, EmailConfirmation} {
+			want = append(want, fmt.Sprintf("calcom-occ%d %s %s", i+1, k, state))
+		}
+	}
+	require.Equal(t, want, got)
+}

@@ -186,9 +186,13 @@ func InsertJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], id
 	return nil
 }
 
+// seriesOccurrencesSQL reads the bookings of the series $1. The non-empty test repeats the partial
+// index's predicate.
+const seriesOccurrencesSQL = `SELECT booking FROM calendar_bookings WHERE series = ANY($1) AND series <> ''`
+
 type row struct {
 	Booking
-	from, to string
+	from, to, series string
 }
 
 // PlanBookings plans every thread the bookings belong to, plus the threads of bookings that share a
@@ -206,7 +210,7 @@ func PlanBookings(ctx context.Context, tx pgx.Tx, ids []string, targets Targets)
 		if len(missing) == 0 {
 			return nil
 		}
-		r, err := tx.Query(ctx, `SELECT booking, status, resources, lower(during), upper(during), rescheduled_from, rescheduled_to
+		r, err := tx.Query(ctx, `SELECT booking, status, resources, lower(during), upper(during), rescheduled_from, rescheduled_to, series
 FROM calendar_bookings WHERE booking = ANY($1)`, missing)
 		if err != nil {
 			return fmt.Errorf("process: read calendar rows: %w", err)
@@ -215,7 +219,7 @@ FROM calendar_bookings WHERE booking = ANY($1)`, missing)
 		for r.Next() {
 			var b row
 			var start, end *time.Time
-			if err := r.Scan(&b.ID, &b.Status, &b.Resources, &start, &end, &b.from, &b.to); err != nil {
+			if err := r.Scan(&b.ID, &b.Status, &b.Resources, &start, &end, &b.from, &b.to, &b.series); err != nil {
 				return fmt.Errorf("process: read calendar rows: %w", err)
 			}
 			if start != nil && end != nil {
@@ -243,6 +247,23 @@ WHERE b.booking = ANY($1) AND b.during IS NOT NULL`, ids); err != nil {
 	}
 	if err := load(sharing); err != nil {
 		return nil, err
+	}
+	// The other occurrences of the touched bookings' series: a cancel of all remaining occurrences
+	// arrives for one of them and cancels the others (projections.Recompute).
+	var series []string
+	for _, id := range ids {
+		if s := rows[id].series; s != "" && !slices.Contains(series, s) {
+			series = append(series, s)
+		}
+	}
+	if len(series) > 0 {
+		var occurrences []string
+		if err := collect(ctx, tx, &occurrences, seriesOccurrencesSQL, series); err != nil {
+			return nil, err
+		}
+		if err := load(occurrences); err != nil {
+			return nil, err
+		}
 	}
 	// Reschedule chains in both directions.
 	for range maxChainRounds {

@@ -65,26 +65,37 @@ const (
 	TypePaymentDisputed  EventType = "booking.payment_disputed.v1"
 	TypeRejected         EventType = "booking.rejected.v1"
 	TypeCanceled         EventType = "booking.canceled.v1"
+	// Seats of a seated booking (several attendees in one booking, Cal.com seats) and the link of an
+	// occurrence to its recurring series.
+	TypeSeatAdded      EventType = "booking.seat_added.v1"
+	TypeSeatRemoved    EventType = "booking.seat_removed.v1"
+	TypeSeriesJoined   EventType = "booking.series_joined.v1"
+	TypeSeriesCanceled EventType = "booking.series_canceled.v1"
 )
 
 // precedence breaks ties between events with the same provider time: a booking is requested before it
 // is scheduled, scheduled before it is moved, marked, paid or canceled; a payment fails before it
-// succeeds and succeeds before it is refunded. Canceled is last: a cancel stamped with the same
-// second as a create ends the booking.
+// succeeds and succeeds before it is refunded. A seat is added before one leaves, so a seat taken and
+// left in the same millisecond ends with the seat free. Canceled is last: a cancel stamped with the
+// same second as a create ends the booking. The ranks are only compared, never stored.
 var precedence = map[EventType]int{
 	TypeRequested:        0,
 	TypeScheduled:        1,
-	TypeRescheduled:      2,
-	TypeMeetingStarted:   3,
-	TypeMeetingEnded:     4,
-	TypeNoShowMarked:     5,
-	TypeNoShowCleared:    6,
-	TypePaymentFailed:    7,
-	TypePaymentSucceeded: 8,
-	TypePaymentRefunded:  9,
-	TypePaymentDisputed:  10,
-	TypeRejected:         11,
-	TypeCanceled:         12,
+	TypeSeatAdded:        2,
+	TypeSeriesJoined:     3,
+	TypeRescheduled:      4,
+	TypeMeetingStarted:   5,
+	TypeMeetingEnded:     6,
+	TypeNoShowMarked:     7,
+	TypeNoShowCleared:    8,
+	TypePaymentFailed:    9,
+	TypePaymentSucceeded: 10,
+	TypePaymentRefunded:  11,
+	TypePaymentDisputed:  12,
+	TypeSeatRemoved:      13,
+	TypeRejected:         14,
+	TypeSeriesCanceled:   15,
+	TypeCanceled:         16,
 }
 
 // Precedence returns the tie-break rank of a type; unknown types sort last.
@@ -243,6 +254,58 @@ type Canceled struct {
 	Implied bool
 }
 
+// Seat is one attendee's place in a seated booking, named without personal data: the provider's seat
+// reference where the payload has one (Cal.com attendeeSeatId / seatUid), and a key of the attendee
+// (a digest of the normalized e-mail address, never the address). Either may be empty, not both.
+type Seat struct {
+	UID      string
+	Attendee string
+}
+
+// Same reports whether two seats are one: by seat reference when both have one, else by attendee key.
+func (s Seat) Same(o Seat) bool {
+	if s.UID != "" && o.UID != "" {
+		return s.UID == o.UID
+	}
+	return s.Attendee != "" && s.Attendee == o.Attendee
+}
+
+// IsZero reports whether the seat names nobody (a seat known only by count).
+func (s Seat) IsZero() bool { return s.UID == "" && s.Attendee == "" }
+
+// SeatAdded: an attendee took a seat of a seated booking (the booking's first seat creates it).
+type SeatAdded struct {
+	Slot Slot
+	// Capacity is the number of seats of the slot.
+	Capacity    int
+	Seat        Seat
+	PaymentRefs []string
+}
+
+// SeatRemoved: one attendee left a seated booking; the others keep it. The booking is canceled when
+// its last attendee leaves.
+type SeatRemoved struct {
+	Seat Seat
+	// Reason is the leaver's cancellation reason: free text, kept apart (SplitFreeText).
+	Reason string
+}
+
+// SeriesJoined links the booking, one occurrence of a recurring series, to its series (Cal.com
+// recurringEventId).
+type SeriesJoined struct {
+	Series string
+}
+
+// SeriesCanceled: the cancel of this booking canceled the remaining occurrences of its series too
+// (Cal.com "cancel all remaining"). Series is empty when the delivery did not name it; the calendar
+// then takes the series this booking joined. Every occurrence of the series that starts at or after
+// the event's provider time is canceled with it.
+// The reason is on the Canceled event recorded with it (kept apart as free text).
+type SeriesCanceled struct {
+	Series     string
+	CanceledBy string
+}
+
 // Rejected: the host declined a requested booking. Terminal.
 type Rejected struct {
 	Reason string
@@ -290,6 +353,10 @@ func (PaymentSucceeded) EventType() EventType { return TypePaymentSucceeded }
 func (PaymentFailed) EventType() EventType    { return TypePaymentFailed }
 func (PaymentRefunded) EventType() EventType  { return TypePaymentRefunded }
 func (PaymentDisputed) EventType() EventType  { return TypePaymentDisputed }
+func (SeatAdded) EventType() EventType        { return TypeSeatAdded }
+func (SeatRemoved) EventType() EventType      { return TypeSeatRemoved }
+func (SeriesJoined) EventType() EventType     { return TypeSeriesJoined }
+func (SeriesCanceled) EventType() EventType   { return TypeSeriesCanceled }
 
 // Compare is the fold order: provider time, then type precedence, then event ID. It is total over
 // distinct event IDs, so sorting any permutation of a set gives one sequence.

@@ -201,6 +201,13 @@ func TestDecideValidates(t *testing.T) {
 		{"capacity at the maximum", booking.State{}, bad(func(e *booking.Event) {
 			e.Payload = booking.Scheduled{Slot: slot(1), Capacity: booking.MaxCapacity}
 		}), nil},
+		{"seat without key", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.SeatAdded{Slot: slot(1), Capacity: 3} }), booking.ErrInvalidEvent},
+		{"seat removal without key", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.SeatRemoved{} }), booking.ErrInvalidEvent},
+		{"seat with a bad slot", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.SeatAdded{Slot: badSlot, Seat: seatOf(1)} }), booking.ErrInvalidSlot},
+		{"seat by attendee key only", booking.State{}, bad(func(e *booking.Event) {
+			e.Payload = booking.SeatAdded{Slot: slot(1), Capacity: 3, Seat: booking.Seat{Attendee: "email-sha256:0123456789abcdef"}}
+		}), nil},
+		{"series link without series", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.SeriesJoined{} }), booking.ErrInvalidEvent},
 		{"payment without ref", booking.State{}, bad(func(e *booking.Event) { e.Payload = booking.PaymentSucceeded{} }), booking.ErrInvalidEvent},
 		{"late create after cancel is still valid", booking.State{Booking: "b-1", Status: booking.StatusCanceled}, good, nil},
 	}
@@ -249,7 +256,16 @@ func genEvents(r *rand.Rand) []booking.Event {
 		case 6:
 			p = booking.Requested{Slot: slot(r.IntN(3))}
 		case 7:
-			p = booking.Rejected{Reason: "no"}
+			switch r.IntN(4) {
+			case 0:
+				p = booking.Rejected{Reason: "no"}
+			case 1:
+				p = booking.SeatAdded{Slot: slot(r.IntN(3)), Capacity: 2, Seat: seatOf(r.IntN(3))}
+			case 2:
+				p = booking.SeatRemoved{Seat: seatOf(r.IntN(3))}
+			default:
+				p = booking.SeriesJoined{Series: fmt.Sprintf("series-%d", r.IntN(2))}
+			}
 		case 8:
 			p = booking.PaymentSucceeded{Refs: []string{"stripe:pi_1"}}
 		default:

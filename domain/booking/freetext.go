@@ -24,13 +24,20 @@ type FreeText struct {
 
 // SplitFreeText returns e without the text a person may have typed, and that text (ok false when e
 // carries none). The one rule of which payload fields are free text: a cancel's and a rejection's
-// reason, except the reason of a cancel the ledger inferred itself (Implied: its reason is ours).
+// reason (a leaving seat's too), except the reason of a cancel the ledger inferred itself (Implied: its reason is ours).
 // Payment reasons are kept: they are provider codes and provider-written messages, not a person's.
 func SplitFreeText(e Event) (Event, FreeText, bool) {
 	ft := FreeText{Booking: e.Booking, Event: e.ID}
 	switch p := e.Payload.(type) {
 	case Canceled:
 		if p.Implied || p.Reason == "" {
+			return e, FreeText{}, false
+		}
+		ft.Field, ft.Text = FieldCancelReason, p.Reason
+		p.Reason = ""
+		e.Payload = p
+	case SeatRemoved:
+		if p.Reason == "" {
 			return e, FreeText{}, false
 		}
 		ft.Field, ft.Text = FieldCancelReason, p.Reason
@@ -57,6 +64,11 @@ func WithFreeText(e Event, ft FreeText) Event {
 	}
 	switch p := e.Payload.(type) {
 	case Canceled:
+		if ft.Field == FieldCancelReason {
+			p.Reason = ft.Text
+			e.Payload = p
+		}
+	case SeatRemoved:
 		if ft.Field == FieldCancelReason {
 			p.Reason = ft.Text
 			e.Payload = p

@@ -21,6 +21,8 @@ func TestSplitFreeTextTakesTheTypedReasonsOnly(t *testing.T) {
 		{"rejection reason", booking.Rejected{Reason: "full"}, booking.FieldRejectReason, booking.Rejected{}},
 		{"implied cancel: the reason is ours", booking.Canceled{Reason: "rescheduled", Implied: true}, "", booking.Canceled{Reason: "rescheduled", Implied: true}},
 		{"cancel without reason", booking.Canceled{CanceledBy: "host"}, "", booking.Canceled{CanceledBy: "host"}},
+		{"a leaving seat's reason", booking.SeatRemoved{Seat: booking.Seat{UID: "s-1"}, Reason: "ill"}, booking.FieldCancelReason, booking.SeatRemoved{Seat: booking.Seat{UID: "s-1"}}},
+		{"series cancel keeps no text", booking.SeriesCanceled{Series: "r-1", CanceledBy: "host"}, "", booking.SeriesCanceled{Series: "r-1", CanceledBy: "host"}},
 		{"payment codes stay", booking.PaymentFailed{Reason: "card_declined"}, "", booking.PaymentFailed{Reason: "card_declined"}},
 	}
 	for _, tc := range tests {
@@ -46,6 +48,8 @@ func reasonOf(p booking.Payload) string {
 	case booking.Canceled:
 		return p.Reason
 	case booking.Rejected:
+		return p.Reason
+	case booking.SeatRemoved:
 		return p.Reason
 	}
 	return ""

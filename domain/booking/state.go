@@ -1,6 +1,7 @@
 package booking
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -50,9 +51,19 @@ const (
 	// FindingSuperseded: the event is ordered after a state it cannot apply to (a request after the
 	// booking was confirmed).
 	FindingSuperseded FindingCode = "superseded"
+	// FindingOverCapacity: a seat was added beyond the slot's capacity. The seat is kept (the provider
+	// booked it); the finding says so.
+	FindingOverCapacity FindingCode = "over_capacity"
+	// FindingUnknownSeat: a seat removal named no attendee the booking has; it changed nothing.
+	FindingUnknownSeat FindingCode = "unknown_seat"
+	// FindingSeriesUnknown: a cancel of the remaining occurrences of a series, on a booking no event
+	// of which names its series: which occurrences are meant is unknown, so none but this one is
+	// canceled.
+	FindingSeriesUnknown FindingCode = "series_unknown"
 )
 
-// Finding records an event that was kept in the stream but changed nothing, and why.
+// Finding records an event that was kept in the stream but changed nothing, and why; or, for
+// FindingOverCapacity, an event that took effect beyond a limit.
 type Finding struct {
 	Event      eventlog.EventID
 	Type       EventType
@@ -78,8 +89,18 @@ type State struct {
 	CanceledBy      string
 	CancelImplied   bool
 	NoShow          bool
-	Payment         PaymentStatus
-	PaymentRefs     []string
+	// Seats are the attendees holding a seat now, in fold order; a seated booking's Scheduled events
+	// (recorded before seats had events of their own) count as seats known only by number (zero Seat).
+	Seats []Seat
+	// Seated is true once a seat event was folded: the booking is a slot with attendees.
+	Seated bool
+	// Series is the recurring series the booking is an occurrence of; SeriesCanceledAt the provider
+	// time of a cancel of this booking that canceled the remaining occurrences too.
+	Series           string
+	SeriesCanceledAt time.Time
+	SeriesCanceledBy string
+	Payment          PaymentStatus
+	PaymentRefs      []string
 	// Events counts the distinct events folded; Order lists their IDs in fold order.
 	Events   int
 	Order    []eventlog.EventID
@@ -138,6 +159,64 @@ func Evolve(s State, e Event) State {
 		}
 		s.PaymentRefs = mergeRefs(s.PaymentRefs, p.PaymentRefs)
 		s.markScheduled(e.OccurredAt)
+		if p.Capacity > 1 {
+			s.Seats = append(slices.Clip(s.Seats), Seat{})
+		}
+	case SeatAdded:
+		if s.Status.Terminal() {
+			return terminal()
+		}
+		s.Status = StatusActive
+		s.Seated = true
+		s.Slot = cloneSlot(p.Slot)
+		s.Capacity = p.Capacity
+		s.PaymentRefs = mergeRefs(s.PaymentRefs, p.PaymentRefs)
+		s.markScheduled(e.OccurredAt)
+		if slices.ContainsFunc(s.Seats, p.Seat.Same) {
+			return note(FindingSuperseded, "seat already taken by the same attendee: nothing added")
+		}
+		s.Seats = append(slices.Clip(s.Seats), p.Seat)
+		if s.Capacity > 0 && len(s.Seats) > s.Capacity {
+			return note(FindingOverCapacity, "seat %d of capacity %d: the slot is over capacity (the slot is still held once)", len(s.Seats), s.Capacity)
+		}
+	case SeatRemoved:
+		if s.Status.Terminal() {
+			return note(FindingAfterTerminal, "seat removal at %s changed nothing: booking was already %s",
+				e.OccurredAt.UTC().Format(time.RFC3339Nano), s.Status)
+		}
+		s.Seated = true
+		i := slices.IndexFunc(s.Seats, p.Seat.Same)
+		if i < 0 {
+			// A seat known only by number (an older Scheduled event) is the one that left.
+			i = slices.IndexFunc(s.Seats, Seat.IsZero)
+		}
+		if i < 0 {
+			return note(FindingUnknownSeat, "seat removal matched no attendee of the booking (%d seats taken): nothing removed", len(s.Seats))
+		}
+		if s.Seats = slices.Delete(slices.Clone(s.Seats), i, i+1); len(s.Seats) == 0 {
+			s.Seats = nil
+		}
+		if len(s.Seats) == 0 && s.Status == StatusActive {
+			s.Status = StatusCanceled
+			s.CancelReason = cmp.Or(p.Reason, "the last attendee left")
+			s.CanceledBy = "invitee"
+		}
+	case SeriesJoined:
+		// A link, whatever the booking's status: a canceled occurrence still belongs to its series.
+		if s.Series == "" || p.Series < s.Series {
+			s.Series = p.Series
+		}
+	case SeriesCanceled:
+		if p.Series != "" && (s.Series == "" || p.Series < s.Series) {
+			s.Series = p.Series
+		}
+		if s.SeriesCanceledAt.IsZero() || e.OccurredAt.Before(s.SeriesCanceledAt) {
+			s.SeriesCanceledAt, s.SeriesCanceledBy = e.OccurredAt, p.CanceledBy
+		}
+		if s.Series == "" {
+			return note(FindingSeriesUnknown, "all remaining occurrences canceled, but no event of this booking names its series: "+
+				"which occurrences are meant is unknown, so only this one is canceled (check them at the provider)")
+		}
 	case Rescheduled:
 		if s.Status.Terminal() {
 			return terminal()
@@ -305,6 +384,24 @@ func Decide(s State, e Event) ([]Event, error) {
 	case Rescheduled:
 		if err := p.Slot.Validate(); err != nil {
 			return nil, err
+		}
+	case SeatAdded:
+		if err := p.Slot.Validate(); err != nil {
+			return nil, err
+		}
+		if err := CheckCapacity(p.Capacity); err != nil {
+			return nil, err
+		}
+		if p.Seat.IsZero() {
+			return nil, fmt.Errorf("%w: seat without reference or attendee key", ErrInvalidEvent)
+		}
+	case SeatRemoved:
+		if p.Seat.IsZero() {
+			return nil, fmt.Errorf("%w: seat without reference or attendee key", ErrInvalidEvent)
+		}
+	case SeriesJoined:
+		if p.Series == "" {
+			return nil, fmt.Errorf("%w: series link without series", ErrInvalidEvent)
 		}
 	case Canceled:
 		if p.RescheduledTo == e.Booking {

@@ -148,6 +148,22 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 	if err := a.load(ctx, set.items); err != nil {
 		return err
 	}
+	// Every occurrence of the series of a booking recomputed: a cancel of all remaining occurrences,
+	// on one of them, cancels the others, and an occurrence recorded after it is canceled with it.
+	var series orderedSet[string]
+	for _, id := range set.items {
+		series.add(a.fold(id).Series)
+	}
+	if len(series.items) > 0 {
+		members, err := queryRows(ctx, a.tx, pgx.RowTo[booking.ID], seriesMembersSQL, series.items)
+		if err != nil {
+			return fmt.Errorf("occurrences of recomputed series: %w", err)
+		}
+		set.add(members...)
+		if err := a.load(ctx, set.items); err != nil {
+			return err
+		}
+	}
 	var ids []booking.ID
 	for _, id := range set.items {
 		if evs := a.streams[id].events; len(evs) > 0 && !projections.IsPaymentOnly(evs) {
@@ -261,6 +277,10 @@ JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, as
 	}
 	return payments, closures, nil
 }
+
+// seriesMembersSQL reads the bookings of the series $1. The non-empty test repeats the partial
+// index's predicate: a generic plan cannot infer it from the parameter.
+const seriesMembersSQL = `SELECT booking FROM calendar_bookings WHERE series = ANY($1) AND series <> ''`
 
 // supersedingSQL reads the stored rows of the bookings rescheduled from one of $1. The non-empty test
 // repeats the partial index's predicate: a generic plan cannot infer it from the parameter.
@@ -423,7 +443,7 @@ var upsertBookingsSQL = func() string {
 }()
 
 var bookingTypes = []string{"text", "text", "text", "text[]", "tstzrange", "text", "text", "boolean", "text", "text[]", "text[]", "integer",
-	"boolean", "timestamptz", "timestamptz", "bigint", "integer", "text", "text", "text", "text", "boolean", "jsonb"}
+	"boolean", "timestamptz", "timestamptz", "bigint", "integer", "text", "text", "text", "text", "boolean", "jsonb", "text"}
 
 // connectedClaimsSQL returns every claim of a booking other than those of $4 connected by a chain of
 // overlaps on a resource (bl_overlapping_claims, migration 0185) to a seed: the slots $1–$3 (by

@@ -349,10 +349,13 @@ func rebuildTx(ctx context.Context, db interface {
 	})
 }
 
-// paymentsOf are the replay's payment streams, to link bookings to.
+// paymentsOf are the replay's payment streams, to link bookings to, and what else a chunk needs of
+// bookings outside it: the cancels of all remaining occurrences of a series, by series (few: one per
+// series canceled so), since a series' occurrences fall in different chunks.
 type paymentsOf struct {
 	index  *projections.PaymentIndex
 	events map[booking.ID][]booking.Event
+	series map[string][]projections.SeriesCancel
 }
 
 // keyBatch is how many booking keys one COPY writes.
@@ -368,6 +371,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 		rows    []paymentRow
 		keys    [][]any
 		groups  projections.ResourceGroups
+		series  = map[string][]projections.SeriesCancel{}
 	)
 	copyKeys := func() {
 		batch := keys
@@ -386,6 +390,9 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 				events[st.id] = st.events
 				rows = append(rows, paymentRow{stream: st.id, state: st.state, version: st.version})
 				continue
+			}
+			if sc, ok := projections.SeriesCancelOf(st.id, st.state); ok {
+				series[sc.Series] = append(series[sc.Series], sc)
 			}
 			key := []any{st.stream, string(st.id), nil, nil, nil, string(st.state.RescheduledFrom)}
 			if st.state.HasSlot() {
@@ -417,7 +424,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 	if err := ld.wait(); err != nil {
 		return paymentsOf{}, fmt.Errorf("write booking keys: %w", err)
 	}
-	return paymentsOf{index: projections.NewPaymentIndex(streams), events: events}, nil
+	return paymentsOf{index: projections.NewPaymentIndex(streams), events: events, series: series}, nil
 }
 
 // chunkSQL reads the replay's booking streams back in the order chunks are cut in, each with its
@@ -514,6 +521,8 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 	in := make(map[booking.ID]bool, len(chunk))
 	inputs := make([]projections.BookingInput, len(chunk))
 	var stored []projections.Booking
+	var seriesCancels []projections.SeriesCancel
+	seriesSeen := map[string]bool{}
 	for i := range chunk {
 		st := &chunk[i]
 		ids[i], in[st.id] = string(st.id), true
@@ -527,6 +536,12 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 		// Bookings rescheduled from this one, wherever they are: they supersede it.
 		for _, by := range st.key.supersededBy {
 			stored = append(stored, projections.Booking{Booking: booking.ID(by), RescheduledFrom: st.id})
+		}
+		// The series cancels of its series, wherever their bookings are (Recompute ignores those of
+		// the chunk's own bookings: it has their folds).
+		if s := st.state.Series; s != "" && !seriesSeen[s] {
+			seriesSeen[s] = true
+			seriesCancels = append(seriesCancels, payments.series[s]...)
 		}
 	}
 	// Simple protocol: a prepared statement's generic plan for thousands of ids scans the table.
@@ -542,7 +557,8 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 			apart = append(apart, it)
 		}
 	}
-	ch := projections.Recompute(projections.Component{Bookings: inputs, Stored: stored, Canonical: m.bufLinks.Canonical, Items: own})
+	ch := projections.Recompute(projections.Component{Bookings: inputs, Stored: stored, Canonical: m.bufLinks.Canonical, Items: own,
+		SeriesCancels: seriesCancels})
 	var names []string
 	for _, c := range ch.Claims {
 		if !slices.Contains(names, c.Resource) {
@@ -659,7 +675,7 @@ func rowsOf(n, width int, fill func(i int, row []any) error) pgx.CopyFromSource 
 var copyBookingColumns = []string{"booking", "provider", "meeting", "resources",
 	"during", "status", "booking_status", "holder", "payment_status", "payment_refs", "payment_streams", "capacity",
 	"no_show", "scheduled_at", "updated_at", "stream_version", "event_count", "rescheduled_from", "rescheduled_to",
-	"cancel_reason", "canceled_by", "cancel_implied", "findings"}
+	"cancel_reason", "canceled_by", "cancel_implied", "findings", "series"}
 
 func copyBookings(ctx context.Context, tx copier, table string, rows []projections.Booking) error {
 	if len(rows) == 0 {

@@ -29,6 +29,7 @@ func TestScopedQueriesStayIndexed(t *testing.T) {
 	}{
 		{"scoped items", scopedItemsSQL, []any{scope, scope}},
 		{"superseding rows", supersedingSQL, []any{scope}},
+		{"series members", seriesMembersSQL, []any{[]string{"calcom-series-7", "calcom-series-8"}}},
 		{"calendar", calendarSQL, []any{from, to, "", 1000, time.Time{}, "", ""}},
 		{"calendar of one resource", calendarSQL, []any{from, to, "host-3", 1000, time.Time{}, "", ""}},
 		{"calendar, a later page", calendarSQL, []any{from, to, "", 1000, page, "host-3", "calendly-x"}},
@@ -48,12 +49,12 @@ func filledCalendar(t *testing.T) string {
 	const n = 5000
 	_, err := pgtest.Open(t, url).Exec(context.Background(), fmt.Sprintf(`
 INSERT INTO calendar_resources (resource) SELECT 'host-' || i FROM generate_series(1, %[1]d) i;
-INSERT INTO calendar_bookings (booking, provider, meeting, resources, during, status, rescheduled_from, findings, payment_refs)
+INSERT INTO calendar_bookings (booking, provider, meeting, resources, during, status, rescheduled_from, findings, payment_refs, series)
 SELECT 'b-' || i, 'calendly', 'm-' || i, ARRAY['host-' || (i %% 500)],
        tstzrange('2027-01-01'::timestamptz + i * interval '1 hour', '2027-01-01'::timestamptz + i * interval '1 hour' + interval '30 minutes'),
        'active', CASE WHEN i %% 10 = 0 THEN 'b-' || (i - 1) ELSE '' END,
        CASE WHEN i %% 50 = 0 THEN '[{"event":"00000000-0000-0000-0000-000000000001","type":"scheduled","occurred_at":"2027-01-01T00:00:00Z","code":"late","reason":"x"}]'::jsonb ELSE '[]'::jsonb END,
-       ARRAY['pi_' || i]
+       ARRAY['pi_' || i], CASE WHEN i %% 4 = 0 THEN 'calcom-series-' || (i / 40) ELSE '' END
 FROM generate_series(1, %[1]d) i;
 INSERT INTO calendar_booking_refs (ref, booking) SELECT 'pi_' || i, 'b-' || i FROM generate_series(1, %[1]d) i;
 INSERT INTO payment_streams (stream, refs) SELECT 'stripe-pi_' || i, ARRAY['pi_' || i] FROM generate_series(1, %[1]d) i;

@@ -1,9 +1,11 @@
 package calcom
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +41,11 @@ type person struct {
 	ID    json.Number `json:"id"`
 	Email string      `json:"email"`
 	Name  string      `json:"name"` // for Mapped.Contacts only
+	// SeatUID is an attendee's seat reference where the payload carries it per attendee.
+	SeatUID     string `json:"seatUid"`
+	BookingSeat *struct {
+		ReferenceUID string `json:"referenceUid"`
+	} `json:"bookingSeat"`
 }
 
 // bookingPayload holds the fields the ledger needs; names, notes and answers are not decoded.
@@ -55,6 +62,46 @@ type bookingPayload struct {
 	CancelledBy        string          `json:"cancelledBy"`
 	SeatsPerTimeSlot   *int            `json:"seatsPerTimeSlot"`
 	Metadata           json.RawMessage `json:"metadata"`
+	// AttendeeSeatID is the seat reference of the attendee the delivery is about (a new seat).
+	AttendeeSeatID string `json:"attendeeSeatId"`
+	// RequestReschedule is false on the cancel of a whole booking, absent (or true) on a seat's.
+	RequestReschedule json.RawMessage `json:"requestReschedule"`
+	// The series of a recurring booking's occurrence, where the payload names it.
+	RecurringEventID    string `json:"recurringEventId"`
+	RecurringBookingUID string `json:"recurringBookingUid"`
+	// RecurringEvent is the series' rule; a cancel carries it only when it canceled all remaining
+	// occurrences.
+	RecurringEvent json.RawMessage `json:"recurringEvent"`
+}
+
+// seated reports whether the booking's event type has seats.
+func (b bookingPayload) seated() bool { return b.SeatsPerTimeSlot != nil && *b.SeatsPerTimeSlot > 0 }
+
+// series is the recurring series the payload names, or "".
+func (b bookingPayload) series() string {
+	return strings.TrimSpace(cmp.Or(b.RecurringEventID, b.RecurringBookingUID))
+}
+
+// seatCancel reports whether a cancel is one attendee leaving a seated booking: Cal.com then sends the
+// whole booking's uid with only the leaver in attendees and no cancelledBy, while the cancel of the
+// whole booking carries cancelledBy and requestReschedule: false. Some Cal.com versions set
+// requestReschedule: true on a seat's cancel, so only false marks the whole booking's.
+func (b bookingPayload) seatCancel() bool {
+	return b.seated() && strings.TrimSpace(b.CancelledBy) == "" && strings.TrimSpace(string(b.RequestReschedule)) != "false" &&
+		len(b.Attendees) > 0
+}
+
+// seat names an attendee's seat without personal data: the seat reference where the payload has
+// one (ref, else the attendee's own), and a digest of the normalized e-mail address.
+func seat(a person, ref string) booking.Seat {
+	s := booking.Seat{UID: strings.TrimSpace(cmp.Or(ref, a.SeatUID))}
+	if s.UID == "" && a.BookingSeat != nil {
+		s.UID = strings.TrimSpace(a.BookingSeat.ReferenceUID)
+	}
+	if strings.TrimSpace(a.Email) != "" {
+		s.Attendee = "email-sha256:" + emailDigest(a.Email)
+	}
+	return s
 }
 
 type noShowPayload struct {
@@ -152,6 +199,13 @@ func mapBooking(trigger, stamp string, created time.Time, b bookingPayload) (pro
 		sch := booking.Scheduled{Slot: s, Capacity: capacity, PaymentRefs: refs}
 		if env.TriggerEvent == TriggerBookingCreated {
 			out.Events = []booking.Event{ev(identity, id, sch)}
+			if b.seated() && len(b.Attendees) > 0 {
+				// A seat create names the seated booking's uid and lists every attendee, the new one
+				// last; attendeeSeatId is its seat.
+				if st := seat(b.Attendees[len(b.Attendees)-1], b.AttendeeSeatID); !st.IsZero() {
+					out.Events = []booking.Event{ev(identity, id, booking.SeatAdded{Slot: s, Capacity: capacity, Seat: st, PaymentRefs: refs})}
+				}
+			}
 			break
 		}
 		// A reschedule is a new booking; Cal.com never sends BOOKING_CANCELLED for the old one, so the
@@ -171,16 +225,60 @@ func mapBooking(trigger, stamp string, created time.Time, b bookingPayload) (pro
 			}),
 		}
 	case TriggerBookingCancelled:
+		if b.seatCancel() {
+			// One attendee left; the others keep the booking. Normally one attendee is listed; each
+			// listed one leaves (an older Cal.com's cancel of a whole seated booking lists them all,
+			// and the last one leaving cancels it).
+			for i, a := range b.Attendees {
+				ref := ""
+				if len(b.Attendees) == 1 {
+					ref = b.AttendeeSeatID
+				}
+				st := seat(a, ref)
+				if st.IsZero() {
+					continue
+				}
+				seatIdentity := identity
+				if i > 0 {
+					seatIdentity += " seat " + strconv.Itoa(i)
+				}
+				out.Events = append(out.Events, ev(seatIdentity, id, booking.SeatRemoved{Seat: st, Reason: strings.TrimSpace(b.CancellationReason)}))
+			}
+			if len(out.Events) > 0 {
+				break
+			}
+		}
 		out.Events = []booking.Event{ev(identity, id, booking.Canceled{
 			Reason: strings.TrimSpace(b.CancellationReason), CanceledBy: canceledBy(b),
 		})}
+		if len(b.RecurringEvent) > 0 && string(b.RecurringEvent) != "null" {
+			// "Cancel all remaining": Cal.com canceled every occurrence of the series from now on and
+			// sends this one webhook; the calendar cancels the others.
+			out.Events = append(out.Events, ev(identity+" series-cancel", id, booking.SeriesCanceled{
+				Series: b.series(), CanceledBy: canceledBy(b),
+			}))
+		}
 	case TriggerBookingRejected:
 		out.Events = []booking.Event{ev(identity, id, booking.Rejected{Reason: strings.TrimSpace(b.RejectionReason)})}
 	}
-	for _, e := range out.Events {
+	if series := b.series(); series != "" && env.TriggerEvent != TriggerBookingCancelled && env.TriggerEvent != TriggerBookingRejected {
+		if err := providers.Token("payload.recurringEventId", series); err != nil {
+			return providers.Mapped{}, err
+		}
+		out.Events = append(out.Events, ev(identity+" series", id, booking.SeriesJoined{Series: "calcom-series-" + series}))
+	}
+	for i, e := range out.Events {
 		if err := e.Booking.Validate(); err != nil {
 			return providers.Mapped{}, providers.Unmappable("calcom %s: %v", env.TriggerEvent, err)
 		}
+		if p, ok := e.Payload.(booking.SeriesCanceled); ok && p.Series != "" {
+			p.Series = "calcom-series-" + p.Series
+			out.Events[i].Payload = p
+		}
+	}
+	if env.TriggerEvent == TriggerBookingCancelled && b.seatCancel() {
+		// The leaver is not the booking's contact: the booking's invitee stays who it was.
+		return out, nil
 	}
 	if len(b.Attendees) > 0 && len(out.Events) > 0 {
 		out.Contacts = providers.NewContacts(id, b.Attendees[0].Email, b.Attendees[0].Name)

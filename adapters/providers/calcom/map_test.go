@@ -2,6 +2,9 @@ package calcom_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -123,8 +126,8 @@ func TestMapTestdata(t *testing.T) {
 	}
 	var files []string
 	for _, n := range providertest.Glob(t, "*.json") {
-		if n != "signatures.json" {
-			files = append(files, n)
+		if n != "signatures.json" && !strings.HasPrefix(n, "seat_") && !strings.HasPrefix(n, "recurring_") {
+			files = append(files, n) // seats and series: TestMapSeatsAndSeries
 		}
 	}
 	require.Len(t, tests, len(files), "every testdata payload has an expectation")
@@ -158,7 +161,7 @@ func TestReplayIsDuplicateAndEventsAreDistinct(t *testing.T) {
 			seen[id] = name
 		}
 	}
-	assert.Len(t, seen, 10, "nine mapped bodies, the reschedule carrying two events")
+	assert.Len(t, seen, 16, "thirteen mapped bodies; the reschedule, the series occurrence and the series cancel carry two events")
 }
 
 func TestRescheduleLinksBothWaysAndCancelsTheOldBooking(t *testing.T) {
@@ -223,7 +226,7 @@ func TestMapVariants(t *testing.T) {
 		require.NotEqual(t, created, body)
 		got, err := mapBody(t, []byte(body))
 		require.NoError(t, err)
-		assert.Equal(t, 6, got.Events[0].Payload.(booking.Scheduled).Capacity)
+		assert.Equal(t, 6, got.Events[0].Payload.(booking.SeatAdded).Capacity)
 	})
 	t.Run("no iCalUID: the uid is the meeting", func(t *testing.T) {
 		body := strings.Replace(created, `"iCalUID": "`+uidA+`@Cal.com"`, `"iCalUID": null`, 1)
@@ -254,6 +257,117 @@ func TestMapVariants(t *testing.T) {
 			assert.Empty(t, got.Events)
 			assert.Equal(t, "calcom trigger "+trig+" not mapped", got.Reason)
 		}
+	})
+}
+
+const (
+	uidS       = "Wm5tQ8rV3xKp2LnZ7cHd4b" // seated: a second seat taken, then one attendee leaves
+	uidR       = "Qv6nT2wL9xRm4KpB7zHc3s" // an occurrence of a weekly series
+	seriesR    = "calcom-series-b1e7c3a9-5d2f-4e8b-9a6c-0f3d7e2b1a48"
+	seatTaken  = "2024-06-05T11:20:44.901Z"
+	seatLeft   = "2024-06-08T19:02:13.554Z"
+	occurrence = "2024-06-10T08:30:05.112Z"
+	allCancel  = "2024-06-20T07:15:40.006Z"
+)
+
+// attendeeKey is the seat key of an address: a digest of the normalized address.
+func attendeeKey(email string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSpace(email))))
+	return "email-sha256:" + hex.EncodeToString(sum[:8])
+}
+
+func TestMapSeatsAndSeries(t *testing.T) {
+	slotS := booking.Slot{Meeting: uidS + "@Cal.com", Resources: []string{host},
+		Start: ts(t, "2024-06-12T16:00:00Z"), End: ts(t, "2024-06-12T17:00:00Z")}
+	slotR := booking.Slot{Meeting: uidR + "@Cal.com", Resources: []string{host},
+		Start: ts(t, "2024-06-24T14:00:00Z"), End: ts(t, "2024-06-24T14:30:00Z")}
+	tests := []struct {
+		file     string
+		want     []booking.Event
+		contacts bool
+	}{
+		{"seat_created.json", []booking.Event{event("BOOKING_CREATED "+uidS+" "+seatTaken, "calcom-"+uidS, ts(t, seatTaken),
+			booking.SeatAdded{Slot: slotS, Capacity: 3, Seat: booking.Seat{UID: "4f0d6c2e-8a51-4b7e-9d3a-2c6e1f8b7a90", Attendee: attendeeKey("charles.babbage@example.org")}})}, true},
+		{"seat_cancelled.json", []booking.Event{event("BOOKING_CANCELLED "+uidS+" "+seatLeft, "calcom-"+uidS, ts(t, seatLeft),
+			booking.SeatRemoved{Seat: booking.Seat{Attendee: attendeeKey("charles.babbage@example.org")}, Reason: "Train strike"})}, false},
+		{"recurring_created.json", []booking.Event{
+			event("BOOKING_CREATED "+uidR+" "+occurrence, "calcom-"+uidR, ts(t, occurrence), booking.Scheduled{Slot: slotR, Capacity: 1}),
+			event("BOOKING_CREATED "+uidR+" "+occurrence+" series", "calcom-"+uidR, ts(t, occurrence), booking.SeriesJoined{Series: seriesR}),
+		}, true},
+		{"recurring_cancelled_all_remaining.json", []booking.Event{
+			event("BOOKING_CANCELLED "+uidR+" "+allCancel, "calcom-"+uidR, ts(t, allCancel), booking.Canceled{Reason: "Project paused", CanceledBy: "host"}),
+			event("BOOKING_CANCELLED "+uidR+" "+allCancel+" series-cancel", "calcom-"+uidR, ts(t, allCancel), booking.SeriesCanceled{CanceledBy: "host"}),
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			got, err := mapFile(t, tt.file)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got.Events)
+			providertest.CheckMapped(t, calcom.Name, got, err)
+			for _, e := range got.Events {
+				_, err := booking.Decide(booking.State{}, e)
+				require.NoError(t, err, "the domain accepts the mapped event")
+			}
+			if !tt.contacts {
+				assert.Empty(t, got.Contacts, "a leaving attendee is not the booking's invitee")
+				return
+			}
+			require.Len(t, got.Contacts, 1)
+			assert.Equal(t, "ada.lovelace@example.com", got.Contacts[0].Email, "the booking's invitee is its first attendee")
+		})
+	}
+
+	seatCancel := string(providertest.ReadFile(t, "seat_cancelled.json"))
+	mapString := func(t *testing.T, body string) providers.Mapped {
+		t.Helper()
+		require.NotEqual(t, seatCancel, body, "the case must change the body")
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		return got
+	}
+	t.Run("the organizer cancelling a seated booking cancels it for everyone", func(t *testing.T) {
+		body := strings.Replace(seatCancel, `"status": "CANCELLED"`, `"status": "CANCELLED", "cancelledBy": "grace.hopper@example.com", "requestReschedule": false`, 1)
+		got := mapString(t, body)
+		require.Len(t, got.Events, 1)
+		assert.Equal(t, booking.Canceled{Reason: "Train strike", CanceledBy: "host"}, got.Events[0].Payload)
+	})
+	t.Run("a seat cancel with requestReschedule true, as some Cal.com versions send, is still one seat", func(t *testing.T) {
+		body := strings.Replace(seatCancel, `"status": "CANCELLED"`, `"status": "CANCELLED", "requestReschedule": true`, 1)
+		got := mapString(t, body)
+		require.Len(t, got.Events, 1)
+		assert.IsType(t, booking.SeatRemoved{}, got.Events[0].Payload)
+	})
+	t.Run("the whole seated booking's cancel without cancelledBy is the cancel", func(t *testing.T) {
+		body := strings.Replace(seatCancel, `"status": "CANCELLED"`, `"status": "CANCELLED", "requestReschedule": false`, 1)
+		got := mapString(t, body)
+		require.Len(t, got.Events, 1)
+		assert.IsType(t, booking.Canceled{}, got.Events[0].Payload)
+	})
+	t.Run("the seat reference is used when the leaver's cancel carries it", func(t *testing.T) {
+		body := strings.Replace(seatCancel, `"status": "CANCELLED"`, `"status": "CANCELLED", "attendeeSeatId": "4f0d6c2e-8a51-4b7e-9d3a-2c6e1f8b7a90"`, 1)
+		got := mapString(t, body)
+		require.Len(t, got.Events, 1)
+		assert.Equal(t, booking.Seat{UID: "4f0d6c2e-8a51-4b7e-9d3a-2c6e1f8b7a90", Attendee: attendeeKey("charles.babbage@example.org")},
+			got.Events[0].Payload.(booking.SeatRemoved).Seat)
+	})
+	t.Run("a seat key never holds the address", func(t *testing.T) {
+		for _, f := range []string{"seat_created.json", "seat_cancelled.json"} {
+			got, err := mapFile(t, f)
+			require.NoError(t, err)
+			for _, e := range got.Events {
+				assert.NotContains(t, fmt.Sprintf("%+v", e), "babbage", f)
+			}
+		}
+	})
+	t.Run("a cancel without recurringEvent cancels one occurrence only", func(t *testing.T) {
+		all := string(providertest.ReadFile(t, "recurring_cancelled_all_remaining.json"))
+		body := strings.Replace(all, `"recurringEvent": {`, `"recurringEventOff": {`, 1)
+		require.NotEqual(t, all, body)
+		got, err := mapBody(t, []byte(body))
+		require.NoError(t, err)
+		require.Len(t, got.Events, 1)
+		assert.IsType(t, booking.Canceled{}, got.Events[0].Payload)
 	})
 }
 
