@@ -123,15 +123,16 @@ type Event struct {
 	// Fact, when set, names the provider's fact the event records apart from the delivery that
 	// brought it, for a provider whose identity holds a per-send stamp (Cal.com's envelope createdAt):
 	// the same fact read later from its API cannot derive that stamp, so not the ID either. A stored
-	// event whose ProviderRef is Fact, or begins with Fact and a space, records the same fact: the
-	// ledger appends the event no second time (SameFact). Not stored: ProviderRef carries it.
+	// event of the same booking and type whose ProviderRef is Fact, or begins with Fact and a space,
+	// records the same fact: the ledger appends the event no second time (SameFact). Not stored:
+	// ProviderRef carries it.
 	Fact string
 }
 
 // SameFact reports whether stored, an event already recorded, records the fact e names (e.Fact),
 // whatever their IDs.
 func (e Event) SameFact(stored Event) bool {
-	if e.Fact == "" || stored.Provider != e.Provider || stored.Booking != e.Booking {
+	if e.Fact == "" || stored.Provider != e.Provider || stored.Booking != e.Booking || stored.Type() != e.Type() {
 		return false
 	}
 	ref := stored.ProviderRef

@@ -79,6 +79,11 @@ func TestAPIBookingsMapAsTheirWebhooks(t *testing.T) {
 				assert.Equal(t, apiIdentity(t, want.ProviderRef), got.ProviderRef, "event %d", i)
 				assert.Equal(t, providers.EventID(calcom.Name, got.ProviderRef), got.ID, "event %d", i)
 				assert.NotEqual(t, want.ID, got.ID, "event %d: the webhook's ID needs its envelope's createdAt", i)
+				// So the fact is what makes them one: each names it, and each, stored, is the other's fact.
+				assert.NotEmpty(t, got.Fact, "event %d", i)
+				assert.Equal(t, want.Fact, got.Fact, "event %d", i)
+				assert.True(t, got.SameFact(want), "event %d: the API's copy finds the webhook's stored event", i)
+				assert.True(t, want.SameFact(got), "event %d: a late webhook finds the sync's stored event", i)
 			}
 			assert.Equal(t, dedupe(fromWebhooks.Contacts), dedupe(fromAPI.Contacts))
 

@@ -276,6 +276,7 @@ func mapBooking(trigger, stamp string, created time.Time, b bookingPayload) (pro
 			out.Events[i].Payload = p
 		}
 	}
+	nameFacts(out.Events, env.TriggerEvent+" "+b.UID, env.CreatedAt)
 	if env.TriggerEvent == TriggerBookingCancelled && b.seatCancel() {
 		// The leaver is not the booking's contact: the booking's invitee stays who it was.
 		return out, nil
@@ -284,6 +285,35 @@ func mapBooking(trigger, stamp string, created time.Time, b bookingPayload) (pro
 		out.Contacts = providers.NewContacts(id, b.Attendees[0].Email, b.Attendees[0].Name)
 	}
 	return out, nil
+}
+
+// nameFacts gives each event of one BOOKING_* fact its Fact, "<trigger> <uid>" (with the seat for a
+// seat's event), so that the same fact read from the API (stamp "api") and delivered by a webhook
+// (stamp createdAt, the time of sending) is recorded once whichever comes first: the ledger compares
+// the fact with the stored event's ProviderRef (booking.Event.SameFact). A seat's event has its own
+// fact — several seats join one uid — and its identity is the fact and the stamp.
+func nameFacts(events []booking.Event, fact, stamp string) {
+	for i := range events {
+		e := &events[i]
+		e.Fact = fact
+		if k := seatKey(e.Payload); k != "" {
+			e.Fact += " seat " + k
+			e.ProviderRef = e.Fact + " " + stamp
+			e.ID = providers.EventID(Name, e.ProviderRef)
+		}
+	}
+}
+
+// seatKey names the seat of a seat's event ("" for other events): its seat reference, else its
+// attendee key.
+func seatKey(p booking.Payload) string {
+	switch p := p.(type) {
+	case booking.SeatAdded:
+		return cmp.Or(p.Seat.UID, p.Seat.Attendee)
+	case booking.SeatRemoved:
+		return cmp.Or(p.Seat.UID, p.Seat.Attendee)
+	}
+	return ""
 }
 
 func deliveryID(trigger, uid, createdAt string) string {
