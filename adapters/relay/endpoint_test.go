@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,16 +30,30 @@ func TestDisableEnableAndReplayEachStartAFreshSchedule(t *testing.T) {
 	r := e.startRelay(t, relayOpts{schedule: schedule, registry: reg})
 	ctx := context.Background()
 	rc := newReceiver(t)
-	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
+	// The first answer is held until the endpoint is disabled: the retry is scheduled only once that
+	// answer is recorded, so it always finds the endpoint disabled, however slow the machine. (Waiting
+	// for the recorded attempt and disabling then raced the retry 300 ms later.)
+	firstArrived, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	rc.setAnswer(func(n int) int {
+		if n == 1 {
+			close(firstArrived)
+			<-release
+		}
+		return http.StatusInternalServerError
+	})
 	from := time.Now().Add(-time.Minute)
 	ep := rc.endpointOn(t, r)
 	e.record(t, "fresh", e.scheduled("calendly-fresh", 9))
-	eventually(t, 30*time.Second, "the first failed attempt", func() bool {
-		ds := deliveriesIn(t, r, ep.ID, "")
-		return len(ds) == 1 && ds[0].Attempts == 1
-	})
+	select {
+	case <-firstArrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out after 30s waiting for the first attempt")
+	}
 	_, err := r.DisableEndpoint(ctx, ep.ID, "maintenance")
 	require.NoError(t, err)
+	releaseOnce.Do(func() { close(release) })
 	eventually(t, 30*time.Second, "the planned delivery to pause at its turn", func() bool {
 		return len(deliveriesIn(t, r, ep.ID, relay.StatePaused)) == 1
 	})
