@@ -208,3 +208,62 @@ func TestEndpointTypesAreCheckedAndRemoveTakesEverything(t *testing.T) {
 	assert.Zero(t, alerts, "its alerts are deleted")
 	assert.ErrorIs(t, r.RemoveEndpoint(ctx, ep.ID), relay.ErrNotFound)
 }
+
+// An endpoint that moved is updated, not removed and added again: its dead delivery, retried, reaches
+// the new URL with the same webhook-id and secret; a field not given keeps its value, and every field
+// is checked as add checks it.
+func TestUpdateEndpointMovesItsDeliveriesToTheNewURL(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
+	ctx := context.Background()
+	old, moved := newReceiver(t), newReceiver(t)
+	old.setAnswer(func(int) int { return http.StatusServiceUnavailable })
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: old.url(), Description: "crm", Types: []string{"booking.*"}})
+	require.NoError(t, err)
+	moved.setSecrets(secret)
+	e.record(t, "moved", e.scheduled("calendly-moved", 9))
+	eventually(t, 30*time.Second, "the delivery to the old URL to be dead", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 1
+	})
+	dead := deliveriesIn(t, r, ep.ID, relay.StateDead)[0]
+
+	newURL := moved.url()
+	updated, err := r.UpdateEndpoint(ctx, ep.ID, relay.EndpointUpdate{URL: &newURL})
+	require.NoError(t, err)
+	assert.Equal(t, newURL, updated.URL)
+	assert.Equal(t, "crm", updated.Description, "not given: kept")
+	assert.Equal(t, []string{"booking.*"}, updated.Types, "not given: kept")
+	_, err = r.RetryDelivery(ctx, dead.ID)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the retry at the new URL", func() bool { return len(moved.messages()) == 1 })
+	assert.Equal(t, map[string]int{dead.WebhookID: 1}, moved.ids(), "same webhook-id, verified with the same secret")
+	assert.Empty(t, moved.invalidMessages())
+
+	every, desc := []string{}, "billing"
+	updated, err = r.UpdateEndpoint(ctx, ep.ID, relay.EndpointUpdate{Types: &every, Description: &desc})
+	require.NoError(t, err)
+	assert.Equal(t, []string{}, updated.Types, "an empty list is every type")
+	assert.Equal(t, "billing", updated.Description)
+	assert.Equal(t, newURL, updated.URL)
+
+	bad, ftp, long := []string{"Bad"}, "ftp://example.com/", strings.Repeat("x", 501)
+	for _, c := range []struct {
+		name string
+		id   int64
+		u    relay.EndpointUpdate
+		err  error
+	}{
+		{"nothing", ep.ID, relay.EndpointUpdate{}, relay.ErrInvalid},
+		{"types", ep.ID, relay.EndpointUpdate{Types: &bad}, relay.ErrInvalidTypes},
+		{"url", ep.ID, relay.EndpointUpdate{URL: &ftp}, relay.ErrInvalidURL},
+		{"description", ep.ID, relay.EndpointUpdate{Description: &long}, relay.ErrInvalid},
+		{"unknown endpoint", ep.ID + 100, relay.EndpointUpdate{Description: &desc}, relay.ErrNotFound},
+	} {
+		_, err := r.UpdateEndpoint(ctx, c.id, c.u)
+		assert.ErrorIs(t, err, c.err, c.name)
+	}
+	got, err := r.Endpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Equal(t, updated.URL, got.URL, "refused updates change nothing")
+	assert.Equal(t, updated.Description, got.Description)
+}
