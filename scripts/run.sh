@@ -13,14 +13,21 @@ if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 && ! runuser -u postgres --
 	echo "run: $PWD is private to root; keeping the cluster in $pgdir instead of .pgdata"
 fi
 
-# `make rebuild` (scripts/run.sh rebuild): the README's rebuild against the same cluster, started for
-# the occasion when make run is not running, and stopped again afterwards.
+# `make rebuild` (scripts/run.sh rebuild): every projection rebuilt against the same cluster, started
+# for the occasion when make run is not running, and stopped again afterwards. The process steps are
+# re-planned with make run's targets (the dev sinks' environment, whose ports stay the same).
 if [ "${1:-}" = rebuild ]; then
 	running=0
 	if scripts/pg.sh status "$pgdir"; then running=1; fi
 	url=$(scripts/pg.sh start "$pgdir")
 	[ "$running" = 1 ] || trap 'scripts/pg.sh stop "$pgdir"' EXIT
-	BOOKINGLEDGER_DATABASE_URL="$url" bin/bookingledger rebuild
+	if [ -s "$pgdir/sinks.env" ]; then
+		set -a
+		# shellcheck disable=SC1091
+		. "$pgdir/sinks.env"
+		set +a
+	fi
+	BOOKINGLEDGER_DATABASE_URL="$url" bin/bookingledger rebuild all
 	exit
 fi
 

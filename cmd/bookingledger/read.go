@@ -401,10 +401,10 @@ func isSet(f *envFlags, name string) bool {
 	return set
 }
 
-const rebuildUsage = `Usage: bookingledger rebuild [projection] [--quiet] [flags]
+const rebuildUsage = `Usage: bookingledger rebuild [calendar|process|relay|all] [--quiet] [flags]
 
 Empties the named projection's read model and replays the whole event log into it; the other
-projections are left alone. The default is "calendar" (the calendar, payment links and
+projections are left alone ("all": every one, in the order serve runs them). The default is "calendar" (the calendar, payment links and
 reconciliation queue, which is synced once at the end: operators' resolutions are kept). "process"
 re-plans every booking's process steps from the calendar: existing steps are found by their keys, so
 nothing is sent again (targets are read from the same environment as serve's). An unknown name is
@@ -413,7 +413,8 @@ refused with the list of the projections serve runs.
 Stop every 'bookingledger serve' on this database first: the serve that runs the projection holds its
 lock, and rebuild refuses to start while it does. A serve started during the rebuild waits as a
 standby. An interrupted rebuild (Ctrl-C) leaves the read model partly rebuilt; the next serve or
-rebuild finishes it. Progress goes to stderr (--quiet: none), the result to stdout.`
+rebuild finishes it. Progress goes to stderr (--quiet: none), the result to stdout: per projection
+the events applied, the wall time and their quotient, the rate.`
 
 func runRebuild(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("rebuild", getenv, stderr, rebuildUsage)
@@ -431,9 +432,13 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 	default:
 		return usageErrorf("rebuild takes at most one projection name, got %q", pos)
 	}
-	entry, err := lookupProjection(projectionRegistry(), name)
-	if err != nil {
-		return err
+	entries := projectionRegistry()
+	if name != rebuildAll {
+		entry, err := lookupProjection(entries, name)
+		if err != nil {
+			return err
+		}
+		entries = []projectionEntry{entry}
 	}
 	rs, err := openReadSide(ctx, sf, stderr)
 	if err != nil {
@@ -452,13 +457,21 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 		defer debug.SetGCPercent(debug.SetGCPercent(300))
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(700 << 20))
 	}
-	if err := rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr); err != nil || len(rs.phases) == 0 {
-		return err
+	for _, entry := range entries {
+		if err := rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr); err != nil {
+			return err
+		}
+		if len(rs.phases) > 0 {
+			// Where the write's time went (the rest of the wall time is reading the log into the replay).
+			fmt.Fprintf(stdout, "phases: %s\n", strings.Join(rs.phases, ", "))
+			rs.phases = nil
+		}
 	}
-	// Where the write's time went (the rest of the wall time is reading the log into the replay).
-	_, err = fmt.Fprintf(stdout, "phases: %s\n", strings.Join(rs.phases, ", "))
-	return err
+	return nil
 }
+
+// rebuildAll names every projection to rebuild.
+const rebuildAll = "all"
 
 // rebuildProjection rebuilds e's projection and prints the result.
 func rebuildProjection(ctx context.Context, d projectionDeps, e projectionEntry, quiet bool, stdout, stderr io.Writer) error {
