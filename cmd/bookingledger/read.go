@@ -39,13 +39,44 @@ type storeFlags struct {
 	masterKey   *string
 }
 
-func registerStoreFlags(f *envFlags) storeFlags {
-	return storeFlags{
-		databaseURL: f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL"),
-		eventStore:  f.String("event-store", []string{envEventStore}, "postgres", `event store: "postgres" or an esdb:// / esdb+discover:// URL`),
-		masterKey:   f.Secret("master-key", []string{privacy.EnvMasterKey}, "master keys that open the receipt bodies (id:base64,…; without them bodies show as sealed)"),
+// storeUse is what of the store a command uses beyond the database, and so which of the store's
+// flags it shows: a flag a command never reads would only mislead.
+type storeUse int
+
+const (
+	// usesEvents: the command reads or appends events (-event-store).
+	usesEvents storeUse = 1 << iota
+	// usesBodies: the command shows receipt bodies (-master-key).
+	usesBodies
+)
+
+// registerStoreFlags registers -database-url and the store flags of uses; none given means all of them.
+// A command without -event-store works on PostgreSQL's tables only and never reads an event.
+func registerStoreFlags(f *envFlags, uses ...storeUse) storeFlags {
+	use := usesEvents | usesBodies
+	if len(uses) > 0 {
+		use = 0
+		for _, u := range uses {
+			use |= u
+		}
 	}
+	sf := storeFlags{
+		databaseURL: f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL"),
+		eventStore:  new(string),
+		masterKey:   new(string),
+	}
+	*sf.eventStore = "postgres"
+	if use&usesEvents != 0 {
+		sf.eventStore = f.String("event-store", []string{envEventStore}, "postgres", `event store: "postgres" or an esdb:// / esdb+discover:// URL`)
+	}
+	if use&usesBodies != 0 {
+		sf.masterKey = f.Secret("master-key", []string{privacy.EnvMasterKey}, "master keys that open the receipt bodies (id:base64,…; without them bodies show as sealed)")
+	}
+	return sf
 }
+
+// storeNone is a command's store use when it needs the database alone.
+const storeNone storeUse = 0
 
 func (s storeFlags) check() error {
 	if *s.databaseURL == "" {
@@ -153,7 +184,7 @@ GET /api/bookings/{booking}/history answers.`
 
 func runHistory(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("history", getenv, stderr, historyUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, usesEvents)
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape) instead of the timeline")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -197,7 +228,7 @@ the next page (--json: has_more and next_cursor). --json prints the document GET
 
 func runCalendar(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("calendar", getenv, stderr, calendarUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, storeNone)
 	from := f.String("from", []string{"BOOKINGLEDGER_CALENDAR_FROM"}, "", "window start, RFC 3339 (required)")
 	to := f.String("to", []string{"BOOKINGLEDGER_CALENDAR_TO"}, "", "window end, RFC 3339, exclusive (required)")
 	resource := f.String("resource", []string{"BOOKINGLEDGER_CALENDAR_RESOURCE"}, "", "only this resource (host calendar)")
@@ -260,7 +291,7 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 }
 
 const reconcileUsage = `Usage: bookingledger reconcile list [--json] [flags]
-       bookingledger reconcile resolve <id> --note "…" [--json] [flags]
+       bookingledger reconcile resolve <id> --note "…" [--action mark-done|retry|skip] [--by WHO] [--json] [flags]
 
 list prints the open reconciliation items, oldest first: bookings in conflict with the slot's holder,
 events kept but refused (a create after its cancel), quarantined deliveries. resolve closes an open
@@ -269,7 +300,7 @@ item with an operator's note; an item an operator closed is never reopened for t
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("reconcile", getenv, stderr, reconcileUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, storeNone)
 	note := f.String("note", []string{"BOOKINGLEDGER_RESOLVE_NOTE"}, "", "resolve: why the item is closed (required, at most 4000 bytes)")
 	action := f.String("action", []string{"BOOKINGLEDGER_RESOLVE_ACTION"}, "", "resolve a process step's item: mark-done, retry or skip (required for step items, refused for others)")
 	by := f.String("by", []string{"BOOKINGLEDGER_OPERATOR"}, cliOperator(getenv), "resolve: who resolves it, recorded with the item")
@@ -418,7 +449,7 @@ the events applied, the wall time and their quotient, the rate.`
 
 func runRebuild(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("rebuild", getenv, stderr, rebuildUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, usesEvents)
 	quiet := f.Bool("quiet", []string{"BOOKINGLEDGER_QUIET"}, "print no progress")
 	pos, err := f.parse(args)
 	if err != nil {
