@@ -13,14 +13,17 @@ import (
 // progressBar reports a rebuild's progress: a bar redrawn in place on a terminal, else (a log file, a
 // pipe, CI) one line at most every progressInterval, plus the first and the last.
 type progressBar struct {
-	w        io.Writer
-	tty      bool
-	label    string
-	now      func() time.Time
-	last     time.Time
-	drawn    bool
-	writing  bool // the replay reached the total: what is left is writing rows
-	progress projections.Progress
+	w       io.Writer
+	tty     bool
+	label   string
+	now     func() time.Time
+	last    time.Time
+	drawn   bool
+	writing bool // the replay reached the total: what is left is writing rows
+	// afterReplay says what the rebuild does once the replay reached the total (empty: nothing worth
+	// a line).
+	afterReplay string
+	progress    projections.Progress
 }
 
 const (
@@ -60,7 +63,9 @@ func (b *progressBar) update(p projections.Progress) {
 		if b.tty {
 			fmt.Fprintln(b.w)
 		}
-		fmt.Fprintf(b.w, "%s: replayed the log; writing the read model and syncing the reconciliation queue\n", b.label)
+		if b.afterReplay != "" {
+			fmt.Fprintf(b.w, "%s: replayed the log; %s\n", b.label, b.afterReplay)
+		}
 	}
 }
 

@@ -515,6 +515,10 @@ func rebuildProjection(ctx context.Context, d projectionDeps, e projectionEntry,
 	var bar *progressBar
 	if !quiet {
 		bar = newProgressBar(stderr, "rebuild "+name)
+		if e.bulk != nil {
+			// Only a bulk load (the calendar's) has work left once the replay reached the total.
+			bar.afterReplay = "writing the read model and syncing the reconciliation queue"
+		}
 		progress = bar.update
 	}
 	start := time.Now()

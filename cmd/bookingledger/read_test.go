@@ -534,6 +534,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Contains(t, stderr, "rebuild "+name+": 8/8 events (100%)\n")
 	}
 	assert.NotContains(t, stderr, "events/s", "progress shows no rate of its own")
+	assert.Equal(t, 1, strings.Count(stderr, "replayed the log;"), "only the calendar writes after its replay: %s", stderr)
 }
 
 // TestReadSideEndToEnd: serve over the PostgreSQL event store on :0, deliveries sent with the send
@@ -602,6 +603,7 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 func TestProgressBarLines(t *testing.T) {
 	var buf bytes.Buffer
 	bar := newProgressBar(&buf, "rebuild calendar")
+	bar.afterReplay = "writing the read model and syncing the reconciliation queue"
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	bar.now = func() time.Time { return now }
 	steps := []struct {
