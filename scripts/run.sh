@@ -13,14 +13,21 @@ if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 && ! runuser -u postgres --
 	echo "run: $PWD is private to root; keeping the cluster in $pgdir instead of .pgdata"
 fi
 
-# `make rebuild` (scripts/run.sh rebuild): the README's rebuild against the same cluster, started for
-# the occasion when make run is not running, and stopped again afterwards.
+# `make rebuild` (scripts/run.sh rebuild): every projection rebuilt against the same cluster, started
+# for the occasion when make run is not running, and stopped again afterwards. The process steps are
+# re-planned with make run's targets (the dev sinks' environment, whose ports stay the same).
 if [ "${1:-}" = rebuild ]; then
 	running=0
 	if scripts/pg.sh status "$pgdir"; then running=1; fi
 	url=$(scripts/pg.sh start "$pgdir")
 	[ "$running" = 1 ] || trap 'scripts/pg.sh stop "$pgdir"' EXIT
-	BOOKINGLEDGER_DATABASE_URL="$url" bin/bookingledger rebuild
+	if [ -s "$pgdir/sinks.env" ]; then
+		set -a
+		# shellcheck disable=SC1091
+		. "$pgdir/sinks.env"
+		set +a
+	fi
+	BOOKINGLEDGER_DATABASE_URL="$url" bin/bookingledger rebuild all
 	exit
 fi
 
@@ -31,10 +38,17 @@ sinks_pid=
 trap 'if [ -n "$sinks_pid" ]; then kill "$sinks_pid" 2>/dev/null || true; fi; scripts/pg.sh stop "$pgdir"' EXIT
 
 # Local stand-ins for the outside systems (SMTP, CalDAV, ...): `bookingledger dev-sinks` prints what
-# each receives, prefixed "sink", and writes the environment that points serve at them.
+# each receives and writes the environment that points serve at them. Their lines start "sink:" and,
+# on a terminal, are coloured, so that they stand out among serve's JSON logs (NO_COLOR turns it off).
+# --state-dir keeps their ports in $pgdir, so demo.env stays true after Ctrl-C and a second make run.
 sinks_env="$pgdir/sinks.env"
 rm -f "$sinks_env"
-bin/bookingledger dev-sinks --env-file "$sinks_env" > >(sed -u 's/^/sink  /') &
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+	sink_prefix=$'s/^\(.*\)$/\x1b[36msink: \1\x1b[0m/'
+else
+	sink_prefix='s/^/sink: /'
+fi
+bin/bookingledger dev-sinks --env-file "$sinks_env" --state-dir "$pgdir" > >(sed -u "$sink_prefix") &
 sinks_pid=$!
 for _ in $(seq 100); do [ -s "$sinks_env" ] && break; sleep 0.1; done
 [ -s "$sinks_env" ] || { echo "run: dev-sinks did not start" >&2; exit 1; }
@@ -70,10 +84,26 @@ if [ -z "${BOOKINGLEDGER_MASTER_KEY:-}" ]; then
 fi
 export BOOKINGLEDGER_MASTER_KEY
 
-# A demo admin token for /api/ and the UI, made anew each run (the previous run's is revoked).
+# A demo admin token for /api/ and the UI, made once and kept in $pgdir/demo.token while it is active,
+# so that a second shell's demo.env keeps working after Ctrl-C and a second make run. A token revoked
+# or gone (another cluster) is replaced.
 bin/bookingledger migrate >/dev/null
-bin/bookingledger token revoke demo-admin >/dev/null 2>&1 || true
-BOOKINGLEDGER_TOKEN=$(bin/bookingledger token create --name demo-admin --scope admin 2>/dev/null)
+token_file="$pgdir/demo.token"
+BOOKINGLEDGER_TOKEN=
+if [ -s "$token_file" ]; then
+	saved=$(cat "$token_file")
+	# A token is "<prefix><id>_<secret>": it is still good when token list shows its id active.
+	while read -r id name _ status _; do
+		if [ "$name" = demo-admin ] && [ "$status" = active ] && [[ $saved == *"${id}_"* ]]; then
+			BOOKINGLEDGER_TOKEN=$saved
+		fi
+	done < <(bin/bookingledger token list)
+fi
+if [ -z "$BOOKINGLEDGER_TOKEN" ]; then
+	bin/bookingledger token revoke demo-admin >/dev/null 2>&1 || true
+	BOOKINGLEDGER_TOKEN=$(bin/bookingledger token create --name demo-admin --scope admin 2>/dev/null)
+	(umask 077 && printf '%s\n' "$BOOKINGLEDGER_TOKEN" >"$token_file")
+fi
 
 # ui_host is BOOKINGLEDGER_ADMIN_ADDR as a browser reaches it (":8081" listens on every address).
 ui_host() {
@@ -107,7 +137,7 @@ run: demo secrets (also in $envfile; load them in another shell with: set -a; . 
        BOOKINGLEDGER_ACUITY_API_KEYS=$BOOKINGLEDGER_ACUITY_API_KEYS
        BOOKINGLEDGER_ACUITY_USER_ID=$BOOKINGLEDGER_ACUITY_USER_ID
        BOOKINGLEDGER_MASTER_KEY=(demo key, kept in $masterkey_file)
-run: dev sinks (lines starting "sink" are what they received): $(tr '\n' ' ' <"$sinks_env")
+run: dev sinks (lines starting "sink:" are what they received): $(tr '\n' ' ' <"$sinks_env")
 run: demo admin token (for /api/ and the UI; also in $envfile as BOOKINGLEDGER_TOKEN)
        $BOOKINGLEDGER_TOKEN
 run: webhooks, /healthz, /readyz on $BOOKINGLEDGER_ADDR (public)

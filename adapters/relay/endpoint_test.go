@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,16 +30,30 @@ func TestDisableEnableAndReplayEachStartAFreshSchedule(t *testing.T) {
 	r := e.startRelay(t, relayOpts{schedule: schedule, registry: reg})
 	ctx := context.Background()
 	rc := newReceiver(t)
-	rc.setAnswer(func(int) int { return http.StatusInternalServerError })
+	// The first answer is held until the endpoint is disabled: the retry is scheduled only once that
+	// answer is recorded, so it always finds the endpoint disabled, however slow the machine. (Waiting
+	// for the recorded attempt and disabling then raced the retry 300 ms later.)
+	firstArrived, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	rc.setAnswer(func(n int) int {
+		if n == 1 {
+			close(firstArrived)
+			<-release
+		}
+		return http.StatusInternalServerError
+	})
 	from := time.Now().Add(-time.Minute)
 	ep := rc.endpointOn(t, r)
 	e.record(t, "fresh", e.scheduled("calendly-fresh", 9))
-	eventually(t, 30*time.Second, "the first failed attempt", func() bool {
-		ds := deliveriesIn(t, r, ep.ID, "")
-		return len(ds) == 1 && ds[0].Attempts == 1
-	})
+	select {
+	case <-firstArrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out after 30s waiting for the first attempt")
+	}
 	_, err := r.DisableEndpoint(ctx, ep.ID, "maintenance")
 	require.NoError(t, err)
+	releaseOnce.Do(func() { close(release) })
 	eventually(t, 30*time.Second, "the planned delivery to pause at its turn", func() bool {
 		return len(deliveriesIn(t, r, ep.ID, relay.StatePaused)) == 1
 	})
@@ -192,4 +207,63 @@ func TestEndpointTypesAreCheckedAndRemoveTakesEverything(t *testing.T) {
 	assert.Zero(t, attempts, "its attempts are deleted")
 	assert.Zero(t, alerts, "its alerts are deleted")
 	assert.ErrorIs(t, r.RemoveEndpoint(ctx, ep.ID), relay.ErrNotFound)
+}
+
+// An endpoint that moved is updated, not removed and added again: its dead delivery, retried, reaches
+// the new URL with the same webhook-id and secret; a field not given keeps its value, and every field
+// is checked as add checks it.
+func TestUpdateEndpointMovesItsDeliveriesToTheNewURL(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
+	ctx := context.Background()
+	old, moved := newReceiver(t), newReceiver(t)
+	old.setAnswer(func(int) int { return http.StatusServiceUnavailable })
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: old.url(), Description: "crm", Types: []string{"booking.*"}})
+	require.NoError(t, err)
+	moved.setSecrets(secret)
+	e.record(t, "moved", e.scheduled("calendly-moved", 9))
+	eventually(t, 30*time.Second, "the delivery to the old URL to be dead", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 1
+	})
+	dead := deliveriesIn(t, r, ep.ID, relay.StateDead)[0]
+
+	newURL := moved.url()
+	updated, err := r.UpdateEndpoint(ctx, ep.ID, relay.EndpointUpdate{URL: &newURL})
+	require.NoError(t, err)
+	assert.Equal(t, newURL, updated.URL)
+	assert.Equal(t, "crm", updated.Description, "not given: kept")
+	assert.Equal(t, []string{"booking.*"}, updated.Types, "not given: kept")
+	_, err = r.RetryDelivery(ctx, dead.ID)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the retry at the new URL", func() bool { return len(moved.messages()) == 1 })
+	assert.Equal(t, map[string]int{dead.WebhookID: 1}, moved.ids(), "same webhook-id, verified with the same secret")
+	assert.Empty(t, moved.invalidMessages())
+
+	every, desc := []string{}, "billing"
+	updated, err = r.UpdateEndpoint(ctx, ep.ID, relay.EndpointUpdate{Types: &every, Description: &desc})
+	require.NoError(t, err)
+	assert.Equal(t, []string{}, updated.Types, "an empty list is every type")
+	assert.Equal(t, "billing", updated.Description)
+	assert.Equal(t, newURL, updated.URL)
+
+	bad, ftp, long := []string{"Bad"}, "ftp://example.com/", strings.Repeat("x", 501)
+	for _, c := range []struct {
+		name string
+		id   int64
+		u    relay.EndpointUpdate
+		err  error
+	}{
+		{"nothing", ep.ID, relay.EndpointUpdate{}, relay.ErrInvalid},
+		{"types", ep.ID, relay.EndpointUpdate{Types: &bad}, relay.ErrInvalidTypes},
+		{"url", ep.ID, relay.EndpointUpdate{URL: &ftp}, relay.ErrInvalidURL},
+		{"description", ep.ID, relay.EndpointUpdate{Description: &long}, relay.ErrInvalid},
+		{"unknown endpoint", ep.ID + 100, relay.EndpointUpdate{Description: &desc}, relay.ErrNotFound},
+	} {
+		_, err := r.UpdateEndpoint(ctx, c.id, c.u)
+		assert.ErrorIs(t, err, c.err, c.name)
+	}
+	got, err := r.Endpoint(ctx, ep.ID)
+	require.NoError(t, err)
+	assert.Equal(t, updated.URL, got.URL, "refused updates change nothing")
+	assert.Equal(t, updated.Description, got.Description)
 }

@@ -153,6 +153,54 @@ VALUES ($1, $2, $3, $4) RETURNING `+endpointColumns, u.String(), types, n.Descri
 	return e, secret, nil
 }
 
+// EndpointUpdate changes an endpoint; a nil field keeps its value, and Types pointing at an empty
+// list means every type.
+type EndpointUpdate struct {
+	URL         *string
+	Types       *[]string
+	Description *string
+}
+
+// UpdateEndpoint changes an endpoint's URL, types or description, each checked as AddEndpoint checks
+// it. Deliveries not yet sent go to the new URL (each attempt reads it), so an endpoint that moved
+// keeps its secret, its deliveries and their webhook-ids; new types apply to events planned from now
+// on. Its state, failure streak and secrets stay.
+func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) (Endpoint, error) {
+	if u.URL == nil && u.Types == nil && u.Description == nil {
+		return Endpoint{}, fmt.Errorf("%w: nothing to change (give a url, types or a description)", ErrInvalid)
+	}
+	var url, types, desc any // nil: keep
+	if u.URL != nil {
+		v, err := r.guard.CheckURL(ctx, *u.URL)
+		if err != nil {
+			return Endpoint{}, err
+		}
+		url = v.String()
+	}
+	if u.Types != nil {
+		if err := CheckTypes(*u.Types); err != nil {
+			return Endpoint{}, err
+		}
+		types = append([]string{}, *u.Types...) // never NULL: an empty list is every type
+	}
+	if u.Description != nil {
+		if len(*u.Description) > 500 || !ledger.Storable(*u.Description) {
+			return Endpoint{}, fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
+		}
+		desc = *u.Description
+	}
+	e, err := scanEndpoint(r.pool.QueryRow(ctx, `UPDATE relay_endpoints
+SET url = coalesce($2::text, url), types = coalesce($3::text[], types), description = coalesce($4::text, description)
+WHERE id = $1 RETURNING `+endpointColumns, id, url, types, desc))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("update endpoint %d: %w", id, err)
+	}
+	return e, nil
+}
+
 // Endpoints lists every endpoint, oldest first.
 func (r *Relay) Endpoints(ctx context.Context) ([]Endpoint, error) {
 	rows, err := r.pool.Query(ctx, `SELECT `+endpointColumns+` FROM relay_endpoints ORDER BY id`)

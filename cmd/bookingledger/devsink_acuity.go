@@ -17,7 +17,7 @@ func acuityDevSink() devSink {
 	return devSink{
 		name:  "acuity",
 		about: "fake of Acuity's appointments API",
-		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
+		start: func(ctx context.Context, report func(string, ...any)) ([]string, func() error, error) {
 			state := func(canceled bool) string {
 				if canceled {
 					return "canceled"
@@ -25,6 +25,7 @@ func acuityDevSink() devSink {
 				return "active"
 			}
 			s, err := acuitysink.Start(acuitysink.Config{
+				Addr: devSinkAddr(ctx),
 				OnFetch: func(f acuitysink.Fetch) {
 					report("appointment %s fetched (%s, %s)", f.ID, state(f.Canceled), f.Start.UTC().Format(time.RFC3339))
 				},

@@ -11,8 +11,8 @@ func caldavDevSink() devSink {
 	return devSink{
 		name:  "caldav",
 		about: "in-memory CalDAV server for host calendars",
-		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
-			s, err := caldavsink.Start(caldavsink.Config{OnChange: func(c caldavsink.Change) {
+		start: func(ctx context.Context, report func(string, ...any)) ([]string, func() error, error) {
+			s, err := caldavsink.Start(caldavsink.Config{Addr: devSinkAddr(ctx), OnChange: func(c caldavsink.Change) {
 				what := "updated"
 				switch {
 				case c.Method == "DELETE":

@@ -12,8 +12,8 @@ func smtpDevSink() devSink {
 	return devSink{
 		name:  "smtp",
 		about: "capturing SMTP server for invitee emails",
-		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
-			s, err := smtpsink.Start(smtpsink.Config{OnMessage: func(m smtpsink.Message) {
+		start: func(ctx context.Context, report func(string, ...any)) ([]string, func() error, error) {
+			s, err := smtpsink.Start(smtpsink.Config{Addr: devSinkAddr(ctx), OnMessage: func(m smtpsink.Message) {
 				report("message %s subject %q (%d bytes)", m.MessageID, m.Subject, len(m.Data))
 			}})
 			if err != nil {

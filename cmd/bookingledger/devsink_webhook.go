@@ -16,8 +16,9 @@ func webhookDevSink() devSink {
 	return devSink{
 		name:  "webhook",
 		about: "HTTP receiver of relay messages and alerts; POST /control?fail=500 makes it fail",
-		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
+		start: func(ctx context.Context, report func(string, ...any)) ([]string, func() error, error) {
 			s, err := webhooksink.Start(webhooksink.Config{
+				Addr: devSinkAddr(ctx),
 				OnMessage: func(m webhooksink.Message) {
 					report("%d %s %s %s@%d (%d signature(s))", m.Status, m.WebhookID, m.Type, m.Booking, m.Version, m.Signatures)
 				},

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -15,12 +19,15 @@ const devSinksUsage = `Usage: bookingledger dev-sinks [--only NAME,...] [--env-f
 Starts local stand-ins for the systems bookingledger talks to, each on a loopback port of its own
 (never a public address), prints the environment lines that point serve at them (KEY=VALUE, one a
 line, then "dev-sinks: ready"), optionally writes the same lines to --env-file, and then prints one
-line per thing a sink receives until interrupted (SIGINT, SIGTERM). For development and the README
-tour only: sinks keep what they receive in memory and accept anything. Sinks: %s.`
+line per thing a sink receives until interrupted (SIGINT, SIGTERM). With --state-dir each sink's
+port is kept in DIR/dev-sinks.ports and taken again next time while it is free, so the printed
+environment stays the same across restarts (make run keeps it in .pgdata). For development and the
+README tour only: sinks keep what they receive in memory and accept anything. Sinks: %s.`
 
 // devSink is one local stand-in. Each lives in its own file (devsink_<name>.go) and is listed once in
-// devSinks; start returns the environment lines for serve and the function that stops it. report
-// prints one line per received message; it is safe for concurrent use.
+// devSinks; start listens on devSinkAddr(ctx) and returns the environment lines for serve (naming its
+// 127.0.0.1:port) and the function that stops it. report prints one line per received message; it is
+// safe for concurrent use.
 type devSink struct {
 	name  string
 	about string
@@ -46,6 +53,7 @@ func runDevSinks(ctx context.Context, args []string, getenv func(string) string,
 	f := newEnvFlags("dev-sinks", getenv, stderr, fmt.Sprintf(devSinksUsage, devSinkNames(all)))
 	only := f.String("only", []string{"BOOKINGLEDGER_DEV_SINKS"}, "", "comma-separated sinks to start (default: all)")
 	envFile := f.String("env-file", []string{"BOOKINGLEDGER_DEV_SINKS_ENV_FILE"}, "", "also write the environment lines to this file")
+	stateDir := f.String("state-dir", []string{"BOOKINGLEDGER_DEV_SINKS_STATE_DIR"}, "", "keep each sink's port in this directory and reuse it next time while free (default: new ports each start)")
 	rest, err := f.parse(args)
 	if err != nil {
 		return err
@@ -73,24 +81,37 @@ func runDevSinks(ctx context.Context, args []string, getenv func(string) string,
 			_ = stops[i]()
 		}
 	}()
+	ports, err := readSinkPorts(*stateDir)
+	if err != nil {
+		return err
+	}
 	for _, s := range chosen {
 		name := s.name
-		e, stop, err := s.start(ctx, func(format string, args ...any) { out(name+": "+format, args...) })
+		report := func(format string, args ...any) { out(name+": "+format, args...) }
+		e, stop, err := s.start(withDevSinkAddr(ctx, ports[name]), report)
+		if err != nil && ports[name] != "" {
+			// The port of last time is taken (another program, a sink still shutting down): a new
+			// one, said out loud, since whatever was pointed at the old address now misses.
+			report("%s is not free (%v); listening on a new port", ports[name], err)
+			e, stop, err = s.start(ctx, report)
+		}
 		if err != nil {
 			return fmt.Errorf("dev-sinks: start %s: %w", s.name, err)
 		}
 		stops = append(stops, stop)
 		env = append(env, e...)
+		if addr := loopbackAddrIn(e); addr != "" {
+			ports[name] = addr
+		}
+	}
+	if err := writeSinkPorts(*stateDir, ports); err != nil {
+		return err
 	}
 	sort.Strings(env)
 	env = compactStrings(env) // two sinks may both allow private targets
 	if *envFile != "" {
 		// Written atomically: run.sh waits for the file, then reads it whole.
-		tmp := *envFile + ".tmp"
-		if err := os.WriteFile(tmp, []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
-			return fmt.Errorf("dev-sinks: write env file: %w", err)
-		}
-		if err := os.Rename(tmp, *envFile); err != nil {
+		if err := writeFileAtomic(*envFile, []byte(strings.Join(env, "\n")+"\n")); err != nil {
 			return fmt.Errorf("dev-sinks: write env file: %w", err)
 		}
 	}
@@ -130,4 +151,85 @@ func compactStrings(s []string) []string {
 		}
 	}
 	return out
+}
+
+type devSinkAddrKey struct{}
+
+func withDevSinkAddr(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, devSinkAddrKey{}, addr)
+}
+
+// devSinkAddr is the address a sink listens on: the one it had last time (--state-dir), else ""
+// for a free loopback port.
+func devSinkAddr(ctx context.Context) string {
+	addr, _ := ctx.Value(devSinkAddrKey{}).(string)
+	return addr
+}
+
+// sinkPortsFile keeps, per sink, the address it listened on, one "name 127.0.0.1:port" a line.
+const sinkPortsFile = "dev-sinks.ports"
+
+var loopbackAddr = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+
+// loopbackAddrIn finds the sink's listen address in its environment lines (every sink names it there:
+// the environment is how serve reaches it).
+func loopbackAddrIn(env []string) string {
+	for _, line := range env {
+		if a := loopbackAddr.FindString(line); a != "" {
+			return a
+		}
+	}
+	return ""
+}
+
+func readSinkPorts(dir string) (map[string]string, error) {
+	ports := map[string]string{}
+	if dir == "" {
+		return ports, nil
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, sinkPortsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return ports, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dev-sinks: read ports: %w", err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, addr, ok := strings.Cut(strings.TrimSpace(line), " ")
+		// Only a loopback address is taken from the file: a sink never listens anywhere else.
+		if ok && loopbackAddr.FindString(addr) == addr {
+			ports[name] = addr
+		}
+	}
+	return ports, nil
+}
+
+func writeSinkPorts(dir string, ports map[string]string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("dev-sinks: state dir: %w", err)
+	}
+	names := make([]string, 0, len(ports))
+	for n := range ports {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "%s %s\n", n, ports[n])
+	}
+	if err := writeFileAtomic(filepath.Join(dir, sinkPortsFile), []byte(b.String())); err != nil {
+		return fmt.Errorf("dev-sinks: write ports: %w", err)
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

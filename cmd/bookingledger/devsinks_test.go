@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/smtp"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,4 +79,63 @@ func TestDevSinksRefusesAnUnknownSink(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown sink "nope"`)
 	assert.Equal(t, 2, exitCode(err, &bytes.Buffer{}))
+}
+
+// startDevSinks runs dev-sinks with args until the returned stop, and returns its env file and output.
+func startDevSinks(t *testing.T, args ...string) (env string, out *lockedBuffer, stop func()) {
+	t.Helper()
+	envFile := filepath.Join(t.TempDir(), "sinks.env")
+	out = &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"dev-sinks", "--env-file", envFile}, args...), func(string) string { return "" }, out, out)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
+	t.Cleanup(stop)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "dev-sinks: ready") }, 10*time.Second, 10*time.Millisecond, out.String())
+	raw, err := os.ReadFile(envFile)
+	require.NoError(t, err)
+	return string(raw), out, stop
+}
+
+// make run's demo.env stays true across Ctrl-C and a second make run: with the same state dir, every
+// sink listens on its port of last time; without one, ports are new each start.
+func TestDevSinksKeepTheirPortsInTheStateDir(t *testing.T) {
+	state := t.TempDir()
+	first, _, stop := startDevSinks(t, "--state-dir", state)
+	stop()
+	second, _, stop := startDevSinks(t, "--state-dir", state)
+	stop()
+	assert.Equal(t, first, second, "the same URLs after a restart")
+	ports, err := os.ReadFile(filepath.Join(state, sinkPortsFile))
+	require.NoError(t, err)
+	for _, s := range devSinks() {
+		assert.Regexp(t, `(?m)^`+s.name+` 127\.0\.0\.1:[0-9]+$`, string(ports), "every sink's port is kept")
+	}
+
+	other, _, stop := startDevSinks(t)
+	stop()
+	assert.NotEqual(t, first, other, "no state dir: fresh ports")
+}
+
+// A port of last time that another program holds now is not fatal: the sink takes a new one, says so,
+// and keeps it for next time.
+func TestDevSinksTakeANewPortWhenTheirOldOneIsTaken(t *testing.T) {
+	state := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	taken := ln.Addr().String()
+	require.NoError(t, os.WriteFile(filepath.Join(state, sinkPortsFile), []byte("webhook "+taken+"\nwebhook-bogus 10.0.0.1:80\n"), 0o600))
+
+	env, out, stop := startDevSinks(t, "--only", "webhook", "--state-dir", state)
+	stop()
+	assert.Contains(t, out.String(), "webhook: "+taken+" is not free")
+	assert.NotContains(t, env, taken)
+	ports, err := os.ReadFile(filepath.Join(state, sinkPortsFile))
+	require.NoError(t, err)
+	assert.Regexp(t, `^webhook 127\.0\.0\.1:[0-9]+\n$`, string(ports), "the new port is kept, a non-loopback line dropped")
+	assert.NotContains(t, string(ports), taken)
 }

@@ -32,6 +32,12 @@ func newEnvFlags(name string, getenv func(string) string, out io.Writer, usage s
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n == 0 {
+			fmt.Fprintln(out, usage)
+			return
+		}
 		fmt.Fprintf(out, "%s\n\nFlags (each defaults to its environment variable):\n", usage)
 		fs.PrintDefaults()
 	}

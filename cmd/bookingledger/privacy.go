@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/user"
 	"strings"
 	"time"
 
@@ -18,8 +17,8 @@ import (
 	"bookingledger/domain/booking"
 )
 
-const eraseUsage = `Usage: bookingledger erase --booking B [--dry-run] [--json] [flags]
-       bookingledger erase --email E [--dry-run] [--json] [flags]
+const eraseUsage = `Usage: bookingledger erase --booking B [--dry-run] [--by WHO] [--json] [flags]
+       bookingledger erase --email E [--dry-run] [--by WHO] [--json] [flags]
 
 Erases the personal data of one booking, or of every booking whose invitee contact has the address
 (docs/operations/personal-data.md): deletes the data keys of their receipt bodies and replaces the
@@ -31,10 +30,10 @@ everything. Running it again is safe: nothing is left to remove.`
 func runErase(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("erase", getenv, stderr, eraseUsage)
 	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
-	bookingID := f.String("booking", nil, "", "the booking to erase (e.g. calendly-demo-1)")
-	email := f.String("email", nil, "", "erase every booking whose invitee contact has this address")
-	by := f.String("by", []string{"BOOKINGLEDGER_ERASE_BY"}, "", "who asks, recorded with the erasure (default: cli:<user>)")
-	dry := f.Bool("dry-run", nil, "list what would be erased and keep everything")
+	bookingID := f.String("booking", []string{"BOOKINGLEDGER_ERASE_BOOKING"}, "", "the booking to erase (e.g. calendly-demo-1)")
+	email := f.String("email", []string{"BOOKINGLEDGER_ERASE_EMAIL"}, "", "erase every booking whose invitee contact has this address")
+	by := f.String("by", []string{"BOOKINGLEDGER_ERASE_BY", "BOOKINGLEDGER_OPERATOR"}, cliOperator(getenv), "who asks, recorded with the erasure")
+	dry := f.Bool("dry-run", []string{"BOOKINGLEDGER_ERASE_DRY_RUN"}, "list what would be erased and keep everything")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -50,12 +49,6 @@ func runErase(ctx context.Context, args []string, getenv func(string) string, st
 		return errNoDatabaseURL()
 	}
 	who := *by
-	if who == "" {
-		who = "cli"
-		if u, err := user.Current(); err == nil {
-			who = "cli:" + u.Username
-		}
-	}
 	pool, err := openMigratedPool(ctx, *dbURL)
 	if err != nil {
 		return err
@@ -104,7 +97,7 @@ the older ones can be removed from the list (docs/operations/personal-data.md#ro
 func runKeys(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("keys", getenv, stderr, keysUsage)
 	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
-	id := f.String("id", nil, "", "generate: the new key's id (default: k<unix time>)")
+	id := f.String("id", []string{"BOOKINGLEDGER_KEYS_ID"}, "", "generate: the new key's id (default: k<unix time>)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err

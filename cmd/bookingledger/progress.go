@@ -13,15 +13,17 @@ import (
 // progressBar reports a rebuild's progress: a bar redrawn in place on a terminal, else (a log file, a
 // pipe, CI) one line at most every progressInterval, plus the first and the last.
 type progressBar struct {
-	w        io.Writer
-	tty      bool
-	label    string
-	now      func() time.Time
-	start    time.Time
-	last     time.Time
-	drawn    bool
-	writing  bool // the replay reached the total: what is left is writing rows
-	progress projections.Progress
+	w       io.Writer
+	tty     bool
+	label   string
+	now     func() time.Time
+	last    time.Time
+	drawn   bool
+	writing bool // the replay reached the total: what is left is writing rows
+	// afterReplay says what the rebuild does once the replay reached the total (empty: nothing worth
+	// a line).
+	afterReplay string
+	progress    projections.Progress
 }
 
 const (
@@ -45,9 +47,6 @@ func isTerminal(w io.Writer) bool {
 
 func (b *progressBar) update(p projections.Progress) {
 	now := b.now()
-	if b.start.IsZero() {
-		b.start = now
-	}
 	b.progress = p
 	done := p.Total > 0 && p.Done >= p.Total
 	if b.tty {
@@ -64,7 +63,9 @@ func (b *progressBar) update(p projections.Progress) {
 		if b.tty {
 			fmt.Fprintln(b.w)
 		}
-		fmt.Fprintf(b.w, "%s: replayed the log; writing the read model and syncing the reconciliation queue\n", b.label)
+		if b.afterReplay != "" {
+			fmt.Fprintf(b.w, "%s: replayed the log; %s\n", b.label, b.afterReplay)
+		}
 	}
 }
 
@@ -74,16 +75,14 @@ func (b *progressBar) line(now time.Time) string {
 	if p.Total > 0 {
 		frac = min(float64(p.Done)/float64(p.Total), 1)
 	}
-	rate := ""
-	if el := now.Sub(b.start).Seconds(); el > 0 && p.Done > 0 {
-		rate = fmt.Sprintf("  %.0f events/s", float64(p.Done)/el)
-	}
+	// No rate here: the result line gives the one rate of the rebuild (events applied over its whole
+	// wall time); a rate of the replay alone, before the write, would contradict it.
 	if !b.tty {
-		return fmt.Sprintf("%s: %d/%d events (%3.0f%%)%s", b.label, p.Done, p.Total, 100*frac, rate)
+		return fmt.Sprintf("%s: %d/%d events (%3.0f%%)", b.label, p.Done, p.Total, 100*frac)
 	}
 	filled := int(frac * progressWidth)
 	bar := strings.Repeat("#", filled) + strings.Repeat(".", progressWidth-filled)
-	return fmt.Sprintf("%s [%s] %3.0f%%  %d/%d events%s   ", b.label, bar, 100*frac, p.Done, p.Total, rate)
+	return fmt.Sprintf("%s [%s] %3.0f%%  %d/%d events   ", b.label, bar, 100*frac, p.Done, p.Total)
 }
 
 // finish ends the bar's line on a terminal when the rebuild returned before the replay reached the

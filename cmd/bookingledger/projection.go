@@ -82,7 +82,7 @@ func lookupProjection(registry []projectionEntry, name string) (projectionEntry,
 		}
 		names[i] = e.name
 	}
-	return projectionEntry{}, usageErrorf("rebuild: unknown projection %q (have %s)", name, strings.Join(names, ", "))
+	return projectionEntry{}, usageErrorf("rebuild: unknown projection %q (have %s, or all)", name, strings.Join(names, ", "))
 }
 
 // runner builds e's projection on its runner over the event store (following its subscription once

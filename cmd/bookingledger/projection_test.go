@@ -103,5 +103,5 @@ func TestRebuildRebuildsTheProjectionItNames(t *testing.T) {
 	_, err = lookupProjection(registry, "calender")
 	var ue usageError
 	require.ErrorAs(t, err, &ue)
-	assert.EqualError(t, err, `rebuild: unknown projection "calender" (have calendar, process, relay, seen)`)
+	assert.EqualError(t, err, `rebuild: unknown projection "calender" (have calendar, process, relay, seen, or all)`)
 }

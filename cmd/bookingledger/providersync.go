@@ -268,11 +268,11 @@ or Acuity's user id and API key) and BOOKINGLEDGER_MASTER_KEY (the bodies are st
 
 func runSync(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("sync", getenv, stderr, syncUsage)
-	from := f.String("from", nil, "", "window start, RFC 3339 (required)")
-	to := f.String("to", nil, "", "window end, RFC 3339 (required)")
-	dry := f.Bool("dry-run", nil, "read and compare; record nothing")
-	asJSON := f.Bool("json", nil, "print the result as JSON")
-	sf := registerStoreFlags(f)
+	from := f.String("from", []string{"BOOKINGLEDGER_SYNC_FROM"}, "", "window start, RFC 3339 (required)")
+	to := f.String("to", []string{"BOOKINGLEDGER_SYNC_TO"}, "", "window end, RFC 3339 (required)")
+	dry := f.Bool("dry-run", []string{"BOOKINGLEDGER_SYNC_DRY_RUN"}, "read and compare; record nothing")
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print the result as JSON")
+	sf := registerStoreFlags(f, usesEvents, usesBodies)
 	urls := registerAPIFlags(f)
 	pos, err := f.parse(args)
 	if err != nil {
@@ -438,19 +438,22 @@ func runProviders(ctx context.Context, args []string, getenv func(string) string
 		return usageErrorf("providers wants connect or status")
 	}
 	f := newEnvFlags("providers "+args[0], getenv, stderr, providersUsage)
-	sf := registerStoreFlags(f)
 	urls := registerAPIFlags(f)
 	switch args[0] {
 	case "connect":
-		target := f.String("url", nil, "", "the public URL of this deployment's webhook endpoint, e.g. https://ledger.example.com/webhooks/calendly (required)")
-		asJSON := f.Bool("json", nil, "print the result as JSON")
+		// connect keeps a created subscription's secret sealed: it needs the master key, and the event
+		// store for the check it runs after (its alerts' ledger).
+		sf := registerStoreFlags(f, usesEvents, usesBodies)
+		target := f.String("url", []string{"BOOKINGLEDGER_PROVIDERS_URL"}, "", "the public URL of this deployment's webhook endpoint, e.g. https://ledger.example.com/webhooks/calendly (required)")
+		asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print the result as JSON")
 		pos, err := f.parse(args[1:])
 		if err != nil {
 			return err
 		}
 		return runConnect(ctx, pos, *target, *asJSON, sf, urls, getenv, stdout, stderr)
 	case "status":
-		asJSON := f.Bool("json", nil, "print the status as JSON")
+		sf := registerStoreFlags(f, storeNone)
+		asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print the status as JSON")
 		pos, err := f.parse(args[1:])
 		if err != nil {
 			return err

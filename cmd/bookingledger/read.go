@@ -39,13 +39,44 @@ type storeFlags struct {
 	masterKey   *string
 }
 
-func registerStoreFlags(f *envFlags) storeFlags {
-	return storeFlags{
-		databaseURL: f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL"),
-		eventStore:  f.String("event-store", []string{envEventStore}, "postgres", `event store: "postgres" or an esdb:// / esdb+discover:// URL`),
-		masterKey:   f.Secret("master-key", []string{privacy.EnvMasterKey}, "master keys that open the receipt bodies (id:base64,…; without them bodies show as sealed)"),
+// storeUse is what of the store a command uses beyond the database, and so which of the store's
+// flags it shows: a flag a command never reads would only mislead.
+type storeUse int
+
+const (
+	// usesEvents: the command reads or appends events (-event-store).
+	usesEvents storeUse = 1 << iota
+	// usesBodies: the command shows receipt bodies (-master-key).
+	usesBodies
+)
+
+// registerStoreFlags registers -database-url and the store flags of uses; none given means all of them.
+// A command without -event-store works on PostgreSQL's tables only and never reads an event.
+func registerStoreFlags(f *envFlags, uses ...storeUse) storeFlags {
+	use := usesEvents | usesBodies
+	if len(uses) > 0 {
+		use = 0
+		for _, u := range uses {
+			use |= u
+		}
 	}
+	sf := storeFlags{
+		databaseURL: f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL"),
+		eventStore:  new(string),
+		masterKey:   new(string),
+	}
+	*sf.eventStore = "postgres"
+	if use&usesEvents != 0 {
+		sf.eventStore = f.String("event-store", []string{envEventStore}, "postgres", `event store: "postgres" or an esdb:// / esdb+discover:// URL`)
+	}
+	if use&usesBodies != 0 {
+		sf.masterKey = f.Secret("master-key", []string{privacy.EnvMasterKey}, "master keys that open the receipt bodies (id:base64,…; without them bodies show as sealed)")
+	}
+	return sf
 }
+
+// storeNone is a command's store use when it needs the database alone.
+const storeNone storeUse = 0
 
 func (s storeFlags) check() error {
 	if *s.databaseURL == "" {
@@ -153,7 +184,7 @@ GET /api/bookings/{booking}/history answers.`
 
 func runHistory(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("history", getenv, stderr, historyUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, usesEvents)
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape) instead of the timeline")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -197,7 +228,7 @@ the next page (--json: has_more and next_cursor). --json prints the document GET
 
 func runCalendar(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("calendar", getenv, stderr, calendarUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, storeNone)
 	from := f.String("from", []string{"BOOKINGLEDGER_CALENDAR_FROM"}, "", "window start, RFC 3339 (required)")
 	to := f.String("to", []string{"BOOKINGLEDGER_CALENDAR_TO"}, "", "window end, RFC 3339, exclusive (required)")
 	resource := f.String("resource", []string{"BOOKINGLEDGER_CALENDAR_RESOURCE"}, "", "only this resource (host calendar)")
@@ -260,7 +291,7 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 }
 
 const reconcileUsage = `Usage: bookingledger reconcile list [--json] [flags]
-       bookingledger reconcile resolve <id> --note "…" [--json] [flags]
+       bookingledger reconcile resolve <id> --note "…" [--action mark-done|retry|skip] [--by WHO] [--json] [flags]
 
 list prints the open reconciliation items, oldest first: bookings in conflict with the slot's holder,
 events kept but refused (a create after its cancel), quarantined deliveries. resolve closes an open
@@ -269,7 +300,7 @@ item with an operator's note; an item an operator closed is never reopened for t
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("reconcile", getenv, stderr, reconcileUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, storeNone)
 	note := f.String("note", []string{"BOOKINGLEDGER_RESOLVE_NOTE"}, "", "resolve: why the item is closed (required, at most 4000 bytes)")
 	action := f.String("action", []string{"BOOKINGLEDGER_RESOLVE_ACTION"}, "", "resolve a process step's item: mark-done, retry or skip (required for step items, refused for others)")
 	by := f.String("by", []string{"BOOKINGLEDGER_OPERATOR"}, cliOperator(getenv), "resolve: who resolves it, recorded with the item")
@@ -401,10 +432,10 @@ func isSet(f *envFlags, name string) bool {
 	return set
 }
 
-const rebuildUsage = `Usage: bookingledger rebuild [projection] [--quiet] [flags]
+const rebuildUsage = `Usage: bookingledger rebuild [calendar|process|relay|all] [--quiet] [flags]
 
 Empties the named projection's read model and replays the whole event log into it; the other
-projections are left alone. The default is "calendar" (the calendar, payment links and
+projections are left alone ("all": every one, in the order serve runs them). The default is "calendar" (the calendar, payment links and
 reconciliation queue, which is synced once at the end: operators' resolutions are kept). "process"
 re-plans every booking's process steps from the calendar: existing steps are found by their keys, so
 nothing is sent again (targets are read from the same environment as serve's). An unknown name is
@@ -413,11 +444,12 @@ refused with the list of the projections serve runs.
 Stop every 'bookingledger serve' on this database first: the serve that runs the projection holds its
 lock, and rebuild refuses to start while it does. A serve started during the rebuild waits as a
 standby. An interrupted rebuild (Ctrl-C) leaves the read model partly rebuilt; the next serve or
-rebuild finishes it. Progress goes to stderr (--quiet: none), the result to stdout.`
+rebuild finishes it. Progress goes to stderr (--quiet: none), the result to stdout: per projection
+the events applied, the wall time and their quotient, the rate.`
 
 func runRebuild(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("rebuild", getenv, stderr, rebuildUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, usesEvents)
 	quiet := f.Bool("quiet", []string{"BOOKINGLEDGER_QUIET"}, "print no progress")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -431,9 +463,13 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 	default:
 		return usageErrorf("rebuild takes at most one projection name, got %q", pos)
 	}
-	entry, err := lookupProjection(projectionRegistry(), name)
-	if err != nil {
-		return err
+	entries := projectionRegistry()
+	if name != rebuildAll {
+		entry, err := lookupProjection(entries, name)
+		if err != nil {
+			return err
+		}
+		entries = []projectionEntry{entry}
 	}
 	rs, err := openReadSide(ctx, sf, stderr)
 	if err != nil {
@@ -452,13 +488,21 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 		defer debug.SetGCPercent(debug.SetGCPercent(300))
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(700 << 20))
 	}
-	if err := rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr); err != nil || len(rs.phases) == 0 {
-		return err
+	for _, entry := range entries {
+		if err := rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr); err != nil {
+			return err
+		}
+		if len(rs.phases) > 0 {
+			// Where the write's time went (the rest of the wall time is reading the log into the replay).
+			fmt.Fprintf(stdout, "phases: %s\n", strings.Join(rs.phases, ", "))
+			rs.phases = nil
+		}
 	}
-	// Where the write's time went (the rest of the wall time is reading the log into the replay).
-	_, err = fmt.Fprintf(stdout, "phases: %s\n", strings.Join(rs.phases, ", "))
-	return err
+	return nil
 }
+
+// rebuildAll names every projection to rebuild.
+const rebuildAll = "all"
 
 // rebuildProjection rebuilds e's projection and prints the result.
 func rebuildProjection(ctx context.Context, d projectionDeps, e projectionEntry, quiet bool, stdout, stderr io.Writer) error {
@@ -471,6 +515,10 @@ func rebuildProjection(ctx context.Context, d projectionDeps, e projectionEntry,
 	var bar *progressBar
 	if !quiet {
 		bar = newProgressBar(stderr, "rebuild "+name)
+		if e.bulk != nil {
+			// Only a bulk load (the calendar's) has work left once the replay reached the total.
+			bar.afterReplay = "writing the read model and syncing the reconciliation queue"
+		}
 		progress = bar.update
 	}
 	start := time.Now()

@@ -523,6 +523,18 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Regexp(t, `\nphases: fold [0-9.]+s, compute [0-9.]+s, index [0-9.]+s, items [0-9.]+s, swap [0-9.]+s\n$`, stdout,
 		"the write's phases, with --quiet too")
 	assert.Empty(t, stderr, "--quiet prints no progress")
+
+	// make rebuild's: every projection in serve's order, each with one rate (events over wall time).
+	stdout, stderr, code = cli(t, env, "rebuild", "all")
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `^rebuilt calendar: 8 events in \S+ \([0-9]+ events/s\), checkpoint \S+\nphases: [^\n]+\n`+
+		`rebuilt process: 8 events in \S+ \([0-9]+ events/s\), checkpoint \S+\n`+
+		`rebuilt relay: 8 events in \S+ \([0-9]+ events/s\), checkpoint \S+\n$`, stdout)
+	for _, name := range []string{"calendar", "process", "relay"} {
+		assert.Contains(t, stderr, "rebuild "+name+": 8/8 events (100%)\n")
+	}
+	assert.NotContains(t, stderr, "events/s", "progress shows no rate of its own")
+	assert.Equal(t, 1, strings.Count(stderr, "replayed the log;"), "only the calendar writes after its replay: %s", stderr)
 }
 
 // TestReadSideEndToEnd: serve over the PostgreSQL event store on :0, deliveries sent with the send
@@ -591,6 +603,7 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 func TestProgressBarLines(t *testing.T) {
 	var buf bytes.Buffer
 	bar := newProgressBar(&buf, "rebuild calendar")
+	bar.afterReplay = "writing the read model and syncing the reconciliation queue"
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	bar.now = func() time.Time { return now }
 	steps := []struct {
@@ -603,8 +616,8 @@ func TestProgressBarLines(t *testing.T) {
 	}
 	bar.finish()
 	assert.Equal(t, `rebuild calendar: 0/20000 events (  0%)
-rebuild calendar: 10000/20000 events ( 50%)  7143 events/s
-rebuild calendar: 20000/20000 events (100%)  10000 events/s
+rebuild calendar: 10000/20000 events ( 50%)
+rebuild calendar: 20000/20000 events (100%)
 rebuild calendar: replayed the log; writing the read model and syncing the reconciliation queue
 `, buf.String(), "not a terminal: the first line, at most one a second, and the last")
 }

@@ -26,7 +26,7 @@ delivery: what it became. --json prints what GET /api/receipts or GET /api/recei
 
 func runReceipts(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("receipts", getenv, stderr, receiptsUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, usesBodies)
 	outcome := f.String("outcome", []string{"BOOKINGLEDGER_RECEIPTS_OUTCOME"}, "", "list: only receipts with this outcome")
 	provider := f.String("provider", []string{"BOOKINGLEDGER_RECEIPTS_PROVIDER"}, "", "list: only receipts of this provider")
 	limit := f.Int64("limit", []string{"BOOKINGLEDGER_RECEIPTS_LIMIT"}, 50, 1, "list: at most this many receipts (newest first; at most 1000)")

@@ -153,6 +153,9 @@ Manages the relay's endpoints: the user's own receivers of every ledger event, a
 
   endpoints add --url URL [--types 'booking.scheduled.*,booking.canceled.*'] [--description TEXT]
                           adds an endpoint and prints its whsec_ signing secret (shown only now)
+  endpoints update ID [--url URL] [--types PATTERNS] [--description TEXT]
+                          changes what is given (--types '' means every type); the secret, the
+                          state and the deliveries stay, and those not yet sent go to the new URL
   endpoints list          every endpoint, its state and failure streak
   endpoints disable ID    stops sending; new events wait as paused deliveries
   endpoints enable ID     resumes sending, paused deliveries first
@@ -160,7 +163,7 @@ Manages the relay's endpoints: the user's own receivers of every ledger event, a
                           prints a new secret; the old one keeps signing alongside it for 24 h
   endpoints remove ID     deletes the endpoint with its deliveries
 
-URLs resolving to loopback or private addresses are refused unless BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true.
+URLs (add and update) resolving to loopback or private addresses are refused unless BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true.
 --types takes comma-separated patterns of event types, '*' matching any run of characters; none
 means every type. --json prints the admin API's documents.`
 
@@ -168,16 +171,17 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	f := newEnvFlags("endpoints", getenv, stderr, endpointsUsage)
 	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
 	allow := f.Bool("relay-allow-private", []string{envRelayAllowPrivate}, "allow loopback and private endpoint addresses")
-	u := f.String("url", []string{"BOOKINGLEDGER_ENDPOINT_URL"}, "", "add: the endpoint's URL (http or https)")
-	types := f.String("types", []string{"BOOKINGLEDGER_ENDPOINT_TYPES"}, "", "add: comma-separated event type patterns (default: every type)")
-	desc := f.String("description", []string{"BOOKINGLEDGER_ENDPOINT_DESCRIPTION"}, "", "add: what the endpoint is for")
+	urlEnv, typesEnv, descEnv := []string{"BOOKINGLEDGER_ENDPOINT_URL"}, []string{"BOOKINGLEDGER_ENDPOINT_TYPES"}, []string{"BOOKINGLEDGER_ENDPOINT_DESCRIPTION"}
+	u := f.String("url", urlEnv, "", "add, update: the endpoint's URL (http or https)")
+	types := f.String("types", typesEnv, "", "add, update: comma-separated event type patterns (default: every type)")
+	desc := f.String("description", descEnv, "", "add, update: what the endpoint is for")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageErrorf("endpoints wants an action: add, list, disable, enable, rotate-secret or remove")
+		return usageErrorf("endpoints wants an action: add, list, update, disable, enable, rotate-secret or remove")
 	}
 	action := pos[0]
 	var id int64
@@ -193,7 +197,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		if len(pos) != 1 {
 			return usageErrorf("endpoints list takes no arguments, got %q", pos[1:])
 		}
-	case "disable", "enable", "rotate-secret", "remove":
+	case "update", "disable", "enable", "rotate-secret", "remove":
 		if len(pos) != 2 {
 			return usageErrorf("endpoints %s wants one endpoint id", action)
 		}
@@ -201,17 +205,42 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			return usageErrorf("endpoints %s: %q is not an endpoint id (see 'bookingledger endpoints list')", action, pos[1])
 		}
 	default:
-		return usageErrorf("endpoints: unknown action %q (want add, list, disable, enable, rotate-secret or remove)", action)
+		return usageErrorf("endpoints: unknown action %q (want add, list, update, disable, enable, rotate-secret or remove)", action)
 	}
-	if action != "add" {
-		if err := onlyFor(f, "endpoints "+action, "add", "url", "types", "description"); err != nil {
+	if action != "add" && action != "update" {
+		if err := onlyFor(f, "endpoints "+action, "add and update", "url", "types", "description"); err != nil {
 			return err
 		}
 	}
-	var patterns []string
-	if action == "add" {
+	// update changes what is given, on the command line or in the flag's variable.
+	given := func(name string, envs []string) bool {
+		_, v := f.lookup(envs)
+		return isSet(f, name) || v != ""
+	}
+	var (
+		patterns []string
+		change   relay.EndpointUpdate
+	)
+	if action == "add" || action == "update" {
 		if patterns, err = relay.ParseTypes(*types); err != nil {
-			return usageErrorf("endpoints add: --types: %w", err)
+			return usageErrorf("endpoints %s: --types: %w", action, err)
+		}
+	}
+	if action == "update" {
+		if given("url", urlEnv) {
+			if *u == "" {
+				return usageErrorf("endpoints update: --url cannot be empty")
+			}
+			change.URL = u
+		}
+		if given("types", typesEnv) {
+			change.Types = &patterns
+		}
+		if given("description", descEnv) {
+			change.Description = desc
+		}
+		if change == (relay.EndpointUpdate{}) {
+			return usageErrorf("endpoints update: nothing to change; give --url, --types or --description")
 		}
 	}
 	r, pool, err := openRelay(ctx, *dbURL, *allow)
@@ -258,6 +287,15 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", e.ID, state, e.ConsecutiveFailures, typesText(e.Types), e.URL, e.Description)
 		}
 		return tw.Flush()
+	case "update":
+		e, err := r.UpdateEndpoint(ctx, id, change)
+		if err != nil {
+			return fmt.Errorf("endpoints update: %w", err)
+		}
+		if *asJSON {
+			return printJSON(stdout, relayapi.ToEndpoint(e))
+		}
+		fmt.Fprintf(stdout, "endpoint %d updated: %s (types: %s)\n", e.ID, e.URL, typesText(e.Types))
 	case "disable":
 		e, err := r.DisableEndpoint(ctx, id, "disabled by an operator")
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -309,4 +310,74 @@ func TestRelayEndToEndWithEventStoreDB(t *testing.T) {
 		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_EVENT_STORE":  es.ConnString(),
 	})
+}
+
+// endpoints update changes what it is given and keeps the rest; its URL is checked as add's is, and
+// bad input is a usage error (exit 2) before the database is touched.
+func TestEndpointsUpdateChangesWhatItIsGiven(t *testing.T) {
+	vars := map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t), envRelayAllowPrivate: "true"}
+	env := envOf(vars)
+	out, errOut, code := cli(t, env, "endpoints", "add", "--url", "http://127.0.0.1:9/old", "--description", "crm", "--types", "booking.scheduled.*")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "endpoint 1 added")
+
+	cases := []struct {
+		name string
+		args []string
+		out  string
+		want map[string]any // the endpoint afterwards, as endpoints list --json shows it
+	}{
+		{"url only", []string{"--url", "http://127.0.0.1:10/new"}, "endpoint 1 updated: http://127.0.0.1:10/new (types: booking.scheduled.*)",
+			map[string]any{"url": "http://127.0.0.1:10/new", "description": "crm", "types": []any{"booking.scheduled.*"}}},
+		{"description and types", []string{"--description", "billing", "--types", "booking.canceled.*,booking.payment_*"},
+			"endpoint 1 updated: http://127.0.0.1:10/new (types: booking.canceled.*,booking.payment_*)",
+			map[string]any{"url": "http://127.0.0.1:10/new", "description": "billing", "types": []any{"booking.canceled.*", "booking.payment_*"}}},
+		{"empty types is every type", []string{"--types", ""}, "endpoint 1 updated: http://127.0.0.1:10/new (types: all)",
+			map[string]any{"url": "http://127.0.0.1:10/new", "description": "billing", "types": []any{}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := cli(t, env, append([]string{"endpoints", "update", "1"}, c.args...)...)
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, c.out+"\n", out)
+			out, errOut, code = cli(t, env, "endpoints", "list", "--json")
+			require.Equal(t, 0, code, errOut)
+			var list struct {
+				Endpoints []map[string]any `json:"endpoints"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &list))
+			require.Len(t, list.Endpoints, 1)
+			for k, v := range c.want {
+				assert.Equal(t, v, list.Endpoints[0][k], k)
+			}
+		})
+	}
+
+	failures := []struct {
+		name   string
+		vars   map[string]string
+		args   []string
+		code   int
+		errOut string
+	}{
+		{"nothing to change", nil, []string{"1"}, 2, "endpoints update: nothing to change; give --url, --types or --description"},
+		{"no id", nil, []string{"--url", "http://127.0.0.1:9/x"}, 2, "endpoints update wants one endpoint id"},
+		{"bad id", nil, []string{"x", "--url", "http://127.0.0.1:9/x"}, 2, `endpoints update: "x" is not an endpoint id`},
+		{"empty url", nil, []string{"1", "--url", ""}, 2, "endpoints update: --url cannot be empty"},
+		{"bad types", nil, []string{"1", "--types", "Bad Type"}, 2, "endpoints update: --types:"},
+		{"unknown endpoint", nil, []string{"7", "--description", "x"}, 1, "endpoint 7: not found"},
+		{"not http", nil, []string{"1", "--url", "ftp://example.com/"}, 1, "endpoints update:"},
+		{"private without the setting", map[string]string{envRelayAllowPrivate: ""}, []string{"1", "--url", "http://127.0.0.1:11/x"}, 1, "not a public address"},
+	}
+	for _, c := range failures {
+		t.Run(c.name, func(t *testing.T) {
+			v := maps.Clone(vars)
+			maps.Copy(v, c.vars)
+			_, errOut, code := cli(t, envOf(v), append([]string{"endpoints", "update"}, c.args...)...)
+			assert.Equal(t, c.code, code, errOut)
+			assert.Contains(t, errOut, c.errOut)
+		})
+	}
+	out, _, _ = cli(t, env, "endpoints", "list")
+	assert.Contains(t, out, "http://127.0.0.1:10/new", "a refused update changes nothing")
 }

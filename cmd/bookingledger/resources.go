@@ -45,7 +45,7 @@ the file serve applies at start from BOOKINGLEDGER_RESOURCES_FILE:
 
 func runResources(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("resources", getenv, stderr, resourcesUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, usesEvents)
 	by := f.String("by", []string{"BOOKINGLEDGER_OPERATOR"}, cliOperator(getenv), "link, unlink, apply: who makes the change, recorded with it")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
 	pos, err := f.parse(args)

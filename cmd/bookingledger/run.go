@@ -26,8 +26,9 @@ Usage:
   bookingledger calendar --from RFC3339 --to RFC3339 [--resource R] [--json]
                                    the calendar read model in a window, every status
   bookingledger reconcile list [--json]
-  bookingledger reconcile resolve <id> --note "..."
-                                   the open reconciliation items; close one with a note
+  bookingledger reconcile resolve <id> --note "..." [--action mark-done|retry|skip] [--by WHO]
+                                   the open reconciliation items; close one with a note (a process
+                                   step's item with an action)
   bookingledger receipts list [--outcome O] [--provider P] [--json]
   bookingledger receipts show <id> [--json]
                                    delivery receipts (quarantined, deferred, …); one with its body
@@ -40,15 +41,17 @@ Usage:
   bookingledger resources list | show <name> | apply <file.json>
                                    linked resources: one host's calendars at several providers guarded
                                    as one calendar (each change an event on the "resources" stream)
-  bookingledger rebuild [calendar|process|relay] [--quiet]
+  bookingledger rebuild [calendar|process|relay|all] [--quiet]
                                    replay the event log into an emptied read model (stop serve first)
-  bookingledger dev-sinks [--only NAME,...] [--env-file PATH]
+  bookingledger dev-sinks [--only NAME,...] [--env-file PATH] [--state-dir DIR]
                                    local stand-ins (SMTP, CalDAV, ...) for development; prints serve's env
   bookingledger endpoints add --url URL [--types PATTERNS] [--description TEXT]
+  bookingledger endpoints update ID [--url URL] [--types PATTERNS] [--description TEXT]
   bookingledger endpoints list | disable ID | enable ID | rotate-secret ID | remove ID
                                    the relay's endpoints: every ledger event, signed, to the user's own URLs
   bookingledger deliveries [--endpoint ID] [--state dead] [--booking B]
-                                   relay deliveries, their state and attempts
+  bookingledger deliveries retry <id>
+                                   relay deliveries, their state and attempts; send one again now
   bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types P] [--only-failed] [--dry-run]
                                    send an endpoint's deliveries of a time window again (same webhook-ids)
   bookingledger sync <provider> --from RFC3339 --to RFC3339 [--dry-run] [--json]
@@ -56,9 +59,9 @@ Usage:
   bookingledger providers connect <provider> --url URL | providers status [--json]
                                    create or repair the provider's webhook subscription; show each
                                    provider's subscriptions, last delivery and last sync
-  bookingledger erase --booking B | --email E [--dry-run] [--json]
+  bookingledger erase --booking B | --email E [--dry-run] [--by WHO] [--json]
                                    erase a person's data: data keys, bodies, reasons, contacts
-  bookingledger keys generate | keys rewrap
+  bookingledger keys generate [--id ID] | keys rewrap
                                    master keys of the receipt bodies' encryption (BOOKINGLEDGER_MASTER_KEY)
   bookingledger version            print the build's version
   bookingledger help               print this text
@@ -116,7 +119,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "keys":
 		err = runKeys(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
-		err = runVersion(stdout)
+		err = runVersion(rest, getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 	default:
@@ -189,7 +192,19 @@ func version() string {
 	return out + " " + bi.GoVersion
 }
 
-func runVersion(stdout io.Writer) error {
-	_, err := fmt.Fprintln(stdout, version())
+const versionUsage = `Usage: bookingledger version
+
+Prints the build's version: the module version, the git revision (and whether the tree was
+modified) and the Go toolchain.`
+
+func runVersion(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	pos, err := newEnvFlags("version", getenv, stderr, versionUsage).parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("version takes no arguments, got %q", pos)
+	}
+	_, err = fmt.Fprintln(stdout, version())
 	return err
 }

@@ -56,9 +56,9 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 	raw := f.String("raw", []string{"BOOKINGLEDGER_SEND_RAW"}, "", "send this file's bytes as the body instead of a built one")
 	repeat := f.Int64("repeat", []string{"BOOKINGLEDGER_SEND_REPEAT"}, 1, 1, "send the delivery this many times")
 	timeout := f.Duration("timeout", []string{"BOOKINGLEDGER_SEND_TIMEOUT"}, 30*time.Second, "timeout of each request")
-	missed := f.Bool("missed", nil, "give the delivery to the provider's dev fake API only (a webhook that never came)")
+	missed := f.Bool("missed", []string{"BOOKINGLEDGER_SEND_MISSED"}, "give the delivery to the provider's dev fake API only (a webhook that never came)")
 	tellFake := f.Bool("tell-fake-api", []string{"BOOKINGLEDGER_SEND_TELL_FAKE_API"}, "also give the delivery to the provider's dev fake API")
-	sf := registerStoreFlags(f) // stripe without --start: where to read the paid booking's start
+	sf := registerStoreFlags(f, storeNone) // stripe without --start: where to read the paid booking's start
 	pos, err := f.parse(args)
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ failed or skipped. Steps needing reconciliation are also in 'bookingledger recon
 
 func runSteps(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("steps", getenv, stderr, stepsUsage)
-	sf := registerStoreFlags(f)
+	sf := registerStoreFlags(f, storeNone)
 	state := f.String("state", []string{"BOOKINGLEDGER_STEPS_STATE"}, "", "only steps in this state")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON")
 	pos, err := f.parse(args)

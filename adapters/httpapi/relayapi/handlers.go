@@ -18,6 +18,7 @@ type Admin interface {
 	AddEndpoint(ctx context.Context, n relay.NewEndpoint) (relay.Endpoint, string, error)
 	Endpoints(ctx context.Context) ([]relay.Endpoint, error)
 	Endpoint(ctx context.Context, id int64) (relay.Endpoint, error)
+	UpdateEndpoint(ctx context.Context, id int64, u relay.EndpointUpdate) (relay.Endpoint, error)
 	DisableEndpoint(ctx context.Context, id int64, reason string) (relay.Endpoint, error)
 	EnableEndpoint(ctx context.Context, id int64) (relay.Endpoint, int, error)
 	RotateSecret(ctx context.Context, id int64) (relay.Endpoint, string, error)
@@ -57,6 +58,7 @@ func Register(mux Mux, deps Deps) {
 	mux.HandleFunc("GET /api/admin/endpoints", h.listEndpoints)
 	mux.HandleFunc("POST /api/admin/endpoints", h.addEndpoint)
 	mux.HandleFunc("GET /api/admin/endpoints/{id}", h.getEndpoint)
+	mux.HandleFunc("PATCH /api/admin/endpoints/{id}", h.updateEndpoint)
 	mux.HandleFunc("DELETE /api/admin/endpoints/{id}", h.removeEndpoint)
 	mux.HandleFunc("POST /api/admin/endpoints/{id}/disable", h.disableEndpoint)
 	mux.HandleFunc("POST /api/admin/endpoints/{id}/enable", h.enableEndpoint)
@@ -172,6 +174,31 @@ func (h *handlers) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, err := h.r.Endpoint(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ToEndpoint(e))
+}
+
+// UpdateRequest is the body of PATCH /api/admin/endpoints/{id}: the fields to change (types [] is
+// every type).
+type UpdateRequest struct {
+	URL         *string   `json:"url,omitempty"`
+	Types       *[]string `json:"types,omitempty"`
+	Description *string   `json:"description,omitempty"`
+}
+
+func (h *handlers) updateEndpoint(w http.ResponseWriter, r *http.Request) {
+	id, ok := idParam(w, r, "endpoint")
+	if !ok {
+		return
+	}
+	var req UpdateRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	e, err := h.r.UpdateEndpoint(r.Context(), id, relay.EndpointUpdate{URL: req.URL, Types: req.Types, Description: req.Description})
 	if err != nil {
 		h.fail(w, r, err)
 		return

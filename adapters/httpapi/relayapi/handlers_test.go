@@ -50,6 +50,8 @@ func TestAdminRoutesAnswerWithTheirStatusesAndCodes(t *testing.T) {
 		{"POST", "/api/admin/deliveries/4/retry", "", http.StatusNotFound, "not_found"},
 		{"POST", "/api/admin/deliveries/0/retry", "", http.StatusBadRequest, "invalid_request"},
 		{"GET", "/api/bookings/has%20space/deliveries", "", http.StatusBadRequest, "invalid_request"},
+		{"PATCH", "/api/admin/endpoints/9", `{"description":"x"}`, http.StatusNotFound, "not_found"},
+		{"PATCH", "/api/admin/endpoints/x", `{"description":"x"}`, http.StatusBadRequest, "invalid_request"},
 	}
 	for _, c := range cases {
 		status, body := do(c.method, c.path, c.body)
@@ -118,6 +120,28 @@ func TestAdminRoutesPassTheirParametersAndAnswerTheDocumentedStatuses(t *testing
 	status, body = do("GET", "/api/bookings/calendly-x/deliveries", "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Equal(t, relay.DeliveryQuery{Booking: "calendly-x", Limit: 1000}, rec.lastQuery(), "a booking's deliveries, all of them")
+
+	for _, c := range []struct {
+		body, code string
+		status     int
+	}{
+		{`{}`, "invalid_request", http.StatusBadRequest},
+		{`{"url":"http://127.0.0.1:9/x"}`, "private_target", http.StatusUnprocessableEntity},
+		{`{"url":"ftp://example.com/"}`, "invalid_url", http.StatusBadRequest},
+		{`{"types":["Bad Type"]}`, "invalid_types", http.StatusBadRequest},
+		{`{"secret":"whsec_x"}`, "invalid_request", http.StatusBadRequest},
+	} {
+		status, body = do("PATCH", "/api/admin/endpoints/"+id, c.body)
+		assert.Equal(t, c.status, status, "%s: %s", c.body, body)
+		assert.Contains(t, body, `"code":"`+c.code+`"`, c.body)
+	}
+	status, body = do("PATCH", "/api/admin/endpoints/"+id, `{"url":"https://93.184.215.15/moved","types":[]}`)
+	require.Equal(t, http.StatusOK, status, body)
+	var moved relayapi.EndpointDTO
+	require.NoError(t, json.Unmarshal([]byte(body), &moved))
+	assert.Equal(t, "https://93.184.215.15/moved", moved.URL)
+	assert.Equal(t, []string{}, moved.Types, "[] is every type")
+	assert.Equal(t, "crm", moved.Description, "not given: kept")
 
 	status, body = do("POST", "/api/admin/endpoints/"+id+"/disable", "")
 	require.Equal(t, http.StatusOK, status, body)
