@@ -20,9 +20,10 @@ func calcomAPIDevSink() devSink {
 	return devSink{
 		name:  "calcom-api",
 		about: "fake of Cal.com's API v2 bookings and webhooks",
-		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
+		start: func(ctx context.Context, report func(string, ...any)) ([]string, func() error, error) {
 			s, err := calcomapi.Start(calcomapi.Config{
-				Key: devCalcomAPIKey,
+				Addr: devSinkAddr(ctx),
+				Key:  devCalcomAPIKey,
 				OnRequest: func(r calcomapi.Request) {
 					report("%s %s %d", r.Method, r.Path, r.Status)
 				},

@@ -20,8 +20,9 @@ func calendlyAPIDevSink() devSink {
 	return devSink{
 		name:  "calendly-api",
 		about: "fake of Calendly's API for the provider sync",
-		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
+		start: func(ctx context.Context, report func(string, ...any)) ([]string, func() error, error) {
 			s, err := calendlyapi.Start(calendlyapi.Config{
+				Addr:  devSinkAddr(ctx),
 				Token: devCalendlyAPIToken,
 				OnRequest: func(method, path string, status int) {
 					report("%s %s %d", method, path, status)

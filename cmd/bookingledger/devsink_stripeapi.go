@@ -19,9 +19,10 @@ func stripeAPIDevSink() devSink {
 	return devSink{
 		name:  "stripeapi",
 		about: "fake of Stripe's events and webhook endpoints API",
-		start: func(_ context.Context, report func(string, ...any)) ([]string, func() error, error) {
+		start: func(ctx context.Context, report func(string, ...any)) ([]string, func() error, error) {
 			s, err := stripeapi.Start(stripeapi.Config{
-				Key: devStripeAPIKey,
+				Addr: devSinkAddr(ctx),
+				Key:  devStripeAPIKey,
 				OnRequest: func(r stripeapi.Request) {
 					report("%s %s %d", r.Method, r.Path, r.Status)
 				},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -437,21 +438,24 @@ func runProviders(ctx context.Context, args []string, getenv func(string) string
 		fmt.Fprintln(stderr, providersUsage)
 		return usageErrorf("providers wants connect or status")
 	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		// The flags of connect, which are status's and more.
+		f := newEnvFlags("providers", getenv, stderr, providersUsage)
+		registerConnectFlags(f)
+		f.fs.Usage()
+		return flag.ErrHelp
+	}
 	f := newEnvFlags("providers "+args[0], getenv, stderr, providersUsage)
-	urls := registerAPIFlags(f)
 	switch args[0] {
 	case "connect":
-		// connect keeps a created subscription's secret sealed: it needs the master key, and the event
-		// store for the check it runs after (its alerts' ledger).
-		sf := registerStoreFlags(f, usesEvents, usesBodies)
-		target := f.String("url", []string{"BOOKINGLEDGER_PROVIDERS_URL"}, "", "the public URL of this deployment's webhook endpoint, e.g. https://ledger.example.com/webhooks/calendly (required)")
-		asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print the result as JSON")
+		sf, urls, target, asJSON := registerConnectFlags(f)
 		pos, err := f.parse(args[1:])
 		if err != nil {
 			return err
 		}
 		return runConnect(ctx, pos, *target, *asJSON, sf, urls, getenv, stdout, stderr)
 	case "status":
+		urls := registerAPIFlags(f)
 		sf := registerStoreFlags(f, storeNone)
 		asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print the status as JSON")
 		pos, err := f.parse(args[1:])
@@ -465,6 +469,16 @@ func runProviders(ctx context.Context, args []string, getenv func(string) string
 	}
 	fmt.Fprintln(stderr, providersUsage)
 	return usageErrorf("providers: unknown subcommand %q (want connect or status)", args[0])
+}
+
+// registerConnectFlags are connect's flags. connect keeps a created subscription's secret sealed, so
+// it needs the master key, and the event store for its alerts' ledger.
+func registerConnectFlags(f *envFlags) (storeFlags, map[string]*string, *string, *bool) {
+	urls := registerAPIFlags(f)
+	sf := registerStoreFlags(f, usesEvents, usesBodies)
+	target := f.String("url", []string{"BOOKINGLEDGER_PROVIDERS_URL"}, "", "the public URL of this deployment's webhook endpoint, e.g. https://ledger.example.com/webhooks/calendly (required)")
+	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print the result as JSON")
+	return sf, urls, target, asJSON
 }
 
 func runConnect(ctx context.Context, pos []string, target string, asJSON bool, sf storeFlags, urls map[string]*string, getenv func(string) string, stdout, stderr io.Writer) error {
