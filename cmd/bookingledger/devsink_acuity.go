@@ -37,7 +37,7 @@ func acuityDevSink() devSink {
 						report("%s %s %d: %d appointment(s)", r.Method, r.Path, r.Status, r.Appointments)
 						return
 					}
-					report("%s %s %d", r.Method, r.Path, r.Status)
+					reportChange(report, r.Method, r.Path, r.Status)
 				},
 			})
 			if err != nil {

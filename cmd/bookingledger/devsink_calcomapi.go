@@ -25,7 +25,7 @@ func calcomAPIDevSink() devSink {
 				Addr: devSinkAddr(ctx),
 				Key:  devCalcomAPIKey,
 				OnRequest: func(r calcomapi.Request) {
-					report("%s %s %d", r.Method, r.Path, r.Status)
+					reportChange(report, r.Method, r.Path, r.Status)
 				},
 			})
 			if err != nil {

@@ -25,7 +25,7 @@ func calendlyAPIDevSink() devSink {
 				Addr:  devSinkAddr(ctx),
 				Token: devCalendlyAPIToken,
 				OnRequest: func(method, path string, status int) {
-					report("%s %s %d", method, path, status)
+					reportChange(report, method, path, status)
 				},
 			})
 			if err != nil {

@@ -24,7 +24,7 @@ func stripeAPIDevSink() devSink {
 				Addr: devSinkAddr(ctx),
 				Key:  devStripeAPIKey,
 				OnRequest: func(r stripeapi.Request) {
-					report("%s %s %d", r.Method, r.Path, r.Status)
+					reportChange(report, r.Method, r.Path, r.Status)
 				},
 			})
 			if err != nil {

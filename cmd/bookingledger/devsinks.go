@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -232,4 +233,14 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// reportChange prints an API fake's request unless it is a read that succeeded: serve's provider sync
+// and subscription watch read the fakes every few seconds, and what a reader of make run's output
+// wants to see is what changed (a subscription created, a booking recorded) and what failed.
+func reportChange(report func(string, ...any), method, path string, status int) {
+	if method == http.MethodGet && status < 400 {
+		return
+	}
+	report("%s %s %d", method, path, status)
 }
