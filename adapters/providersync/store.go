@@ -136,6 +136,9 @@ func (s *Store) saveSubscriptions(ctx context.Context, provider string, subs []p
 				return err
 			}
 			for _, sub := range subs {
+				if sub.Events == nil {
+					sub.Events = []string{} // a provider that lists none: an empty array, not NULL
+				}
 				if _, err := tx.Exec(ctx, `INSERT INTO provider_subscriptions (provider, id, url, events, state, detail, checked_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (provider, id) DO NOTHING`,
 					provider, sub.ID, sub.URL, sub.Events, sub.State, clip(sub.Detail), at); err != nil {

@@ -99,8 +99,8 @@ type Check struct {
 }
 
 // Check lists provider's subscriptions, records them, and judges the one for the provider's webhook
-// URL (or, before any connect, every subscription whose URL ends in /webhooks/<provider>): a
-// disabled one, or none active, opens the provider's subscription item, raises an alert once, and —
+// URL (or, before any connect, every subscription whose URL ends in /webhooks/<provider>, and then
+// only a disabled one is a problem): a disabled one, or none active, opens the provider's subscription item, raises an alert once, and —
 // with Repair and a known URL — is repaired as Connect would. A healthy check closes the item.
 func (w *Watcher) Check(ctx context.Context, provider string) (Check, error) {
 	subs, ok := w.subs[provider]
@@ -197,7 +197,9 @@ func judge(provider, url string, list []providers.Subscription) []string {
 		}
 		problems = append(problems, fmt.Sprintf("%s subscription %s for %s is %s", provider, s.ID, s.URL, s.State))
 	}
-	if !active {
+	// Before any connect the webhook URL is not known: a subscription may deliver through a proxy
+	// path, so only one that Calendly & co. disabled is a problem, not the absence of one.
+	if !active && url != "" {
 		problems = append(problems, fmt.Sprintf("no active %s subscription for %s", provider, target))
 	}
 	return problems

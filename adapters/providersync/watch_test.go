@@ -174,12 +174,19 @@ func TestDisabledSubscriptionAlertsOpensAnItemAndIsRepairedOnce(t *testing.T) {
 	}
 }
 
-func TestMissingSubscriptionBeforeConnectSaysWhatToRun(t *testing.T) {
+func TestBeforeConnectOnlyADisabledSubscriptionIsAProblem(t *testing.T) {
 	e := newEnv(t)
-	w := e.watcher(&fakeSubs{}, keyring(t), true)
+	subs := &fakeSubs{}
+	w := e.watcher(subs, keyring(t), true)
 	c, err := w.Check(context.Background(), calendly.Name)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"no active calendly subscription for …/webhooks/calendly"}, c.Problems)
+	assert.Empty(t, c.Problems, "no URL is known: none at all may be a subscription through a proxy path")
+	assert.Zero(t, e.openItems(t, "calendly subscription"))
+
+	subs.list = []providers.Subscription{{ID: "s1", URL: "https://x.example/hooks/webhooks/calendly", State: providers.SubscriptionDisabled}}
+	c, err = w.Check(context.Background(), calendly.Name)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"calendly subscription s1 for https://x.example/hooks/webhooks/calendly is disabled"}, c.Problems)
 	assert.Nil(t, c.Repaired, "no URL is known to repair for")
 	var reason string
 	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT reason FROM reconciliation_items WHERE kind = 'sync'`).Scan(&reason))
