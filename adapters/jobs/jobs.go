@@ -199,7 +199,7 @@ func New(cfg Config) (*Queue, error) {
 	}
 	rc := &river.Config{
 		// River's own logs go to ours: its default is stdout, which serve reserves for "listening on".
-		Logger:       q.log.With("component", "river"),
+		Logger:       slog.New(quietInfo{q.log.Handler()}).With("component", "river"),
 		Queues:       queues,
 		Workers:      workers,
 		PeriodicJobs: periodic,
@@ -333,3 +333,26 @@ func deferredReceiptOf(j *rivertype.JobRow) int64 {
 	}
 	return a.ReceiptID
 }
+
+// quietInfo hands River's records to the log with Info lowered to Debug: River reports its
+// routine at Info ("client started", and every 10 s, per queue that worked, "Producer job counts"),
+// which in a serve whose periodic syncs and checks complete jobs every few seconds is a log line
+// a few times a minute saying nothing an operator acts on. Warnings and errors pass as they are.
+type quietInfo struct{ slog.Handler }
+
+func (q quietInfo) Enabled(ctx context.Context, l slog.Level) bool {
+	if l == slog.LevelInfo {
+		l = slog.LevelDebug
+	}
+	return q.Handler.Enabled(ctx, l)
+}
+
+func (q quietInfo) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
+	}
+	return q.Handler.Handle(ctx, r)
+}
+
+func (q quietInfo) WithAttrs(as []slog.Attr) slog.Handler { return quietInfo{q.Handler.WithAttrs(as)} }
+func (q quietInfo) WithGroup(n string) slog.Handler       { return quietInfo{q.Handler.WithGroup(n)} }
