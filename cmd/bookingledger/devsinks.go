@@ -235,12 +235,13 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// reportChange prints an API fake's request unless it is a read that succeeded: serve's provider sync
-// and subscription watch read the fakes every few seconds, and what a reader of make run's output
-// wants to see is what changed (a subscription created, a booking recorded) and what failed.
+// reportChange prints an API fake's request unless it is a read that succeeded or a delivery `send`
+// gave the fake: serve's provider sync and subscription watch read the fakes every few seconds, make
+// run's sends tell the fakes what they tell serve, and what a reader of make run's output wants to see
+// is what changed at the provider (a subscription created or disabled) and what failed.
 func reportChange(report func(string, ...any), method, path string, status int) {
-	if method == http.MethodGet && status < 400 {
-		return
+	if status < 400 && (method == http.MethodGet || strings.Contains(path, "/_fake/deliveries") || strings.HasPrefix(path, "/_fake/webhooks/")) {
+		return // a read, or what `send` told the fake besides serve (it prints its own line for --missed)
 	}
 	report("%s %s %d", method, path, status)
 }

@@ -298,8 +298,9 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer env.Close()
+	// No log: what the run found is the command's output.
 	syncer := providersync.NewSyncer(providersync.Config{Store: env.store, Ledger: env.ledger, Sources: apis.sources(),
-		Alerts: env.alerts, Logger: env.log})
+		Alerts: env.alerts})
 	res, err := syncer.Run(ctx, pos[0], w, *dry, false)
 	if *asJSON {
 		if werr := writeJSONTo(stdout, res); werr != nil {

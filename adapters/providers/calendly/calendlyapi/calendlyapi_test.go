@@ -264,3 +264,20 @@ func TestFiltersByStatusAndSorts(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, call(t, s, http.MethodGet, invitees+"?count=101", token, nil).status)
 	assert.Equal(t, http.StatusBadRequest, call(t, s, http.MethodGet, events+"&status=gone", token, nil).status)
 }
+
+func TestDisableAllSubscriptions(t *testing.T) {
+	s := start(t, calendlyapi.Config{})
+	me, org := s.Me()
+	for _, u := range []string{"https://example.com/a", "https://example.com/b"} {
+		created := call(t, s, http.MethodPost, "/webhook_subscriptions", token, map[string]any{"url": u, "events": []string{"invitee.created"},
+			"organization": org, "scope": "user", "user": me})
+		require.Equal(t, http.StatusCreated, created.status)
+	}
+	resp, err := http.Post(s.URL()+"/_fake/subscriptions/all/disable", "", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	for _, sub := range s.Subscriptions() {
+		assert.Equal(t, "disabled", sub.State, sub.URI)
+	}
+}

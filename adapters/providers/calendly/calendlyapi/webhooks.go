@@ -177,7 +177,16 @@ func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// postDisable is POST /_fake/subscriptions/{uuid}/disable; the uuid "all" disables every
+// subscription (the README tour: a day of failed deliveries to this deployment).
 func (s *Server) postDisable(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("uuid"); id == "all" {
+		for _, sub := range s.Subscriptions() {
+			_ = s.DisableSubscription(sub.URI)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if err := s.DisableSubscription(r.PathValue("uuid")); err != nil {
 		notFound(w)
 		return
