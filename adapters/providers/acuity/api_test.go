@@ -18,6 +18,7 @@ import (
 	"bookingledger/adapters/providers/acuity"
 	"bookingledger/adapters/providers/acuity/acuitysink"
 	"bookingledger/adapters/providers/acuity/acuitytest"
+	"bookingledger/adapters/providers/providertest"
 	"bookingledger/adapters/providersync"
 	"bookingledger/domain/booking"
 )
@@ -29,30 +30,9 @@ var (
 
 const syncKey = "sync-api-key"
 
-// clock is the time of a sink and of the client's waits: a recorded wait moves it forward.
-type clock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Sleep(_ context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.waits = append(c.waits, d)
-	c.now = c.now.Add(d)
-	return nil
-}
-
 type syncFixture struct {
 	sink  *acuitysink.Server
-	clock *clock
+	clock *providertest.Clock
 	api   *acuity.API
 	lists []string // minDate..maxDate of each list request, in order
 	mu    sync.Mutex
@@ -60,7 +40,7 @@ type syncFixture struct {
 
 func newSyncFixture(t *testing.T, now time.Time, max, rate int) *syncFixture {
 	t.Helper()
-	f := &syncFixture{clock: &clock{now: now}}
+	f := &syncFixture{clock: providertest.NewClock(now)}
 	sink, err := acuitysink.Start(acuitysink.Config{RatePerSecond: rate, Now: f.clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, sink.Close()) })
@@ -260,12 +240,12 @@ func TestAcuitySyncWaitsOutTheRateLimit(t *testing.T) {
 	pages, err := syncAll(t, f.api, providers.SyncWindow{From: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 3, 1, 0, 0, 0, time.UTC)})
 	require.NoError(t, err)
 	assert.Len(t, items(pages), 3)
-	assert.NotEmpty(t, f.clock.waits)
-	for _, d := range f.clock.waits {
+	assert.NotEmpty(t, f.clock.Waits())
+	for _, d := range f.clock.Waits() {
 		assert.Equal(t, time.Second, d, "each refused request waits the first backoff, then the next second has budget")
 	}
 	assert.Equal(t, len(f.Lists()), f.sink.Requests(), "every request was a list")
-	assert.Equal(t, 5, len(f.Lists())-len(f.clock.waits), "Dec 2-4 full, Dec 2, Dec 3-4 full, Dec 3, Dec 4 got through")
+	assert.Equal(t, 5, len(f.Lists())-len(f.clock.Waits()), "Dec 2-4 full, Dec 2, Dec 3-4 full, Dec 3, Dec 4 got through")
 }
 
 func TestAcuityAPIErrorsCarryTheirSentinel(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calcom/calcomapi"
+	"bookingledger/adapters/providers/providertest"
 	"bookingledger/adapters/providersync"
 	"bookingledger/domain/booking"
 )
@@ -27,38 +28,19 @@ var (
 
 const testKey = "cal_test_key"
 
-// clock is the fake's clock; the client's recorded sleeps advance it.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // apiFixture is a fake Cal.com and a client of it whose waits are recorded, not slept.
 type apiFixture struct {
 	fake  *calcomapi.Server
-	clock *clock
+	clock *providertest.Clock
 	api   *calcom.API
 	mu    sync.Mutex
-	waits []time.Duration
 	// retryAfter holds the Retry-After of each 429 the client received.
 	retryAfter []string
 }
 
 func newFixture(t *testing.T, pageSize int) *apiFixture {
 	t.Helper()
-	f := &apiFixture{clock: &clock{now: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)}}
+	f := &apiFixture{clock: providertest.NewClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))}
 	fake, err := calcomapi.Start(calcomapi.Config{Key: testKey, Now: f.clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, fake.Close()) })
@@ -79,13 +61,7 @@ func (f *apiFixture) client(key string, pageSize int) *calcom.API {
 			}
 			return resp, err
 		})},
-		Sleep: func(_ context.Context, d time.Duration) error {
-			f.mu.Lock()
-			f.waits = append(f.waits, d)
-			f.mu.Unlock()
-			f.clock.Advance(d)
-			return nil
-		},
+		Sleep: f.clock.Sleep,
 	})
 }
 
@@ -172,8 +148,8 @@ func TestSyncWaitsAsLongAsTheRateLimitSays(t *testing.T) {
 	require.Len(t, f.retryAfter, 1)
 	secs, err := strconv.Atoi(f.retryAfter[0])
 	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{time.Duration(secs) * time.Second}, f.waits, "the wait is the Retry-After")
-	assert.Equal(t, time.Minute, f.waits[0])
+	assert.Equal(t, []time.Duration{time.Duration(secs) * time.Second}, f.clock.Waits(), "the wait is the Retry-After")
+	assert.Equal(t, time.Minute, f.clock.Waits()[0])
 	assert.Equal(t, 3, f.fake.Requests(), "page 1, the 429, page 2 again")
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/calendly/calendlyapi"
+	"bookingledger/adapters/providers/providertest"
 	"bookingledger/adapters/providersync"
 	"bookingledger/domain/booking"
 )
@@ -26,37 +26,16 @@ var (
 
 const fakeToken = "test-calendly-token"
 
-// clock is the fake's time; the client's Sleep advances it instead of sleeping.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // harness is a client of a running fake; waits are the client's recorded sleeps.
 type harness struct {
 	fake  *calendlyapi.Server
 	api   *calendly.API
-	clock *clock
-
-	mu    sync.Mutex
-	waits []time.Duration
+	clock *providertest.Clock
 }
 
 func newHarness(t *testing.T, cfg calendlyapi.Config) *harness {
 	t.Helper()
-	h := &harness{clock: &clock{now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}}
+	h := &harness{clock: providertest.NewClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))}
 	cfg.Token = fakeToken
 	cfg.Now = h.clock.Now
 	fake, err := calendlyapi.Start(cfg)
@@ -68,20 +47,10 @@ func newHarness(t *testing.T, cfg calendlyapi.Config) *harness {
 }
 
 func (h *harness) client(url, token string) *calendly.API {
-	return calendly.NewAPI(calendly.APIConfig{Token: token, URL: url, Sleep: func(_ context.Context, d time.Duration) error {
-		h.mu.Lock()
-		h.waits = append(h.waits, d)
-		h.mu.Unlock()
-		h.clock.advance(d)
-		return nil
-	}})
+	return calendly.NewAPI(calendly.APIConfig{Token: token, URL: url, Sleep: h.clock.Sleep})
 }
 
-func (h *harness) recordedWaits() []time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]time.Duration(nil), h.waits...)
-}
+func (h *harness) recordedWaits() []time.Duration { return h.clock.Waits() }
 
 // sync runs a sync of [from, to) and returns its pages.
 func (h *harness) sync(t *testing.T, from, to time.Time) []providers.SyncPage {
@@ -193,7 +162,7 @@ func TestRateLimitIsWaitedOutByItsResetHeader(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, "3", resp.Header.Get("X-RateLimit-Remaining"))
-	h.clock.advance(17 * time.Second)
+	h.clock.Advance(17 * time.Second)
 
 	pages := h.sync(t, day, day.Add(24*time.Hour))
 

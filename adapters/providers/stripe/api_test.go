@@ -29,34 +29,6 @@ var (
 
 const testKey = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
 
-// clock is the time of a fake and of the client's waits: a recorded wait moves it forward, as the
-// real wait would have.
-type clock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Sleep(_ context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.waits = append(c.waits, d)
-	c.now = c.now.Add(d)
-	return nil
-}
-
-func (c *clock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.waits...)
-}
-
 // queries records the query of every request a client sends.
 type queries struct {
 	mu  sync.Mutex
@@ -78,14 +50,14 @@ func (q *queries) All() []url.Values {
 
 type fixture struct {
 	fake    *stripeapi.Server
-	clock   *clock
+	clock   *providertest.Clock
 	queries *queries
 	api     *stripe.API
 }
 
 func newFixture(t *testing.T, now time.Time, rate int) *fixture {
 	t.Helper()
-	c := &clock{now: now}
+	c := providertest.NewClock(now)
 	fake, err := stripeapi.Start(stripeapi.Config{Key: testKey, Now: c.Now, RatePerSecond: rate})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, fake.Close()) })
