@@ -2,13 +2,13 @@ package acuitysink
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"bookingledger/adapters/providers/fakeapi"
 )
 
 // Appointment is the state the sink answers for one appointment id.
@@ -64,10 +64,8 @@ var (
 
 // Server is a running sink.
 type Server struct {
-	cfg  Config
-	ln   net.Listener
-	srv  *http.Server
-	done chan error
+	cfg Config
+	l   *fakeapi.Listener
 
 	mu       sync.Mutex
 	appt     map[string]Appointment
@@ -81,20 +79,17 @@ type Server struct {
 
 // Start listens and serves until Close.
 func Start(cfg Config) (*Server, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
-	}
 	if cfg.RatePerSecond <= 0 {
 		cfg.RatePerSecond = DefaultRatePerSecond
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	l, err := fakeapi.Listen(cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("acuity sink: %w", err)
 	}
-	s := &Server{cfg: cfg, ln: ln, done: make(chan error, 1), appt: map[string]Appointment{}, known: map[string]bool{}}
+	s := &Server{cfg: cfg, l: l, appt: map[string]Appointment{}, known: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/v1/appointments/{id}", s.api(s.get))
 	mux.HandleFunc("PUT /api/v1/appointments/{id}", s.put)
@@ -104,21 +99,16 @@ func Start(cfg Config) (*Server, error) {
 	mux.Handle("DELETE /api/v1/webhooks/{id}", s.api(s.deleteWebhook))
 	mux.HandleFunc("POST /api/v1/_fake/deliveries", s.deliver)
 	mux.HandleFunc("POST /_fake/deliveries", s.deliver) // the same at the root, as the Stripe fake has it
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { s.done <- s.srv.Serve(ln) }()
+	s.l.Serve(mux)
 	return s, nil
 }
 
 // URL is the API base to give bookingledger (BOOKINGLEDGER_ACUITY_API_URL).
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() + "/api/v1" }
+func (s *Server) URL() string { return s.l.Origin() + "/api/v1" }
 
 // Close stops the sink.
 func (s *Server) Close() error {
-	err := s.srv.Close()
-	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	return err
+	return s.l.Close()
 }
 
 // Put sets what the sink answers for id from now on.

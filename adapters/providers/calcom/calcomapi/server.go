@@ -2,15 +2,15 @@ package calcomapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"bookingledger/adapters/providers/fakeapi"
 )
 
 // Request is one request the fake answered: no query (filters may hold addresses), no headers.
@@ -34,10 +34,8 @@ type Config struct {
 
 // Server is a running fake.
 type Server struct {
-	cfg  Config
-	ln   net.Listener
-	srv  *http.Server
-	done chan error
+	cfg Config
+	l   *fakeapi.Listener
 
 	mu       sync.Mutex
 	requests int
@@ -52,17 +50,14 @@ type Server struct {
 
 // Start listens on 127.0.0.1 (or cfg.Addr) and serves until Close.
 func Start(cfg Config) (*Server, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	l, err := fakeapi.Listen(cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("calcom api fake: %w", err)
 	}
-	s := &Server{cfg: cfg, ln: ln, done: make(chan error, 1), byUID: map[string]*Booking{}}
+	s := &Server{cfg: cfg, l: l, byUID: map[string]*Booking{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v2/bookings", s.api(s.listBookings))
 	mux.HandleFunc("GET /v2/bookings/{uid}", s.api(s.getBooking))
@@ -75,25 +70,20 @@ func Start(cfg Config) (*Server, error) {
 	// `bookingledger send calcom … --url <host>/_fake/deliveries` posts here.
 	mux.HandleFunc("POST /_fake/deliveries/webhooks/calcom", s.admin(s.delivery))
 	mux.HandleFunc("POST /_fake/subscriptions/{id}/disable", s.admin(s.disable))
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { s.done <- s.srv.Serve(ln) }()
+	s.l.Serve(mux)
 	return s, nil
 }
 
 // URL is the API base to give bookingledger (BOOKINGLEDGER_CALCOM_API_URL), like
 // https://api.cal.com/v2.
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() + "/v2" }
+func (s *Server) URL() string { return s.l.Origin() + "/v2" }
 
 // AdminURL is the base of the /_fake routes.
-func (s *Server) AdminURL() string { return "http://" + s.ln.Addr().String() + "/_fake" }
+func (s *Server) AdminURL() string { return s.l.Origin() + "/_fake" }
 
 // Close stops the fake.
 func (s *Server) Close() error {
-	err := s.srv.Close()
-	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	return err
+	return s.l.Close()
 }
 
 // Requests returns how many API requests (not /_fake ones) the fake has answered, 429s included.

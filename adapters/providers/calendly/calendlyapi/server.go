@@ -2,15 +2,15 @@ package calendlyapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"bookingledger/adapters/providers/fakeapi"
 )
 
 // DefaultURIBase is the host Calendly's resource URIs name. URIs are identifiers (booking IDs are
@@ -44,10 +44,8 @@ type Config struct {
 
 // Server is a running fake.
 type Server struct {
-	cfg  Config
-	ln   net.Listener
-	srv  *http.Server
-	done chan error
+	cfg Config
+	l   *fakeapi.Listener
 
 	mu        sync.Mutex
 	seq       int
@@ -65,9 +63,6 @@ type Server struct {
 
 // Start listens on cfg.Addr and serves until Close.
 func Start(cfg Config) (*Server, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
-	}
 	if cfg.Window <= 0 {
 		cfg.Window = time.Minute
 	}
@@ -77,32 +72,27 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.URIBase == "" {
 		cfg.URIBase = DefaultURIBase
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	l, err := fakeapi.Listen(cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("calendly api fake: %w", err)
 	}
 	s := &Server{
-		cfg: cfg, ln: ln, done: make(chan error, 1),
+		cfg: cfg, l: l,
 		events: map[string]*Event{}, invitees: map[string]*Invitee{}, byEvent: map[string][]string{},
 		subs: map[string]*Subscription{},
 	}
 	s.me = cfg.URIBase + "/users/" + s.newID("USR")
 	s.org = cfg.URIBase + "/organizations/" + s.newID("ORG")
-	s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second}
-	go func() { s.done <- s.srv.Serve(ln) }()
+	s.l.Serve(s.routes())
 	return s, nil
 }
 
 // URL is the API's base URL (BOOKINGLEDGER_CALENDLY_API_URL).
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+func (s *Server) URL() string { return s.l.Origin() }
 
 // Close stops the fake.
 func (s *Server) Close() error {
-	err := s.srv.Close()
-	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	return err
+	return s.l.Close()
 }
 
 // Me returns the token's user URI and its organization URI.

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"bookingledger/adapters/providers/fakeapi"
 )
 
 // Limits Stripe documents, which the fake enforces.
@@ -47,10 +48,8 @@ type Request struct {
 
 // Server is a running fake.
 type Server struct {
-	cfg  Config
-	ln   net.Listener
-	srv  *http.Server
-	done chan error
+	cfg Config
+	l   *fakeapi.Listener
 
 	mu         sync.Mutex
 	events     []event
@@ -67,20 +66,17 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Key == "" {
 		return nil, errors.New("stripe API fake: a key is required")
 	}
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
-	}
 	if cfg.RatePerSecond <= 0 {
 		cfg.RatePerSecond = DefaultRatePerSecond
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	l, err := fakeapi.Listen(cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("stripe API fake: %w", err)
 	}
-	s := &Server{cfg: cfg, ln: ln, done: make(chan error, 1), idempotent: map[string]replay{}}
+	s := &Server{cfg: cfg, l: l, idempotent: map[string]replay{}}
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/events", s.api(s.listEvents))
 	mux.Handle("GET /v1/webhook_endpoints", s.api(s.listEndpoints))
@@ -93,21 +89,16 @@ func Start(cfg Config) (*Server, error) {
 	}))
 	mux.HandleFunc("POST /_fake/deliveries", s.deliver)
 	mux.HandleFunc("POST /_fake/subscriptions/{id}/disable", s.disableRoute)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { s.done <- s.srv.Serve(ln) }()
+	s.l.Serve(mux)
 	return s, nil
 }
 
 // URL is the API base to give bookingledger (Stripe's is https://api.stripe.com).
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+func (s *Server) URL() string { return s.l.Origin() }
 
 // Close stops the fake.
 func (s *Server) Close() error {
-	err := s.srv.Close()
-	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	return err
+	return s.l.Close()
 }
 
 // Requests is the number of API requests received so far, refused ones included.
