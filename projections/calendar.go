@@ -185,7 +185,7 @@ func SeriesCancelOf(id booking.ID, s booking.State) (SeriesCancel, bool) {
 }
 
 // canceledWith is the series cancel that cancels an occurrence starting at start: the earliest (then
-// smallest booking id) of those at or before its start, other than its own.
+// first booking id in natural order) of those at or before its start, other than its own.
 func canceledWith(own booking.ID, start time.Time, cancels []SeriesCancel) (SeriesCancel, bool) {
 	var best SeriesCancel
 	found := false
@@ -193,7 +193,7 @@ func canceledWith(own booking.ID, start time.Time, cancels []SeriesCancel) (Seri
 		if c.Booking == own || c.At.After(start) {
 			continue
 		}
-		if !found || c.At.Before(best.At) || c.At.Equal(best.At) && c.Booking < best.Booking {
+		if !found || c.At.Before(best.At) || c.At.Equal(best.At) && naturalCompare(string(c.Booking), string(best.Booking)) < 0 {
 			best, found = c, true
 		}
 	}
@@ -394,7 +394,7 @@ func assignSlots(claims []Claim) assignment {
 		order = append(order, ranked{id, first.Priority})
 	}
 	slices.SortFunc(order, func(a, b ranked) int {
-		return cmp.Or(a.priority.Compare(b.priority), cmp.Compare(a.id, b.id))
+		return cmp.Or(a.priority.Compare(b.priority), naturalCompare(string(a.id), string(b.id)))
 	})
 
 	out := assignment{Holders: map[booking.ID]bool{}}

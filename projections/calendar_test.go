@@ -45,6 +45,8 @@ func TestAssignSlots(t *testing.T) {
 			[]string{"b"}, []string{"a<b"}},
 		{"same scheduled-at: smaller booking id holds", []projections.Claim{claim("b", "h", "m2", 0, 60, 1), claim("a", "h", "m1", 30, 90, 1)},
 			[]string{"a"}, []string{"b<a"}},
+		{"same scheduled-at: natural order, demo-9 before demo-10", []projections.Claim{claim("demo-10", "h", "m2", 0, 60, 1), claim("demo-9", "h", "m1", 30, 90, 1)},
+			[]string{"demo-9"}, []string{"demo-10<demo-9"}},
 		{"back to back is no overlap", []projections.Claim{claim("a", "h", "m1", 0, 30, 1), claim("b", "h", "m2", 30, 60, 2)},
 			[]string{"a", "b"}, nil},
 		{"other resource is no overlap", []projections.Claim{claim("a", "h1", "m1", 0, 30, 1), claim("b", "h2", "m2", 0, 30, 2)},

@@ -86,7 +86,7 @@ func (it Item) key() itemKey { return itemKey{Kind: it.Kind, Subject: it.Subject
 func conflictItem(c conflict, loser, holder Booking) DesiredItem {
 	rule := "earlier provider scheduled-at"
 	switch later := holder.ScheduledAt.Compare(loser.ScheduledAt); {
-	case later > 0 || later == 0 && holder.Booking > loser.Booking: // holds only because loser lost first
+	case later > 0 || later == 0 && naturalCompare(string(holder.Booking), string(loser.Booking)) > 0: // holds only because loser lost first
 		rule = "ranked after " + string(loser.Booking) + ", which lost to an earlier holder"
 	case later == 0:
 		rule = "same scheduled-at, smaller booking id"
