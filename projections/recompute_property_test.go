@@ -80,8 +80,8 @@ func sortedDesired(ds []projections.DesiredItem) []projections.DesiredItem {
 // recomputing any one booking against the stored rest changes nothing; and a booking's last event
 // recomputed against the calendar stored without it (with the stored claims of the bookings
 // recomputed, as a loader passes them) gives the whole calendar's rows, restatuses exactly the stored
-// bookings whose verdict changed, and opens and closes exactly the items that differ (DESIGN
-// invariants 3 and 6 at the rule's level).
+// bookings whose verdict changed, and opens and closes exactly the items that differ (invariants 3
+// and 6 of docs/architecture.md, at the rule's level).
 func TestRecomputeIsAFunctionOfTheSetAndIncrementalEqualsWhole(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 13))
 	seen, changed := map[string]int{}, 0

@@ -1,5 +1,5 @@
 // Package privacy keeps the personal data the ledger must not put in its immutable events, where it
-// can be erased on request (GDPR art. 17; DESIGN §9, ADR 0015, docs/operations/personal-data.md).
+// can be erased on request (GDPR art. 17; ADR 0015, docs/operations/personal-data.md).
 //
 //   - texts.go is the free-text side table: the cancel and rejection reasons the ledger splits off
 //     every event (booking.SplitFreeText), read back into history, and erased per booking.

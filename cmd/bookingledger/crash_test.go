@@ -55,7 +55,7 @@ func buildBinary(t testing.TB) string {
 	return bin
 }
 
-// TestKilledServerLosesNoAcknowledgedDelivery: DESIGN invariant 1. Clients post distinct deliveries
+// TestKilledServerLosesNoAcknowledgedDelivery: invariant 1 of docs/architecture.md. Clients post distinct deliveries
 // concurrently while the server process is killed with SIGKILL at an arbitrary instant; every delivery
 // that got a 2xx must be in the store afterwards, and a restarted server must recognise each of them as
 // a duplicate.

@@ -309,7 +309,7 @@ func withDuplicates(r *rand.Rand, events []booking.Event) []booking.Event {
 }
 
 // TestFoldIsAFunctionOfTheSet: any arrival order of a booking's events, with any duplicates, folds to
-// the same state (DESIGN invariant 3).
+// the same state (invariant 3 of docs/architecture.md).
 func TestFoldIsAFunctionOfTheSet(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("BOOKINGLEDGER_PROPERTY_SEED"); s != "" {

@@ -13,7 +13,7 @@ const (
 )
 
 // FreeText is a text a person typed, kept apart from the event it came with: events are immutable and
-// erasing a person must be able to remove it (DESIGN §9, ADR 0015). Event names the event it belongs
+// erasing a person must be able to remove it (ADR 0015). Event names the event it belongs
 // to, so a reader can put it back in place.
 type FreeText struct {
 	Booking ID
