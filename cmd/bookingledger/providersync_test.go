@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -169,4 +170,45 @@ func postSigned(t *testing.T, url string, body []byte, signature string) (int, s
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
 	return resp.StatusCode, b.String()
+}
+
+// Two serves on one database both run the periodic sync (River inserts it on the leader; a standby
+// takes over): what the webhooks missed is appended once, whichever runs it, however often.
+func TestTwoServesSyncPeriodicallyWithoutDoubles(t *testing.T) {
+	api, err := calendlyapi.Start(calendlyapi.Config{Token: "tok-2"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = api.Close() })
+	start := time.Now().Add(24 * time.Hour).Truncate(time.Hour).UTC()
+	var bookings []string
+	for i := range 6 {
+		inv := api.Schedule(calendlyapi.Booking{Start: start.Add(time.Duration(i) * time.Hour), End: start.Add(time.Duration(i)*time.Hour + 30*time.Minute)})
+		bookings = append(bookings, "calendly-"+inv.URI[strings.LastIndex(inv.URI, "/")+1:])
+	}
+	dbURL := pgtest.NewDatabaseURL(t)
+	env := envOf(map[string]string{
+		envDatabaseURL:                        dbURL,
+		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
+		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
+		envCalendlyAPIToken:                   "tok-2",
+		envCalendlyAPIURL:                     api.URL(),
+		"BOOKINGLEDGER_SYNC_INTERVAL":         "1s",
+		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
+		privacy.EnvMasterKey:                  testMasterKey,
+	})
+	a, b := startServe(t, env), startServe(t, env)
+	want := map[string]string{}
+	for _, id := range bookings {
+		want[id] = "active"
+	}
+	waitForCalendar(t, a.token, b.admin, start.Add(-time.Hour).Format(time.RFC3339), start.Add(24*time.Hour).Format(time.RFC3339), want)
+	a.stop(t) // the leader may change: the other one syncs on
+	time.Sleep(3 * time.Second)
+	pool := pgtest.Open(t, dbURL)
+	var events, streams int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT stream_id) FROM events WHERE stream_id LIKE 'booking-calendly-%'`).Scan(&events, &streams))
+	assert.Equal(t, 6, streams)
+	assert.Equal(t, 6, events, "each missed create appended once across both serves' runs")
+	var missed int64
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT missed_total FROM provider_sync_state WHERE provider = 'calendly'`).Scan(&missed))
+	assert.Equal(t, int64(6), missed)
 }
