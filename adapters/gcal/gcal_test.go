@@ -22,7 +22,9 @@ const calID = "dr.smith@clinic.example"
 func newTarget(t *testing.T, s *gcalfake.Server, timeout time.Duration) *gcal.Target {
 	t.Helper()
 	tg, err := gcal.New(gcal.Config{Endpoint: s.Endpoint(), AllowPrivate: true, Timeout: timeout,
-		Calendars: func(r string) (gcal.Calendar, bool) { return gcal.Calendar{ID: calID, As: "dr.smith@clinic.example"}, r == "dr-smith" }})
+		Calendars: func(r string) (gcal.Calendar, bool) {
+			return gcal.Calendar{ID: calID, As: "dr.smith@clinic.example"}, r == "dr-smith"
+		}})
 	require.NoError(t, err)
 	return tg
 }
