@@ -107,6 +107,6 @@ func withSteps(d projectionDeps, getenv func(string) string) (projectionDeps, er
 	if d.jobs, err = process.InsertOnlyClient(d.pool); err != nil {
 		return d, err
 	}
-	d.stepTargets = process.Targets{Calendar: sc.calendar != nil, Email: sc.mailer != nil}
+	d.stepTargets = process.Targets{Calendar: sc.hasCalendar(), Email: sc.mailer != nil}
 	return d, nil
 }

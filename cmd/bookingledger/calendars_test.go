@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/gcal/gcalfake"
+	"bookingledger/adapters/msgraph/msgraphfake"
+)
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+// Each host resource's calendar steps go to the target the calendars file names for it — by the
+// provider's identifier or by the canonical name it is linked to — and the others to the default
+// (CalDAV): a create and a cancel land on Google, on Microsoft 365 and on CalDAV, one event each.
+func TestCalendarStepsGoToEachResourcesTarget(t *testing.T) {
+	w := newStepsWorld(t, nil, nil)
+	g := gcalfake.Start()
+	t.Cleanup(g.Close)
+	m := msgraphfake.Start()
+	t.Cleanup(m.Close)
+	w.vars[envCalendarsFile] = writeFile(t, "calendars.json", `{"default": "caldav", "resources": {
+  "https://api.calendly.com/users/g-host": {"target": "google", "calendar": "primary"},
+  "dr-jones": {"target": "microsoft", "user": "jones@clinic.example"}}}`)
+	w.vars[envResourcesFile] = writeFile(t, "resources.json", `{"resources": {"dr-jones": ["https://api.calendly.com/users/m-host"]}}`)
+	w.vars[envGoogleEndpoint] = g.Endpoint()
+	w.vars[envMicrosoftEndpoint] = m.Endpoint()
+	env := w.env()
+	srv := startServe(t, env)
+
+	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "g1", "--host", "g-host", "--repeat", "3")
+	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "m1", "--host", "m-host", "--repeat", "3")
+	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "d1", "--host", "d-host")
+	for _, b := range []string{"calendly-g1", "calendly-m1", "calendly-d1"} {
+		w.waitSteps(t, b, "host_calendar.create=done", "invitee_email.confirmation=done")
+	}
+	require.Len(t, g.Events("primary"), 1)
+	assert.Equal(t, "confirmed", g.Events("primary")[0].Status)
+	require.Len(t, m.Events(), 1)
+	require.Len(t, w.dav.Store.Objects(), 1)
+
+	send(t, env, srv.base, "calendly", "invitee.canceled", "--booking", "g1", "--host", "g-host")
+	send(t, env, srv.base, "calendly", "invitee.canceled", "--booking", "m1", "--host", "m-host")
+	for _, b := range []string{"calendly-g1", "calendly-m1"} {
+		w.waitSteps(t, b, "host_calendar.create=done", "invitee_email.confirmation=done", "host_calendar.delete=done", "invitee_email.cancellation=done")
+	}
+	assert.Equal(t, "cancelled", g.Events("primary")[0].Status)
+	assert.Empty(t, m.Events())
+	assert.Equal(t, 1, g.Inserts())
+	assert.Equal(t, 1, m.Calls("POST"))
+}
+
+// A calendars file that names an unknown target, or a target without what it needs, stops serve.
+func TestCalendarsFileIsChecked(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"resources": {"a": {"target": "exchange"}}}`:                `target "exchange"`,
+		`{"resources": {"a": {"target": "google"}}}`:                  `needs "calendar"`,
+		`{"resources": {"a": {"target": "microsoft"}}}`:               `needs "user"`,
+		`{"resources": {"a": {"target": "google", "calendar": "p"}}}`: envGoogleCredentialsFile,
+		`{"resources": {"a": {"target": "microsoft", "user": "u"}}}`:  envMicrosoftClientID,
+		`{"default": "caldav", "resources": {}}`:                      envCalDAVURLTemplate,
+		`{"resources": {}, "extra": 1}`:                               "unknown field",
+	} {
+		vars := map[string]string{envCalendarsFile: writeFile(t, "c.json", body)}
+		_, err := parseSteps(envOf(vars))
+		require.Error(t, err, body)
+		assert.Contains(t, err.Error(), want, body)
+	}
+	vars := map[string]string{envCalendarsFile: writeFile(t, "c.json", `{"resources": {"a": {"target": "google", "calendar": "p"}}}`),
+		envGoogleCredentialsFile: writeFile(t, "k.json", `{"type": "service_account", "private_key": "SECRET-DO-NOT-SHOW"`)}
+	_, err := parseSteps(envOf(vars))
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "SECRET-DO-NOT-SHOW", "credentials never show in errors")
+}
