@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -96,11 +97,7 @@ func (t *Target) Href(resource string, key uuid.UUID) (string, error) {
 	if resource == "" {
 		return "", errors.New("caldav: booking has no host resource")
 	}
-	base := strings.ReplaceAll(t.cfg.URLTemplate, Placeholder, Collection(resource))
-	if !strings.HasSuffix(base, "/") {
-		base += "/"
-	}
-	return base + key.String() + ".ics", nil
+	return t.CollectionURL(resource) + key.String() + ".ics", nil
 }
 
 func encode(ev process.Event) ([]byte, error) {
@@ -197,14 +194,31 @@ func (t *Target) collectionExists(ctx context.Context, coll string) (bool, error
 		return false, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
 		return false, nil
-	case resp.StatusCode == http.StatusMultiStatus || resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusMultiStatus:
+		// Some servers (Xandikos) answer a missing resource with a 207 whose response is a 404: the
+		// collection exists when its resource type says collection.
+		return hasCollectionType(io.LimitReader(resp.Body, 1<<16)), nil
+	case resp.StatusCode == http.StatusOK:
 		return true, nil
 	}
 	return false, fmt.Errorf("caldav PROPFIND %s: %s", coll, resp.Status)
+}
+
+// hasCollectionType reports whether a PROPFIND answer names a resource type DAV:collection.
+func hasCollectionType(r io.Reader) bool {
+	d := xml.NewDecoder(r)
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Space == "DAV:" && se.Name.Local == "collection" {
+			return true
+		}
+	}
 }
 
 const propfindType = `<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop><resourcetype/></prop></propfind>`
