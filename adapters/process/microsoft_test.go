@@ -21,7 +21,9 @@ func microsoftWorld(t *testing.T, timeout time.Duration) (*workerWorld, *msgraph
 	s := msgraphfake.Start()
 	t.Cleanup(s.Close)
 	tg, err := msgraph.New(msgraph.Config{Endpoint: s.Endpoint(), AllowPrivate: true, Timeout: timeout,
-		Mailboxes: func(r string) (msgraph.Mailbox, bool) { return msgraph.Mailbox{User: "host@clinic.example"}, r == "host-1" }})
+		Mailboxes: func(r string) (msgraph.Mailbox, bool) {
+			return msgraph.Mailbox{User: "host@clinic.example"}, r == "host-1"
+		}})
 	require.NoError(t, err)
 	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Calendar: tg, CallTimeout: timeout})
 	require.NoError(t, err)
