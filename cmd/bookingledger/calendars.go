@@ -23,6 +23,7 @@ import (
 const (
 	envCalendarsFile             = "BOOKINGLEDGER_CALENDARS_FILE"
 	envGoogleCredentialsFile     = "BOOKINGLEDGER_GOOGLE_CREDENTIALS_FILE"
+	envGoogleCredentials         = "BOOKINGLEDGER_GOOGLE_CREDENTIALS"
 	envGoogleEndpoint            = "BOOKINGLEDGER_GOOGLE_ENDPOINT"
 	envMicrosoftTenantID         = "BOOKINGLEDGER_MICROSOFT_TENANT_ID"
 	envMicrosoftClientID         = "BOOKINGLEDGER_MICROSOFT_CLIENT_ID"
@@ -175,6 +176,10 @@ func parseCalendars(getenv func(string) string, caldavSet, allow bool, timeout t
 				return gcal.Calendar{ID: e.Calendar, As: e.As}, ok && e.Target == targetGoogle
 			}}
 		switch p := env(envGoogleCredentialsFile); {
+		case p != "" && getenv(envGoogleCredentials) != "":
+			return nil, nil, nil, usageErrorf("set %s or %s, not both", envGoogleCredentialsFile, envGoogleCredentials)
+		case getenv(envGoogleCredentials) != "":
+			cfg.Credentials = []byte(getenv(envGoogleCredentials))
 		case p != "":
 			if cfg.Credentials, err = os.ReadFile(p); err != nil {
 				return nil, nil, nil, usageErrorf("%s: %w", envGoogleCredentialsFile, err)

@@ -80,4 +80,9 @@ func TestCalendarsFileIsChecked(t *testing.T) {
 	_, err := parseSteps(envOf(vars))
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "SECRET-DO-NOT-SHOW", "credentials never show in errors")
+	delete(vars, envGoogleCredentialsFile)
+	vars[envGoogleCredentials] = `{"type": "authorized_user", "client_id": "c", "client_secret": "SECRET-DO-NOT-SHOW", "refresh_token": "r"}`
+	sc, err := parseSteps(envOf(vars))
+	require.NoError(t, err, "credentials from the environment")
+	assert.NotNil(t, sc.google)
 }
