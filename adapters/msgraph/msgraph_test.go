@@ -20,7 +20,9 @@ import (
 func newTarget(t *testing.T, s *msgraphfake.Server, timeout time.Duration) *msgraph.Target {
 	t.Helper()
 	tg, err := msgraph.New(msgraph.Config{Endpoint: s.Endpoint(), AllowPrivate: true, Timeout: timeout,
-		Mailboxes: func(r string) (msgraph.Mailbox, bool) { return msgraph.Mailbox{User: "jones@clinic.example"}, r == "dr-jones" }})
+		Mailboxes: func(r string) (msgraph.Mailbox, bool) {
+			return msgraph.Mailbox{User: "jones@clinic.example"}, r == "dr-jones"
+		}})
 	require.NoError(t, err)
 	return tg
 }
