@@ -2,11 +2,6 @@ package caldav_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,64 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/caldav"
+	"bookingledger/adapters/caldav/davtest"
 	"bookingledger/adapters/process"
 )
-
-// realServer starts a CalDAV server from Debian's packages (radicale, xandikos) on a free port and
-// returns the URL template bookingledger would be given. Without the program the test is skipped,
-// except under CI=true (scripts/test.sh installs both), where it fails.
-func realServer(t *testing.T, name string) (tpl, user, pass string) {
-	t.Helper()
-	bin, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found (CI=true: the real-server tests must run); apt-get install %s", name, name)
-		}
-		t.Skipf("%s not found: real-server test skipped (apt-get install %s, or run `make test` as root)", name, name)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	dir := t.TempDir()
-	var cmd *exec.Cmd
-	switch name {
-	case "radicale":
-		user, pass = "host", "pw"
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "users"), []byte(user+":"+pass+"\n"), 0o600))
-		cfg := fmt.Sprintf("[server]\nhosts = 127.0.0.1:%d\n[auth]\ntype = htpasswd\nhtpasswd_filename = %s\nhtpasswd_encryption = plain\n"+
-			"[rights]\ntype = owner_only\n[storage]\nfilesystem_folder = %s\n[logging]\nlevel = warning\n",
-			port, filepath.Join(dir, "users"), filepath.Join(dir, "collections"))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "config"), []byte(cfg), 0o600))
-		cmd = exec.Command(bin, "--config", filepath.Join(dir, "config"))
-		tpl = fmt.Sprintf("http://127.0.0.1:%d/%s/{resource}/", port, user)
-	case "xandikos":
-		cmd = exec.Command(bin, "-d", dir, "-l", "127.0.0.1", "-p", fmt.Sprint(port), "--autocreate")
-		tpl = fmt.Sprintf("http://127.0.0.1:%d/user/calendars/{resource}/", port)
-	}
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "%s did not listen: %v", name, err)
-		time.Sleep(100 * time.Millisecond)
-	}
-	return tpl, user, pass
-}
 
 // Against real Radicale and Xandikos: a PUT into a collection that does not exist is refused
 // (Radicale 409, Xandikos 404) and reported as the missing collection with its URL, nothing done;
 // Setup creates it (MKCALENDAR) once; then create, reschedule in place (same href, If-Match) and
 // cancel (DELETE, then 404 on a second) behave as the steps expect.
 func TestRealServers(t *testing.T) {
-	for _, name := range []string{"radicale", "xandikos"} {
+	for _, name := range davtest.Servers {
 		t.Run(name, func(t *testing.T) {
-			tpl, user, pass := realServer(t, name)
+			tpl, user, pass := davtest.Start(t, name)
 			tg, err := caldav.New(caldav.Config{URLTemplate: tpl, Username: user, Password: pass, AllowPrivate: true, Timeout: 10 * time.Second})
 			require.NoError(t, err)
 			ctx := context.Background()
