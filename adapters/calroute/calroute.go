@@ -39,7 +39,7 @@ func (r *Router) Href(resource string, key uuid.UUID) (string, error) {
 	name := r.Choose(resource)
 	t, ok := r.Targets[name]
 	if name == "" || !ok {
-		return "", fmt.Errorf("no calendar target configured for resource %s (add it to BOOKINGLEDGER_CALENDARS_FILE, or set a default)", resource)
+		return "", fmt.Errorf("%w: %s (BOOKINGLEDGER_CALENDARS_FILE gives it none; list it there, or set a default)", process.ErrNoTarget, resource)
 	}
 	return t.Calendar.Href(resource, key)
 }

@@ -54,7 +54,8 @@ func TestRouterSendsByResourceThenByHref(t *testing.T) {
 	hb, err := r.Href("b", key)
 	require.NoError(t, err)
 	_, err = r.Href("c", key)
-	assert.ErrorContains(t, err, "no calendar target configured for resource c")
+	require.ErrorIs(t, err, process.ErrNoTarget)
+	assert.ErrorContains(t, err, "c (BOOKINGLEDGER_CALENDARS_FILE gives it none")
 
 	route["b"] = "caldav" // the configuration changed: b's object stays where it was written
 	_, _ = r.Create(ctx, ha, process.Event{})

@@ -381,6 +381,9 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 	switch s.Kind {
 	case CalendarCreate:
 		href, err := cal.Href(s.Resource, s.Key)
+		if errors.Is(err, ErrNoTarget) {
+			return outcome{state: StateSkipped, note: err.Error()}
+		}
 		if err != nil {
 			return outcome{state: StateFailed, err: fmt.Errorf("%w: %w", ErrRejected, err)}
 		}

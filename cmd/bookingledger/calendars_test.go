@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,6 +58,24 @@ func TestCalendarStepsGoToEachResourcesTarget(t *testing.T) {
 	assert.Empty(t, m.Events())
 	assert.Equal(t, 1, g.Inserts())
 	assert.Equal(t, 1, m.Calls("POST"))
+}
+
+// A resource the calendars file gives no calendar (default none) gets no event: its create is skipped
+// with the reason, nothing is called and no item is opened; the confirmation email still goes out.
+func TestCalendarStepsOfAResourceWithoutTargetAreSkipped(t *testing.T) {
+	w := newStepsWorld(t, nil, nil)
+	w.vars[envCalendarsFile] = writeFile(t, "calendars.json", `{"default": "none", "resources": {"dr-x": {"target": "caldav"}}}`)
+	env := w.env()
+	srv := startServe(t, env)
+	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "n1", "--host", "nobody")
+	w.waitSteps(t, "calendly-n1", "host_calendar.create=skipped", "invitee_email.confirmation=done")
+	var note string
+	var items int
+	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT note, (SELECT count(*) FROM reconciliation_items WHERE kind = 'step')
+FROM process_steps WHERE kind = 'host_calendar.create'`).Scan(&note, &items))
+	assert.Contains(t, note, "no calendar target configured for this resource: https://api.calendly.com/users/nobody")
+	assert.Zero(t, items)
+	assert.Empty(t, w.dav.Store.Objects())
 }
 
 // A calendars file that names an unknown target, or a target without what it needs, stops serve.
