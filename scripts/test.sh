@@ -33,6 +33,9 @@ ensure_tool() { # ensure_tool COMMAND PACKAGE
 }
 ensure_tool promtool prometheus
 ensure_tool nginx nginx
+# Real CalDAV servers for adapters/caldav's TestRealServers (skipped without them; CI=true: fail).
+ensure_tool radicale radicale
+ensure_tool xandikos xandikos
 rules=docs/operations/monitoring
 if command -v promtool >/dev/null 2>&1; then
 	promtool check rules "$rules/alerts.yml"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -96,11 +97,7 @@ func (t *Target) Href(resource string, key uuid.UUID) (string, error) {
 	if resource == "" {
 		return "", errors.New("caldav: booking has no host resource")
 	}
-	base := strings.ReplaceAll(t.cfg.URLTemplate, Placeholder, Collection(resource))
-	if !strings.HasSuffix(base, "/") {
-		base += "/"
-	}
-	return base + key.String() + ".ics", nil
+	return t.CollectionURL(resource) + key.String() + ".ics", nil
 }
 
 func encode(ev process.Event) ([]byte, error) {
@@ -155,12 +152,76 @@ func (t *Target) put(ctx context.Context, href string, ev process.Event, cond, v
 		return "", err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusGone {
+		// A write the server refused wrote nothing. RFC 4918 answers a PUT into a collection that does
+		// not exist with 409 (Radicale); others answer 404 (Xandikos): say which, with its URL.
+		return "", t.refusedPut(req.Context(), href, resp)
+	}
 	if err := statusError("PUT", resp); err != nil {
 		return "", err
 	}
 	etag, _ := strconv.Unquote(resp.Header.Get("ETag"))
 	return etag, nil
 }
+
+// ErrMissingCollection: the calendar collection a step writes into does not exist (bookingledger
+// never creates it while acting; `bookingledger steps setup` does). It wraps process.ErrRejected.
+var ErrMissingCollection = errors.New("calendar collection missing")
+
+// refusedPut explains a PUT answered 404, 409 or 410: the collection is missing (PROPFIND finds nothing at
+// it), or the server refused the object itself.
+func (t *Target) refusedPut(ctx context.Context, href string, resp *http.Response) error {
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+	coll := href[:strings.LastIndex(href, "/")+1]
+	exists, err := t.collectionExists(ctx, coll)
+	if err == nil && !exists {
+		return fmt.Errorf("%w: %w at %s (PUT answered %s) — create it or run `bookingledger steps setup`",
+			process.ErrRejected, ErrMissingCollection, coll, resp.Status)
+	}
+	return fmt.Errorf("%w: caldav PUT: %s: %s", process.ErrRejected, resp.Status, strings.TrimSpace(string(msg)))
+}
+
+// collectionExists asks for the collection's resource type (PROPFIND, Depth 0).
+func (t *Target) collectionExists(ctx context.Context, coll string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, "PROPFIND", coll, strings.NewReader(propfindType))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Depth", "0")
+	req.Header.Set("Content-Type", "application/xml; charset=utf-8")
+	resp, err := t.do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		return false, nil
+	case resp.StatusCode == http.StatusMultiStatus:
+		// Some servers (Xandikos) answer a missing resource with a 207 whose response is a 404: the
+		// collection exists when its resource type says collection.
+		return hasCollectionType(io.LimitReader(resp.Body, 1<<16)), nil
+	case resp.StatusCode == http.StatusOK:
+		return true, nil
+	}
+	return false, fmt.Errorf("caldav PROPFIND %s: %s", coll, resp.Status)
+}
+
+// hasCollectionType reports whether a PROPFIND answer names a resource type DAV:collection.
+func hasCollectionType(r io.Reader) bool {
+	d := xml.NewDecoder(r)
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Space == "DAV:" && se.Name.Local == "collection" {
+			return true
+		}
+	}
+}
+
+const propfindType = `<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop><resourcetype/></prop></propfind>`
 
 func (t *Target) do(req *http.Request) (*http.Response, error) {
 	if t.cfg.Username != "" {
@@ -171,8 +232,9 @@ func (t *Target) do(req *http.Request) (*http.Response, error) {
 		if errors.Is(err, egress.ErrForbiddenAddress) {
 			return nil, fmt.Errorf("%w: caldav %s: %w", process.ErrRejected, req.Method, err)
 		}
-		// Sent or not, we cannot tell: the caller probes.
-		return nil, fmt.Errorf("caldav %s: %w", req.Method, err)
+		// A request that never left (refused, no such name) did nothing; one that may have reached
+		// the server is unknown, and the caller probes.
+		return nil, process.TransportError("caldav "+req.Method, err)
 	}
 	return resp, nil
 }

@@ -148,8 +148,8 @@ func (s *Store) Resolve(ctx context.Context, id int64, action Action, note, by s
 			return fmt.Errorf("step %s: %w", key, projections.ErrNotFound)
 		}
 		step = steps[0]
-		if step.State != StateNeedsReconciliation {
-			return fmt.Errorf("%w: step %s is %s, not needs_reconciliation", projections.ErrInvalidQuery, key, step.State)
+		if step.State != StateNeedsReconciliation && step.State != StateFailed {
+			return fmt.Errorf("%w: step %s is %s, not needs_reconciliation or failed", projections.ErrInvalidQuery, key, step.State)
 		}
 		text := "operator " + string(action) + ": " + note
 		switch action {

@@ -251,17 +251,16 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// finish records o for st in one statement, opening a reconciliation item when the outcome is unknown.
+// finish records o for st in one statement, opening a reconciliation item when the outcome is unknown
+// or the step failed (a failure is never silent: the item says what is wrong). done clears the last
+// error: the errors of earlier attempts stay in the job's attempt log (river_job.errors).
 // With onlyRequested, nothing is written unless the step is still requested: the claim's own state
 // is the only one a worker's outcome may overwrite (an operator may have resolved it meanwhile).
 func (w *Worker) finish(ctx context.Context, q execer, st Step, o outcome, onlyRequested bool) error {
 	terminal := o.state != StatePending && o.state != StateRequested
-	var reason string
-	if o.state == StateNeedsReconciliation {
-		reason = clip(fmt.Sprintf("%s %s: %s", st.Kind, st.Key, firstNonEmpty(o.note, errText(o.err))))
-	}
+	reason := itemReason(st, o)
 	_, err := q.Exec(ctx, `WITH recorded AS (
-UPDATE process_steps SET state = $2, last_error = CASE WHEN $3 = '' THEN last_error ELSE $3 END,
+UPDATE process_steps SET state = $2, last_error = CASE WHEN $2 = 'done' THEN '' WHEN $3 = '' THEN last_error ELSE $3 END,
 note = CASE WHEN $4 = '' THEN note ELSE $4 END,
 target_href = CASE WHEN $5 = '' THEN target_href ELSE $5 END, target_etag = CASE WHEN $6 = '' THEN target_etag ELSE $6 END,
 lease_until = CASE WHEN $2 = 'requested' THEN now() ELSE NULL END,
@@ -269,7 +268,7 @@ finished_at = CASE WHEN $7 THEN now() ELSE NULL END, updated_at = now()
 WHERE id = $1 AND (NOT $8 OR state = 'requested')
 RETURNING id)
 INSERT INTO reconciliation_items (kind, subject, booking, reason)
-SELECT 'step', $9, $10, $11 FROM recorded WHERE $2 = 'needs_reconciliation'
+SELECT 'step', $9, $10, $11 FROM recorded WHERE $2 IN ('needs_reconciliation', 'failed')
 ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`,
 		st.ID, string(o.state), errText(o.err), clip(o.note), o.href, o.etag, terminal, onlyRequested,
 		"step "+st.Key.String(), st.Booking, reason)
@@ -382,6 +381,9 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 	switch s.Kind {
 	case CalendarCreate:
 		href, err := cal.Href(s.Resource, s.Key)
+		if errors.Is(err, ErrNoTarget) {
+			return outcome{state: StateSkipped, note: err.Error()}
+		}
 		if err != nil {
 			return outcome{state: StateFailed, err: fmt.Errorf("%w: %w", ErrRejected, err)}
 		}

@@ -38,6 +38,12 @@ loopback address), --missed gives the delivery to the fake only, as a provider t
 booking and whose webhook never came: 'bookingledger sync' then finds it. --tell-fake-api (set by make
 run) tells the fake as well as serve, so that the fake knows what the webhooks said.
 
+A reschedule: 'send calendly invitee.rescheduled --booking B --start OLD --reschedule-to NEW' sends
+Calendly's pair — invitee.canceled of B (rescheduled: true, new_invitee) and invitee.created of the
+new invitee B-rescheduled (old_invitee) — cancel first, or created first with --created-first;
+'send calcom BOOKING_RESCHEDULED --booking B --reschedule-to NEW' moves Cal.com booking B to NEW
+under the new uid B-rescheduled.
+
 Stripe's samples pay for the booking --booking names and are dated from its meeting start, as that
 booking's own sample was: without --start, send reads the start from the calendar when a database URL
 is set (--database-url), so that the payment is dated just after the booking was made.`
@@ -58,6 +64,8 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 	timeout := f.Duration("timeout", []string{"BOOKINGLEDGER_SEND_TIMEOUT"}, 30*time.Second, "timeout of each request")
 	missed := f.Bool("missed", []string{"BOOKINGLEDGER_SEND_MISSED"}, "give the delivery to the provider's dev fake API only (a webhook that never came)")
 	tellFake := f.Bool("tell-fake-api", []string{"BOOKINGLEDGER_SEND_TELL_FAKE_API"}, "also give the delivery to the provider's dev fake API")
+	rescheduleTo := f.String("reschedule-to", []string{"BOOKINGLEDGER_SEND_RESCHEDULE_TO"}, "", "reschedule --booking (at --start) to this start, RFC 3339: Calendly's pair, Cal.com's BOOKING_RESCHEDULED")
+	createdFirst := f.Bool("created-first", []string{"BOOKINGLEDGER_SEND_CREATED_FIRST"}, "Calendly reschedule: send invitee.created before invitee.canceled")
 	sf := registerStoreFlags(f, storeNone) // stripe without --start: where to read the paid booking's start
 	pos, err := f.parse(args)
 	if err != nil {
@@ -88,16 +96,24 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 
-	var body []byte
+	var deliveries []sample.Event
 	switch {
 	case *raw != "":
-		if body, err = os.ReadFile(*raw); err != nil {
+		body, err := os.ReadFile(*raw)
+		if err != nil {
 			return usageErrorf("send: --raw: %w", err)
 		}
+		deliveries = []sample.Event{{Body: body}}
+	case *rescheduleTo != "" || (provider == "calendly" && pos[1] == sample.EventCalendlyRescheduled):
+		if deliveries, err = rescheduleDeliveries(provider, pos[1], *rescheduleTo, params, *createdFirst); err != nil {
+			return err
+		}
 	default:
-		if body, err = sample.Body(provider, pos[1], params); err != nil {
+		body, err := sample.Body(provider, pos[1], params)
+		if err != nil {
 			return usageErrorf("send: %w", err)
 		}
+		deliveries = []sample.Event{{Event: pos[1], Body: body}}
 	}
 
 	key := *secret
@@ -113,32 +129,64 @@ func runSend(ctx context.Context, args []string, getenv func(string) string, std
 	}
 
 	client := &http.Client{Timeout: *timeout}
-	// Acuity's fake is the API serve fetches every webhook's data from: it knows what it answers.
-	if *missed || (*tellFake && provider != "acuity") {
-		if err := tellFakeAPI(ctx, client, provider, getenv, key, body); err != nil {
-			return err
-		}
-		if *missed {
-			fmt.Fprintf(stdout, "%s fake API: recorded at the provider; no webhook sent\n", provider)
-			return nil
-		}
-	}
 	target := strings.TrimRight(*baseURL, "/") + "/webhooks/" + provider
-	var failed int
-	for i := int64(0); i < *repeat; i++ {
-		status, resp, err := post(ctx, client, target, provider, key, body)
-		if err != nil {
-			return err
+	var failed, sent int64
+	for _, d := range deliveries {
+		if len(deliveries) > 1 {
+			fmt.Fprintf(stdout, "%s:\n", d.Event)
 		}
-		fmt.Fprintf(stdout, "%s %s\n", status, bytes.TrimSpace(resp))
-		if !strings.HasPrefix(status, "2") {
-			failed++
+		// Acuity's fake is the API serve fetches every webhook's data from: it knows what it answers.
+		if *missed || (*tellFake && provider != "acuity") {
+			if err := tellFakeAPI(ctx, client, provider, getenv, key, d.Body); err != nil {
+				return err
+			}
+			if *missed {
+				fmt.Fprintf(stdout, "%s fake API: recorded at the provider; no webhook sent\n", provider)
+				continue
+			}
+		}
+		for i := int64(0); i < *repeat; i++ {
+			status, resp, err := post(ctx, client, target, provider, key, d.Body)
+			if err != nil {
+				return err
+			}
+			sent++
+			fmt.Fprintf(stdout, "%s %s\n", status, bytes.TrimSpace(resp))
+			if !strings.HasPrefix(status, "2") {
+				failed++
+			}
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("send: %d of %d request(s) were not acknowledged with a 2xx", failed, *repeat)
+		return fmt.Errorf("send: %d of %d request(s) were not acknowledged with a 2xx", failed, sent)
 	}
 	return nil
+}
+
+// rescheduleDeliveries builds a reschedule of params' booking to the start to (RFC 3339; Calendly's
+// invitee.rescheduled without it: a day later): Calendly's pair, or Cal.com's BOOKING_RESCHEDULED.
+func rescheduleDeliveries(provider, event, to string, params sample.Params, createdFirst bool) ([]sample.Event, error) {
+	at := params.Start.Add(24 * time.Hour)
+	if to != "" {
+		var err error
+		if at, err = time.Parse(time.RFC3339, to); err != nil {
+			return nil, usageErrorf("send: --reschedule-to %q is not an RFC 3339 time", to)
+		}
+	}
+	var out []sample.Event
+	var err error
+	switch {
+	case provider == "calendly" && (event == sample.EventCalendlyRescheduled || event == "invitee.canceled" || event == "invitee.created"):
+		out, err = sample.CalendlyReschedule(params, at, createdFirst)
+	case provider == "calcom" && event == "BOOKING_RESCHEDULED":
+		out, err = sample.CalcomReschedule(params, at)
+	default:
+		return nil, usageErrorf("send: --reschedule-to applies to calendly %s and calcom BOOKING_RESCHEDULED, not %s %s", sample.EventCalendlyRescheduled, provider, event)
+	}
+	if err != nil {
+		return nil, usageErrorf("send: %w", err)
+	}
+	return out, nil
 }
 
 // post signs body now (every attempt of a provider carries a fresh signature) and posts it.
@@ -256,7 +304,11 @@ func findSpec(provider string) (providerSpec, bool) {
 func sendCatalog() string {
 	var b strings.Builder
 	for _, p := range sample.Providers() {
-		fmt.Fprintf(&b, "  %-9s %s\n", p, strings.Join(sample.Events(p), ", "))
+		events := sample.Events(p)
+		if p == "calendly" {
+			events = append(events, sample.EventCalendlyRescheduled+" (the pair: invitee.canceled rescheduled + invitee.created; --reschedule-to, --created-first)")
+		}
+		fmt.Fprintf(&b, "  %-9s %s\n", p, strings.Join(events, ", "))
 	}
 	return b.String()
 }

@@ -16,9 +16,14 @@ const stepsUsage = `Usage: bookingledger steps [--state STATE] [--json] [flags]
 Lists process steps — what bookingledger did about bookings: host calendar events over CalDAV and
 invitee emails over SMTP — newest first (at most 1000), each with its key, kind, state, attempts,
 times, last error and note. --state keeps one state: pending, requested, done, needs_reconciliation,
-failed or skipped. Steps needing reconciliation are also in 'bookingledger reconcile list'.`
+failed or skipped. Steps needing reconciliation are also in 'bookingledger reconcile list'.
+
+bookingledger steps setup creates the hosts' CalDAV calendar collections (see steps setup --help).`
 
 func runSteps(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "setup" {
+		return runStepsSetup(ctx, args[1:], getenv, stdout, stderr)
+	}
 	f := newEnvFlags("steps", getenv, stderr, stepsUsage)
 	sf := registerStoreFlags(f, storeNone)
 	state := f.String("state", []string{"BOOKINGLEDGER_STEPS_STATE"}, "", "only steps in this state")
@@ -107,6 +112,6 @@ func withSteps(d projectionDeps, getenv func(string) string) (projectionDeps, er
 	if d.jobs, err = process.InsertOnlyClient(d.pool); err != nil {
 		return d, err
 	}
-	d.stepTargets = process.Targets{Calendar: sc.calendar != nil, Email: sc.mailer != nil}
+	d.stepTargets = process.Targets{Calendar: sc.hasCalendar(), Email: sc.mailer != nil}
 	return d, nil
 }

@@ -232,7 +232,11 @@ func TestStepsUnknownOutcomesGoToReconciliationAndTransientFailuresAreRetried(t 
 	var lastErr string
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT attempts, last_error FROM process_steps WHERE kind = 'host_calendar.create'`).Scan(&attempts, &lastErr))
 	assert.Equal(t, 3, attempts, "two 503s, then done")
-	assert.Contains(t, lastErr, "503")
+	assert.Empty(t, lastErr, "done clears the last error")
+	var attemptLog string
+	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT j.errors::text FROM river_job j, process_steps s
+WHERE s.kind = 'host_calendar.create' AND j.args @> jsonb_build_object('step', s.id)`).Scan(&attemptLog))
+	assert.Contains(t, attemptLog, "503", "earlier attempts' errors stay in the job's attempt log")
 	require.Len(t, w.dav.Store.Objects(), 1)
 
 	time.Sleep(500 * time.Millisecond)

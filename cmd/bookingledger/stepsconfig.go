@@ -15,6 +15,8 @@ import (
 
 	"bookingledger/adapters/caldav"
 	"bookingledger/adapters/email"
+	"bookingledger/adapters/gcal"
+	"bookingledger/adapters/msgraph"
 	"bookingledger/adapters/process"
 )
 
@@ -45,7 +47,10 @@ const defaultStepsWorkers = 16
 
 // stepsConfig is the process steps' part of serve's configuration.
 type stepsConfig struct {
-	calendar     *caldav.Target
+	calendar     *caldav.Target // CalDAV; nil: not configured
+	google       *gcal.Target
+	microsoft    *msgraph.Target
+	routes       *calendarRoutes // nil: no calendars file, CalDAV alone
 	mailer       *email.Sender
 	callTimeout  time.Duration
 	retryBase    time.Duration
@@ -101,8 +106,12 @@ func parseSteps(getenv func(string) string) (stepsConfig, error) {
 			Password: getenv(envCalDAVPassword), AllowPrivate: allow, Timeout: c.callTimeout}); err != nil {
 			return c, usageErrorf("%s: %w", envCalDAVURLTemplate, err)
 		}
-	} else {
-		c.unconfigured = append(c.unconfigured, "host_calendar ("+envCalDAVURLTemplate+" not set)")
+	}
+	if c.routes, c.google, c.microsoft, err = parseCalendars(getenv, c.calendar != nil, allow, c.callTimeout); err != nil {
+		return c, err
+	}
+	if !c.hasCalendar() {
+		c.unconfigured = append(c.unconfigured, "host_calendar ("+envCalDAVURLTemplate+" and "+envCalendarsFile+" not set)")
 	}
 	if addr := env(envSMTPAddr); addr != "" {
 		if c.mailer, err = email.New(email.Config{Addr: addr, From: env(envSMTPFrom), Username: env(envSMTPUsername),
@@ -118,8 +127,8 @@ func parseSteps(getenv func(string) string) (stepsConfig, error) {
 // worker builds the step worker of this configuration.
 func (c stepsConfig) worker(pool *pgxpool.Pool, log *slog.Logger) (*process.Worker, error) {
 	cfg := process.WorkerConfig{Pool: pool, Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase}
-	if c.calendar != nil {
-		cfg.Calendar = c.calendar
+	if cal := c.calendarTarget(pool); cal != nil {
+		cfg.Calendar = cal
 	}
 	if c.mailer != nil {
 		cfg.Mailer = c.mailer

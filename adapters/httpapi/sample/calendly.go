@@ -29,12 +29,18 @@ func calendlyBody(event string, p Params) (any, error) {
 	host := api + "/users/" + p.Host
 	booked := p.Start.Add(-7 * 24 * time.Hour).Add(871243 * time.Microsecond)
 
+	if !p.rescheduledAt.IsZero() && p.oldInvitee != "" {
+		booked = p.rescheduledAt // the new invitee of a reschedule is made when the old one is canceled
+	}
 	changed := booked
 	status := "active"
 	var cancellation, noShow any
 	switch event {
 	case calendly.EventInviteeCanceled:
 		changed = p.Start.Add(-6 * 24 * time.Hour).Add(337902 * time.Microsecond)
+		if !p.rescheduledAt.IsZero() {
+			changed = p.rescheduledAt
+		}
 		status = "canceled"
 		cancellation = map[string]any{
 			"canceled_by":   "Ada Lovelace",
@@ -69,9 +75,9 @@ func calendlyBody(event string, p Params) (any, error) {
 			"first_name":              nil,
 			"last_name":               nil,
 			"timezone":                "Europe/London",
-			"rescheduled":             false,
-			"old_invitee":             nil,
-			"new_invitee":             nil,
+			"rescheduled":             p.newInvitee != "",
+			"old_invitee":             orNil(p.oldInvitee),
+			"new_invitee":             orNil(p.newInvitee),
 			"cancellation":            cancellation,
 			"no_show":                 noShow,
 			"payment":                 nil,
@@ -110,4 +116,11 @@ func calendlyBody(event string, p Params) (any, error) {
 			},
 		},
 	}, nil
+}
+
+func orNil(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

@@ -35,6 +35,10 @@ type Params struct {
 	End     time.Time
 	// Host is the host's user key at the provider (the calendar resource).
 	Host string
+
+	// Set by CalendlyReschedule: the invitee URIs a reschedule links, and when it happened.
+	oldInvitee, newInvitee string
+	rescheduledAt          time.Time
 }
 
 func (p Params) withDefaults() Params {
@@ -125,16 +129,25 @@ func Body(provider, event string, p Params) ([]byte, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := k.body(event, p.withDefaults())
+	b, err := encode(k.body(event, p.withDefaults()))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s sample: %w", provider, event, err)
+	}
+	return b, nil
+}
+
+// encode returns a body builder's bytes: raw bytes as they are (Acuity's form), anything else as JSON
+// (maps marshal with sorted keys: deterministic).
+func encode(v any, err error) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if raw, ok := v.([]byte); ok { // a body that is not JSON (Acuity's form)
+	if raw, ok := v.([]byte); ok {
 		return raw, nil
 	}
-	b, err := json.Marshal(v) // maps marshal with sorted keys: deterministic
+	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s %s sample: %w", provider, event, err)
+		return nil, fmt.Errorf("encode: %w", err)
 	}
 	return b, nil
 }
