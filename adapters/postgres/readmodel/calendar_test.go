@@ -366,7 +366,7 @@ func TestQuarantinedDeliveryIsQueued(t *testing.T) {
 	counts, err := e.rm.OpenItemCounts(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, map[projections.ItemKind]int64{projections.ItemQuarantined: 2, projections.ItemConflict: 0, projections.ItemLateEvent: 0,
-		projections.ItemStep: 0}, counts)
+		projections.ItemStep: 0, projections.ItemSync: 0}, counts)
 
 	_, err = e.rm.Resolve(context.Background(), items[0].ID, "payload replayed by hand after the provider fixed it", "tester")
 	require.NoError(t, err)
