@@ -49,7 +49,7 @@ func newStateCollector(src stateSources) *stateCollector {
 	return &stateCollector{
 		src: src,
 		openItems: prometheus.NewDesc("bookingledger_reconciliation_open_items",
-			"Open reconciliation items, by kind (conflict, quarantined, late_event, step).", []string{"kind"}, nil),
+			"Open reconciliation items, by kind (conflict, quarantined, late_event, step, sync).", []string{"kind"}, nil),
 		quarantined: prometheus.NewDesc("bookingledger_receipts_quarantined",
 			"Stored receipts of verified deliveries that could not be mapped (kept for operators).", nil, nil),
 		backlog: prometheus.NewDesc("bookingledger_jobs_backlog",
