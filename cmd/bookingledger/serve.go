@@ -349,7 +349,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// job queue, in PostgreSQL whichever store holds the events.
 	// Process steps: the host calendar (CalDAV) and invitee email (SMTP) of each booking, on their
 	// own queue of the same River client; the process projection plans them (docs/process-steps.md).
-	stepWorker, err := cfg.steps.worker(pool, log)
+	// The work of a serve that died resumes in seconds: each instance holds a lock whose end others see
+	// (adapters/jobs/liveness.go); River's rescue after --jobs-rescue-after stays the backstop.
+	live := jobs.NewLiveness(pool, "", log, process.ReleaseLeases)
+	stepWorker, err := cfg.steps.worker(pool, log, live.ID())
 	if err != nil {
 		return err
 	}
@@ -367,11 +370,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
 		Kinds: append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind, syncs.kind()},
 			retentionKinds(pool, cfg.bodyRetention)...),
-		Bodies: bodies})
+		Bodies: bodies, Liveness: live})
 	if err != nil {
 		return err
 	}
 	syncs.attach(queue.Client())
+	// Registered before River fetches anything under its id; ended after the queue stopped.
+	if err := live.Start(ctx); err != nil {
+		return err
+	}
+	defer live.Stop(context.WithoutCancel(ctx))
 	if err := queue.Start(ctx); err != nil {
 		return err
 	}
