@@ -165,3 +165,83 @@ func TestKilledServeResumesStepsAndDeliveriesInSeconds(t *testing.T) {
 	assert.Len(t, seen, ids, "every webhook-id reached the receiver")
 	assert.False(t, strings.Contains(states, "failed"), states)
 }
+
+// TestLostDatabaseMidCallIsRetriedNotReconciled (issue #36): every database connection of serve is
+// terminated (pg_terminate_backend) while one email's SMTP conversation is stalled before its data
+// and another's exactly at the end of its data. Neither is a stopped worker: the first is sent when
+// the conversation goes on (or, had its end of data not been recorded, never ended and retried), the
+// second's answer is recorded once the database is back. Every step ends done, none in
+// reconciliation, each email once, and relay deliveries complete.
+func TestLostDatabaseMidCallIsRetriedNotReconciled(t *testing.T) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseAll)
+	var rcpts, dataEnds, stalled atomic.Int32
+	w := newStepsWorld(t, nil, nil)
+	require.NoError(t, w.smtp.Close())
+	var err error
+	w.smtp, err = smtpsink.Start(smtpsink.Config{
+		Fault: func(smtpsink.Message) smtpsink.Fault {
+			if dataEnds.Add(1) == 1 {
+				stalled.Add(1)
+				<-release
+			}
+			return smtpsink.Accept
+		},
+		OnRcpt: func(string) {
+			if rcpts.Add(1) == 1 {
+				stalled.Add(1)
+				<-release
+			}
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.smtp.Close() })
+	w.vars[envSMTPAddr] = w.smtp.Addr()
+	w.vars[envStepsCallTimeout] = "20s"
+	bin := buildBinary(t)
+	_, base := startServeBinary(t, bin, w.vars)
+
+	const n = 3
+	for i := range n {
+		d, err := sample.Build("calendly", "invitee.created", demoCalendlyKey, sample.Params{Booking: fmt.Sprintf("lost-%d", i), Host: fmt.Sprintf("host-%d", i)}, time.Now())
+		require.NoError(t, err)
+		req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/calendly", bytes.NewReader(d.Body))
+		req.Header = d.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	waitFor(t, 60*time.Second, "one email stalled before its data, one at its end", func() (bool, string) {
+		return stalled.Load() == 2, fmt.Sprintf("stalled %d", stalled.Load())
+	})
+	ctx := context.Background()
+	db := w.db(t)
+	var killed int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&killed))
+	t.Logf("terminated %d connections of serve", killed)
+	require.Positive(t, killed)
+	releaseAll()
+
+	waitFor(t, 60*time.Second, "every step done", func() (bool, string) {
+		var open int
+		var states string
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state <> 'done'), string_agg(kind || '=' || state, ' ' ORDER BY id) FROM process_steps`).Scan(&open, &states))
+		return open == 0 && strings.Count(states, "=done") == 2*n, states
+	})
+	var items int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM reconciliation_items WHERE kind = 'step'`).Scan(&items))
+	assert.Zero(t, items, "a lost database is not an unknown outcome")
+	perID := map[string]int{}
+	for _, m := range w.smtp.Messages() {
+		perID[m.MessageID]++
+	}
+	assert.Len(t, perID, n)
+	for id, c := range perID {
+		assert.Equal(t, 1, c, "email %s once", id)
+	}
+}
