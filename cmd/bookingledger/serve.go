@@ -73,6 +73,8 @@ type serveConfig struct {
 	rejectPerMinute int64
 	drain           time.Duration
 	recordTimeout   time.Duration
+	maxRecording    int64
+	recordWait      time.Duration
 	logLevel        string
 	providers       providerConfig
 	deferAttempts   int64
@@ -110,6 +112,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	reject := f.Int64("reject-receipts-per-minute", []string{"BOOKINGLEDGER_REJECT_RECEIPTS_PER_MINUTE"}, httpapi.DefaultRejectReceiptsPerMinute, 0, "rejected-request receipts stored per provider per minute (0: none; all are counted in metrics)")
 	drain := f.Duration("drain-timeout", []string{"BOOKINGLEDGER_DRAIN_TIMEOUT"}, httpapi.DefaultDrainTimeout, "how long shutdown waits for in-flight requests")
 	recordTO := f.Duration("record-timeout", []string{"BOOKINGLEDGER_RECORD_TIMEOUT"}, httpapi.DefaultRecordTimeout, "bound on recording one delivery before answering 503")
+	maxRecording := f.Int64("record-max-inflight", []string{"BOOKINGLEDGER_RECORD_MAX_INFLIGHT"}, defaultMaxRecording, 0,
+		"authentic deliveries recorded at once; past it (after --record-queue-wait) a fast 503 with Retry-After (0: no bound)")
+	recordWait := f.Duration("record-queue-wait", []string{"BOOKINGLEDGER_RECORD_QUEUE_WAIT"}, defaultRecordQueueWait,
+		"how long a delivery waits for a recording slot before its 503")
 	level := f.String("log-level", []string{"BOOKINGLEDGER_LOG_LEVEL"}, "info", "debug, info, warn or error")
 	deferAttempts := f.Int64("deferred-max-attempts", []string{"BOOKINGLEDGER_DEFERRED_MAX_ATTEMPTS"}, jobs.DefaultMaxAttempts, 1,
 		"fetch attempts of a deferred delivery (River's backoff, attempt^4 s) before it is quarantined")
@@ -140,7 +146,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, usageErrorf("serve takes no arguments, got %q", rest)
 	}
 	c = serveConfig{addr: *addr, adminAddr: *adminAddr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
-		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level,
+		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level, maxRecording: *maxRecording, recordWait: *recordWait,
 		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers, allowNewer: *allowNewer, jobTimeout: *jobTimeout, rescueAfter: *rescueAfter,
 		metricsAuth: *metricsAuth, authFailures: *authFailures, resourcesFile: *resourcesFile}
 	if c.metricsAuth != metricsOpen && c.metricsAuth != metricsToken {
@@ -248,6 +254,15 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 // defaultRescueAfter: a relay delivery or deferred fetch whose process was killed mid-attempt runs
 // again within minutes rather than River's hour.
 const defaultRescueAfter = 5 * time.Minute
+
+// Recording's admission bound: in a burst, deliveries past defaultMaxRecording recorded at once wait
+// up to defaultRecordQueueWait for a slot, then get a fast 503 instead of waiting out the record
+// timeout (and some committing after it: "outcome unknown" to the provider). 256 keeps the database's
+// group commit full (about 20 connections) with room for a burst.
+const (
+	defaultMaxRecording    = 256
+	defaultRecordQueueWait = 2 * time.Second
+)
 
 // alertTimeout bounds one POST of an operator alert.
 const alertTimeout = 10 * time.Second
@@ -442,6 +457,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		MaxBodyBytes:            cfg.maxBody,
 		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
 		RecordTimeout:           cfg.recordTimeout,
+		MaxRecording:            int(min(cfg.maxRecording, 1<<20)),
+		RecordQueueWait:         cfg.recordWait,
 		DrainTimeout:            cfg.drain,
 		AdminRoutes:             adminRoutes(adm),
 		GuardMetrics:            guardMetrics,
