@@ -293,11 +293,13 @@ func openPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 const knownStreams = 1 << 16
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	phases := newStartup()
 	cfg, err := parseServe(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg.logLevel)
+	phases.mark("config")
 
 	pool, err := openPool(ctx, cfg.databaseURL)
 	if err != nil {
@@ -305,10 +307,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	// Closed only after the server drained: in-flight deliveries still commit through it.
 	defer pool.Close()
+	phases.mark("pool")
 
 	if _, err := migrateSchema(ctx, pool, log, cfg.allowNewer); err != nil {
 		return fmt.Errorf("migrate on start: %w", err)
 	}
+	phases.mark("migrate")
 	es, err := openEventStore(ctx, cfg.eventStore, pool, log)
 	if err != nil {
 		return err
@@ -324,6 +328,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	phases.mark("stores")
 	es.receipts.WithBodySealer(bodies)
 	var (
 		store ledger.Store = es.receipts
@@ -398,6 +403,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := queue.Start(ctx); err != nil {
 		return err
 	}
+	phases.mark("jobs")
 	// Deferred calls run last-in first-out: the queue stops after the server drained (in-flight
 	// requests may still defer) and before the pool closes (running jobs still record through it).
 	defer func() {
@@ -415,6 +421,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	phases.mark("projections")
 	defer stopRunners()
 	// Steps left requested by a worker that stopped are probed or handed to an operator.
 	stopSweeper := startSweeper(ctx, pool, queue.Client(), 2*cfg.steps.callTimeout, log)
@@ -481,6 +488,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Warn("the admin listener is reachable beyond this host over plain HTTP; set BOOKINGLEDGER_ADMIN_TLS_CERT/KEY or bind it to loopback",
 			"admin_addr", aln.Addr().String())
 	}
+	phases.mark("http")
+	phases.log(log)
 	log.Info("listening", "addr", ln.Addr().String(), "admin_addr", aln.Addr().String(),
 		"tls", cfg.tls != nil, "admin_tls", cfg.adminTLS != nil, "providers", cfg.providers.names())
 	// The lines tests and scripts wait for: both ports are bound when they are printed, the admin one
@@ -527,14 +536,33 @@ func migrateSchema(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, al
 	if err != nil {
 		return nil, err
 	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		return nil, err
+	applied := []string{}
+	if len(before) == 0 {
+		// Nothing of ours to apply (every restart but an upgrade's): the checks Migrate makes, without
+		// its migrator, lock and second status read — most of an idle restart's time.
+		if err := postgres.CheckNotNewer(ctx, pool); err != nil {
+			return nil, err
+		}
+		if err := postgres.CheckTransactionIDs(ctx, pool); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := postgres.Migrate(ctx, pool); err != nil {
+			return nil, err
+		}
+		after, err := postgres.Pending(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		applied = append(applied, before[:max(len(before)-len(after), 0)]...)
 	}
-	after, err := postgres.Pending(ctx, pool)
+	riverPending, err := jobs.Pending(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	applied := append([]string{}, before[:max(len(before)-len(after), 0)]...)
+	if len(riverPending) == 0 {
+		return applied, nil
+	}
 	river, err := jobs.Migrate(ctx, pool, log)
 	if err != nil {
 		return nil, err
