@@ -29,7 +29,20 @@ import (
 // step and every delivery is finished. The email stalled before its data was provably not sent and is
 // sent (once); only the one stalled at the end of its data is unknown, and goes to reconciliation
 // with a note that says so. No email, calendar object or webhook-id is missing; no email twice.
+//
+// Two ways back: the killed serve is restarted ("restart"), or a second serve that was already
+// running notices the death ("survivor"); the 10 s run from the restart or from the kill.
 func TestKilledServeResumesStepsAndDeliveriesInSeconds(t *testing.T) {
+	for _, survivor := range []bool{false, true} {
+		name := "restart"
+		if survivor {
+			name = "survivor"
+		}
+		t.Run(name, func(t *testing.T) { killedServeResumes(t, survivor) })
+	}
+}
+
+func killedServeResumes(t *testing.T, survivor bool) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
@@ -108,14 +121,22 @@ func TestKilledServeResumesStepsAndDeliveriesInSeconds(t *testing.T) {
 		return stalledRcpt.Load() == 1 && stalledEnd.Load() == 1 && stalledPut.Load() == 1 && stalledHook.Load() >= 1 && done == 2*n-3,
 			fmt.Sprintf("rcpt %d, end of data %d, put %d, hooks %d, steps done %d", stalledRcpt.Load(), stalledEnd.Load(), stalledPut.Load(), stalledHook.Load(), done)
 	})
+	if survivor {
+		// Started while the first holds every step and delivery: it has nothing to take until then.
+		_, _ = startServeBinary(t, bin, w.vars)
+	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
+	killed := time.Now()
 	// The stalled peers go on as real ones would: the message read to its dot is accepted (the
 	// killed sender never hears it), the PUT is stored, the webhooks are taken.
 	releaseAll()
 
-	_, _ = startServeBinary(t, bin, w.vars)
-	restarted := time.Now()
+	restarted := killed
+	if !survivor {
+		_, _ = startServeBinary(t, bin, w.vars)
+		restarted = time.Now()
+	}
 	ctx := context.Background()
 	db := w.db(t)
 	var states string
@@ -127,10 +148,10 @@ func TestKilledServeResumesStepsAndDeliveriesInSeconds(t *testing.T) {
 			break
 		}
 		require.Less(t, time.Since(restarted), 10*time.Second,
-			"steps and deliveries still open 10 s after the restart: %s; deliveries %d of %d succeeded", states, succeeded, deliveries)
+			"steps and deliveries still open 10 s after the restart (or the kill, with a survivor): %s; deliveries %d of %d succeeded", states, succeeded, deliveries)
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("resumed %.1fs after the restart: %s", time.Since(restarted).Seconds(), states)
+	t.Logf("resumed %.1fs after the restart (or the kill): %s", time.Since(restarted).Seconds(), states)
 
 	// Exactly the email stalled at its end of data is unknown; the other two were sent, once each.
 	body, _ := endStalledBody.Load().(string)
