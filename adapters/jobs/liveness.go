@@ -20,7 +20,9 @@ import (
 // livenessLockClass is the first key of each instance's advisory lock (the second is its
 // job_instances.id). Operators find live instances with
 // SELECT i.client_id, l.pid FROM job_instances i JOIN pg_locks l ON l.locktype = 'advisory'
-// AND l.classid = 1651 AND l.objid = i.id::oid AND l.objsubid = 2.
+// AND l.classid = 1651 AND l.objid = i.id::oid AND l.objsubid = 2 AND l.database =
+// (SELECT oid FROM pg_database WHERE datname = current_database()).
+// Advisory locks belong to a database: other databases of the cluster hold the same keys.
 const livenessLockClass = 1651
 
 // Defaults of the liveness check.
@@ -286,7 +288,8 @@ func (l *Liveness) Check(ctx context.Context) (Rescued, error) {
 	busy := l.busy()
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `DELETE FROM job_instances i WHERE i.client_id <> $1 AND NOT EXISTS (
-  SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.classid = $2 AND k.objid = i.id::oid AND k.objsubid = 2 AND k.granted)
+  SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.classid = $2 AND k.objid = i.id::oid AND k.objsubid = 2 AND k.granted
+    AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
 RETURNING client_id`, l.id, livenessLockClass)
 		if err != nil {
 			return fmt.Errorf("find dead instances: %w", err)

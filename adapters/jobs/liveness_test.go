@@ -183,3 +183,27 @@ func TestLivenessPutsBackItsOwnOrphans(t *testing.T) {
 	st, _, _ := jobState(t, pool, fresh)
 	assert.Equal(t, "running", st)
 }
+
+// TestLivenessIsPerDatabase: advisory lock keys are per database, and pg_locks shows the whole
+// cluster's: an instance of another database holding the same key does not keep a dead one alive.
+func TestLivenessIsPerDatabase(t *testing.T) {
+	other := livenessDB(t)
+	pool := livenessDB(t)
+	ctx := t.Context()
+	// The same id (1) in both databases.
+	elsewhere := jobs.NewLiveness(other, "elsewhere", nil)
+	require.NoError(t, elsewhere.Register(ctx))
+	t.Cleanup(func() { elsewhere.Stop(context.Background()) })
+	dead := jobs.NewLiveness(pool, "dead-3", nil)
+	require.NoError(t, dead.Register(ctx))
+	job := runningJob(t, pool, "dead-3", time.Second, 1, 5)
+	_, err := pool.Exec(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 1651
+AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+	require.NoError(t, err)
+	checker := jobs.NewLiveness(pool, "checker", nil)
+	require.Eventually(t, func() bool {
+		r, err := checker.Check(ctx)
+		require.NoError(t, err)
+		return len(r.Jobs) == 1 && r.Jobs[0].ID == job
+	}, 10*time.Second, 50*time.Millisecond)
+}
