@@ -120,6 +120,16 @@ func (s *Sender) Send(ctx context.Context, m process.Mail) error {
 		// The server has not seen the final dot: it discards a message it did not receive whole.
 		return nothingSent("message data", err)
 	}
+	if m.DataEnd != nil {
+		// Everything but the final dot goes out first, so that the recorded moment is as close to the
+		// dot as the protocol allows: before it, nothing can have been accepted.
+		if err := c.Text.W.Flush(); err != nil {
+			return nothingSent("message data", err)
+		}
+		if err := m.DataEnd(ctx); err != nil {
+			return fmt.Errorf("%w: smtp end of data not sent, its moment could not be recorded: %w", process.ErrNothingDone, err)
+		}
+	}
 	if err := w.Close(); err != nil {
 		var tp *textproto.Error
 		if errors.As(err, &tp) {

@@ -60,6 +60,7 @@ func errorTable() []errorStatus {
 		{providers.ErrStale, http.StatusUnauthorized, "stale_timestamp"},
 		{ErrVerification, http.StatusUnauthorized, "verification_failed"},
 		{ErrTransientMap, http.StatusServiceUnavailable, "map_unavailable"},
+		{ErrOverloaded, http.StatusServiceUnavailable, "overloaded"},
 		{ledger.ErrContention, http.StatusServiceUnavailable, "contention"},
 		{eventlog.ErrVersionConflict, http.StatusServiceUnavailable, "contention"},
 		{eventlog.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable"},

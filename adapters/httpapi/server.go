@@ -125,6 +125,12 @@ type Config struct {
 	RecordTimeout time.Duration
 	// RetryAfter is sent with every 503. Zero means the default.
 	RetryAfter time.Duration
+	// MaxRecording bounds the authentic deliveries mapped and recorded at once; one more waits up to
+	// RecordQueueWait for a slot and is then answered 503 (code "overloaded") with Retry-After. Zero
+	// means no bound.
+	MaxRecording int
+	// RecordQueueWait is how long a delivery waits for a recording slot (see MaxRecording).
+	RecordQueueWait time.Duration
 	// DrainTimeout bounds the wait for in-flight requests on shutdown. Zero means the default.
 	DrainTimeout time.Duration
 	// ReadHeaderTimeout bounds reading one request's headers on both listeners; zero means
@@ -158,6 +164,7 @@ type Server struct {
 	maxBody   int64
 	buckets   map[string]*tokenBucket // nil when rejected receipts are off
 	recordTO  time.Duration
+	admit     *admission
 	retry     time.Duration
 	drain     time.Duration
 	headerTO  time.Duration
@@ -175,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Ready == nil {
 		return nil, errors.New("httpapi: no readiness checker")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.RejectReceiptsPerMinute < 0 || cfg.RecordTimeout < 0 || cfg.RetryAfter < 0 || cfg.DrainTimeout < 0 || cfg.ReadHeaderTimeout < 0 || cfg.ReadTimeout < 0 || cfg.LogSummaryInterval < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.RejectReceiptsPerMinute < 0 || cfg.RecordTimeout < 0 || cfg.MaxRecording < 0 || cfg.RecordQueueWait < 0 || cfg.RetryAfter < 0 || cfg.DrainTimeout < 0 || cfg.ReadHeaderTimeout < 0 || cfg.ReadTimeout < 0 || cfg.LogSummaryInterval < 0 {
 		return nil, errors.New("httpapi: negative limit")
 	}
 	s := &Server{
@@ -188,6 +195,7 @@ func New(cfg Config) (*Server, error) {
 		clock:     cfg.Clock,
 		maxBody:   cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes),
 		recordTO:  cmp.Or(cfg.RecordTimeout, DefaultRecordTimeout),
+		admit:     newAdmission(cfg.MaxRecording, cfg.RecordQueueWait),
 		retry:     cmp.Or(cfg.RetryAfter, DefaultRetryAfter),
 		drain:     cmp.Or(cfg.DrainTimeout, DefaultDrainTimeout),
 		headerTO:  cmp.Or(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),

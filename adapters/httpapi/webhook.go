@@ -88,7 +88,13 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// From here on the request is authentic: its body is kept, and only a failure to record it may
-	// stop it from being acked.
+	// stop it from being acked — or a burst that recording cannot take now (admission).
+	release, err := s.admit.acquire(r.Context())
+	if err != nil {
+		s.unavailable(w, name, started, err)
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), s.recordTO)
 	defer cancel()
 	mapped, mapErr := p.Map(ctx, r.Header, body, receivedAt)

@@ -125,6 +125,9 @@ type Config struct {
 	// Bodies, when set, seals the bodies of deferred receipts and opens them for the refetch, as the
 	// ledger's store does (postgres.Store.Sealer).
 	Bodies postgres.BodySealer
+	// Liveness, when set, names the River client (its id is the one liveness registers) and tracks
+	// the jobs its workers run, so that the work of a dead or cut-off instance resumes in seconds.
+	Liveness *Liveness
 }
 
 // Kind is a kind of background work: its River queue, how many of its jobs run at once in this
@@ -208,6 +211,10 @@ func New(cfg Config) (*Queue, error) {
 		RetryPolicy:  cfg.RetryPolicy,
 		// Zero keeps River's default.
 		RescueStuckJobsAfter: cfg.RescueAfter,
+	}
+	if cfg.Liveness != nil {
+		rc.ID = cfg.Liveness.ID()
+		rc.Middleware = append(rc.Middleware, cfg.Liveness.Middleware())
 	}
 	rc.FetchCooldown = cmp.Or(cfg.FetchCooldown, DefaultFetchCooldown)
 	if cfg.PollInterval > 0 {

@@ -61,6 +61,11 @@ type Mail struct {
 	ToName    string
 	Subject   string
 	Body      string
+	// DataEnd, when set, is called after the whole message went out and just before its final dot:
+	// the moment from which the server may accept it. The sender records it durably there; if that
+	// fails, the message is abandoned without its dot (the server discards it) and Send's error wraps
+	// ErrNothingDone.
+	DataEnd func(ctx context.Context) error
 }
 
 // Mailer is the invitee email target (SMTP in adapters/email). Send's error wraps ErrNothingDone when

@@ -46,6 +46,9 @@ type WorkerConfig struct {
 	// HoldAfterCall, when set, is called after the target answered and before the outcome is
 	// recorded: tests kill the process there (the effect happened, the record says requested).
 	HoldAfterCall func(ctx context.Context, s Step)
+	// ClientID names this instance in the steps it claims (process_steps.claimed_by): the job
+	// liveness check ends the leases of an instance that died (jobs.Liveness, ReleaseLeases).
+	ClientID string
 }
 
 // Worker carries out steps. Register it with Register on the River client's workers.
@@ -132,7 +135,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	if o.state == StateRequested && final {
 		o.state, o.note = StateNeedsReconciliation, fmt.Sprintf("outcome unknown after %d attempts", job.Attempt)
 	}
-	if err := w.record(context.WithoutCancel(ctx), s, o); err != nil {
+	if err := w.recordPatiently(context.WithoutCancel(ctx), s, o); err != nil {
 		return err
 	}
 	w.cfg.Logger.Info("process step", "step", s.ID, "key", s.Key.String(), "kind", string(s.Kind),
@@ -167,9 +170,10 @@ func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, 
 			kind, state *string
 			key         *uuid.UUID
 		}
-		var status *string
-		var start, end *time.Time
-		rows, err := tx.Query(ctx, `SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, c.status, lower(c.during), upper(c.during)
+		var status, claimedBy *string
+		var start, end, dataSentAt *time.Time
+		rows, err := tx.Query(ctx, `SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, c.status, lower(c.during), upper(c.during),
+s.claimed_by, s.data_sent_at
 FROM process_steps s
 LEFT JOIN process_steps p ON p.key = s.after_key
 LEFT JOIN calendar_bookings c ON c.booking = s.booking
@@ -177,7 +181,7 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 		if err != nil {
 			return fmt.Errorf("process: read step: %w", err)
 		}
-		steps, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &status, &start, &end)
+		steps, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &status, &start, &end, &claimedBy, &dataSentAt)
 		if err != nil || len(steps) == 0 {
 			return err
 		}
@@ -191,6 +195,14 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 				return nil
 			}
 			recovered = true
+			switch {
+			case st.Kind.IsCalendar() || claimedBy == nil:
+				// A claim of a release before claimed_by recorded no phase: unknown, as it was.
+			case dataSentAt == nil:
+				// The claim that ended never reached the end of the message's data: nothing can have
+				// been sent, and the step runs as a fresh one (its checks included).
+				recovered = false
+			}
 		default:
 			return nil
 		}
@@ -216,9 +228,12 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 					note: fmt.Sprintf("booking %s is no longer active at this slot (calendar: %s) when the step was to run", st.Booking, orNone(status))}, false)
 			}
 		}
+		// A claim that may have been sent keeps its data_sent_at (the call below reads it as unknown);
+		// any other starts without one.
 		err = tx.QueryRow(ctx, `UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
-requested_at = coalesce(requested_at, now()), lease_until = now() + $2::interval, updated_at = now()
-WHERE id = $1 RETURNING attempts, lease_until`, st.ID, w.lease().String()).Scan(&st.Attempts, &st.LeaseUntil)
+requested_at = coalesce(requested_at, now()), lease_until = now() + $2::interval, updated_at = now(),
+claimed_by = $3, data_sent_at = CASE WHEN $4 THEN data_sent_at END
+WHERE id = $1 RETURNING attempts, lease_until`, st.ID, w.lease().String(), w.cfg.ClientID, recovered).Scan(&st.Attempts, &st.LeaseUntil)
 		if err != nil {
 			return fmt.Errorf("process: mark step requested: %w", err)
 		}
@@ -302,9 +317,11 @@ func (w *Worker) call(ctx context.Context, s *Step, recovered bool) outcome {
 		return outcome{state: StatePending, err: errors.New("no mail target configured in this instance")}
 	}
 	if recovered {
-		// SMTP cannot be asked whether a message arrived: a second send could be a second email.
+		// SMTP cannot be asked whether a message arrived: a second send could be a second email. Only
+		// a claim that reached the end of the data (or one of a release that did not record it) is
+		// recovered here.
 		return outcome{state: StateNeedsReconciliation, note: fmt.Sprintf(
-			"outcome unknown: the worker stopped after requesting it (attempt %d); check the mail server for Message-ID <%s>", s.Attempts-1, MessageID(s.Key))}
+			"outcome unknown: attempt %d sent the message up to its end of data and its answer was never recorded (the worker stopped or lost its database); check the mail server for Message-ID <%s>", s.Attempts-1, MessageID(s.Key))}
 	}
 	return w.callMail(ctx, s)
 }
@@ -334,7 +351,9 @@ func (w *Worker) callMail(ctx context.Context, s *Step) outcome {
 	if err != nil {
 		return outcome{state: StatePending, err: fmt.Errorf("read contact: %w: %w", ErrNothingDone, err)}
 	}
-	o := classify(w.cfg.Mailer.Send(ctx, composeMail(s, email, name)))
+	m := composeMail(s, email, name)
+	m.DataEnd = func(ctx context.Context) error { return w.markDataSent(ctx, s) }
+	o := classify(w.cfg.Mailer.Send(ctx, m))
 	if o.state == StateRequested {
 		// A message whose fate is unknown is never sent again blindly.
 		o.state = StateNeedsReconciliation
@@ -467,5 +486,41 @@ func (w *Worker) probeCreate(ctx context.Context, href, uid string) (outcome, bo
 		o := classify(err)
 		o.href = href
 		return o, true
+	}
+}
+
+// markDataSent records that the message's data ends now, in the claim's own name: it writes nothing
+// when the step is no longer this claim's (another worker took it back after this one lost its
+// connection), and then the message must not end, or two claims could each send it.
+func (w *Worker) markDataSent(ctx context.Context, s *Step) error {
+	tag, err := w.cfg.Pool.Exec(ctx, `UPDATE process_steps SET data_sent_at = now()
+WHERE id = $1 AND state = 'requested' AND attempts = $2`, s.ID, s.Attempts)
+	if err != nil {
+		return fmt.Errorf("process: record end of data: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return ErrClaimLost
+	}
+	return nil
+}
+
+// ErrClaimLost: the step was taken back from this claim (or resolved) while its call ran.
+var ErrClaimLost = errors.New("process: the step is no longer this claim's")
+
+// recordPatiently records o, trying again while the database is away, for as long as the claim's
+// lease lasts: a short outage then ends in the call's true outcome instead of an unknown one.
+func (w *Worker) recordPatiently(ctx context.Context, s *Step, o outcome) error {
+	deadline := s.LeaseUntil
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		err := w.record(ctx, s, o)
+		if err == nil || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		w.cfg.Logger.Warn("process step: outcome not recorded; trying again", "step", s.ID, "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
 	}
 }

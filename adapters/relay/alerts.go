@@ -32,6 +32,22 @@ const (
 // alertJobAttempts bounds the sends of one alert.
 const alertJobAttempts = 10
 
+// River priorities on the relay's queue (1 is fetched first): an alert goes out ahead of the
+// deliveries waiting behind a recovered endpoint.
+const (
+	alertPriority    = 1
+	deliveryPriority = 2
+)
+
+// successGranularity is how stale an endpoint's recorded latest success may be while no streak is
+// open (see streak).
+const successGranularity = 100 * time.Millisecond
+
+// alertOrderWait bounds how long an alert waits for an earlier unsent alert of its endpoint: the
+// channel hears an endpoint's alerts in the order they were decided, unless an earlier one keeps
+// failing to send.
+const alertOrderWait = 10 * time.Minute
+
 // AlertConfig says where alerts go besides the log and the metrics: the one alert channel, shared with
 // the provider sync's alerts.
 type AlertConfig = alerts.Config
@@ -57,29 +73,41 @@ type alertNote struct {
 	lastError  string
 }
 
-// streak updates an endpoint's failure streak after an attempt and records the alerts it crosses.
-// The endpoint row is locked by the update, so concurrent attempts count one after the other and each
-// threshold is crossed by exactly one of them.
-func (r *Relay) streak(ctx context.Context, tx pgx.Tx, endpointID int64, succeeded bool, lastErr string) ([]alertNote, error) {
+// streak updates an endpoint's failure streak with an attempt that ended at at, and records the
+// alerts it crosses. The streak follows the attempts' times, not the order their rounds commit
+// (concurrent jobs commit out of attempt order): a failure that ended before the latest counted
+// success is history and counts for nothing; a success ends the streak only when it ended after
+// every failure counted in it, and then sends the streak's one "recovered" (if it had alerted). A
+// success older than a counted failure only moves last_success_at. The endpoint row is locked by
+// the update, so concurrent attempts count one after the other and each threshold is crossed by
+// exactly one of them.
+func (r *Relay) streak(ctx context.Context, tx pgx.Tx, endpointID int64, succeeded bool, lastErr string, at time.Time) ([]alertNote, error) {
 	var notes []alertNote
 	if succeeded {
 		var failures, alerted int
-		// Only an endpoint with a streak is locked: with the condition outside the locking subquery,
-		// every success took the endpoint's row lock until its commit, and all deliveries to one
-		// endpoint went one at a time. A failure committed concurrently is then either seen (and
-		// ended) or ordered after this success (and its streak stands): both are true histories.
-		err := tx.QueryRow(ctx, `UPDATE relay_endpoints e SET consecutive_failures = 0, alerted_failures = 0
-FROM (SELECT id, consecutive_failures, alerted_failures FROM relay_endpoints
-      WHERE id = $1 AND consecutive_failures > 0 FOR UPDATE) old
+		var ended bool
+		// Only an endpoint with a streak, or whose recorded latest success is more than
+		// successGranularity older, is locked: with every success locking the endpoint's row until its
+		// commit, all deliveries to one endpoint went one at a time. A failure that ended within that
+		// granularity before an unrecorded success may still open a streak (ended by the next success).
+		err := tx.QueryRow(ctx, `UPDATE relay_endpoints e SET
+  last_success_at = greatest(old.last_success_at, $2),
+  consecutive_failures = CASE WHEN old.ends THEN 0 ELSE old.consecutive_failures END,
+  alerted_failures = CASE WHEN old.ends THEN 0 ELSE old.alerted_failures END,
+  last_failure_at = CASE WHEN old.ends THEN NULL ELSE old.last_failure_at END
+FROM (SELECT id, consecutive_failures, alerted_failures, last_success_at, last_failure_at,
+             consecutive_failures > 0 AND (last_failure_at IS NULL OR last_failure_at <= $2) AS ends
+      FROM relay_endpoints
+      WHERE id = $1 AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < $2 - $3::interval) FOR UPDATE) old
 WHERE e.id = old.id
-RETURNING old.consecutive_failures, old.alerted_failures`, endpointID).Scan(&failures, &alerted)
+RETURNING old.consecutive_failures, old.alerted_failures, old.ends`, endpointID, at, successGranularity.String()).Scan(&failures, &alerted, &ended)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil // no streak to end
+			return nil, nil // no streak to end, and a later success known
 		}
 		if err != nil {
 			return nil, fmt.Errorf("end failure streak: %w", err)
 		}
-		if alerted > 0 {
+		if ended && alerted > 0 {
 			n, err := r.insertAlert(ctx, tx, endpointID, AlertRecovered, failures, "")
 			if err != nil {
 				return nil, err
@@ -89,8 +117,14 @@ RETURNING old.consecutive_failures, old.alerted_failures`, endpointID).Scan(&fai
 		return notes, nil
 	}
 	var failures, alerted int
-	if err := tx.QueryRow(ctx, `UPDATE relay_endpoints SET consecutive_failures = consecutive_failures + 1
-WHERE id = $1 RETURNING consecutive_failures, alerted_failures`, endpointID).Scan(&failures, &alerted); err != nil {
+	err := tx.QueryRow(ctx, `UPDATE relay_endpoints SET consecutive_failures = consecutive_failures + 1,
+  last_failure_at = greatest(last_failure_at, $2)
+WHERE id = $1 AND (last_success_at IS NULL OR last_success_at < $2)
+RETURNING consecutive_failures, alerted_failures`, endpointID, at).Scan(&failures, &alerted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil // older than a success already counted: not part of any streak
+	}
+	if err != nil {
 		return nil, fmt.Errorf("count failure: %w", err)
 	}
 	for _, t := range AlertThresholds {
@@ -117,7 +151,9 @@ func (r *Relay) insertAlert(ctx context.Context, tx pgx.Tx, endpointID int64, ki
 	if r.alerts.URL == "" {
 		return n, nil
 	}
-	if _, err := r.inserter.InsertTx(ctx, tx, AlertArgs{AlertID: n.id}, &river.InsertOpts{Queue: Queue, MaxAttempts: alertJobAttempts}); err != nil {
+	// Ahead of the deliveries' backlog on the same queue: River fetches the highest priority first.
+	if _, err := r.inserter.InsertTx(ctx, tx, AlertArgs{AlertID: n.id}, &river.InsertOpts{Queue: Queue, MaxAttempts: alertJobAttempts,
+		Priority: alertPriority}); err != nil {
 		return alertNote{}, fmt.Errorf("insert alert job: %w", err)
 	}
 	return n, nil
@@ -210,6 +246,16 @@ FROM relay_alerts a JOIN relay_endpoints e ON e.id = a.endpoint_id WHERE a.id = 
 	}
 	if r.alerts.URL == "" {
 		return nil // configured away since; the alert stays recorded and logged
+	}
+	// The endpoint's alerts go out in the order they were decided: an earlier one still on its way
+	// (not failing to send) goes first.
+	var earlier bool
+	if err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM relay_alerts WHERE endpoint_id = $1 AND id < $2
+AND sent_at IS NULL AND error = '' AND created_at > now() - $3::interval)`, a.EndpointID, a.ID, alertOrderWait.String()).Scan(&earlier); err != nil {
+		return fmt.Errorf("order alert %d: %w", a.ID, err)
+	}
+	if earlier {
+		return river.JobSnooze(100 * time.Millisecond)
 	}
 	host := a.EndpointURL
 	if u, err := ParseURL(a.EndpointURL); err == nil {

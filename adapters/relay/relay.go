@@ -233,7 +233,7 @@ func (r *Relay) enqueue(ctx context.Context, tx pgx.Tx, ids []int64, at time.Tim
 
 // jobParams appends the jobs of ids, deliveries of one endpoint, due at at, to params.
 func jobParams(params []river.InsertManyParams, ids []int64, at time.Time) []river.InsertManyParams {
-	opts := &river.InsertOpts{Queue: Queue, MaxAttempts: jobMaxAttempts, ScheduledAt: at}
+	opts := &river.InsertOpts{Queue: Queue, MaxAttempts: jobMaxAttempts, ScheduledAt: at, Priority: deliveryPriority}
 	for chunk := range slices.Chunk(ids, maxJobDeliveries) {
 		args := DeliverArgs{DeliveryIDs: chunk}
 		if len(chunk) == 1 {

@@ -471,7 +471,7 @@ RETURNING d.id`, ids, states, nexts, statuses, errTexts))
 			if ok && i > 0 && order[i-1].d.endpointID == s.d.endpointID && order[i-1].a.outcome == OutcomeSucceeded && kept[order[i-1].d.id] {
 				continue
 			}
-			notes, err := r.streak(ctx, tx, s.d.endpointID, ok, s.a.err)
+			notes, err := r.streak(ctx, tx, s.d.endpointID, ok, s.a.err, s.a.at.Add(s.a.latency))
 			if err != nil {
 				return err
 			}

@@ -85,14 +85,15 @@ var (
 		"relay_endpoints", "relay_deliveries", "relay_attempts", "relay_replays", "relay_alerts",
 		"api_tokens", "schema_migrations", "river_job", "river_queue", "river_migration"}
 	rebuiltTables = []string{"calendar_bookings", "calendar_resources", "calendar_resource_links", "calendar_slots", "calendar_booking_refs",
-		"payment_streams", "payment_stream_refs", "projection_checkpoints", "river_leader", "river_notification", "ui_sessions"}
+		"payment_streams", "payment_stream_refs", "projection_checkpoints", "river_leader", "river_notification", "ui_sessions",
+		"job_instances"}
 )
 
 // dumpArgs is the pg_dump command of docs/operations/backup.md.
 var dumpArgs = []string{"--format=custom", "--no-owner",
 	"--exclude-table-data=calendar_*", "--exclude-table-data=payment_stream*",
 	"--exclude-table-data=projection_checkpoints", "--exclude-table-data=river_leader", "--exclude-table-data=river_notification",
-	"--exclude-table-data=ui_sessions"}
+	"--exclude-table-data=ui_sessions", "--exclude-table-data=job_instances"}
 
 // readSideSnapshot is what an operator sees: the calendar, every booking's history, and the
 // reconciliation items, open and closed.

@@ -73,6 +73,8 @@ type serveConfig struct {
 	rejectPerMinute int64
 	drain           time.Duration
 	recordTimeout   time.Duration
+	maxRecording    int64
+	recordWait      time.Duration
 	logLevel        string
 	providers       providerConfig
 	deferAttempts   int64
@@ -110,6 +112,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	reject := f.Int64("reject-receipts-per-minute", []string{"BOOKINGLEDGER_REJECT_RECEIPTS_PER_MINUTE"}, httpapi.DefaultRejectReceiptsPerMinute, 0, "rejected-request receipts stored per provider per minute (0: none; all are counted in metrics)")
 	drain := f.Duration("drain-timeout", []string{"BOOKINGLEDGER_DRAIN_TIMEOUT"}, httpapi.DefaultDrainTimeout, "how long shutdown waits for in-flight requests")
 	recordTO := f.Duration("record-timeout", []string{"BOOKINGLEDGER_RECORD_TIMEOUT"}, httpapi.DefaultRecordTimeout, "bound on recording one delivery before answering 503")
+	maxRecording := f.Int64("record-max-inflight", []string{"BOOKINGLEDGER_RECORD_MAX_INFLIGHT"}, defaultMaxRecording, 0,
+		"authentic deliveries recorded at once; past it (after --record-queue-wait) a fast 503 with Retry-After (0: no bound)")
+	recordWait := f.Duration("record-queue-wait", []string{"BOOKINGLEDGER_RECORD_QUEUE_WAIT"}, defaultRecordQueueWait,
+		"how long a delivery waits for a recording slot before its 503")
 	level := f.String("log-level", []string{"BOOKINGLEDGER_LOG_LEVEL"}, "info", "debug, info, warn or error")
 	deferAttempts := f.Int64("deferred-max-attempts", []string{"BOOKINGLEDGER_DEFERRED_MAX_ATTEMPTS"}, jobs.DefaultMaxAttempts, 1,
 		"fetch attempts of a deferred delivery (River's backoff, attempt^4 s) before it is quarantined")
@@ -140,7 +146,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, usageErrorf("serve takes no arguments, got %q", rest)
 	}
 	c = serveConfig{addr: *addr, adminAddr: *adminAddr, databaseURL: *dbURL, eventStore: *store, maxBody: *maxBody,
-		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level,
+		rejectPerMinute: *reject, drain: *drain, recordTimeout: *recordTO, logLevel: *level, maxRecording: *maxRecording, recordWait: *recordWait,
 		deferAttempts: *deferAttempts, deferWorkers: *deferWorkers, allowNewer: *allowNewer, jobTimeout: *jobTimeout, rescueAfter: *rescueAfter,
 		metricsAuth: *metricsAuth, authFailures: *authFailures, resourcesFile: *resourcesFile}
 	if c.metricsAuth != metricsOpen && c.metricsAuth != metricsToken {
@@ -249,6 +255,15 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 // again within minutes rather than River's hour.
 const defaultRescueAfter = 5 * time.Minute
 
+// Recording's admission bound: in a burst, deliveries past defaultMaxRecording recorded at once wait
+// up to defaultRecordQueueWait for a slot, then get a fast 503 instead of waiting out the record
+// timeout (and some committing after it: "outcome unknown" to the provider). 256 keeps the database's
+// group commit full (about 20 connections) with room for a burst.
+const (
+	defaultMaxRecording    = 256
+	defaultRecordQueueWait = 2 * time.Second
+)
+
 // alertTimeout bounds one POST of an operator alert.
 const alertTimeout = 10 * time.Second
 
@@ -278,11 +293,13 @@ func openPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 const knownStreams = 1 << 16
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	phases := newStartup()
 	cfg, err := parseServe(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg.logLevel)
+	phases.mark("config")
 
 	pool, err := openPool(ctx, cfg.databaseURL)
 	if err != nil {
@@ -290,10 +307,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	// Closed only after the server drained: in-flight deliveries still commit through it.
 	defer pool.Close()
+	phases.mark("pool")
 
 	if _, err := migrateSchema(ctx, pool, log, cfg.allowNewer); err != nil {
 		return fmt.Errorf("migrate on start: %w", err)
 	}
+	phases.mark("migrate")
 	es, err := openEventStore(ctx, cfg.eventStore, pool, log)
 	if err != nil {
 		return err
@@ -309,6 +328,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	phases.mark("stores")
 	es.receipts.WithBodySealer(bodies)
 	var (
 		store ledger.Store = es.receipts
@@ -349,7 +369,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// job queue, in PostgreSQL whichever store holds the events.
 	// Process steps: the host calendar (CalDAV) and invitee email (SMTP) of each booking, on their
 	// own queue of the same River client; the process projection plans them (docs/process-steps.md).
-	stepWorker, err := cfg.steps.worker(pool, log)
+	// The work of a serve that died resumes in seconds: each instance holds a lock whose end others see
+	// (adapters/jobs/liveness.go); River's rescue after --jobs-rescue-after stays the backstop.
+	live := jobs.NewLiveness(pool, "", log, process.ReleaseLeases)
+	stepWorker, err := cfg.steps.worker(pool, log, live.ID())
 	if err != nil {
 		return err
 	}
@@ -367,14 +390,20 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
 		Kinds: append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind, syncs.kind()},
 			retentionKinds(pool, cfg.bodyRetention)...),
-		Bodies: bodies})
+		Bodies: bodies, Liveness: live})
 	if err != nil {
 		return err
 	}
 	syncs.attach(queue.Client())
+	// Registered before River fetches anything under its id; ended after the queue stopped.
+	if err := live.Start(ctx); err != nil {
+		return err
+	}
+	defer live.Stop(context.WithoutCancel(ctx))
 	if err := queue.Start(ctx); err != nil {
 		return err
 	}
+	phases.mark("jobs")
 	// Deferred calls run last-in first-out: the queue stops after the server drained (in-flight
 	// requests may still defer) and before the pool closes (running jobs still record through it).
 	defer func() {
@@ -392,6 +421,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	phases.mark("projections")
 	defer stopRunners()
 	// Steps left requested by a worker that stopped are probed or handed to an operator.
 	stopSweeper := startSweeper(ctx, pool, queue.Client(), 2*cfg.steps.callTimeout, log)
@@ -435,6 +465,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		MaxBodyBytes:            cfg.maxBody,
 		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
 		RecordTimeout:           cfg.recordTimeout,
+		MaxRecording:            int(min(cfg.maxRecording, 1<<20)),
+		RecordQueueWait:         cfg.recordWait,
 		DrainTimeout:            cfg.drain,
 		AdminRoutes:             adminRoutes(adm),
 		GuardMetrics:            guardMetrics,
@@ -457,6 +489,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Warn("the admin listener is reachable beyond this host over plain HTTP; set BOOKINGLEDGER_ADMIN_TLS_CERT/KEY or bind it to loopback",
 			"admin_addr", aln.Addr().String())
 	}
+	phases.mark("http")
+	phases.log(log)
 	log.Info("listening", "addr", ln.Addr().String(), "admin_addr", aln.Addr().String(),
 		"tls", cfg.tls != nil, "admin_tls", cfg.adminTLS != nil, "providers", cfg.providers.names())
 	// The lines tests and scripts wait for: both ports are bound when they are printed, the admin one
@@ -503,14 +537,33 @@ func migrateSchema(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, al
 	if err != nil {
 		return nil, err
 	}
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		return nil, err
+	applied := []string{}
+	if len(before) == 0 {
+		// Nothing of ours to apply (every restart but an upgrade's): the checks Migrate makes, without
+		// its migrator, lock and second status read — most of an idle restart's time.
+		if err := postgres.CheckNotNewer(ctx, pool); err != nil {
+			return nil, err
+		}
+		if err := postgres.CheckTransactionIDs(ctx, pool); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := postgres.Migrate(ctx, pool); err != nil {
+			return nil, err
+		}
+		after, err := postgres.Pending(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		applied = append(applied, before[:max(len(before)-len(after), 0)]...)
 	}
-	after, err := postgres.Pending(ctx, pool)
+	riverPending, err := jobs.Pending(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	applied := append([]string{}, before[:max(len(before)-len(after), 0)]...)
+	if len(riverPending) == 0 {
+		return applied, nil
+	}
 	river, err := jobs.Migrate(ctx, pool, log)
 	if err != nil {
 		return nil, err

@@ -125,8 +125,8 @@ func parseSteps(getenv func(string) string) (stepsConfig, error) {
 }
 
 // worker builds the step worker of this configuration.
-func (c stepsConfig) worker(pool *pgxpool.Pool, log *slog.Logger) (*process.Worker, error) {
-	cfg := process.WorkerConfig{Pool: pool, Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase}
+func (c stepsConfig) worker(pool *pgxpool.Pool, log *slog.Logger, clientID string) (*process.Worker, error) {
+	cfg := process.WorkerConfig{Pool: pool, Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase, ClientID: clientID}
 	if cal := c.calendarTarget(pool); cal != nil {
 		cfg.Calendar = cal
 	}

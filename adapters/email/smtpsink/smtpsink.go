@@ -48,8 +48,12 @@ type Config struct {
 	Addr string
 	// OnMessage, when set, is called for every message read (accepted or not), outside the sink's lock.
 	OnMessage func(Message)
-	// Fault, when set, is asked for every message read; nil accepts everything.
+	// Fault, when set, is asked for every message read; nil accepts everything. It is called after
+	// the final dot and before the answer: a Fault that blocks stalls the sender exactly there.
 	Fault func(Message) Fault
+	// OnRcpt, when set, is called for every RCPT TO before it is answered: one that blocks stalls the
+	// sender before its message's data.
+	OnRcpt func(to string)
 }
 
 // Sink is a running capturing SMTP server.
@@ -146,6 +150,9 @@ func (s *session) Logout() error { return nil }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error { s.from = from; return nil }
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if s.sink.cfg.OnRcpt != nil {
+		s.sink.cfg.OnRcpt(to)
+	}
 	s.to = append(s.to, to)
 	return nil
 }
