@@ -13,7 +13,7 @@ import (
 // personalCTEs are the statements that save deliveries' personal data (ledger.Personal) as common
 // table expressions of the statement that commits them, their arguments numbered from $first in the
 // order personalRows gives them: no statement, round trip or WAL flush of their own. Contacts go to the
-// contacts table (migration 0050; the newest address and name win: of a delivery's, its last, of a
+// contacts table (migration 0050) or, for a seat's attendee, to seat_contacts (migration 0500; the newest address and name win: of a delivery's, its last, of a
 // group's, its last delivery's), free texts to free_texts (migration 0130; once per event and field,
 // the first: a redelivery changes nothing, nor one after the text was erased). Nothing of an erased
 // booking is saved, and bl_subject_erased (migration 0131) also waits for an erasure under way.
@@ -21,6 +21,7 @@ import (
 func personalCTEs(first int, join personalJoin) string {
 	arg := func(k int) string { return "$" + strconv.Itoa(first+k) }
 	from, keep, distinct, contactOrder, textOrder := "", "NOT bl_subject_erased(t.b)", "", "", ""
+	seatDistinct, seatOrder := "", ""
 	// Joined with the deliveries, the erasure check is asked of a row only once its delivery is
 	// known to have appended: written as a condition on t alone it would be pushed down into the scan
 	// of t, which the nested loop scans again for every delivery — n² calls for a group of n.
@@ -32,16 +33,24 @@ func personalCTEs(first int, join personalJoin) string {
 		// keeps one already.)
 		from, keep = " JOIN a ON a.ord = t.o", afterOK
 		distinct, contactOrder, textOrder = "DISTINCT ON (t.b) ", "\n    ORDER BY t.b, t.o DESC", "\n    ORDER BY t.o, t.i"
+		seatDistinct, seatOrder = "DISTINCT ON (t.b, t.s) ", "\n    ORDER BY t.b, t.s, t.o DESC"
 	case afterAppends:
 		from, keep = ", a", afterOK
 	}
 	return `p_contacts AS (
     INSERT INTO contacts (booking, email, name)
     SELECT ` + distinct + `t.b, t.e, t.n
-    FROM unnest(` + arg(0) + `::int[], ` + arg(1) + `::text[], ` + arg(2) + `::text[], ` + arg(3) + `::text[]) AS t(o, b, e, n)` + from + `
-    WHERE ` + keep + contactOrder + `
+    FROM unnest(` + arg(0) + `::int[], ` + arg(1) + `::text[], ` + arg(2) + `::text[], ` + arg(3) + `::text[], ` + arg(9) + `::text[]) AS t(o, b, e, n, s)` + from + `
+    WHERE t.s = '' AND ` + keep + contactOrder + `
     ON CONFLICT (booking) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name, updated_at = now()
     WHERE contacts.email <> EXCLUDED.email OR contacts.name <> EXCLUDED.name
+), p_seat_contacts AS (
+    INSERT INTO seat_contacts (booking, seat, email, name)
+    SELECT ` + seatDistinct + `t.b, t.s, t.e, t.n
+    FROM unnest(` + arg(0) + `::int[], ` + arg(1) + `::text[], ` + arg(2) + `::text[], ` + arg(3) + `::text[], ` + arg(9) + `::text[]) AS t(o, b, e, n, s)` + from + `
+    WHERE t.s <> '' AND ` + keep + seatOrder + `
+    ON CONFLICT (booking, seat) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name, updated_at = now()
+    WHERE seat_contacts.email <> EXCLUDED.email OR seat_contacts.name <> EXCLUDED.name
 ), p_texts AS (
     INSERT INTO free_texts (event, field, booking, text)
     SELECT t.e, t.f, t.b, t.x
@@ -63,27 +72,34 @@ const (
 	perDelivery
 )
 
-// personalRows are personalCTEs' nine arguments: the contacts and texts of deliveries, each row with
-// its delivery's place in the statement (o).
+// personalRows are personalCTEs' ten arguments: the contacts and texts of deliveries, each row with
+// its delivery's place in the statement (o); a contact's seat ("" for the booking's own contact, the
+// seat's key for a seated booking's attendee: migration 0500's seat_contacts) is the tenth.
 type personalRows struct {
 	contactOrd               []int32
 	bookings, emails, names  []string
+	seats                    []string
 	textOrd                  []int32
 	events                   [][16]byte
 	fields, textBookings, xs []string
 }
 
-// add appends delivery d's, the ord'th of the statement: a booking's contact once (its last).
+// add appends delivery d's, the ord'th of the statement: a booking's (or seat's) contact once (its last).
 func (p *personalRows) add(ord int, d ledger.Personal) {
-	seen := make(map[booking.ID]int, len(d.Contacts))
+	type who struct {
+		b    booking.ID
+		seat string
+	}
+	seen := make(map[who]int, len(d.Contacts))
 	for _, c := range d.Contacts {
-		if i, ok := seen[c.Booking]; ok {
+		if i, ok := seen[who{c.Booking, c.Seat}]; ok {
 			p.emails[i], p.names[i] = c.Email, c.Name
 			continue
 		}
-		seen[c.Booking] = len(p.bookings)
+		seen[who{c.Booking, c.Seat}] = len(p.bookings)
 		p.contactOrd = append(p.contactOrd, int32(ord))
 		p.bookings, p.emails, p.names = append(p.bookings, string(c.Booking)), append(p.emails, c.Email), append(p.names, c.Name)
+		p.seats = append(p.seats, c.Seat)
 	}
 	for _, ft := range d.FreeTexts {
 		p.textOrd, p.events = append(p.textOrd, int32(ord)), append(p.events, ft.Event)
@@ -92,7 +108,7 @@ func (p *personalRows) add(ord int, d ledger.Personal) {
 }
 
 func (p *personalRows) args() []any {
-	return []any{p.contactOrd, p.bookings, p.emails, p.names, p.textOrd, p.events, p.fields, p.textBookings, p.xs}
+	return []any{p.contactOrd, p.bookings, p.emails, p.names, p.textOrd, p.events, p.fields, p.textBookings, p.xs, p.seats}
 }
 
 // ErrPersonalWithoutAppends: a commit carried personal data but no appends (ledger.Commit.Personal).

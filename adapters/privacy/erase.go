@@ -151,14 +151,16 @@ ON CONFLICT (subject) DO NOTHING`, bookings, out.ID, now)
 
 var errDryRun = errors.New("dry run")
 
-// bookings resolves the request: the booking itself, or every booking whose contact has the address
-// (case-insensitive, spaces around it ignored). An address erased before has no contact left:
+// bookings resolves the request: the booking itself, or every booking whose contact (or a seat's
+// contact) has the address (case-insensitive, spaces around it ignored). An address erased before has no contact left:
 // ErrNothingToErase, as for one never known.
 func (e *Eraser) bookings(ctx context.Context, tx pgx.Tx, req Request) ([]string, error) {
 	if req.Booking != "" {
 		return []string{string(req.Booking)}, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT booking FROM contacts WHERE lower(email) = lower($1) ORDER BY booking`, strings.TrimSpace(req.Email))
+	// A seated booking's attendees are its subjects too (seat_contacts): their bodies hold every attendee.
+	rows, err := tx.Query(ctx, `SELECT booking FROM contacts WHERE lower(email) = lower($1)
+UNION SELECT booking FROM seat_contacts WHERE lower(email) = lower($1) ORDER BY booking`, strings.TrimSpace(req.Email))
 	if err != nil {
 		return nil, fmt.Errorf("find bookings: %w", err)
 	}
@@ -193,6 +195,8 @@ WHERE b.digest IN (SELECT digest FROM receipt_bodies WHERE subject = ANY($1)
   AND substring(body FOR 5) <> substring($2::bytea FOR 5)`, []any{tomb}},
 		{&c.FreeTexts, `UPDATE free_texts SET text = '', erased_at = $2 WHERE booking = ANY($1) AND erased_at IS NULL`, []any{now}},
 		{&c.Contacts, `DELETE FROM contacts WHERE booking = ANY($1)`, nil},
+		// A seated booking's attendees' own contacts (counted with the contacts).
+		{&c.Contacts, `DELETE FROM seat_contacts WHERE booking = ANY($1)`, nil},
 		// An invitee step cannot run without the contact: skipped, and says why.
 		{&c.StepsSkipped, `UPDATE process_steps SET state = 'skipped', note = 'the invitee''s data was erased on ' || $2,
     finished_at = now(), updated_at = now()
@@ -207,7 +211,7 @@ WHERE booking = ANY($1) AND state = 'pending' AND kind LIKE 'invitee_email.%'`, 
 		if err != nil {
 			return c, fmt.Errorf("scrub: %w", err)
 		}
-		*s.n = tag.RowsAffected()
+		*s.n += tag.RowsAffected()
 	}
 	return c, nil
 }

@@ -39,7 +39,7 @@ const (
 var States = []State{StatePending, StateRequested, StateDone, StateNeedsReconciliation, StateFailed, StateSkipped}
 
 // Kinds lists every kind.
-var Kinds = []Kind{CalendarCreate, CalendarUpdate, CalendarDelete, EmailConfirmation, EmailRescheduled, EmailCancellation}
+var Kinds = []Kind{CalendarCreate, CalendarUpdate, CalendarDelete, EmailConfirmation, EmailRescheduled, EmailCancellation, EmailSeatCancellation}
 
 // family is one target's kinds: what opens, updates and closes the thread's effect there.
 type family struct{ open, update, close Kind }

@@ -167,6 +167,11 @@ func (p *Projection) apply(ctx context.Context, tx pgx.Tx, events []eventlog.Rec
 	if err != nil {
 		return err
 	}
+	seats, err := planSeatCancellations(ctx, tx, events, p.cfg.Targets)
+	if err != nil {
+		return err
+	}
+	ids = append(ids, seats...)
 	return InsertJobs(ctx, tx, p.cfg.Client, ids, p.cfg.MaxAttempts)
 }
 

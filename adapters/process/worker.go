@@ -220,7 +220,16 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 					note: fmt.Sprintf("follows %s %s, which was %s: there is nothing to %s", predKind, predKey, *pred.state, verb(st.Kind))}, false)
 			}
 		}
-		if !recovered && (st.Kind != CalendarDelete && st.Kind != EmailCancellation) {
+		if !recovered {
+			// A seated booking's attendee is told of a cancellation once (seats.go).
+			if note, err := seatSkip(ctx, tx, st, status); err != nil || note != "" {
+				if err != nil {
+					return err
+				}
+				return w.finish(ctx, tx, st, outcome{state: StateSkipped, note: note}, false)
+			}
+		}
+		if !recovered && (st.Kind != CalendarDelete && st.Kind != EmailCancellation && st.Kind != EmailSeatCancellation) {
 			// The calendar may have moved on since the step was planned (the process projection follows
 			// it, but a worker can be faster): never confirm what is no longer true.
 			if status == nil || *status != "active" || start == nil || !start.Equal(st.Start) || end == nil || !end.Equal(st.End) {
@@ -344,7 +353,7 @@ func classify(err error) outcome {
 
 func (w *Worker) callMail(ctx context.Context, s *Step) outcome {
 	var email, name string
-	err := w.cfg.Pool.QueryRow(ctx, `SELECT email, name FROM contacts WHERE booking = $1`, s.Booking).Scan(&email, &name)
+	err := w.cfg.Pool.QueryRow(ctx, contactSQL(s.Kind), s.Booking, s.ID).Scan(&email, &name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return outcome{state: StateFailed, note: "no invitee email known for " + s.Booking + " (the provider sent none, or it was erased)"}
 	}
@@ -374,6 +383,8 @@ func composeMail(s *Step, email, name string) Mail {
 		subject, line = "Booking confirmed: "+when, "your booking on "+when+" is confirmed."
 	case EmailRescheduled:
 		subject, line = "Booking rescheduled: "+when, "your booking has been moved to "+when+"."
+	case EmailSeatCancellation:
+		subject, line = "Seat canceled: "+when, "your seat on "+when+" has been canceled."
 	default:
 		subject, line = "Booking canceled: "+when, "your booking on "+when+" has been canceled."
 	}

@@ -1,6 +1,7 @@
 package booking
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -270,6 +271,10 @@ func (s Seat) Same(o Seat) bool {
 	}
 	return s.Attendee != "" && s.Attendee == o.Attendee
 }
+
+// Key names the seat in one string: its reference, else its attendee key ("" for a zero seat). The
+// seat's contact and its own steps are keyed by it.
+func (s Seat) Key() string { return cmp.Or(s.UID, s.Attendee) }
 
 // IsZero reports whether the seat names nobody (a seat known only by count).
 func (s Seat) IsZero() bool { return s.UID == "" && s.Attendee == "" }

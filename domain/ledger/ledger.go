@@ -130,8 +130,11 @@ func (p Personal) IsZero() bool { return len(p.Contacts) == 0 && len(p.FreeTexts
 // Contact is how to reach a booking's invitee (for the invitee email steps).
 type Contact struct {
 	Booking booking.ID
-	Email   string
-	Name    string
+	// Seat is "" for the booking's own contact; for an attendee of a seated booking it is the seat's
+	// key (booking.Seat.Key), and the contact is that attendee's, kept beside the booking's.
+	Seat  string
+	Email string
+	Name  string
 }
 
 // CommitResult reports what the store actually wrote.

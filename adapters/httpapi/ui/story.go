@@ -69,6 +69,8 @@ var stepTargets = map[string][2]string{
 	"invitee_email.confirmation": {"Emailed the confirmation to %s", "email the confirmation to %s"},
 	"invitee_email.rescheduled":  {"Emailed the new time to %s", "email the new time to %s"},
 	"invitee_email.cancellation": {"Emailed the cancellation to %s", "email the cancellation to %s"},
+	// A seat's attendee is not the booking's invitee (who): not named here.
+	"invitee_email.seat_cancellation": {"Emailed a leaving attendee their seat's cancellation", "email a leaving attendee their seat's cancellation"},
 }
 
 // story tells h in the order things happened: the provider's notices (and the ones that changed

@@ -278,13 +278,45 @@ func mapBooking(trigger, stamp string, created time.Time, b bookingPayload) (pro
 	}
 	nameFacts(out.Events, env.TriggerEvent+" "+b.UID, env.CreatedAt)
 	if env.TriggerEvent == TriggerBookingCancelled && b.seatCancel() {
-		// The leaver is not the booking's contact: the booking's invitee stays who it was.
+		// The leaver is not the booking's contact: the booking's invitee stays who it was. The
+		// leaver's own contact is kept by seat (their cancellation email goes to it).
+		out.Contacts = seatContacts(id, b.Attendees, out.Events)
 		return out, nil
 	}
 	if len(b.Attendees) > 0 && len(out.Events) > 0 {
 		out.Contacts = providers.NewContacts(id, b.Attendees[0].Email, b.Attendees[0].Name)
+		out.Contacts = append(out.Contacts, seatContacts(id, b.Attendees[len(b.Attendees)-1:], out.Events)...)
 	}
 	return out, nil
+}
+
+// seatContacts are the contacts of the seats the events add or remove, keyed by seat (booking.Seat.Key):
+// each is the attendee whose digest the seat carries, else, when the seat has none, the only attendee
+// listed.
+func seatContacts(id booking.ID, attendees []person, events []booking.Event) []providers.Contact {
+	var out []providers.Contact
+	for _, e := range events {
+		var st booking.Seat
+		switch p := e.Payload.(type) {
+		case booking.SeatAdded:
+			st = p.Seat
+		case booking.SeatRemoved:
+			st = p.Seat
+		default:
+			continue
+		}
+		for _, a := range attendees {
+			if st.Key() == "" || (st.Attendee != "" && seat(a, "").Attendee != st.Attendee) || (st.Attendee == "" && len(attendees) > 1) {
+				continue
+			}
+			for _, c := range providers.NewContacts(id, a.Email, a.Name) {
+				c.Seat = st.Key()
+				out = append(out, c)
+			}
+			break
+		}
+	}
+	return out
 }
 
 // nameFacts gives each event of one BOOKING_* fact its Fact, "<trigger> <uid>" (with the seat for a

@@ -322,12 +322,37 @@ func TestMapSeatsAndSeries(t *testing.T) {
 				_, err := booking.Decide(booking.State{}, e)
 				require.NoError(t, err, "the domain accepts the mapped event")
 			}
+			var own, seats []providers.Contact
+			for _, c := range got.Contacts {
+				if c.Seat == "" {
+					own = append(own, c)
+				} else {
+					seats = append(seats, c)
+				}
+			}
+			// A seat's event keeps its attendee's contact by seat; the booking's own stays its first attendee.
+			for _, e := range got.Events {
+				var st booking.Seat
+				switch p := e.Payload.(type) {
+				case booking.SeatAdded:
+					st = p.Seat
+				case booking.SeatRemoved:
+					st = p.Seat
+				default:
+					continue
+				}
+				require.Len(t, seats, 1)
+				assert.Equal(t, providers.Contact{Booking: e.Booking, Seat: st.Key(), Email: "charles.babbage@example.org", Name: "Charles Babbage"}, seats[0],
+					"the seat's own attendee, keyed by the seat")
+				seats = nil
+			}
+			assert.Empty(t, seats, "no seat contact without a seat event")
 			if !tt.contacts {
-				assert.Empty(t, got.Contacts, "a leaving attendee is not the booking's invitee")
+				assert.Empty(t, own, "a leaving attendee is not the booking's invitee")
 				return
 			}
-			require.Len(t, got.Contacts, 1)
-			assert.Equal(t, "ada.lovelace@example.com", got.Contacts[0].Email, "the booking's invitee is its first attendee")
+			require.Len(t, own, 1)
+			assert.Equal(t, "ada.lovelace@example.com", own[0].Email, "the booking's invitee is its first attendee")
 		})
 	}
 
