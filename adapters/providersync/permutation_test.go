@@ -20,6 +20,7 @@ import (
 	"bookingledger/adapters/providers/calcom/calcomapi"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/calendly/calendlyapi"
+	"bookingledger/adapters/providersync"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 )
@@ -44,38 +45,45 @@ func permutations(steps []string) [][]string {
 	return out
 }
 
-// A Calendly booking made and canceled at the provider reaches the ledger by its two webhooks (the
-// create delivered twice), by two sync runs, or any mix, in every order: every order stores the same
-// two events, with the webhooks' IDs, and folds to the state the two webhooks alone give — the
-// calendar's row is a function of it.
-// Each order has a booking of its own and a fake of Calendly's API that knows only that booking.
-func TestCalendlyFactsOnceInEveryOrderOfWebhooksAndSyncs(t *testing.T) {
+// orderCase is one provider in the every-order test: its webhook mapper, the sample events of a
+// booking made and then canceled, a fake of its API told what happened, and what the stored events of
+// each order must be.
+type orderCase struct {
+	provider          string
+	hooks             providers.Provider
+	created, canceled string // sample event names
+	// fake starts the provider's API fake and returns where its _fake/deliveries route is and the
+	// sync's source reading it.
+	fake  func(t *testing.T) (deliveries string, src providersync.Source)
+	check func(t *testing.T, order []string, stored []booking.Event, created, canceled []byte)
+}
+
+// runEveryOrder reaches the ledger with a booking's create webhook (twice), its cancel webhook and two
+// sync runs, in every order, each order with a booking and a fake of its own.
+func runEveryOrder(t *testing.T, c orderCase) {
 	e := newEnv(t)
-	hooks := calendly.New(providers.NewSecrets("k"), time.Minute)
 	orders := permutations([]string{"create", "create", "cancel", "sync", "sync"})
 	require.Len(t, orders, 30)
 	start := time.Date(2030, 3, 4, 9, 0, 0, 0, time.UTC)
 	for n, order := range orders {
 		key := fmt.Sprintf("perm-%d", n)
 		p := sample.Params{Booking: key, Host: sample.DefaultHost, Start: start}
-		created, err := sample.Body(calendly.Name, calendly.EventInviteeCreated, p)
+		created, err := sample.Body(c.provider, c.created, p)
 		require.NoError(t, err)
-		canceled, err := sample.Body(calendly.Name, calendly.EventInviteeCanceled, p)
+		canceled, err := sample.Body(c.provider, c.canceled, p)
 		require.NoError(t, err)
-		fake, err := calendlyapi.Start(calendlyapi.Config{Token: "tok"})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = fake.Close() })
+		deliveries, src := c.fake(t)
 		for _, b := range [][]byte{created, canceled} { // what happened at the provider
-			resp, err := http.Post(fake.URL()+"/_fake/deliveries", "application/json", bytes.NewReader(b))
+			resp, err := http.Post(deliveries, "application/json", bytes.NewReader(b))
 			require.NoError(t, err)
 			resp.Body.Close()
 			require.Equal(t, http.StatusNoContent, resp.StatusCode)
 		}
-		s := e.syncer(calendly.NewAPI(calendly.APIConfig{Token: "tok", URL: fake.URL()}))
+		s := e.syncer(src)
 		webhook := func(body []byte) {
-			m, err := hooks.Map(context.Background(), nil, body, time.Now())
+			m, err := c.hooks.Map(context.Background(), nil, body, time.Now())
 			require.NoError(t, err)
-			_, err = e.ledger.Record(context.Background(), ledger.Delivery{Receipt: ledger.Receipt{Provider: calendly.Name,
+			_, err = e.ledger.Record(context.Background(), ledger.Delivery{Receipt: ledger.Receipt{Provider: c.provider,
 				ReceivedAt: time.Now(), DeliveryID: m.DeliveryID}, Events: m.Events, Contacts: m.Contacts})
 			require.NoError(t, err)
 		}
@@ -86,20 +94,40 @@ func TestCalendlyFactsOnceInEveryOrderOfWebhooksAndSyncs(t *testing.T) {
 			case "cancel":
 				webhook(canceled)
 			case "sync":
-				_, err := s.Run(context.Background(), calendly.Name, providers.SyncWindow{From: start.Add(-time.Hour), To: start.Add(time.Hour)}, false, false)
+				_, err := s.Run(context.Background(), c.provider, providers.SyncWindow{From: start.Add(-time.Hour), To: start.Add(time.Hour)}, false, false)
 				require.NoError(t, err)
 			}
 		}
-		id := booking.ID("calendly-" + key)
-		stored := e.streamEvents(t, id)
-		wantIDs := []string{mapped(t, hooks, created).ID.String(), mapped(t, hooks, canceled).ID.String()}
-		assert.ElementsMatch(t, wantIDs, eventIDs(stored), "order %v: one event per fact, the webhooks' IDs", order)
+		stored := e.streamEvents(t, booking.ID(c.provider+"-"+key))
 		st := booking.Fold(stored)
 		assert.Equal(t, booking.StatusCanceled, st.Status, "order %v", order)
-		want := booking.Fold([]booking.Event{mapped(t, hooks, created), mapped(t, hooks, canceled)})
-		want.CancelReason = "" // free text is kept apart from the stored event (free_texts), whichever path
-		assert.Equal(t, want, st, "order %v folds as the two webhooks alone do", order)
+		assert.True(t, st.Slot.Start.Equal(start), "order %v", order)
+		c.check(t, order, stored, created, canceled)
 	}
+}
+
+// A Calendly booking made and canceled at the provider reaches the ledger by its two webhooks (the
+// create delivered twice), by two sync runs, or any mix, in every order: every order stores the same
+// two events, with the webhooks' IDs, and folds to the state the two webhooks alone give — the
+// calendar's row is a function of it.
+func TestCalendlyFactsOnceInEveryOrderOfWebhooksAndSyncs(t *testing.T) {
+	hooks := calendly.New(providers.NewSecrets("k"), time.Minute)
+	runEveryOrder(t, orderCase{provider: calendly.Name, hooks: hooks,
+		created: calendly.EventInviteeCreated, canceled: calendly.EventInviteeCanceled,
+		fake: func(t *testing.T) (string, providersync.Source) {
+			fake, err := calendlyapi.Start(calendlyapi.Config{Token: "tok"})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = fake.Close() })
+			return fake.URL() + "/_fake/deliveries", calendly.NewAPI(calendly.APIConfig{Token: "tok", URL: fake.URL()})
+		},
+		check: func(t *testing.T, order []string, stored []booking.Event, created, canceled []byte) {
+			wantIDs := []string{mapped(t, hooks, created).ID.String(), mapped(t, hooks, canceled).ID.String()}
+			assert.ElementsMatch(t, wantIDs, eventIDs(stored), "order %v: one event per fact, the webhooks' IDs", order)
+			want := booking.Fold([]booking.Event{mapped(t, hooks, created), mapped(t, hooks, canceled)})
+			want.CancelReason = "" // free text is kept apart from the stored event (free_texts), whichever path
+			assert.Equal(t, want, booking.Fold(stored), "order %v folds as the two webhooks alone do", order)
+		},
+	})
 }
 
 func mapped(t *testing.T, p *calendly.Provider, body []byte) booking.Event {
@@ -133,55 +161,22 @@ func (e *env) streamEvents(t *testing.T, id booking.ID) []booking.Event {
 
 // The same for Cal.com, whose webhook identity holds the time of sending, which its API cannot show:
 // the API's copy of each fact has another ID, and the ledger still stores each fact once (its Fact,
-// ADR 0020), in every order, and the booking ends canceled in its slot.
+// ADR 0020), in every order.
 func TestCalcomFactsOnceInEveryOrderOfWebhooksAndSyncs(t *testing.T) {
-	e := newEnv(t)
-	hooks := calcom.New(providers.NewSecrets("k"))
-	orders := permutations([]string{"create", "create", "cancel", "sync", "sync"})
-	start := time.Date(2030, 3, 4, 9, 0, 0, 0, time.UTC)
-	for n, order := range orders {
-		key := fmt.Sprintf("perm-%d", n)
-		p := sample.Params{Booking: key, Host: sample.DefaultHost, Start: start}
-		created, err := sample.Body(calcom.Name, calcom.TriggerBookingCreated, p)
-		require.NoError(t, err)
-		canceled, err := sample.Body(calcom.Name, calcom.TriggerBookingCancelled, p)
-		require.NoError(t, err)
-		fake, err := calcomapi.Start(calcomapi.Config{Key: "cal_test_k"})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = fake.Close() })
-		for _, b := range [][]byte{created, canceled} {
-			resp, err := http.Post(fake.AdminURL()+"/deliveries", "application/json", bytes.NewReader(b))
+	runEveryOrder(t, orderCase{provider: calcom.Name, hooks: calcom.New(providers.NewSecrets("k")),
+		created: calcom.TriggerBookingCreated, canceled: calcom.TriggerBookingCancelled,
+		fake: func(t *testing.T) (string, providersync.Source) {
+			fake, err := calcomapi.Start(calcomapi.Config{Key: "cal_test_k"})
 			require.NoError(t, err)
-			resp.Body.Close()
-			require.Equal(t, http.StatusNoContent, resp.StatusCode)
-		}
-		s := e.syncer(calcom.NewAPI(calcom.APIConfig{Key: "cal_test_k", URL: fake.URL()}))
-		webhook := func(body []byte) {
-			m, err := hooks.Map(context.Background(), nil, body, time.Now())
-			require.NoError(t, err)
-			_, err = e.ledger.Record(context.Background(), ledger.Delivery{Receipt: ledger.Receipt{Provider: calcom.Name,
-				ReceivedAt: time.Now(), DeliveryID: m.DeliveryID}, Events: m.Events, Contacts: m.Contacts})
-			require.NoError(t, err)
-		}
-		for _, step := range order {
-			switch step {
-			case "create":
-				webhook(created)
-			case "cancel":
-				webhook(canceled)
-			case "sync":
-				_, err := s.Run(context.Background(), calcom.Name, providers.SyncWindow{From: start.Add(-time.Hour), To: start.Add(time.Hour)}, false, false)
-				require.NoError(t, err)
+			t.Cleanup(func() { _ = fake.Close() })
+			return fake.AdminURL() + "/deliveries", calcom.NewAPI(calcom.APIConfig{Key: "cal_test_k", URL: fake.URL()})
+		},
+		check: func(t *testing.T, order []string, stored []booking.Event, _, _ []byte) {
+			var types []booking.EventType
+			for _, ev := range stored {
+				types = append(types, ev.Type())
 			}
-		}
-		stored := e.streamEvents(t, booking.ID("calcom-"+key))
-		var types []booking.EventType
-		for _, ev := range stored {
-			types = append(types, ev.Type())
-		}
-		assert.ElementsMatch(t, []booking.EventType{booking.TypeScheduled, booking.TypeCanceled}, types, "order %v: one event per fact", order)
-		st := booking.Fold(stored)
-		assert.Equal(t, booking.StatusCanceled, st.Status, "order %v", order)
-		assert.True(t, st.Slot.Start.Equal(start), "order %v", order)
-	}
+			assert.ElementsMatch(t, []booking.EventType{booking.TypeScheduled, booking.TypeCanceled}, types, "order %v: one event per fact", order)
+		},
+	})
 }
