@@ -18,6 +18,7 @@ import (
 
 	"bookingledger/adapters/esdb"
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/gauges"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/auth"
 	"bookingledger/adapters/jobs"
@@ -429,15 +430,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(newProjectionCollector(runners), newStepsCollector(process.NewStore(pool, nil)))
-	state := stateSources{pool: pool, openItems: rm.OpenItemCounts, log: log,
-		quarantined: es.receipts.CountQuarantined}
+	state := gauges.Sources{Pool: pool, OpenItems: rm.OpenItemCounts, Log: log,
+		Quarantined: es.receipts.CountQuarantined}
 	for _, r := range runners {
-		state.projections = append(state.projections, r.Status().Projection)
+		state.Projections = append(state.Projections, r.Status().Projection)
 	}
 	if es.esdb == nil {
-		state.eventsAfter = es.receipts.EventsAfter // the events are in PostgreSQL, next to the receipts
+		state.EventsAfter = es.receipts.EventsAfter // the events are in PostgreSQL, next to the receipts
 	}
-	reg.MustRegister(newStateCollector(state))
+	reg.MustRegister(gauges.NewStateCollector(state))
 	reg.MustRegister(providersync.NewCollector(syncs.store, cfg.providers.names(), log))
 	for _, name := range cfg.providers.unconfigured {
 		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)

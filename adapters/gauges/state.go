@@ -1,4 +1,4 @@
-package main
+package gauges
 
 import (
 	"context"
@@ -22,31 +22,35 @@ const (
 	maxEventsBehind = 1_000_000
 )
 
-// stateSources are what the database gauges read.
-type stateSources struct {
-	pool *pgxpool.Pool
-	// projections are the projections whose lag is reported; a projection without a checkpoint row
+// Sources are what the database gauges read. Pool holds the job queue's tables (the backlog) and the
+// projections' checkpoints; the other counts come from the stores that own their tables.
+type Sources struct {
+	Pool *pgxpool.Pool
+	// Projections are the projections whose lag is reported; a projection without a checkpoint row
 	// yet is at the start of the log.
-	projections []string
-	openItems   func(ctx context.Context) (map[projections.ItemKind]int64, error)
-	quarantined func(ctx context.Context) (int64, error)
-	// eventsAfter counts the log's events after a position, up to a limit; nil when the event store
+	Projections []string
+	// OpenItems counts the open reconciliation items by kind (the read model's OpenItemCounts).
+	OpenItems func(ctx context.Context) (map[projections.ItemKind]int64, error)
+	// Quarantined counts the quarantined receipts (the PostgreSQL store's CountQuarantined).
+	Quarantined func(ctx context.Context) (int64, error)
+	// EventsAfter counts the log's events after a position, up to a limit; nil when the event store
 	// cannot count cheaply (EventStoreDB), and the events-behind gauge is left out.
-	eventsAfter func(ctx context.Context, pos eventlog.Position, limit int64) (int64, error)
-	log         *slog.Logger
+	EventsAfter func(ctx context.Context, pos eventlog.Position, limit int64) (int64, error)
+	Log         *slog.Logger
 }
 
-// stateCollector exports what the shared database holds — the reconciliation queue, quarantined
+// StateCollector exports what the shared database holds — the reconciliation queue, quarantined
 // receipts, the job backlog and each projection's lag — read when Prometheus scrapes. Every instance
 // reports the same values (the database is shared); alert rules take max() over instances.
-type stateCollector struct {
-	src                                            stateSources
+type StateCollector struct {
+	src                                            Sources
 	openItems, quarantined, backlog, behind, moved *prometheus.Desc
 	ok                                             *prometheus.Desc
 }
 
-func newStateCollector(src stateSources) *stateCollector {
-	return &stateCollector{
+// NewStateCollector returns the collector of the database gauges; register it once per registry.
+func NewStateCollector(src Sources) *StateCollector {
+	return &StateCollector{
 		src: src,
 		openItems: prometheus.NewDesc("bookingledger_reconciliation_open_items",
 			"Open reconciliation items, by kind (conflict, quarantined, late_event, step, sync).", []string{"kind"}, nil),
@@ -64,45 +68,45 @@ func newStateCollector(src stateSources) *stateCollector {
 	}
 }
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.openItems, c.quarantined, c.backlog, c.behind, c.moved, c.ok} {
 		ch <- d
 	}
 }
 
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	failed := false
 	fail := func(what string, err error) {
 		failed = true
-		c.src.log.Warn("metrics: database gauge not read", "gauge", what, "error", err.Error())
+		c.src.Log.Warn("metrics: database gauge not read", "gauge", what, "error", err.Error())
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 
-	if items, err := c.src.openItems(ctx); err != nil {
+	if items, err := c.src.OpenItems(ctx); err != nil {
 		fail("open items", err)
 	} else {
 		for kind, n := range items {
 			gauge(c.openItems, float64(n), string(kind))
 		}
 	}
-	if n, err := c.src.quarantined(ctx); err != nil {
+	if n, err := c.src.Quarantined(ctx); err != nil {
 		fail("quarantined receipts", err)
 	} else {
 		gauge(c.quarantined, float64(n))
 	}
-	if backlog, err := jobs.Backlog(ctx, c.src.pool, jobs.QueueDeferred); err != nil {
+	if backlog, err := jobs.Backlog(ctx, c.src.Pool, jobs.QueueDeferred); err != nil {
 		fail("job backlog", err)
 	} else {
 		for queue, n := range backlog {
 			gauge(c.backlog, float64(n), queue)
 		}
 	}
-	for _, name := range c.src.projections {
-		cp, err := checkpoint.Read(ctx, c.src.pool, name) // never ran: the start of the log, never moved
+	for _, name := range c.src.Projections {
+		cp, err := checkpoint.Read(ctx, c.src.Pool, name) // never ran: the start of the log, never moved
 		if err != nil {
 			fail("checkpoint", err)
 			continue
@@ -112,10 +116,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			moved = float64(cp.UpdatedAt.UnixNano()) / 1e9
 		}
 		gauge(c.moved, moved, name)
-		if c.src.eventsAfter == nil {
+		if c.src.EventsAfter == nil {
 			continue
 		}
-		if n, err := c.src.eventsAfter(ctx, cp.Position, maxEventsBehind); err != nil {
+		if n, err := c.src.EventsAfter(ctx, cp.Position, maxEventsBehind); err != nil {
 			fail("events behind", err)
 		} else {
 			gauge(c.behind, float64(n), name)
