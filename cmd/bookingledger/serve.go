@@ -8,28 +8,19 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"bookingledger/adapters/esdb"
-	"bookingledger/adapters/eventcodec"
-	"bookingledger/adapters/gauges"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/auth"
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
-	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/privacy"
-	"bookingledger/adapters/process"
 	"bookingledger/adapters/providersync"
 	"bookingledger/adapters/relay"
-	"bookingledger/domain/ledger"
-	"bookingledger/domain/resource"
 )
 
 // Environment variables read by more than one command.
@@ -293,222 +284,15 @@ func openPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 // deciding, not guessed new): a few MB at most.
 const knownStreams = 1 << 16
 
+// runServe is the serve command: openServer builds and starts everything, Run serves until ctx ends
+// (an interrupt) and drains the HTTP requests, Close stops the rest in stopOrder (server.go).
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	phases := newStartup()
-	cfg, err := parseServe(args, getenv, stderr)
+	s, err := openServer(ctx, args, getenv, stdout, stderr, nil)
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, cfg.logLevel)
-	phases.mark("config")
-
-	pool, err := openPool(ctx, cfg.databaseURL)
-	if err != nil {
-		return err
-	}
-	// Closed only after the server drained: in-flight deliveries still commit through it.
-	defer pool.Close()
-	phases.mark("pool")
-
-	if _, err := migrateSchema(ctx, pool, log, cfg.allowNewer); err != nil {
-		return fmt.Errorf("migrate on start: %w", err)
-	}
-	phases.mark("migrate")
-	es, err := openEventStore(ctx, cfg.eventStore, pool, log)
-	if err != nil {
-		return err
-	}
-	defer es.Close()
-	links := resource.NewService(es.events, eventcodec.JSON{})
-	if cfg.resourcesFile != "" {
-		if err := applyResourcesFile(ctx, links, cfg.resourcesFile, cfg.resources, log); err != nil {
-			return err
-		}
-	}
-	bodies, err := openBodies(ctx, pool, cfg.masterKeys)
-	if err != nil {
-		return err
-	}
-	phases.mark("stores")
-	es.receipts.WithBodySealer(bodies)
-	var (
-		store ledger.Store = es.receipts
-		ready              = readiness(pool)
-	)
-	if es.esdb != nil {
-		// Events in EventStoreDB, receipts in PostgreSQL: the esdb.LedgerStore appends first and writes
-		// the receipt second, so a crash between the two is healed by the provider's retry.
-		store = esdb.NewLedgerStore(es.esdb, es.receipts)
-		ready = bothReady(ready, httpapi.CheckFunc(func(ctx context.Context) error {
-			if err := es.esdb.Ping(ctx); err != nil {
-				return errors.New("event store unreachable")
-			}
-			return nil
-		}))
-		log.Info("event store: EventStoreDB; receipts: PostgreSQL")
-	}
-	svc := ledger.NewService(store, eventcodec.JSON{})
-	if es.esdb == nil {
-		// The PostgreSQL store answers an append that wrongly expects a new stream as the ledger's
-		// guess needs (a duplicate or a version conflict), so a new booking is decided unread.
-		svc.WithUnreadNewStreams(knownStreams)
-	}
-
-	reg := prometheus.NewRegistry()
-	// The relay: its workers run on the job queue, its projection plans deliveries from the log.
-	rcfg := cfg.relay
-	rcfg.Pool, rcfg.Events, rcfg.Codec, rcfg.Logger, rcfg.Metrics = pool, es.events, eventcodec.JSON{}, log, relay.NewMetrics(reg, pool)
-	rl, err := relay.New(rcfg)
-	if err != nil {
-		return err
-	}
-	relayKind, err := rl.Kind()
-	if err != nil {
-		return err
-	}
-	// Deferred deliveries (a provider's data could not be fetched in time) are kept and finished by the
-	// job queue, in PostgreSQL whichever store holds the events.
-	// Process steps: the host calendar (CalDAV) and invitee email (SMTP) of each booking, on their
-	// own queue of the same River client; the process projection plans them (docs/process-steps.md).
-	// The work of a serve that died resumes in seconds: each instance holds a lock whose end others see
-	// (adapters/jobs/liveness.go); River's rescue after --jobs-rescue-after stays the backstop.
-	live := jobs.NewLiveness(pool, "", log, process.ReleaseLeases)
-	stepWorker, err := cfg.steps.worker(pool, log, live.ID())
-	if err != nil {
-		return err
-	}
-	for _, t := range cfg.steps.unconfigured {
-		log.Warn("process steps: target not configured; its steps are not planned", "target", t)
-	}
-	// The provider sync and the subscription watch (docs/operations/sync.md), on their own queue.
-	syncs := newSyncServe(pool, svc, cfg.apis, cfg.masterKeys, relayAlerts{cfg: cfg.relay.Alerts, client: cfg.relay.Guard.Client(alertTimeout)},
-		cfg.periodic, cfg.repair, log)
-	if len(cfg.apis.apis) == 0 {
-		log.Info(errNoAPIs.Error())
-	}
-	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
-		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
-		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
-		Kinds: append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind, syncs.kind()},
-			retentionKinds(pool, cfg.bodyRetention)...),
-		Bodies: bodies, Liveness: live})
-	if err != nil {
-		return err
-	}
-	syncs.attach(queue.Client())
-	// Registered before River fetches anything under its id; ended after the queue stopped.
-	if err := live.Start(ctx); err != nil {
-		return err
-	}
-	defer live.Stop(context.WithoutCancel(ctx))
-	if err := queue.Start(ctx); err != nil {
-		return err
-	}
-	phases.mark("jobs")
-	// Deferred calls run last-in first-out: the queue stops after the server drained (in-flight
-	// requests may still defer) and before the pool closes (running jobs still record through it).
-	defer func() {
-		if err := queue.Stop(context.WithoutCancel(ctx)); err != nil {
-			log.Error("job queue did not stop cleanly", "error", err.Error())
-		}
-	}()
-
-	// The read side: the projections follow the event log in the background, whichever store holds
-	// it; the read API answers from the calendar's tables. Their runners stop after the HTTP drain
-	// (deferred calls run last-in first-out) and before the event store and the pool close.
-	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
-	deps := projectionDeps{pool: pool, events: es, calendar: rm, jobs: queue.Client(), stepTargets: stepWorker.Targets(), log: log, relay: rl}
-	runners, stopRunners, err := startRunners(ctx, deps, projectionRegistry(), log)
-	if err != nil {
-		return err
-	}
-	phases.mark("projections")
-	defer stopRunners()
-	// Steps left requested by a worker that stopped are probed or handed to an operator.
-	stopSweeper := startSweeper(ctx, pool, queue.Client(), 2*cfg.steps.callTimeout, log)
-	defer stopSweeper()
-
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(newProjectionCollector(runners), newStepsCollector(process.NewStore(pool, nil)))
-	state := gauges.Sources{Pool: pool, OpenItems: rm.OpenItemCounts, Log: log,
-		Quarantined: es.receipts.CountQuarantined}
-	for _, r := range runners {
-		state.Projections = append(state.Projections, r.Status().Projection)
-	}
-	if es.esdb == nil {
-		state.EventsAfter = es.receipts.EventsAfter // the events are in PostgreSQL, next to the receipts
-	}
-	reg.MustRegister(gauges.NewStateCollector(state))
-	reg.MustRegister(providersync.NewCollector(syncs.store, cfg.providers.names(), log))
-	for _, name := range cfg.providers.unconfigured {
-		log.Warn("provider has no secret configured: every request to it is rejected", "provider", name)
-	}
-	// The admin surface: every route behind the token policy (adapters/httpapi/auth).
-	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, receipts: es.receipts,
-		links: links, eraser: privacy.NewEraser(pool, bodies), jobs: queue.Client(), providers: cfg.providers.names(), log: log,
-		providerStatus: uiProviderStatus(syncs.store, cfg.providers.names(), cfg.apis), reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
-	if err != nil {
-		return err
-	}
-	var guardMetrics func(http.Handler) http.Handler
-	if cfg.metricsAuth == metricsToken {
-		guardMetrics = adm.authn.Protect
-	}
-	// Secrets `providers connect` stored verify beside the configured ones, without a restart.
-	verifiers := wrapStoredSecrets(cfg.providers, &providersync.StoredSecrets{Store: syncs.store, Box: cfg.masterKeys, Logger: log})
-	srv, err := httpapi.New(httpapi.Config{
-		Ledger:                  svc,
-		Deferrer:                queue,
-		Providers:               verifiers,
-		Ready:                   ready,
-		Logger:                  log,
-		Registry:                reg,
-		MaxBodyBytes:            cfg.maxBody,
-		RejectReceiptsPerMinute: int(min(cfg.rejectPerMinute, 1<<30)),
-		RecordTimeout:           cfg.recordTimeout,
-		MaxRecording:            int(min(cfg.maxRecording, 1<<20)),
-		RecordQueueWait:         cfg.recordWait,
-		DrainTimeout:            cfg.drain,
-		AdminRoutes:             adminRoutes(adm),
-		GuardMetrics:            guardMetrics,
-	})
-	if err != nil {
-		return err
-	}
-
-	var lc net.ListenConfig
-	aln, err := lc.Listen(ctx, "tcp", cfg.adminAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s (%s): %w", cfg.adminAddr, envAdminAddr, err)
-	}
-	ln, err := lc.Listen(ctx, "tcp", cfg.addr)
-	if err != nil {
-		_ = aln.Close()
-		return fmt.Errorf("listen on %s (%s): %w", cfg.addr, envAddr, err)
-	}
-	if cfg.adminTLS == nil && !isLoopback(aln.Addr()) {
-		log.Warn("the admin listener is reachable beyond this host over plain HTTP; set BOOKINGLEDGER_ADMIN_TLS_CERT/KEY or bind it to loopback",
-			"admin_addr", aln.Addr().String())
-	}
-	phases.mark("http")
-	phases.log(log)
-	log.Info("listening", "addr", ln.Addr().String(), "admin_addr", aln.Addr().String(),
-		"tls", cfg.tls != nil, "admin_tls", cfg.adminTLS != nil, "providers", cfg.providers.names())
-	// The lines tests and scripts wait for: both ports are bound when they are printed, the admin one
-	// first, so that whoever waits for "listening on" knows both.
-	if _, err := fmt.Fprintf(stdout, "admin listening on %s\nlistening on %s\n", aln.Addr(), ln.Addr()); err != nil {
-		_ = ln.Close()
-		_ = aln.Close()
-		return fmt.Errorf("write to stdout: %w", err)
-	}
-	err = srv.Serve(ctx,
-		httpapi.Endpoint{Name: "public", Listener: ln, Handler: srv.Handler(), TLS: cfg.tls},
-		httpapi.Endpoint{Name: "admin", Listener: aln, Handler: srv.AdminHandler(), TLS: cfg.adminTLS})
-	if err != nil {
-		return err
-	}
-	log.Info("stopped")
-	return nil
+	defer s.Close()
+	return s.Run(ctx)
 }
 
 func isLoopback(a net.Addr) bool {
