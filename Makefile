@@ -16,7 +16,7 @@ rebuild: build
 test:
 	@scripts/test.sh
 
-## lint: gofmt, go vet, and domain/ must import only the standard library
+## lint: gofmt, go vet, domain/ imports only the standard library, projections/ only that and domain/
 lint:
 	@scripts/lint.sh
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gofmt, go vet, and the domain purity rule: domain/ imports only the standard library and itself.
+# gofmt, go vet, and two import rules: domain/ imports only the standard library and itself;
+# projections/ only the standard library and domain/ (its storage lives in adapters/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,4 +21,11 @@ if [ -n "$impure" ]; then
 	echo "$impure" >&2
 	exit 1
 fi
-echo "lint: ok (gofmt, go vet, domain imports only the standard library)"
+# The projections' rules are storage-free: no adapter, pgx or other module's package.
+reach=$(go list -deps ./projections/... | grep -v "^$mod/domain/" | grep -v "^$mod/projections" | awk -F/ '$1 ~ /\./ || $1 == "'"$mod"'"' || true)
+if [ -n "$reach" ]; then
+	echo "lint: projections/ must import only the standard library and domain/, but reaches:" >&2
+	echo "$reach" >&2
+	exit 1
+fi
+echo "lint: ok (gofmt, go vet, domain imports only the standard library, projections only domain)"
