@@ -9,7 +9,8 @@
 // $all reads and catch-up subscriptions that resume after drops, translation of client errors into the
 // eventlog sentinels, and replacing a client that gave up after a failed discovery.
 //
-// It imports domain/eventlog and domain/ledger, the client, gRPC status codes and google/uuid. It must
+// It imports domain/eventlog, domain/ledger and domain/resource (the link stream is read like the
+// booking streams), the client, gRPC status codes and google/uuid. It must
 // not import adapters/postgres or any other adapter (the receipt writer is an interface declared here),
 // nor esdbtest outside tests; domain/ must never import it. See docs/adr/0005 and
 // docs/operations/kurrentdb.md.

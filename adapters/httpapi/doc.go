@@ -1,7 +1,10 @@
 // Package httpapi is the HTTP edge of bookingledger: POST /webhooks/{provider} (size cap, signature
 // verification over the raw bytes before any parsing, mapping, recording through the ledger, and the
 // mapping of errors to HTTP statuses), the operational endpoints /healthz, /readyz and /metrics, and
-// graceful serving with a bounded drain and deliberate connection limits. It keeps two surfaces apart:
+// graceful serving with a bounded drain and deliberate connection limits. Recording is admitted a
+// bounded number of deliveries at a time (past the bound and its queue wait, a fast 503 with
+// Retry-After); rejected requests' receipts are rate-limited per provider, and repeated log lines
+// summarised, while every request is counted in its metrics. It keeps two surfaces apart:
 // the public one (Handler: webhooks and probes, for the internet) and the admin one (AdminHandler:
 // /metrics and the routes mounted through Config.AdminRoutes), each served on its own listener.
 //

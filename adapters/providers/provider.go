@@ -70,7 +70,8 @@ type Contact = ledger.Contact
 // none: not an error, the booking is recorded anyway). Values are trimmed and bounded, and hold no
 // control character and no invalid UTF-8: contacts are saved in the commit that appends the events,
 // to PostgreSQL text, which refuses NUL (a JSON "\u0000") and invalid UTF-8. One such character
-// would fail every retry of a correctly signed delivery with a 503 — the loop the design rules out.
+// would fail every retry of a correctly signed delivery with a 503, and the provider would retry it
+// for days: a 503 must mean that a retry can succeed.
 func NewContacts(b booking.ID, email, name string) []Contact {
 	email, name = strings.TrimSpace(email), strings.TrimSpace(name)
 	if email == "" || len(email) > 254 || !strings.Contains(email, "@") || strings.ContainsAny(email, " <>") || !plainText(email) {

@@ -7,9 +7,12 @@
 // drives them: a sync run records each page through the ledger (a receipt per object read, source
 // "sync", the API's object kept as the sealed body), keeps a cursor per provider, counts what only
 // the sync found, and opens a reconciliation item when a run or a subscription fails. The periodic
-// runs are River jobs.
+// runs are River jobs (queue provider_sync). It keeps the signing secrets `providers connect` created,
+// sealed, and StoredSecrets makes a provider verify with them next to the configured ones; Collector
+// exports its state as gauges; its alerts go out through adapters/alerts. It owns the provider_*
+// tables.
 //
-// It imports the domain (ledger), adapters/providers (the types the provider packages fill), pgx and
-// River. It must not import a provider package, the HTTP server or the event-store adapters: sources
+// It imports the domain (ledger), projections (the reconciliation item types), adapters/providers
+// (the types the provider packages fill), adapters/alerts, pgx, River and the Prometheus client. It must not import a provider package, the HTTP server or the event-store adapters: sources
 // and the ledger are handed in as the interfaces declared here.
 package providersync

@@ -5,7 +5,8 @@
 // events, fold order, process steps, relay deliveries), the inbox (reconciliation items with what
 // each asks of the operator, and failed steps), what was received (the receipts log), and what was
 // sent: the relay's endpoints pages under /ui/admin/ (delivery log, retry, replay with a dry run
-// first). Times are in the zone the operator picks (a cookie), in one format. A vendored, pinned htmx
+// first), and the providers page (each provider's webhook subscriptions, last delivery and last sync,
+// as adapters/providersync keeps them). Times are in the zone the operator picks (a cookie), in one format. A vendored, pinned htmx
 // (static/htmx.min.js, 2.0.11, 0BSD: static/htmx.LICENSE) and static/tz.js (offers the browser's
 // zone) are progressive enhancement only: every page reads without JavaScript.
 //

@@ -1,6 +1,7 @@
 // Package readmodel stores the calendar projection in PostgreSQL (calendar_bookings, the
 // calendar_slots exclusion constraint that refuses double booking, payment-only streams, the
-// reconciliation queue) and answers the queries of the HTTP API and the CLI. It loads the inputs of
+// reconciliation queue; the canonical resources read from the link stream) and answers the queries of
+// the HTTP API, the UI and the CLI, the contacts and the search by name or address included. It loads the inputs of
 // projections.Recompute and writes what it returns, per batch for the connected set a batch touches
 // and for the whole calendar in a rebuild; no calendar rule lives here.
 //

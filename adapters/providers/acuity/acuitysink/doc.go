@@ -14,6 +14,6 @@
 // sync to find.
 //
 // It is not a test double for the fetch path (acuitytest is): it accepts any credentials and keeps
-// its state in memory. It imports only the standard library; it must not import bookingledger's
-// other packages.
+// its state in memory. It imports only the standard library and adapters/providers/fakeapi (the
+// listener every fake shares); it must not import bookingledger's other packages.
 package acuitysink

@@ -15,6 +15,7 @@
 // <host>/_fake/deliveries` posts) and POST /_fake/subscriptions/{id}/disable disables a webhook. State
 // is in memory.
 //
-// It imports only the standard library; it must not import bookingledger's other packages, so that it
+// It imports only the standard library and adapters/providers/fakeapi (the listener every fake
+// shares); it must not import bookingledger's other packages, so that it
 // answers as Cal.com does rather than as bookingledger expects.
 package calcomapi

@@ -17,6 +17,6 @@
 // unconfirmed), DELETE answers 204, and the invitees listing returns canceled invitees unless
 // status=active.
 //
-// It keeps its state in memory and imports only the standard library; it must not import
-// bookingledger's other packages.
+// It keeps its state in memory and imports only the standard library and adapters/providers/fakeapi
+// (the listener every fake shares); it must not import bookingledger's other packages.
 package calendlyapi

@@ -10,5 +10,6 @@
 // send stripe` builds it) as an event; POST /_fake/subscriptions/{id}/disable plays Stripe disabling
 // an endpoint that kept failing.
 //
-// It imports only the standard library; it must not import bookingledger's other packages.
+// It imports only the standard library and adapters/providers/fakeapi (the listener every fake
+// shares); it must not import bookingledger's other packages.
 package stripeapi
