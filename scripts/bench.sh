@@ -115,6 +115,7 @@ summary() {
 	echo "  projection keeps up at c=16 closed loop ($(metric 'deliveries/s' "$k") deliveries/s for ${keepup_duration}): lag p99 $(metric 'lag-p99-ms' "$k") ms (target <= 1000; p50 $(metric 'lag-p50-ms' "$k") ms), p99 in the first/last sixth of the load $(metric 'lag-p99-first-ms' "$k")/$(metric 'lag-p99-last-ms' "$k") ms (target: not growing), drain $(metric 'drain-ms' "$k") ms (target <= 2000), projected $(metric 'projected/s' "$k")/s"
 	echo "  step lag ack -> both steps done at 200 bookings/s: p50 $(metric 'p50-ms' '^BenchmarkStepLagAtRate') ms, p99 $(metric 'p99-ms' '^BenchmarkStepLagAtRate') ms (first half p99 $(metric 'first-half-p99-ms' '^BenchmarkStepLagAtRate'), second half p99 $(metric 'second-half-p99-ms' '^BenchmarkStepLagAtRate') ms; completed $(metric 'completed-ratio' '^BenchmarkStepLagAtRate'))"
 	echo "  relay lag commit -> receiver at 1,000 events/s: p50 $(metric 'lag-p50-ms' '^BenchmarkRelayLag') ms, p99 $(metric 'lag-p99-ms' '^BenchmarkRelayLag') ms (first half p99 $(metric 'first-half-lag-p99-ms' '^BenchmarkRelayLag'), second half p99 $(metric 'second-half-lag-p99-ms' '^BenchmarkRelayLag') ms; $(metric 'ingest-events/s' '^BenchmarkRelayLag') events/s reached)"
+	echo "  burst of 50 deliveries x 100 copies at a bound of 8 (issue #36): $(awk '/^--- (PASS|FAIL): TestBurstAtTheRecordBound/ { r = $2; sub(/:$/, "", r) } /burst_test.go:[0-9]+: [0-9]+ requests:/ { sub(/^.*burst_test.go:[0-9]+: /, ""); l = $0 } END { print (r == "" ? "?" : r) (l == "" ? "" : " (" l ")") }' "$out")"
 	echo "  rebuild rate, buffered:                       ${rebuild:-?} events/s (target >= 50000; rebuild/scan ${ratio:-?}; in chunks of 1,000 bookings ${incremental:-?} events/s)"
 	local line
 	while read -r line; do
@@ -184,6 +185,12 @@ BOOKINGLEDGER_BENCH_KEEPUP_DURATION=$keepup_duration bench ./adapters/httpapi/ '
 # Ack -> both process steps done (in-process CalDAV and SMTP sinks) while bookings arrive at 200/s: one
 # round of BOOKINGLEDGER_BENCH_STEP_DELIVERIES (default 2,000) bookings (docs/process-steps.md).
 bench ./cmd/bookingledger/ '^BenchmarkStepLagAtRate$' 1x
+# Issue #36's full retry storm at the real binary: 50 deliveries x 100 concurrent copies (5,000 requests
+# at once) against a recording bound of 8; a test (pass/fail), run here at full size because
+# `make test` runs it at 20 copies (docs/operations/scaling.md, "Bursts").
+echo "test: TestBurstAtTheRecordBound at 100 copies" >&2
+BOOKINGLEDGER_TEST_BURST_COPIES=100 go test -count 1 -run '^TestBurstAtTheRecordBound$' -v ./cmd/bookingledger/ | grep -E '^(---|    burst_test|ok|FAIL)' | tee -a "$out" ||
+	echo "--- FAIL: TestBurstAtTheRecordBound (see above)" | tee -a "$out"
 # Commit -> first arrival at a fast local receiver while events are committed at 1,000/s (docs/relay.md).
 bench ./adapters/relay/ '^BenchmarkRelayLagAt1000EventsPerSecond$' 3000x
 
