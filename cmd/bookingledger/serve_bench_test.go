@@ -230,7 +230,8 @@ type cpuSample struct{ server, cluster, loadgen int64 }
 // is this test binary re-run with BOOKINGLEDGER_BENCH_ANCHOR_SERVE=1 (a pool of 20 too). Each gets a
 // database of its own on the one cluster. In BOOKINGLEDGER_BENCH_ANCHOR_ROUNDS rounds (default 3), at
 // concurrency 1, 8 and 32, serve then the handler: each point starts its server, warms it up
-// (4×concurrency deliveries, and serve's projections caught up), then sends signed Calendly
+// (50 deliveries, 4×concurrency at c=32, and serve's projections caught up: the backends' caches
+// and PL/pgSQL functions are per connection), then sends signed Calendly
 // invitee.created bodies (each a new booking at its own slot) from a closed loop of that many senders
 // for BOOKINGLEDGER_BENCH_ANCHOR_DURATION (default 3s), waits until serve's projections have applied
 // every event (its /metrics: bookingledger_projection_events_behind 0), and stops the server. Only one
@@ -341,7 +342,7 @@ func BenchmarkServeVsHandwritten(b *testing.B) {
 						return nil
 					}
 					// Warm-up: connections opened, code paths run, serve's projections caught up.
-					if _, err := loadFor(conc, 4*conc, 0, send); err != nil {
+					if _, err := loadFor(conc, max(50, 4*conc), 0, send); err != nil {
 						b.Fatal(err)
 					}
 					if p.admin != "" {
