@@ -52,7 +52,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binaryDir != "" {
+		_ = os.RemoveAll(binaryDir)
+	}
+	os.Exit(code)
 }
 
 // serveAnchor is the hand-written handler as a process: POST /webhooks/calendly on
