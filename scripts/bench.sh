@@ -168,7 +168,7 @@ done
 # rounds of c=1, 8, 32, BENCH_ANCHOR_DURATION (default 3s) of load per point; rates, p50/p99 and CPU
 # per delivery from /proc split server / PostgreSQL / load generator (docs/benchmarks.md, "The whole
 # serve against the hand-written handler").
-BOOKINGLEDGER_BENCH_ANCHOR_DURATION=$anchor_duration bench ./cmd/bookingledger/ '^BenchmarkServeVsHandwritten$' 1x
+BOOKINGLEDGER_BENCH_ANCHOR_DURATION=$anchor_duration bench ./cmd/bookingledger/ '^BenchmarkServeVsHandwritten$' 1x -timeout 30m
 # The projection benchmarks need a fixed number of iterations: each rebuild iteration replays the whole
 # seeded log, and the lag percentiles are over the deliveries of one run (three runs show the spread).
 BOOKINGLEDGER_BENCH_EVENTS=$rebuild_events bench ./adapters/postgres/readmodel/ '^BenchmarkRebuild$' 3x
