@@ -13,6 +13,9 @@ const (
 	MetricReceiptsDropped = "bookingledger_webhook_rejected_receipts_dropped_total"
 	MetricAckSeconds      = "bookingledger_webhook_ack_seconds"
 	MetricFindings        = "bookingledger_webhook_findings_total"
+	// MetricAdmissionWaitSeconds: how long an authentic delivery waited for a recording slot, by result
+	// (admitted, shed: answered 503 "overloaded"); only when recording is bounded.
+	MetricAdmissionWaitSeconds = "bookingledger_webhook_admission_wait_seconds"
 )
 
 // Outcome labels of MetricDeliveries beyond the ledger outcomes: "rejected" (not verified: 401, 413,
@@ -32,6 +35,7 @@ type metrics struct {
 	receiptsDropped *prometheus.CounterVec
 	ack             *prometheus.HistogramVec
 	findings        *prometheus.CounterVec
+	admissionWait   *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -58,8 +62,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			// Dense below 10 ms (the target p99) and up to the providers' read timeouts.
 			Buckets: []float64{.0005, .001, .002, .003, .005, .0075, .01, .015, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"provider"}),
+		admissionWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: MetricAdmissionWaitSeconds,
+			Help: "Time an authentic delivery waited for a recording slot (BOOKINGLEDGER_RECORD_MAX_INFLIGHT), by result (admitted, shed: 503 overloaded after at most BOOKINGLEDGER_RECORD_QUEUE_WAIT).",
+			// Around the queue wait (2 s by default) and well past it: a shed delivery in a bucket above
+			// the wait would be one that was not answered fast.
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2, 2.5, 5, 10},
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.rejections, m.receiptsDropped, m.ack, m.findings} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.rejections, m.receiptsDropped, m.ack, m.findings, m.admissionWait} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register webhook metrics: %w", err)
 		}

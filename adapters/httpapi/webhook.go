@@ -89,7 +89,15 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 
 	// From here on the request is authentic: its body is kept, and only a failure to record it may
 	// stop it from being acked — or a burst that recording cannot take now (admission).
+	waitStart := time.Now()
 	release, err := s.admit.acquire(r.Context())
+	if s.admit.slots != nil {
+		result := "admitted"
+		if err != nil {
+			result = "shed"
+		}
+		s.metrics.admissionWait.WithLabelValues(result).Observe(time.Since(waitStart).Seconds())
+	}
 	if err != nil {
 		s.unavailable(w, name, started, err)
 		return

@@ -45,14 +45,33 @@ func startServeProcess(t *testing.T, bin, dbURL string, extraEnv ...string) (*ex
 	return startServeBinary(t, bin, vars)
 }
 
-// buildBinary builds the real binary into a temporary directory.
+// builtBinary is the real binary, built once per test process by buildBinary into binaryDir
+// (removed by TestMain): a build takes tens of seconds on a loaded machine, and every test that
+// runs the binary needs the same one.
+var (
+	buildOnce sync.Once
+	binaryDir string
+	builtBin  string
+	buildErr  error
+)
+
+// buildBinary builds the real binary (once per test process) and returns its path.
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "bookingledger")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run(), "build the binary")
-	return bin
+	buildOnce.Do(func() {
+		binaryDir, buildErr = os.MkdirTemp("", "bookingledger-test-bin-")
+		if buildErr != nil {
+			return
+		}
+		bin := filepath.Join(binaryDir, "bookingledger")
+		build := exec.Command("go", "build", "-o", bin, ".")
+		build.Stderr = os.Stderr
+		if buildErr = build.Run(); buildErr == nil {
+			builtBin = bin
+		}
+	})
+	require.NoError(t, buildErr, "build the binary")
+	return builtBin
 }
 
 // TestKilledServerLosesNoAcknowledgedDelivery: invariant 1 of docs/architecture.md. Clients post distinct deliveries
