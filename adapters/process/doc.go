@@ -6,8 +6,8 @@
 // batch reaches); this package is its adapter, shaped as every projection's (projections/steps, the
 // calendar's adapters/postgres/readmodel): one type implements projections.Projection on its own
 // checkpoint row, loads the rule's inputs, calls it, and writes what it returns in the transaction
-// that advances the checkpoint. It owns the process_steps table (no other package of the planner or
-// the workers names it) and the steps' River jobs:
+// that advances the checkpoint. It owns the process_steps table and the steps' River jobs (the one
+// other writer of process_steps is adapters/privacy's erasure, which skips an erased booking's steps):
 //
 //   - projection.go is the projection on the runner: it never runs ahead of the calendar projection,
 //     reads the calendar through CalendarReader, plans the touched bookings plus those that share
@@ -20,7 +20,9 @@
 //
 // Other owners' tables are read only through the small interfaces declared here: CalendarReader and
 // SlotReader (readmodel.StepReader, the calendar's tables), ContactReader (postgres.Contacts, the
-// contacts that adapters/postgres saves). Targets are the small interfaces Calendar and Mailer
+// contacts that adapters/postgres saves). The exception is reconciliation_items, the calendar's
+// queue, where a worker opens a step's item in the statement that records its outcome and Store.Resolve
+// closes it. Targets are the small interfaces Calendar and Mailer
 // declared here; adapters/caldav and adapters/email implement them. The package imports domain/...,
 // projections, projections/steps, the checkpoint package, pgx and River; it must not import the HTTP
 // server, provider packages or event-store adapters.
