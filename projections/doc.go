@@ -5,7 +5,11 @@
 // items), the reconciliation item model, the auditor's booking history with its text renderers, and
 // the contact and search types the read side shares (people.go).
 //
-// Storage lives in adapters/postgres/checkpoint (any projection that is its tables plus one Apply) and
-// adapters/postgres/readmodel (the calendar). This package imports domain/... and the standard library
+// The process steps' rule is the subpackage steps. Every projection has one shape: a pure rule here
+// (Recompute, steps.PlanThreads) and an adapter type that implements Projection on its own checkpoint
+// row, loads the rule's inputs, calls it and writes what it returns in the transaction that advances
+// the checkpoint: adapters/postgres/readmodel (the calendar), adapters/process (the steps). Storage
+// helpers live in adapters/postgres/checkpoint (a projection that is its tables plus one Apply, as
+// the relay's, uses its Projection). This package imports domain/... and the standard library
 // only; it must not import adapters, pgx, HTTP or provider packages.
 package projections

@@ -2,16 +2,28 @@
 // process steps — the host's calendar event over CalDAV and the invitee's email over SMTP — and River
 // workers carry them out, each exactly once (docs/process-steps.md, ADR 0010).
 //
-//   - plan.go is the pure planner: from a reschedule chain's latest calendar row and the steps that
-//     exist, which steps to add, which pending ones are superseded (skipped) or wanted again.
-//   - projection.go is the projection on the runner (adapters/postgres/checkpoint): it never runs
-//     ahead of the calendar projection, plans the touched bookings plus those that share their slots,
-//     and inserts step rows and their River jobs in the transaction that advances its checkpoint.
-//   - worker.go commits 'requested' before it calls a target, probes (CalDAV) or asks an operator
-//     (email) when it finds a step 'requested' again, and retries only what provably did nothing.
-//   - store.go reads steps for history, the CLI, metrics, and the operator's resolutions.
+// The rule is pure and lives in projections/steps (what steps a thread's state needs, the threads a
+// batch reaches); this package is its adapter, shaped as every projection's (projections/steps, the
+// calendar's adapters/postgres/readmodel): one type implements projections.Projection on its own
+// checkpoint row, loads the rule's inputs, calls it, and writes what it returns in the transaction
+// that advances the checkpoint. It owns the process_steps table and the steps' River jobs (the one
+// other writer of process_steps is adapters/privacy's erasure, which skips an erased booking's steps):
 //
-// Targets are the small interfaces Calendar and Mailer declared here; adapters/caldav and adapters/
-// email implement them. The package imports domain/eventlog, projections, the checkpoint package,
-// pgx and River; it must not import the HTTP server, provider packages or event-store adapters.
+//   - projection.go is the projection on the runner: it never runs ahead of the calendar projection,
+//     reads the calendar through CalendarReader, plans the touched bookings plus those that share
+//     their slots, series and reschedule chains, and inserts step rows and their River jobs.
+//   - worker.go commits 'requested' before it calls a target, probes (CalDAV) or asks an operator
+//     (email) when it finds a step 'requested' again, and retries only what provably did nothing; it
+//     reads the calendar through SlotReader and the invitees' addresses through ContactReader.
+//   - store.go reads steps for history, the CLI, metrics, and the operator's resolutions; step.go
+//     holds the step row and its reads and writes; seats.go the seat cancellations.
+//
+// Other owners' tables are read only through the small interfaces declared here: CalendarReader and
+// SlotReader (readmodel.StepReader, the calendar's tables), ContactReader (postgres.Contacts, the
+// contacts that adapters/postgres saves). The exception is reconciliation_items, the calendar's
+// queue, where a worker opens a step's item in the statement that records its outcome and Store.Resolve
+// closes it. Targets are the small interfaces Calendar and Mailer
+// declared here; adapters/caldav and adapters/email implement them. The package imports domain/...,
+// projections, projections/steps, the checkpoint package, pgx and River; it must not import the HTTP
+// server, provider packages or event-store adapters.
 package process

@@ -97,7 +97,7 @@ func newPlanWorldFor(t *testing.T, targets Targets) *planWorld {
 	w.calendar = projections.NewRunner(store, rm, checkpoint.NewLocker(w.pool), projections.RunnerOptions{})
 	client, err := InsertOnlyClient(w.pool)
 	require.NoError(t, err)
-	proj, err := NewProjection(ProjectionConfig{Pool: w.pool, Client: client, Targets: targets})
+	proj, err := NewProjection(ProjectionConfig{Pool: w.pool, Calendar: readmodel.NewStepReader(w.pool), Client: client, Targets: targets})
 	require.NoError(t, err)
 	w.process = projections.NewRunner(store, proj, checkpoint.NewLocker(w.pool), projections.RunnerOptions{})
 	return w
@@ -130,7 +130,7 @@ func (w *planWorld) play(t *testing.T) {
 		w.record(t, e)
 		w.catchUp(t, w.calendar, readmodel.ProjectionName)
 		w.trace.On.Store(true)
-		w.catchUp(t, w.process, Name)
+		w.catchUp(t, w.process, ProjectionName)
 		w.trace.On.Store(false)
 	}
 }
@@ -167,6 +167,12 @@ func (w *planWorld) catchUp(t *testing.T, r *projections.Runner, name string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+var (
+	t1   = time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
+	t2   = t1.Add(24 * time.Hour)
+	both = Targets{Calendar: true, Email: true}
+)
 
 var planNamespace = uuid.MustParse("0b5b3c4e-58a4-4d1e-9a53-4f0f6f1c2d71")
 
@@ -292,7 +298,7 @@ func TestPlanBookingsReturnsRevivedSteps(t *testing.T) {
 	plan := func() []int64 {
 		var ids []int64
 		require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-			ids, err = PlanBookings(ctx, tx, []string{"calendly-p3"}, both)
+			ids, err = PlanBookings(ctx, tx, readmodel.NewStepReader(w.pool), []string{"calendly-p3"}, both)
 			return err
 		}))
 		return ids
@@ -317,11 +323,11 @@ func TestPlanBookingsFollowsSeries(t *testing.T) {
 		w.record(t, planEvent(id, "series", t1.Add(-80*time.Hour), booking.SeriesJoined{Series: "calcom-series-r1"}))
 	}
 	w.catchUp(t, w.calendar, readmodel.ProjectionName)
-	w.catchUp(t, w.process, Name)
+	w.catchUp(t, w.process, ProjectionName)
 	w.record(t, planEvent("calcom-occ2", "canceled", t1.Add(time.Hour), booking.Canceled{Reason: "paused", CanceledBy: "host"}))
 	w.record(t, planEvent("calcom-occ2", "series-cancel", t1.Add(time.Hour), booking.SeriesCanceled{CanceledBy: "host"}))
 	w.catchUp(t, w.calendar, readmodel.ProjectionName)
-	w.catchUp(t, w.process, Name)
+	w.catchUp(t, w.process, ProjectionName)
 
 	r, err := w.pool.Query(context.Background(), `SELECT booking || ' ' || kind || ' ' || state FROM process_steps ORDER BY booking, kind`)
 	require.NoError(t, err)

@@ -30,7 +30,7 @@ func TestPlanSeatCancellationsOnePerLeavingSeat(t *testing.T) {
 	} {
 		w.record(t, e)
 		w.catchUp(t, w.calendar, "calendar")
-		w.catchUp(t, w.process, Name)
+		w.catchUp(t, w.process, ProjectionName)
 	}
 	seatSteps := func() map[string]string {
 		rows, err := w.pool.Query(ctx, `SELECT seat, key::text FROM process_steps WHERE kind = $1`, string(EmailSeatCancellation))
@@ -51,9 +51,9 @@ func TestPlanSeatCancellationsOnePerLeavingSeat(t *testing.T) {
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&total))
 
 	// A replay of the whole log (a rebuild) plans the same keys and nothing else.
-	_, err := w.pool.Exec(ctx, `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE name = $1`, Name)
+	_, err := w.pool.Exec(ctx, `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE name = $1`, ProjectionName)
 	require.NoError(t, err)
-	w.catchUp(t, w.process, Name)
+	w.catchUp(t, w.process, ProjectionName)
 	assert.Equal(t, want, seatSteps())
 	var again int
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&again))

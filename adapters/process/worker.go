@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"bookingledger/domain/ledger"
+	"bookingledger/projections/steps"
 )
 
 // Worker defaults.
@@ -30,11 +31,19 @@ const (
 	waitForPredecessor = time.Second
 )
 
+// SlotReader reads a booking's calendar row for a claim, in its transaction: whether the booking
+// still holds the slot its step was planned for (readmodel.StepReader implements it).
+type SlotReader interface {
+	Slot(ctx context.Context, tx pgx.Tx, booking string) (b steps.Booking, ok bool, err error)
+}
+
 // WorkerConfig configures the step workers.
 type WorkerConfig struct {
 	Pool     *pgxpool.Pool
-	Calendar Calendar // nil: not configured
-	Mailer   Mailer   // nil: not configured
+	Slots    SlotReader    // required
+	Contacts ContactReader // required
+	Calendar Calendar      // nil: not configured
+	Mailer   Mailer        // nil: not configured
 	Logger   *slog.Logger
 	// CallTimeout bounds one call; the lease of a requested step is twice that.
 	CallTimeout time.Duration
@@ -59,8 +68,8 @@ type Worker struct {
 
 // NewWorker returns the worker.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
-	if cfg.Pool == nil {
-		return nil, errors.New("process: worker needs a pool")
+	if cfg.Pool == nil || cfg.Slots == nil || cfg.Contacts == nil {
+		return nil, errors.New("process: worker needs a pool, a slot reader and a contact reader")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -162,8 +171,8 @@ func errText(err error) string {
 // claim moves a pending step to requested (or takes over a requested one whose lease ran out) and
 // commits that before anything is called. It returns nil when there is nothing to do, and a wait
 // when another worker or the step's predecessor must finish first. One read locks the step and brings
-// what the decision needs (its predecessor, the booking's calendar row); one write claims it: the
-// claim's round trips are most of a fast step's cost.
+// its predecessor, one reads the booking's calendar row (unless the step is recovered); one write
+// claims it: the claim's round trips are most of a fast step's cost.
 func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, wait time.Duration, err error) {
 	err = pgx.BeginFunc(ctx, w.cfg.Pool, func(tx pgx.Tx) error {
 		var pred struct {
@@ -172,20 +181,18 @@ func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, 
 		}
 		var status, claimedBy *string
 		var start, end, dataSentAt *time.Time
-		rows, err := tx.Query(ctx, `SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, c.status, lower(c.during), upper(c.during),
-s.claimed_by, s.data_sent_at
+		rows, err := tx.Query(ctx, `SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, s.claimed_by, s.data_sent_at
 FROM process_steps s
 LEFT JOIN process_steps p ON p.key = s.after_key
-LEFT JOIN calendar_bookings c ON c.booking = s.booking
 WHERE s.id = $1 FOR UPDATE OF s`, id)
 		if err != nil {
 			return fmt.Errorf("process: read step: %w", err)
 		}
-		steps, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &status, &start, &end, &claimedBy, &dataSentAt)
-		if err != nil || len(steps) == 0 {
+		found, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &claimedBy, &dataSentAt)
+		if err != nil || len(found) == 0 {
 			return err
 		}
-		st := steps[0]
+		st := found[0]
 		now := time.Now()
 		switch st.State {
 		case StatePending:
@@ -221,8 +228,15 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 			}
 		}
 		if !recovered {
+			cal, ok, err := w.cfg.Slots.Slot(ctx, tx, st.Booking)
+			if err != nil {
+				return fmt.Errorf("process: read calendar row: %w", err)
+			}
+			if ok {
+				status, start, end = &cal.Status, nullTime(cal.Start), nullTime(cal.End)
+			}
 			// A seated booking's attendee is told of a cancellation once (seats.go).
-			if note, err := seatSkip(ctx, tx, st, status); err != nil || note != "" {
+			if note, err := seatSkip(ctx, tx, w.cfg.Contacts, st, status); err != nil || note != "" {
 				if err != nil {
 					return err
 				}
@@ -352,9 +366,8 @@ func classify(err error) outcome {
 }
 
 func (w *Worker) callMail(ctx context.Context, s *Step) outcome {
-	var email, name string
-	err := w.cfg.Pool.QueryRow(ctx, contactSQL(s.Kind), s.Booking, s.ID).Scan(&email, &name)
-	if errors.Is(err, pgx.ErrNoRows) {
+	email, name, ok, err := w.cfg.Contacts.Contact(ctx, s.Booking, s.Seat)
+	if err == nil && !ok {
 		return outcome{state: StateFailed, note: "no invitee email known for " + s.Booking + " (the provider sent none, or it was erased)"}
 	}
 	if err != nil {

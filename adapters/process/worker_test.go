@@ -21,7 +21,9 @@ import (
 	"bookingledger/adapters/email"
 	"bookingledger/adapters/email/smtpsink"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/process"
 )
 
@@ -53,7 +55,7 @@ func newWorkerWorld(t *testing.T, fault func(*http.Request) int, hold func(ctx c
 	t.Cleanup(func() { _ = w.sink.Close() })
 	w.target, err = caldav.New(caldav.Config{URLTemplate: w.sink.URL() + "/dav/{resource}/bookings/", AllowPrivate: true})
 	require.NoError(t, err)
-	cfg := process.WorkerConfig{Pool: w.pool, Calendar: w.target, CallTimeout: 5 * time.Second}
+	cfg := process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: w.target, CallTimeout: 5 * time.Second}
 	if hold != nil {
 		cfg.HoldAfterCall = func(ctx context.Context, s process.Step) { hold(ctx, w, s) }
 	}
@@ -73,7 +75,7 @@ func newMailWorld(t *testing.T, fault func(smtpsink.Message) smtpsink.Fault) *wo
 	t.Cleanup(func() { _ = w.smtp.Close() })
 	mailer, err := email.New(email.Config{Addr: w.smtp.Addr(), From: "bookings@test.localhost", AllowPrivate: true})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Mailer: mailer, CallTimeout: 5 * time.Second})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, CallTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	return w
 }
@@ -219,7 +221,7 @@ func TestWorkerGivesUpOnTheLastAttempt(t *testing.T) {
 
 // NextRetry doubles the delay from RetryBase at each attempt, up to RetryMax.
 func TestWorkerRetryDelaysDoubleUpToTheMax(t *testing.T) {
-	w, err := process.NewWorker(process.WorkerConfig{Pool: &pgxpool.Pool{}, RetryBase: time.Second, RetryMax: 5 * time.Minute})
+	w, err := process.NewWorker(process.WorkerConfig{Pool: &pgxpool.Pool{}, Slots: readmodel.NewStepReader(nil), Contacts: postgres.NewContacts(nil), RetryBase: time.Second, RetryMax: 5 * time.Minute})
 	require.NoError(t, err)
 	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 9: 256 * time.Second,
 		10: 5 * time.Minute, 25: 5 * time.Minute} {

@@ -52,9 +52,10 @@ func projectionRegistry() []projectionEntry {
 		bulk:         func(d projectionDeps) projections.Bulk { return d.calendar },
 	}, {
 		// After the calendar: it plans from the calendar's rows and never runs ahead of it.
-		name: process.Name,
+		name: process.ProjectionName,
 		build: func(d projectionDeps) (projections.Projection, error) {
-			return process.NewProjection(process.ProjectionConfig{Pool: d.pool, Client: d.jobs, Targets: d.stepTargets, Logger: d.log})
+			return process.NewProjection(process.ProjectionConfig{Pool: d.pool, Calendar: readmodel.NewStepReader(d.pool), Client: d.jobs,
+				Targets: d.stepTargets, Logger: d.log})
 		},
 	}, {
 		// A rebuild of the relay re-plans every event and finds each delivery planned already: it never

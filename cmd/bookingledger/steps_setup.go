@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jackc/pgx/v5"
+	"bookingledger/adapters/postgres/readmodel"
 )
 
 const stepsSetupUsage = `Usage: bookingledger steps setup [RESOURCE ...] [flags]
@@ -40,11 +40,7 @@ func runStepsSetup(ctx context.Context, args []string, getenv func(string) strin
 		}
 		defer rs.Close()
 		sc.calendarTarget(rs.pool) // linked names, for the calendars file's routes
-		rows, err := rs.pool.Query(ctx, `SELECT resource FROM calendar_resources ORDER BY resource`)
-		if err != nil {
-			return fmt.Errorf("steps setup: read resources: %w", err)
-		}
-		if names, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		if names, err = readmodel.NewStepReader(rs.pool).Resources(ctx); err != nil {
 			return fmt.Errorf("steps setup: read resources: %w", err)
 		}
 	}

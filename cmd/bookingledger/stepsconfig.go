@@ -17,6 +17,8 @@ import (
 	"bookingledger/adapters/email"
 	"bookingledger/adapters/gcal"
 	"bookingledger/adapters/msgraph"
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/process"
 )
 
@@ -126,7 +128,7 @@ func parseSteps(getenv func(string) string) (stepsConfig, error) {
 
 // worker builds the step worker of this configuration.
 func (c stepsConfig) worker(pool *pgxpool.Pool, log *slog.Logger, clientID string) (*process.Worker, error) {
-	cfg := process.WorkerConfig{Pool: pool, Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase, ClientID: clientID}
+	cfg := process.WorkerConfig{Pool: pool, Slots: readmodel.NewStepReader(pool), Contacts: postgres.NewContacts(pool), Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase, ClientID: clientID}
 	if cal := c.calendarTarget(pool); cal != nil {
 		cfg.Calendar = cal
 	}

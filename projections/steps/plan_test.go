@@ -1,10 +1,9 @@
-package process
+package steps
 
 import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -131,7 +130,7 @@ func inserted(t *testing.T, p Plan, k Kind) Step {
 	return Step{}
 }
 
-func keyOf(t *testing.T, steps []Step, k Kind) uuid.UUID {
+func keyOf(t *testing.T, steps []Step, k Kind) Key {
 	t.Helper()
 	for i := len(steps) - 1; i >= 0; i-- {
 		if steps[i].Kind == k {
@@ -139,7 +138,7 @@ func keyOf(t *testing.T, steps []Step, k Kind) uuid.UUID {
 		}
 	}
 	require.Failf(t, "no step", "%s", k)
-	return uuid.Nil
+	return Key{}
 }
 
 func TestPlanThreadKeys(t *testing.T) {
@@ -209,7 +208,7 @@ func TestPlanThreadRules(t *testing.T) {
 		steps = apply(steps, PlanThread("b", active(t2), steps, both), StatePending)
 		p := PlanThread("b", active(t1), steps, both)
 		require.Empty(t, p.Insert)
-		require.ElementsMatch(t, []uuid.UUID{keyOf(t, steps, CalendarUpdate), keyOf(t, steps, EmailRescheduled)}, skipKeys(p))
+		require.ElementsMatch(t, []Key{keyOf(t, steps, CalendarUpdate), keyOf(t, steps, EmailRescheduled)}, skipKeys(p))
 	})
 	t.Run("a new end at the same start is a reschedule", func(t *testing.T) {
 		steps := apply(nil, PlanThread("b", active(t1), nil, both), StateDone)
@@ -257,8 +256,8 @@ func TestPlanThreadRules(t *testing.T) {
 	})
 }
 
-func skipKeys(p Plan) []uuid.UUID {
-	var out []uuid.UUID
+func skipKeys(p Plan) []Key {
+	var out []Key
 	for _, s := range p.Skip {
 		out = append(out, s.Key)
 	}

@@ -1,17 +1,18 @@
-package process
+package steps
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // Kind is a step's kind. Stored in process_steps.kind: never rename one.
 type Kind string
 
-// Step kinds: two targets (families), each with an opening, an updating and a closing kind.
+// Step kinds: two targets (families), each with an opening, an updating and a closing kind, and the
+// seat cancellation of a seated booking's leaving attendee.
 const (
 	CalendarCreate    Kind = "host_calendar.create"
 	CalendarUpdate    Kind = "host_calendar.update"
@@ -19,7 +20,14 @@ const (
 	EmailConfirmation Kind = "invitee_email.confirmation"
 	EmailRescheduled  Kind = "invitee_email.rescheduled"
 	EmailCancellation Kind = "invitee_email.cancellation"
+	// EmailSeatCancellation is one leaving attendee's own cancellation email, for a seated booking
+	// (Cal.com seats): one step per booking and seat (process_steps.seat), to that seat's contact
+	// (seat_contacts) and to nobody else. The booking's own steps follow the booking, not its attendees.
+	EmailSeatCancellation Kind = "invitee_email.seat_cancellation"
 )
+
+// Kinds lists every kind.
+var Kinds = []Kind{CalendarCreate, CalendarUpdate, CalendarDelete, EmailConfirmation, EmailRescheduled, EmailCancellation, EmailSeatCancellation}
 
 // State is a step's state.
 type State string
@@ -38,8 +46,10 @@ const (
 // States lists every state, for validation and metrics.
 var States = []State{StatePending, StateRequested, StateDone, StateNeedsReconciliation, StateFailed, StateSkipped}
 
-// Kinds lists every kind.
-var Kinds = []Kind{CalendarCreate, CalendarUpdate, CalendarDelete, EmailConfirmation, EmailRescheduled, EmailCancellation, EmailSeatCancellation}
+// Effected reports whether a step in state s may have called its target (or did, or an operator said so).
+func (s State) Effected() bool {
+	return s == StateRequested || s == StateDone || s == StateNeedsReconciliation
+}
 
 // family is one target's kinds: what opens, updates and closes the thread's effect there.
 type family struct{ open, update, close Kind }
@@ -54,44 +64,58 @@ func (f family) has(k Kind) bool { return k == f.open || k == f.update || k == f
 // IsCalendar reports whether k acts on the host calendar.
 func (k Kind) IsCalendar() bool { return calendarFamily.has(k) }
 
+// Key is a step's key, a UUID (process_steps.key).
+type Key [16]byte
+
+// String is the key's canonical UUID text.
+func (k Key) String() string {
+	h := hex.EncodeToString(k[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// namespace of step keys: 6f1d3c9e-5b8a-4f57-9a53-0b4c8e1f2d7a.
+var namespace = Key{0x6f, 0x1d, 0x3c, 0x9e, 0x5b, 0x8a, 0x4f, 0x57, 0x9a, 0x53, 0x0b, 0x4c, 0x8e, 0x1f, 0x2d, 0x7a}
+
+// StepKey is the idempotency key of a step: the thread, the kind and the state it answers, as a
+// UUIDv5 (RFC 9562: SHA-1 over the namespace and the name).
+func StepKey(thread string, kind Kind, answers string) Key {
+	h := sha1.New()
+	h.Write(namespace[:])
+	h.Write([]byte(thread + "\x00" + string(kind) + "\x00" + answers))
+	var k Key
+	copy(k[:], h.Sum(nil))
+	k[6] = k[6]&0x0f | 0x50 // version 5
+	k[8] = k[8]&0x3f | 0x80 // RFC variant
+	return k
+}
+
+// SeatStepKey is the key of the seat cancellation of seat (booking.Seat.Key) of booking b: one per
+// booking and seat, whenever and however often its leaving is planned.
+func SeatStepKey(b, seat string) Key { return StepKey(b, EmailSeatCancellation, "seat "+seat) }
+
 // Booking is what the planner reads of a calendar row.
 type Booking struct {
 	ID        string
 	Status    string // the calendar's status: active, conflict, canceled, …
 	Resources []string
-	Start     time.Time
+	Start     time.Time // zero with End: no slot known
 	End       time.Time
 }
 
-// Step is a stored (or planned) step.
+// Step is a stored (or planned) step, as far as the planner reads and writes it.
 type Step struct {
-	ID       int64
-	Key      uuid.UUID
+	Key      Key
 	Kind     Kind
 	Thread   string
 	Booking  string
 	State    State
 	Answers  string
-	After    uuid.UUID // uuid.Nil: none
+	After    Key // zero: none
 	Resource string
+	Seat     string // a seat cancellation's seat (booking.Seat.Key); "" for every other kind
 	Start    time.Time
 	End      time.Time
 	Attempts int
-	// Fields below are read for history and workers, not by the planner.
-	LeaseUntil  time.Time
-	Href        string
-	ETag        string
-	LastError   string
-	Note        string
-	CreatedAt   time.Time
-	RequestedAt time.Time
-	FinishedAt  time.Time
-	UpdatedAt   time.Time
-}
-
-// effected: the target may have been called (or was, or an operator said so).
-func (s Step) effected() bool {
-	return s.State == StateRequested || s.State == StateDone || s.State == StateNeedsReconciliation
 }
 
 // Targets says which targets are configured: steps of the others are not planned.
@@ -102,25 +126,18 @@ type Targets struct {
 
 // Skip marks a pending step superseded.
 type Skip struct {
-	Key  uuid.UUID
+	Key  Key
 	Note string
 }
 
-// Plan is what the planner decided for one thread.
+// Plan is what the planner decided for one thread, in the order it is written: skips, revivals,
+// inserts.
 type Plan struct {
 	Insert []Step
 	Skip   []Skip
 	// Revive lists skipped steps that never called out and are wanted again (a booking that lost its
 	// slot before its steps ran and took it back).
-	Revive []uuid.UUID
-}
-
-// namespace of step keys (UUIDv5).
-var namespace = uuid.MustParse("6f1d3c9e-5b8a-4f57-9a53-0b4c8e1f2d7a")
-
-// StepKey is the idempotency key of a step: the thread, the kind and the state it answers.
-func StepKey(thread string, kind Kind, answers string) uuid.UUID {
-	return uuid.NewSHA1(namespace, []byte(thread+"\x00"+string(kind)+"\x00"+answers))
+	Revive []Key
 }
 
 func slotText(start, end time.Time) string {
@@ -163,11 +180,11 @@ func planFamily(p *Plan, f family, thread string, latest Booking, all []Step, ca
 	}
 	var lastEffected *Step
 	for i := range steps {
-		if steps[i].effected() {
+		if steps[i].State.Effected() {
 			lastEffected = &steps[i]
 		}
 	}
-	skipPendingExcept := func(keep uuid.UUID, note string) {
+	skipPendingExcept := func(keep Key, note string) {
 		for _, s := range steps {
 			if s.State == StatePending && s.Key != keep {
 				p.Skip = append(p.Skip, Skip{Key: s.Key, Note: note})
@@ -198,7 +215,7 @@ func planFamily(p *Plan, f family, thread string, latest Booking, all []Step, ca
 		case lastEffected == nil:
 			s = Step{Kind: f.open}
 		case lastEffected.Start.Equal(latest.Start) && lastEffected.End.Equal(latest.End):
-			skipPendingExcept(uuid.Nil, "superseded: the booking is back at "+slot+", which was already acted on")
+			skipPendingExcept(Key{}, "superseded: the booking is back at "+slot+", which was already acted on")
 			return
 		default:
 			s = Step{Kind: f.update, After: lastEffected.Key}
@@ -215,7 +232,7 @@ func planFamily(p *Plan, f family, thread string, latest Booking, all []Step, ca
 		want(s)
 	case latest.Status == "canceled" || latest.Status == "rejected":
 		note := fmt.Sprintf("booking %s is %s before this step ran: nothing to send", latest.ID, latest.Status)
-		skipPendingExcept(uuid.Nil, note)
+		skipPendingExcept(Key{}, note)
 		if lastEffected == nil {
 			return
 		}
@@ -224,6 +241,6 @@ func planFamily(p *Plan, f family, thread string, latest Booking, all []Step, ca
 		s.Key = StepKey(thread, s.Kind, "")
 		want(s)
 	default:
-		skipPendingExcept(uuid.Nil, fmt.Sprintf("booking %s is %s (does not hold its slot) before this step ran", latest.ID, latest.Status))
+		skipPendingExcept(Key{}, fmt.Sprintf("booking %s is %s (does not hold its slot) before this step ran", latest.ID, latest.Status))
 	}
 }
