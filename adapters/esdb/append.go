@@ -243,5 +243,5 @@ func (s *Store) claimOwner(ctx context.Context, name string) (string, error) {
 
 // claimEventID is the ID of the claim of event id by stream (claimNamespace).
 func claimEventID(id eventlog.EventID, stream string) uuid.UUID {
-	return uuid.NewSHA1(uuid.MustParse(claimNamespace), []byte(id.String()+" "+stream))
+	return eventlog.UUIDv5(uuid.MustParse(claimNamespace), []byte(id.String()+" "+stream))
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"bookingledger/domain/eventlog"
 )
 
 // Kind is a step's kind. Stored in process_steps.kind: never rename one.
@@ -120,7 +122,7 @@ var namespace = uuid.MustParse("6f1d3c9e-5b8a-4f57-9a53-0b4c8e1f2d7a")
 
 // StepKey is the idempotency key of a step: the thread, the kind and the state it answers.
 func StepKey(thread string, kind Kind, answers string) uuid.UUID {
-	return uuid.NewSHA1(namespace, []byte(thread+"\x00"+string(kind)+"\x00"+answers))
+	return eventlog.UUIDv5(namespace, []byte(thread+"\x00"+string(kind)+"\x00"+answers))
 }
 
 func slotText(start, end time.Time) string {
