@@ -121,13 +121,15 @@ func BodyArgs(sealer BodySealer, subject string, body []byte) ([]any, error) {
 	return b.args(), nil
 }
 
-func (s *Store) openBody(ctx context.Context, sr *StoredReceipt, digest []byte) error {
+// openBody opens a receipt's stored body; erasedAt is its erased_at (migration 0600), nil when the
+// body was not erased.
+func (s *Store) openBody(ctx context.Context, sr *StoredReceipt, digest []byte, erasedAt *time.Time) error {
 	body := sr.Receipt.Body
 	if body == nil {
 		return nil
 	}
-	if at, ok := ParseErasedForm(body); ok {
-		sr.Receipt.Body, sr.Body = nil, BodyState{Erased: true, ErasedAt: at}
+	if erasedAt != nil {
+		sr.Receipt.Body, sr.Body = nil, BodyState{Erased: true, ErasedAt: erasedAt.UTC()}
 		return nil
 	}
 	if s.sealer == nil {
@@ -146,25 +148,13 @@ func (s *Store) openBody(ctx context.Context, sr *StoredReceipt, digest []byte) 
 	return nil
 }
 
-// Stored forms of bodies that are not the body itself start with a NUL byte, which no webhook body
-// (JSON, a form) does.
-const (
-	SealedPrefix = "\x00bls1"
-	ErasedPrefix = "\x00ble1"
-)
+// SealedPrefix starts the stored form of a sealed body: a NUL byte, which no webhook body (JSON, a
+// form) starts with.
+const SealedPrefix = "\x00bls1"
 
 // IsSealedForm reports whether stored is a sealed body.
 func IsSealedForm(stored []byte) bool { return bytes.HasPrefix(stored, []byte(SealedPrefix)) }
 
-// ErasedForm is the tombstone that replaces the bodies of a subject erased at t.
-func ErasedForm(t time.Time) []byte { return []byte(ErasedPrefix + t.UTC().Format(time.RFC3339)) }
-
-// ParseErasedForm reads a tombstone: when its subject was erased.
-func ParseErasedForm(stored []byte) (time.Time, bool) {
-	rest, ok := bytes.CutPrefix(stored, []byte(ErasedPrefix))
-	if !ok {
-		return time.Time{}, false
-	}
-	t, _ := time.Parse(time.RFC3339, string(rest)) // zero when unreadable: still erased
-	return t, true
-}
+// ErasedForm is the tombstone that replaces the bodies of a subject erased at t. It is what an erased
+// body holds, never how one is recognised: erased_at says that (migration 0600).
+func ErasedForm(t time.Time) []byte { return []byte("\x00ble1" + t.UTC().Format(time.RFC3339)) }

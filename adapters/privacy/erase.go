@@ -187,12 +187,12 @@ func scrub(ctx context.Context, tx pgx.Tx, bookings []string, now time.Time) (Co
 		{&c.DataKeys, `DELETE FROM subject_keys WHERE subject = ANY($1)`, nil},
 		// Every body stored for a receipt of the bookings, sealed or stored before sealing began. The
 		// two ways to find them are a union: as an OR, the plan reads every body.
-		{&c.Bodies, `UPDATE receipt_bodies b SET body = $2, key_id = NULL
+		{&c.Bodies, `UPDATE receipt_bodies b SET body = $2, key_id = NULL, erased_at = $3
 WHERE b.digest IN (SELECT digest FROM receipt_bodies WHERE subject = ANY($1)
     UNION ALL SELECT r.body_digest FROM receipts r WHERE r.body_digest IS NOT NULL AND (r.bookings && $1 OR r.pending_booking = ANY($1)))
-  AND substring(b.body FOR 5) <> substring($2::bytea FOR 5)`, []any{tomb}},
-		{&c.InlineBodies, `UPDATE receipts SET body = $2 WHERE body IS NOT NULL AND (bookings && $1 OR pending_booking = ANY($1))
-  AND substring(body FOR 5) <> substring($2::bytea FOR 5)`, []any{tomb}},
+  AND b.erased_at IS NULL`, []any{tomb, now}},
+		{&c.InlineBodies, `UPDATE receipts SET body = $2, body_erased_at = $3 WHERE body IS NOT NULL AND (bookings && $1 OR pending_booking = ANY($1))
+  AND body_erased_at IS NULL`, []any{tomb, now}},
 		{&c.FreeTexts, `UPDATE free_texts SET text = '', erased_at = $2 WHERE booking = ANY($1) AND erased_at IS NULL`, []any{now}},
 		{&c.Contacts, `DELETE FROM contacts WHERE booking = ANY($1)`, nil},
 		// A seated booking's attendees' own contacts (counted with the contacts).
@@ -242,7 +242,7 @@ func (e *Eraser) Erasures(ctx context.Context, limit int) ([]Erasure, error) {
 // transactions sharing subjects wait instead of deadlocking. Ingest of these subjects waits for the
 // commit (bl_subject_erased takes the lock shared).
 func lockSubjects(ctx context.Context, tx pgx.Tx, subjects []string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('bl-erase:' || s, 0)) FROM unnest($1::text[]) AS s`,
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(bl_erasure_lock_key(s)) FROM unnest($1::text[]) AS s`,
 		slices.Sorted(slices.Values(subjects)))
 	if err != nil {
 		return fmt.Errorf("lock %d subjects: %w", len(subjects), err)

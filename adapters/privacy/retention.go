@@ -73,12 +73,12 @@ func ShredOlderThan(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) (
 			if !bodiesDone {
 				var subjects []string
 				err := tx.QueryRow(ctx, `WITH s AS (
-    UPDATE receipt_bodies SET body = $2, key_id = NULL WHERE digest IN (
+    UPDATE receipt_bodies SET body = $2, key_id = NULL, erased_at = $4 WHERE digest IN (
         SELECT digest FROM receipt_bodies WHERE stored_at < $1 AND (key_id IS NOT NULL OR subject IS NULL)
-            AND substring(body FOR 5) <> substring($2::bytea FOR 5)
+            AND erased_at IS NULL
         ORDER BY stored_at LIMIT $3 FOR UPDATE SKIP LOCKED)
     RETURNING subject)
-SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS NOT NULL), '{}') FROM s`, cutoff, tomb, retentionBatch).Scan(&c.Bodies, &subjects)
+SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS NOT NULL), '{}') FROM s`, cutoff, tomb, retentionBatch, now).Scan(&c.Bodies, &subjects)
 				if err != nil {
 					return fmt.Errorf("shred bodies: %w", err)
 				}
@@ -99,11 +99,11 @@ SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS N
 			}
 			if !inlinesDone {
 				err := tx.QueryRow(ctx, `WITH s AS (
-    UPDATE receipts SET body = $2 WHERE id IN (
-        SELECT id FROM receipts WHERE id > $4 AND body IS NOT NULL AND received_at < $1 AND substring(body FOR 5) <> substring($2::bytea FOR 5)
+    UPDATE receipts SET body = $2, body_erased_at = $5 WHERE id IN (
+        SELECT id FROM receipts WHERE id > $4 AND body IS NOT NULL AND received_at < $1 AND body_erased_at IS NULL
         ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
     RETURNING id)
-SELECT count(*), coalesce(max(id), $4) FROM s`, cutoff, tomb, retentionBatch, after).Scan(&c.InlineBodies, &after)
+SELECT count(*), coalesce(max(id), $4) FROM s`, cutoff, tomb, retentionBatch, after, now).Scan(&c.InlineBodies, &after)
 				if err != nil {
 					return fmt.Errorf("shred inline bodies: %w", err)
 				}
