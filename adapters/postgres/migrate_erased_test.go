@@ -61,3 +61,10 @@ INSERT INTO receipts (provider, received_at, delivery_id, outcome, body, body_di
 	assert.Equal(t, 2, count(t, pool, `SELECT count(*) FROM receipt_bodies WHERE erased_at IS NOT NULL`))
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipts WHERE body_erased_at IS NOT NULL`))
 }
+
+// receipt_body_ref, dead since receipt_body_put replaced it, is dropped (migration 0601).
+func TestReceiptBodyRefIsDropped(t *testing.T) {
+	pool := pgtest.NewDatabase(t)
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM (SELECT 1) x WHERE to_regprocedure('receipt_body_ref(bytea)') IS NULL`))
+	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM (SELECT 1) x WHERE to_regprocedure('receipt_body_put(bytea, bytea, uuid, text, text, bytea)') IS NOT NULL`))
+}
