@@ -46,6 +46,15 @@ type Counts struct {
 	ReadModel    int64 `json:"read_model_rows_scrubbed"`
 }
 
+// Kinds of erasure (erasures.kind).
+const (
+	KindSubjectErased = "subject.erased"
+	KindRetention     = "retention"
+)
+
+// ErasureKinds lists every kind: erasures.kind's CHECK list (a test compares them).
+var ErasureKinds = []string{KindSubjectErased, KindRetention}
+
 // Erasure is what one request did: the subject.erased fact.
 type Erasure struct {
 	ID int64 `json:"id,omitempty"` // 0 for a dry run
@@ -110,7 +119,7 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Erasure, error) {
 		if err != nil {
 			return err
 		}
-		out = Erasure{Kind: "subject.erased", ErasedAt: now, By: req.By, Bookings: bookings, Counts: c, DryRun: req.DryRun}
+		out = Erasure{Kind: KindSubjectErased, ErasedAt: now, By: req.By, Bookings: bookings, Counts: c, DryRun: req.DryRun}
 		if req.DryRun {
 			return errDryRun
 		}

@@ -115,7 +115,7 @@ SELECT count(*), coalesce(max(id), $4) FROM s`, cutoff, tomb, retentionBatch, af
 			if err != nil {
 				return fmt.Errorf("encode counts: %w", err)
 			}
-			_, err = tx.Exec(ctx, `INSERT INTO erasures (kind, erased_at, erased_by, bookings, counts) VALUES ('retention', $1, 'retention', '{}', $2)`, now, counts)
+			_, err = tx.Exec(ctx, `INSERT INTO erasures (kind, erased_at, erased_by, bookings, counts) VALUES ($3, $1, 'retention', '{}', $2)`, now, counts, KindRetention)
 			return err
 		})
 		if err != nil {
