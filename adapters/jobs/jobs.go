@@ -124,7 +124,7 @@ type Config struct {
 	Kinds []Kind
 	// Bodies, when set, seals the bodies of deferred receipts and opens them for the refetch, as the
 	// ledger's store does (postgres.Store.Sealer).
-	Bodies postgres.BodySealer
+	Bodies ledger.BodySealer
 	// Liveness, when set, names the River client (its id is the one liveness registers) and tracks
 	// the jobs its workers run, so that the work of a dead or cut-off instance resumes in seconds.
 	Liveness *Liveness
@@ -145,7 +145,7 @@ type Kind struct {
 // (any instance can insert), Start runs the workers. Safe for concurrent use.
 type Queue struct {
 	pool        *pgxpool.Pool
-	bodies      postgres.BodySealer
+	bodies      ledger.BodySealer
 	client      *river.Client[pgx.Tx]
 	maxAttempts int
 	stopTimeout time.Duration

@@ -11,6 +11,7 @@ import (
 
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/domain/ledger"
 )
 
 // TestErasedColumnMigrationUpgradesTombstones: a database migrated before 0600 holds bodies erased
@@ -44,7 +45,7 @@ INSERT INTO receipts (provider, received_at, delivery_id, outcome, body, body_di
 	require.NoError(t, postgres.Migrate(ctx, pool))
 	rs, err := postgres.NewStore(pool).ListReceipts(ctx, postgres.ReceiptFilter{})
 	require.NoError(t, err)
-	got := map[string]postgres.BodyState{}
+	got := map[string]ledger.BodyState{}
 	for _, r := range rs {
 		got[r.Receipt.DeliveryID] = r.Body
 		if r.Body.Erased {
@@ -52,12 +53,12 @@ INSERT INTO receipts (provider, received_at, delivery_id, outcome, body, body_di
 		}
 	}
 	require.Len(t, got, 5)
-	assert.Equal(t, postgres.BodyState{Erased: true, ErasedAt: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}, got["shared-erased"])
-	assert.Equal(t, postgres.BodyState{Erased: true, ErasedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}, got["inline-erased"])
+	assert.Equal(t, ledger.BodyState{Erased: true, ErasedAt: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}, got["shared-erased"])
+	assert.Equal(t, ledger.BodyState{Erased: true, ErasedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}, got["inline-erased"])
 	assert.True(t, got["shared-garbled"].Erased)
 	assert.Equal(t, 1, got["shared-garbled"].ErasedAt.Year())
-	assert.Equal(t, postgres.BodyState{Plain: []byte(`{"name":"Kept"}`)}, got["shared-kept"])
-	assert.Equal(t, postgres.BodyState{Plain: []byte(`{"name":"Inline"}`)}, got["inline-kept"])
+	assert.Equal(t, ledger.BodyState{Plain: []byte(`{"name":"Kept"}`)}, got["shared-kept"])
+	assert.Equal(t, ledger.BodyState{Plain: []byte(`{"name":"Inline"}`)}, got["inline-kept"])
 	assert.Equal(t, 2, count(t, pool, `SELECT count(*) FROM receipt_bodies WHERE erased_at IS NOT NULL`))
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipts WHERE body_erased_at IS NOT NULL`))
 }

@@ -99,7 +99,7 @@ type StoredReceipt struct {
 	// Body is the receipt's body as its reader may see it (Receipt.Body, opened when sealed): Erased
 	// when its subject was erased (at ErasedAt, zero when only the missing key says so), Sealed when
 	// it is encrypted and this store has no key to open it.
-	Body BodyState
+	Body ledger.BodyState
 }
 
 // storedReceiptColumns are the columns queryReceipts reads, in its order. The body is read here and nowhere

@@ -3,6 +3,7 @@
 // commits the appends with the exact expected version together with the delivery's receipt. On a
 // version conflict it reloads and decides again, a bounded number of times.
 //
-// It imports only the standard library and domain/... packages. Its ports (Store, Codec) are declared
+// It imports only the standard library and domain/... packages. Its ports (Store, Codec, and the
+// BodySealer a store seals receipt bodies with) are declared
 // here, by their consumer; adapters implement them.
 package ledger
