@@ -82,16 +82,6 @@ func prepareBody(sealer ledger.BodySealer, subject string, body []byte) (bodyRow
 		wrapped: sb.Wrapped}, nil
 }
 
-// BodyArgs are receipt_body_put's six arguments for body (sealed with sealer for subject when sealer
-// is set), for the other writers of receipts.
-func BodyArgs(sealer ledger.BodySealer, subject string, body []byte) ([]any, error) {
-	b, err := prepareBody(sealer, subject, body)
-	if err != nil {
-		return nil, err
-	}
-	return b.args(), nil
-}
-
 // openBody opens a receipt's stored body; erasedAt is its erased_at (migration 0600), nil when the
 // body was not erased.
 func (s *Store) openBody(ctx context.Context, sr *StoredReceipt, digest []byte, erasedAt *time.Time) error {

@@ -390,7 +390,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
 		Kinds: append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind, syncs.kind()},
 			retentionKinds(pool, cfg.bodyRetention)...),
-		Bodies: bodies, Liveness: live})
+		Receipts: es.receipts, Liveness: live})
 	if err != nil {
 		return err
 	}
