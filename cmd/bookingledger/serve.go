@@ -444,7 +444,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	// The admin surface: every route behind the token policy (adapters/httpapi/auth).
 	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, receipts: es.receipts,
-		links: links, eraser: privacy.NewEraser(pool, bodies), jobs: queue.Client(), providers: cfg.providers.names(), log: log,
+		links: links, eraser: privacy.NewEraser(pool, bodies, erasureOwners(pool)), jobs: queue.Client(), providers: cfg.providers.names(), log: log,
 		providerStatus: uiProviderStatus(syncs.store, cfg.providers.names(), cfg.apis), reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
 	if err != nil {
 		return err

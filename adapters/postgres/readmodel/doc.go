@@ -2,7 +2,8 @@
 // calendar_slots exclusion constraint that refuses double booking, payment-only streams, the
 // reconciliation queue) and answers the queries of the HTTP API and the CLI. It loads the inputs of
 // projections.Recompute and writes what it returns, per batch for the connected set a batch touches
-// and for the whole calendar in a rebuild; no calendar rule lives here.
+// and for the whole calendar in a rebuild; no calendar rule lives here. EraseCancelReasons is
+// calendar_bookings' part of an erasure, which adapters/privacy calls in its transaction.
 //
 // It reads events only through the eventlog.Store port (PostgreSQL or EventStoreDB), never by joining
 // event tables in SQL; receipts come from PostgreSQL's receipts table. It imports domain/...,
