@@ -16,7 +16,7 @@ rebuild: build
 test:
 	@scripts/test.sh
 
-## lint: gofmt, go vet, and domain/ must import only the standard library
+## lint: gofmt, go vet, the import rules of the doc.go files, and one owner per table (scripts/ownercheck)
 lint:
 	@scripts/lint.sh
 
