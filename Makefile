@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: run rebuild test lint bench build fuzz clean-pg
+.PHONY: run rebuild test lint bench build fuzz clean-pg schema
 
 ## run: private PostgreSQL in .pgdata, migrations, `bookingledger serve` (webhooks :8080, admin 127.0.0.1:8081) with demo secrets
 run: build
@@ -16,9 +16,13 @@ rebuild: build
 test:
 	@scripts/test.sh
 
-## lint: gofmt, go vet, domain/ imports only the standard library, projections/ only that and domain/
+## lint: gofmt, go vet, the import rules of the doc.go files, and one owner per table (scripts/ownercheck)
 lint:
 	@scripts/lint.sh
+
+## schema: regenerate adapters/postgres/schema.sql from the migrations (after adding one)
+schema:
+	@scripts/schema.sh
 
 ## bench: benchmarks against a private durable PostgreSQL; figures go to docs/benchmarks.md
 bench:

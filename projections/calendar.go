@@ -45,6 +45,9 @@ const (
 	StatusRejected Status = "rejected"
 )
 
+// Statuses lists every status: calendar_bookings.status's CHECK list (a test compares them).
+var Statuses = []Status{StatusPending, StatusRequested, StatusActive, StatusConflict, StatusCanceled, StatusRejected}
+
 // Booking is one booking's calendar row.
 type Booking struct {
 	Booking   booking.ID

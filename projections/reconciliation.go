@@ -38,6 +38,13 @@ const (
 	ClosedByAuto     = "auto"
 )
 
+// ItemKinds and Closers list every item kind and closer: reconciliation_items' CHECK lists (a test
+// compares them).
+var (
+	ItemKinds = []ItemKind{ItemConflict, ItemQuarantined, ItemLateEvent, ItemStep, ItemSync}
+	Closers   = []string{ClosedByOperator, ClosedByAuto}
+)
+
 // Item is one entry of the reconciliation queue.
 type Item struct {
 	ID   int64

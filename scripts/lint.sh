@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# gofmt, go vet, and two import rules: domain/ imports only the standard library and itself;
-# projections/ only the standard library and domain/ (its storage lives in adapters/).
+# gofmt, go vet, and the import rules the doc.go files state: domain/ imports only the standard
+# library and itself; projections/ only those and domain/; adapters/jobs and adapters/privacy do not
+# import adapters/postgres; and no Go string outside a table's owner names the table
+# (scripts/ownercheck, which holds the table -> owner map).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,11 +23,23 @@ if [ -n "$impure" ]; then
 	echo "$impure" >&2
 	exit 1
 fi
-# The projections' rules are storage-free: no adapter, pgx or other module's package.
-reach=$(go list -deps ./projections/... | grep -v "^$mod/domain/" | grep -v "^$mod/projections" | awk -F/ '$1 ~ /\./ || $1 == "'"$mod"'"' || true)
-if [ -n "$reach" ]; then
+# projections/ (the read side's rules) imports the standard library, domain/... and itself only.
+impure=$(go list -deps ./projections/... | grep -v -e "^$mod/domain/" -e "^$mod/domain\$" -e "^$mod/projections" | awk -F/ '$1 ~ /\./ || $1 == "'"$mod"'"' || true)
+if [ -n "$impure" ]; then
 	echo "lint: projections/ must import only the standard library and domain/, but reaches:" >&2
-	echo "$reach" >&2
+	echo "$impure" >&2
 	exit 1
 fi
-echo "lint: ok (gofmt, go vet, domain imports only the standard library, projections only domain)"
+
+# adapters/jobs and adapters/privacy get the tables of adapters/postgres handed in (their doc.go).
+for p in jobs privacy; do
+	if go list -deps "./adapters/$p" | grep -qx "$mod/adapters/postgres"; then
+		echo "lint: adapters/$p must not import adapters/postgres (directly or not): declare the interface it needs and have cmd/bookingledger pass it in" >&2
+		go list -deps "./adapters/$p" | grep "^$mod/adapters/postgres" >&2
+		exit 1
+	fi
+done
+
+go run ./scripts/ownercheck
+
+echo "lint: ok (gofmt, go vet, import rules, table owners)"

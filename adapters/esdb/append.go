@@ -192,11 +192,10 @@ func (s *Store) claim(ctx context.Context, stream string, events []eventlog.Even
 	if err != nil {
 		return fmt.Errorf("encode claim: %w", err)
 	}
-	ns := uuid.MustParse(claimNamespace)
 	for _, e := range events {
 		name := ClaimStreamPrefix + e.ID.String()
 		ev := esdb.EventData{
-			EventID:     uuid.NewSHA1(ns, []byte(e.ID.String()+" "+stream)),
+			EventID:     claimEventID(e.ID, stream),
 			EventType:   ClaimEventType,
 			ContentType: esdb.ContentTypeJson,
 			Data:        data,
@@ -240,4 +239,9 @@ func (s *Store) claimOwner(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("decode claim %s: %w", name, err)
 	}
 	return c.Stream, nil
+}
+
+// claimEventID is the ID of the claim of event id by stream (claimNamespace).
+func claimEventID(id eventlog.EventID, stream string) uuid.UUID {
+	return eventlog.UUIDv5(uuid.MustParse(claimNamespace), []byte(id.String()+" "+stream))
 }

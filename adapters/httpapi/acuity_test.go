@@ -72,7 +72,7 @@ func newAcuityServerOn(t *testing.T, dbURL string, pool *pgxpool.Pool, withQueue
 	svc := ledger.NewService(s.Stores.Ledger, eventcodec.JSON{})
 	var deferrer httpapi.Deferrer // none: a delivery that cannot be fetched is a 503
 	if withQueue {
-		s.queue, err = jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: []jobs.Refetcher{p}, Logger: log,
+		s.queue, err = jobs.New(jobs.Config{Pool: pool, Ledger: svc, Receipts: s.Stores.Receipts, Refetchers: []jobs.Refetcher{p}, Logger: log,
 			MaxAttempts: 3, RetryPolicy: fixedRetry(10 * time.Millisecond), PollInterval: 50 * time.Millisecond,
 			StopTimeout: 2 * time.Second, Clock: s.Clock.Now})
 		require.NoError(t, err)

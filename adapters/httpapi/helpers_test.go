@@ -85,6 +85,8 @@ type stores struct {
 	Events eventlog.Store
 	Ledger ledger.Store
 	ESDB   *esdbtest.Server // nil on PostgreSQL
+	// Receipts is PostgreSQL's receipts store, on either event store.
+	Receipts *postgres.Store
 	// ping is the event store's own readiness check (nil on PostgreSQL, whose pool readiness covers).
 	ping func(context.Context) error
 }
@@ -95,7 +97,7 @@ func newStores(t testing.TB, pool *pgxpool.Pool) *stores {
 	t.Helper()
 	pg := postgres.NewStore(pool)
 	if eventlogtest.SelectedStore(t) == eventlogtest.StorePostgres {
-		return &stores{Kind: eventlogtest.StorePostgres, Events: pg, Ledger: pg}
+		return &stores{Kind: eventlogtest.StorePostgres, Events: pg, Ledger: pg, Receipts: pg}
 	}
 	srv := esdbtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -103,7 +105,7 @@ func newStores(t testing.TB, pool *pgxpool.Pool) *stores {
 	es, err := esdb.Open(ctx, srv.ConnString())
 	require.NoError(t, err, "open the esdb test server")
 	t.Cleanup(es.Close)
-	return &stores{Kind: eventlogtest.StoreESDB, Events: es, Ledger: esdb.NewLedgerStore(es, pg), ESDB: srv, ping: es.Ping}
+	return &stores{Kind: eventlogtest.StoreESDB, Events: es, Ledger: esdb.NewLedgerStore(es, pg), ESDB: srv, Receipts: pg, ping: es.Ping}
 }
 
 type testServer struct {

@@ -16,7 +16,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
-	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/ledger"
 )
@@ -122,9 +121,9 @@ type Config struct {
 	// Kinds are further kinds of work on the same River client (process steps, relay deliveries), each
 	// on its own queue so that one kind's backlog never starves another's.
 	Kinds []Kind
-	// Bodies, when set, seals the bodies of deferred receipts and opens them for the refetch, as the
-	// ledger's store does (postgres.Store.Sealer).
-	Bodies postgres.BodySealer
+	// Receipts keeps the deferred receipts (required with Refetchers): their bodies sealed and opened
+	// as the ledger's are.
+	Receipts Receipts
 	// Liveness, when set, names the River client (its id is the one liveness registers) and tracks
 	// the jobs its workers run, so that the work of a dead or cut-off instance resumes in seconds.
 	Liveness *Liveness
@@ -145,7 +144,7 @@ type Kind struct {
 // (any instance can insert), Start runs the workers. Safe for concurrent use.
 type Queue struct {
 	pool        *pgxpool.Pool
-	bodies      postgres.BodySealer
+	receipts    Receipts
 	client      *river.Client[pgx.Tx]
 	maxAttempts int
 	stopTimeout time.Duration
@@ -158,13 +157,16 @@ func New(cfg Config) (*Queue, error) {
 	if cfg.Pool == nil || cfg.Ledger == nil {
 		return nil, errors.New("jobs: pool and ledger are required")
 	}
+	if len(cfg.Refetchers) > 0 && cfg.Receipts == nil {
+		return nil, errors.New("jobs: receipts are required to defer deliveries")
+	}
 	if cfg.MaxAttempts < 0 || cfg.Workers < 0 || cfg.JobTimeout < 0 || cfg.StopTimeout < 0 || cfg.RecordRetry < 0 || cfg.FetchCooldown < 0 ||
 		slices.ContainsFunc(cfg.Kinds, func(k Kind) bool { return k.Workers < 0 }) {
 		return nil, errors.New("jobs: negative limit")
 	}
 	q := &Queue{
 		pool:        cfg.Pool,
-		bodies:      cfg.Bodies,
+		receipts:    cfg.Receipts,
 		maxAttempts: cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts),
 		stopTimeout: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
 		refetchers:  make(map[string]Refetcher, len(cfg.Refetchers)),
@@ -260,11 +262,17 @@ func (q *Queue) Stop(ctx context.Context) error {
 // Client is the River client, for tests that wait on its events.
 func (q *Queue) Client() *river.Client[pgx.Tx] { return q.client }
 
-// insertDeferredSQL stores a deferred receipt: a verified delivery with its body and no events yet.
-// The body is stored once per digest by receipt_body_put (migrations 0031, 0131), like every receipt's.
-const insertDeferredSQL = `INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body_digest, pending_booking, headers)
-VALUES ($1, $2, $3, $4, 'deferred', $5, receipt_body_put($8, $9, $10, $11, $12, $13), $6, $7)
-RETURNING id`
+// Receipts is the receipts table's owner (adapters/postgres.Store, with the ledger's body sealer):
+// deferred receipts are written and read back through it.
+type Receipts interface {
+	// InsertDeferred stores r as a deferred receipt in tx and returns its id.
+	InsertDeferred(ctx context.Context, tx pgx.Tx, r ledger.Receipt) (int64, error)
+	// MarkDuplicate turns receipt id into a duplicate with reason, in tx.
+	MarkDuplicate(ctx context.Context, tx pgx.Tx, id int64, reason string) error
+	// Receipt reads receipt id back, its body opened (nil when erased); an error wrapping
+	// pgx.ErrNoRows when there is none.
+	Receipt(ctx context.Context, id int64) (ledger.Receipt, error)
+}
 
 // Defer keeps a verified delivery whose mapping must wait: the deferred receipt (with the body) and
 // the job that will finish it commit in one transaction, so the delivery is either kept and scheduled
@@ -276,18 +284,15 @@ func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verifie
 		return ledger.Result{}, fmt.Errorf("defer %s delivery %s: provider cannot refetch", r.Provider, r.DeliveryID)
 	}
 	reason := ledger.ClipReason(r.Reason)
-	body, err := postgres.BodyArgs(q.bodies, postgres.ReceiptSubject(r), r.Body)
-	if err != nil {
-		return ledger.Result{}, fmt.Errorf("defer delivery %s: %w", r.DeliveryID, err)
-	}
 	tx, err := q.pool.Begin(ctx)
 	if err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: begin: %w", r.DeliveryID, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after Commit
-	var id int64
-	if err := tx.QueryRow(ctx, insertDeferredSQL, append([]any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, reason, string(r.Booking),
-		ledger.HeaderLines(r.Headers)}, body...)...).Scan(&id); err != nil {
+	dr := r
+	dr.Reason = reason
+	id, err := q.receipts.InsertDeferred(ctx, tx, dr)
+	if err != nil {
 		return ledger.Result{}, fmt.Errorf("defer delivery %s: insert receipt: %w", r.DeliveryID, err)
 	}
 	subject := string(r.Booking)
@@ -320,7 +325,7 @@ func (q *Queue) Defer(ctx context.Context, r ledger.Receipt, v providers.Verifie
 		first := deferredReceiptOf(job.Job)
 		res.Outcome = ledger.OutcomeDuplicate
 		res.Reason = ledger.ClipReason(fmt.Sprintf("duplicate of deferred receipt %d (job %d), whose fetch covers it; %s", first, job.Job.ID, reason))
-		if _, err := tx.Exec(ctx, `UPDATE receipts SET outcome = 'duplicate', reason = $2 WHERE id = $1`, id, res.Reason); err != nil {
+		if err := q.receipts.MarkDuplicate(ctx, tx, id, res.Reason); err != nil {
 			return ledger.Result{}, fmt.Errorf("defer delivery %s: mark duplicate: %w", r.DeliveryID, err)
 		}
 	}

@@ -92,6 +92,7 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool, maxAttempts int) *env {
 	q, err := jobs.New(jobs.Config{
 		Pool:         pool,
 		Ledger:       ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
+		Receipts:     postgres.NewStore(pool),
 		Refetchers:   []jobs.Refetcher{p},
 		Logger:       slog.New(slog.NewJSONHandler(e.logs, nil)),
 		MaxAttempts:  maxAttempts,
@@ -404,6 +405,7 @@ func startHangingJob(t *testing.T, hang chan struct{}) (*pgxpool.Pool, *jobs.Que
 	q, err := jobs.New(jobs.Config{
 		Pool:         pool,
 		Ledger:       ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),
+		Receipts:     postgres.NewStore(pool),
 		Refetchers:   []jobs.Refetcher{hangingRefetcher{started: started, hang: hang}},
 		PollInterval: 50 * time.Millisecond,
 		StopTimeout:  200 * time.Millisecond,
@@ -497,6 +499,7 @@ func TestFinalAttemptWaitsForTheStoreToRecordItsOutcome(t *testing.T) {
 	q, err := jobs.New(jobs.Config{
 		Pool:         pool,
 		Ledger:       &flakyLedger{Recorder: ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}), n: 2},
+		Receipts:     postgres.NewStore(pool),
 		Refetchers:   []jobs.Refetcher{p},
 		MaxAttempts:  1,
 		PollInterval: 50 * time.Millisecond,

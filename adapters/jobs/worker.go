@@ -23,28 +23,17 @@ type refetchWorker struct {
 	recordRetry time.Duration
 }
 
-// deferredReceipt is what the worker reads back of a deferred receipt.
-type deferredReceipt struct {
-	provider   string
-	receivedAt time.Time
-	deliveryID string
-	secret     string
-	outcome    string
-	body       []byte
-	headers    []string
-}
-
 func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) error {
 	a := job.Args
-	dr, err := w.load(ctx, a.ReceiptID)
+	dr, err := w.q.receipts.Receipt(ctx, a.ReceiptID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Only an operator deleting receipts gets here: nothing is left to finish.
 		return river.JobCancel(fmt.Errorf("deferred receipt %d no longer exists", a.ReceiptID))
 	case err != nil:
 		return err
-	case dr.outcome != string(ledger.OutcomeDeferred) || dr.provider != a.Provider:
-		return river.JobCancel(fmt.Errorf("receipt %d is a %s %s receipt, not a deferred %s one", a.ReceiptID, dr.provider, dr.outcome, a.Provider))
+	case dr.Outcome != ledger.OutcomeDeferred || dr.Provider != a.Provider:
+		return river.JobCancel(fmt.Errorf("receipt %d is a %s %s receipt, not a deferred %s one", a.ReceiptID, dr.Provider, dr.Outcome, a.Provider))
 	}
 
 	final := job.Attempt >= job.MaxAttempts
@@ -53,13 +42,13 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 		mapErr error
 	)
 	if f, ok := w.q.refetchers[a.Provider]; ok {
-		mapped, mapErr = f.Refetch(ctx, dr.body, a.SecretIndex, w.clock())
+		mapped, mapErr = f.Refetch(ctx, dr.Body, a.SecretIndex, w.clock())
 	} else {
 		mapErr = fmt.Errorf("no refetcher configured for provider %s", a.Provider)
 	}
 
-	r := ledger.Receipt{Provider: dr.provider, ReceivedAt: dr.receivedAt, DeliveryID: dr.deliveryID, Secret: dr.secret, Body: dr.body,
-		Headers: ledger.HeadersFromLines(dr.headers)} // the request's, as the deferred receipt kept them
+	r := ledger.Receipt{Provider: dr.Provider, ReceivedAt: dr.ReceivedAt, DeliveryID: dr.DeliveryID, Secret: dr.Secret, Body: dr.Body,
+		Headers: dr.Headers} // the request's, as the deferred receipt kept them
 	d := ledger.Delivery{Receipt: r}
 	switch {
 	case mapErr == nil:
@@ -103,25 +92,6 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 		slog.String("reason", res.Reason),
 	)
 	return nil
-}
-
-func (w *refetchWorker) load(ctx context.Context, id int64) (deferredReceipt, error) {
-	var dr deferredReceipt
-	var digest []byte
-	err := w.q.pool.QueryRow(ctx, `SELECT provider, received_at, delivery_id, secret_ref, outcome, receipt_body(body, body_digest), headers, body_digest
-FROM receipts WHERE id = $1`, id).Scan(&dr.provider, &dr.receivedAt, &dr.deliveryID, &dr.secret, &dr.outcome, &dr.body, &dr.headers, &digest)
-	if err != nil {
-		return deferredReceipt{}, fmt.Errorf("load deferred receipt %d: %w", id, err)
-	}
-	if w.q.bodies != nil && dr.body != nil {
-		// An erased body opens as nil: the refetch has nothing to map, and says so in its receipt.
-		st, err := w.q.bodies.OpenBody(ctx, digest, dr.body)
-		if err != nil {
-			return deferredReceipt{}, fmt.Errorf("load deferred receipt %d: %w", id, err)
-		}
-		dr.body = st.Plain
-	}
-	return dr, nil
 }
 
 // reasonError keeps a Map error's identity while making its text a storable reason.

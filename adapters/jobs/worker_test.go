@@ -84,6 +84,7 @@ func TestARecordFailureBeforeTheLastAttemptIsRetried(t *testing.T) {
 	q, err := jobs.New(jobs.Config{
 		Pool:         e.pool,
 		Ledger:       &flakyLedger{Recorder: ledger.NewService(postgres.NewStore(e.pool), eventcodec.JSON{}), n: 1},
+		Receipts:     postgres.NewStore(e.pool),
 		Refetchers:   []jobs.Refetcher{acuityProvider(t, e, apiKey)},
 		MaxAttempts:  3,
 		RetryPolicy:  fixedRetry(10 * time.Millisecond),
@@ -113,6 +114,7 @@ func TestACopyDuringARetryBackoffJoinsTheJob(t *testing.T) {
 	q, err := jobs.New(jobs.Config{
 		Pool:         e.pool,
 		Ledger:       ledger.NewService(postgres.NewStore(e.pool), eventcodec.JSON{}),
+		Receipts:     postgres.NewStore(e.pool),
 		Refetchers:   []jobs.Refetcher{acuityProvider(t, e, apiKey)},
 		MaxAttempts:  3,
 		RetryPolicy:  fixedRetry(time.Hour),
@@ -156,6 +158,7 @@ func TestTheJobFetchesWithTheSecretThatVerified(t *testing.T) {
 	q, err := jobs.New(jobs.Config{
 		Pool:         e.pool,
 		Ledger:       ledger.NewService(postgres.NewStore(e.pool), eventcodec.JSON{}),
+		Receipts:     postgres.NewStore(e.pool),
 		Refetchers:   []jobs.Refetcher{acuityProvider(t, e, newer, apiKey)},
 		MaxAttempts:  1,
 		PollInterval: 50 * time.Millisecond,

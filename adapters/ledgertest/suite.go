@@ -76,7 +76,7 @@ func bookingID(name string) booking.ID {
 }
 
 func eventID(name string) eventlog.EventID {
-	return eventlog.EventID(uuid.NewSHA1(uuid.NameSpaceURL, []byte("ledger-test:"+name)))
+	return eventlog.EventID(eventlog.UUIDv5(uuid.NameSpaceURL, []byte("ledger-test:"+name)))
 }
 
 func scheduled(b booking.ID, name string, start time.Time) booking.Event {

@@ -453,7 +453,7 @@ type fakeSealer struct {
 	keys map[string][16]byte
 }
 
-func (f *fakeSealer) SealBody(subject string, body []byte) (postgres.SealedBody, error) {
+func (f *fakeSealer) SealBody(subject string, body []byte) (ledger.SealedBody, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.keys == nil {
@@ -462,16 +462,16 @@ func (f *fakeSealer) SealBody(subject string, body []byte) (postgres.SealedBody,
 	k, ok := f.keys[subject]
 	if !ok {
 		if _, err := rand.Read(k[:]); err != nil {
-			return postgres.SealedBody{}, err
+			return ledger.SealedBody{}, err
 		}
 		f.keys[subject] = k
 	}
-	return postgres.SealedBody{Digest: sha256.Sum256(body), Data: append([]byte(postgres.SealedPrefix), body...), KeyID: k,
+	return ledger.SealedBody{Digest: sha256.Sum256(body), Data: append([]byte(ledger.SealedPrefix), body...), KeyID: k,
 		Subject: subject, KEKID: "test", Wrapped: []byte("wrapped")}, nil
 }
 
-func (f *fakeSealer) OpenBody(_ context.Context, _, stored []byte) (postgres.BodyState, error) {
-	return postgres.BodyState{Plain: stored[len(postgres.SealedPrefix):]}, nil
+func (f *fakeSealer) OpenBody(_ context.Context, _, stored []byte) (ledger.BodyState, error) {
+	return ledger.BodyState{Plain: stored[len(ledger.SealedPrefix):]}, nil
 }
 
 // A group of deliveries with sealed bodies commits in one transaction, each body stored as its

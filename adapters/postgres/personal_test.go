@@ -93,7 +93,7 @@ func TestGroupCommitAsksOncePerRowWhetherItsSubjectIsErased(t *testing.T) {
 CREATE OR REPLACE FUNCTION bl_subject_erased(s text) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     PERFORM nextval('erasure_checks');
-    PERFORM pg_advisory_xact_lock_shared(hashtextextended('bl-erase:' || s, 0));
+    PERFORM pg_advisory_xact_lock_shared(bl_erasure_lock_key(s));
     RETURN EXISTS (SELECT 1 FROM erased_subjects e WHERE e.subject = s);
 END $$`)
 	require.NoError(t, err)

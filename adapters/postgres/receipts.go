@@ -99,14 +99,15 @@ type StoredReceipt struct {
 	// Body is the receipt's body as its reader may see it (Receipt.Body, opened when sealed): Erased
 	// when its subject was erased (at ErasedAt, zero when only the missing key says so), Sealed when
 	// it is encrypted and this store has no key to open it.
-	Body BodyState
+	Body ledger.BodyState
 }
 
 // storedReceiptColumns are the columns queryReceipts reads, in its order. The body is read here and nowhere
 // else, so that how it is stored (issue #16: encrypted per subject) changes in one place.
 const storedReceiptColumns = `id, provider, received_at, delivery_id, secret_ref, outcome, reason,
     bookings, streams, event_ids, event_types, receipt_body(body, body_digest), recorded_at, pending_booking,
-    repeats, coalesce(last_received_at, received_at), headers, body_digest`
+    repeats, coalesce(last_received_at, received_at), headers, body_digest,
+    receipt_body_erased_at(body, body_erased_at, body_digest)`
 
 // ReceiptsForBooking returns every receipt that names bookingID, oldest first: through its events, or
 // as the booking a deferred receipt waits for (pending_booking).
@@ -199,14 +200,15 @@ func (s *Store) queryReceipts(ctx context.Context, sql string, args ...any) ([]S
 			pending                  string
 			headers                  []string
 			digest                   []byte
+			erasedAt                 *time.Time
 		)
 		r := &sr.Receipt
 		if err := row.Scan(&sr.ID, &r.Provider, &r.ReceivedAt, &r.DeliveryID, &r.Secret, &r.Outcome, &r.Reason,
-			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending, &sr.Repeats, &sr.LastReceivedAt, &headers, &digest); err != nil {
+			&bookings, &streams, &ids, &types, &r.Body, &sr.RecordedAt, &pending, &sr.Repeats, &sr.LastReceivedAt, &headers, &digest, &erasedAt); err != nil {
 			return sr, err
 		}
 		r.Headers = ledger.HeadersFromLines(headers)
-		if err := s.openBody(ctx, &sr, digest); err != nil {
+		if err := s.openBody(ctx, &sr, digest, erasedAt); err != nil {
 			return sr, fmt.Errorf("receipt %d: %w", sr.ID, err)
 		}
 		r.Booking = booking.ID(pending)

@@ -37,7 +37,7 @@ type Store struct {
 	notifyInterval time.Duration
 	notifier       atomic.Int32 // notifierIdle, notifierRunning or notifierDirty
 	commits        *group[commitReq, ledger.CommitResult]
-	sealer         BodySealer
+	sealer         ledger.BodySealer
 	reads          *group[string, []eventlog.RecordedEvent]
 }
 

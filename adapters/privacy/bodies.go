@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"bookingledger/adapters/postgres"
+	"bookingledger/domain/ledger"
 )
 
-var _ postgres.BodySealer = (*Bodies)(nil)
+var _ ledger.BodySealer = (*Bodies)(nil)
 
 // maxCachedKeys bounds each in-memory key map; past it the map starts again (a new data key per
 // subject costs one key row, never a round trip).
@@ -45,21 +45,21 @@ func NewBodies(pool *pgxpool.Pool, ring *Keyring) *Bodies {
 	return &Bodies{pool: pool, ring: ring, bySubject: map[string]*dataKey{}, byID: map[[16]byte]*dataKey{}}
 }
 
-// SealBody implements postgres.BodySealer. The stored form is SealedPrefix, the data key's id, the
+// SealBody implements ledger.BodySealer. The stored form is SealedPrefix, the data key's id, the
 // plain body's digest, the nonce and the ciphertext; the key id and the digest (the body's identity,
 // one row per digest) are associated data, so a sealed body copied into another row does not open.
-func (b *Bodies) SealBody(subject string, body []byte) (postgres.SealedBody, error) {
+func (b *Bodies) SealBody(subject string, body []byte) (ledger.SealedBody, error) {
 	k, err := b.keyFor(subject)
 	if err != nil {
-		return postgres.SealedBody{}, err
+		return ledger.SealedBody{}, err
 	}
 	digest := sha256.Sum256(body)
-	head := make([]byte, 0, len(postgres.SealedPrefix)+16+32+12)
-	head = append(append(append(head, postgres.SealedPrefix...), k.id[:]...), digest[:]...)
+	head := make([]byte, 0, len(ledger.SealedPrefix)+16+32+12)
+	head = append(append(append(head, ledger.SealedPrefix...), k.id[:]...), digest[:]...)
 	nonce := randomBytes(k.aead.NonceSize())
 	out := append(append(make([]byte, 0, len(head)+len(nonce)+len(body)+k.aead.Overhead()), head...), nonce...)
 	out = k.aead.Seal(out, nonce, body, head)
-	return postgres.SealedBody{Digest: digest, Data: out, KeyID: k.id, Subject: subject, KEKID: k.kekID, Wrapped: k.wrapped}, nil
+	return ledger.SealedBody{Digest: digest, Data: out, KeyID: k.id, Subject: subject, KEKID: k.kekID, Wrapped: k.wrapped}, nil
 }
 
 func (b *Bodies) keyFor(subject string) (*dataKey, error) {
@@ -88,38 +88,38 @@ func (b *Bodies) keyFor(subject string) (*dataKey, error) {
 // ErrCorruptBody: a sealed body does not open with its data key, or names another digest.
 var ErrCorruptBody = errors.New("sealed receipt body does not open (altered, or stored under another digest)")
 
-// OpenBody implements postgres.BodySealer.
-func (b *Bodies) OpenBody(ctx context.Context, digest, stored []byte) (postgres.BodyState, error) {
-	rest, ok := bytes.CutPrefix(stored, []byte(postgres.SealedPrefix))
+// OpenBody implements ledger.BodySealer.
+func (b *Bodies) OpenBody(ctx context.Context, digest, stored []byte) (ledger.BodyState, error) {
+	rest, ok := bytes.CutPrefix(stored, []byte(ledger.SealedPrefix))
 	if !ok {
-		return postgres.BodyState{Plain: stored}, nil // stored before bodies were sealed
+		return ledger.BodyState{Plain: stored}, nil // stored before bodies were sealed
 	}
 	if len(rest) < 16+32+12 {
-		return postgres.BodyState{}, ErrCorruptBody
+		return ledger.BodyState{}, ErrCorruptBody
 	}
 	var id [16]byte
 	copy(id[:], rest[:16])
 	if digest != nil && !bytes.Equal(digest, rest[16:48]) {
-		return postgres.BodyState{}, ErrCorruptBody
+		return ledger.BodyState{}, ErrCorruptBody
 	}
 	k, err := b.openKey(ctx, id)
 	if errors.Is(err, ErrShredded) {
-		return postgres.BodyState{Erased: true}, nil
+		return ledger.BodyState{Erased: true}, nil
 	}
 	if err != nil {
-		return postgres.BodyState{}, err
+		return ledger.BodyState{}, err
 	}
-	head := stored[:len(postgres.SealedPrefix)+48]
+	head := stored[:len(ledger.SealedPrefix)+48]
 	n := k.aead.NonceSize()
 	ct := rest[48:]
 	if len(ct) < n {
-		return postgres.BodyState{}, ErrCorruptBody
+		return ledger.BodyState{}, ErrCorruptBody
 	}
 	plain, err := k.aead.Open(nil, ct[:n], ct[n:], head)
 	if err != nil {
-		return postgres.BodyState{}, ErrCorruptBody
+		return ledger.BodyState{}, ErrCorruptBody
 	}
-	return postgres.BodyState{Plain: plain}, nil
+	return ledger.BodyState{Plain: plain}, nil
 }
 
 func (b *Bodies) openKey(ctx context.Context, id [16]byte) (*dataKey, error) {

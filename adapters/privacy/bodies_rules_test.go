@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
 	"bookingledger/domain/booking"
@@ -89,7 +90,7 @@ func TestABodyThatComesAgain(t *testing.T) {
 	shredded := []byte(`{"name":"Old Olive"}`)
 	e.deliver(t, "calendly-shredded", "s1", shredded)
 	e.exec(t, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE subject = 'calendly-shredded'`)
-	c, err := privacy.ShredOlderThan(ctx, pool, time.Now().Add(-400*24*time.Hour))
+	c, err := privacy.ShredOlderThan(ctx, pool, postgres.NewStore(pool), time.Now().Add(-400*24*time.Hour))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, c.Bodies)
 	newEnv(t, pool, keyA).deliver(t, "calendly-shredded", "s1", shredded) // another process retries it
@@ -121,7 +122,7 @@ func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
 
 	e.exec(t, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE digest = (SELECT body_digest FROM receipts WHERE delivery_id = 'r2')`)
 	cutoff := time.Now().Add(-400 * 24 * time.Hour)
-	c, err := privacy.ShredOlderThan(ctx, pool, cutoff)
+	c, err := privacy.ShredOlderThan(ctx, pool, postgres.NewStore(pool), cutoff)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, c.Bodies)
 	assert.Zero(t, c.DataKeys, "the key still seals the young body")
@@ -134,7 +135,7 @@ func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
 	}
 
 	e.exec(t, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days' WHERE digest = sha256('{"name":"Resealed Rita"}')`)
-	c, err = privacy.ShredOlderThan(ctx, pool, cutoff)
+	c, err = privacy.ShredOlderThan(ctx, pool, postgres.NewStore(pool), cutoff)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, c.Bodies, "the resealed body is shredded once old")
 	assert.EqualValues(t, 1, c.DataKeys)
@@ -154,7 +155,7 @@ func TestAPlainBodyShreddedByRetentionStaysShreddedWhenItComesAgain(t *testing.T
 	body := []byte(`{"name":"Legacy Lena"}`)
 	old.deliver(t, "calendly-legacy-shredded", "l1", body)
 	old.exec(t, `UPDATE receipt_bodies SET stored_at = now() - interval '500 days'`)
-	c, err := privacy.ShredOlderThan(ctx, pool, time.Now().Add(-400*24*time.Hour))
+	c, err := privacy.ShredOlderThan(ctx, pool, postgres.NewStore(pool), time.Now().Add(-400*24*time.Hour))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, c.Bodies)
 

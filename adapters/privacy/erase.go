@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"bookingledger/adapters/postgres"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 )
@@ -46,6 +45,15 @@ type Counts struct {
 	ReadModel    int64 `json:"read_model_rows_scrubbed"`
 }
 
+// Kinds of erasure (erasures.kind).
+const (
+	KindSubjectErased = "subject.erased"
+	KindRetention     = "retention"
+)
+
+// ErasureKinds lists every kind: erasures.kind's CHECK list (a test compares them).
+var ErasureKinds = []string{KindSubjectErased, KindRetention}
+
 // Erasure is what one request did: the subject.erased fact.
 type Erasure struct {
 	ID int64 `json:"id,omitempty"` // 0 for a dry run
@@ -58,18 +66,59 @@ type Erasure struct {
 	DryRun   bool      `json:"dry_run,omitempty"`
 }
 
+// ReceiptBodies is the receipts' owner's part of erasure and retention (adapters/postgres.Store),
+// each in the caller's transaction.
+type ReceiptBodies interface {
+	// EraseReceiptBodies erases every body of the subjects' receipts, shared and inline, as erased at
+	// at, and says how many of each.
+	EraseReceiptBodies(ctx context.Context, tx pgx.Tx, subjects []string, at time.Time) (shared, inline int64, err error)
+	// ShredReceiptBodies erases up to limit shared bodies stored before cutoff and returns how many,
+	// and their subjects.
+	ShredReceiptBodies(ctx context.Context, tx pgx.Tx, cutoff, at time.Time, limit int) (int64, []string, error)
+	// ShredInlineReceiptBodies erases up to limit inline bodies of receipts received before cutoff,
+	// in id order after receipt after, and returns how many and the last id.
+	ShredInlineReceiptBodies(ctx context.Context, tx pgx.Tx, cutoff, at time.Time, after int64, limit int) (int64, int64, error)
+}
+
+// Contacts is the contacts' owner's part of an erasure (adapters/postgres.Store).
+type Contacts interface {
+	// BookingsWithEmail returns every booking whose contact or seat's contact has the address.
+	BookingsWithEmail(ctx context.Context, tx pgx.Tx, email string) ([]string, error)
+	// EraseContacts deletes the subjects' contacts and says how many.
+	EraseContacts(ctx context.Context, tx pgx.Tx, subjects []string) (int64, error)
+}
+
+// Owners are the owners of the tables an erasure changes besides this package's own (subject_keys,
+// free_texts, erasures, erased_subjects): each erases its part in the erasure's one transaction.
+type Owners struct {
+	Receipts ReceiptBodies
+	Contacts Contacts
+	// Steps skips the subjects' pending invitee steps and clears their steps' errors
+	// (adapters/process.EraseSteps).
+	Steps func(ctx context.Context, tx pgx.Tx, subjects []string, at time.Time) (skipped, cleared int64, err error)
+	// CalendarRows scrubs cancel reasons from the subjects' calendar rows
+	// (adapters/postgres/readmodel.EraseCancelReasons).
+	CalendarRows func(ctx context.Context, tx pgx.Tx, subjects []string) (int64, error)
+}
+
+func (o Owners) complete() bool {
+	return o.Receipts != nil && o.Contacts != nil && o.Steps != nil && o.CalendarRows != nil
+}
+
 // Eraser erases subjects: one transaction per request, serialized with ingest of the same bookings
-// by their erasure locks (migration 0131).
+// by their erasure locks (migrations 0131, 0600).
 type Eraser struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	owners Owners
 	// forget, when set, drops the data keys this process cached for the erased subjects.
 	forget func(subjects []string)
 }
 
-// NewEraser returns an eraser on pool; bodies, when set, is this process's sealer, whose cached keys of
-// erased subjects are dropped.
-func NewEraser(pool *pgxpool.Pool, bodies *Bodies) *Eraser {
-	e := &Eraser{pool: pool}
+// NewEraser returns an eraser on pool that erases through owners; bodies, when set, is this process's
+// sealer, whose cached keys of erased subjects are dropped. An eraser without owners only lists
+// erasures.
+func NewEraser(pool *pgxpool.Pool, bodies *Bodies, owners Owners) *Eraser {
+	e := &Eraser{pool: pool, owners: owners}
 	if bodies != nil {
 		e.forget = bodies.Forget
 	}
@@ -96,6 +145,9 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Erasure, error) {
 	if !ledger.Storable(req.Email) || !ledger.Storable(req.By) {
 		return Erasure{}, fmt.Errorf("%w: email and who asks must be UTF-8 without NUL", ErrInvalidErasure)
 	}
+	if !e.owners.complete() {
+		return Erasure{}, errors.New("erase: the tables' owners are not configured")
+	}
 	var out Erasure
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		bookings, err := e.bookings(ctx, tx, req)
@@ -106,11 +158,11 @@ func (e *Eraser) Erase(ctx context.Context, req Request) (Erasure, error) {
 			return err
 		}
 		now := time.Now().UTC().Truncate(time.Second)
-		c, err := scrub(ctx, tx, bookings, now)
+		c, err := e.scrub(ctx, tx, bookings, now)
 		if err != nil {
 			return err
 		}
-		out = Erasure{Kind: "subject.erased", ErasedAt: now, By: req.By, Bookings: bookings, Counts: c, DryRun: req.DryRun}
+		out = Erasure{Kind: KindSubjectErased, ErasedAt: now, By: req.By, Bookings: bookings, Counts: c, DryRun: req.DryRun}
 		if req.DryRun {
 			return errDryRun
 		}
@@ -158,15 +210,10 @@ func (e *Eraser) bookings(ctx context.Context, tx pgx.Tx, req Request) ([]string
 	if req.Booking != "" {
 		return []string{string(req.Booking)}, nil
 	}
-	// A seated booking's attendees are its subjects too (seat_contacts): their bodies hold every attendee.
-	rows, err := tx.Query(ctx, `SELECT booking FROM contacts WHERE lower(email) = lower($1)
-UNION SELECT booking FROM seat_contacts WHERE lower(email) = lower($1) ORDER BY booking`, strings.TrimSpace(req.Email))
+	// A seated booking's attendees are its subjects too: their bodies hold every attendee.
+	bookings, err := e.owners.Contacts.BookingsWithEmail(ctx, tx, req.Email)
 	if err != nil {
-		return nil, fmt.Errorf("find bookings: %w", err)
-	}
-	bookings, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("find bookings: %w", err)
+		return nil, err
 	}
 	if len(bookings) == 0 {
 		return nil, ErrNothingToErase
@@ -174,44 +221,31 @@ UNION SELECT booking FROM seat_contacts WHERE lower(email) = lower($1) ORDER BY 
 	return bookings, nil
 }
 
-// scrub removes the bookings' personal data in tx, marking it erased at now.
-func scrub(ctx context.Context, tx pgx.Tx, bookings []string, now time.Time) (Counts, error) {
+// scrub removes the bookings' personal data in tx, marking it erased at now: the data keys and free
+// texts here, every other table through its owner, in one order.
+func (e *Eraser) scrub(ctx context.Context, tx pgx.Tx, bookings []string, now time.Time) (Counts, error) {
 	var c Counts
-	tomb := postgres.ErasedForm(now)
-	day := now.Format(time.DateOnly)
-	steps := []struct {
-		n    *int64
-		sql  string
-		args []any
-	}{
-		{&c.DataKeys, `DELETE FROM subject_keys WHERE subject = ANY($1)`, nil},
-		// Every body stored for a receipt of the bookings, sealed or stored before sealing began. The
-		// two ways to find them are a union: as an OR, the plan reads every body.
-		{&c.Bodies, `UPDATE receipt_bodies b SET body = $2, key_id = NULL
-WHERE b.digest IN (SELECT digest FROM receipt_bodies WHERE subject = ANY($1)
-    UNION ALL SELECT r.body_digest FROM receipts r WHERE r.body_digest IS NOT NULL AND (r.bookings && $1 OR r.pending_booking = ANY($1)))
-  AND substring(b.body FOR 5) <> substring($2::bytea FOR 5)`, []any{tomb}},
-		{&c.InlineBodies, `UPDATE receipts SET body = $2 WHERE body IS NOT NULL AND (bookings && $1 OR pending_booking = ANY($1))
-  AND substring(body FOR 5) <> substring($2::bytea FOR 5)`, []any{tomb}},
-		{&c.FreeTexts, `UPDATE free_texts SET text = '', erased_at = $2 WHERE booking = ANY($1) AND erased_at IS NULL`, []any{now}},
-		{&c.Contacts, `DELETE FROM contacts WHERE booking = ANY($1)`, nil},
-		// A seated booking's attendees' own contacts (counted with the contacts).
-		{&c.Contacts, `DELETE FROM seat_contacts WHERE booking = ANY($1)`, nil},
-		// An invitee step cannot run without the contact: skipped, and says why.
-		{&c.StepsSkipped, `UPDATE process_steps SET state = 'skipped', note = 'the invitee''s data was erased on ' || $2,
-    finished_at = now(), updated_at = now()
-WHERE booking = ANY($1) AND state = 'pending' AND kind LIKE 'invitee_email.%'`, []any{day}},
-		// A target's error can quote the address (an SMTP 550 names the mailbox).
-		{&c.StepErrors, `UPDATE process_steps SET last_error = '[erased]', updated_at = now() WHERE booking = ANY($1) AND last_error NOT IN ('', '[erased]')`, nil},
-		// Events recorded before free text was kept apart carry their reason: the row folded from them does too.
-		{&c.ReadModel, `UPDATE calendar_bookings SET cancel_reason = '' WHERE booking = ANY($1) AND cancel_reason <> ''`, nil},
+	tag, err := tx.Exec(ctx, `DELETE FROM subject_keys WHERE subject = ANY($1)`, bookings)
+	if err != nil {
+		return c, fmt.Errorf("scrub: data keys: %w", err)
 	}
-	for _, s := range steps {
-		tag, err := tx.Exec(ctx, s.sql, append([]any{bookings}, s.args...)...)
-		if err != nil {
-			return c, fmt.Errorf("scrub: %w", err)
-		}
-		*s.n += tag.RowsAffected()
+	c.DataKeys = tag.RowsAffected()
+	if c.Bodies, c.InlineBodies, err = e.owners.Receipts.EraseReceiptBodies(ctx, tx, bookings, now); err != nil {
+		return c, fmt.Errorf("scrub: %w", err)
+	}
+	tag, err = tx.Exec(ctx, `UPDATE free_texts SET text = '', erased_at = $2 WHERE booking = ANY($1) AND erased_at IS NULL`, bookings, now)
+	if err != nil {
+		return c, fmt.Errorf("scrub: free texts: %w", err)
+	}
+	c.FreeTexts = tag.RowsAffected()
+	if c.Contacts, err = e.owners.Contacts.EraseContacts(ctx, tx, bookings); err != nil {
+		return c, fmt.Errorf("scrub: %w", err)
+	}
+	if c.StepsSkipped, c.StepErrors, err = e.owners.Steps(ctx, tx, bookings, now); err != nil {
+		return c, fmt.Errorf("scrub: %w", err)
+	}
+	if c.ReadModel, err = e.owners.CalendarRows(ctx, tx, bookings); err != nil {
+		return c, fmt.Errorf("scrub: %w", err)
 	}
 	return c, nil
 }
@@ -242,7 +276,7 @@ func (e *Eraser) Erasures(ctx context.Context, limit int) ([]Erasure, error) {
 // transactions sharing subjects wait instead of deadlocking. Ingest of these subjects waits for the
 // commit (bl_subject_erased takes the lock shared).
 func lockSubjects(ctx context.Context, tx pgx.Tx, subjects []string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('bl-erase:' || s, 0)) FROM unnest($1::text[]) AS s`,
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(bl_erasure_lock_key(s)) FROM unnest($1::text[]) AS s`,
 		slices.Sorted(slices.Values(subjects)))
 	if err != nil {
 		return fmt.Errorf("lock %d subjects: %w", len(subjects), err)

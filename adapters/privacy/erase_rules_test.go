@@ -56,7 +56,7 @@ func TestEraseSkipsInviteeStepsAndClearsStepErrors(t *testing.T) {
 		`INSERT INTO calendar_bookings (booking, provider, status, cancel_reason) VALUES
     ('calendly-st', 'calendly', 'canceled', 'st reason'), ('calendly-sk', 'calendly', 'canceled', 'sk reason')`)
 
-	eraser := privacy.NewEraser(pool, e.bodies)
+	eraser := privacy.NewEraser(pool, e.bodies, owners(pool))
 	er, err := eraser.Erase(ctx, privacy.Request{Booking: "calendly-st", By: "test"})
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, er.Counts.StepsSkipped)
@@ -89,7 +89,7 @@ func TestEraseBeforeTheFirstDelivery(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	e := newEnv(t, pool, keyA)
-	er, err := privacy.NewEraser(pool, e.bodies).Erase(ctx, privacy.Request{Booking: "calendly-early", By: "test"})
+	er, err := privacy.NewEraser(pool, e.bodies, owners(pool)).Erase(ctx, privacy.Request{Booking: "calendly-early", By: "test"})
 	require.NoError(t, err)
 	assert.Positive(t, er.ID)
 	assert.Equal(t, privacy.Counts{}, er.Counts)
@@ -107,7 +107,7 @@ func TestEraseByAddressFindsEveryBookingOfIt(t *testing.T) {
 	for b, addr := range map[booking.ID]string{"calendly-m2": "Many@Example.com", "calendly-m1": "many@example.com"} {
 		e.deliver(t, b, string(b), []byte(`{"b":"`+b+`"}`), ledger.Contact{Booking: b, Email: addr})
 	}
-	eraser := privacy.NewEraser(pool, e.bodies)
+	eraser := privacy.NewEraser(pool, e.bodies, owners(pool))
 	for _, bad := range []privacy.Request{{Email: " \t", By: "test"}, {Booking: "calendly-m1", By: " "}} {
 		_, err := eraser.Erase(ctx, bad)
 		require.ErrorIs(t, err, privacy.ErrInvalidErasure, "%+v", bad)
@@ -136,7 +136,7 @@ VALUES ('acuity', now(), 'd1', 'deferred', 'calendly-legacy', receipt_body_put('
 		`INSERT INTO receipts (provider, received_at, delivery_id, outcome, pending_booking, body)
 VALUES ('acuity', now(), 'd2', 'deferred', 'calendly-legacy', '{"name":"Inline Deferred Lou"}')`)
 	e := newEnv(t, pool, keyA)
-	er, err := privacy.NewEraser(pool, e.bodies).Erase(ctx, privacy.Request{Booking: "calendly-legacy", By: "test"})
+	er, err := privacy.NewEraser(pool, e.bodies, owners(pool)).Erase(ctx, privacy.Request{Booking: "calendly-legacy", By: "test"})
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, er.Counts.Bodies, "two of receipts naming it, one of a deferred receipt")
 	assert.EqualValues(t, 2, er.Counts.InlineBodies)
@@ -147,7 +147,7 @@ VALUES ('acuity', now(), 'd2', 'deferred', 'calendly-legacy', '{"name":"Inline D
 	for _, r := range e.bodiesOf(t, "calendly-legacy") {
 		assert.True(t, r.Body.Erased, "receipt %s", r.Receipt.DeliveryID)
 	}
-	again, err := privacy.NewEraser(pool, e.bodies).Erase(ctx, privacy.Request{Booking: "calendly-legacy", By: "test"})
+	again, err := privacy.NewEraser(pool, e.bodies, owners(pool)).Erase(ctx, privacy.Request{Booking: "calendly-legacy", By: "test"})
 	require.NoError(t, err)
 	assert.Equal(t, privacy.Counts{}, again.Counts, "tombstones are not counted again")
 	assert.Zero(t, again.ID)

@@ -215,7 +215,7 @@ func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 		ledger.Contact{Booking: "calendly-kept", Email: "kept@example.com", Name: "Kept Person"})
 	e.cancel(t, "calendly-kept", "kept-reason")
 
-	eraser := privacy.NewEraser(pool, e.bodies)
+	eraser := privacy.NewEraser(pool, e.bodies, owners(pool))
 	dry, err := eraser.Erase(ctx, privacy.Request{Email: "GONE@example.com", By: "test", DryRun: true})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"calendly-gone"}, dry.Bookings)
@@ -279,7 +279,7 @@ func TestEraseConcurrentWithRedelivery(t *testing.T) {
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
-	eraser := privacy.NewEraser(pool, e.bodies)
+	eraser := privacy.NewEraser(pool, e.bodies, owners(pool))
 	for i := range 10 {
 		b := booking.ID(fmt.Sprintf("calendly-race%d", i))
 		secret := fmt.Sprintf("race-secret-%d", i)
@@ -345,7 +345,7 @@ func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 	q, err := jobs.New(jobs.Config{Pool: pool, Ledger: e.svc, PollInterval: 50 * time.Millisecond, Kinds: []jobs.Kind{{
 		Queue: privacy.RetentionQueue, Workers: 1,
 		Register: func(w *river.Workers) error {
-			return river.AddWorkerSafely(w, &privacy.RetentionWorker{Pool: pool, Retention: 400 * 24 * time.Hour})
+			return river.AddWorkerSafely(w, &privacy.RetentionWorker{Pool: pool, Receipts: postgres.NewStore(pool), Retention: 400 * 24 * time.Hour})
 		},
 		Periodic: []*river.PeriodicJob{privacy.RetentionJob(time.Hour)}}}})
 	require.NoError(t, err)
@@ -370,7 +370,7 @@ func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 	assert.NotContains(t, dumped, "Old Timer")
 	assert.NotContains(t, dumped, "Both Early")
 	assert.NotContains(t, dumped, "Inline Ingrid")
-	list, err := privacy.NewEraser(pool, nil).Erasures(ctx, 10)
+	list, err := privacy.NewEraser(pool, nil, owners(pool)).Erasures(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	assert.Equal(t, "retention", list[0].Kind)
@@ -404,7 +404,7 @@ func TestRetentionKeepsAKeyAnIngestInFlightSealsWith(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := privacy.ShredOlderThan(ctx, pool, time.Now().Add(-400*24*time.Hour))
+		_, err := privacy.ShredOlderThan(ctx, pool, postgres.NewStore(pool), time.Now().Add(-400*24*time.Hour))
 		done <- err
 	}()
 	ended := false
@@ -465,7 +465,7 @@ FROM generate_series(1, 20000) g`,
 		require.NoError(t, err, q)
 	}
 	trace.On.Store(true)
-	_, err = privacy.NewEraser(pool, e.bodies).Erase(ctx, privacy.Request{Email: "gone@example.com", By: "test"})
+	_, err = privacy.NewEraser(pool, e.bodies, owners(pool)).Erase(ctx, privacy.Request{Email: "gone@example.com", By: "test"})
 	trace.On.Store(false)
 	require.NoError(t, err)
 	require.Contains(t, trace.Text(), "UPDATE receipt_bodies", "the scenario sends the statements it means to explain")

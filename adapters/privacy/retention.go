@@ -9,8 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-
-	"bookingledger/adapters/postgres"
 )
 
 // RetentionQueue is the River queue of the retention job.
@@ -34,7 +32,9 @@ func (RetentionArgs) InsertOpts() river.InsertOpts {
 // RetentionWorker shreds bodies stored longer ago than Retention.
 type RetentionWorker struct {
 	river.WorkerDefaults[RetentionArgs]
-	Pool      *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// Receipts is the receipts' owner (adapters/postgres.Store).
+	Receipts  ReceiptBodies
 	Retention time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -46,7 +46,7 @@ func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 	if w.Now != nil {
 		now = w.Now
 	}
-	_, err := ShredOlderThan(ctx, w.Pool, now().Add(-w.Retention))
+	_, err := ShredOlderThan(ctx, w.Pool, w.Receipts, now().Add(-w.Retention))
 	return err
 }
 
@@ -59,7 +59,7 @@ func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 // a body with a subject and no data key is a tombstone), only the shredded bodies' subjects' keys are
 // looked at, and inline bodies are taken in id order, each batch after the last one's, until one
 // comes back short.
-func ShredOlderThan(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) (Counts, error) {
+func ShredOlderThan(ctx context.Context, pool *pgxpool.Pool, receipts ReceiptBodies, cutoff time.Time) (Counts, error) {
 	var (
 		total                   Counts
 		bodiesDone, inlinesDone bool
@@ -69,18 +69,13 @@ func ShredOlderThan(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) (
 		var c Counts
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			now := time.Now().UTC().Truncate(time.Second)
-			tomb := postgres.ErasedForm(now)
 			if !bodiesDone {
-				var subjects []string
-				err := tx.QueryRow(ctx, `WITH s AS (
-    UPDATE receipt_bodies SET body = $2, key_id = NULL WHERE digest IN (
-        SELECT digest FROM receipt_bodies WHERE stored_at < $1 AND (key_id IS NOT NULL OR subject IS NULL)
-            AND substring(body FOR 5) <> substring($2::bytea FOR 5)
-        ORDER BY stored_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-    RETURNING subject)
-SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS NOT NULL), '{}') FROM s`, cutoff, tomb, retentionBatch).Scan(&c.Bodies, &subjects)
-				if err != nil {
-					return fmt.Errorf("shred bodies: %w", err)
+				var (
+					subjects []string
+					err      error
+				)
+				if c.Bodies, subjects, err = receipts.ShredReceiptBodies(ctx, tx, cutoff, now, retentionBatch); err != nil {
+					return err
 				}
 				// An ingest of these subjects in flight may be sealing a body with one of their keys:
 				// it commits first, or waits for this transaction and stores its key again.
@@ -98,14 +93,9 @@ SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS N
 				c.DataKeys = tag.RowsAffected()
 			}
 			if !inlinesDone {
-				err := tx.QueryRow(ctx, `WITH s AS (
-    UPDATE receipts SET body = $2 WHERE id IN (
-        SELECT id FROM receipts WHERE id > $4 AND body IS NOT NULL AND received_at < $1 AND substring(body FOR 5) <> substring($2::bytea FOR 5)
-        ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
-    RETURNING id)
-SELECT count(*), coalesce(max(id), $4) FROM s`, cutoff, tomb, retentionBatch, after).Scan(&c.InlineBodies, &after)
-				if err != nil {
-					return fmt.Errorf("shred inline bodies: %w", err)
+				var err error
+				if c.InlineBodies, after, err = receipts.ShredInlineReceiptBodies(ctx, tx, cutoff, now, after, retentionBatch); err != nil {
+					return err
 				}
 			}
 			if c == (Counts{}) {
@@ -115,7 +105,7 @@ SELECT count(*), coalesce(max(id), $4) FROM s`, cutoff, tomb, retentionBatch, af
 			if err != nil {
 				return fmt.Errorf("encode counts: %w", err)
 			}
-			_, err = tx.Exec(ctx, `INSERT INTO erasures (kind, erased_at, erased_by, bookings, counts) VALUES ('retention', $1, 'retention', '{}', $2)`, now, counts)
+			_, err = tx.Exec(ctx, `INSERT INTO erasures (kind, erased_at, erased_by, bookings, counts) VALUES ($3, $1, 'retention', '{}', $2)`, now, counts, KindRetention)
 			return err
 		})
 		if err != nil {

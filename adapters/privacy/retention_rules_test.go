@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
 )
@@ -37,7 +38,7 @@ SELECT 'calendly', now() - interval '500 days', 'inline' || g, 'ignored', ('{"in
 	require.Equal(t, 2, keys, "each process made its own key")
 
 	cutoff := time.Now().Add(-400 * 24 * time.Hour)
-	c, err := privacy.ShredOlderThan(ctx, pool, cutoff)
+	c, err := privacy.ShredOlderThan(ctx, pool, postgres.NewStore(pool), cutoff)
 	require.NoError(t, err)
 	assert.Equal(t, privacy.Counts{Bodies: 1001 + 1 + 1, InlineBodies: 1001, DataKeys: 1}, c)
 	d := string(dump(t, pool))
@@ -48,14 +49,14 @@ SELECT 'calendly', now() - interval '500 days', 'inline' || g, 'ignored', ('{"in
 	assert.Equal(t, []byte(`{"name":"Two Later"}`), e.bodiesOf(t, "calendly-two")[1].Receipt.Body)
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM subject_keys WHERE subject = 'calendly-two'`).Scan(&keys))
 	assert.Equal(t, 1, keys, "the key that sealed only the old body is gone")
-	list, err := privacy.NewEraser(pool, nil).Erasures(ctx, 10)
+	list, err := privacy.NewEraser(pool, nil, owners(pool)).Erasures(ctx, 10)
 	require.NoError(t, err)
 	assert.Len(t, list, 2, "one per transaction")
 
-	c, err = privacy.ShredOlderThan(ctx, pool, cutoff)
+	c, err = privacy.ShredOlderThan(ctx, pool, postgres.NewStore(pool), cutoff)
 	require.NoError(t, err)
 	assert.Equal(t, privacy.Counts{}, c, "tombstones are not shredded again")
-	list, err = privacy.NewEraser(pool, nil).Erasures(ctx, 10)
+	list, err = privacy.NewEraser(pool, nil, owners(pool)).Erasures(ctx, 10)
 	require.NoError(t, err)
 	assert.Len(t, list, 2, "a run that shredded nothing records nothing")
 }

@@ -29,7 +29,7 @@ func TestEraseRemovesTheSeatContacts(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM seat_contacts`).Scan(&n))
 	require.Equal(t, 3, n, "each seat's contact is kept beside the booking's own")
 
-	er, err := privacy.NewEraser(pool, e.bodies).Erase(ctx, privacy.Request{Email: "Second@example.com", By: "test"})
+	er, err := privacy.NewEraser(pool, e.bodies, owners(pool)).Erase(ctx, privacy.Request{Email: "Second@example.com", By: "test"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"calcom-seated"}, er.Bookings, "a seat's address finds its booking")
 	assert.EqualValues(t, 3, er.Counts.Contacts, "the booking's contact and its two seats' contacts")

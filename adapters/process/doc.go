@@ -6,8 +6,8 @@
 // batch reaches); this package is its adapter, shaped as every projection's (projections/steps, the
 // calendar's adapters/postgres/readmodel): one type implements projections.Projection on its own
 // checkpoint row, loads the rule's inputs, calls it, and writes what it returns in the transaction
-// that advances the checkpoint. It owns the process_steps table and the steps' River jobs (the one
-// other writer of process_steps is adapters/privacy's erasure, which skips an erased booking's steps):
+// that advances the checkpoint. It owns the process_steps table and the steps' River jobs (an
+// erasure skips an erased booking's steps through EraseSteps, in adapters/privacy's transaction):
 //
 //   - projection.go is the projection on the runner: it never runs ahead of the calendar projection,
 //     reads the calendar through CalendarReader, plans the touched bookings plus those that share
@@ -16,7 +16,8 @@
 //     (email) when it finds a step 'requested' again, and retries only what provably did nothing; it
 //     reads the calendar through SlotReader and the invitees' addresses through ContactReader.
 //   - store.go reads steps for history, the CLI, metrics, and the operator's resolutions; step.go
-//     holds the step row and its reads and writes; seats.go the seat cancellations.
+//     holds the step row and its reads and writes; seats.go the seat cancellations; erase.go is
+//     process_steps' part of an erasure (EraseSteps), which adapters/privacy calls in its transaction.
 //
 // Other owners' tables are read only through the small interfaces declared here: CalendarReader and
 // SlotReader (readmodel.StepReader, the calendar's tables), ContactReader (postgres.Contacts, the

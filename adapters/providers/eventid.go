@@ -17,5 +17,5 @@ const Namespace = "5b0b6522-6855-4b4e-a0a9-3a7d1538f4c7"
 // "<provider>:<identity>". The identity must be stable across retries of one change and differ between
 // genuinely different changes; each provider package documents its identity.
 func EventID(provider, identity string) eventlog.EventID {
-	return eventlog.EventID(uuid.NewSHA1(uuid.MustParse(Namespace), []byte(provider+":"+identity)))
+	return eventlog.EventID(eventlog.UUIDv5(uuid.MustParse(Namespace), []byte(provider+":"+identity)))
 }

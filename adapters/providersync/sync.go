@@ -38,6 +38,9 @@ const (
 	AlertSyncFailed           = "sync_failed"
 )
 
+// AlertKinds lists every alert kind: provider_alerts.kind's CHECK list (a test compares them).
+var AlertKinds = []string{AlertSubscriptionDisabled, AlertMissedWebhooks, AlertSyncFailed}
+
 // SourceHeader marks a sync receipt: the only header it keeps, so that receipts, histories and the
 // UI can tell what the sync brought from what a webhook did. Its delivery id starts with "sync:".
 const SourceHeader = "Bookingledger-Source"

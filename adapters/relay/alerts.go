@@ -23,6 +23,9 @@ const (
 	AlertRecovered = "recovered"
 )
 
+// AlertKinds lists every alert kind: relay_alerts.kind's CHECK list (a test compares them).
+var AlertKinds = []string{AlertFailing, AlertRecovered}
+
 // AlertFormat selects the body of alerts (adapters/alerts).
 const (
 	AlertFormatStandard = alerts.FormatStandard

@@ -19,6 +19,9 @@ const (
 	StateDead      = "dead"
 )
 
+// States lists every delivery state: relay_deliveries.state's CHECK list (a test compares them).
+var States = []string{StatePending, StatePaused, StateSucceeded, StateDead}
+
 // Delivery is one event for one endpoint.
 type Delivery struct {
 	ID            int64

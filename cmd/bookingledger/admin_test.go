@@ -59,7 +59,7 @@ func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
 	require.NoError(t, err)
 	// Every optional part of the surface is on, so the route table is serve's whole table.
 	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, client), relay: rl, receipts: store, jobs: client, providers: []string{"calendly"},
-		links: resource.NewService(store, eventcodec.JSON{}), eraser: privacy.NewEraser(pool, nil),
+		links: resource.NewService(store, eventcodec.JSON{}), eraser: privacy.NewEraser(pool, nil, erasureOwners(pool)),
 		log: slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
 	require.NoError(t, err)
 	f := &adminFixture{adm: adm, routes: adm.routes.Patterns(), reg: reg, store: tokens.New(pool), tok: map[string]string{}}

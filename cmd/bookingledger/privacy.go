@@ -13,7 +13,9 @@ import (
 
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/privacy"
+	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
 )
 
@@ -54,7 +56,7 @@ func runErase(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer pool.Close()
-	er, err := privacy.NewEraser(pool, nil).Erase(ctx, privacy.Request{Booking: booking.ID(*bookingID), Email: *email, By: who, DryRun: *dry})
+	er, err := privacy.NewEraser(pool, nil, erasureOwners(pool)).Erase(ctx, privacy.Request{Booking: booking.ID(*bookingID), Email: *email, By: who, DryRun: *dry})
 	if errors.Is(err, privacy.ErrNothingToErase) {
 		// Idempotent: an address erased before has no contact left. Never echo the address.
 		fmt.Fprintln(stdout, "nothing to erase: no booking has a contact with that address (never known, or erased already)")
@@ -180,6 +182,13 @@ func sealReceipts(ctx context.Context, pool *pgxpool.Pool, store *postgres.Store
 	return nil
 }
 
+// erasureOwners are the owners of the tables an erasure changes besides privacy's own: the receipts
+// and contacts (adapters/postgres), the process steps and the calendar rows.
+func erasureOwners(pool *pgxpool.Pool) privacy.Owners {
+	store := postgres.NewStore(pool)
+	return privacy.Owners{Receipts: store, Contacts: store, Steps: process.EraseSteps, CalendarRows: readmodel.EraseCancelReasons}
+}
+
 // retentionInterval is how often the retention job looks for bodies past their age.
 const retentionInterval = time.Hour
 
@@ -190,7 +199,7 @@ func retentionKinds(pool *pgxpool.Pool, retention time.Duration) []jobs.Kind {
 	}
 	return []jobs.Kind{{Queue: privacy.RetentionQueue, Workers: 1,
 		Register: func(w *river.Workers) error {
-			return river.AddWorkerSafely(w, &privacy.RetentionWorker{Pool: pool, Retention: retention})
+			return river.AddWorkerSafely(w, &privacy.RetentionWorker{Pool: pool, Receipts: postgres.NewStore(pool), Retention: retention})
 		},
 		Periodic: []*river.PeriodicJob{privacy.RetentionJob(retentionInterval)}}}
 }

@@ -213,7 +213,7 @@ func (s *server) open(ctx context.Context) error {
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
 		Kinds: append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind, syncs.kind()},
 			retentionKinds(pool, cfg.bodyRetention)...),
-		Bodies: bodies, Liveness: live})
+		Receipts: es.receipts, Liveness: live})
 	if err != nil {
 		return err
 	}
@@ -266,7 +266,7 @@ func (s *server) open(ctx context.Context) error {
 	uiCtx, stopUI := context.WithCancel(ctx)
 	s.onStop(stopAdminUI, stopUI)
 	adm, err := newAdmin(uiCtx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, receipts: es.receipts,
-		links: links, eraser: privacy.NewEraser(pool, bodies), jobs: queue.Client(), providers: cfg.providers.names(), log: log,
+		links: links, eraser: privacy.NewEraser(pool, bodies, erasureOwners(pool)), jobs: queue.Client(), providers: cfg.providers.names(), log: log,
 		providerStatus: uiProviderStatus(syncs.store, cfg.providers.names(), cfg.apis), reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
 	if err != nil {
 		return err

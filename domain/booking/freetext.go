@@ -12,6 +12,9 @@ const (
 	FieldRejectReason FreeTextField = "reject_reason"
 )
 
+// FreeTextFields lists every field: free_texts.field's CHECK list (a test compares them).
+var FreeTextFields = []FreeTextField{FieldCancelReason, FieldRejectReason}
+
 // FreeText is a text a person typed, kept apart from the event it came with: events are immutable and
 // erasing a person must be able to remove it (ADR 0015). Event names the event it belongs
 // to, so a reader can put it back in place.

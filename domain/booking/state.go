@@ -42,6 +42,10 @@ const (
 	PaymentIsDisputed PaymentStatus = "disputed"
 )
 
+// PaymentStatuses lists every payment status: calendar_bookings.payment_status's CHECK list (a test
+// compares them).
+var PaymentStatuses = []PaymentStatus{PaymentIsNone, PaymentIsFailed, PaymentIsPaid, PaymentIsRefunded, PaymentIsDisputed}
+
 // FindingCode classifies why an event changed nothing.
 type FindingCode string
 

@@ -5,6 +5,7 @@
 // data (Personal: contacts, and the free text split off its events) is committed with it but never
 // into the events; StorableText is the one bound on stored and echoed text.
 //
-// It imports only the standard library and domain/... packages. Its ports (Store, Codec) are declared
+// It imports only the standard library and domain/... packages. Its ports (Store, Codec, and the
+// BodySealer a store seals receipt bodies with) are declared
 // here, by their consumer; adapters implement them.
 package ledger

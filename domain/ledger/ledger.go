@@ -31,6 +31,9 @@ const (
 	OutcomeDeferred Outcome = "deferred"
 )
 
+// Outcomes lists every outcome: receipts.outcome's CHECK list (a test compares them).
+var Outcomes = []Outcome{OutcomeAccepted, OutcomeDuplicate, OutcomeIgnored, OutcomeQuarantined, OutcomeRejected, OutcomeDeferred}
+
 // Receipt is the record of one delivery attempt, kept whatever its outcome.
 type Receipt struct {
 	Provider   string

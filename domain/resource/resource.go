@@ -1,7 +1,6 @@
 package resource
 
 import (
-	"crypto/sha1"
 	"errors"
 	"fmt"
 	"slices"
@@ -316,12 +315,6 @@ var eventNamespace = [16]byte{0x9b, 0x3e, 0x51, 0x0c, 0x7d, 0x42, 0x4e, 0x1a, 0x
 // EventID is the ID of a change appended at stream version version+1 (UUIDv5): two processes that
 // decide the same change on the same version append the same event, which the store treats as one.
 func EventID(version uint64, c Change) eventlog.EventID {
-	h := sha1.New()
-	h.Write(eventNamespace[:])
-	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s", Stream, version, c.Type, c.Name, strings.Join(c.Resources, "\x00"))
-	var id eventlog.EventID
-	copy(id[:], h.Sum(nil))
-	id[6] = id[6]&0x0f | 0x50
-	id[8] = id[8]&0x3f | 0x80
-	return id
+	name := fmt.Sprintf("%s\x00%d\x00%s\x00%s\x00%s", Stream, version, c.Type, c.Name, strings.Join(c.Resources, "\x00"))
+	return eventlog.EventID(eventlog.UUIDv5(eventNamespace, []byte(name)))
 }

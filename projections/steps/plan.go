@@ -1,11 +1,12 @@
 package steps
 
 import (
-	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"time"
+
+	"bookingledger/domain/eventlog"
 )
 
 // Kind is a step's kind. Stored in process_steps.kind: never rename one.
@@ -79,14 +80,7 @@ var namespace = Key{0x6f, 0x1d, 0x3c, 0x9e, 0x5b, 0x8a, 0x4f, 0x57, 0x9a, 0x53, 
 // StepKey is the idempotency key of a step: the thread, the kind and the state it answers, as a
 // UUIDv5 (RFC 9562: SHA-1 over the namespace and the name).
 func StepKey(thread string, kind Kind, answers string) Key {
-	h := sha1.New()
-	h.Write(namespace[:])
-	h.Write([]byte(thread + "\x00" + string(kind) + "\x00" + answers))
-	var k Key
-	copy(k[:], h.Sum(nil))
-	k[6] = k[6]&0x0f | 0x50 // version 5
-	k[8] = k[8]&0x3f | 0x80 // RFC variant
-	return k
+	return Key(eventlog.UUIDv5(namespace, []byte(thread+"\x00"+string(kind)+"\x00"+answers)))
 }
 
 // SeatStepKey is the key of the seat cancellation of seat (booking.Seat.Key) of booking b: one per

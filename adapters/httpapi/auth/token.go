@@ -22,6 +22,9 @@ const (
 	ScopeAdmin Scope = "admin"
 )
 
+// Scopes lists every scope: api_tokens.scope's CHECK list (a test compares them).
+var Scopes = []Scope{ScopeRead, ScopeAdmin}
+
 // ParseScope accepts "read" or "admin".
 func ParseScope(s string) (Scope, error) {
 	switch Scope(s) {

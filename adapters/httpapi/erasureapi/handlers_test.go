@@ -19,8 +19,10 @@ import (
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/postgres/tokens"
 	"bookingledger/adapters/privacy"
+	"bookingledger/adapters/process"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -46,7 +48,8 @@ func newServer(t *testing.T) *server {
 	a, err := auth.New(auth.Config{Store: store})
 	require.NoError(t, err)
 	routes := auth.NewRoutes()
-	erasureapi.Register(routes, erasureapi.Deps{Eraser: privacy.NewEraser(pool, bodies), Actor: auth.Actor})
+	erasureapi.Register(routes, erasureapi.Deps{Eraser: privacy.NewEraser(pool, bodies, privacy.Owners{Receipts: postgres.NewStore(pool), Contacts: postgres.NewStore(pool),
+		Steps: process.EraseSteps, CalendarRows: readmodel.EraseCancelReasons}), Actor: auth.Actor})
 	srv := httptest.NewServer(a.Handler(routes))
 	t.Cleanup(srv.Close)
 	secret, tk, err := auth.NewToken("ops-alice", auth.ScopeAdmin, time.Now(), time.Hour)

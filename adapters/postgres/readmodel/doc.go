@@ -6,6 +6,8 @@
 // and for the whole calendar in a rebuild; no calendar rule lives here. It is the one package that
 // names the calendar's tables: others read them through it (StepReader: what the process steps read
 // of the calendar, behind the interfaces adapters/process declares).
+// EraseCancelReasons is calendar_bookings' part of an erasure, which adapters/privacy calls in its
+// transaction.
 //
 // It reads events only through the eventlog.Store port (PostgreSQL or EventStoreDB), never by joining
 // event tables in SQL; receipts come from PostgreSQL's receipts table. It imports domain/...,
