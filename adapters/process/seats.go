@@ -205,12 +205,13 @@ ORDER BY s.id FOR UPDATE OF s`, st.Booking, string(EmailSeatCancellation))
 	return "", nil
 }
 
-// contactSQL reads the recipient of an email step of kind ($1 the booking, $2 the step's id): a seat's
-// cancellation goes to that seat's contact only, every other email to the booking's contact.
+// contactSQL reads the recipient of an email step of kind ($1 the booking, $2 the step's id), with their
+// time zone: a seat's cancellation goes to that seat's contact only, every other email to the
+// booking's contact.
 func contactSQL(kind Kind) string {
 	if kind == EmailSeatCancellation {
-		return `SELECT c.email, c.name FROM process_steps s JOIN seat_contacts c ON c.booking = s.booking AND c.seat = s.seat
+		return `SELECT c.email, c.name, c.time_zone FROM process_steps s JOIN seat_contacts c ON c.booking = s.booking AND c.seat = s.seat
 WHERE s.booking = $1 AND s.id = $2`
 	}
-	return `SELECT email, name FROM contacts WHERE booking = $1 AND $2::bigint IS NOT NULL`
+	return `SELECT email, name, time_zone FROM contacts WHERE booking = $1 AND $2::bigint IS NOT NULL`
 }
