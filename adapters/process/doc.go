@@ -10,6 +10,8 @@
 //   - worker.go commits 'requested' before it calls a target, probes (CalDAV) or asks an operator
 //     (email) when it finds a step 'requested' again, and retries only what provably did nothing.
 //   - store.go reads steps for history, the CLI, metrics, and the operator's resolutions.
+//   - compose.go writes an email and a calendar event from the templates of the render subpackage
+//     (docs/templates.md), in the invitee's time zone, else the resource's, else UTC.
 //
 // Targets are the small interfaces Calendar and Mailer declared here; adapters/caldav and adapters/
 // email implement them. The package imports domain/eventlog, projections, the checkpoint package,
