@@ -107,6 +107,9 @@ func encode(ev process.Event) ([]byte, error) {
 	e.Props.SetDateTime(ical.PropDateTimeStart, ev.Start.UTC())
 	e.Props.SetDateTime(ical.PropDateTimeEnd, ev.End.UTC())
 	e.Props.SetText(ical.PropSummary, ev.Summary)
+	if ev.Description != "" {
+		e.Props.SetText(ical.PropDescription, ev.Description)
+	}
 	// SEQUENCE is an INTEGER (RFC 5545 3.8.7.4): SetText would write it as SEQUENCE;VALUE=TEXT:1,
 	// a value type the property does not take.
 	seq := ical.NewProp(ical.PropSequence)

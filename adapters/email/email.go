@@ -2,10 +2,13 @@ package email
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"mime"
+	"mime/quotedprintable"
 	"net"
 	"net/mail"
 	"net/smtp"
@@ -155,10 +158,31 @@ func (s *Sender) message(m process.Mail) []byte {
 		"Date: " + s.cfg.Clock().UTC().Format(time.RFC1123Z),
 		"Message-ID: <" + m.MessageID + ">",
 		"MIME-Version: 1.0",
-		"Content-Type: text/plain; charset=utf-8",
-		"Content-Transfer-Encoding: 8bit",
 	}
 	// The body's line ends go as they are: net/smtp's data writer (textproto.DotWriter) sends each
 	// \n as CRLF and dot-stuffs the lines.
-	return []byte(strings.Join(h, "\r\n") + "\r\n\r\n" + m.Body)
+	if m.HTML == "" {
+		h = append(h, "Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: 8bit")
+		return []byte(strings.Join(h, "\r\n") + "\r\n\r\n" + m.Body)
+	}
+	// multipart/alternative: the text part first, the HTML part last (the one a reader that can show
+	// it prefers, RFC 2046 5.1.4). The text goes as 8bit, as a text-only message does; the HTML as
+	// quoted-printable, which keeps an operator's long lines within SMTP's 998 bytes. The boundary is
+	// the Message-ID's digest: a resend of the step is the same bytes.
+	sum := sha256.Sum256([]byte(m.MessageID))
+	boundary := "bookingledger-" + hex.EncodeToString(sum[:12])
+	h = append(h, `Content-Type: multipart/alternative; boundary="`+boundary+`"`)
+	var b strings.Builder
+	b.WriteString(strings.Join(h, "\r\n") + "\r\n\r\n")
+	b.WriteString("--" + boundary + "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
+	b.WriteString(m.Body)
+	if !strings.HasSuffix(m.Body, "\n") {
+		b.WriteString("\r\n")
+	}
+	b.WriteString("--" + boundary + "\r\nContent-Type: text/html; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n")
+	qp := quotedprintable.NewWriter(&b)
+	_, _ = qp.Write([]byte(m.HTML))
+	_ = qp.Close()
+	b.WriteString("\r\n--" + boundary + "--\r\n")
+	return []byte(b.String())
 }

@@ -1,8 +1,13 @@
 package email_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net"
+	netmail "net/mail"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -110,4 +115,53 @@ func TestSendBeforeAConversation(t *testing.T) {
 	s, _ := sink(t)
 	require.ErrorIs(t, sender(t, s.Addr(), false).Send(context.Background(), mail), process.ErrRejected)
 	assert.Empty(t, s.Messages())
+}
+
+// A message with an HTML part is multipart/alternative: the text part first, as 8bit, the HTML part
+// last, quoted-printable (a line longer than SMTP allows arrives whole); a reader's MIME parser finds
+// both as they were written. The same message sent twice is the same bytes (its boundary is the
+// Message-ID's).
+func TestSendWritesTextAndHTMLParts(t *testing.T) {
+	s, _ := sink(t)
+	m := mail
+	m.Body = "Hello Ada,\n\nyour booking on Mon 7 Jan 2030 18:00-18:30 JST (Asia/Tokyo) is confirmed.\n.\n"
+	long := strings.Repeat("<span>x</span>", 100)
+	m.HTML = "<p>Hello Ada &amp; Co,</p>\n<p>Mon 7 Jan 2030 18:00-18:30 JST (Asia/Tokyo) — confirmed.</p>\n" + long + "\n"
+	require.NoError(t, sender(t, s.Addr(), true).Send(context.Background(), m))
+	require.NoError(t, sender(t, s.Addr(), true).Send(context.Background(), m))
+	got := s.Delivered()
+	require.Len(t, got, 2)
+	assert.Equal(t, got[0].Data, got[1].Data)
+	for _, line := range strings.Split(string(got[0].Data), "\r\n") {
+		assert.LessOrEqual(t, len(line), 998, "SMTP's line limit")
+	}
+
+	msg, err := netmail.ReadMessage(bytes.NewReader(got[0].Data))
+	require.NoError(t, err)
+	assert.Equal(t, mail.Subject, must(new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))))
+	mt, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	require.NoError(t, err)
+	assert.Equal(t, "multipart/alternative", mt)
+	r := multipart.NewReader(msg.Body, params["boundary"])
+	text, err := r.NextPart()
+	require.NoError(t, err)
+	assert.Equal(t, "text/plain; charset=utf-8", text.Header.Get("Content-Type"))
+	body, err := io.ReadAll(text)
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSuffix(strings.ReplaceAll(m.Body, "\n", "\r\n"), "\r\n"), string(body))
+	html, err := r.NextPart() // multipart decodes quoted-printable itself
+	require.NoError(t, err)
+	assert.Equal(t, "text/html; charset=utf-8", html.Header.Get("Content-Type"))
+	body, err = io.ReadAll(html)
+	require.NoError(t, err)
+	assert.Equal(t, strings.ReplaceAll(m.HTML, "\n", "\r\n"), string(body))
+	_, err = r.NextPart()
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

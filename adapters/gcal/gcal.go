@@ -177,10 +177,11 @@ func (t *Target) parse(href string) (ref, error) {
 
 func toEvent(key string, ev process.Event) *calendar.Event {
 	return &calendar.Event{
-		Summary: ev.Summary,
-		Start:   &calendar.EventDateTime{DateTime: ev.Start.UTC().Format(time.RFC3339), TimeZone: "UTC"},
-		End:     &calendar.EventDateTime{DateTime: ev.End.UTC().Format(time.RFC3339), TimeZone: "UTC"},
-		Status:  "confirmed",
+		Summary:     ev.Summary,
+		Description: ev.Description,
+		Start:       &calendar.EventDateTime{DateTime: ev.Start.UTC().Format(time.RFC3339), TimeZone: "UTC"},
+		End:         &calendar.EventDateTime{DateTime: ev.End.UTC().Format(time.RFC3339), TimeZone: "UTC"},
+		Status:      "confirmed",
 		ExtendedProperties: &calendar.EventExtendedProperties{
 			Private: map[string]string{KeyProperty: key},
 		},
@@ -258,6 +259,7 @@ func (t *Target) Create(ctx context.Context, href string, ev process.Event) (str
 // put writes our fields onto cur and updates it with If-Match cur.Etag.
 func (t *Target) put(ctx context.Context, svc *calendar.Service, r ref, cur *calendar.Event, ev process.Event) (string, error) {
 	mine := toEvent(ev.UID, ev)
+	// The description stays cur's: our own (a first PUT builds cur from ev), or a host's edit of it.
 	cur.Summary, cur.Start, cur.End, cur.Status = mine.Summary, mine.Start, mine.End, mine.Status
 	if cur.ExtendedProperties == nil {
 		cur.ExtendedProperties = &calendar.EventExtendedProperties{}

@@ -187,3 +187,27 @@ func TestAnswersAreClassified(t *testing.T) {
 	require.NoError(t, err, "the lookup finds it")
 	assert.Equal(t, key.String(), got.UID)
 }
+
+// The create writes the event's description (the calendar templates'), and so does an update of an
+// event nobody else changed (its ETag is ours); one that someone changed keeps their description
+// (TestStaleETagIsReReadAndRetried).
+func TestDescriptionIsWrittenByTheCreate(t *testing.T) {
+	s := gcalfake.Start()
+	defer s.Close()
+	tg := newTarget(t, s, 5*time.Second)
+	ctx := context.Background()
+	key := uuid.New()
+	href, _ := tg.Href("dr-smith", key)
+	ev := event(key, slot[0], slot[1])
+	ev.Description = "Reference: calendly-b"
+	etag, err := tg.Create(ctx, href, ev)
+	require.NoError(t, err)
+	require.Len(t, s.Events(calID), 1)
+	assert.Equal(t, "Reference: calendly-b", s.Events(calID)[0].Description)
+
+	moved := ev
+	moved.Start, moved.End, moved.Description = slot[0].Add(time.Hour), slot[1].Add(time.Hour), "another text"
+	_, err = tg.Update(ctx, href, etag, moved)
+	require.NoError(t, err)
+	assert.Equal(t, "another text", s.Events(calID)[0].Description)
+}

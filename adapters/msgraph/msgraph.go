@@ -154,6 +154,7 @@ type event struct {
 	ID         string     `json:"id,omitempty"`
 	ETag       string     `json:"@odata.etag,omitempty"`
 	Subject    string     `json:"subject,omitempty"`
+	Body       *itemBody  `json:"body,omitempty"`
 	Start      *dateTime  `json:"start,omitempty"`
 	End        *dateTime  `json:"end,omitempty"`
 	TxID       string     `json:"transactionId,omitempty"`
@@ -276,7 +277,25 @@ func (t *Target) find(ctx context.Context, r ref) (event, error) {
 
 func mine(ev process.Event) event {
 	s, e := at(ev.Start), at(ev.End)
-	return event{Subject: ev.Summary, Start: &s, End: &e}
+	out := event{Subject: ev.Summary, Start: &s, End: &e}
+	if ev.Description != "" {
+		out.Body = &itemBody{ContentType: "text", Content: ev.Description}
+	}
+	return out
+}
+
+// slotOnly is what an update changes: the subject and the slot; the body is written by the create
+// only, so that a host's edits of it are kept.
+func slotOnly(ev process.Event) event {
+	out := mine(ev)
+	out.Body = nil
+	return out
+}
+
+// itemBody is an event's body (Graph itemBody): our description, as text.
+type itemBody struct {
+	ContentType string `json:"contentType"`
+	Content     string `json:"content"`
 }
 
 // Create implements process.Calendar: POST with transactionId and our property.
@@ -313,12 +332,12 @@ func (t *Target) Update(ctx context.Context, href, etag string, ev process.Event
 		etag = cur.ETag
 	}
 	var got event
-	err = t.call(ctx, "update", http.MethodPatch, r.user+"/events/"+url.PathEscape(cur.ID), etag, mine(ev), &got, true)
+	err = t.call(ctx, "update", http.MethodPatch, r.user+"/events/"+url.PathEscape(cur.ID), etag, slotOnly(ev), &got, true)
 	if errors.Is(err, process.ErrPrecondition) {
 		if cur, err = t.find(ctx, r); err != nil {
 			return "", err
 		}
-		err = t.call(ctx, "update", http.MethodPatch, r.user+"/events/"+url.PathEscape(cur.ID), cur.ETag, mine(ev), &got, true)
+		err = t.call(ctx, "update", http.MethodPatch, r.user+"/events/"+url.PathEscape(cur.ID), cur.ETag, slotOnly(ev), &got, true)
 	}
 	if err != nil {
 		return "", err

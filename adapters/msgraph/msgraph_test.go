@@ -177,3 +177,29 @@ func TestUpdateWithStaleETagAndDeleteTwice(t *testing.T) {
 	})
 	require.ErrorIs(t, tg.Delete(ctx, href), process.ErrNotFound)
 }
+
+// The create writes the event's description as its text body; an update (PATCH) moves the slot and
+// leaves the body as it is, the host's edits of it included.
+func TestDescriptionIsWrittenByTheCreate(t *testing.T) {
+	s := msgraphfake.Start()
+	defer s.Close()
+	tg := newTarget(t, s, 5*time.Second)
+	ctx := context.Background()
+	key := uuid.New()
+	href, _ := tg.Href("dr-jones", key)
+	ev := event(key, slot[0], slot[1])
+	ev.Description = "Reference: calendly-b"
+	etag, err := tg.Create(ctx, href, ev)
+	require.NoError(t, err)
+	require.Len(t, s.Events(), 1)
+	assert.JSONEq(t, `{"contentType":"text","content":"Reference: calendly-b"}`, string(s.Events()[0].Body))
+
+	moved := ev
+	moved.Start, moved.End, moved.Description = slot[0].Add(time.Hour), slot[1].Add(time.Hour), "another text"
+	_, err = tg.Update(ctx, href, etag, moved)
+	require.NoError(t, err)
+	got, err := tg.Get(ctx, href)
+	require.NoError(t, err)
+	assert.True(t, got.Start.Equal(moved.Start))
+	assert.JSONEq(t, `{"contentType":"text","content":"Reference: calendly-b"}`, string(s.Events()[0].Body))
+}

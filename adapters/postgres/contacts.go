@@ -7,6 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	bookingpkg "bookingledger/domain/booking"
+	"bookingledger/domain/ledger"
 )
 
 // Contacts reads the invitees' addresses that personal.go saves (contacts, seat_contacts), for those
@@ -17,20 +20,21 @@ type Contacts struct{ pool *pgxpool.Pool }
 func NewContacts(pool *pgxpool.Pool) *Contacts { return &Contacts{pool: pool} }
 
 // Contact returns the booking's contact, or with seat, that seat's attendee (and nobody else's
-// address); ok is false when none is known.
-func (c *Contacts) Contact(ctx context.Context, booking, seat string) (email, name string, ok bool, err error) {
+// address), with the time zone the provider sent; ok is false when none is known.
+func (c *Contacts) Contact(ctx context.Context, booking, seat string) (ct ledger.Contact, ok bool, err error) {
+	ct.Booking, ct.Seat = bookingpkg.ID(booking), seat
 	if seat == "" {
-		err = c.pool.QueryRow(ctx, `SELECT email, name FROM contacts WHERE booking = $1`, booking).Scan(&email, &name)
+		err = c.pool.QueryRow(ctx, `SELECT email, name, time_zone FROM contacts WHERE booking = $1`, booking).Scan(&ct.Email, &ct.Name, &ct.TimeZone)
 	} else {
-		err = c.pool.QueryRow(ctx, `SELECT email, name FROM seat_contacts WHERE booking = $1 AND seat = $2`, booking, seat).Scan(&email, &name)
+		err = c.pool.QueryRow(ctx, `SELECT email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = $2`, booking, seat).Scan(&ct.Email, &ct.Name, &ct.TimeZone)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", "", false, nil
+		return ledger.Contact{}, false, nil
 	}
 	if err != nil {
-		return "", "", false, fmt.Errorf("read contact of %s: %w", booking, err)
+		return ledger.Contact{}, false, fmt.Errorf("read contact of %s: %w", booking, err)
 	}
-	return email, name, true, nil
+	return ct, true, nil
 }
 
 // SeatsOfContact returns those of seats whose attendee has the booking's contact's address (case

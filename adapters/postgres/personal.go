@@ -13,7 +13,7 @@ import (
 // personalCTEs are the statements that save deliveries' personal data (ledger.Personal) as common
 // table expressions of the statement that commits them, their arguments numbered from $first in the
 // order personalRows gives them: no statement, round trip or WAL flush of their own. Contacts go to the
-// contacts table (migration 0050) or, for a seat's attendee, to seat_contacts (migration 0500; the newest address and name win: of a delivery's, its last, of a
+// contacts table (migration 0050; the time zone: 0630) or, for a seat's attendee, to seat_contacts (migration 0500; the newest address, name and zone win, a delivery without a zone keeping the one known: of a delivery's, its last, of a
 // group's, its last delivery's), free texts to free_texts (migration 0130; once per event and field,
 // the first: a redelivery changes nothing, nor one after the text was erased). Nothing of an erased
 // booking is saved, and bl_subject_erased (migration 0131) also waits for an erasure under way.
@@ -38,19 +38,19 @@ func personalCTEs(first int, join personalJoin) string {
 		from, keep = ", a", afterOK
 	}
 	return `p_contacts AS (
-    INSERT INTO contacts (booking, email, name)
-    SELECT ` + distinct + `t.b, t.e, t.n
-    FROM unnest(` + arg(0) + `::int[], ` + arg(1) + `::text[], ` + arg(2) + `::text[], ` + arg(3) + `::text[], ` + arg(9) + `::text[]) AS t(o, b, e, n, s)` + from + `
+    INSERT INTO contacts (booking, email, name, time_zone)
+    SELECT ` + distinct + `t.b, t.e, t.n, t.z
+    FROM unnest(` + arg(0) + `::int[], ` + arg(1) + `::text[], ` + arg(2) + `::text[], ` + arg(3) + `::text[], ` + arg(9) + `::text[], ` + arg(10) + `::text[]) AS t(o, b, e, n, s, z)` + from + `
     WHERE t.s = '' AND ` + keep + contactOrder + `
-    ON CONFLICT (booking) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name, updated_at = now()
-    WHERE contacts.email <> EXCLUDED.email OR contacts.name <> EXCLUDED.name
+    ON CONFLICT (booking) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name, time_zone = coalesce(nullif(EXCLUDED.time_zone, ''), contacts.time_zone), updated_at = now()
+    WHERE contacts.email <> EXCLUDED.email OR contacts.name <> EXCLUDED.name OR (EXCLUDED.time_zone <> '' AND contacts.time_zone <> EXCLUDED.time_zone)
 ), p_seat_contacts AS (
-    INSERT INTO seat_contacts (booking, seat, email, name)
-    SELECT ` + seatDistinct + `t.b, t.s, t.e, t.n
-    FROM unnest(` + arg(0) + `::int[], ` + arg(1) + `::text[], ` + arg(2) + `::text[], ` + arg(3) + `::text[], ` + arg(9) + `::text[]) AS t(o, b, e, n, s)` + from + `
+    INSERT INTO seat_contacts (booking, seat, email, name, time_zone)
+    SELECT ` + seatDistinct + `t.b, t.s, t.e, t.n, t.z
+    FROM unnest(` + arg(0) + `::int[], ` + arg(1) + `::text[], ` + arg(2) + `::text[], ` + arg(3) + `::text[], ` + arg(9) + `::text[], ` + arg(10) + `::text[]) AS t(o, b, e, n, s, z)` + from + `
     WHERE t.s <> '' AND ` + keep + seatOrder + `
-    ON CONFLICT (booking, seat) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name, updated_at = now()
-    WHERE seat_contacts.email <> EXCLUDED.email OR seat_contacts.name <> EXCLUDED.name
+    ON CONFLICT (booking, seat) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name, time_zone = coalesce(nullif(EXCLUDED.time_zone, ''), seat_contacts.time_zone), updated_at = now()
+    WHERE seat_contacts.email <> EXCLUDED.email OR seat_contacts.name <> EXCLUDED.name OR (EXCLUDED.time_zone <> '' AND seat_contacts.time_zone <> EXCLUDED.time_zone)
 ), p_texts AS (
     INSERT INTO free_texts (event, field, booking, text)
     SELECT t.e, t.f, t.b, t.x
@@ -72,13 +72,14 @@ const (
 	perDelivery
 )
 
-// personalRows are personalCTEs' ten arguments: the contacts and texts of deliveries, each row with
+// personalRows are personalCTEs' eleven arguments: the contacts and texts of deliveries, each row with
 // its delivery's place in the statement (o); a contact's seat ("" for the booking's own contact, the
-// seat's key for a seated booking's attendee: migration 0500's seat_contacts) is the tenth.
+// seat's key for a seated booking's attendee: migration 0500's seat_contacts) is the tenth, its time
+// zone (migration 0630) the eleventh.
 type personalRows struct {
 	contactOrd               []int32
 	bookings, emails, names  []string
-	seats                    []string
+	seats, zones             []string
 	textOrd                  []int32
 	events                   [][16]byte
 	fields, textBookings, xs []string
@@ -93,13 +94,13 @@ func (p *personalRows) add(ord int, d ledger.Personal) {
 	seen := make(map[who]int, len(d.Contacts))
 	for _, c := range d.Contacts {
 		if i, ok := seen[who{c.Booking, c.Seat}]; ok {
-			p.emails[i], p.names[i] = c.Email, c.Name
+			p.emails[i], p.names[i], p.zones[i] = c.Email, c.Name, c.TimeZone
 			continue
 		}
 		seen[who{c.Booking, c.Seat}] = len(p.bookings)
 		p.contactOrd = append(p.contactOrd, int32(ord))
 		p.bookings, p.emails, p.names = append(p.bookings, string(c.Booking)), append(p.emails, c.Email), append(p.names, c.Name)
-		p.seats = append(p.seats, c.Seat)
+		p.seats, p.zones = append(p.seats, c.Seat), append(p.zones, c.TimeZone)
 	}
 	for _, ft := range d.FreeTexts {
 		p.textOrd, p.events = append(p.textOrd, int32(ord)), append(p.events, ft.Event)
@@ -108,7 +109,7 @@ func (p *personalRows) add(ord int, d ledger.Personal) {
 }
 
 func (p *personalRows) args() []any {
-	return []any{p.contactOrd, p.bookings, p.emails, p.names, p.textOrd, p.events, p.fields, p.textBookings, p.xs, p.seats}
+	return []any{p.contactOrd, p.bookings, p.emails, p.names, p.textOrd, p.events, p.fields, p.textBookings, p.xs, p.seats, p.zones}
 }
 
 // ErrPersonalWithoutAppends: a commit carried personal data but no appends (ledger.Commit.Personal).

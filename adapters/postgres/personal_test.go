@@ -171,3 +171,58 @@ func TestCommitSavesTheNewestContact(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT name FROM contacts WHERE booking = $1`, string(b)).Scan(&name))
 	assert.Equal(t, "Renamed", name)
 }
+
+// A contact's time zone (migration 0630) is saved with it, for the booking and for a seat, alone and
+// in a group commit; a later delivery without a zone keeps the one known, one with another zone
+// replaces it.
+func TestCommitSavesTheContactsTimeZone(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	zoneOf := func(table string, b booking.ID) string {
+		var z string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT time_zone FROM `+table+` WHERE booking = $1`, string(b)).Scan(&z))
+		return z
+	}
+	st := streamName(t)
+	b := bookingOf(st)
+	c := commitOf("d-1", appendOf(st, eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+	c.Personal.Contacts = []ledger.Contact{{Booking: b, Email: "ada@example.com", Name: "Ada", TimeZone: "Asia/Tokyo"},
+		{Booking: b, Seat: "seat-1", Email: "bob@example.com", TimeZone: "Europe/Berlin"}}
+	_, err := s.Commit(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, "Asia/Tokyo", zoneOf("contacts", b))
+	assert.Equal(t, "Europe/Berlin", zoneOf("seat_contacts", b))
+
+	c = commitOf("d-2", appendOf(st, eventlog.Exact(1), event(t, "booking.canceled.v1")))
+	c.Personal.Contacts = []ledger.Contact{{Booking: b, Email: "ada@example.com", Name: "Ada"}, {Booking: b, Seat: "seat-1", Email: "bob@example.com"}}
+	_, err = s.Commit(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, "Asia/Tokyo", zoneOf("contacts", b), "a delivery without a zone keeps the known one")
+	assert.Equal(t, "Europe/Berlin", zoneOf("seat_contacts", b))
+
+	c = commitOf("d-3", appendOf(st, eventlog.Exact(2), event(t, "booking.canceled.v1")))
+	c.Personal.Contacts = []ledger.Contact{{Booking: b, Email: "ada@example.com", Name: "Ada", TimeZone: "America/New_York"}}
+	_, err = s.Commit(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, "America/New_York", zoneOf("contacts", b))
+
+	// Concurrent commits meet in group commits (commitGroupSQL): each keeps its own zone.
+	zones := []string{"Asia/Tokyo", "Europe/Paris", "Australia/Sydney", "America/Chicago", "Africa/Cairo", "Asia/Kolkata", "UTC", "Pacific/Auckland"}
+	var wg sync.WaitGroup
+	streams := make([]string, len(zones))
+	for i, z := range zones {
+		streams[i] = streamName(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := commitOf(fmt.Sprintf("g-%d", i), appendOf(streams[i], eventlog.NoStream(), event(t, "booking.scheduled.v1")))
+			c.Personal.Contacts = []ledger.Contact{{Booking: bookingOf(streams[i]), Email: "ada@example.com", TimeZone: z}}
+			_, err := s.Commit(ctx, c)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	for i, z := range zones {
+		assert.Equal(t, z, zoneOf("contacts", bookingOf(streams[i])))
+	}
+}

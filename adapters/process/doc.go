@@ -16,7 +16,9 @@
 //     (email) when it finds a step 'requested' again, and retries only what provably did nothing; it
 //     reads the calendar through SlotReader and the invitees' addresses through ContactReader.
 //   - store.go reads steps for history, the CLI, metrics, and the operator's resolutions; step.go
-//     holds the step row and its reads and writes; seats.go the seat cancellations; erase.go is
+//     holds the step row and its reads and writes; seats.go the seat cancellations; compose.go writes an email
+//     and a calendar event from the templates of the render subpackage (docs/templates.md), in the
+//     invitee's time zone, else the resource's, else UTC; erase.go is
 //     process_steps' part of an erasure (EraseSteps), which adapters/privacy calls in its transaction.
 //
 // Other owners' tables are read only through the small interfaces declared here: CalendarReader and

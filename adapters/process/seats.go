@@ -12,6 +12,7 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
+	"bookingledger/domain/ledger"
 	"bookingledger/projections/steps"
 )
 
@@ -19,8 +20,8 @@ import (
 // (postgres.Contacts implements it).
 type ContactReader interface {
 	// Contact returns the booking's contact, or with seat, that seat's attendee (and nobody else's
-	// address); ok is false when none is known.
-	Contact(ctx context.Context, booking, seat string) (email, name string, ok bool, err error)
+	// address), with their time zone; ok is false when none is known.
+	Contact(ctx context.Context, booking, seat string) (c ledger.Contact, ok bool, err error)
 	// SeatsOfContact returns those of seats whose attendee has the booking's contact's address, in tx.
 	SeatsOfContact(ctx context.Context, tx pgx.Tx, booking string, seats []string) ([]string, error)
 }

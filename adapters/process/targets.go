@@ -26,8 +26,10 @@ var (
 type Event struct {
 	UID     string
 	Summary string
-	Start   time.Time
-	End     time.Time
+	// Description is the event's text (CalDAV DESCRIPTION, Google description, Microsoft body).
+	Description string
+	Start       time.Time
+	End         time.Time
 	// Sequence counts the updates of the object (RFC 5545 SEQUENCE).
 	Sequence int
 }
@@ -60,7 +62,9 @@ type Mail struct {
 	To        string
 	ToName    string
 	Subject   string
-	Body      string
+	Body      string // the text/plain part
+	// HTML, when set, is the text/html part: the message is multipart/alternative, Body first.
+	HTML string
 	// DataEnd, when set, is called after the whole message went out and just before its final dot:
 	// the moment from which the server may accept it. The sender records it durably there; if that
 	// fails, the message is abandoned without its dot (the server discards it) and Send's error wraps

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"bookingledger/adapters/process/render"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections/steps"
 )
@@ -44,7 +44,13 @@ type WorkerConfig struct {
 	Contacts ContactReader // required
 	Calendar Calendar      // nil: not configured
 	Mailer   Mailer        // nil: not configured
-	Logger   *slog.Logger
+	// Templates write the emails and calendar events (compose.go); nil: the embedded defaults.
+	Templates *render.Set
+	// ResourceZone returns the IANA time zone of a resource ("" when none is configured): the emails'
+	// times fall back to it when the invitee's zone is unknown, and the calendar events use it. nil:
+	// none.
+	ResourceZone func(resource string) string
+	Logger       *slog.Logger
 	// CallTimeout bounds one call; the lease of a requested step is twice that.
 	CallTimeout time.Duration
 	RetryBase   time.Duration
@@ -82,6 +88,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = DefaultRetryMax
+	}
+	if cfg.Templates == nil {
+		cfg.Templates = render.Default()
 	}
 	return &Worker{cfg: cfg}, nil
 }
@@ -366,14 +375,17 @@ func classify(err error) outcome {
 }
 
 func (w *Worker) callMail(ctx context.Context, s *Step) outcome {
-	email, name, ok, err := w.cfg.Contacts.Contact(ctx, s.Booking, s.Seat)
+	c, ok, err := w.cfg.Contacts.Contact(ctx, s.Booking, s.Seat)
 	if err == nil && !ok {
 		return outcome{state: StateFailed, note: "no invitee email known for " + s.Booking + " (the provider sent none, or it was erased)"}
 	}
 	if err != nil {
 		return outcome{state: StatePending, err: fmt.Errorf("read contact: %w: %w", ErrNothingDone, err)}
 	}
-	m := composeMail(s, email, name)
+	m, err := w.composeMail(s, c.Email, c.Name, c.TimeZone)
+	if err != nil {
+		return outcome{state: StateFailed, err: err, note: "the email could not be written from its templates"}
+	}
 	m.DataEnd = func(ctx context.Context) error { return w.markDataSent(ctx, s) }
 	o := classify(w.cfg.Mailer.Send(ctx, m))
 	if o.state == StateRequested {
@@ -382,27 +394,6 @@ func (w *Worker) callMail(ctx context.Context, s *Step) outcome {
 		o.note = fmt.Sprintf("outcome unknown: %s; check the mail server for Message-ID <%s>", errText(o.err), MessageID(s.Key))
 	}
 	return o
-}
-
-func composeMail(s *Step, email, name string) Mail {
-	when := s.Start.UTC().Format("Mon 2 Jan 2006 15:04") + "-" + s.End.UTC().Format("15:04 MST")
-	greeting := "Hello,"
-	if name != "" {
-		greeting = "Hello " + name + ","
-	}
-	var subject, line string
-	switch s.Kind {
-	case EmailConfirmation:
-		subject, line = "Booking confirmed: "+when, "your booking on "+when+" is confirmed."
-	case EmailRescheduled:
-		subject, line = "Booking rescheduled: "+when, "your booking has been moved to "+when+"."
-	case EmailSeatCancellation:
-		subject, line = "Seat canceled: "+when, "your seat on "+when+" has been canceled."
-	default:
-		subject, line = "Booking canceled: "+when, "your booking on "+when+" has been canceled."
-	}
-	body := strings.Join([]string{greeting, "", line, "", "Reference: " + s.Booking, ""}, "\r\n")
-	return Mail{MessageID: MessageID(s.Key), To: email, ToName: name, Subject: subject, Body: body}
 }
 
 // object finds the calendar object of st's thread: the href its done create wrote (a create that
@@ -420,7 +411,10 @@ coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('
 
 func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outcome {
 	cal := w.cfg.Calendar
-	ev := Event{UID: "", Summary: "Booking " + s.Booking, Start: s.Start, End: s.End}
+	ev, err := w.calendarEvent(s)
+	if err != nil {
+		return outcome{state: StateFailed, err: err, note: "the calendar event could not be written from its templates"}
+	}
 	switch s.Kind {
 	case CalendarCreate:
 		href, err := cal.Href(s.Resource, s.Key)

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+	// Zone's names load whatever the host's zone files: the zone database is built in.
+	_ "time/tzdata"
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
@@ -81,6 +83,33 @@ func NewContacts(b booking.ID, email, name string) []Contact {
 		name = ""
 	}
 	return []Contact{{Booking: b, Email: email, Name: name}}
+}
+
+// InZone returns cs, each contact's TimeZone set to zone when zone is an IANA time zone name (Zone);
+// else cs as it is: a body without a usable zone is no error, the emails fall back to the resource's
+// zone, then UTC.
+func InZone(cs []Contact, zone string) []Contact {
+	zone = Zone(zone)
+	if zone == "" {
+		return cs
+	}
+	for i := range cs {
+		cs[i].TimeZone = zone
+	}
+	return cs
+}
+
+// Zone returns name, trimmed, when it is an IANA time zone name that time.LoadLocation loads (not
+// "Local", at most 64 bytes), else "".
+func Zone(name string) string {
+	name = strings.TrimSpace(name)
+	if name == "" || name == "Local" || len(name) > 64 || !plainText(name) || strings.Contains(name, " ") {
+		return ""
+	}
+	if _, err := time.LoadLocation(name); err != nil {
+		return ""
+	}
+	return name
 }
 
 // plainText reports whether s is valid UTF-8 without control characters (CR, LF and NUL among them).

@@ -297,6 +297,22 @@ func TestNewContacts(t *testing.T) {
 	}
 }
 
+// InZone keeps a zone that is one (an IANA name time.LoadLocation loads) and nothing else: an email's
+// times fall back to the resource's zone, then UTC, and a body's odd zone is no error.
+func TestInZone(t *testing.T) {
+	const b = booking.ID("calendly-A")
+	for zone, want := range map[string]string{
+		"Asia/Tokyo": "Asia/Tokyo", " Europe/London ": "Europe/London", "UTC": "UTC",
+		"": "", "Local": "", "Mars/Olympus": "", "Asia/Tokyo\n": "Asia/Tokyo", "Asia/\nTokyo": "", "../../etc/passwd": "", "Asia/ Tokyo": "",
+		strings.Repeat("A", 65): "",
+	} {
+		got := providers.InZone(providers.NewContacts(b, "ada@example.com", "Ada"), zone)
+		require.Len(t, got, 1)
+		assert.Equal(t, want, got[0].TimeZone, "%q", zone)
+	}
+	assert.Empty(t, providers.InZone(nil, "Asia/Tokyo"), "no address, no contact")
+}
+
 // Each side of a tolerance bounds its own direction: Past the age of a stamp, Future how far ahead
 // of the receiver's clock it may be.
 func TestToleranceSidesAreSeparate(t *testing.T) {

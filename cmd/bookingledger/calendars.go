@@ -16,6 +16,7 @@ import (
 	"bookingledger/adapters/gcal"
 	"bookingledger/adapters/msgraph"
 	"bookingledger/adapters/process"
+	"bookingledger/adapters/process/render"
 )
 
 // Environment variables of the calendar targets by host resource (docs/process-steps.md,
@@ -51,13 +52,18 @@ type calendarEntry struct {
 	As string `json:"as,omitempty"`
 	// User: the Microsoft 365 mailbox (user id or userPrincipalName).
 	User string `json:"user,omitempty"`
+	// TimeZone: the resource's IANA time zone (docs/templates.md): its calendar events' texts are in
+	// it, and its invitees' emails when the provider sent no zone of the invitee's.
+	TimeZone string `json:"timezone,omitempty"`
 }
 
 // calendarsFile is the JSON document of BOOKINGLEDGER_CALENDARS_FILE.
 type calendarsFile struct {
 	// Default is the target of resources the file does not list: caldav (the default when CalDAV is
 	// configured) or none.
-	Default   string                   `json:"default,omitempty"`
+	Default string `json:"default,omitempty"`
+	// TimeZone is the time zone of resources whose entry names none, or that the file does not list.
+	TimeZone  string                   `json:"timezone,omitempty"`
 	Resources map[string]calendarEntry `json:"resources"`
 }
 
@@ -83,6 +89,14 @@ func (r *calendarRoutes) entry(resource string) (calendarEntry, bool) {
 		return calendarEntry{Target: targetCalDAV}, true
 	}
 	return calendarEntry{}, false
+}
+
+// zone is the resource's time zone: its entry's, else the file's, else "".
+func (r *calendarRoutes) zone(resource string) string {
+	if e, ok := r.entry(resource); ok && e.TimeZone != "" {
+		return e.TimeZone
+	}
+	return r.file.TimeZone
 }
 
 func (r *calendarRoutes) choose(resource string) string {
@@ -118,6 +132,11 @@ func readCalendarsFile(path string, caldavSet bool) (calendarsFile, error) {
 	if f.Default == targetCalDAV && !caldavSet {
 		return f, usageErrorf("%s: default caldav needs %s", envCalendarsFile, envCalDAVURLTemplate)
 	}
+	if f.TimeZone != "" {
+		if _, err := render.LoadZone(f.TimeZone); err != nil {
+			return f, usageErrorf("%s: timezone: %w (e.g. Europe/Berlin)", envCalendarsFile, err)
+		}
+	}
 	names := make([]string, 0, len(f.Resources))
 	for n := range f.Resources {
 		names = append(names, n)
@@ -125,6 +144,11 @@ func readCalendarsFile(path string, caldavSet bool) (calendarsFile, error) {
 	sort.Strings(names)
 	for _, n := range names {
 		e := f.Resources[n]
+		if e.TimeZone != "" {
+			if _, err := render.LoadZone(e.TimeZone); err != nil {
+				return f, usageErrorf("%s: %s: timezone: %w (e.g. Europe/Berlin)", envCalendarsFile, n, err)
+			}
+		}
 		switch e.Target {
 		case targetCalDAV:
 			if !caldavSet {

@@ -19,6 +19,7 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/privacy"
+	"bookingledger/adapters/process/render"
 	"bookingledger/adapters/providersync"
 	"bookingledger/adapters/relay"
 )
@@ -125,6 +126,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		"failed token attempts allowed per client address per minute on the admin surface; past it 429")
 	resourcesFile := f.String("resources-file", []string{envResourcesFile}, "",
 		"JSON file of linked resources applied at start (idempotent; see 'bookingledger resources -h')")
+	templates := f.String("templates", []string{envTemplates}, "",
+		"directory of email and calendar event templates replacing the embedded defaults (docs/templates.md); checked at start")
 	retention := f.String("receipt-body-retention", []string{"BOOKINGLEDGER_RECEIPT_BODY_RETENTION"}, "",
 		"shred receipt bodies stored longer ago than this, e.g. 400d (default: keep until erased)")
 	providerFlags := registerProviderFlags(f)
@@ -174,6 +177,13 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	c.periodic, c.repair = syncF.periodic(), *syncF.repair
 	if c.steps, err = parseSteps(getenv); err != nil {
 		return c, err
+	}
+	if *templates != "" {
+		// Every template is parsed and executed against sample data now: a broken one stops the start
+		// with its file named, rather than failing each email.
+		if c.steps.templates, err = render.Load(*templates); err != nil {
+			return c, usageErrorf("BOOKINGLEDGER_TEMPLATES / --templates: %w", err)
+		}
 	}
 	if c.resourcesFile != "" {
 		if c.resources, err = readResourcesFile(c.resourcesFile); err != nil {

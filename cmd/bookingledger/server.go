@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -201,6 +202,9 @@ func (s *server) open(ctx context.Context) error {
 	}
 	for _, t := range cfg.steps.unconfigured {
 		log.Warn("process steps: target not configured; its steps are not planned", "target", t)
+	}
+	if cfg.steps.templates != nil {
+		log.Info("process steps: templates", "overrides", strings.Join(cfg.steps.templates.Overrides, ","))
 	}
 	// The provider sync and the subscription watch (docs/operations/sync.md), on their own queue.
 	syncs := newSyncServe(pool, svc, cfg.apis, cfg.masterKeys, relayAlerts{cfg: cfg.relay.Alerts, client: cfg.relay.Guard.Client(alertTimeout)},

@@ -20,6 +20,7 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/process"
+	"bookingledger/adapters/process/render"
 )
 
 // Environment variables of the process steps' targets (docs/api.md, "Process steps"). Targets are
@@ -36,6 +37,8 @@ const (
 	envStepsCallTimeout  = "BOOKINGLEDGER_STEPS_CALL_TIMEOUT"
 	envStepsRetryBase    = "BOOKINGLEDGER_STEPS_RETRY_BASE"
 	envStepsWorkers      = "BOOKINGLEDGER_STEPS_WORKERS"
+	// envTemplates is serve's --templates: a directory of template files replacing the defaults.
+	envTemplates = "BOOKINGLEDGER_TEMPLATES"
 	// envStepsTestHold makes every worker stop for good after committing 'requested' ("requested") or
 	// after the target answered, before the outcome is recorded ("called"): crash tests kill it there.
 	envStepsTestHold = "BOOKINGLEDGER_STEPS_TEST_HOLD"
@@ -54,6 +57,7 @@ type stepsConfig struct {
 	microsoft    *msgraph.Target
 	routes       *calendarRoutes // nil: no calendars file, CalDAV alone
 	mailer       *email.Sender
+	templates    *render.Set // nil: the defaults (BOOKINGLEDGER_TEMPLATES, serve's --templates)
 	callTimeout  time.Duration
 	retryBase    time.Duration
 	workers      int
@@ -128,7 +132,11 @@ func parseSteps(getenv func(string) string) (stepsConfig, error) {
 
 // worker builds the step worker of this configuration.
 func (c stepsConfig) worker(pool *pgxpool.Pool, log *slog.Logger, clientID string) (*process.Worker, error) {
-	cfg := process.WorkerConfig{Pool: pool, Slots: readmodel.NewStepReader(pool), Contacts: postgres.NewContacts(pool), Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase, ClientID: clientID}
+	cfg := process.WorkerConfig{Pool: pool, Slots: readmodel.NewStepReader(pool), Contacts: postgres.NewContacts(pool), Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase, ClientID: clientID,
+		Templates: c.templates}
+	if c.routes != nil {
+		cfg.ResourceZone = c.routes.zone
+	}
 	if cal := c.calendarTarget(pool); cal != nil {
 		cfg.Calendar = cal
 	}

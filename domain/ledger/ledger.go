@@ -138,6 +138,9 @@ type Contact struct {
 	Seat  string
 	Email string
 	Name  string
+	// TimeZone is the invitee's IANA time zone as the provider sent it ("Asia/Tokyo"), "" when it sent
+	// none or one that is no zone: the emails write times in it. Kept with the contact, erased with it.
+	TimeZone string
 }
 
 // CommitResult reports what the store actually wrote.

@@ -26,9 +26,11 @@ type Object struct {
 	ETag    string
 	UID     string
 	Summary string
-	Start   time.Time
-	End     time.Time
-	ModTime time.Time
+	// Description is the event's DESCRIPTION, unescaped ("" when none).
+	Description string
+	Start       time.Time
+	End         time.Time
+	ModTime     time.Time
 	// Data is the object's iCalendar text as stored.
 	Data []byte
 }
@@ -216,6 +218,7 @@ func (s *Store) PutCalendarObject(_ context.Context, p string, cal *ical.Calenda
 	for _, ev := range cal.Events() {
 		o.UID, _ = ev.Props.Text(ical.PropUID)
 		o.Summary, _ = ev.Props.Text(ical.PropSummary)
+		o.Description, _ = ev.Props.Text(ical.PropDescription)
 		o.Start, _ = ev.DateTimeStart(time.UTC)
 		o.End, _ = ev.DateTimeEnd(time.UTC)
 	}

@@ -89,7 +89,7 @@ func calcomBody(event string, p Params) (any, error) {
 			"name":      "Ada Lovelace",
 			"firstName": "Ada",
 			"lastName":  "Lovelace",
-			"timeZone":  "Europe/London",
+			"timeZone":  p.TimeZone,
 			"language":  map[string]any{"locale": "en"},
 		}},
 		"location":         "integrations:daily",

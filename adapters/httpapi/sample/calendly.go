@@ -74,7 +74,7 @@ func calendlyBody(event string, p Params) (any, error) {
 			"name":                    "Ada Lovelace",
 			"first_name":              nil,
 			"last_name":               nil,
-			"timezone":                "Europe/London",
+			"timezone":                p.TimeZone,
 			"rescheduled":             p.newInvitee != "",
 			"old_invitee":             orNil(p.oldInvitee),
 			"new_invitee":             orNil(p.newInvitee),

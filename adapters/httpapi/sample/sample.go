@@ -35,6 +35,9 @@ type Params struct {
 	End     time.Time
 	// Host is the host's user key at the provider (the calendar resource).
 	Host string
+	// TimeZone is the invitee's IANA time zone, where the provider's payload has one (Calendly's
+	// invitee timezone, Cal.com's attendee timeZone); "Europe/London" when empty.
+	TimeZone string
 
 	// Set by CalendlyReschedule: the invitee URIs a reschedule links, and when it happened.
 	oldInvitee, newInvitee string
@@ -47,6 +50,9 @@ func (p Params) withDefaults() Params {
 	}
 	if p.Host == "" {
 		p.Host = DefaultHost
+	}
+	if p.TimeZone == "" {
+		p.TimeZone = "Europe/London"
 	}
 	if p.Start.IsZero() {
 		p.Start = DefaultStart()

@@ -42,7 +42,8 @@ type Appointment struct {
 	NoShow   bool
 	// Created is datetimeCreated in UTC; zero when Acuity sent none.
 	Created time.Time
-	// Timezone is the client's time zone name, informational: datetime carries its own offset.
+	// Timezone is the client's time zone name: datetime carries its own offset, and the contact keeps
+	// the name for the emails' times (providers.InZone).
 	Timezone string
 	// Email and Name are the client's, for providers.Mapped.Contacts.
 	Email string

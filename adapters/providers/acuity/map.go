@@ -101,7 +101,7 @@ func MapAppointment(n Notification, a Appointment, observedAt time.Time) (provid
 	default:
 		m.Events = []booking.Event{observed, anchor}
 	}
-	m.Contacts = providers.NewContacts(id, a.Email, a.Name)
+	m.Contacts = providers.InZone(providers.NewContacts(id, a.Email, a.Name), a.Timezone)
 	return m, nil
 }
 

@@ -278,6 +278,7 @@ func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
 	got, err := acuity.MapAppointment(n, a, time.Now())
 	require.NoError(t, err)
 	providertest.CheckContacts(t, got, "ada.lovelace@example.com")
+	assert.Equal(t, "Europe/London", got.Contacts[0].TimeZone, "the client's timezone, for the emails' times")
 }
 
 func TestParseAppointmentDurationOfAWeek(t *testing.T) {

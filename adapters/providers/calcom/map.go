@@ -41,6 +41,8 @@ type person struct {
 	ID    json.Number `json:"id"`
 	Email string      `json:"email"`
 	Name  string      `json:"name"` // for Mapped.Contacts only
+	// TimeZone is the attendee's IANA zone, for Mapped.Contacts only.
+	TimeZone string `json:"timeZone"`
 	// SeatUID is an attendee's seat reference where the payload carries it per attendee.
 	SeatUID     string `json:"seatUid"`
 	BookingSeat *struct {
@@ -284,7 +286,7 @@ func mapBooking(trigger, stamp string, created time.Time, b bookingPayload) (pro
 		return out, nil
 	}
 	if len(b.Attendees) > 0 && len(out.Events) > 0 {
-		out.Contacts = providers.NewContacts(id, b.Attendees[0].Email, b.Attendees[0].Name)
+		out.Contacts = providers.InZone(providers.NewContacts(id, b.Attendees[0].Email, b.Attendees[0].Name), b.Attendees[0].TimeZone)
 		out.Contacts = append(out.Contacts, seatContacts(id, b.Attendees[len(b.Attendees)-1:], out.Events)...)
 	}
 	return out, nil
@@ -309,7 +311,7 @@ func seatContacts(id booking.ID, attendees []person, events []booking.Event) []p
 			if st.Key() == "" || (st.Attendee != "" && seat(a, "").Attendee != st.Attendee) || (st.Attendee == "" && len(attendees) > 1) {
 				continue
 			}
-			for _, c := range providers.NewContacts(id, a.Email, a.Name) {
+			for _, c := range providers.InZone(providers.NewContacts(id, a.Email, a.Name), a.TimeZone) {
 				c.Seat = st.Key()
 				out = append(out, c)
 			}

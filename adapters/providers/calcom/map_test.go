@@ -342,7 +342,7 @@ func TestMapSeatsAndSeries(t *testing.T) {
 					continue
 				}
 				require.Len(t, seats, 1)
-				assert.Equal(t, providers.Contact{Booking: e.Booking, Seat: st.Key(), Email: "charles.babbage@example.org", Name: "Charles Babbage"}, seats[0],
+				assert.Equal(t, providers.Contact{Booking: e.Booking, Seat: st.Key(), Email: "charles.babbage@example.org", Name: "Charles Babbage", TimeZone: "Europe/London"}, seats[0],
 					"the seat's own attendee, keyed by the seat")
 				seats = nil
 			}
@@ -458,6 +458,7 @@ func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
 	got, err := mapFile(t, "booking_created.json")
 	require.NoError(t, err)
 	providertest.CheckContacts(t, got, "ada.lovelace@example.com")
+	assert.Equal(t, "Europe/London", got.Contacts[0].TimeZone, "the attendee's timeZone, for the emails' times")
 }
 
 func TestMapRules(t *testing.T) {

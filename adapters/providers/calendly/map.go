@@ -32,6 +32,7 @@ type envelope struct {
 type invitee struct {
 	Email          string          `json:"email"`
 	Name           string          `json:"name"`
+	Timezone       string          `json:"timezone"` // the invitee's IANA zone, for Mapped.Contacts only
 	URI            string          `json:"uri"`
 	Event          string          `json:"event"`
 	Status         string          `json:"status"`
@@ -208,7 +209,7 @@ func mapInvitee(env envelope, inv invitee) (providers.Mapped, error) {
 			OccurredAt:  occurred,
 			Payload:     payload,
 		}},
-		Contacts: providers.NewContacts(id, inv.Email, inv.Name),
+		Contacts: providers.InZone(providers.NewContacts(id, inv.Email, inv.Name), inv.Timezone),
 	}, nil
 }
 

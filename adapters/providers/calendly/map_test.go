@@ -278,6 +278,7 @@ func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
 	got, err := mapFile(t, "invitee_created.json")
 	require.NoError(t, err)
 	providertest.CheckContacts(t, got, "ada.lovelace@example.com")
+	assert.Equal(t, "Europe/London", got.Contacts[0].TimeZone, "the invitee's timezone, for the emails' times")
 }
 
 // BenchmarkMap is the mapping's CPU per delivery (docs/benchmarks.md, "Where the time goes").
@@ -302,7 +303,7 @@ func TestMapLeavesUnstorableContactsOut(t *testing.T) {
 	got, err := calendly.New(providers.NewSecrets("k"), 0).Map(context.Background(), nil, []byte(name), time.Now())
 	require.NoError(t, err)
 	require.Len(t, got.Events, 1)
-	assert.Equal(t, []providers.Contact{{Booking: got.Events[0].Booking, Email: "ada.lovelace@example.com"}}, got.Contacts)
+	assert.Equal(t, []providers.Contact{{Booking: got.Events[0].Booking, Email: "ada.lovelace@example.com", TimeZone: "Europe/London"}}, got.Contacts)
 
 	email := strings.Replace(valid, `"email": "ada.lovelace@example.com"`, `"email": "ada.lovelace\u0000@example.com"`, 1)
 	require.NotEqual(t, valid, email)
