@@ -1,0 +1,289 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/relay"
+	"bookingledger/domain/booking"
+)
+
+// request is one attempt a versionReceiver saw, whatever it answered.
+type request struct {
+	booking string
+	version uint64
+	status  int
+	skipped []uint64
+	at      time.Time
+}
+
+// versionReceiver is a real HTTP server that reads each message's booking and version and answers
+// what answer says (nil: 204), recording every request in arrival order.
+type versionReceiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	reqs   []request
+	answer func(booking string, version uint64) int
+}
+
+func newVersionReceiver(t *testing.T) *versionReceiver {
+	t.Helper()
+	v := &versionReceiver{}
+	v.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m relay.Message
+		if err := json.Unmarshal(body, &m); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		v.mu.Lock()
+		answer := v.answer
+		v.mu.Unlock()
+		status := http.StatusNoContent
+		if answer != nil {
+			status = answer(m.Data.Booking, m.Data.Version)
+		}
+		v.mu.Lock()
+		v.reqs = append(v.reqs, request{booking: m.Data.Booking, version: m.Data.Version, status: status,
+			skipped: m.Data.SkippedVersions, at: time.Now()})
+		v.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(v.srv.Close)
+	return v
+}
+
+func (v *versionReceiver) setAnswer(f func(booking string, version uint64) int) {
+	v.mu.Lock()
+	v.answer = f
+	v.mu.Unlock()
+}
+
+func (v *versionReceiver) requests() []request {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.reqs)
+}
+
+// accepted returns, per booking, the versions answered with a 2xx, in arrival order.
+func (v *versionReceiver) accepted() map[string][]uint64 {
+	out := map[string][]uint64{}
+	for _, r := range v.requests() {
+		if r.status/100 == 2 {
+			out[r.booking] = append(out[r.booking], r.version)
+		}
+	}
+	return out
+}
+
+// fiveEvents are five events of booking b: scheduled, no-show marked, cleared, marked again, canceled.
+func (e *env) fiveEvents(b string) []booking.Event {
+	mk := func(kind string, p booking.Payload) booking.Event {
+		return booking.Event{ID: e.eid(b, kind), Booking: booking.ID(b), Provider: "calendly", ProviderRef: b + " " + kind,
+			OccurredAt: day.Add(-time.Hour), Payload: p}
+	}
+	return []booking.Event{e.scheduled(b, 9), mk("marked", booking.NoShowMarked{}), mk("cleared", booking.NoShowCleared{}),
+		mk("marked again", booking.NoShowMarked{}), e.canceled(b)}
+}
+
+// recordShuffled records each booking's events, one delivery per event, the bookings interleaved in
+// a random order (each booking's own events in their order).
+func (e *env) recordShuffled(t *testing.T, rng *rand.Rand, events map[string][]booking.Event) {
+	t.Helper()
+	var queue []string
+	for b, evs := range events {
+		for range evs {
+			queue = append(queue, b)
+		}
+	}
+	slices.Sort(queue)
+	rng.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
+	next := map[string]int{}
+	for _, b := range queue {
+		ev := events[b][next[b]]
+		next[b]++
+		e.record(t, fmt.Sprintf("%s-%d", b, next[b]), ev)
+	}
+}
+
+func orderedEndpoint(t *testing.T, r *relay.Relay, url string, opts relay.SettingsUpdate) relay.Endpoint {
+	t.Helper()
+	yes := true
+	opts.Ordered = &yes
+	ep, _, err := r.AddEndpoint(context.Background(), relay.NewEndpoint{URL: url, Options: opts})
+	require.NoError(t, err)
+	require.True(t, ep.Ordered)
+	return ep
+}
+
+// assertInOrder checks that no booking's version was attempted before the one below it was accepted,
+// and that each booking was accepted exactly once per version, 1 to n, in that order.
+func assertInOrder(t *testing.T, reqs []request, bookings []string, n uint64) {
+	t.Helper()
+	done := map[string]uint64{} // highest accepted version
+	for i, r := range reqs {
+		require.LessOrEqualf(t, r.version, done[r.booking]+1, "request %d: %s version %d attempted before version %d was accepted",
+			i, r.booking, r.version, done[r.booking]+1)
+		if r.status/100 == 2 {
+			require.Equalf(t, done[r.booking]+1, r.version, "request %d: %s version %d accepted after %d", i, r.booking, r.version, done[r.booking])
+			done[r.booking] = r.version
+		}
+	}
+	for _, b := range bookings {
+		assert.Equalf(t, n, done[b], "booking %s: highest version accepted", b)
+	}
+}
+
+// 50 bookings × 5 events to an ordered endpoint whose receiver fails at random and answers slowly:
+// every booking's versions are attempted and accepted strictly in order, each exactly once.
+func TestOrderedEndpointDeliversEachBookingsVersionsInOrder(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 34))
+	e := newEnv(t)
+	schedule := []time.Duration{0}
+	for range 15 {
+		schedule = append(schedule, 30*time.Millisecond)
+	}
+	r := e.startRelay(t, relayOpts{schedule: schedule, workers: 8})
+	rc := newVersionReceiver(t)
+	var mu sync.Mutex
+	answers := rand.New(rand.NewPCG(seed, 35))
+	rc.setAnswer(func(string, uint64) int {
+		mu.Lock()
+		fail, sleep := answers.IntN(4) == 0, time.Duration(answers.IntN(15))*time.Millisecond
+		mu.Unlock()
+		time.Sleep(sleep)
+		if fail {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	ep := orderedEndpoint(t, r, rc.srv.URL, relay.SettingsUpdate{})
+	events := map[string][]booking.Event{}
+	var bookings []string
+	for i := range 50 {
+		b := fmt.Sprintf("calendly-order-%d", i)
+		bookings = append(bookings, b)
+		events[b] = e.fiveEvents(b)
+	}
+	e.recordShuffled(t, rng, events)
+	eventually(t, 3*time.Minute, "every delivery to succeed", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 250
+	})
+	assertInOrder(t, rc.requests(), bookings, 5)
+	assert.Empty(t, deliveriesIn(t, r, ep.ID, relay.StateDead))
+}
+
+// A booking whose first version keeps failing holds back only its own later versions: every other
+// booking arrives whole meanwhile, and the stuck one follows in order once its receiver recovers.
+func TestOrderedEndpointStuckBookingDelaysOnlyItself(t *testing.T) {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	e := newEnv(t)
+	schedule := []time.Duration{0}
+	for range 100 {
+		schedule = append(schedule, 50*time.Millisecond)
+	}
+	r := e.startRelay(t, relayOpts{schedule: schedule})
+	rc := newVersionReceiver(t)
+	const stuck = "calendly-stuck"
+	var mu sync.Mutex
+	recovered := false
+	rc.setAnswer(func(b string, _ uint64) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if b == stuck && !recovered {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	// No breaker: the stuck booking's failures alone would open it once the others are done.
+	zero := 0
+	ep := orderedEndpoint(t, r, rc.srv.URL, relay.SettingsUpdate{BreakerFailures: &zero})
+	events := map[string][]booking.Event{stuck: e.fiveEvents(stuck)}
+	var others []string
+	for i := range 10 {
+		b := fmt.Sprintf("calendly-free-%d", i)
+		others = append(others, b)
+		events[b] = e.fiveEvents(b)
+	}
+	e.recordShuffled(t, rng, events)
+	eventually(t, time.Minute, "every other booking to arrive", func() bool {
+		got := rc.accepted()
+		for _, b := range others {
+			if len(got[b]) != 5 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, rq := range rc.requests() {
+		if rq.booking == stuck {
+			require.Equal(t, uint64(1), rq.version, "the stuck booking's later versions were attempted")
+		}
+	}
+	pending, err := r.Deliveries(context.Background(), relay.DeliveryQuery{EndpointID: ep.ID, Booking: stuck, State: relay.StatePending})
+	require.NoError(t, err)
+	require.Len(t, pending, 5, "the stuck booking's deliveries wait, none dead")
+	mu.Lock()
+	recovered = true
+	mu.Unlock()
+	eventually(t, time.Minute, "the stuck booking to arrive", func() bool { return len(rc.accepted()[stuck]) == 5 })
+	assertInOrder(t, rc.requests(), append(others, stuck), 5)
+}
+
+// When a version goes dead, the booking's next message names it in skipped_versions; the one after
+// names nothing.
+func TestOrderedEndpointNamesSkippedVersions(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, 20 * time.Millisecond}})
+	rc := newVersionReceiver(t)
+	rc.setAnswer(func(_ string, v uint64) int {
+		if v == 2 || v == 3 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	zero := 0
+	ep := orderedEndpoint(t, r, rc.srv.URL, relay.SettingsUpdate{BreakerFailures: &zero})
+	const b = "calendly-skips"
+	e.record(t, "skips", e.fiveEvents(b)...)
+	eventually(t, time.Minute, "versions 4 and 5", func() bool { return len(rc.accepted()[b]) == 3 })
+	got := map[uint64][]uint64{}
+	for _, rq := range rc.requests() {
+		if rq.status/100 == 2 {
+			got[rq.version] = rq.skipped
+		}
+	}
+	assert.Equal(t, map[uint64][]uint64{1: nil, 4: {2, 3}, 5: nil}, got)
+	assert.Len(t, deliveriesIn(t, r, ep.ID, relay.StateDead), 2)
+	// Each dead version was attempted its two times, and nothing after it before it died.
+	assertInOrderWithDead(t, rc.requests(), map[uint64]bool{2: true, 3: true})
+}
+
+// assertInOrderWithDead checks that a version was attempted only after each lower one was accepted or
+// (dead) had made its last attempt.
+func assertInOrderWithDead(t *testing.T, reqs []request, dead map[uint64]bool) {
+	t.Helper()
+	last := map[uint64]int{}
+	for i, r := range reqs {
+		last[r.version] = i
+	}
+	for i, r := range reqs {
+		for v := uint64(1); v < r.version; v++ {
+			require.Lessf(t, last[v], i, "version %d attempted (request %d) before version %d ended (request %d)", r.version, i, v, last[v])
+		}
+	}
+}
