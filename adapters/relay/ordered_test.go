@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -269,6 +270,14 @@ func TestOrderedEndpointNamesSkippedVersions(t *testing.T) {
 	}
 	assert.Equal(t, map[uint64][]uint64{1: nil, 4: {2, 3}, 5: nil}, got)
 	assert.Len(t, deliveriesIn(t, r, ep.ID, relay.StateDead), 2)
+	// deliveries --booking lists them in order.
+	inOrder, err := r.Deliveries(context.Background(), relay.DeliveryQuery{Booking: b})
+	require.NoError(t, err)
+	var versions []uint64
+	for _, d := range inOrder {
+		versions = append(versions, d.Version)
+	}
+	assert.Equal(t, []uint64{1, 2, 3, 4, 5}, versions)
 	// Each dead version was attempted its two times, and nothing after it before it died.
 	assertInOrderWithDead(t, rc.requests(), map[uint64]bool{2: true, 3: true})
 }
@@ -286,4 +295,158 @@ func assertInOrderWithDead(t *testing.T, reqs []request, dead map[uint64]bool) {
 			require.Lessf(t, last[v], i, "version %d attempted (request %d) before version %d ended (request %d)", r.version, i, v, last[v])
 		}
 	}
+}
+
+// A receiver down for ten times the whole schedule (the test's schedule runs in ~1 s, as the
+// default's 33 h) with 1,000 deliveries pending: the breaker holds them, so the outage costs the
+// deliveries in flight when it opened and one probe at a time, not 1,000 × the schedule; none goes
+// dead. After recovery the backlog drains, every delivery once, no faster than the endpoint's rate.
+func TestBreakerHoldsTheBacklogWhileTheReceiverIsDownThenDrainsAtTheRate(t *testing.T) {
+	e := newEnv(t)
+	schedule := []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+		200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}
+	r := e.startRelay(t, relayOpts{schedule: schedule})
+	rc := newVersionReceiver(t)
+	var mu sync.Mutex
+	down := true
+	rc.setAnswer(func(string, uint64) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusNoContent
+	})
+	const rate = 200.0
+	ep, _, err := r.AddEndpoint(context.Background(), relay.NewEndpoint{URL: rc.srv.URL, Options: relay.SettingsUpdate{RatePerSecond: ptr(rate)}})
+	require.NoError(t, err)
+	e.recordCreatesAtOnce(t, "calendly-backlog", 1000, 10)
+	eventually(t, time.Minute, "the breaker to open and hold the backlog", func() bool {
+		var held int
+		require.NoError(t, e.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM relay_deliveries WHERE endpoint_id = $1 AND held = 'breaker'`, ep.ID).Scan(&held))
+		return held > 900
+	})
+	opened := time.Now()
+	time.Sleep(10 * 1200 * time.Millisecond / 4) // the outage goes on: 3 s, about 3 runs of the schedule
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	outage := time.Since(opened)
+	reqs := rc.requests()
+	perDelivery := map[string]int{}
+	for _, rq := range reqs {
+		perDelivery[rq.booking]++
+	}
+	var probes, probeDeliveries int
+	for _, n := range perDelivery {
+		if n > 2 {
+			probes += n
+			probeDeliveries++
+		}
+	}
+	t.Logf("outage: %d requests for %d deliveries, %d of them probes of %d deliveries", len(reqs), len(perDelivery), probes, probeDeliveries)
+	assert.LessOrEqual(t, len(reqs), 400, "the outage cost at most the attempts in flight and the probes")
+	// Probes go one at a time, at least the schedule's shortest wait apart.
+	assert.LessOrEqual(t, probes, int(outage/(50*time.Millisecond))+10)
+	assert.LessOrEqual(t, probeDeliveries, 3, "one probe delivery (a few when the breaker opened)")
+
+	eventually(t, 2*time.Minute, "the backlog to drain", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 1000
+	})
+	assert.Empty(t, deliveriesIn(t, r, ep.ID, relay.StateDead))
+	var ok []time.Time
+	seen := map[string]int{}
+	for _, rq := range rc.requests() {
+		if rq.status/100 == 2 {
+			ok = append(ok, rq.at)
+			seen[rq.booking]++
+		}
+	}
+	assert.Len(t, seen, 1000)
+	for b, n := range seen {
+		assert.Equalf(t, 1, n, "%s accepted %d times", b, n)
+	}
+	// No faster than the rate: the k-th acceptance comes at least k-1 send slots after the first.
+	step := time.Duration(float64(time.Second) / rate)
+	for k := 1; k < len(ok); k++ {
+		require.GreaterOrEqualf(t, ok[k].Sub(ok[0]), time.Duration(k-1)*step-20*time.Millisecond, "acceptance %d", k)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// An endpoint failing for longer than its disable-after is disabled with an alert; its events keep
+// accruing as paused deliveries, and enable --send-missed delivers all of them, each booking in order.
+func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	e := newEnv(t)
+	alertSecret := relay.NewSecret()
+	sink := newAlertSink(t, alertSecret)
+	schedule := []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+	r := e.startRelay(t, relayOpts{schedule: schedule, alerts: relay.AlertConfig{URL: sink.srv.URL, Secret: alertSecret}})
+	rc := newVersionReceiver(t)
+	var mu sync.Mutex
+	down := true
+	rc.setAnswer(func(string, uint64) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return http.StatusBadGateway
+		}
+		return http.StatusOK
+	})
+	ep := orderedEndpoint(t, r, rc.srv.URL, relay.SettingsUpdate{DisableAfter: ptr(time.Second)})
+	assert.Equal(t, relay.DefaultBreakerFailures, ep.BreakerFailures)
+	events := map[string][]booking.Event{}
+	var bookings []string
+	for i := range 4 {
+		b := fmt.Sprintf("calendly-early-%d", i)
+		bookings = append(bookings, b)
+		events[b] = e.fiveEvents(b)
+	}
+	e.recordShuffled(t, rng, events)
+	eventually(t, time.Minute, "the relay to disable the endpoint", func() bool {
+		got, err := r.Endpoint(context.Background(), ep.ID)
+		require.NoError(t, err)
+		return got.Disabled && got.AutoDisabled
+	})
+	eventually(t, 30*time.Second, "the disabled alert", func() bool {
+		for _, a := range sink.got() {
+			if a.Type == "relay.endpoint.disabled" {
+				return true
+			}
+		}
+		return false
+	})
+	later := map[string][]booking.Event{}
+	for i := range 3 {
+		b := fmt.Sprintf("calendly-late-%d", i)
+		bookings = append(bookings, b)
+		later[b] = e.fiveEvents(b)
+	}
+	e.recordShuffled(t, rng, later)
+	eventually(t, time.Minute, "every delivery to wait paused", func() bool {
+		if n := len(deliveriesIn(t, r, ep.ID, relay.StatePaused)); n != 35 {
+			rows, _ := e.pool.Query(context.Background(), `SELECT state || coalesce(held, '') || ' ' || count(*) FROM relay_deliveries GROUP BY state, held`)
+			st, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+			t.Logf("paused %d: %v", n, st)
+			time.Sleep(time.Second)
+			return false
+		}
+		return true
+	})
+	assert.Empty(t, deliveriesIn(t, r, ep.ID, relay.StateDead), "nothing ran out of attempts during the outage")
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	before := len(rc.requests())
+	got, n, err := r.EnableAndSendMissed(context.Background(), ep.ID)
+	require.NoError(t, err)
+	assert.False(t, got.Disabled)
+	assert.Equal(t, 35, n)
+	eventually(t, time.Minute, "every missed delivery", func() bool {
+		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 35
+	})
+	assertInOrder(t, rc.requests()[before:], bookings, 5)
 }
