@@ -691,3 +691,30 @@ func (l *endpointLimits) acquire(ctx context.Context, ep int64, n int) (release 
 		return nil, ctx.Err()
 	}
 }
+
+// Backlog is what an endpoint has waiting.
+type Backlog struct {
+	// Pending counts the deliveries on their way, HeldOrder and HeldBreaker those of them held
+	// (behind an earlier version; behind the open breaker); Paused those kept while disabled.
+	Pending, HeldOrder, HeldBreaker, Paused int
+	// OldestPending is when the oldest pending delivery was planned (zero: none).
+	OldestPending time.Time
+}
+
+// EndpointBacklog returns what an endpoint has waiting.
+func (r *Relay) EndpointBacklog(ctx context.Context, id int64) (Backlog, error) {
+	var (
+		b      Backlog
+		oldest *time.Time
+	)
+	err := r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE held = 'order'),
+    count(*) FILTER (WHERE held = 'breaker'), count(*) FILTER (WHERE state = 'paused'), min(created_at) FILTER (WHERE state = 'pending')
+FROM relay_deliveries WHERE endpoint_id = $1 AND state IN ('pending', 'paused')`, id).Scan(&b.Pending, &b.HeldOrder, &b.HeldBreaker, &b.Paused, &oldest)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("backlog of endpoint %d: %w", id, err)
+	}
+	if oldest != nil {
+		b.OldestPending = *oldest
+	}
+	return b, nil
+}

@@ -23,6 +23,7 @@ type Admin interface {
 	DisableEndpoint(ctx context.Context, id int64, reason string) (relay.Endpoint, error)
 	EnableEndpoint(ctx context.Context, id int64) (relay.Endpoint, int, error)
 	EnableAndSendMissed(ctx context.Context, id int64) (relay.Endpoint, int, error)
+	EndpointBacklog(ctx context.Context, id int64) (relay.Backlog, error)
 	RotateSecret(ctx context.Context, id int64) (relay.Endpoint, string, error)
 	RemoveEndpoint(ctx context.Context, id int64) error
 	Deliveries(ctx context.Context, q relay.DeliveryQuery) ([]relay.Delivery, error)
