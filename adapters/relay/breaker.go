@@ -140,13 +140,36 @@ func (r *Relay) settingsChanged(ctx context.Context, tx pgx.Tx, e Endpoint) erro
 
 // releaseHeld gives each delivery of the endpoint held for why a job, due at at (zero: now).
 func (r *Relay) releaseHeld(ctx context.Context, tx pgx.Tx, endpointID int64, why string, at time.Time) error {
-	ids, err := collectIDs(tx.Query(ctx, `UPDATE relay_deliveries SET held = NULL, next_attempt_at = coalesce($3, now())
-WHERE endpoint_id = $1 AND held = $2 AND state = 'pending' RETURNING id`, endpointID, why, nullTime(at)))
+	rows, err := tx.Query(ctx, `UPDATE relay_deliveries
+SET held = NULL, next_attempt_at = greatest(coalesce($3, now()), coalesce(next_attempt_at, now()))
+WHERE endpoint_id = $1 AND held = $2 AND state = 'pending' RETURNING id, next_attempt_at`, endpointID, why, nullTime(at))
 	if err != nil {
 		return fmt.Errorf("release deliveries held by %s: %w", why, err)
 	}
-	slices.Sort(ids)
-	return r.enqueue(ctx, tx, ids, at)
+	type due struct {
+		id int64
+		at time.Time
+	}
+	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (due, error) {
+		var d due
+		return d, row.Scan(&d.id, &d.at)
+	})
+	if err != nil {
+		return fmt.Errorf("release deliveries held by %s: %w", why, err)
+	}
+	slices.SortFunc(ds, func(a, b due) int { return int(a.id - b.id) })
+	now := r.clock()
+	var nowIDs []int64
+	var params []river.InsertManyParams
+	for _, d := range ds {
+		if d.at.After(now) {
+			params = jobParams(params, []int64{d.id}, d.at)
+		} else {
+			nowIDs = append(nowIDs, d.id)
+		}
+	}
+	params = jobParams(params, nowIDs, at)
+	return r.insertJobs(ctx, tx, params)
 }
 
 func nullTime(t time.Time) *time.Time {
@@ -303,7 +326,9 @@ func holdRows(ctx context.Context, tx pgx.Tx, ids map[int64]bool, why string) er
 	for id := range ids {
 		list = append(list, id)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET held = $2, next_attempt_at = NULL
+	// A delivery held by the breaker keeps its own due time (a Retry-After, its schedule's wait):
+	// released, it is not attempted before it.
+	if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET held = $2, next_attempt_at = CASE WHEN $2 = 'order' THEN NULL ELSE next_attempt_at END
 WHERE id = ANY($1) AND state = 'pending' AND held IS NULL`, list, why); err != nil {
 		return fmt.Errorf("hold deliveries (%s): %w", why, err)
 	}
@@ -319,11 +344,13 @@ func (r *Relay) admitEndpoint(ctx context.Context, tx pgx.Tx, ep int64, group []
 		probeValid          bool
 		probeAt, nextSlot   *time.Time
 		rate                float64
+		backlog             bool
 	)
 	err := tx.QueryRow(ctx, `SELECT e.consecutive_failures, e.breaker_failures, e.probe_delivery,
     coalesce((SELECT p.state = 'pending' AND p.held IS NULL FROM relay_deliveries p WHERE p.id = e.probe_delivery), false),
-    e.probe_at, e.rate_per_second, e.throttle_next_at
-FROM relay_endpoints e WHERE e.id = $1 FOR UPDATE`, ep).Scan(&failures, &threshold, &probe, &probeValid, &probeAt, &rate, &nextSlot)
+    e.probe_at, e.rate_per_second, e.throttle_next_at,
+    EXISTS (SELECT 1 FROM relay_deliveries h WHERE h.endpoint_id = e.id AND h.held = 'breaker' AND h.state = 'pending')
+FROM relay_endpoints e WHERE e.id = $1 FOR UPDATE`, ep).Scan(&failures, &threshold, &probe, &probeValid, &probeAt, &rate, &nextSlot, &backlog)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil // removed meanwhile: its deliveries are gone
 	}
@@ -344,7 +371,8 @@ FROM relay_endpoints e WHERE e.id = $1 FOR UPDATE`, ep).Scan(&failures, &thresho
 			}
 			newProbe = &d.id
 			if probeAt == nil || !probeAt.After(now) {
-				d.probe = true
+				// Protecting a backlog, the probe's failures do not use up its own schedule.
+				d.probe = backlog || len(breakerHeld) > 0 || len(group) > 1
 				candidates = append(candidates, d)
 			} else {
 				deferred[d.id] = *probeAt
@@ -454,7 +482,8 @@ func (r *Relay) afterRound(ctx context.Context, tx pgx.Tx, round []sent, kept ma
 	for _, ep := range eps {
 		var failed []sent // still pending after a failure, in id order
 		var lastFail, firstFail time.Time
-		probeAttempted := false
+		probeAttempted, probeProtected := false, false
+		var probeRetryAfter time.Time
 		for _, s := range round {
 			if s.d.endpointID != ep || !kept[s.d.id] || s.a.outcome != OutcomeFailed {
 				continue
@@ -528,6 +557,8 @@ WHERE id = $1`, ep); err != nil {
 			for _, s := range round {
 				if s.d.id == *probe && kept[s.d.id] && s.a.outcome != "" {
 					probeAttempted = true
+					probeProtected = s.d.probe
+					probeRetryAfter = s.a.at.Add(s.a.retryAfter)
 				}
 			}
 		}
@@ -550,6 +581,9 @@ WHERE id = $1`, ep); err != nil {
 		if !probeAttempted && probeAt != nil && probeAt.After(at) {
 			at = *probeAt
 		}
+		if probeRetryAfter.After(at) {
+			at = probeRetryAfter // the receiver's Retry-After
+		}
 		hold := map[int64]bool{}
 		for _, s := range failed {
 			if s.d.id == newProbe {
@@ -566,7 +600,8 @@ WHERE id = $1`, ep); err != nil {
 			// A probe's failed attempt does not count against its own schedule: while the breaker is
 			// open no delivery runs out of attempts (a sustained failure disables the endpoint instead).
 			if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET next_attempt_at = $2,
-    run_attempts = CASE WHEN $3 THEN greatest(run_attempts - 1, 0) ELSE run_attempts END WHERE id = $1`, newProbe, at, probeAttempted); err != nil {
+    run_attempts = CASE WHEN $3 THEN greatest(run_attempts - 1, 0) ELSE run_attempts END WHERE id = $1`, newProbe, at,
+				probeAttempted && probeProtected); err != nil {
 				return nil, fmt.Errorf("endpoint %d: schedule probe: %w", ep, err)
 			}
 			moved[newProbe], later[newProbe] = at, at
