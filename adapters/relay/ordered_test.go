@@ -450,3 +450,55 @@ func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
 	})
 	assertInOrder(t, rc.requests()[before:], bookings, 5)
 }
+
+// A plain enable of an endpoint the relay disabled after a sustained failure does not flood it with
+// the missed days: the paused deliveries end dead ("skipped"), and the booking's next message names
+// them in skipped_versions.
+func TestPlainEnableAfterSustainedFailureSkipsTheMissed(t *testing.T) {
+	e := newEnv(t)
+	schedule := []time.Duration{0}
+	for range 40 {
+		schedule = append(schedule, 100*time.Millisecond) // longer than disable-after: nothing dies first
+	}
+	r := e.startRelay(t, relayOpts{schedule: schedule})
+	rc := newVersionReceiver(t)
+	var mu sync.Mutex
+	down := true
+	rc.setAnswer(func(string, uint64) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	ep := orderedEndpoint(t, r, rc.srv.URL, relay.SettingsUpdate{DisableAfter: ptr(time.Second), BreakerFailures: ptr(2)})
+	const b = "calendly-missed"
+	events := e.fiveEvents(b)
+	e.record(t, "missed", events[:3]...)
+	eventually(t, time.Minute, "the relay to disable the endpoint", func() bool {
+		got, err := r.Endpoint(context.Background(), ep.ID)
+		require.NoError(t, err)
+		return got.AutoDisabled && len(deliveriesIn(t, r, ep.ID, relay.StatePaused)) == 3
+	})
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	_, n, err := r.EnableEndpoint(context.Background(), ep.ID)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	dead := deliveriesIn(t, r, ep.ID, relay.StateDead)
+	require.Len(t, dead, 3)
+	for _, d := range dead {
+		assert.Equal(t, relay.SkippedOnEnable, d.LastError)
+	}
+	e.record(t, "after", events[3])
+	eventually(t, time.Minute, "version 4", func() bool { return len(rc.accepted()[b]) == 1 })
+	var got []uint64
+	for _, rq := range rc.requests() {
+		if rq.status/100 == 2 {
+			got = rq.skipped
+		}
+	}
+	assert.Equal(t, []uint64{1, 2, 3}, got)
+}
