@@ -21,6 +21,9 @@ var AlertThresholds = []int{1, 5, 20}
 const (
 	AlertFailing   = "failing"
 	AlertRecovered = "recovered"
+	// AlertDisabled is the type suffix of the alert that the relay disabled an endpoint after a
+	// sustained failure (stored as a failing alert marked disabled).
+	AlertDisabled = "disabled"
 )
 
 // AlertKinds lists every alert kind: relay_alerts.kind's CHECK list (a test compares them).
@@ -74,6 +77,8 @@ type alertNote struct {
 	kind       string
 	failures   int
 	lastError  string
+	// disabled: the relay disabled the endpoint after a sustained failure (breaker.go).
+	disabled bool
 }
 
 // streak updates an endpoint's failure streak with an attempt that ended at at, and records the
@@ -165,6 +170,11 @@ func (r *Relay) insertAlert(ctx context.Context, tx pgx.Tx, endpointID int64, ki
 // noteAlert logs and counts an alert that committed.
 func (r *Relay) noteAlert(n alertNote) {
 	r.metrics.alert(strconv.FormatInt(n.endpointID, 10), n.kind)
+	if n.disabled {
+		r.log.Warn("relay endpoint disabled after a sustained failure", "endpoint", n.endpointID, "consecutive_failures", n.failures,
+			"reason", n.lastError, "alert", n.id)
+		return
+	}
 	if n.kind == AlertRecovered {
 		r.log.Warn("relay endpoint recovered", "endpoint", n.endpointID, "failures", n.failures, "alert", n.id)
 		return
@@ -235,12 +245,13 @@ type alertWorker struct {
 func (w *alertWorker) Work(ctx context.Context, job *river.Job[AlertArgs]) error {
 	r := w.r
 	var (
-		a    Alert
-		desc string
+		a        Alert
+		desc     string
+		disabled bool
 	)
-	err := r.pool.QueryRow(ctx, `SELECT a.id, a.endpoint_id, a.kind, a.failures, a.created_at, e.url, e.description
+	err := r.pool.QueryRow(ctx, `SELECT a.id, a.endpoint_id, a.kind, a.failures, a.created_at, e.url, e.description, a.disabled
 FROM relay_alerts a JOIN relay_endpoints e ON e.id = a.endpoint_id WHERE a.id = $1 AND a.sent_at IS NULL`, job.Args.AlertID).Scan(
-		&a.ID, &a.EndpointID, &a.Kind, &a.Failures, &a.CreatedAt, &a.EndpointURL, &desc)
+		&a.ID, &a.EndpointID, &a.Kind, &a.Failures, &a.CreatedAt, &a.EndpointURL, &desc, &disabled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // sent already, or the endpoint was removed
 	}
@@ -268,8 +279,14 @@ AND sent_at IS NULL AND error = '' AND created_at > now() - $3::interval)`, a.En
 	if a.Kind == AlertRecovered {
 		text = fmt.Sprintf("bookingledger relay: endpoint %d (%s) recovered after %d consecutive failure(s)", a.EndpointID, host, a.Failures)
 	}
+	kind := a.Kind
+	if disabled {
+		kind = AlertDisabled
+		text = fmt.Sprintf("bookingledger relay: endpoint %d (%s) disabled after failing %d time(s) in a row for too long; "+
+			"its events wait as paused deliveries until 'bookingledger endpoints enable %d --send-missed'", a.EndpointID, host, a.Failures, a.EndpointID)
+	}
 	sendErr := alerts.Send(ctx, r.client, r.alerts, alerts.Message{
-		ID: "alert_" + strconv.FormatInt(a.ID, 10), Type: "relay.endpoint." + a.Kind, At: a.CreatedAt, Text: text,
+		ID: "alert_" + strconv.FormatInt(a.ID, 10), Type: "relay.endpoint." + kind, At: a.CreatedAt, Text: text,
 		Data: AlertData{Endpoint: a.EndpointID, URL: host, Description: desc, ConsecutiveFailures: a.Failures, Text: text},
 	}, r.clock())
 	if errors.Is(sendErr, alerts.ErrPermanent) {

@@ -60,7 +60,9 @@ type Attempt struct {
 type DeliveryQuery struct {
 	EndpointID int64
 	State      string
-	Booking    string
+	// Booking lists one booking's deliveries in order: by endpoint, then stream version (the order an
+	// ordered endpoint gets them), the first ones first.
+	Booking string
 	// Limit bounds the rows, newest first (DefaultDeliveryLimit when zero).
 	Limit int
 }
@@ -94,7 +96,7 @@ func scanDelivery(row pgx.Row) (Delivery, error) {
 	return d, nil
 }
 
-// Deliveries lists deliveries, newest first.
+// Deliveries lists deliveries, newest first; one booking's in order (DeliveryQuery.Booking).
 func (r *Relay) Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error) {
 	switch q.State {
 	case "", StatePending, StatePaused, StateSucceeded, StateDead:
@@ -105,9 +107,13 @@ func (r *Relay) Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, er
 	if limit <= 0 {
 		limit = DefaultDeliveryLimit
 	}
+	order := `id DESC`
+	if q.Booking != "" {
+		order = `endpoint_id, stream, stream_version, id`
+	}
 	rows, err := r.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM relay_deliveries
 WHERE ($1 = 0 OR endpoint_id = $1) AND ($2 = '' OR state = $2) AND ($3 = '' OR booking = $3)
-ORDER BY id DESC LIMIT $4`, q.EndpointID, q.State, q.Booking, limit)
+ORDER BY `+order+` LIMIT $4`, q.EndpointID, q.State, q.Booking, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}

@@ -107,7 +107,9 @@ func TestReceiverDownThenUpGetsEveryDeliveryOnce(t *testing.T) {
 	r := e.startRelay(t, relayOpts{schedule: schedule, workers: 8})
 	ctx := context.Background()
 	addr := freeAddr(t)
-	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: "http://" + addr + "/hook"})
+	// No breaker: with one, the deliveries after the fifth failure wait without an attempt
+	// (TestBreakerHoldsTheBacklogWhileTheReceiverIsDownThenDrainsAtTheRate); here each retries on its own.
+	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: "http://" + addr + "/hook", Options: relay.SettingsUpdate{BreakerFailures: ptr(0)}})
 	require.NoError(t, err)
 	for i := range 6 {
 		b := fmt.Sprintf("calendly-down-%d", i)

@@ -42,6 +42,8 @@ type Endpoint struct {
 	PreviousUntil       time.Time
 	ConsecutiveFailures int
 	CreatedAt           time.Time
+	// Settings are how the endpoint is sent to: order, throttle, breaker (breaker.go).
+	Settings
 }
 
 // NewEndpoint is what Add needs.
@@ -49,6 +51,8 @@ type NewEndpoint struct {
 	URL         string
 	Types       []string
 	Description string
+	// Options are the delivery settings; nil fields take their defaults.
+	Options SettingsUpdate
 }
 
 // ParseTypes splits a comma-separated filter ("booking.scheduled.*, booking.payment_*") into
@@ -104,7 +108,7 @@ func NewSecret() string {
 }
 
 const endpointColumns = `id, url, types, description, disabled_at, disabled_reason, previous_until,
-consecutive_failures, created_at`
+consecutive_failures, created_at, ` + deliveryColumnsOfEndpoint
 
 func scanEndpoint(row pgx.Row) (Endpoint, error) {
 	var (
@@ -112,7 +116,8 @@ func scanEndpoint(row pgx.Row) (Endpoint, error) {
 		disabledAt, until *time.Time
 	)
 	if err := row.Scan(&e.ID, &e.URL, &e.Types, &e.Description, &disabledAt, &e.DisabledReason, &until,
-		&e.ConsecutiveFailures, &e.CreatedAt); err != nil {
+		&e.ConsecutiveFailures, &e.CreatedAt, &e.Ordered, &e.RatePerSecond, &e.Concurrency, &e.BreakerFailures,
+		&e.disableAfterMS, &e.failingSince, &e.probeAt, &e.AutoDisabled); err != nil {
 		return Endpoint{}, err
 	}
 	if disabledAt != nil {
@@ -124,6 +129,7 @@ func scanEndpoint(row pgx.Row) (Endpoint, error) {
 	if e.Types == nil {
 		e.Types = []string{}
 	}
+	e.Settings.fill()
 	return e, nil
 }
 
@@ -140,13 +146,19 @@ func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, strin
 	if len(n.Description) > 500 || !ledger.Storable(n.Description) {
 		return Endpoint{}, "", fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
 	}
+	opts, err := n.Options.values()
+	if err != nil {
+		return Endpoint{}, "", err
+	}
 	types := n.Types
 	if types == nil {
 		types = []string{}
 	}
 	secret := NewSecret()
-	e, err := scanEndpoint(r.pool.QueryRow(ctx, `INSERT INTO relay_endpoints (url, types, description, secret)
-VALUES ($1, $2, $3, $4) RETURNING `+endpointColumns, u.String(), types, n.Description, secret))
+	e, err := scanEndpoint(r.pool.QueryRow(ctx, `INSERT INTO relay_endpoints (url, types, description, secret,
+    ordered, rate_per_second, concurrency, breaker_failures, disable_after_ms)
+VALUES ($1, $2, $3, $4, coalesce($5::bool, false), coalesce($6::float8, 0), coalesce($7::int, 0), coalesce($8::int, 5),
+    coalesce($9::bigint, 432000000)) RETURNING `+endpointColumns, append([]any{u.String(), types, n.Description, secret}, opts...)...))
 	if err != nil {
 		return Endpoint{}, "", fmt.Errorf("add endpoint: %w", err)
 	}
@@ -159,6 +171,8 @@ type EndpointUpdate struct {
 	URL         *string
 	Types       *[]string
 	Description *string
+	// Options change the delivery settings given.
+	Options SettingsUpdate
 }
 
 // UpdateEndpoint changes an endpoint's URL, types or description, each checked as AddEndpoint checks
@@ -166,8 +180,12 @@ type EndpointUpdate struct {
 // keeps its secret, its deliveries and their webhook-ids; new types apply to events planned from now
 // on. Its state, failure streak and secrets stay.
 func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) (Endpoint, error) {
-	if u.URL == nil && u.Types == nil && u.Description == nil {
-		return Endpoint{}, fmt.Errorf("%w: nothing to change (give a url, types or a description)", ErrInvalid)
+	if u.URL == nil && u.Types == nil && u.Description == nil && u.Options == (SettingsUpdate{}) {
+		return Endpoint{}, fmt.Errorf("%w: nothing to change (give a url, types, a description or a delivery setting)", ErrInvalid)
+	}
+	opts, err := u.Options.values()
+	if err != nil {
+		return Endpoint{}, err
 	}
 	var url, types, desc any // nil: keep
 	if u.URL != nil {
@@ -189,9 +207,20 @@ func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) 
 		}
 		desc = *u.Description
 	}
-	e, err := scanEndpoint(r.pool.QueryRow(ctx, `UPDATE relay_endpoints
-SET url = coalesce($2::text, url), types = coalesce($3::text[], types), description = coalesce($4::text, description)
-WHERE id = $1 RETURNING `+endpointColumns, id, url, types, desc))
+	var e Endpoint
+	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var err error
+		e, err = scanEndpoint(tx.QueryRow(ctx, `UPDATE relay_endpoints
+SET url = coalesce($2::text, url), types = coalesce($3::text[], types), description = coalesce($4::text, description),
+    ordered = coalesce($5::bool, ordered), rate_per_second = coalesce($6::float8, rate_per_second),
+    concurrency = coalesce($7::int, concurrency), breaker_failures = coalesce($8::int, breaker_failures),
+    disable_after_ms = coalesce($9::bigint, disable_after_ms)
+WHERE id = $1 RETURNING `+endpointColumns, append([]any{id, url, types, desc}, opts...)...))
+		if err != nil {
+			return err
+		}
+		return r.settingsChanged(ctx, tx, e)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
 	}
@@ -254,36 +283,11 @@ SET disabled_at = coalesce(disabled_at, now()), disabled_reason = $2 WHERE id = 
 }
 
 // EnableEndpoint resumes an endpoint: every paused delivery is scheduled again (a fresh run of the
-// retry schedule) and its failure streak starts over. It returns the endpoint and how many deliveries
-// resumed.
+// retry schedule) and its failure streak starts over — except those of an endpoint the relay disabled
+// after a sustained failure, which stay paused until EnableAndSendMissed. It returns the endpoint and
+// how many deliveries resumed.
 func (r *Relay) EnableEndpoint(ctx context.Context, id int64) (Endpoint, int, error) {
-	var (
-		e Endpoint
-		n int
-	)
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		var err error
-		e, err = scanEndpoint(tx.QueryRow(ctx, `UPDATE relay_endpoints
-SET disabled_at = NULL, disabled_reason = '', consecutive_failures = 0, alerted_failures = 0
-WHERE id = $1 RETURNING `+endpointColumns, id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		ids, err := collectIDs(tx.Query(ctx, `UPDATE relay_deliveries SET state = 'pending', run_attempts = 0, next_attempt_at = now()
-WHERE endpoint_id = $1 AND state = 'paused' RETURNING id`, id))
-		if err != nil {
-			return err
-		}
-		n = len(ids)
-		return r.enqueue(ctx, tx, ids, time.Time{})
-	})
-	if err != nil {
-		return Endpoint{}, 0, fmt.Errorf("enable endpoint %d: %w", id, err)
-	}
-	return e, n, nil
+	return r.enable(ctx, id, false)
 }
 
 // RotateSecret gives an endpoint a new secret and returns it (shown once); the current one keeps

@@ -34,6 +34,10 @@ type MessageData struct {
 	// Links is the calendar's resource links after a link event (resource.Stream's), sent as "state"
 	// in place of State.
 	Links *LinksState
+	// SkippedVersions, on an ordered endpoint, are the earlier versions of the stream that went dead
+	// since the last one the endpoint took: the receiver never got them (sent as "skipped_versions",
+	// only when there are some).
+	SkippedVersions []uint64
 }
 
 // LinksState is the fold of the link stream up to and including the message's version.
@@ -52,6 +56,7 @@ type messageDataJSON struct {
 	Version uint64          `json:"version"`
 	Event   EventDTO        `json:"event"`
 	State   json.RawMessage `json:"state"`
+	Skipped []uint64        `json:"skipped_versions,omitempty"`
 }
 
 // MarshalJSON writes Links, if set, as "state", State otherwise.
@@ -64,7 +69,7 @@ func (d MessageData) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(messageDataJSON{Booking: d.Booking, Stream: d.Stream, Version: d.Version, Event: d.Event, State: b})
+	return json.Marshal(messageDataJSON{Booking: d.Booking, Stream: d.Stream, Version: d.Version, Event: d.Event, State: b, Skipped: d.SkippedVersions})
 }
 
 // UnmarshalJSON reads "state" as Links for the link stream, as State for any other.
@@ -73,7 +78,7 @@ func (d *MessageData) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*d = MessageData{Booking: w.Booking, Stream: w.Stream, Version: w.Version, Event: w.Event}
+	*d = MessageData{Booking: w.Booking, Stream: w.Stream, Version: w.Version, Event: w.Event, SkippedVersions: w.Skipped}
 	if len(w.State) == 0 || string(w.State) == "null" {
 		return nil
 	}

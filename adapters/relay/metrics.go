@@ -33,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) *Metrics {
 	}
 	reg.MustRegister(m.attempts, m.latency, m.completes, m.alerts, &stateCollector{pool: pool,
 		desc: prometheus.NewDesc("bookingledger_relay_deliveries", "Deliveries not finished (pending: the queue depth; paused) or dead, by endpoint.",
-			[]string{"endpoint", "state"}, nil)})
+			[]string{"endpoint", "state"}, nil)}, newBreakerCollector(pool))
 	return m
 }
 

@@ -117,6 +117,8 @@ type Relay struct {
 	inserter *river.Client[pgx.Tx]
 	// sending bounds the attempts in flight to workers: a job attempts its deliveries at once.
 	sending chan struct{}
+	// limits bounds each endpoint's attempts in flight (its concurrency).
+	limits endpointLimits
 }
 
 // New returns a relay.

@@ -62,14 +62,25 @@ type delivery struct {
 	previous             *string
 	until                *time.Time
 	disabled             bool
+	// The endpoint's settings (breaker.go) and failure streak when loaded.
+	ordered                   bool
+	rate                      float64
+	concurrency               int
+	breakerFailures, failures int
+	// notBefore is the throttle's send slot (zero: none).
+	notBefore time.Time
+	// probe: the attempt is the open breaker's probe; its failure does not count against the
+	// delivery's schedule (breaker.go).
+	probe bool
 }
 
 // loadDeliveries returns the pending ones of ids with their endpoints, in id order.
 func (r *Relay) loadDeliveries(ctx context.Context, ids []int64) ([]delivery, error) {
 	rows, err := r.pool.Query(ctx, `SELECT d.id, d.endpoint_id, d.event_id::text, d.stream, d.stream_version, d.state,
-    d.attempts, d.run_attempts, d.replay_id, e.url, e.secret, e.previous_secret, e.previous_until, e.disabled_at IS NOT NULL
+    d.attempts, d.run_attempts, d.replay_id, e.url, e.secret, e.previous_secret, e.previous_until, e.disabled_at IS NOT NULL,
+    e.ordered, e.rate_per_second, e.concurrency, e.breaker_failures, e.consecutive_failures
 FROM relay_deliveries d JOIN relay_endpoints e ON e.id = d.endpoint_id
-WHERE d.id = ANY($1) AND d.state = 'pending' ORDER BY d.id`, ids)
+WHERE d.id = ANY($1) AND d.state = 'pending' AND d.held IS NULL ORDER BY d.id`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +92,7 @@ WHERE d.id = ANY($1) AND d.state = 'pending' ORDER BY d.id`, ids)
 			v int64
 		)
 		if err := rows.Scan(&d.id, &d.endpointID, &d.eventID, &d.stream, &v, &d.state, &d.attempts, &d.runAttempt, &d.replayID,
-			&d.url, &d.secret, &d.previous, &d.until, &d.disabled); err != nil {
+			&d.url, &d.secret, &d.previous, &d.until, &d.disabled, &d.ordered, &d.rate, &d.concurrency, &d.breakerFailures, &d.failures); err != nil {
 			return nil, err
 		}
 		d.version = uint64(v)
@@ -172,6 +183,18 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 				due = append(due, d)
 			}
 		}
+		// Order, breaker and throttle (breaker.go): a held delivery leaves the job (whoever ends its
+		// wait gives it another), a deferred one gets a job of its own due at its turn.
+		due, deferred, held, err := r.admit(ctx, due)
+		if err != nil {
+			return err
+		}
+		for id, at := range deferred {
+			later[id] = at
+		}
+		for id := range held {
+			delete(later, id)
+		}
 		round, handed, err := r.sendAll(ctx, due, len(ids) == 1)
 		if err != nil {
 			return err
@@ -189,7 +212,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 			}
 		}
 		last := len(inline) == 0
-		kept, err := r.record(ctx, job, round, paused, last, later, split)
+		kept, moved, err := r.record(ctx, job, round, paused, last, later, split)
 		if err != nil {
 			return err
 		}
@@ -197,6 +220,17 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 			if !kept[s.d.id] {
 				delete(inline, s.d.id) // removed or paused meanwhile
 				delete(later, s.d.id)
+			}
+		}
+		for id, at := range moved { // held, paused or made the breaker's probe
+			delete(inline, id)
+			delete(later, id)
+			switch wait := at.Sub(r.clock()); {
+			case at.IsZero():
+			case !last && wait <= r.inlineWait && r.roomFor(ctx, wait):
+				inline[id] = at // a probe due soon: this job sends it
+			default:
+				later[id] = at
 			}
 		}
 		if last {
@@ -220,6 +254,16 @@ func (r *Relay) sendAll(ctx context.Context, ds []delivery, alone bool) (round [
 	var wg sync.WaitGroup
 	for i, d := range ds {
 		wg.Go(func() {
+			release, err := r.limits.acquire(slotCtx, d.endpointID, d.concurrency)
+			if err != nil {
+				unsent[i] = true
+				return
+			}
+			defer release()
+			if wait := d.notBefore.Sub(r.clock()); wait > 0 && eventlog.Sleep(slotCtx, wait) != nil {
+				unsent[i] = true
+				return
+			}
 			select {
 			case r.sending <- struct{}{}:
 			case <-slotCtx.Done():
@@ -275,6 +319,11 @@ func (r *Relay) attemptOne(ctx context.Context, d delivery) (attempt, error) {
 	if rec.ID.String() != d.eventID {
 		return attempt{}, river.JobCancel(fmt.Errorf("delivery %d: %s@%d is event %s, not %s", d.id, d.stream, d.version, rec.ID, d.eventID))
 	}
+	if d.ordered && d.version > 1 {
+		if msg.Data.SkippedVersions, err = r.skippedVersions(ctx, d); err != nil {
+			return attempt{}, fmt.Errorf("delivery %d: %w", d.id, err)
+		}
+	}
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return attempt{}, fmt.Errorf("delivery %d: encode: %w", d.id, err)
@@ -299,6 +348,9 @@ func (r *Relay) next(d delivery, a attempt) sent {
 		s.state = StatePaused
 	default:
 		w, ok := r.wait(d.runAttempt + 1)
+		if d.probe {
+			w, ok = r.wait(max(min(d.runAttempt, len(r.schedule)-1), 0)) // afterRound sets its due time
+		}
 		if !ok {
 			s.state = StateDead
 			break
@@ -393,11 +445,11 @@ func (r *Relay) complete(ctx context.Context, job *river.Job[DeliverArgs], f fun
 // River runs it again (the receiver may see a webhook-id twice, never not at all). It returns the
 // deliveries the round updated (a delivery removed or paused meanwhile keeps only its attempt).
 func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round []sent, paused []int64, last bool,
-	later map[int64]time.Time, split []int64) (map[int64]bool, error) {
+	later map[int64]time.Time, split []int64) (kept map[int64]bool, moved map[int64]time.Time, err error) {
 	// The outcome must be recorded even if the attempt used up the job's time.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	kept := map[int64]bool{}
+	kept, moved = map[int64]bool{}, map[int64]time.Time{}
 	var alerts []alertNote
 	apply := func(tx pgx.Tx) error {
 		if len(paused) > 0 {
@@ -451,6 +503,9 @@ RETURNING d.id`, ids, states, nexts, statuses, errTexts))
 		for _, id := range updated {
 			kept[id] = true
 		}
+		if err := r.releaseOrder(ctx, tx, round, kept); err != nil {
+			return err
+		}
 		// The endpoints' streaks in endpoint order (two rounds lock them in one order), each endpoint's
 		// attempts in the order they ended. A success after a success ends no streak: one statement
 		// for a run of them.
@@ -477,9 +532,13 @@ RETURNING d.id`, ids, states, nexts, statuses, errTexts))
 			}
 			alerts = append(alerts, notes...)
 		}
+		notes, err := r.afterRound(ctx, tx, round, kept, later, moved)
+		if err != nil {
+			return err
+		}
+		alerts = append(alerts, notes...)
 		return nil
 	}
-	var err error
 	if last {
 		err = r.complete(ctx, job, func(tx pgx.Tx) error {
 			if err := apply(tx); err != nil {
@@ -491,7 +550,7 @@ RETURNING d.id`, ids, states, nexts, statuses, errTexts))
 		err = pgx.BeginFunc(ctx, r.pool, apply) // the job goes on
 	}
 	if err != nil {
-		return nil, fmt.Errorf("record attempts of deliveries %v: %w", job.Args.ids(), err)
+		return nil, nil, fmt.Errorf("record attempts of deliveries %v: %w", job.Args.ids(), err)
 	}
 	for _, s := range round {
 		ep := strconv.FormatInt(s.d.endpointID, 10)
@@ -509,7 +568,7 @@ RETURNING d.id`, ids, states, nexts, statuses, errTexts))
 	for _, n := range alerts {
 		r.noteAlert(n)
 	}
-	return kept, nil
+	return kept, moved, nil
 }
 
 // finish completes a job that attempts nothing more, handing its pending deliveries off.
@@ -529,7 +588,7 @@ func (r *Relay) handOff(ctx context.Context, tx pgx.Tx, later map[int64]time.Tim
 		return nil
 	}
 	ids := slices.AppendSeq(slices.Clone(split), maps.Keys(later))
-	pending, err := collectIDs(tx.Query(ctx, `SELECT id FROM relay_deliveries WHERE id = ANY($1) AND state = 'pending' ORDER BY id`, ids))
+	pending, err := collectIDs(tx.Query(ctx, `SELECT id FROM relay_deliveries WHERE id = ANY($1) AND state = 'pending' AND held IS NULL ORDER BY id`, ids))
 	if err != nil {
 		return fmt.Errorf("hand off deliveries: %w", err)
 	}

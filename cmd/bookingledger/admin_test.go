@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -41,6 +42,8 @@ type adminFixture struct {
 	reg    *prometheus.Registry
 	store  *tokens.Store
 	tok    map[string]string // kind -> presented token
+	pool   *pgxpool.Pool
+	relay  *relay.Relay
 }
 
 func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
@@ -62,7 +65,7 @@ func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
 		links: resource.NewService(store, eventcodec.JSON{}), eraser: privacy.NewEraser(pool, nil, erasureOwners(pool)),
 		log: slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
 	require.NoError(t, err)
-	f := &adminFixture{adm: adm, routes: adm.routes.Patterns(), reg: reg, store: tokens.New(pool), tok: map[string]string{}}
+	f := &adminFixture{adm: adm, routes: adm.routes.Patterns(), reg: reg, store: tokens.New(pool), tok: map[string]string{}, pool: pool, relay: rl}
 	f.srv = httptest.NewServer(adm.authn.Handler(adm.routes))
 	t.Cleanup(f.srv.Close)
 
@@ -380,6 +383,8 @@ func TestRelayPagesAnswerBadInputWithItsStatus(t *testing.T) {
 		{"GET", "/ui/admin/endpoints/9/replay?from=2026-12-02T00:00&to=2026-12-01T00:00", http.StatusBadRequest},
 		{"GET", "/ui/admin/endpoints/9/replay?from=2026-12-01T00:00&to=2026-12-02T00:00&types=Bad%20Type", http.StatusBadRequest},
 		{"POST", "/ui/admin/deliveries/9/retry", http.StatusNotFound},
+		{"POST", "/ui/admin/endpoints/9/enable", http.StatusNotFound},
+		{"POST", "/ui/admin/endpoints/x/enable", http.StatusBadRequest},
 		{"POST", "/ui/admin/deliveries/0/retry", http.StatusBadRequest},
 		{"GET", "/ui/admin/replays/9", http.StatusNotFound},
 	} {

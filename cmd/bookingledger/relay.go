@@ -152,17 +152,27 @@ const endpointsUsage = `Usage: bookingledger endpoints <action> [flags]
 Manages the relay's endpoints: the user's own receivers of every ledger event, as Standard Webhooks.
 
   endpoints add --url URL [--types 'booking.scheduled.*,booking.canceled.*'] [--description TEXT]
+                [--ordered] [--rate N] [--concurrency N] [--breaker-failures N] [--disable-after D]
                           adds an endpoint and prints its whsec_ signing secret (shown only now)
-  endpoints update ID [--url URL] [--types PATTERNS] [--description TEXT]
+  endpoints update ID [--url URL] [--types PATTERNS] [--description TEXT] [--ordered=true|false]
+                [--rate N] [--concurrency N] [--breaker-failures N] [--disable-after D]
                           changes what is given (--types '' means every type); the secret, the
                           state and the deliveries stay, and those not yet sent go to the new URL
-  endpoints list          every endpoint, its state and failure streak
+  endpoints list          every endpoint, its state, failure streak, breaker and settings
   endpoints disable ID    stops sending; new events wait as paused deliveries
-  endpoints enable ID     resumes sending, paused deliveries first
+  endpoints enable ID [--send-missed]
+                          resumes sending, paused deliveries first; of an endpoint the relay
+                          disabled after a sustained failure only with --send-missed (without it
+                          they end dead, "skipped", and can be replayed later)
   endpoints rotate-secret ID
                           prints a new secret; the old one keeps signing alongside it for 24 h
   endpoints remove ID     deletes the endpoint with its deliveries
 
+--ordered sends each booking's events in version order (version n+1 only after n succeeded or went
+dead); --rate (per second) and --concurrency (attempts in flight per serve instance) throttle the
+endpoint, 0 meaning unlimited; --breaker-failures consecutive failures (default 5, 0: none) open the
+breaker: one probe at the retry schedule's pace, the rest wait; --disable-after (default 120h, 0:
+never) of failing disables the endpoint with an alert.
 URLs (add and update) resolving to loopback or private addresses are refused unless BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true.
 --types takes comma-separated patterns of event types, '*' matching any run of characters; none
 means every type. --json prints the admin API's documents.`
@@ -175,6 +185,14 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	u := f.String("url", urlEnv, "", "add, update: the endpoint's URL (http or https)")
 	types := f.String("types", typesEnv, "", "add, update: comma-separated event type patterns (default: every type)")
 	desc := f.String("description", descEnv, "", "add, update: what the endpoint is for")
+	orderedEnv, rateEnv, concEnv := []string{"BOOKINGLEDGER_ENDPOINT_ORDERED"}, []string{"BOOKINGLEDGER_ENDPOINT_RATE"}, []string{"BOOKINGLEDGER_ENDPOINT_CONCURRENCY"}
+	breakerEnv, disableEnv := []string{"BOOKINGLEDGER_ENDPOINT_BREAKER_FAILURES"}, []string{"BOOKINGLEDGER_ENDPOINT_DISABLE_AFTER"}
+	ordered := f.Bool("ordered", orderedEnv, "add, update: send each booking's events in version order")
+	rate := f.String("rate", rateEnv, "", "add, update: most attempts per second (0: unlimited)")
+	conc := f.Int64("concurrency", concEnv, 0, 0, "add, update: most attempts in flight per serve instance (0: unlimited)")
+	breaker := f.Int64("breaker-failures", breakerEnv, relay.DefaultBreakerFailures, 0, "add, update: consecutive failures that open the breaker (0: no breaker)")
+	disableAfter := f.String("disable-after", disableEnv, "", "add, update: how long failing disables the endpoint, a Go duration (default 120h; 0: never)")
+	sendMissed := f.Bool("send-missed", []string{"BOOKINGLEDGER_ENDPOINT_SEND_MISSED"}, "enable: also send the paused deliveries of an endpoint the relay disabled")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -208,7 +226,13 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		return usageErrorf("endpoints: unknown action %q (want add, list, update, disable, enable, rotate-secret or remove)", action)
 	}
 	if action != "add" && action != "update" {
-		if err := onlyFor(f, "endpoints "+action, "add and update", "url", "types", "description"); err != nil {
+		if err := onlyFor(f, "endpoints "+action, "add and update", "url", "types", "description", "ordered", "rate",
+			"concurrency", "breaker-failures", "disable-after"); err != nil {
+			return err
+		}
+	}
+	if action != "enable" {
+		if err := onlyFor(f, "endpoints "+action, "enable", "send-missed"); err != nil {
 			return err
 		}
 	}
@@ -225,6 +249,37 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		if patterns, err = relay.ParseTypes(*types); err != nil {
 			return usageErrorf("endpoints %s: --types: %w", action, err)
 		}
+		if given("ordered", orderedEnv) {
+			change.Options.Ordered = ordered
+		}
+		if given("rate", rateEnv) {
+			v, err := strconv.ParseFloat(*rate, 64)
+			if err != nil || v < 0 || v > relay.MaxRate {
+				return usageErrorf("endpoints %s: --rate %q: want a number of attempts per second from 0 (unlimited) to %d", action, *rate, relay.MaxRate)
+			}
+			change.Options.RatePerSecond = &v
+		}
+		if given("concurrency", concEnv) {
+			if *conc > relay.MaxConcurrency {
+				return usageErrorf("endpoints %s: --concurrency %d: at most %d", action, *conc, relay.MaxConcurrency)
+			}
+			v := int(*conc)
+			change.Options.Concurrency = &v
+		}
+		if given("breaker-failures", breakerEnv) {
+			if *breaker > relay.MaxBreakerFailures {
+				return usageErrorf("endpoints %s: --breaker-failures %d: at most %d", action, *breaker, relay.MaxBreakerFailures)
+			}
+			v := int(*breaker)
+			change.Options.BreakerFailures = &v
+		}
+		if given("disable-after", disableEnv) {
+			d, err := time.ParseDuration(*disableAfter)
+			if err != nil || d < 0 || (d > 0 && d < time.Second) {
+				return usageErrorf("endpoints %s: --disable-after %q: want 0 (never) or a Go duration of at least 1s, such as 120h", action, *disableAfter)
+			}
+			change.Options.DisableAfter = &d
+		}
 	}
 	if action == "update" {
 		if given("url", urlEnv) {
@@ -240,7 +295,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			change.Description = desc
 		}
 		if change == (relay.EndpointUpdate{}) {
-			return usageErrorf("endpoints update: nothing to change; give --url, --types or --description")
+			return usageErrorf("endpoints update: nothing to change; give --url, --types, --description or a delivery setting")
 		}
 	}
 	r, pool, err := openRelay(ctx, *dbURL, *allow)
@@ -250,7 +305,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	defer pool.Close()
 	switch action {
 	case "add":
-		e, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: *u, Types: patterns, Description: *desc})
+		e, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: *u, Types: patterns, Description: *desc, Options: change.Options})
 		if err != nil {
 			return fmt.Errorf("endpoints add: %w", err)
 		}
@@ -258,6 +313,9 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			return printJSON(stdout, relayapi.EndpointSecretDTO{Endpoint: relayapi.ToEndpoint(e), Secret: secret})
 		}
 		fmt.Fprintf(stdout, "endpoint %d added: %s (types: %s)\n", e.ID, e.URL, typesText(e.Types))
+		if change.Options != (relay.SettingsUpdate{}) {
+			fmt.Fprintf(stdout, "delivery: %s\n", settingsText(e))
+		}
 		fmt.Fprintf(stdout, "signing secret (shown only now; the receiver verifies with it): %s\n", secret)
 		return nil
 	case "list":
@@ -277,14 +335,15 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATE\tFAILURES\tTYPES\tURL\tDESCRIPTION")
+		fmt.Fprintln(tw, "ID\tSTATE\tFAILURES\tBREAKER\tTYPES\tURL\tDESCRIPTION\tDELIVERY")
 		for _, e := range eps {
 			d := relayapi.ToEndpoint(e)
 			state := d.State
 			if d.DisabledReason != "" {
 				state += " (" + d.DisabledReason + ")"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", e.ID, state, e.ConsecutiveFailures, typesText(e.Types), e.URL, e.Description)
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, state, e.ConsecutiveFailures, d.Breaker, typesText(e.Types), e.URL,
+				e.Description, settingsText(e))
 		}
 		return tw.Flush()
 	case "update":
@@ -296,6 +355,9 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			return printJSON(stdout, relayapi.ToEndpoint(e))
 		}
 		fmt.Fprintf(stdout, "endpoint %d updated: %s (types: %s)\n", e.ID, e.URL, typesText(e.Types))
+		if change.Options != (relay.SettingsUpdate{}) {
+			fmt.Fprintf(stdout, "delivery: %s\n", settingsText(e))
+		}
 	case "disable":
 		e, err := r.DisableEndpoint(ctx, id, "disabled by an operator")
 		if err != nil {
@@ -306,7 +368,11 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		}
 		fmt.Fprintf(stdout, "endpoint %d disabled; new events wait as paused deliveries until 'bookingledger endpoints enable %d'\n", e.ID, e.ID)
 	case "enable":
-		e, n, err := r.EnableEndpoint(ctx, id)
+		enable := r.EnableEndpoint
+		if *sendMissed {
+			enable = r.EnableAndSendMissed
+		}
+		e, n, err := enable(ctx, id)
 		if err != nil {
 			return fmt.Errorf("endpoints enable: %w", err)
 		}
@@ -333,6 +399,31 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	return nil
 }
 
+// settingsText describes an endpoint's delivery settings.
+func settingsText(e relay.Endpoint) string {
+	parts := []string{"unordered"}
+	if e.Ordered {
+		parts[0] = "ordered"
+	}
+	if e.RatePerSecond > 0 {
+		parts = append(parts, "rate "+strconv.FormatFloat(e.RatePerSecond, 'g', -1, 64)+"/s")
+	}
+	if e.Concurrency > 0 {
+		parts = append(parts, "concurrency "+strconv.Itoa(e.Concurrency))
+	}
+	if e.BreakerFailures > 0 {
+		parts = append(parts, "breaker at "+strconv.Itoa(e.BreakerFailures))
+	} else {
+		parts = append(parts, "no breaker")
+	}
+	if e.DisableAfter > 0 {
+		parts = append(parts, "disable after "+e.DisableAfter.String())
+	} else {
+		parts = append(parts, "never disabled")
+	}
+	return strings.Join(parts, ", ")
+}
+
 func typesText(ts []string) string {
 	if len(ts) == 0 {
 		return "all"
@@ -344,7 +435,7 @@ const deliveriesUsage = `Usage: bookingledger deliveries [--endpoint ID] [--stat
        bookingledger deliveries retry <id> [--json]
 
 Lists relay deliveries, newest first: one per event and endpoint, with its state, attempts and the
-last answer. --state dead lists what ran out of retries. retry sends one dead delivery, or one
+last answer; --booking lists one booking's in order (by endpoint, then version), the first first. --state dead lists what ran out of retries. retry sends one dead delivery, or one
 pending delivery waiting for its next attempt, again now, as a replay of that delivery alone (same
 webhook-id, a fresh run of the retry schedule); a window of them is replayed with 'bookingledger replay'.`
 

@@ -334,6 +334,13 @@ func TestEndpointsUpdateChangesWhatItIsGiven(t *testing.T) {
 			map[string]any{"url": "http://127.0.0.1:10/new", "description": "billing", "types": []any{"booking.canceled.*", "booking.payment_*"}}},
 		{"empty types is every type", []string{"--types", ""}, "endpoint 1 updated: http://127.0.0.1:10/new (types: all)",
 			map[string]any{"url": "http://127.0.0.1:10/new", "description": "billing", "types": []any{}}},
+		{"delivery settings", []string{"--ordered", "--rate", "20", "--concurrency", "2", "--breaker-failures", "0", "--disable-after", "48h"},
+			"endpoint 1 updated: http://127.0.0.1:10/new (types: all)\ndelivery: ordered, rate 20/s, concurrency 2, no breaker, disable after 48h0m0s",
+			map[string]any{"ordered": true, "rate_per_second": 20.0, "concurrency": 2.0, "breaker_failures": 0.0, "disable_after": "48h0m0s",
+				"breaker": "off", "description": "billing"}},
+		{"ordered off, the others kept", []string{"--ordered=false"},
+			"endpoint 1 updated: http://127.0.0.1:10/new (types: all)\ndelivery: unordered, rate 20/s, concurrency 2, no breaker, disable after 48h0m0s",
+			map[string]any{"ordered": false, "rate_per_second": 20.0, "concurrency": 2.0}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -360,7 +367,7 @@ func TestEndpointsUpdateChangesWhatItIsGiven(t *testing.T) {
 		code   int
 		errOut string
 	}{
-		{"nothing to change", nil, []string{"1"}, 2, "endpoints update: nothing to change; give --url, --types or --description"},
+		{"nothing to change", nil, []string{"1"}, 2, "endpoints update: nothing to change; give --url, --types, --description or a delivery setting"},
 		{"no id", nil, []string{"--url", "http://127.0.0.1:9/x"}, 2, "endpoints update wants one endpoint id"},
 		{"bad id", nil, []string{"x", "--url", "http://127.0.0.1:9/x"}, 2, `endpoints update: "x" is not an endpoint id`},
 		{"empty url", nil, []string{"1", "--url", ""}, 2, "endpoints update: --url cannot be empty"},

@@ -18,6 +18,30 @@ type EndpointDTO struct {
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	CreatedAt           time.Time  `json:"created_at"`
+	// The delivery settings (docs/relay.md, "Order, throttle and breaker").
+	Ordered         bool    `json:"ordered"`
+	RatePerSecond   float64 `json:"rate_per_second"`
+	Concurrency     int     `json:"concurrency"`
+	BreakerFailures int     `json:"breaker_failures"`
+	// DisableAfter is a Go duration ("120h0m0s"; "0s": never).
+	DisableAfter string `json:"disable_after"`
+	// Breaker is "closed", "open" (one probe at a time) or "off" (no breaker).
+	Breaker      string     `json:"breaker"`
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+	NextProbeAt  *time.Time `json:"next_probe_at,omitempty"`
+	AutoDisabled bool       `json:"auto_disabled,omitempty"`
+}
+
+// BreakerState names an endpoint's breaker: "off", "open" or "closed".
+func BreakerState(e relay.Endpoint) string {
+	switch {
+	case e.BreakerFailures == 0:
+		return "off"
+	case e.BreakerOpen():
+		return "open"
+	default:
+		return "closed"
+	}
 }
 
 // EndpointSecretDTO answers add and rotate-secret: the only time the secret is shown.
@@ -160,7 +184,10 @@ func ToEndpoint(e relay.Endpoint) EndpointDTO {
 	}
 	return EndpointDTO{ID: e.ID, URL: e.URL, Types: e.Types, Description: e.Description, State: state,
 		DisabledAt: timePtr(e.DisabledAt), DisabledReason: e.DisabledReason, PreviousSecretUntil: timePtr(until),
-		ConsecutiveFailures: e.ConsecutiveFailures, CreatedAt: e.CreatedAt.UTC()}
+		ConsecutiveFailures: e.ConsecutiveFailures, CreatedAt: e.CreatedAt.UTC(),
+		Ordered: e.Ordered, RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, BreakerFailures: e.BreakerFailures,
+		DisableAfter: e.DisableAfter.String(), Breaker: BreakerState(e), FailingSince: timePtr(e.FailingSince),
+		NextProbeAt: timePtr(e.ProbeAt), AutoDisabled: e.AutoDisabled}
 }
 
 // ToDelivery converts a delivery and, if given, its attempts.

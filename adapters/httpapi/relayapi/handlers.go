@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/relay"
@@ -21,6 +22,8 @@ type Admin interface {
 	UpdateEndpoint(ctx context.Context, id int64, u relay.EndpointUpdate) (relay.Endpoint, error)
 	DisableEndpoint(ctx context.Context, id int64, reason string) (relay.Endpoint, error)
 	EnableEndpoint(ctx context.Context, id int64) (relay.Endpoint, int, error)
+	EnableAndSendMissed(ctx context.Context, id int64) (relay.Endpoint, int, error)
+	EndpointBacklog(ctx context.Context, id int64) (relay.Backlog, error)
 	RotateSecret(ctx context.Context, id int64) (relay.Endpoint, string, error)
 	RemoveEndpoint(ctx context.Context, id int64) error
 	Deliveries(ctx context.Context, q relay.DeliveryQuery) ([]relay.Delivery, error)
@@ -149,6 +152,30 @@ type AddRequest struct {
 	URL         string   `json:"url"`
 	Types       []string `json:"types,omitempty"`
 	Description string   `json:"description,omitempty"`
+	SettingsRequest
+}
+
+// SettingsRequest are the delivery settings of add and update; an absent field keeps its value (add:
+// its default).
+type SettingsRequest struct {
+	Ordered         *bool    `json:"ordered,omitempty"`
+	RatePerSecond   *float64 `json:"rate_per_second,omitempty"`
+	Concurrency     *int     `json:"concurrency,omitempty"`
+	BreakerFailures *int     `json:"breaker_failures,omitempty"`
+	// DisableAfter is a Go duration ("120h"; "0s": never).
+	DisableAfter *string `json:"disable_after,omitempty"`
+}
+
+func (s SettingsRequest) update() (relay.SettingsUpdate, error) {
+	u := relay.SettingsUpdate{Ordered: s.Ordered, RatePerSecond: s.RatePerSecond, Concurrency: s.Concurrency, BreakerFailures: s.BreakerFailures}
+	if s.DisableAfter != nil {
+		d, err := time.ParseDuration(*s.DisableAfter)
+		if err != nil {
+			return u, fmt.Errorf("disable_after %q: want a Go duration such as \"120h\" (\"0s\": never)", *s.DisableAfter)
+		}
+		u.DisableAfter = &d
+	}
+	return u, nil
 }
 
 func (h *handlers) addEndpoint(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +187,12 @@ func (h *handlers) addEndpoint(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, `body must be {"url": "https://…", "types": [...], "description": "…"}: url is required`)
 		return
 	}
-	e, secret, err := h.r.AddEndpoint(r.Context(), relay.NewEndpoint{URL: req.URL, Types: req.Types, Description: req.Description})
+	opts, err := req.update()
+	if err != nil {
+		badRequest(w, "%s", err)
+		return
+	}
+	e, secret, err := h.r.AddEndpoint(r.Context(), relay.NewEndpoint{URL: req.URL, Types: req.Types, Description: req.Description, Options: opts})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -187,6 +219,7 @@ type UpdateRequest struct {
 	URL         *string   `json:"url,omitempty"`
 	Types       *[]string `json:"types,omitempty"`
 	Description *string   `json:"description,omitempty"`
+	SettingsRequest
 }
 
 func (h *handlers) updateEndpoint(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +231,12 @@ func (h *handlers) updateEndpoint(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	e, err := h.r.UpdateEndpoint(r.Context(), id, relay.EndpointUpdate{URL: req.URL, Types: req.Types, Description: req.Description})
+	opts, err := req.update()
+	if err != nil {
+		badRequest(w, "%s", err)
+		return
+	}
+	e, err := h.r.UpdateEndpoint(r.Context(), id, relay.EndpointUpdate{URL: req.URL, Types: req.Types, Description: req.Description, Options: opts})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -236,7 +274,16 @@ func (h *handlers) enableEndpoint(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	e, n, err := h.r.EnableEndpoint(r.Context(), id)
+	enable := h.r.EnableEndpoint
+	switch v := r.URL.Query().Get("send_missed"); v {
+	case "", "false":
+	case "true":
+		enable = h.r.EnableAndSendMissed
+	default:
+		badRequest(w, "send_missed=%q: want true or false", v)
+		return
+	}
+	e, n, err := enable(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -24,6 +24,8 @@ type Relay interface {
 	PlanReplay(ctx context.Context, q relay.ReplayQuery) (relay.ReplayPlan, error)
 	StartReplay(ctx context.Context, q relay.ReplayQuery) (relay.Replay, relay.ReplayPlan, error)
 	ReplayStatus(ctx context.Context, id int64) (relay.Replay, error)
+	EndpointBacklog(ctx context.Context, id int64) (relay.Backlog, error)
+	EnableAndSendMissed(ctx context.Context, id int64) (relay.Endpoint, int, error)
 }
 
 // The relay's pages are under /ui/admin/, which auth.Required makes admin-only for every method,
@@ -43,6 +45,7 @@ func (s *server) registerRelay(mux Mux) {
 	mux.HandleFunc("GET "+endpointsPath+"/{id}", s.endpoint)
 	mux.HandleFunc("GET "+endpointsPath+"/{id}/replay", s.replayPlan)
 	mux.HandleFunc("POST "+endpointsPath+"/{id}/replay", s.replayStart)
+	mux.HandleFunc("POST "+endpointsPath+"/{id}/enable", s.enableSendMissed)
 	mux.HandleFunc("POST /ui/admin/deliveries/{id}/retry", s.retry)
 	mux.HandleFunc("GET /ui/admin/replays/{id}", s.replayProgress)
 }
@@ -63,6 +66,11 @@ type endpointData struct {
 	Rows     []deliveryRow
 	More     bool
 	Retried  string
+	// Backlog is what the endpoint has waiting; Breaker its breaker ("closed", "open", "off");
+	// Enabled how many deliveries an enable-and-send-missed just resumed ("": none done).
+	Backlog relay.Backlog
+	Breaker string
+	Enabled string
 	// From and To prefill the replay form: the last 24 hours.
 	From, To string
 }
@@ -92,7 +100,10 @@ func (s *server) endpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	d := endpointData{State: q.Get("state"), States: deliveryStates, Retried: q.Get("retried")}
+	d := endpointData{State: q.Get("state"), States: deliveryStates, Retried: q.Get("retried"), Enabled: q.Get("enabled")}
+	if _, err := strconv.Atoi(d.Enabled); d.Enabled != "" && err != nil {
+		d.Enabled = ""
+	}
 	if d.State != "" && !slices.Contains(deliveryStates, d.State) {
 		s.fail(w, r, errBadRequestf("state must be one of "+strings.Join(deliveryStates, ", ")))
 		return
@@ -100,6 +111,18 @@ func (s *server) endpoint(w http.ResponseWriter, r *http.Request) {
 	if d.Endpoint, err = s.Relay.Endpoint(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if d.Backlog, err = s.Relay.EndpointBacklog(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	switch {
+	case d.Endpoint.BreakerFailures == 0:
+		d.Breaker = "off"
+	case d.Endpoint.BreakerOpen():
+		d.Breaker = "open"
+	default:
+		d.Breaker = "closed"
 	}
 	ds, err := s.Relay.Deliveries(r.Context(), relay.DeliveryQuery{EndpointID: id, State: d.State, Limit: endpointLog + 1})
 	if err != nil {
@@ -131,6 +154,22 @@ func (s *server) endpoint(w http.ResponseWriter, r *http.Request) {
 	now := s.Clock().UTC().Truncate(time.Minute)
 	d.From, d.To = now.Add(-24*time.Hour).Format(formTime), now.Add(time.Minute).Format(formTime)
 	s.render(w, r, http.StatusOK, "endpoint", "Sent to endpoint #"+strconv.FormatInt(id, 10), d)
+}
+
+// enableSendMissed enables the endpoint and sends its paused deliveries (in order on an ordered
+// endpoint), as 'bookingledger endpoints enable ID --send-missed'.
+func (s *server) enableSendMissed(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r, "endpoint")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	_, n, err := s.Relay.EnableAndSendMissed(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, endpointsPath+"/"+strconv.FormatInt(id, 10)+"?enabled="+strconv.Itoa(n), http.StatusSeeOther)
 }
 
 func (s *server) retry(w http.ResponseWriter, r *http.Request) {
