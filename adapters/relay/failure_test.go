@@ -92,8 +92,8 @@ func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
 		assert.Equal(t, ep.ID, a.Data.Endpoint)
 		assert.Equal(t, rc.srv.Listener.Addr().String(), a.Data.URL, "the host only: the path may hold the receiver's token")
 	}
-	assert.ElementsMatch(t, []string{"relay.endpoint.failing/1", "relay.endpoint.failing/5", "relay.endpoint.failing/20",
-		"relay.endpoint.recovered/20"}, seen)
+	assert.ElementsMatch(t, []string{"endpoint.failing/1", "endpoint.failing/5", "endpoint.failing/20",
+		"endpoint.recovered/20"}, seen)
 	alerts, err := r.Alerts(ctx, ep.ID)
 	require.NoError(t, err)
 	require.Len(t, alerts, 4)

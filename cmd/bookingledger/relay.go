@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bookingledger/adapters/eventcodec"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -112,7 +113,7 @@ func openReplayRelay(ctx context.Context, dbURL, eventStore string, stderr io.Wr
 		return nil, nil, err
 	}
 	close = func() { es.Close(); pool.Close() }
-	if r, err = relay.New(relay.Config{Pool: pool, Events: es.events, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if r, err = relay.New(relay.Config{Pool: pool, Events: es.events, Codec: eventcodec.JSON{}, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		close()
 		return nil, nil, err
 	}

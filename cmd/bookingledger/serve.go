@@ -361,7 +361,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	relayKind, err := rl.Kind()
+	relayKinds, err := rl.Kinds()
 	if err != nil {
 		return err
 	}
@@ -380,7 +380,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		log.Warn("process steps: target not configured; its steps are not planned", "target", t)
 	}
 	// The provider sync and the subscription watch (docs/operations/sync.md), on their own queue.
-	syncs := newSyncServe(pool, svc, cfg.apis, cfg.masterKeys, relayAlerts{cfg: cfg.relay.Alerts, client: cfg.relay.Guard.Client(alertTimeout)},
+	syncs := newSyncServe(pool, svc, cfg.apis, cfg.masterKeys, relayAlerts{cfg: cfg.relay.Alerts, client: cfg.relay.Guard.Client(alertTimeout), relay: rl},
 		cfg.periodic, cfg.repair, log)
 	if len(cfg.apis.apis) == 0 {
 		log.Info(errNoAPIs.Error())
@@ -388,8 +388,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
-		Kinds: append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind, syncs.kind()},
-			retentionKinds(pool, cfg.bodyRetention)...),
+		Kinds: append(append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, syncs.kind()},
+			relayKinds...), retentionKinds(pool, cfg.bodyRetention)...),
 		Bodies: bodies, Liveness: live})
 	if err != nil {
 		return err
