@@ -152,11 +152,13 @@ const endpointsUsage = `Usage: bookingledger endpoints <action> [flags]
 
 Manages the relay's endpoints: the user's own receivers of every ledger event, as Standard Webhooks.
 
-  endpoints add --url URL [--types 'booking.scheduled.*,booking.canceled.*'] [--description TEXT]
+  endpoints add --url URL [--types 'booking.scheduled.*,booking.canceled.*'] [--filter FILTER] [--description TEXT]
                           adds an endpoint and prints its whsec_ signing secret (shown only now)
-  endpoints update ID [--url URL] [--types PATTERNS] [--description TEXT]
-                          changes what is given (--types '' means every type); the secret, the
-                          state and the deliveries stay, and those not yet sent go to the new URL
+  endpoints update ID [--url URL] [--types PATTERNS] [--filter FILTER] [--description TEXT]
+                          changes what is given (--types '' means every type, --filter '' no
+                          filter); the secret, the state and the deliveries stay, those not yet
+                          sent go to the new URL, new types and filters apply to events recorded
+                          from now on (replay covers the past)
   endpoints list          every endpoint, its state and failure streak
   endpoints disable ID    stops sending; new events wait as paused deliveries
   endpoints enable ID     resumes sending, paused deliveries first
@@ -166,15 +168,21 @@ Manages the relay's endpoints: the user's own receivers of every ledger event, a
 
 URLs (add and update) resolving to loopback or private addresses are refused unless BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true.
 --types takes comma-separated patterns of event types, '*' matching any run of characters; none
-means every type. --json prints the admin API's documents.`
+means every type; 'operational.*' subscribes to the operational webhooks (endpoint.failing, ...).
+--filter narrows them by provider, resource (a linked resource's name or a provider resource) and
+booking status after the event: comma-separated KEY=VALUE terms, values of one key separated by
+'|', every term must match, e.g. 'provider=calcom|acuity,status=active,resource=room-a'.
+--json prints the admin API's documents.`
 
 func runEndpoints(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("endpoints", getenv, stderr, endpointsUsage)
 	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
 	allow := f.Bool("relay-allow-private", []string{envRelayAllowPrivate}, "allow loopback and private endpoint addresses")
 	urlEnv, typesEnv, descEnv := []string{"BOOKINGLEDGER_ENDPOINT_URL"}, []string{"BOOKINGLEDGER_ENDPOINT_TYPES"}, []string{"BOOKINGLEDGER_ENDPOINT_DESCRIPTION"}
+	filterEnv := []string{"BOOKINGLEDGER_ENDPOINT_FILTER"}
 	u := f.String("url", urlEnv, "", "add, update: the endpoint's URL (http or https)")
 	types := f.String("types", typesEnv, "", "add, update: comma-separated event type patterns (default: every type)")
+	filterFlag := f.String("filter", filterEnv, "", "add, update: provider, resource and status filter, e.g. 'provider=calcom,status=active' (default: none)")
 	desc := f.String("description", descEnv, "", "add, update: what the endpoint is for")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
 	pos, err := f.parse(args)
@@ -209,7 +217,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		return usageErrorf("endpoints: unknown action %q (want add, list, update, disable, enable, rotate-secret or remove)", action)
 	}
 	if action != "add" && action != "update" {
-		if err := onlyFor(f, "endpoints "+action, "add and update", "url", "types", "description"); err != nil {
+		if err := onlyFor(f, "endpoints "+action, "add and update", "url", "types", "filter", "description"); err != nil {
 			return err
 		}
 	}
@@ -220,11 +228,15 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	}
 	var (
 		patterns []string
+		filter   relay.Filter
 		change   relay.EndpointUpdate
 	)
 	if action == "add" || action == "update" {
 		if patterns, err = relay.ParseTypes(*types); err != nil {
 			return usageErrorf("endpoints %s: --types: %w", action, err)
+		}
+		if filter, err = relay.ParseFilter(*filterFlag); err != nil {
+			return usageErrorf("endpoints %s: --filter: %w", action, err)
 		}
 	}
 	if action == "update" {
@@ -237,11 +249,14 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		if given("types", typesEnv) {
 			change.Types = &patterns
 		}
+		if given("filter", filterEnv) {
+			change.Filter = &filter
+		}
 		if given("description", descEnv) {
 			change.Description = desc
 		}
 		if change == (relay.EndpointUpdate{}) {
-			return usageErrorf("endpoints update: nothing to change; give --url, --types or --description")
+			return usageErrorf("endpoints update: nothing to change; give --url, --types, --filter or --description")
 		}
 	}
 	r, pool, err := openRelay(ctx, *dbURL, *allow)
@@ -251,14 +266,14 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	defer pool.Close()
 	switch action {
 	case "add":
-		e, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: *u, Types: patterns, Description: *desc})
+		e, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: *u, Types: patterns, Filter: filter, Description: *desc})
 		if err != nil {
 			return fmt.Errorf("endpoints add: %w", err)
 		}
 		if *asJSON {
 			return printJSON(stdout, relayapi.EndpointSecretDTO{Endpoint: relayapi.ToEndpoint(e), Secret: secret})
 		}
-		fmt.Fprintf(stdout, "endpoint %d added: %s (types: %s)\n", e.ID, e.URL, typesText(e.Types))
+		fmt.Fprintf(stdout, "endpoint %d added: %s (types: %s%s)\n", e.ID, e.URL, typesText(e.Types), filterText(e.Filter))
 		fmt.Fprintf(stdout, "signing secret (shown only now; the receiver verifies with it): %s\n", secret)
 		return nil
 	case "list":
@@ -278,14 +293,15 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATE\tFAILURES\tTYPES\tURL\tDESCRIPTION")
+		fmt.Fprintln(tw, "ID\tSTATE\tFAILURES\tTYPES\tFILTER\tURL\tDESCRIPTION")
 		for _, e := range eps {
 			d := relayapi.ToEndpoint(e)
 			state := d.State
 			if d.DisabledReason != "" {
 				state += " (" + d.DisabledReason + ")"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", e.ID, state, e.ConsecutiveFailures, typesText(e.Types), e.URL, e.Description)
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", e.ID, state, e.ConsecutiveFailures, typesText(e.Types),
+				cmp.Or(e.Filter.String(), "-"), e.URL, e.Description)
 		}
 		return tw.Flush()
 	case "update":
@@ -296,7 +312,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		if *asJSON {
 			return printJSON(stdout, relayapi.ToEndpoint(e))
 		}
-		fmt.Fprintf(stdout, "endpoint %d updated: %s (types: %s)\n", e.ID, e.URL, typesText(e.Types))
+		fmt.Fprintf(stdout, "endpoint %d updated: %s (types: %s%s)\n", e.ID, e.URL, typesText(e.Types), filterText(e.Filter))
 	case "disable":
 		e, err := r.DisableEndpoint(ctx, id, "disabled by an operator")
 		if err != nil {
@@ -332,6 +348,14 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		fmt.Fprintf(stdout, "endpoint %d removed with its deliveries\n", id)
 	}
 	return nil
+}
+
+// filterText is ", filter: F" for an endpoint with a filter, "" for one without.
+func filterText(f relay.Filter) string {
+	if f.Empty() {
+		return ""
+	}
+	return "; filter: " + f.String()
 }
 
 func typesText(ts []string) string {
@@ -435,14 +459,16 @@ func writeDeliveries(w io.Writer, ds []relay.Delivery) error {
 	return tw.Flush()
 }
 
-const replayUsage = `Usage: bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types PATTERNS] [--only-failed] [--dry-run]
+const replayUsage = `Usage: bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types PATTERNS] [--only-failed] [--rate N] [--dry-run]
 
 Sends an endpoint's events recorded in [from, to) again, as one tracked replay: the same webhook-ids
 (receivers deduplicate by them), a fresh run of the retry schedule, attempts marked with the replay.
 Succeeded and dead deliveries are replayed, and the window's events of the endpoint's types that have
 no delivery of it yet (recorded before it was added) get one; --only-failed: dead deliveries only.
-Pending and paused ones are on their way already. --dry-run prints what would be sent: the count per
-type, the first and the last. The running serve sends them; this command shows the progress until
+Pending and paused ones are on their way already. What the endpoint's types and filter take now
+narrows it. A replay never delays live deliveries: it runs on a queue of its own, at --rate
+deliveries per second at most. --dry-run prints what would be sent: the count per type, the first
+and the last, the rate and how long it takes. The running serve sends them; this command shows the progress until
 every one finished (Ctrl-C stops watching, not the replay).`
 
 func runReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -454,6 +480,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	to := f.String("to", []string{"BOOKINGLEDGER_REPLAY_TO"}, "", "window end, RFC 3339, exclusive (required)")
 	types := f.String("types", []string{"BOOKINGLEDGER_REPLAY_TYPES"}, "", "comma-separated event type patterns (default: every type)")
 	onlyFailed := f.Bool("only-failed", []string{"BOOKINGLEDGER_REPLAY_ONLY_FAILED"}, "replay dead deliveries only")
+	rate := f.String("rate", []string{"BOOKINGLEDGER_REPLAY_RATE"}, "", fmt.Sprintf("deliveries per second at most (default %g)", relay.DefaultReplayRate))
 	dry := f.Bool("dry-run", []string{"BOOKINGLEDGER_REPLAY_DRY_RUN"}, "print what would be sent, send nothing")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
 	pos, err := f.parse(args)
@@ -484,6 +511,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	if q.Types, err = relay.ParseTypes(*types); err != nil {
 		return usageErrorf("replay: --types: %w", err)
+	}
+	if *rate != "" {
+		if q.Rate, err = strconv.ParseFloat(*rate, 64); err != nil || q.Rate <= 0 || q.Rate > relay.MaxReplayRate {
+			return usageErrorf("replay: --rate %q: want deliveries per second, more than 0 and at most %g", *rate, relay.MaxReplayRate)
+		}
 	}
 	r, closeRelay, err := openReplayRelay(ctx, *dbURL, *store, stderr)
 	if err != nil {
@@ -517,7 +549,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 func writePlan(w io.Writer, p relay.ReplayPlan, verb string) {
-	fmt.Fprintf(w, "%s %d message(s)\n", verb, p.Total)
+	d := p.Duration.Round(time.Second)
+	if p.Duration < time.Second {
+		d = p.Duration.Round(time.Millisecond)
+	}
+	fmt.Fprintf(w, "%s %d message(s) at %g/s at most, about %s\n", verb, p.Total, p.Rate, d)
 	for _, tc := range p.ByType {
 		fmt.Fprintf(w, "  %-32s %d\n", tc.Type, tc.Count)
 	}
