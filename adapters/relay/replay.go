@@ -43,37 +43,13 @@ func (q ReplayQuery) check() error {
 	return CheckTypes(q.Types)
 }
 
-// TypeCount is how many deliveries of one event type a replay sends.
-type TypeCount struct {
-	Type  string
-	Count int
-}
-
-// ReplayItem names one delivery in a plan.
-type ReplayItem struct {
-	DeliveryID int64
-	WebhookID  string
-	Type       string
-	RecordedAt time.Time
-}
-
-// ReplayPlan is what a replay sends (a dry run's answer).
-type ReplayPlan struct {
-	Total int
-	// ByType counts per event type, by type name.
-	ByType      []TypeCount
-	First, Last *ReplayItem
-	// Rate is the replay's rate limit (deliveries per second) and Duration how long sending Total
-	// takes at it, at least.
-	Rate     float64
-	Duration time.Duration
-}
-
-// paced completes a plan with its rate and duration.
-func (p ReplayPlan) paced(rate float64) ReplayPlan {
-	p.Rate, p.Duration = rate, ReplayDuration(p.Total, rate)
-	return p
-}
+// A replay's plan is projections/relay's: what it sends, counted one delivery at a time.
+type (
+	TypeCount   = prelay.TypeCount
+	ReplayItem  = prelay.ReplayItem
+	ReplayPlan  = prelay.ReplayPlan
+	planBuilder = prelay.PlanBuilder
+)
 
 // Replay is a started replay and its progress.
 type Replay struct {
@@ -150,35 +126,6 @@ type querierRows interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// planBuilder adds a replay's deliveries up to its plan, one at a time, so that a window of months
-// is counted without being held.
-type planBuilder struct {
-	p   ReplayPlan
-	idx map[string]int
-}
-
-func (b *planBuilder) add(it ReplayItem) {
-	if b.idx == nil {
-		b.idx = map[string]int{}
-	}
-	i, ok := b.idx[it.Type]
-	if !ok {
-		i = len(b.p.ByType)
-		b.idx[it.Type] = i
-		b.p.ByType = append(b.p.ByType, TypeCount{Type: it.Type})
-	}
-	b.p.ByType[i].Count++
-	b.p.Total++
-	if b.p.First == nil || it.RecordedAt.Before(b.p.First.RecordedAt) {
-		first := it
-		b.p.First = &first
-	}
-	if b.p.Last == nil || !it.RecordedAt.Before(b.p.Last.RecordedAt) {
-		last := it
-		b.p.Last = &last
-	}
-}
-
 // backfills reports whether a replay also sends the window's events that have no delivery of the
 // endpoint: a window replay does; a replay of failures, or of one delivery, sends what exists.
 func (q ReplayQuery) backfills() bool { return !q.OnlyFailed && q.DeliveryID == 0 }
@@ -241,7 +188,7 @@ func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b 
 		}
 		for i, id := range news.events {
 			if !have[id] {
-				b.add(ReplayItem{WebhookID: "msg_" + id, Type: news.types[i], RecordedAt: news.recorded[i].Truncate(time.Microsecond)})
+				b.Add(ReplayItem{WebhookID: "msg_" + id, Type: news.types[i], RecordedAt: news.recorded[i].Truncate(time.Microsecond)})
 			}
 		}
 		return nil
@@ -274,7 +221,7 @@ func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep in
 			return fmt.Errorf("backfill: %w", err)
 		}
 		for _, it := range items {
-			b.add(it)
+			b.Add(it)
 		}
 		return nil
 	})
@@ -295,14 +242,14 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 	}
 	var b planBuilder
 	for _, it := range items {
-		b.add(it)
+		b.Add(it)
 	}
 	if q.backfills() {
 		if err := r.planBackfill(ctx, ep, q, &b); err != nil {
 			return ReplayPlan{}, err
 		}
 	}
-	return b.p.paced(r.rateOf(q)), nil
+	return b.Plan(r.rateOf(q)), nil
 }
 
 // StartReplay schedules the selected deliveries again as one tracked replay: same webhook-ids, a
@@ -342,7 +289,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`, q.EndpointID, q.F
 		ids := make([]int64, len(items))
 		for i, it := range items {
 			ids[i] = it.DeliveryID
-			b.add(it)
+			b.Add(it)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = 'pending', run_attempts = 0, replay_id = $2,
     next_attempt_at = now(), completed_at = NULL WHERE id = ANY($1)`, ids, rep.ID); err != nil {
@@ -359,8 +306,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`, q.EndpointID, q.F
 			return Replay{}, ReplayPlan{}, fmt.Errorf("replay %d: %w (what it scheduled so far is sent; replay the window again for the rest)", rep.ID, err)
 		}
 	}
-	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, b.p.Total, b.p.Total
-	return rep, b.p.paced(pace.rate), nil
+	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, b.Total(), b.Total()
+	return rep, b.Plan(pace.rate), nil
 }
 
 // RetryDelivery sends one delivery again now, as a replay of that delivery alone (StartReplay's

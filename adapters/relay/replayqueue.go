@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"bookingledger/adapters/jobs"
+	prelay "bookingledger/projections/relay"
 )
 
 // ReplayQueue is the River queue of replays' and backfills' deliveries: apart from Queue, with workers
@@ -78,12 +79,7 @@ func checkRate(rate float64) error {
 }
 
 // ReplayDuration is how long sending n deliveries at rate takes at least.
-func ReplayDuration(n int, rate float64) time.Duration {
-	if n <= 0 || rate <= 0 {
-		return 0
-	}
-	return time.Duration(float64(n) / rate * float64(time.Second))
-}
+func ReplayDuration(n int, rate float64) time.Duration { return prelay.Duration(n, rate) }
 
 // pacer spaces a replay's jobs: the job of its k-th delivery is due k/rate after the start, so the
 // replay's sends average the rate whatever the backlog.
