@@ -21,6 +21,29 @@ const (
 	FormatSlack = "slack"
 )
 
+// Operational event types: the type of every alert, whoever raises it (docs/relay.md, "Operational
+// webhooks"). The relay raises the endpoint and delivery ones, the provider sync the provider ones.
+const (
+	// TypeEndpointFailing: an endpoint's failure streak reached 1, 5 or 20 consecutive failures.
+	TypeEndpointFailing = "endpoint.failing"
+	// TypeEndpointRecovered: the first success after a streak that alerted.
+	TypeEndpointRecovered = "endpoint.recovered"
+	// TypeEndpointDisabled: an endpoint stopped receiving (disable, a 410 answer, a circuit breaker).
+	TypeEndpointDisabled = "endpoint.disabled"
+	// TypeDeliveryDead: a delivery's retry schedule ran out.
+	TypeDeliveryDead = "delivery.dead"
+	// TypeProviderSubscriptionDisabled: a provider disabled the ledger's webhook subscription.
+	TypeProviderSubscriptionDisabled = "provider.subscription_disabled"
+	// TypeProviderMissedWebhooks: a provider sync found bookings whose webhooks never came.
+	TypeProviderMissedWebhooks = "provider.missed_webhooks"
+	// TypeProviderSyncFailed: a provider sync could not run.
+	TypeProviderSyncFailed = "provider.sync_failed"
+)
+
+// Types lists every operational event type.
+var Types = []string{TypeEndpointFailing, TypeEndpointRecovered, TypeEndpointDisabled, TypeDeliveryDead,
+	TypeProviderSubscriptionDisabled, TypeProviderMissedWebhooks, TypeProviderSyncFailed}
+
 // ErrPermanent marks a send that cannot succeed by trying again (a malformed configuration).
 var ErrPermanent = errors.New("alert cannot be sent")
 
@@ -78,27 +101,45 @@ func Send(ctx context.Context, client Doer, c Config, m Message, now time.Time) 
 	if c.URL == "" {
 		return nil
 	}
-	var (
-		body []byte
-		h    = http.Header{}
-		err  error
-	)
 	if c.Format == FormatSlack {
-		body, err = json.Marshal(map[string]string{"text": m.Text})
-	} else {
-		body, err = json.Marshal(struct {
-			Type      string    `json:"type"`
-			Timestamp time.Time `json:"timestamp"`
-			Data      any       `json:"data"`
-		}{m.Type, m.At.UTC(), m.Data})
-		if err == nil {
-			h, err = standard.SignedHeaders(m.ID, now, body, c.Secret)
+		body, err := Slack(m)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
+		return post(ctx, client, c.URL, http.Header{}, body)
 	}
+	return SendSigned(ctx, client, c.URL, m, now, c.Secret)
+}
+
+// Body is m as a Standard Webhooks message: {"type", "timestamp", "data"}.
+func Body(m Message) ([]byte, error) {
+	return json.Marshal(struct {
+		Type      string    `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Data      any       `json:"data"`
+	}{m.Type, m.At.UTC(), m.Data})
+}
+
+// Slack renders m for Slack's and compatible incoming webhooks: {"text": m.Text}.
+func Slack(m Message) ([]byte, error) { return json.Marshal(map[string]string{"text": m.Text}) }
+
+// SendSigned POSTs m as a Standard Webhooks message to url, signed with each of secrets (an
+// endpoint's, during a rotation two): the alert URL's send, and an operational webhook's to an
+// endpoint subscribed to it.
+func SendSigned(ctx context.Context, client Doer, url string, m Message, now time.Time, secrets ...string) error {
+	body, err := Body(m)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPermanent, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	h, err := standard.SignedHeaders(m.ID, now, body, secrets...)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPermanent, err)
+	}
+	return post(ctx, client, url, h, body)
+}
+
+func post(ctx context.Context, client Doer, url string, h http.Header, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPermanent, err)
 	}
@@ -112,7 +153,7 @@ func Send(ctx context.Context, client Doer, c Config, m Message, now time.Time) 
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxReadResponse))
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("alert url answered HTTP %d", resp.StatusCode)
+		return fmt.Errorf("receiver answered HTTP %d", resp.StatusCode)
 	}
 	return nil
 }

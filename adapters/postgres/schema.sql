@@ -342,7 +342,8 @@ CREATE TABLE public.contacts (
     booking text NOT NULL,
     email text NOT NULL,
     name text DEFAULT ''::text NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    time_zone text DEFAULT ''::text NOT NULL
 );
 
 CREATE TABLE public.erased_subjects (
@@ -634,6 +635,7 @@ CREATE TABLE public.relay_alerts (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     sent_at timestamp with time zone,
     error text DEFAULT ''::text NOT NULL,
+    disabled boolean DEFAULT false NOT NULL,
     CONSTRAINT relay_alerts_kind_check CHECK ((kind = ANY (ARRAY['failing'::text, 'recovered'::text])))
 );
 
@@ -686,6 +688,8 @@ CREATE TABLE public.relay_deliveries (
     last_error text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     completed_at timestamp with time zone,
+    held text,
+    CONSTRAINT relay_deliveries_held_check CHECK ((held = ANY (ARRAY['order'::text, 'breaker'::text]))),
     CONSTRAINT relay_deliveries_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'paused'::text, 'succeeded'::text, 'dead'::text])))
 );
 
@@ -696,6 +700,13 @@ ALTER TABLE public.relay_deliveries ALTER COLUMN id ADD GENERATED ALWAYS AS IDEN
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+CREATE TABLE public.relay_endpoint_rules (
+    endpoint_id bigint NOT NULL,
+    since timestamp with time zone NOT NULL,
+    types text[] DEFAULT '{}'::text[] NOT NULL,
+    filter text DEFAULT ''::text NOT NULL
 );
 
 CREATE TABLE public.relay_endpoints (
@@ -712,11 +723,50 @@ CREATE TABLE public.relay_endpoints (
     alerted_failures integer DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_success_at timestamp with time zone,
-    last_failure_at timestamp with time zone
+    last_failure_at timestamp with time zone,
+    ordered boolean DEFAULT false NOT NULL,
+    rate_per_second double precision DEFAULT 0 NOT NULL,
+    concurrency integer DEFAULT 0 NOT NULL,
+    breaker_failures integer DEFAULT 5 NOT NULL,
+    disable_after_ms bigint DEFAULT 432000000 NOT NULL,
+    failing_since timestamp with time zone,
+    probe_delivery bigint,
+    probe_at timestamp with time zone,
+    probes integer DEFAULT 0 NOT NULL,
+    throttle_next_at timestamp with time zone,
+    auto_disabled boolean DEFAULT false NOT NULL,
+    filter text DEFAULT ''::text NOT NULL,
+    CONSTRAINT relay_endpoints_breaker_failures_check CHECK ((breaker_failures >= 0)),
+    CONSTRAINT relay_endpoints_concurrency_check CHECK ((concurrency >= 0)),
+    CONSTRAINT relay_endpoints_disable_after_ms_check CHECK ((disable_after_ms >= 0)),
+    CONSTRAINT relay_endpoints_rate_per_second_check CHECK ((rate_per_second >= (0)::double precision))
 );
 
 ALTER TABLE public.relay_endpoints ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.relay_endpoints_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.relay_operational_sends (
+    id bigint NOT NULL,
+    webhook_id text NOT NULL,
+    type text NOT NULL,
+    about_endpoint bigint,
+    target_endpoint bigint,
+    at timestamp with time zone NOT NULL,
+    text text NOT NULL,
+    data jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    sent_at timestamp with time zone,
+    error text DEFAULT ''::text NOT NULL
+);
+
+ALTER TABLE public.relay_operational_sends ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.relay_operational_sends_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -732,7 +782,8 @@ CREATE TABLE public.relay_replays (
     types text[] DEFAULT '{}'::text[] NOT NULL,
     only_failed boolean NOT NULL,
     total integer NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rate double precision DEFAULT 0 NOT NULL
 );
 
 ALTER TABLE public.relay_replays ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -766,6 +817,7 @@ CREATE TABLE public.seat_contacts (
     email text NOT NULL,
     name text DEFAULT ''::text NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    time_zone text DEFAULT ''::text NOT NULL,
     CONSTRAINT seat_contacts_seat_check CHECK ((seat <> ''::text))
 );
 
@@ -911,8 +963,17 @@ ALTER TABLE ONLY public.relay_deliveries
 ALTER TABLE ONLY public.relay_deliveries
     ADD CONSTRAINT relay_deliveries_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.relay_endpoint_rules
+    ADD CONSTRAINT relay_endpoint_rules_pkey PRIMARY KEY (endpoint_id, since);
+
 ALTER TABLE ONLY public.relay_endpoints
     ADD CONSTRAINT relay_endpoints_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.relay_operational_sends
+    ADD CONSTRAINT relay_operational_sends_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.relay_operational_sends
+    ADD CONSTRAINT relay_operational_sends_webhook_id_target_endpoint_key UNIQUE (webhook_id, target_endpoint);
 
 ALTER TABLE ONLY public.relay_replays
     ADD CONSTRAINT relay_replays_pkey PRIMARY KEY (id);
@@ -994,11 +1055,17 @@ CREATE INDEX relay_attempts_delivery ON public.relay_attempts USING btree (deliv
 
 CREATE INDEX relay_deliveries_booking ON public.relay_deliveries USING btree (booking);
 
+CREATE INDEX relay_deliveries_held ON public.relay_deliveries USING btree (endpoint_id, held, stream, stream_version) WHERE (held IS NOT NULL);
+
 CREATE INDEX relay_deliveries_replay ON public.relay_deliveries USING btree (replay_id) WHERE (replay_id IS NOT NULL);
 
 CREATE INDEX relay_deliveries_state ON public.relay_deliveries USING btree (state, endpoint_id);
 
+CREATE INDEX relay_deliveries_stream_order ON public.relay_deliveries USING btree (endpoint_id, stream, stream_version) WHERE (state = ANY (ARRAY['pending'::text, 'paused'::text]));
+
 CREATE INDEX relay_deliveries_window ON public.relay_deliveries USING btree (endpoint_id, recorded_at);
+
+CREATE INDEX relay_operational_sends_about ON public.relay_operational_sends USING btree (about_endpoint, id);
 
 CREATE INDEX subject_keys_kek_idx ON public.subject_keys USING btree (kek_id);
 
@@ -1020,6 +1087,12 @@ ALTER TABLE ONLY public.relay_deliveries
 
 ALTER TABLE ONLY public.relay_deliveries
     ADD CONSTRAINT relay_deliveries_replay_id_fkey FOREIGN KEY (replay_id) REFERENCES public.relay_replays(id) ON DELETE SET NULL;
+
+ALTER TABLE ONLY public.relay_endpoint_rules
+    ADD CONSTRAINT relay_endpoint_rules_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.relay_endpoints(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.relay_operational_sends
+    ADD CONSTRAINT relay_operational_sends_target_endpoint_fkey FOREIGN KEY (target_endpoint) REFERENCES public.relay_endpoints(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.relay_replays
     ADD CONSTRAINT relay_replays_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.relay_endpoints(id) ON DELETE CASCADE;

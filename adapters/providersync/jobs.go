@@ -175,6 +175,10 @@ func (wk *Work) now() time.Time {
 type Alerts struct {
 	Pool   *pgxpool.Pool
 	Client *river.Client[pgx.Tx]
+	// Forward, when set, passes each alert on in the transaction that records it, as the operational
+	// event "provider.<kind>" with webhook-id "provider_alert_<id>": serve gives the relay's, which
+	// sends it to the endpoints subscribed to operational events (docs/relay.md).
+	Forward func(ctx context.Context, tx pgx.Tx, webhookID, typ, text string, data map[string]any) error
 }
 
 // Raise records an alert and, in the same transaction, the job that sends it.
@@ -192,9 +196,17 @@ func (a *Alerts) Raise(ctx context.Context, provider, kind, text string, data ma
 		if _, err := a.Client.InsertTx(ctx, tx, AlertArgs{AlertID: id}, nil); err != nil {
 			return fmt.Errorf("provider alert job: %w", err)
 		}
+		if a.Forward != nil {
+			if err := a.Forward(ctx, tx, alertWebhookID(id), "provider."+kind, text, data); err != nil {
+				return fmt.Errorf("provider alert: forward: %w", err)
+			}
+		}
 		return nil
 	})
 }
+
+// alertWebhookID is a provider alert's webhook-id, the same for every target.
+func alertWebhookID(id int64) string { return "provider_alert_" + strconv.FormatInt(id, 10) }
 
 type alertWorker struct {
 	river.WorkerDefaults[AlertArgs]
@@ -224,7 +236,7 @@ func (w *alertWorker) Work(ctx context.Context, job *river.Job[AlertArgs]) error
 		client = http.DefaultClient
 	}
 	sendErr := alerts.Send(ctx, client, w.wk.Alerts, alerts.Message{
-		ID: "provider_alert_" + strconv.FormatInt(job.Args.AlertID, 10), Type: "provider." + kind, At: at, Text: text, Data: data,
+		ID: alertWebhookID(job.Args.AlertID), Type: "provider." + kind, At: at, Text: text, Data: data,
 	}, w.wk.now())
 	if sendErr != nil {
 		_, _ = w.wk.Store.pool.Exec(ctx, `UPDATE provider_alerts SET error = $2 WHERE id = $1`, job.Args.AlertID, clip(sendErr.Error()))

@@ -117,7 +117,7 @@ func TestFlappingReceiverAlertsInAttemptOrder(t *testing.T) {
 	eventually(t, 30*time.Second, "every alert sent", func() bool { return len(sink.got()) == len(alerts) })
 	var sent []string
 	for _, m := range sink.got() {
-		kind := strings.TrimPrefix(m.Type, "relay.endpoint.")
+		kind := strings.TrimPrefix(m.Type, "endpoint.")
 		sent = append(sent, alertWord(kind, m.Data.ConsecutiveFailures))
 	}
 	assert.Equal(t, words, sent, "the channel hears them in order")

@@ -156,6 +156,21 @@ func (r *Relay) insertAlert(ctx context.Context, tx pgx.Tx, endpointID int64, ki
 		endpointID, kind, failures).Scan(&n.id); err != nil {
 		return alertNote{}, fmt.Errorf("insert alert: %w", err)
 	}
+	// The endpoints subscribed to operational events get it as endpoint.failing or .recovered, with
+	// the alert URL's webhook-id; the alert URL gets it by the alert's own job below.
+	host, desc, err := endpointLabel(ctx, tx, endpointID)
+	if err != nil {
+		return alertNote{}, err
+	}
+	var at time.Time
+	if err := tx.QueryRow(ctx, `SELECT created_at FROM relay_alerts WHERE id = $1`, n.id).Scan(&at); err != nil {
+		return alertNote{}, fmt.Errorf("insert alert: %w", err)
+	}
+	if err := r.RaiseOperational(ctx, tx, Operational{ID: alertWebhookID(n.id), Type: "endpoint." + kind, EndpointID: endpointID,
+		At: at, Text: alertText(kind, endpointID, host, failures), ExceptAlertURL: true,
+		Data: map[string]any{"endpoint": endpointID, "url": host, "description": desc, "consecutive_failures": failures}}); err != nil {
+		return alertNote{}, err
+	}
 	if r.alerts.URL == "" {
 		return n, nil
 	}
@@ -166,6 +181,24 @@ func (r *Relay) insertAlert(ctx context.Context, tx pgx.Tx, endpointID int64, ki
 	}
 	return n, nil
 }
+
+// alertText is the sentence of a failure streak's alert.
+func alertText(kind string, endpoint int64, host string, failures int) string {
+	if kind == AlertRecovered {
+		return fmt.Sprintf("bookingledger relay: endpoint %d (%s) recovered after %d consecutive failure(s)", endpoint, host, failures)
+	}
+	return fmt.Sprintf("bookingledger relay: endpoint %d (%s) failed %d time(s) in a row", endpoint, host, failures)
+}
+
+// disabledText is the sentence of the alert that the relay disabled an endpoint after a sustained
+// failure.
+func disabledText(endpoint int64, host string, failures int) string {
+	return fmt.Sprintf("bookingledger relay: endpoint %d (%s) disabled after failing %d time(s) in a row for too long; "+
+		"its events wait as paused deliveries until 'bookingledger endpoints enable %d --send-missed'", endpoint, host, failures, endpoint)
+}
+
+// alertWebhookID is the webhook-id of a failure streak's alert, the same for every target.
+func alertWebhookID(id int64) string { return "alert_" + strconv.FormatInt(id, 10) }
 
 // noteAlert logs and counts an alert that committed.
 func (r *Relay) noteAlert(n alertNote) {
@@ -275,18 +308,13 @@ AND sent_at IS NULL AND error = '' AND created_at > now() - $3::interval)`, a.En
 	if u, err := ParseURL(a.EndpointURL); err == nil {
 		host = u.Host // the path and query may hold the receiver's own token
 	}
-	text := fmt.Sprintf("bookingledger relay: endpoint %d (%s) failed %d time(s) in a row", a.EndpointID, host, a.Failures)
-	if a.Kind == AlertRecovered {
-		text = fmt.Sprintf("bookingledger relay: endpoint %d (%s) recovered after %d consecutive failure(s)", a.EndpointID, host, a.Failures)
-	}
+	text := alertText(a.Kind, a.EndpointID, host, a.Failures)
 	kind := a.Kind
 	if disabled {
-		kind = AlertDisabled
-		text = fmt.Sprintf("bookingledger relay: endpoint %d (%s) disabled after failing %d time(s) in a row for too long; "+
-			"its events wait as paused deliveries until 'bookingledger endpoints enable %d --send-missed'", a.EndpointID, host, a.Failures, a.EndpointID)
+		kind, text = AlertDisabled, disabledText(a.EndpointID, host, a.Failures)
 	}
 	sendErr := alerts.Send(ctx, r.client, r.alerts, alerts.Message{
-		ID: "alert_" + strconv.FormatInt(a.ID, 10), Type: "relay.endpoint." + kind, At: a.CreatedAt, Text: text,
+		ID: alertWebhookID(a.ID), Type: "endpoint." + kind, At: a.CreatedAt, Text: text,
 		Data: AlertData{Endpoint: a.EndpointID, URL: host, Description: desc, ConsecutiveFailures: a.Failures, Text: text},
 	}, r.clock())
 	if errors.Is(sendErr, alerts.ErrPermanent) {

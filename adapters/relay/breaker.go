@@ -666,6 +666,17 @@ WHERE endpoint_id = $1 AND state = 'pending' RETURNING id`, ep))
 		ep, AlertFailing, failures).Scan(&n.id); err != nil {
 		return alertNote{}, fmt.Errorf("insert alert: %w", err)
 	}
+	// The endpoints subscribed to operational events get it as endpoint.disabled with the alert's
+	// webhook-id; the alert URL gets it by the alert's own job below.
+	host, desc, err := endpointLabel(ctx, tx, ep)
+	if err != nil {
+		return alertNote{}, err
+	}
+	if err := r.RaiseOperational(ctx, tx, Operational{ID: alertWebhookID(n.id), Type: OpEndpointDisabled, EndpointID: ep,
+		At: r.clock(), Text: disabledText(ep, host, failures), ExceptAlertURL: true,
+		Data: map[string]any{"endpoint": ep, "url": host, "description": desc, "consecutive_failures": failures, "reason": reason}}); err != nil {
+		return alertNote{}, err
+	}
 	if r.alerts.URL != "" {
 		if _, err := r.inserter.InsertTx(ctx, tx, AlertArgs{AlertID: n.id}, &river.InsertOpts{Queue: Queue, MaxAttempts: alertJobAttempts,
 			Priority: alertPriority}); err != nil {

@@ -6,21 +6,21 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/domain/ledger"
+	prelay "bookingledger/projections/relay"
 )
 
 // Errors callers branch on.
 var (
-	ErrNotFound     = errors.New("not found")
-	ErrInvalidTypes = errors.New("invalid type filter")
-	ErrInvalid      = errors.New("invalid request")
+	ErrNotFound      = errors.New("not found")
+	ErrInvalidTypes  = prelay.ErrInvalidTypes
+	ErrInvalidFilter = prelay.ErrInvalidFilter
+	ErrInvalid       = errors.New("invalid request")
 )
 
 // RotationOverlap is how long a rotated-out secret keeps signing alongside the new one, so receivers
@@ -30,9 +30,12 @@ const RotationOverlap = 24 * time.Hour
 // Endpoint is a user's receiver. Its secrets are not part of it: they are shown once, when created or
 // rotated.
 type Endpoint struct {
-	ID          int64
-	URL         string
-	Types       []string
+	ID    int64
+	URL   string
+	Types []string
+	// Filter narrows the types' events (the zero Filter: none); a change applies to the events
+	// recorded after it.
+	Filter      Filter
 	Description string
 	// Disabled is set by disable or by a 410 answer; DisabledReason says which.
 	Disabled       bool
@@ -50,6 +53,7 @@ type Endpoint struct {
 type NewEndpoint struct {
 	URL         string
 	Types       []string
+	Filter      Filter
 	Description string
 	// Options are the delivery settings; nil fields take their defaults.
 	Options SettingsUpdate
@@ -57,48 +61,22 @@ type NewEndpoint struct {
 
 // ParseTypes splits a comma-separated filter ("booking.scheduled.*, booking.payment_*") into
 // patterns; empty means every type.
-func ParseTypes(s string) ([]string, error) {
-	var out []string
-	for p := range strings.SplitSeq(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out, CheckTypes(out)
-}
+func ParseTypes(s string) ([]string, error) { return prelay.ParseTypes(s) }
 
-// CheckTypes validates type patterns: lowercase letters, digits, '.', '_', '-' and '*' (any run of
-// characters), at most 32 patterns of 128 bytes.
-func CheckTypes(patterns []string) error {
-	if len(patterns) > 32 {
-		return fmt.Errorf("%w: more than 32 patterns", ErrInvalidTypes)
-	}
-	for _, p := range patterns {
-		if p == "" || len(p) > 128 {
-			return fmt.Errorf("%w: pattern must have 1 to 128 bytes", ErrInvalidTypes)
-		}
-		for _, c := range p {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("._-*", c)) {
-				return fmt.Errorf("%w: %q: only a-z, 0-9, '.', '_', '-' and '*' are allowed", ErrInvalidTypes, p)
-			}
-		}
-	}
-	return nil
-}
+// CheckTypes validates type patterns (projections/relay.CheckTypes).
+func CheckTypes(patterns []string) error { return prelay.CheckTypes(patterns) }
 
 // MatchTypes reports whether an event type passes the patterns (none: every type).
 func MatchTypes(patterns []string, eventType string) bool {
-	if len(patterns) == 0 {
-		return true
-	}
-	for _, p := range patterns {
-		// CheckTypes admits no '/', '[' or '\\', so path.Match's '*' is "any run of characters".
-		if ok, _ := path.Match(p, eventType); ok {
-			return true
-		}
-	}
-	return false
+	return prelay.MatchTypes(patterns, eventType)
 }
+
+// Filter narrows an endpoint's events by provider, resource and booking status after the event
+// (docs/relay.md, "Filters").
+type Filter = prelay.Filter
+
+// ParseFilter reads the filter syntax ("provider=calcom|acuity,status=active,resource=room-a").
+func ParseFilter(s string) (Filter, error) { return prelay.ParseFilter(s) }
 
 // NewSecret returns a fresh Standard Webhooks secret: "whsec_" and the base64 of 24 random bytes.
 func NewSecret() string {
@@ -107,19 +85,25 @@ func NewSecret() string {
 	return standard.SecretPrefix + base64.StdEncoding.EncodeToString(b)
 }
 
-const endpointColumns = `id, url, types, description, disabled_at, disabled_reason, previous_until,
+const endpointColumns = `id, url, types, filter, description, disabled_at, disabled_reason, previous_until,
 consecutive_failures, created_at, ` + deliveryColumnsOfEndpoint
 
 func scanEndpoint(row pgx.Row) (Endpoint, error) {
 	var (
 		e                 Endpoint
+		filter            string
 		disabledAt, until *time.Time
 	)
-	if err := row.Scan(&e.ID, &e.URL, &e.Types, &e.Description, &disabledAt, &e.DisabledReason, &until,
+	if err := row.Scan(&e.ID, &e.URL, &e.Types, &filter, &e.Description, &disabledAt, &e.DisabledReason, &until,
 		&e.ConsecutiveFailures, &e.CreatedAt, &e.Ordered, &e.RatePerSecond, &e.Concurrency, &e.BreakerFailures,
 		&e.disableAfterMS, &e.failingSince, &e.probeAt, &e.AutoDisabled); err != nil {
 		return Endpoint{}, err
 	}
+	f, err := prelay.ParseFilter(filter)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("stored filter %q: %w", filter, err)
+	}
+	e.Filter = f
 	if disabledAt != nil {
 		e.Disabled, e.DisabledAt = true, *disabledAt
 	}
@@ -143,6 +127,9 @@ func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, strin
 	if err := CheckTypes(n.Types); err != nil {
 		return Endpoint{}, "", err
 	}
+	if err := n.Filter.Check(); err != nil {
+		return Endpoint{}, "", err
+	}
 	if len(n.Description) > 500 || !ledger.Storable(n.Description) {
 		return Endpoint{}, "", fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
 	}
@@ -155,10 +142,19 @@ func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, strin
 		types = []string{}
 	}
 	secret := NewSecret()
-	e, err := scanEndpoint(r.pool.QueryRow(ctx, `INSERT INTO relay_endpoints (url, types, description, secret,
+	var e Endpoint
+	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var err error
+		e, err = scanEndpoint(tx.QueryRow(ctx, `INSERT INTO relay_endpoints (url, types, filter, description, secret,
     ordered, rate_per_second, concurrency, breaker_failures, disable_after_ms)
-VALUES ($1, $2, $3, $4, coalesce($5::bool, false), coalesce($6::float8, 0), coalesce($7::int, 0), coalesce($8::int, 5),
-    coalesce($9::bigint, 432000000)) RETURNING `+endpointColumns, append([]any{u.String(), types, n.Description, secret}, opts...)...))
+VALUES ($1, $2, $3, $4, $5, coalesce($6::bool, false), coalesce($7::float8, 0), coalesce($8::int, 0), coalesce($9::int, 5),
+    coalesce($10::bigint, 432000000)) RETURNING `+endpointColumns,
+			append([]any{u.String(), types, n.Filter.String(), n.Description, secret}, opts...)...))
+		if err != nil {
+			return err
+		}
+		return addRule(ctx, tx, e.ID, "created_at")
+	})
 	if err != nil {
 		return Endpoint{}, "", fmt.Errorf("add endpoint: %w", err)
 	}
@@ -170,24 +166,37 @@ VALUES ($1, $2, $3, $4, coalesce($5::bool, false), coalesce($6::float8, 0), coal
 type EndpointUpdate struct {
 	URL         *string
 	Types       *[]string
+	Filter      *Filter
 	Description *string
 	// Options change the delivery settings given.
 	Options SettingsUpdate
 }
 
-// UpdateEndpoint changes an endpoint's URL, types or description, each checked as AddEndpoint checks
-// it. Deliveries not yet sent go to the new URL (each attempt reads it), so an endpoint that moved
-// keeps its secret, its deliveries and their webhook-ids; new types apply to events planned from now
-// on. Its state, failure streak and secrets stay.
+// addRule records an endpoint's types and filter as stored as its rule from since (a column of
+// relay_endpoints or "now()"): the fan-out matches an event by the rule in force when it was recorded.
+func addRule(ctx context.Context, tx pgx.Tx, id int64, since string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO relay_endpoint_rules (endpoint_id, since, types, filter)
+SELECT id, `+since+`, types, filter FROM relay_endpoints WHERE id = $1
+ON CONFLICT (endpoint_id, since) DO UPDATE SET types = excluded.types, filter = excluded.filter`, id); err != nil {
+		return fmt.Errorf("record the endpoint's rule: %w", err)
+	}
+	return nil
+}
+
+// UpdateEndpoint changes an endpoint's URL, types, filter or description, each checked as AddEndpoint
+// checks it. Deliveries not yet sent go to the new URL (each attempt reads it), so an endpoint that
+// moved keeps its secret, its deliveries and their webhook-ids; new types and a new filter apply to
+// the events recorded from now on (a replay covers the past). Its state, failure streak and secrets
+// stay.
 func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) (Endpoint, error) {
-	if u.URL == nil && u.Types == nil && u.Description == nil && u.Options == (SettingsUpdate{}) {
-		return Endpoint{}, fmt.Errorf("%w: nothing to change (give a url, types, a description or a delivery setting)", ErrInvalid)
+	if u.URL == nil && u.Types == nil && u.Filter == nil && u.Description == nil && u.Options == (SettingsUpdate{}) {
+		return Endpoint{}, fmt.Errorf("%w: nothing to change (give a url, types, a filter, a description or a delivery setting)", ErrInvalid)
 	}
 	opts, err := u.Options.values()
 	if err != nil {
 		return Endpoint{}, err
 	}
-	var url, types, desc any // nil: keep
+	var url, types, filter, desc any // nil: keep
 	if u.URL != nil {
 		v, err := r.guard.CheckURL(ctx, *u.URL)
 		if err != nil {
@@ -201,6 +210,12 @@ func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) 
 		}
 		types = append([]string{}, *u.Types...) // never NULL: an empty list is every type
 	}
+	if u.Filter != nil {
+		if err := u.Filter.Check(); err != nil {
+			return Endpoint{}, err
+		}
+		filter = u.Filter.String()
+	}
 	if u.Description != nil {
 		if len(*u.Description) > 500 || !ledger.Storable(*u.Description) {
 			return Endpoint{}, fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
@@ -212,14 +227,21 @@ func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) 
 		var err error
 		e, err = scanEndpoint(tx.QueryRow(ctx, `UPDATE relay_endpoints
 SET url = coalesce($2::text, url), types = coalesce($3::text[], types), description = coalesce($4::text, description),
-    ordered = coalesce($5::bool, ordered), rate_per_second = coalesce($6::float8, rate_per_second),
-    concurrency = coalesce($7::int, concurrency), breaker_failures = coalesce($8::int, breaker_failures),
-    disable_after_ms = coalesce($9::bigint, disable_after_ms)
-WHERE id = $1 RETURNING `+endpointColumns, append([]any{id, url, types, desc}, opts...)...))
+    filter = coalesce($5::text, filter),
+    ordered = coalesce($6::bool, ordered), rate_per_second = coalesce($7::float8, rate_per_second),
+    concurrency = coalesce($8::int, concurrency), breaker_failures = coalesce($9::int, breaker_failures),
+    disable_after_ms = coalesce($10::bigint, disable_after_ms)
+WHERE id = $1 RETURNING `+endpointColumns, append([]any{id, url, types, desc, filter}, opts...)...))
 		if err != nil {
 			return err
 		}
-		return r.settingsChanged(ctx, tx, e)
+		if err := r.settingsChanged(ctx, tx, e); err != nil {
+			return err
+		}
+		if types == nil && filter == nil {
+			return nil
+		}
+		return addRule(ctx, tx, id, "now()")
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
@@ -263,21 +285,34 @@ func (r *Relay) Endpoint(ctx context.Context, id int64) (Endpoint, error) {
 // DisableEndpoint stops sending to an endpoint: its pending deliveries pause when their turn comes,
 // and new events are kept as paused deliveries until EnableEndpoint.
 func (r *Relay) DisableEndpoint(ctx context.Context, id int64, reason string) (Endpoint, error) {
-	return r.disable(ctx, r.pool, id, reason)
+	var e Endpoint
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		var err error
+		e, err = r.disable(ctx, tx, id, reason)
+		return err
+	})
+	return e, err
 }
 
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func (r *Relay) disable(ctx context.Context, q querier, id int64, reason string) (Endpoint, error) {
-	e, err := scanEndpoint(q.QueryRow(ctx, `UPDATE relay_endpoints
-SET disabled_at = coalesce(disabled_at, now()), disabled_reason = $2 WHERE id = $1 RETURNING `+endpointColumns, id, reason))
+// disable disables an endpoint in tx and, when it was enabled, raises endpoint.disabled.
+func (r *Relay) disable(ctx context.Context, tx pgx.Tx, id int64, reason string) (Endpoint, error) {
+	var was bool
+	err := tx.QueryRow(ctx, `SELECT disabled_at IS NOT NULL FROM relay_endpoints WHERE id = $1 FOR UPDATE`, id).Scan(&was)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("disable endpoint %d: %w", id, err)
+	}
+	e, err := scanEndpoint(tx.QueryRow(ctx, `UPDATE relay_endpoints
+SET disabled_at = coalesce(disabled_at, now()), disabled_reason = $2 WHERE id = $1 RETURNING `+endpointColumns, id, reason))
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("disable endpoint %d: %w", id, err)
+	}
+	if !was {
+		if err := r.RaiseEndpointDisabled(ctx, tx, id, reason); err != nil {
+			return Endpoint{}, fmt.Errorf("disable endpoint %d: %w", id, err)
+		}
 	}
 	return e, nil
 }

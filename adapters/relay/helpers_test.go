@@ -122,9 +122,9 @@ func (e *env) startRelay(t testing.TB, o relayOpts) *relay.Relay {
 		Schedule: o.schedule, Jitter: -1, Alerts: o.alerts, Metrics: relay.NewMetrics(o.registry, e.pool), Workers: o.workers,
 		AttemptTimeout: o.attemptTimeout, ReplayPage: o.replayPage})
 	require.NoError(t, err)
-	kind, err := r.Kind()
+	kinds, err := r.Kinds()
 	require.NoError(t, err)
-	q, err := jobs.New(jobs.Config{Pool: e.pool, Ledger: e.ledger, Kinds: []jobs.Kind{kind}, PollInterval: 50 * time.Millisecond,
+	q, err := jobs.New(jobs.Config{Pool: e.pool, Ledger: e.ledger, Kinds: kinds, PollInterval: 50 * time.Millisecond,
 		StopTimeout: 5 * time.Second, JobTimeout: o.jobTimeout})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -413,7 +413,7 @@ func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "the disabled alert", func() bool {
 		for _, a := range sink.got() {
-			if a.Type == "relay.endpoint.disabled" {
+			if a.Type == "endpoint.disabled" {
 				return true
 			}
 		}

@@ -87,8 +87,14 @@ type Config struct {
 	// ReplayPage is how many events a window replay reads from the log at a time (DefaultReplayPage
 	// when zero).
 	ReplayPage int
-	Alerts     AlertConfig
-	Logger     *slog.Logger
+	// ReplayRate is a replay's rate limit in deliveries per second when the replay gives none
+	// (DefaultReplayRate when zero).
+	ReplayRate float64
+	// ReplayWorkers is how many replay deliveries this instance attempts at once, apart from Workers
+	// (a quarter of Workers, at least 1, when zero).
+	ReplayWorkers int
+	Alerts        AlertConfig
+	Logger        *slog.Logger
 	// Metrics records attempts and alerts; nil records nothing.
 	Metrics *Metrics
 	// Clock is nil for time.Now.
@@ -106,6 +112,7 @@ type Relay struct {
 	jitter         float64
 	workers        int
 	replayPage     int
+	replayRate     float64
 	inlineWait     time.Duration
 	attemptTimeout time.Duration
 	alerts         AlertConfig
@@ -119,6 +126,8 @@ type Relay struct {
 	sending chan struct{}
 	// limits bounds each endpoint's attempts in flight (its concurrency).
 	limits endpointLimits
+	// replaySending bounds the replay queue's attempts in flight, apart from sending.
+	replaySending chan struct{}
 }
 
 // New returns a relay.
@@ -165,6 +174,11 @@ func New(cfg Config) (*Relay, error) {
 		r.workers = DefaultWorkers
 	}
 	r.sending = make(chan struct{}, r.workers)
+	r.replaySending = make(chan struct{}, cmp.Or(max(cfg.ReplayWorkers, 0), max(r.workers/4, 1)))
+	if err := checkRate(cfg.ReplayRate); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	r.replayRate = cmp.Or(cfg.ReplayRate, DefaultReplayRate)
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -172,19 +186,6 @@ func New(cfg Config) (*Relay, error) {
 		r.clock = time.Now
 	}
 	return r, nil
-}
-
-// Kind is the relay's work on the job queue: deliveries and alerts on Queue.
-func (r *Relay) Kind() (jobs.Kind, error) {
-	if r.events == nil || r.codec == nil {
-		return jobs.Kind{}, errors.New("relay: workers need the event store and codec")
-	}
-	return jobs.Kind{Queue: Queue, Workers: r.workers, Register: func(ws *river.Workers) error {
-		if err := river.AddWorkerSafely(ws, &deliverWorker{r: r}); err != nil {
-			return err
-		}
-		return river.AddWorkerSafely(ws, &alertWorker{r: r})
-	}}, nil
 }
 
 // Projection returns the relay projection: it plans the deliveries of each batch of events in the
@@ -254,78 +255,6 @@ func (r *Relay) insertJobs(ctx context.Context, tx pgx.Tx, params []river.Insert
 		return fmt.Errorf("insert delivery jobs: %w", err)
 	}
 	return nil
-}
-
-type planEndpoint struct {
-	id       int64
-	types    []string
-	disabled bool
-	created  time.Time
-}
-
-// plan inserts the deliveries of events: one per matching endpoint that existed when the event was
-// recorded (earlier events reach a new endpoint by replay), paused for a disabled endpoint. The
-// unique (endpoint, event) key makes a second planning of the same event a no-op.
-func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedEvent) error {
-	rows, err := tx.Query(ctx, `SELECT id, types, disabled_at IS NOT NULL, created_at FROM relay_endpoints`)
-	if err != nil {
-		return fmt.Errorf("relay plan: endpoints: %w", err)
-	}
-	var eps []planEndpoint
-	for rows.Next() {
-		var e planEndpoint
-		if err := rows.Scan(&e.id, &e.types, &e.disabled, &e.created); err != nil {
-			rows.Close()
-			return fmt.Errorf("relay plan: endpoints: %w", err)
-		}
-		eps = append(eps, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("relay plan: endpoints: %w", err)
-	}
-	if len(eps) == 0 {
-		return nil
-	}
-	var news newDeliveries
-	for _, ev := range events {
-		b, ok := relayable(ev)
-		if !ok {
-			continue
-		}
-		for _, ep := range eps {
-			if ev.RecordedAt.Before(ep.created) || !MatchTypes(ep.types, ev.Type) {
-				continue
-			}
-			state := StatePending
-			if ep.disabled {
-				state = StatePaused
-			}
-			news.add(ep.id, ev, b, state)
-		}
-	}
-	if news.len() == 0 {
-		return nil
-	}
-	pending := map[int64][]int64{} // by endpoint: a job's deliveries are one endpoint's
-	var order []int64
-	err = news.insert(ctx, tx, 0, func(d insertedDelivery) {
-		if d.state != StatePending {
-			return
-		}
-		if _, seen := pending[d.endpoint]; !seen {
-			order = append(order, d.endpoint)
-		}
-		pending[d.endpoint] = append(pending[d.endpoint], d.id)
-	})
-	if err != nil {
-		return fmt.Errorf("relay plan: %w", err)
-	}
-	var params []river.InsertManyParams
-	for _, ep := range order {
-		params = jobParams(params, pending[ep], time.Time{})
-	}
-	return r.insertJobs(ctx, tx, params)
 }
 
 // relayable reports whether the relay delivers ev at all, and the booking it is about (none for a

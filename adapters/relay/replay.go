@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"bookingledger/domain/eventlog"
+	prelay "bookingledger/projections/relay"
 )
 
 // ReplayQuery selects the deliveries of one endpoint whose events were recorded in [From, To).
@@ -25,6 +26,8 @@ type ReplayQuery struct {
 	OnlyFailed bool
 	// DeliveryID narrows the selection to that one delivery (RetryDelivery); 0: every delivery.
 	DeliveryID int64
+	// Rate limits the replay's sends, in deliveries per second (0: the relay's ReplayRate).
+	Rate float64
 }
 
 func (q ReplayQuery) check() error {
@@ -34,30 +37,19 @@ func (q ReplayQuery) check() error {
 	if q.From.IsZero() || q.To.IsZero() || !q.From.Before(q.To) {
 		return fmt.Errorf("%w: from and to are required, from before to", ErrInvalid)
 	}
+	if err := checkRate(q.Rate); err != nil {
+		return err
+	}
 	return CheckTypes(q.Types)
 }
 
-// TypeCount is how many deliveries of one event type a replay sends.
-type TypeCount struct {
-	Type  string
-	Count int
-}
-
-// ReplayItem names one delivery in a plan.
-type ReplayItem struct {
-	DeliveryID int64
-	WebhookID  string
-	Type       string
-	RecordedAt time.Time
-}
-
-// ReplayPlan is what a replay sends (a dry run's answer).
-type ReplayPlan struct {
-	Total int
-	// ByType counts per event type, by type name.
-	ByType      []TypeCount
-	First, Last *ReplayItem
-}
+// A replay's plan is projections/relay's: what it sends, counted one delivery at a time.
+type (
+	TypeCount   = prelay.TypeCount
+	ReplayItem  = prelay.ReplayItem
+	ReplayPlan  = prelay.ReplayPlan
+	planBuilder = prelay.PlanBuilder
+)
 
 // Replay is a started replay and its progress.
 type Replay struct {
@@ -73,8 +65,9 @@ type Replay struct {
 // Done reports whether every delivery of the replay finished.
 func (r Replay) Done() bool { return r.Succeeded+r.Dead >= r.Total }
 
-// selectReplay returns the matching deliveries in recorded order; with tx it locks them.
-func (r *Relay) selectReplay(ctx context.Context, q querierRows, qr ReplayQuery, lock bool) ([]ReplayItem, error) {
+// selectReplay returns the matching deliveries in recorded order, narrowed by what the endpoint
+// takes now (its types and filter: projections/relay.Selects); with tx it locks them.
+func (r *Relay) selectReplay(ctx context.Context, q querierRows, qr ReplayQuery, ep Endpoint, lock bool) ([]ReplayItem, error) {
 	if err := qr.check(); err != nil {
 		return nil, err
 	}
@@ -82,7 +75,7 @@ func (r *Relay) selectReplay(ctx context.Context, q querierRows, qr ReplayQuery,
 	if qr.OnlyFailed {
 		states = []string{StateDead}
 	}
-	sql := `SELECT id, event_id::text, event_type, recorded_at FROM relay_deliveries
+	sql := `SELECT id, event_id::text, event_type, recorded_at, stream, stream_version FROM relay_deliveries
 WHERE endpoint_id = $1 AND recorded_at >= $2 AND recorded_at < $3 AND state = ANY($4) AND ($5 = 0 OR id = $5)
 ORDER BY recorded_at, id`
 	if lock {
@@ -93,55 +86,44 @@ ORDER BY recorded_at, id`
 		return nil, fmt.Errorf("select replay: %w", err)
 	}
 	defer rows.Close()
-	var out []ReplayItem
+	var (
+		out  []ReplayItem
+		rule = ep.rule()
+		subs = r.newSubjects()
+	)
 	for rows.Next() {
 		var (
-			it  ReplayItem
-			eid string
+			it     ReplayItem
+			eid    string
+			stream string
+			ver    int64
 		)
-		if err := rows.Scan(&it.DeliveryID, &eid, &it.Type, &it.RecordedAt); err != nil {
+		if err := rows.Scan(&it.DeliveryID, &eid, &it.Type, &it.RecordedAt, &stream, &ver); err != nil {
 			return nil, fmt.Errorf("select replay: %w", err)
 		}
-		if !MatchTypes(qr.Types, it.Type) {
+		if !MatchTypes(qr.Types, it.Type) ||
+			!prelay.Selects(rule, it.Type, func() prelay.Subject { return subs.of(ctx, stream, uint64(ver)) }) {
 			continue
 		}
 		it.WebhookID = "msg_" + eid
 		out = append(out, it)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("select replay: %w", err)
+	}
+	if subs.err != nil {
+		return nil, fmt.Errorf("select replay: filter: %w", subs.err)
+	}
+	return out, nil
+}
+
+// rule is what the endpoint takes now: its types and filter.
+func (e Endpoint) rule() prelay.Rule {
+	return prelay.Rule{Since: e.CreatedAt, Types: e.Types, Filter: e.Filter}
 }
 
 type querierRows interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// planBuilder adds a replay's deliveries up to its plan, one at a time, so that a window of months
-// is counted without being held.
-type planBuilder struct {
-	p   ReplayPlan
-	idx map[string]int
-}
-
-func (b *planBuilder) add(it ReplayItem) {
-	if b.idx == nil {
-		b.idx = map[string]int{}
-	}
-	i, ok := b.idx[it.Type]
-	if !ok {
-		i = len(b.p.ByType)
-		b.idx[it.Type] = i
-		b.p.ByType = append(b.p.ByType, TypeCount{Type: it.Type})
-	}
-	b.p.ByType[i].Count++
-	b.p.Total++
-	if b.p.First == nil || it.RecordedAt.Before(b.p.First.RecordedAt) {
-		first := it
-		b.p.First = &first
-	}
-	if b.p.Last == nil || !it.RecordedAt.Before(b.p.Last.RecordedAt) {
-		last := it
-		b.p.Last = &last
-	}
 }
 
 // backfills reports whether a replay also sends the window's events that have no delivery of the
@@ -151,7 +133,7 @@ func (q ReplayQuery) backfills() bool { return !q.OnlyFailed && q.DeliveryID == 
 // eachBackfill pages through the whole log and calls fn with each page's events a replay of q
 // backfills for endpoint ep, if they have no delivery of it yet (fn tells): relayable events whose
 // recorded time, as the deliveries store it (microseconds), is in [From, To), of a type both the
-// endpoint and q select. The log is read through the event-store port, as the fan-out reads it, and
+// endpoint takes now (types and filter) and q selects. The log is read through the event-store port, as the fan-out reads it, and
 // never held whole. Its order is not that of the recorded times, so every page is read; a short page
 // ends it, since whatever is recorded later reaches the endpoint by the fan-out.
 func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn func(newDeliveries) error) error {
@@ -159,19 +141,25 @@ func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn
 		return errors.New("relay: a window replay reads the event log, and this relay has no event store")
 	}
 	var from eventlog.Position
+	rule := ep.rule()
 	for {
 		page, err := r.events.ReadAll(ctx, from, r.replayPage)
 		if err != nil {
 			return fmt.Errorf("backfill: read the log after %s: %w", from, err)
 		}
 		var news newDeliveries
+		subs := r.newSubjects()
 		for _, ev := range page {
 			b, ok := relayable(ev)
 			at := ev.RecordedAt.Truncate(time.Microsecond)
-			if !ok || at.Before(q.From) || !at.Before(q.To) || !MatchTypes(ep.Types, ev.Type) || !MatchTypes(q.Types, ev.Type) {
+			if !ok || at.Before(q.From) || !at.Before(q.To) || !MatchTypes(q.Types, ev.Type) ||
+				!prelay.Selects(rule, ev.Type, func() prelay.Subject { return subs.of(ctx, ev.StreamID, ev.Version) }) {
 				continue
 			}
 			news.add(ep.ID, ev, b, StatePending)
+		}
+		if subs.err != nil {
+			return fmt.Errorf("backfill: filter: %w", subs.err)
 		}
 		if news.len() > 0 {
 			if err := fn(news); err != nil {
@@ -200,7 +188,7 @@ func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b 
 		}
 		for i, id := range news.events {
 			if !have[id] {
-				b.add(ReplayItem{WebhookID: "msg_" + id, Type: news.types[i], RecordedAt: news.recorded[i].Truncate(time.Microsecond)})
+				b.Add(ReplayItem{WebhookID: "msg_" + id, Type: news.types[i], RecordedAt: news.recorded[i].Truncate(time.Microsecond)})
 			}
 		}
 		return nil
@@ -211,7 +199,7 @@ func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b 
 // with their jobs, and adds them to b. Each page commits on its own, with the replay's total: an open
 // transaction holds back every reader of the PostgreSQL log (it reads below the oldest one), so one
 // transaction over a whole log would stall the projections, this one's paging included.
-func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder) error {
+func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder, pace *pacer) error {
 	return r.eachBackfill(ctx, ep, q, func(news newDeliveries) error {
 		var items []ReplayItem
 		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
@@ -227,13 +215,13 @@ func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep in
 			if _, err := tx.Exec(ctx, `UPDATE relay_replays SET total = total + $2 WHERE id = $1`, rep, len(ids)); err != nil {
 				return fmt.Errorf("replay total: %w", err)
 			}
-			return r.enqueue(ctx, tx, ids, time.Time{})
+			return pace.enqueue(ctx, r, tx, ids)
 		})
 		if err != nil {
 			return fmt.Errorf("backfill: %w", err)
 		}
 		for _, it := range items {
-			b.add(it)
+			b.Add(it)
 		}
 		return nil
 	})
@@ -248,20 +236,20 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 	if err != nil {
 		return ReplayPlan{}, err
 	}
-	items, err := r.selectReplay(ctx, r.pool, q, false)
+	items, err := r.selectReplay(ctx, r.pool, q, ep, false)
 	if err != nil {
 		return ReplayPlan{}, err
 	}
 	var b planBuilder
 	for _, it := range items {
-		b.add(it)
+		b.Add(it)
 	}
 	if q.backfills() {
 		if err := r.planBackfill(ctx, ep, q, &b); err != nil {
 			return ReplayPlan{}, err
 		}
 	}
-	return b.p, nil
+	return b.Plan(r.rateOf(q)), nil
 }
 
 // StartReplay schedules the selected deliveries again as one tracked replay: same webhook-ids, a
@@ -280,11 +268,13 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 		return Replay{}, ReplayPlan{}, fmt.Errorf("%w: endpoint %d is disabled; enable it first", ErrInvalid, e.ID)
 	}
 	var (
-		rep Replay
-		b   planBuilder
+		rep  Replay
+		b    planBuilder
+		pace = &pacer{start: time.Now(), rate: r.rateOf(q)}
 	)
 	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		items, err := r.selectReplay(ctx, tx, q, true)
+		pace.n = 0
+		items, err := r.selectReplay(ctx, tx, q, e, true)
 		if err != nil {
 			return err
 		}
@@ -292,32 +282,32 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 		if types == nil {
 			types = []string{}
 		}
-		if err := tx.QueryRow(ctx, `INSERT INTO relay_replays (endpoint_id, from_time, to_time, types, only_failed, total)
-VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items)).Scan(&rep.ID, &rep.CreatedAt); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO relay_replays (endpoint_id, from_time, to_time, types, only_failed, total, rate)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items), pace.rate).Scan(&rep.ID, &rep.CreatedAt); err != nil {
 			return fmt.Errorf("insert replay: %w", err)
 		}
 		ids := make([]int64, len(items))
 		for i, it := range items {
 			ids[i] = it.DeliveryID
-			b.add(it)
+			b.Add(it)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = 'pending', run_attempts = 0, replay_id = $2,
     next_attempt_at = now(), completed_at = NULL WHERE id = ANY($1)`, ids, rep.ID); err != nil {
 			return fmt.Errorf("schedule replay: %w", err)
 		}
-		return r.enqueue(ctx, tx, ids, time.Time{})
+		return pace.enqueue(ctx, r, tx, ids)
 	})
 	if err != nil {
 		return Replay{}, ReplayPlan{}, fmt.Errorf("replay: %w", err)
 	}
 	// The deliveries that exist are on their way; the backfill follows, a page at a time.
 	if q.backfills() {
-		if err := r.backfill(ctx, e, q, rep.ID, &b); err != nil {
+		if err := r.backfill(ctx, e, q, rep.ID, &b, pace); err != nil {
 			return Replay{}, ReplayPlan{}, fmt.Errorf("replay %d: %w (what it scheduled so far is sent; replay the window again for the rest)", rep.ID, err)
 		}
 	}
-	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, b.p.Total, b.p.Total
-	return rep, b.p, nil
+	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, b.Total(), b.Total()
+	return rep, b.Plan(pace.rate), nil
 }
 
 // RetryDelivery sends one delivery again now, as a replay of that delivery alone (StartReplay's

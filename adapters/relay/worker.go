@@ -195,7 +195,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 		for id := range held {
 			delete(later, id)
 		}
-		round, handed, err := r.sendAll(ctx, due, len(ids) == 1)
+		round, handed, err := r.sendAll(ctx, r.slots(job), due, len(ids) == 1)
 		if err != nil {
 			return err
 		}
@@ -245,7 +245,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 // own — due now, with no attempt recorded, so a busy relay never counts its own queue as the
 // receiver's failure. A job of one delivery waits for its slot as long as it runs; when the message
 // of its only delivery cannot be built, the error is the job's (alone), as River retries or cancels it.
-func (r *Relay) sendAll(ctx context.Context, ds []delivery, alone bool) (round []sent, handed []int64, err error) {
+func (r *Relay) sendAll(ctx context.Context, slots chan struct{}, ds []delivery, alone bool) (round []sent, handed []int64, err error) {
 	round = make([]sent, len(ds))
 	errs := make([]error, len(ds))
 	unsent := make([]bool, len(ds))
@@ -265,12 +265,12 @@ func (r *Relay) sendAll(ctx context.Context, ds []delivery, alone bool) (round [
 				return
 			}
 			select {
-			case r.sending <- struct{}{}:
+			case slots <- struct{}{}:
 			case <-slotCtx.Done():
 				unsent[i] = true
 				return
 			}
-			defer func() { <-r.sending }()
+			defer func() { <-slots }()
 			var a attempt
 			a, errs[i] = r.attemptOne(ctx, d)
 			round[i] = r.next(d, a)
@@ -505,6 +505,13 @@ RETURNING d.id`, ids, states, nexts, statuses, errTexts))
 		}
 		if err := r.releaseOrder(ctx, tx, round, kept); err != nil {
 			return err
+		}
+		for _, s := range round {
+			if s.state == StateDead && kept[s.d.id] {
+				if err := r.raiseDead(ctx, tx, s); err != nil {
+					return err
+				}
+			}
 		}
 		// The endpoints' streaks in endpoint order (two rounds lock them in one order), each endpoint's
 		// attempts in the order they ended. A success after a success ends no streak: one statement

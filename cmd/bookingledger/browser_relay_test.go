@@ -42,7 +42,8 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	srv := startServe(t, env)
 	base, tok := srv.admin, srv.token
 
-	out, errOut, code := cli(t, env, "endpoints", "add", "--url", sink.srv.URL+"/hook", "--description", "crm")
+	// A filter every event of the test passes: the endpoint's page shows it.
+	out, errOut, code := cli(t, env, "endpoints", "add", "--url", sink.srv.URL+"/hook", "--description", "crm", "--filter", "provider=calendly")
 	require.Equal(t, 0, code, errOut)
 	sink.setSecret(secretLine.FindString(out))
 	out, errOut, code = cli(t, env, "token", "create", "--name", "ops-alice", "--scope", "admin", "--expires", "1d")
@@ -123,7 +124,12 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	screenshot(t, ctx, shots, "ui-endpoints")
 
 	// Its delivery log filtered to dead deliveries: the attempts with status, latency and answer.
-	step(t, ctx, "endpoint", chromedp.Click(chromedp.CSS(`a[href="/ui/admin/endpoints/1"]`)), chromedp.WaitVisible(chromedp.CSS("#delivery-log")),
+	assert.Contains(t, eps, "provider=calendly", "the list shows the filter")
+	step(t, ctx, "endpoint", chromedp.Click(chromedp.CSS(`a[href="/ui/admin/endpoints/1"]`)), chromedp.WaitVisible(chromedp.CSS("#delivery-log")))
+	filterText := value(t, ctx, "filter", chromedp.Text(chromedp.CSS("#endpoint-filter")))
+	assert.Contains(t, filterText, "provider calendly")
+	assert.Contains(t, filterText, "(provider=calendly)")
+	step(t, ctx, "dead deliveries", chromedp.WaitVisible(chromedp.CSS("#delivery-log")),
 		chromedp.SetValue(chromedp.CSS("#state"), "dead"), chromedp.Click(chromedp.CSS("#filter-state")),
 		chromedp.Poll[chromedp.Void](`location.search.includes("state=dead") && document.querySelector("#state").value === "dead"`, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf("#retry-%d", deadID))))

@@ -82,7 +82,7 @@ func pgStart(t *testing.T, args ...string) string {
 var (
 	sourceTables = []string{"events", "streams", "receipts", "receipt_bodies", "reconciliation_items", "contacts", "free_texts", "subject_keys", "erasures", "erased_subjects", "process_steps",
 		"provider_sync_state", "provider_subscriptions", "provider_secrets", "provider_alerts", "seat_contacts",
-		"relay_endpoints", "relay_deliveries", "relay_attempts", "relay_replays", "relay_alerts",
+		"relay_endpoints", "relay_deliveries", "relay_attempts", "relay_replays", "relay_alerts", "relay_endpoint_rules", "relay_operational_sends",
 		"api_tokens", "schema_migrations", "river_job", "river_queue", "river_migration"}
 	rebuiltTables = []string{"calendar_bookings", "calendar_resources", "calendar_resource_links", "calendar_slots", "calendar_booking_refs",
 		"payment_streams", "payment_stream_refs", "projection_checkpoints", "river_leader", "river_notification", "ui_sessions",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bookingledger/adapters/eventcodec"
 	"context"
 	"fmt"
 	"log/slog"
@@ -65,7 +66,8 @@ func projectionRegistry() []projectionEntry {
 			rl := d.relay
 			if rl == nil {
 				var err error
-				if rl, err = relay.New(relay.Config{Pool: d.pool}); err != nil {
+				// Filters fold the events' streams: the relay reads the event store.
+				if rl, err = relay.New(relay.Config{Pool: d.pool, Events: d.events.events, Codec: eventcodec.JSON{}}); err != nil {
 					return nil, err
 				}
 			}

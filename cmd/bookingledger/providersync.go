@@ -28,6 +28,7 @@ import (
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/stripe"
 	"bookingledger/adapters/providersync"
+	"bookingledger/adapters/relay"
 	"bookingledger/domain/ledger"
 )
 
@@ -215,7 +216,7 @@ type syncServe struct {
 // newSyncServe wires the sync, the watch and their alerts; Kind registers them on the job queue.
 func newSyncServe(pool *pgxpool.Pool, svc *ledger.Service, apis providerAPIs, ring *privacy.Keyring, alertsTo relayAlerts, periodic providersync.Periodic, repair bool, log *slog.Logger) *syncServe {
 	store := providersync.NewStore(pool)
-	alerter := &providersync.Alerts{Pool: pool} // its River client is set by attach, once the queue exists
+	alerter := &providersync.Alerts{Pool: pool, Forward: forwardTo(alertsTo.relay)} // its River client is set by attach, once the queue exists
 	s := &syncServe{store: store, alerter: alerter}
 	s.syncer = providersync.NewSyncer(providersync.Config{Store: store, Ledger: svc, Sources: apis.sources(), Alerts: alerter, Logger: log})
 	s.watcher = providersync.NewWatcher(providersync.WatchConfig{Store: store, Subscriptions: apis.subscriptions(), Box: ring,
@@ -229,6 +230,18 @@ func newSyncServe(pool *pgxpool.Pool, svc *ledger.Service, apis providerAPIs, ri
 type relayAlerts struct {
 	cfg    alerts.Config
 	client alerts.Doer
+	// relay forwards provider alerts to the endpoints subscribed to operational events (nil: none).
+	relay *relay.Relay
+}
+
+// forwardTo is the providersync.Alerts.Forward of r: the relay's operational events (nil without one).
+func forwardTo(r *relay.Relay) func(ctx context.Context, tx pgx.Tx, webhookID, typ, text string, data map[string]any) error {
+	if r == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx pgx.Tx, webhookID, typ, text string, data map[string]any) error {
+		return r.RaiseOperational(ctx, tx, relay.Operational{ID: webhookID, Type: typ, Text: text, Data: data, ExceptAlertURL: true})
+	}
 }
 
 // kind is the sync's work on the job queue.
@@ -413,7 +426,12 @@ func openSyncEnv(ctx context.Context, sf storeFlags, getenv func(string) string,
 		env.Close()
 		return nil, fmt.Errorf("job queue client: %w", err)
 	}
-	env.alerts = &providersync.Alerts{Pool: pool, Client: client}
+	rl, err := relay.New(relay.Config{Pool: pool})
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	env.alerts = &providersync.Alerts{Pool: pool, Client: client, Forward: forwardTo(rl)}
 	return env, nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bookingledger/adapters/eventcodec"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -112,7 +113,7 @@ func openReplayRelay(ctx context.Context, dbURL, eventStore string, stderr io.Wr
 		return nil, nil, err
 	}
 	close = func() { es.Close(); pool.Close() }
-	if r, err = relay.New(relay.Config{Pool: pool, Events: es.events, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if r, err = relay.New(relay.Config{Pool: pool, Events: es.events, Codec: eventcodec.JSON{}, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		close()
 		return nil, nil, err
 	}
@@ -151,13 +152,15 @@ const endpointsUsage = `Usage: bookingledger endpoints <action> [flags]
 
 Manages the relay's endpoints: the user's own receivers of every ledger event, as Standard Webhooks.
 
-  endpoints add --url URL [--types 'booking.scheduled.*,booking.canceled.*'] [--description TEXT]
+  endpoints add --url URL [--types 'booking.scheduled.*,booking.canceled.*'] [--filter FILTER] [--description TEXT]
                 [--ordered] [--rate N] [--concurrency N] [--breaker-failures N] [--disable-after D]
                           adds an endpoint and prints its whsec_ signing secret (shown only now)
-  endpoints update ID [--url URL] [--types PATTERNS] [--description TEXT] [--ordered=true|false]
-                [--rate N] [--concurrency N] [--breaker-failures N] [--disable-after D]
-                          changes what is given (--types '' means every type); the secret, the
-                          state and the deliveries stay, and those not yet sent go to the new URL
+  endpoints update ID [--url URL] [--types PATTERNS] [--filter FILTER] [--description TEXT]
+                [--ordered=true|false] [--rate N] [--concurrency N] [--breaker-failures N] [--disable-after D]
+                          changes what is given (--types '' means every type, --filter '' no
+                          filter); the secret, the state and the deliveries stay, those not yet
+                          sent go to the new URL, new types and filters apply to events recorded
+                          from now on (replay covers the past)
   endpoints list          every endpoint, its state, failure streak, breaker and settings
   endpoints disable ID    stops sending; new events wait as paused deliveries
   endpoints enable ID [--send-missed]
@@ -175,15 +178,21 @@ breaker: one probe at the retry schedule's pace, the rest wait; --disable-after 
 never) of failing disables the endpoint with an alert.
 URLs (add and update) resolving to loopback or private addresses are refused unless BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true.
 --types takes comma-separated patterns of event types, '*' matching any run of characters; none
-means every type. --json prints the admin API's documents.`
+means every type; 'operational.*' subscribes to the operational webhooks (endpoint.failing, ...).
+--filter narrows them by provider, resource (a linked resource's name or a provider resource) and
+booking status after the event: comma-separated KEY=VALUE terms, values of one key separated by
+'|', every term must match, e.g. 'provider=calcom|acuity,status=active,resource=room-a'.
+--json prints the admin API's documents.`
 
 func runEndpoints(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newEnvFlags("endpoints", getenv, stderr, endpointsUsage)
 	dbURL := f.Secret("database-url", []string{envDatabaseURL, envDatabaseURLFallback}, "PostgreSQL URL")
 	allow := f.Bool("relay-allow-private", []string{envRelayAllowPrivate}, "allow loopback and private endpoint addresses")
 	urlEnv, typesEnv, descEnv := []string{"BOOKINGLEDGER_ENDPOINT_URL"}, []string{"BOOKINGLEDGER_ENDPOINT_TYPES"}, []string{"BOOKINGLEDGER_ENDPOINT_DESCRIPTION"}
+	filterEnv := []string{"BOOKINGLEDGER_ENDPOINT_FILTER"}
 	u := f.String("url", urlEnv, "", "add, update: the endpoint's URL (http or https)")
 	types := f.String("types", typesEnv, "", "add, update: comma-separated event type patterns (default: every type)")
+	filterFlag := f.String("filter", filterEnv, "", "add, update: provider, resource and status filter, e.g. 'provider=calcom,status=active' (default: none)")
 	desc := f.String("description", descEnv, "", "add, update: what the endpoint is for")
 	orderedEnv, rateEnv, concEnv := []string{"BOOKINGLEDGER_ENDPOINT_ORDERED"}, []string{"BOOKINGLEDGER_ENDPOINT_RATE"}, []string{"BOOKINGLEDGER_ENDPOINT_CONCURRENCY"}
 	breakerEnv, disableEnv := []string{"BOOKINGLEDGER_ENDPOINT_BREAKER_FAILURES"}, []string{"BOOKINGLEDGER_ENDPOINT_DISABLE_AFTER"}
@@ -226,7 +235,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		return usageErrorf("endpoints: unknown action %q (want add, list, update, disable, enable, rotate-secret or remove)", action)
 	}
 	if action != "add" && action != "update" {
-		if err := onlyFor(f, "endpoints "+action, "add and update", "url", "types", "description", "ordered", "rate",
+		if err := onlyFor(f, "endpoints "+action, "add and update", "url", "types", "filter", "description", "ordered", "rate",
 			"concurrency", "breaker-failures", "disable-after"); err != nil {
 			return err
 		}
@@ -243,6 +252,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	}
 	var (
 		patterns []string
+		filter   relay.Filter
 		change   relay.EndpointUpdate
 	)
 	if action == "add" || action == "update" {
@@ -280,6 +290,9 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			}
 			change.Options.DisableAfter = &d
 		}
+		if filter, err = relay.ParseFilter(*filterFlag); err != nil {
+			return usageErrorf("endpoints %s: --filter: %w", action, err)
+		}
 	}
 	if action == "update" {
 		if given("url", urlEnv) {
@@ -291,11 +304,14 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		if given("types", typesEnv) {
 			change.Types = &patterns
 		}
+		if given("filter", filterEnv) {
+			change.Filter = &filter
+		}
 		if given("description", descEnv) {
 			change.Description = desc
 		}
 		if change == (relay.EndpointUpdate{}) {
-			return usageErrorf("endpoints update: nothing to change; give --url, --types, --description or a delivery setting")
+			return usageErrorf("endpoints update: nothing to change; give --url, --types, --filter, --description or a delivery setting")
 		}
 	}
 	r, pool, err := openRelay(ctx, *dbURL, *allow)
@@ -305,14 +321,14 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 	defer pool.Close()
 	switch action {
 	case "add":
-		e, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: *u, Types: patterns, Description: *desc, Options: change.Options})
+		e, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: *u, Types: patterns, Filter: filter, Description: *desc, Options: change.Options})
 		if err != nil {
 			return fmt.Errorf("endpoints add: %w", err)
 		}
 		if *asJSON {
 			return printJSON(stdout, relayapi.EndpointSecretDTO{Endpoint: relayapi.ToEndpoint(e), Secret: secret})
 		}
-		fmt.Fprintf(stdout, "endpoint %d added: %s (types: %s)\n", e.ID, e.URL, typesText(e.Types))
+		fmt.Fprintf(stdout, "endpoint %d added: %s (types: %s%s)\n", e.ID, e.URL, typesText(e.Types), filterText(e.Filter))
 		if change.Options != (relay.SettingsUpdate{}) {
 			fmt.Fprintf(stdout, "delivery: %s\n", settingsText(e))
 		}
@@ -335,15 +351,15 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATE\tFAILURES\tBREAKER\tTYPES\tURL\tDESCRIPTION\tDELIVERY")
+		fmt.Fprintln(tw, "ID\tSTATE\tFAILURES\tBREAKER\tTYPES\tFILTER\tURL\tDESCRIPTION\tDELIVERY")
 		for _, e := range eps {
 			d := relayapi.ToEndpoint(e)
 			state := d.State
 			if d.DisabledReason != "" {
 				state += " (" + d.DisabledReason + ")"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, state, e.ConsecutiveFailures, d.Breaker, typesText(e.Types), e.URL,
-				e.Description, settingsText(e))
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, state, e.ConsecutiveFailures, d.Breaker, typesText(e.Types),
+				cmp.Or(e.Filter.String(), "-"), e.URL, e.Description, settingsText(e))
 		}
 		return tw.Flush()
 	case "update":
@@ -354,7 +370,7 @@ func runEndpoints(ctx context.Context, args []string, getenv func(string) string
 		if *asJSON {
 			return printJSON(stdout, relayapi.ToEndpoint(e))
 		}
-		fmt.Fprintf(stdout, "endpoint %d updated: %s (types: %s)\n", e.ID, e.URL, typesText(e.Types))
+		fmt.Fprintf(stdout, "endpoint %d updated: %s (types: %s%s)\n", e.ID, e.URL, typesText(e.Types), filterText(e.Filter))
 		if change.Options != (relay.SettingsUpdate{}) {
 			fmt.Fprintf(stdout, "delivery: %s\n", settingsText(e))
 		}
@@ -422,6 +438,14 @@ func settingsText(e relay.Endpoint) string {
 		parts = append(parts, "never disabled")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// filterText is ", filter: F" for an endpoint with a filter, "" for one without.
+func filterText(f relay.Filter) string {
+	if f.Empty() {
+		return ""
+	}
+	return "; filter: " + f.String()
 }
 
 func typesText(ts []string) string {
@@ -525,14 +549,16 @@ func writeDeliveries(w io.Writer, ds []relay.Delivery) error {
 	return tw.Flush()
 }
 
-const replayUsage = `Usage: bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types PATTERNS] [--only-failed] [--dry-run]
+const replayUsage = `Usage: bookingledger replay --endpoint ID --from RFC3339 --to RFC3339 [--types PATTERNS] [--only-failed] [--rate N] [--dry-run]
 
 Sends an endpoint's events recorded in [from, to) again, as one tracked replay: the same webhook-ids
 (receivers deduplicate by them), a fresh run of the retry schedule, attempts marked with the replay.
 Succeeded and dead deliveries are replayed, and the window's events of the endpoint's types that have
 no delivery of it yet (recorded before it was added) get one; --only-failed: dead deliveries only.
-Pending and paused ones are on their way already. --dry-run prints what would be sent: the count per
-type, the first and the last. The running serve sends them; this command shows the progress until
+Pending and paused ones are on their way already. What the endpoint's types and filter take now
+narrows it. A replay never delays live deliveries: it runs on a queue of its own, at --rate
+deliveries per second at most. --dry-run prints what would be sent: the count per type, the first
+and the last, the rate and how long it takes. The running serve sends them; this command shows the progress until
 every one finished (Ctrl-C stops watching, not the replay).`
 
 func runReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -544,6 +570,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	to := f.String("to", []string{"BOOKINGLEDGER_REPLAY_TO"}, "", "window end, RFC 3339, exclusive (required)")
 	types := f.String("types", []string{"BOOKINGLEDGER_REPLAY_TYPES"}, "", "comma-separated event type patterns (default: every type)")
 	onlyFailed := f.Bool("only-failed", []string{"BOOKINGLEDGER_REPLAY_ONLY_FAILED"}, "replay dead deliveries only")
+	rate := f.String("rate", []string{"BOOKINGLEDGER_REPLAY_RATE"}, "", fmt.Sprintf("deliveries per second at most (default %g)", relay.DefaultReplayRate))
 	dry := f.Bool("dry-run", []string{"BOOKINGLEDGER_REPLAY_DRY_RUN"}, "print what would be sent, send nothing")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the admin API's shape)")
 	pos, err := f.parse(args)
@@ -574,6 +601,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	if q.Types, err = relay.ParseTypes(*types); err != nil {
 		return usageErrorf("replay: --types: %w", err)
+	}
+	if *rate != "" {
+		if q.Rate, err = strconv.ParseFloat(*rate, 64); err != nil || q.Rate <= 0 || q.Rate > relay.MaxReplayRate {
+			return usageErrorf("replay: --rate %q: want deliveries per second, more than 0 and at most %g", *rate, relay.MaxReplayRate)
+		}
 	}
 	r, closeRelay, err := openReplayRelay(ctx, *dbURL, *store, stderr)
 	if err != nil {
@@ -607,7 +639,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 func writePlan(w io.Writer, p relay.ReplayPlan, verb string) {
-	fmt.Fprintf(w, "%s %d message(s)\n", verb, p.Total)
+	d := p.Duration.Round(time.Second)
+	if p.Duration < time.Second {
+		d = p.Duration.Round(time.Millisecond)
+	}
+	fmt.Fprintf(w, "%s %d message(s) at %g/s at most, about %s\n", verb, p.Total, p.Rate, d)
 	for _, tc := range p.ByType {
 		fmt.Fprintf(w, "  %-32s %d\n", tc.Type, tc.Count)
 	}

@@ -333,7 +333,7 @@ func TestEndpointsUpdateChangesWhatItIsGiven(t *testing.T) {
 			"endpoint 1 updated: http://127.0.0.1:10/new (types: booking.canceled.*,booking.payment_*)",
 			map[string]any{"url": "http://127.0.0.1:10/new", "description": "billing", "types": []any{"booking.canceled.*", "booking.payment_*"}}},
 		{"empty types is every type", []string{"--types", ""}, "endpoint 1 updated: http://127.0.0.1:10/new (types: all)",
-			map[string]any{"url": "http://127.0.0.1:10/new", "description": "billing", "types": []any{}}},
+			map[string]any{"url": "http://127.0.0.1:10/new", "description": "billing", "types": []any{}, "filter": ""}},
 		{"delivery settings", []string{"--ordered", "--rate", "20", "--concurrency", "2", "--breaker-failures", "0", "--disable-after", "48h"},
 			"endpoint 1 updated: http://127.0.0.1:10/new (types: all)\ndelivery: ordered, rate 20/s, concurrency 2, no breaker, disable after 48h0m0s",
 			map[string]any{"ordered": true, "rate_per_second": 20.0, "concurrency": 2.0, "breaker_failures": 0.0, "disable_after": "48h0m0s",
@@ -341,9 +341,23 @@ func TestEndpointsUpdateChangesWhatItIsGiven(t *testing.T) {
 		{"ordered off, the others kept", []string{"--ordered=false"},
 			"endpoint 1 updated: http://127.0.0.1:10/new (types: all)\ndelivery: unordered, rate 20/s, concurrency 2, no breaker, disable after 48h0m0s",
 			map[string]any{"ordered": false, "rate_per_second": 20.0, "concurrency": 2.0}},
+		{"a filter", []string{"--filter", "status=active, provider=calcom|acuity"},
+			"endpoint 1 updated: http://127.0.0.1:10/new (types: all; filter: provider=calcom|acuity,status=active)",
+			map[string]any{"types": []any{}, "filter": "provider=calcom|acuity,status=active"}},
+		{"the filter from its variable", []string{"--description", "billing"}, // BOOKINGLEDGER_ENDPOINT_FILTER is set below
+			"endpoint 1 updated: http://127.0.0.1:10/new (types: all; filter: resource=room-a)",
+			map[string]any{"filter": "resource=room-a"}},
+		{"an empty filter is none", []string{"--filter", ""}, "endpoint 1 updated: http://127.0.0.1:10/new (types: all)",
+			map[string]any{"filter": ""}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			env := env
+			if c.name == "the filter from its variable" {
+				v := maps.Clone(vars)
+				v["BOOKINGLEDGER_ENDPOINT_FILTER"] = "resource=room-a"
+				env = envOf(v)
+			}
 			out, errOut, code := cli(t, env, append([]string{"endpoints", "update", "1"}, c.args...)...)
 			require.Equal(t, 0, code, errOut)
 			assert.Equal(t, c.out+"\n", out)
@@ -367,7 +381,9 @@ func TestEndpointsUpdateChangesWhatItIsGiven(t *testing.T) {
 		code   int
 		errOut string
 	}{
-		{"nothing to change", nil, []string{"1"}, 2, "endpoints update: nothing to change; give --url, --types, --description or a delivery setting"},
+		{"nothing to change", nil, []string{"1"}, 2, "endpoints update: nothing to change; give --url, --types, --filter, --description or a delivery setting"},
+		{"unknown filter key", nil, []string{"1", "--filter", "colour=red"}, 2, `endpoints update: --filter: invalid filter: unknown key "colour" (keys: provider, resource, status)`},
+		{"unknown status", nil, []string{"1", "--filter", "status=scheduled"}, 2, `endpoints update: --filter: invalid filter: status "scheduled": want one of requested, active, canceled, rejected`},
 		{"no id", nil, []string{"--url", "http://127.0.0.1:9/x"}, 2, "endpoints update wants one endpoint id"},
 		{"bad id", nil, []string{"x", "--url", "http://127.0.0.1:9/x"}, 2, `endpoints update: "x" is not an endpoint id`},
 		{"empty url", nil, []string{"1", "--url", ""}, 2, "endpoints update: --url cannot be empty"},

@@ -185,7 +185,7 @@ func (s *server) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	relayKind, err := rl.Kind()
+	relayKinds, err := rl.Kinds()
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func (s *server) open(ctx context.Context) error {
 		log.Info("process steps: templates", "overrides", strings.Join(cfg.steps.templates.Overrides, ","))
 	}
 	// The provider sync and the subscription watch (docs/operations/sync.md), on their own queue.
-	syncs := newSyncServe(pool, svc, cfg.apis, cfg.masterKeys, relayAlerts{cfg: cfg.relay.Alerts, client: cfg.relay.Guard.Client(alertTimeout)},
+	syncs := newSyncServe(pool, svc, cfg.apis, cfg.masterKeys, relayAlerts{cfg: cfg.relay.Alerts, client: cfg.relay.Guard.Client(alertTimeout), relay: rl},
 		cfg.periodic, cfg.repair, log)
 	if len(cfg.apis.apis) == 0 {
 		log.Info(errNoAPIs.Error())
@@ -215,8 +215,8 @@ func (s *server) open(ctx context.Context) error {
 	queue, err := jobs.New(jobs.Config{Pool: pool, Ledger: svc, Refetchers: cfg.providers.refetchers, Logger: log,
 		MaxAttempts: int(min(cfg.deferAttempts, 1<<20)), Workers: int(min(cfg.deferWorkers, 1<<10)),
 		JobTimeout: cfg.jobTimeout, RescueAfter: cfg.rescueAfter,
-		Kinds: append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, relayKind, syncs.kind()},
-			retentionKinds(pool, cfg.bodyRetention)...),
+		Kinds: append(append([]jobs.Kind{{Queue: process.Queue, Workers: cfg.steps.workers, Register: stepWorker.Register}, syncs.kind()},
+			relayKinds...), retentionKinds(pool, cfg.bodyRetention)...),
 		Receipts: es.receipts, Liveness: live})
 	if err != nil {
 		return err

@@ -57,11 +57,13 @@ var owners = map[string]string{
 	"provider_subscriptions": "adapters/providersync",
 	"provider_sync_state":    "adapters/providersync",
 
-	"relay_alerts":     "adapters/relay",
-	"relay_attempts":   "adapters/relay",
-	"relay_deliveries": "adapters/relay",
-	"relay_endpoints":  "adapters/relay",
-	"relay_replays":    "adapters/relay",
+	"relay_alerts":            "adapters/relay",
+	"relay_attempts":          "adapters/relay",
+	"relay_deliveries":        "adapters/relay",
+	"relay_endpoints":         "adapters/relay",
+	"relay_endpoint_rules":    "adapters/relay",
+	"relay_operational_sends": "adapters/relay",
+	"relay_replays":           "adapters/relay",
 }
 
 // exemption lets package name table although it does not own it.

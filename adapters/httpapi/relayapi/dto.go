@@ -8,9 +8,11 @@ import (
 
 // EndpointDTO is an endpoint without its secrets.
 type EndpointDTO struct {
-	ID                  int64      `json:"id"`
-	URL                 string     `json:"url"`
-	Types               []string   `json:"types"`
+	ID    int64    `json:"id"`
+	URL   string   `json:"url"`
+	Types []string `json:"types"`
+	// Filter is the endpoint's filter in its syntax ("provider=calcom,status=active"); "" : none.
+	Filter              string     `json:"filter"`
 	Description         string     `json:"description"`
 	State               string     `json:"state"`
 	DisabledAt          *time.Time `json:"disabled_at,omitempty"`
@@ -105,7 +107,9 @@ type ReplayRequest struct {
 	To         time.Time `json:"to"`
 	Types      []string  `json:"types,omitempty"`
 	OnlyFailed bool      `json:"only_failed,omitempty"`
-	DryRun     bool      `json:"dry_run,omitempty"`
+	// Rate is the replay's rate limit in deliveries per second (0: the default).
+	Rate   float64 `json:"rate,omitempty"`
+	DryRun bool    `json:"dry_run,omitempty"`
 }
 
 // TypeCountDTO counts one type of a plan.
@@ -128,6 +132,10 @@ type PlanDTO struct {
 	ByType []TypeCountDTO `json:"by_type"`
 	First  *ReplayItemDTO `json:"first,omitempty"`
 	Last   *ReplayItemDTO `json:"last,omitempty"`
+	// Rate is the replay's rate limit (deliveries per second); DurationSeconds how long sending
+	// Total takes at it, at least.
+	Rate            float64 `json:"rate"`
+	DurationSeconds float64 `json:"duration_seconds"`
 }
 
 // ReplayDTO is a replay's progress.
@@ -182,7 +190,7 @@ func ToEndpoint(e relay.Endpoint) EndpointDTO {
 	if !until.After(time.Now()) {
 		until = time.Time{}
 	}
-	return EndpointDTO{ID: e.ID, URL: e.URL, Types: e.Types, Description: e.Description, State: state,
+	return EndpointDTO{ID: e.ID, URL: e.URL, Types: e.Types, Filter: e.Filter.String(), Description: e.Description, State: state,
 		DisabledAt: timePtr(e.DisabledAt), DisabledReason: e.DisabledReason, PreviousSecretUntil: timePtr(until),
 		ConsecutiveFailures: e.ConsecutiveFailures, CreatedAt: e.CreatedAt.UTC(),
 		Ordered: e.Ordered, RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, BreakerFailures: e.BreakerFailures,
@@ -221,7 +229,8 @@ func toItem(it *relay.ReplayItem) *ReplayItemDTO {
 
 // ToPlan converts a replay plan.
 func ToPlan(p relay.ReplayPlan) PlanDTO {
-	out := PlanDTO{Total: p.Total, ByType: make([]TypeCountDTO, len(p.ByType)), First: toItem(p.First), Last: toItem(p.Last)}
+	out := PlanDTO{Total: p.Total, ByType: make([]TypeCountDTO, len(p.ByType)), First: toItem(p.First), Last: toItem(p.Last),
+		Rate: p.Rate, DurationSeconds: p.Duration.Seconds()}
 	for i, tc := range p.ByType {
 		out.ByType[i] = TypeCountDTO{Type: tc.Type, Count: tc.Count}
 	}

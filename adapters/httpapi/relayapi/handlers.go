@@ -92,6 +92,8 @@ var errorTable = []struct {
 	{relay.ErrPrivateTarget, http.StatusUnprocessableEntity, "private_target"},
 	{relay.ErrInvalidURL, http.StatusBadRequest, "invalid_url"},
 	{relay.ErrInvalidTypes, http.StatusBadRequest, "invalid_types"},
+	{relay.ErrInvalidFilter, http.StatusBadRequest, "invalid_filter"},
+	{relay.ErrInvalidRate, http.StatusBadRequest, "invalid_rate"},
 	{relay.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
 }
@@ -149,9 +151,11 @@ func (h *handlers) listEndpoints(w http.ResponseWriter, r *http.Request) {
 
 // AddRequest is the body of POST /api/admin/endpoints.
 type AddRequest struct {
-	URL         string   `json:"url"`
-	Types       []string `json:"types,omitempty"`
-	Description string   `json:"description,omitempty"`
+	URL   string   `json:"url"`
+	Types []string `json:"types,omitempty"`
+	// Filter is in the filter syntax ("provider=calcom,status=active").
+	Filter      string `json:"filter,omitempty"`
+	Description string `json:"description,omitempty"`
 	SettingsRequest
 }
 
@@ -192,7 +196,12 @@ func (h *handlers) addEndpoint(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "%s", err)
 		return
 	}
-	e, secret, err := h.r.AddEndpoint(r.Context(), relay.NewEndpoint{URL: req.URL, Types: req.Types, Description: req.Description, Options: opts})
+	filter, err := relay.ParseFilter(req.Filter)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	e, secret, err := h.r.AddEndpoint(r.Context(), relay.NewEndpoint{URL: req.URL, Types: req.Types, Filter: filter, Description: req.Description, Options: opts})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -216,9 +225,11 @@ func (h *handlers) getEndpoint(w http.ResponseWriter, r *http.Request) {
 // UpdateRequest is the body of PATCH /api/admin/endpoints/{id}: the fields to change (types [] is
 // every type).
 type UpdateRequest struct {
-	URL         *string   `json:"url,omitempty"`
-	Types       *[]string `json:"types,omitempty"`
-	Description *string   `json:"description,omitempty"`
+	URL   *string   `json:"url,omitempty"`
+	Types *[]string `json:"types,omitempty"`
+	// Filter replaces the filter ("" : none).
+	Filter      *string `json:"filter,omitempty"`
+	Description *string `json:"description,omitempty"`
 	SettingsRequest
 }
 
@@ -236,7 +247,16 @@ func (h *handlers) updateEndpoint(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "%s", err)
 		return
 	}
-	e, err := h.r.UpdateEndpoint(r.Context(), id, relay.EndpointUpdate{URL: req.URL, Types: req.Types, Description: req.Description, Options: opts})
+	change := relay.EndpointUpdate{URL: req.URL, Types: req.Types, Description: req.Description, Options: opts}
+	if req.Filter != nil {
+		f, err := relay.ParseFilter(*req.Filter)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		change.Filter = &f
+	}
+	e, err := h.r.UpdateEndpoint(r.Context(), id, change)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -313,7 +333,7 @@ func (h *handlers) replay(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	q := relay.ReplayQuery{EndpointID: id, From: req.From, To: req.To, Types: req.Types, OnlyFailed: req.OnlyFailed}
+	q := relay.ReplayQuery{EndpointID: id, From: req.From, To: req.To, Types: req.Types, OnlyFailed: req.OnlyFailed, Rate: req.Rate}
 	if req.DryRun {
 		p, err := h.r.PlanReplay(r.Context(), q)
 		if err != nil {

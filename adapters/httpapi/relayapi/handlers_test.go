@@ -31,6 +31,7 @@ func TestAdminRoutesAnswerWithTheirStatusesAndCodes(t *testing.T) {
 		{"POST", "/api/admin/endpoints", `{"url":"http://127.0.0.1:9/x"}`, http.StatusUnprocessableEntity, "private_target"},
 		{"POST", "/api/admin/endpoints", `{"url":"ftp://example.com/"}`, http.StatusBadRequest, "invalid_url"},
 		{"POST", "/api/admin/endpoints", `{"url":"https://93.184.215.14/","types":["Bad Type"]}`, http.StatusBadRequest, "invalid_types"},
+		{"POST", "/api/admin/endpoints", `{"url":"https://93.184.215.14/","filter":"status=scheduled"}`, http.StatusBadRequest, "invalid_filter"},
 		{"POST", "/api/admin/endpoints", `{"url":"https://93.184.215.14/","extra":1}`, http.StatusBadRequest, "invalid_request"},
 		{"POST", "/api/admin/endpoints", `{}`, http.StatusBadRequest, "invalid_request"},
 		{"POST", "/api/admin/endpoints", `{"url":"` + strings.Repeat("a", 70<<10) + `"}`, http.StatusRequestEntityTooLarge, "body_too_large"},
@@ -73,7 +74,10 @@ func TestAdminRoutesAnswerWithTheirStatusesAndCodes(t *testing.T) {
 	assert.NotContains(t, body, added.Secret, "listings never show the secret")
 	status, body = do("POST", "/api/admin/endpoints/1/replay", `{"from":"2027-01-01T00:00:00Z","to":"2027-01-02T00:00:00Z","dry_run":true}`)
 	require.Equal(t, http.StatusOK, status, body)
-	assert.JSONEq(t, `{"total":0,"by_type":[]}`, body)
+	assert.JSONEq(t, `{"total":0,"by_type":[],"rate":250,"duration_seconds":0}`, body)
+	status, body = do("POST", "/api/admin/endpoints/1/replay", `{"from":"2027-01-01T00:00:00Z","to":"2027-01-02T00:00:00Z","dry_run":true,"rate":-1}`)
+	assert.Equal(t, http.StatusBadRequest, status, body)
+	assert.Contains(t, body, `"code":"invalid_rate"`)
 	status, _ = do("GET", "/api/bookings/calendly-x/deliveries", "")
 	assert.Equal(t, http.StatusOK, status)
 }
@@ -129,6 +133,7 @@ func TestAdminRoutesPassTheirParametersAndAnswerTheDocumentedStatuses(t *testing
 		{`{"url":"http://127.0.0.1:9/x"}`, "private_target", http.StatusUnprocessableEntity},
 		{`{"url":"ftp://example.com/"}`, "invalid_url", http.StatusBadRequest},
 		{`{"types":["Bad Type"]}`, "invalid_types", http.StatusBadRequest},
+		{`{"filter":"colour=red"}`, "invalid_filter", http.StatusBadRequest},
 		{`{"secret":"whsec_x"}`, "invalid_request", http.StatusBadRequest},
 	} {
 		status, body = do("PATCH", "/api/admin/endpoints/"+id, c.body)

@@ -1,0 +1,187 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
+	"bookingledger/domain/resource"
+	prelay "bookingledger/projections/relay"
+)
+
+// fanoutEndpoints loads every endpoint with its rules (relay_endpoint_rules), as the pure fan-out
+// (projections/relay) takes them. An endpoint without a recorded rule has its stored types and filter
+// as its only one.
+func fanoutEndpoints(ctx context.Context, q querierRows) ([]prelay.Endpoint, error) {
+	rows, err := q.Query(ctx, `SELECT e.id, e.created_at, e.disabled_at IS NOT NULL, e.types, e.filter,
+    coalesce(r.since, e.created_at), coalesce(r.types, e.types), coalesce(r.filter, e.filter)
+FROM relay_endpoints e LEFT JOIN relay_endpoint_rules r ON r.endpoint_id = e.id
+ORDER BY e.id, r.since`)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints: %w", err)
+	}
+	defer rows.Close()
+	var eps []prelay.Endpoint
+	for rows.Next() {
+		var (
+			id                 int64
+			created, since     time.Time
+			disabled           bool
+			types, ruleTypes   []string
+			filter, ruleFilter string
+		)
+		if err := rows.Scan(&id, &created, &disabled, &types, &filter, &since, &ruleTypes, &ruleFilter); err != nil {
+			return nil, fmt.Errorf("endpoints: %w", err)
+		}
+		f, err := prelay.ParseFilter(ruleFilter)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %d: stored filter %q: %w", id, ruleFilter, err)
+		}
+		if n := len(eps); n == 0 || eps[n-1].ID != id {
+			eps = append(eps, prelay.Endpoint{ID: id, Created: created, Disabled: disabled})
+		}
+		last := &eps[len(eps)-1]
+		last.Rules = append(last.Rules, prelay.Rule{Since: since, Types: ruleTypes, Filter: f})
+	}
+	return eps, rows.Err()
+}
+
+// subjects computes what filters look at in events: each booking's state after the event (its
+// stream read once and folded up to the event) and the calendar's links as they are now. Good for
+// one batch: it caches what it read.
+type subjects struct {
+	events  eventlog.Store
+	codec   Decoder
+	streams map[string][]booking.Event
+	links   *resource.State
+	// err is the first error; a subject that cannot be computed matches no filter.
+	err error
+}
+
+func (r *Relay) newSubjects() *subjects {
+	return &subjects{events: r.events, codec: r.codec, streams: map[string][]booking.Event{}}
+}
+
+// of returns the subject of the event at version of stream (a link event's when the stream is the
+// link stream).
+func (s *subjects) of(ctx context.Context, stream string, version uint64) prelay.Subject {
+	sub, err := s.compute(ctx, stream, version)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return sub
+}
+
+func (s *subjects) compute(ctx context.Context, stream string, version uint64) (prelay.Subject, error) {
+	if s.events == nil || s.codec == nil {
+		return prelay.Subject{}, errors.New("relay: filters read the event log, and this relay has no event store or codec")
+	}
+	if stream == resource.Stream {
+		recs, err := s.events.ReadStream(ctx, stream)
+		if err != nil || version == 0 || uint64(len(recs)) < version {
+			return prelay.Subject{}, fmt.Errorf("read %s@%d: %w", stream, version, err)
+		}
+		e, err := s.codec.DecodeResource(recs[version-1])
+		if err != nil {
+			return prelay.Subject{}, fmt.Errorf("decode %s@%d: %w", stream, version, err)
+		}
+		return prelay.LinkSubject(e), nil
+	}
+	events, ok := s.streams[stream]
+	if !ok || uint64(len(events)) < version {
+		recs, err := s.events.ReadStream(ctx, stream)
+		if err != nil {
+			return prelay.Subject{}, fmt.Errorf("read %s: %w", stream, err)
+		}
+		events = make([]booking.Event, 0, len(recs))
+		for _, rec := range recs {
+			e, err := s.codec.Decode(rec)
+			if err != nil {
+				return prelay.Subject{}, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
+			}
+			events = append(events, e)
+		}
+		s.streams[stream] = events
+	}
+	if version == 0 || uint64(len(events)) < version {
+		return prelay.Subject{}, fmt.Errorf("%s has %d events, not version %d", stream, len(events), version)
+	}
+	if s.links == nil {
+		recs, err := s.events.ReadStream(ctx, resource.Stream)
+		if err != nil {
+			return prelay.Subject{}, fmt.Errorf("read %s: %w", resource.Stream, err)
+		}
+		var st resource.State
+		for _, rec := range recs {
+			e, err := s.codec.DecodeResource(rec)
+			if err != nil {
+				return prelay.Subject{}, fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
+			}
+			st.Evolve(e)
+		}
+		s.links = &st
+	}
+	return prelay.BookingSubject(booking.Fold(events[:version]), *s.links), nil
+}
+
+// plan inserts the deliveries of events: one per endpoint that takes the event under the rule in
+// force when it was recorded (projections/relay.FanOut; earlier events reach a new endpoint by
+// replay), paused for a disabled endpoint. The unique (endpoint, event) key makes a second planning
+// of the same event a no-op.
+func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedEvent) error {
+	eps, err := fanoutEndpoints(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("relay plan: %w", err)
+	}
+	if len(eps) == 0 {
+		return nil
+	}
+	subs := r.newSubjects()
+	var news newDeliveries
+	for _, ev := range events {
+		b, ok := relayable(ev)
+		if !ok {
+			continue
+		}
+		for _, ep := range prelay.FanOut(eps, prelay.Event{Type: ev.Type, RecordedAt: ev.RecordedAt},
+			func() prelay.Subject { return subs.of(ctx, ev.StreamID, ev.Version) }) {
+			state := StatePending
+			if ep.Disabled {
+				state = StatePaused
+			}
+			news.add(ep.ID, ev, b, state)
+		}
+	}
+	if subs.err != nil {
+		// A filter that cannot be evaluated must not drop events: the batch is retried.
+		return fmt.Errorf("relay plan: filter: %w", subs.err)
+	}
+	if news.len() == 0 {
+		return nil
+	}
+	pending := map[int64][]int64{} // by endpoint: a job's deliveries are one endpoint's
+	var order []int64
+	err = news.insert(ctx, tx, 0, func(d insertedDelivery) {
+		if d.state != StatePending {
+			return
+		}
+		if _, seen := pending[d.endpoint]; !seen {
+			order = append(order, d.endpoint)
+		}
+		pending[d.endpoint] = append(pending[d.endpoint], d.id)
+	})
+	if err != nil {
+		return fmt.Errorf("relay plan: %w", err)
+	}
+	var params []river.InsertManyParams
+	for _, ep := range order {
+		params = jobParams(params, pending[ep], time.Time{})
+	}
+	return r.insertJobs(ctx, tx, params)
+}

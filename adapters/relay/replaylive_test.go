@@ -1,0 +1,93 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/adapters/relay"
+)
+
+// A replay of 10,000 events while live bookings keep coming: the replay runs on its own queue at its
+// rate, and no live delivery waits for the replay's backlog. Measured by order, not by time: when
+// each live delivery was first attempted, the replay deliveries that were waiting when it was planned
+// had not all been attempted (with one queue in arrival order, all of them would have gone first).
+func TestAReplayOfTenThousandNeverQueuesLiveDeliveriesBehindIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 events")
+	}
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
+	ctx := context.Background()
+	from := time.Now().Add(-time.Minute)
+	e.recordCreatesAtOnce(t, "backlog", 10_000, 8) // before the endpoint: the replay backfills them
+	rc := newReceiver(t)
+	ep := rc.endpointOn(t, r)
+
+	dry, err := r.PlanReplay(ctx, relay.ReplayQuery{EndpointID: ep.ID, From: from, To: time.Now().Add(time.Hour), Rate: 2000})
+	require.NoError(t, err)
+	assert.Equal(t, 10_000, dry.Total)
+	assert.Equal(t, 2000.0, dry.Rate)
+	assert.Equal(t, 5*time.Second, dry.Duration, "10,000 at 2,000 a second")
+	rep, plan, err := r.StartReplay(ctx, relay.ReplayQuery{EndpointID: ep.ID, From: from, To: time.Now().Add(time.Hour), Rate: 2000})
+	require.NoError(t, err)
+	require.Equal(t, 10_000, plan.Total)
+
+	// A live booking each time the replay sent another 300, for as long as it runs (at most 15).
+	var live []string
+	for i := 0; i < 15; i++ {
+		st, err := r.ReplayStatus(ctx, rep.ID)
+		require.NoError(t, err)
+		if st.Done() {
+			break
+		}
+		b := fmt.Sprintf("live-%d", i)
+		e.record(t, b, e.scheduled(b, 9))
+		live = append(live, b)
+		eventually(t, 2*time.Minute, "300 more replayed", func() bool {
+			now, err := r.ReplayStatus(ctx, rep.ID)
+			require.NoError(t, err)
+			return now.Done() || now.Succeeded >= st.Succeeded+300
+		})
+	}
+	require.GreaterOrEqual(t, len(live), 3, "live bookings came while the replay ran")
+	eventually(t, 3*time.Minute, "the replay and the live deliveries", func() bool {
+		var n int
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM relay_deliveries WHERE endpoint_id = $1 AND state = 'succeeded'`, ep.ID).Scan(&n))
+		return n == 10_000+len(live)
+	})
+	st, err := r.ReplayStatus(ctx, rep.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 10_000, st.Succeeded)
+
+	// For each live delivery: the replay deliveries still unattempted when it was planned (waiting),
+	// and those attempted between its planning and its first attempt (ahead of it).
+	rows, err := e.pool.Query(ctx, `
+WITH first AS (SELECT delivery_id, min(at) AS at FROM relay_attempts GROUP BY delivery_id),
+     replayed AS (SELECT f.at FROM relay_deliveries d JOIN first f ON f.delivery_id = d.id WHERE d.replay_id = $1)
+SELECT d.booking,
+       (SELECT count(*) FROM replayed WHERE replayed.at > d.created_at) AS waiting,
+       (SELECT count(*) FROM replayed WHERE replayed.at > d.created_at AND replayed.at < f.at) AS ahead
+FROM relay_deliveries d JOIN first f ON f.delivery_id = d.id
+WHERE d.endpoint_id = $2 AND d.replay_id IS NULL ORDER BY d.id`, rep.ID, ep.ID)
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		var (
+			b              string
+			waiting, ahead int
+		)
+		require.NoError(t, rows.Scan(&b, &waiting, &ahead))
+		n++
+		t.Logf("%s: planned with %d replay deliveries waiting, attempted after %d of them", b, waiting, ahead)
+		if waiting > 0 {
+			assert.Less(t, ahead, waiting, "%s waited for the replay's whole backlog", b)
+		}
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, len(live), n)
+}

@@ -1,0 +1,10 @@
+// Package relay holds the relay's pure rules, free of storage and HTTP: which event types an endpoint
+// takes (type patterns), which events pass its filter (provider, resource, booking status after the
+// event), which rule of an endpoint is in force for an event (filters change over time and apply to
+// the events recorded after the change), the fan-out of one event to the endpoints that take it, and
+// which operational events an endpoint is subscribed to.
+//
+// adapters/relay loads the inputs (endpoints, their rules, the folded state of an event's stream)
+// and writes the outputs (deliveries, jobs). This package imports the standard library and domain/
+// only (docs/relay.md, "Filters").
+package relay
