@@ -45,14 +45,41 @@ func startServeProcess(t *testing.T, bin, dbURL string, extraEnv ...string) (*ex
 	return startServeBinary(t, bin, vars)
 }
 
-// buildBinary builds the real binary into a temporary directory.
+// builtBinary is the real binary, built once per test process: each build links it anew, which
+// takes seconds. TestMain deletes its directory.
+var builtBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// buildBinary builds the real binary into a temporary directory, once; every caller gets the same
+// file (a test must not change it).
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "bookingledger")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run(), "build the binary")
-	return bin
+	builtBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "bookingledger-test-bin-")
+		if err != nil {
+			builtBinary.err = err
+			return
+		}
+		builtBinary.dir = dir
+		builtBinary.path = filepath.Join(dir, "bookingledger")
+		build := exec.Command("go", "build", "-o", builtBinary.path, ".")
+		build.Stderr = os.Stderr
+		builtBinary.err = build.Run()
+	})
+	require.NoError(t, builtBinary.err, "build the binary")
+	return builtBinary.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBinary.dir != "" {
+		_ = os.RemoveAll(builtBinary.dir)
+	}
+	os.Exit(code)
 }
 
 // TestKilledServerLosesNoAcknowledgedDelivery: invariant 1 of docs/architecture.md. Clients post distinct deliveries
@@ -60,6 +87,7 @@ func buildBinary(t testing.TB) string {
 // that got a 2xx must be in the store afterwards, and a restarted server must recognise each of them as
 // a duplicate.
 func TestKilledServerLosesNoAcknowledgedDelivery(t *testing.T) {
+	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	dbURL := pgtest.NewDatabaseURL(t)
 	bin := buildBinary(t)
 
