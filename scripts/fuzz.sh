@@ -3,13 +3,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime=${FUZZTIME:-10s}
+log=$(mktemp /tmp/bookingledger-fuzz.XXXXXX)
+trap 'rm -f "$log"' EXIT
 count=0
 while IFS= read -r file; do
 	pkg="./$(dirname "$file")"
 	for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
 		echo "fuzz: $pkg $target ($fuzztime)"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/bookingledger-fuzz.log 2>&1 || {
-			cat /tmp/bookingledger-fuzz.log >&2
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$log" 2>&1 || {
+			cat "$log" >&2
 			echo "fuzz: $target in $pkg failed; the failing input is under $pkg/testdata/fuzz/$target" >&2
 			exit 1
 		}

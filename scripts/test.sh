@@ -59,14 +59,28 @@ export BOOKINGLEDGER_TEST_ARTIFACTS="${BOOKINGLEDGER_TEST_ARTIFACTS:-$PWD/.test-
 mkdir -p "$BOOKINGLEDGER_TEST_ARTIFACTS"
 echo "test: browser screenshots go to $BOOKINGLEDGER_TEST_ARTIFACTS"
 
-# -p 2: the machine has two cores, and PostgreSQL needs its share.
-go test -race -count=1 -p 2 -timeout 30m ./...
+# -p 2: the machine has two cores, and PostgreSQL needs its share. -vet=off: scripts/lint.sh ran
+# go vet ./... above (test files included), a superset of the checks go test would repeat per package.
+go test -race -vet=off -count=1 -p 2 -timeout 30m ./...
+
+# The fuzzing runs while the EventStoreDB pass below does: that pass mostly waits on its stores, the
+# fuzzers mostly compute. Its output is shown when it fails, or at the end.
+# A count, not a duration: when a duration runs out while the fuzzer is still handling a new input,
+# `go test -fuzz` can report "context deadline exceeded" as a failure without any failing input.
+fuzzlog="$dir/fuzz.log"
+FUZZTIME=${FUZZTIME:-5000x} scripts/fuzz.sh >"$fuzzlog" 2>&1 &
+fuzzpid=$!
 
 # The ingress and projection suites again with the booking events in EventStoreDB (the in-process
 # test server of adapters/esdb/esdbtest; receipts and read models stay in PostgreSQL): the same
 # assertions must hold on both stores. Only these packages read BOOKINGLEDGER_TEST_EVENT_STORE.
-BOOKINGLEDGER_TEST_EVENT_STORE=esdb go test -race -count=1 -p 2 -timeout 30m ./adapters/httpapi ./adapters/postgres/readmodel ./adapters/relay
+esdb=0
+BOOKINGLEDGER_TEST_EVENT_STORE=esdb go test -race -vet=off -count=1 -p 2 -timeout 30m ./adapters/httpapi ./adapters/postgres/readmodel ./adapters/relay || esdb=$?
 
-# A count, not a duration: when a duration runs out while the fuzzer is still handling a new input,
-# `go test -fuzz` can report "context deadline exceeded" as a failure without any failing input.
-FUZZTIME=${FUZZTIME:-5000x} scripts/fuzz.sh
+fuzz=0
+wait "$fuzzpid" || fuzz=$?
+cat "$fuzzlog"
+if [ "$esdb" != 0 ] || [ "$fuzz" != 0 ]; then
+	[ "$esdb" = 0 ] || echo "test: the EventStoreDB pass failed (above the fuzzing output)" >&2
+	exit 1
+fi

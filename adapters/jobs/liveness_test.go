@@ -82,7 +82,8 @@ VALUES ('test.liveness', '{}', 'default', 'completed', 1, ARRAY['dead-1'], 5, 1,
 	assert.Empty(t, r.Jobs)
 
 	_, err = pool.Exec(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN job_instances i ON l.locktype = 'advisory'
-AND l.classid = 1651 AND l.objid = i.id::oid AND l.objsubid = 2 WHERE i.client_id = 'dead-1'`)
+AND l.classid = 1651 AND l.objid = i.id::oid AND l.objsubid = 2
+AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) WHERE i.client_id = 'dead-1'`)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		r, err = checker.Check(ctx)
@@ -132,7 +133,8 @@ func TestLivenessConcurrentCheckersPutBackEachJobOnce(t *testing.T) {
 	}
 	dead.Stop(ctx) // a clean stop forgets itself: register again and die uncleanly instead
 	require.NoError(t, dead.Register(ctx))
-	_, err := pool.Exec(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 1651`)
+	_, err := pool.Exec(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 1651
+AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
 	require.NoError(t, err)
 
 	var mu sync.Mutex

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -41,6 +43,27 @@ var migrationName = regexp.MustCompile(`^[0-9]{4}_[a-z0-9_]+\.sql$`)
 // `-- +goose NO TRANSACTION`. After migrating it checks the transaction-id horizon (CheckTransactionIDs).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return migrate(ctx, pool, migrationFiles)
+}
+
+// MigrationsDigest returns a hex SHA-256 of the embedded migration files (names and contents, in
+// version order): two binaries with the same digest apply the same schema. Test helpers key their
+// migrated template databases by it (pgtest), so a new or edited migration never meets a stale one.
+func MigrationsDigest() string {
+	return migrationsDigest(migrationFiles)
+}
+
+func migrationsDigest(fsys fs.FS) string {
+	h := sha256.New()
+	names, _ := fs.Glob(fsys, "migrations/*.sql") // the pattern is valid: no error
+	for _, name := range names {                  // fs.Glob sorts them
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			body = []byte("unreadable: " + err.Error())
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(body))
+		h.Write(body)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Pending returns the names (file name without .sql) of the embedded migrations not yet applied, for

@@ -96,6 +96,7 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 // sign in, the calendar, a timeline's duplicate-delivery finding, a conflict resolved in the inbox, a
 // cross-origin form post refused, sign out.
 func TestOperatorUIInABrowser(t *testing.T) {
+	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	ctx := browser(t)
 	shots := artifacts(t)
 	env := envOf(map[string]string{

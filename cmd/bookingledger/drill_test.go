@@ -134,6 +134,7 @@ func readSideSnapshot(t *testing.T, env func(string) string, bookings []string) 
 // dumped without the read models, restored into a new cluster, the read models rebuilt — and what
 // operators see is identical; the restored cluster then records and projects new deliveries.
 func TestBackupRestoreDrill(t *testing.T) {
+	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	pgDump, pgRestore := pgBin(t, "pg_dump"), pgBin(t, "pg_restore")
 	srcURL := pgtest.NewEmptyDatabaseURL(t)
 	base := map[string]string{

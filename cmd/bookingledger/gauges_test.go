@@ -46,6 +46,7 @@ func waitSample(t *testing.T, admin, series, want string) {
 // to 0 once one does, open conflicts and quarantined deliveries, and the deferred-delivery backlog
 // while the Acuity API is down.
 func TestDatabaseGauges(t *testing.T) {
+	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	dbURL := pgtest.NewEmptyDatabaseURL(t)
 	api := acuitytest.New(t, demoAcuityUser, demoAcuityKey)
 	api.Put(acuitytest.Appointment{ID: 77, Start: time.Date(2030, 1, 9, 10, 0, 0, 0, time.UTC),
@@ -119,6 +120,7 @@ func TestDatabaseGauges(t *testing.T) {
 // TestMonitoringFilesNameServedMetrics: every bookingledger metric the alert rules and the dashboard
 // use is one serve exports, so that a renamed metric cannot leave an alert that never fires.
 func TestMonitoringFilesNameServedMetrics(t *testing.T) {
+	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",

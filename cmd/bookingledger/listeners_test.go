@@ -61,6 +61,7 @@ func adminPatterns(t *testing.T) []string {
 // hand) is absent from the public listener and present on the admin one; the public listener serves
 // webhooks, /healthz and /readyz, nothing else.
 func TestPublicListenerAnswersNoAdminRoute(t *testing.T) {
+	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",

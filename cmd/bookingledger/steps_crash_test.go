@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -64,10 +63,7 @@ func TestKilledWorkerBetweenRequestedAndDone(t *testing.T) {
 		}
 		return 0
 	})
-	bin := filepath.Join(t.TempDir(), "bookingledger")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run(), "build the binary")
+	bin := buildBinary(t)
 
 	held := map[string]string{envStepsTestHold: "called", envStepsCallTimeout: "1s"}
 	for k, v := range w.vars {

@@ -2,7 +2,13 @@
 // named by BOOKINGLEDGER_TEST_DATABASE_URL and dropped when the test ends, so that tests running in
 // parallel (and other packages' tests) never see each other's rows.
 //
-// Without that variable a test is skipped with a message saying to run `make test`, except in CI
+// A migrated database is a copy (CREATE DATABASE ... TEMPLATE) of a template database the first test
+// that needs one migrates; the template's name carries a digest of the embedded migrations
+// (postgres.MigrationsDigest), so a changed migration set gets a template of its own. Templates are
+// named bl_template_<digest> and stay in the cluster; a long-lived cluster keeps one per migration set
+// it has seen (drop them when no test runs: the next test rebuilds the one it needs).
+//
+// Without BOOKINGLEDGER_TEST_DATABASE_URL a test is skipped with a message saying to run `make test`, except in CI
 // (CI=true), where it fails. It imports adapters/postgres (for Migrate), pgx and testing; production
 // code must not import it.
 package pgtest

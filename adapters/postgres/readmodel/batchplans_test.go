@@ -19,6 +19,7 @@ import (
 // growing calendar table without an index condition. The statements are the ones the projection
 // actually sent while applying the rich scenarios in small batches, with links.
 func TestEveryBatchStatementStaysIndexed(t *testing.T) {
+	t.Parallel()
 	tr := &plantest.Trace{Max: 1}
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabaseURL(t))
 	require.NoError(t, err)

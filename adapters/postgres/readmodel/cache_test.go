@@ -14,6 +14,7 @@ import (
 // A stream's duplicates are dropped whether it is small (found by scanning) or has grown past
 // smallStream (found in its map), and across the switch from one to the other.
 func TestStreamCacheDropsDuplicates(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, smallStream - 1, smallStream, smallStream + 1, 3 * smallStream} {
 		t.Run(fmt.Sprintf("%d events", n), func(t *testing.T) {
 			c := newStreamCache(1_000_000)
@@ -45,6 +46,7 @@ func TestStreamCacheDropsDuplicates(t *testing.T) {
 // A stream whose first event the log delivers is held from the log alone; a stream first seen later
 // in its life is not (its earlier events must be read from the store).
 func TestStreamCacheStartsAtTheFirstEvent(t *testing.T) {
+	t.Parallel()
 	c := newStreamCache(1_000_000)
 	ev := func(i byte) booking.Event { return booking.Event{ID: eventlog.EventID{i}, Booking: "b"} }
 	c.observe("booking-new", 1, ev(1))

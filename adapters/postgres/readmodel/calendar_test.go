@@ -17,6 +17,7 @@ import (
 )
 
 func TestConflictHolderRuleAndAutoClose(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const host = "https://api.calendly.com/users/HOST1"
 	first, second := created("calendly-aaa", at(-48, 0), slot("meeting-1", at(10, 0), 30, host)),
@@ -55,6 +56,7 @@ func TestConflictHolderRuleAndAutoClose(t *testing.T) {
 }
 
 func TestExclusionConstraintRefusesOverlappingHolders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	_, err := e.pool.Exec(ctx, `INSERT INTO calendar_resources (resource) VALUES ('host-1'), ('host-2')`)
@@ -119,6 +121,7 @@ VALUES ($1, (SELECT id FROM calendar_resources WHERE resource = $2), $2, $3, tst
 }
 
 func TestGroupMeetingInviteesShareTheSlot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const host = "host-group"
 	group := slot("webinar", at(14, 0), 60, host)
@@ -142,6 +145,7 @@ func TestGroupMeetingInviteesShareTheSlot(t *testing.T) {
 }
 
 func TestRequestedBookingDoesNotHoldItsSlot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const host = "host-r"
 	req := event("calcom-req", "requested", at(-50, 0), booking.Requested{Slot: slot("calcom-series-1", at(9, 0), 60, host), Capacity: 1})
@@ -164,6 +168,7 @@ func TestRequestedBookingDoesNotHoldItsSlot(t *testing.T) {
 }
 
 func TestCalendlyRescheduleResolvesInAnyOrder(t *testing.T) {
+	t.Parallel()
 	const host = "host-cal"
 	oldCreate := created("calendly-old", at(-30, 0), slot("ev-old", at(10, 0), 60, host))
 	oldCancel := event("calendly-old", "canceled", at(-2, 0), booking.Canceled{Reason: "rescheduled", CanceledBy: "invitee", RescheduledTo: "calendly-new"})
@@ -212,6 +217,7 @@ func TestCalendlyRescheduleResolvesInAnyOrder(t *testing.T) {
 }
 
 func TestCalcomRescheduleWithImpliedCancel(t *testing.T) {
+	t.Parallel()
 	const host = "host-calcom"
 	oldCreate := created("calcom-uid-old", at(-20, 0), slot("ical-1", at(15, 0), 30, host))
 	// One BOOKING_RESCHEDULED delivery: the new booking, and the cancel the ledger infers for the old.
@@ -246,6 +252,7 @@ func TestCalcomRescheduleWithImpliedCancel(t *testing.T) {
 }
 
 func TestPaymentStatusFromLinkedPaymentStreams(t *testing.T) {
+	t.Parallel()
 	const host = "host-pay"
 	bk := event("calendly-paid", "created", at(-10, 0), booking.Scheduled{Slot: slot("ev-pay", at(16, 0), 30, host), PaymentRefs: []string{"stripe:ch_1"}})
 	succeeded := event("stripe-pi_1", "succeeded", at(-9, 0), booking.PaymentSucceeded{Refs: []string{"stripe:pi_1", "stripe:ch_1"}, Amount: 5000, Currency: "eur"})
@@ -302,6 +309,7 @@ func TestPaymentStatusFromLinkedPaymentStreams(t *testing.T) {
 // A stream that held only payment events is a payment stream until a booking event joins it: then its
 // payment rows go, and another booking sharing its reference does not take it for a payment.
 func TestPaymentStreamThatBecomesABookingIsNoLongerAPayment(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.deliver(t, one("r-0", event("calendly-late", "paid", at(-9, 0), booking.PaymentSucceeded{Refs: []string{"stripe:ch_7"}, Amount: 100, Currency: "eur"})))
 	e.catchUp(t)
@@ -317,6 +325,7 @@ func TestPaymentStreamThatBecomesABookingIsNoLongerAPayment(t *testing.T) {
 }
 
 func TestOperatorResolutionIsNotReopened(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const host = "host-op"
 	e.deliver(t, one("o-1", created("calendly-op1", at(-5, 0), slot("m1", at(8, 0), 60, host))))
@@ -351,6 +360,7 @@ func TestOperatorResolutionIsNotReopened(t *testing.T) {
 }
 
 func TestQuarantinedDeliveryIsQueued(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.quarantine(t, "calendly", "calendly-broken-1", "no host")
 	items := e.openItems(t)
@@ -380,6 +390,7 @@ func TestQuarantinedDeliveryIsQueued(t *testing.T) {
 // starts, resources and multi-resource slots, plus one longer than a week: every page size gives the
 // one-page answer, in order, each entry once, and only the last page says it is the last.
 func TestCalendarPagesCoverTheWindowOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	n := 0
 	for h := 8; h < 12; h++ {
@@ -431,6 +442,7 @@ func TestCalendarPagesCoverTheWindowOnce(t *testing.T) {
 }
 
 func TestCalendarQuery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.deliver(t, one("k-1", created("calendly-k1", at(-5, 0), slot("mk1", at(9, 0), 30, "host-a", "host-b"))))
 	e.deliver(t, one("k-2", created("calendly-k2", at(-5, 0), slot("mk2", at(11, 0), 30, "host-b"))))
@@ -468,6 +480,7 @@ func TestCalendarQuery(t *testing.T) {
 // index looks back (migration 0185) is found through the partial GiST, whichever side arrives first
 // and whichever side is recomputed; a rebuild gives the same calendar.
 func TestLongClaimsConflictWhateverTheirLength(t *testing.T) {
+	t.Parallel()
 	const host = "host-long"
 	retreat := created("calendly-retreat", at(-100, 0), slot("retreat", at(0, 0), 10*24*60, host)) // ten days
 	late := created("calendly-late", at(-50, 0), slot("late-call", at(9*24+10, 0), 30, host))      // on its ninth day

@@ -20,6 +20,7 @@ import (
 // delivery failed on our side, so the provider retried it only after the cancel had arrived, and then
 // once more. The slot must end up free and the late create must be visible in the history.
 func TestSeedStory_CanceledTenOClockBookingWithCreateRetriedAfterCancel(t *testing.T) {
+	t.Parallel()
 	const host = "https://api.calendly.com/users/HOST-SEED"
 	id := booking.ID("calendly-seed-10am")
 	booked := day.Add(-24*time.Hour + 9*time.Hour) // made the day before at 09:00
@@ -122,12 +123,14 @@ func TestSeedStory_CanceledTenOClockBookingWithCreateRetriedAfterCancel(t *testi
 }
 
 func TestHistoryOfUnknownBooking(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, err := e.rm.History(context.Background(), "calendly-nobody")
 	assert.ErrorIs(t, err, projections.ErrNotFound)
 }
 
 func TestHistoryShowsConflicts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.deliver(t, one("h-1", created("calendly-h1", at(-5, 0), slot("m1", at(8, 0), 60, "host-h"))))
 	e.deliver(t, one("h-2", created("calendly-h2", at(-4, 0), slot("m2", at(8, 30), 60, "host-h"))))
@@ -149,6 +152,7 @@ func TestHistoryShowsConflicts(t *testing.T) {
 // A cancel's reason is a person's free text: the stored event and the calendar row hold none of it,
 // the history shows it from the free-text table, and once erased shows when instead.
 func TestHistoryShowsTheCancelReasonKeptApartUntilErased(t *testing.T) {
+	t.Parallel()
 	const reason = "my daughter's recital"
 	id := booking.ID("calendly-reason")
 	create := created(id, day.Add(-time.Hour), slot("https://api.calendly.com/scheduled_events/EV-R", at(11, 0), 30, "host-r"))

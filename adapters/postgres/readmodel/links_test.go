@@ -50,6 +50,7 @@ func (e *env) calendarOf(t testing.TB, res string) []projections.CalendarEntry {
 }
 
 func TestLinkedResourcesGuardAcrossProviders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.deliver(t, one("d-intro", introCall))
@@ -119,6 +120,7 @@ func slotRows(t testing.TB, e *env) []string {
 // Every order of the two deliveries and the two links (one per provider resource) ends in the same
 // calendar, slot table and items as the order where everything arrived before the projection ran.
 func TestLinksAndDeliveriesConvergeInAnyOrder(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		name string
 		do   func(t testing.TB, e *env)
@@ -144,6 +146,7 @@ func TestLinksAndDeliveriesConvergeInAnyOrder(t *testing.T) {
 			names = append(names, steps[i].name)
 		}
 		t.Run(fmt.Sprint(names), func(t *testing.T) {
+			t.Parallel() // each order on a database of its own; want is only read
 			e := newEnv(t)
 			for _, i := range order {
 				steps[i].do(t, e)
@@ -171,6 +174,7 @@ func permutations(n int) [][]int {
 // A log with links, an unlink and a relink rebuilds into the rows the incremental projection has,
 // whether the rebuild computes the calendar in one chunk or one booking at a time.
 func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		chunk int
@@ -202,6 +206,7 @@ func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
 }
 
 func TestLinkEventWithoutCodecFailsLoudly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.link(t, "dr-smith", drSmithCalendly)
 	rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{})

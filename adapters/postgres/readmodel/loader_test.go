@@ -36,6 +36,7 @@ func testPool(t *testing.T) *pgxpool.Pool {
 // cancelled, so the failing job runs on the other one and both connections are past the failure
 // before any later job can be taken: none of them may run, whatever the scheduling.
 func TestLoaderStopsAtTheFirstFailure(t *testing.T) {
+	t.Parallel()
 	m := &ReadModel{pool: testPool(t)}
 	injected := errors.New("injected load failure")
 	var ran atomic.Int32
@@ -64,6 +65,7 @@ func TestLoaderStopsAtTheFirstFailure(t *testing.T) {
 
 // abort cancels the jobs that are running and returns once they have stopped.
 func TestLoaderAbortCancelsRunningJobs(t *testing.T) {
+	t.Parallel()
 	m := &ReadModel{pool: testPool(t)}
 	started := make(chan struct{})
 	var sawCancel atomic.Bool

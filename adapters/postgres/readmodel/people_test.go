@@ -15,6 +15,7 @@ import (
 // (parts, any case, LIKE's wildcards taken literally), newest slot first, the exact id before the
 // rest; a deleted contact (erasure) is gone from both, and its booking is still found by id.
 func TestContactsAndSearchReadTheContactsTable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	for i, b := range []booking.ID{"calendly-a1", "calendly-a10", "acuity-7"} {

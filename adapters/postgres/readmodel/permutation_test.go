@@ -22,6 +22,7 @@ import (
 // same calendar, bookings, payment links and open reconciliation items; and a rebuild of each run
 // must equal its incremental result. BOOKINGLEDGER_PERMUTATIONS sets the orders per scenario.
 func TestConvergenceUnderAnyArrival(t *testing.T) {
+	t.Parallel()
 	orders := 4
 	if testing.Short() {
 		orders = 2

@@ -20,6 +20,7 @@ import (
 // plan may read a growing table except through an index condition (a whole-table or whole-index walk
 // fails the test).
 func TestScopedQueriesStayIndexed(t *testing.T) {
+	t.Parallel()
 	conn := plantest.Connect(t, filledCalendar(t), batchPlanning...)
 	scope := []string{"b-7", "b-8", "b-9"}
 	from, to, page := time.Date(2027, 1, 3, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 4, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 3, 12, 0, 0, 0, time.UTC)

@@ -32,6 +32,7 @@ import (
 // the calendar in one chunk, or in chunks as small as the connected sets allow, where a holder that
 // moved away (leaving-holder) leaves its former conflict to be closed across two chunks.
 func TestRebuildSyncsItemsAsIncremental(t *testing.T) {
+	t.Parallel()
 	for _, chunk := range []int{0, 1} {
 		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) { testRebuildSyncsItems(t, chunk) })
 	}
@@ -153,6 +154,7 @@ FROM reconciliation_items ORDER BY kind, subject, id`)
 // item) wait for the commit and lose nothing. A rebuild that opens few items inserts past the
 // indexes, which stay as they are.
 func TestRebuildRebuildsItemIndexesUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	const host = "https://api.calendly.com/users/HOST-IDX"

@@ -52,6 +52,7 @@ func stagingTables(t *testing.T, e *env) []string {
 // see the emptied or the complete read model, a write that fails before its commit changes nothing
 // readers see, and staging tables a crashed write left behind are dropped by the next one.
 func TestRebuildSwapsInStagedTables(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	for _, seed := range []uint64{4, 5} {
@@ -144,6 +145,7 @@ ALTER TABLE calendar_bookings_rebuild_00000000000000cc ADD PRIMARY KEY (booking)
 // What a swap would not carry over — a view, a grant, another owner — makes the rebuild load the
 // tables in place.
 func TestRebuildLoadsInPlaceWhenTablesHaveDependents(t *testing.T) {
+	t.Parallel()
 	role := fmt.Sprintf("rb_owner_%d", time.Now().UnixNano())
 	cases := []struct {
 		name, setup, check, undo string

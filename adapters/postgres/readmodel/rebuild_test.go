@@ -17,6 +17,7 @@ import (
 )
 
 func TestRebuildEqualsIncremental(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(42, 42))
@@ -64,6 +65,7 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 }
 
 func TestRebuildRefusedWhileAnotherProcessRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	lease, err := checkpoint.NewLocker(e.pool).TryAcquire(ctx, readmodel.ProjectionName)
@@ -80,6 +82,7 @@ func TestRebuildRefusedWhileAnotherProcessRuns(t *testing.T) {
 // A rebuild stores the replayed events and writes the calendar at the end: an interrupted rebuild
 // has written nothing, and the next runner replays from the start.
 func TestInterruptedRebuildIsFinishedByTheNextRunner(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	for _, d := range genScenario(7) {
@@ -114,6 +117,7 @@ func TestInterruptedRebuildIsFinishedByTheNextRunner(t *testing.T) {
 // the new booking's create: the chunk that computes the old booking must know of the new one (the
 // bookings rescheduled from it, which chunkSQL reads with its key).
 func TestRebuildReleasesASlotRescheduledIntoAnotherChunk(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.deliver(t, one("old", created("calendly-old", at(-3, 0), slot("ev-old", at(9, 0), 30, "host-a"))))
@@ -133,6 +137,7 @@ func TestRebuildReleasesASlotRescheduledIntoAnotherChunk(t *testing.T) {
 // The open items of bookings the log no longer holds (an event store restored from a backup older
 // than the read model's) are closed by a rebuild: the rebuilt calendar has no row to call for them.
 func TestRebuildClosesItemsOfBookingsTheLogNoLongerHolds(t *testing.T) {
+	t.Parallel()
 	e := newEnvOn(t, eventlogtest.StorePostgres) // the log loses its events by a DELETE on its table
 	ctx := context.Background()
 	e.deliver(t, one("holder", created("calendly-holder", at(-3, 0), slot("ev-1", at(9, 0), 60, "host-a"))))

@@ -20,6 +20,7 @@ import (
 // elements with quotes, backslashes, commas, braces, spaces and the word NULL, empty arrays and texts,
 // no slot, no times, findings.
 func TestBatchRowsReadBackAsCopied(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	event, err := eventlog.ParseEventID("00000000-0000-0000-0000-000000000007")

@@ -74,6 +74,7 @@ func someBookings(t testing.TB, e *env, prefix string) {
 }
 
 func TestApplyFailureLeavesNothingHalfApplied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	someBookings(t, e, "f")
 	all := e.waitReadable(t)
@@ -102,6 +103,7 @@ func TestApplyFailureLeavesNothingHalfApplied(t *testing.T) {
 }
 
 func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	someBookings(t, e, "s")
 	all := e.waitReadable(t)
@@ -124,6 +126,7 @@ func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
 }
 
 func TestRestartResumesWithoutDoubleEffects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	someBookings(t, e, "r")
 	e.catchUp(t)
@@ -151,6 +154,7 @@ func TestRestartResumesWithoutDoubleEffects(t *testing.T) {
 }
 
 func TestRunnerFollowsNewEvents(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"subscribe", "poll"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t)
@@ -184,6 +188,7 @@ func TestRunnerFollowsNewEvents(t *testing.T) {
 
 // Two `serve` processes: each has its own pool, event-store client and read model on one database.
 func TestTwoRunnersElectOneActive(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDatabaseURL(t)
 	be := newBackend(t, eventlogtest.SelectedStore(t))
 	type proc struct {
@@ -300,6 +305,7 @@ func waitApplied(t testing.TB, e *env) {
 // lost events again. Here the database "forgets" the later batches by restoring the projection's
 // tables and checkpoint as they were before them.
 func TestBatchesTheDatabaseLostAreAppliedAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnvOn(t, eventlogtest.StorePostgres)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -80,6 +80,7 @@ func openOf(s snapshot, prefix string) []string {
 // of the same host at the same time, made while one seat was free, is a conflict, not a second
 // active booking. Any order, with redeliveries; rebuild equals incremental.
 func TestSeatsUnderAnyArrival(t *testing.T) {
+	t.Parallel()
 	seated, single := booking.ID("calcom-seated"), booking.ID("calcom-single")
 	ds := []delivery{
 		seatAdded(seated, 1, 3, at(-72, 0)),
@@ -105,6 +106,7 @@ func TestSeatsUnderAnyArrival(t *testing.T) {
 // TestLastSeatLeavingCancelsUnderAnyArrival: when every attendee left, the booking is canceled and the
 // 1:1 booking takes the slot.
 func TestLastSeatLeavingCancelsUnderAnyArrival(t *testing.T) {
+	t.Parallel()
 	seated, single := booking.ID("calcom-seated"), booking.ID("calcom-single")
 	ds := []delivery{
 		seatAdded(seated, 1, 3, at(-72, 0)),
@@ -124,6 +126,7 @@ func TestLastSeatLeavingCancelsUnderAnyArrival(t *testing.T) {
 // TestOverCapacityUnderAnyArrival: a fourth seat of three is kept, the slot held once, and an item
 // says "seat 4 of capacity 3".
 func TestOverCapacityUnderAnyArrival(t *testing.T) {
+	t.Parallel()
 	seated := booking.ID("calcom-seated")
 	ds := []delivery{
 		seatAdded(seated, 1, 3, at(-72, 0)),
@@ -149,6 +152,7 @@ func TestOverCapacityUnderAnyArrival(t *testing.T) {
 // redeliveries; rebuild (whole and in chunks of a few bookings, which puts occurrences in different
 // chunks) equals incremental.
 func TestSeriesCancelUnderAnyArrival(t *testing.T) {
+	t.Parallel()
 	week := 7 * 24 * time.Hour
 	var ds []delivery
 	for i := range 4 {
@@ -195,6 +199,7 @@ func TestSeriesCancelUnderAnyArrival(t *testing.T) {
 // TestSeriesCancelWithoutTheSeriesIsAnItem: the payload of the canceled occurrence's create named no
 // series: only it is canceled, and an item says which occurrences are meant is unknown.
 func TestSeriesCancelWithoutTheSeriesIsAnItem(t *testing.T) {
+	t.Parallel()
 	ds := []delivery{
 		one("calcom-occ1/BOOKING_CREATED", event("calcom-occ1", "created", at(-96, 0), booking.Scheduled{Slot: slot("occ1", at(9, 0), 30, seatHost), Capacity: 1})),
 		one("calcom-occ2/BOOKING_CREATED", event("calcom-occ2", "created", at(-96, 0), booking.Scheduled{Slot: slot("occ2", at(9, 0).Add(7*24*time.Hour), 30, seatHost), Capacity: 1})),
