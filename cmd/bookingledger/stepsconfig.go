@@ -17,6 +17,7 @@ import (
 	"bookingledger/adapters/email"
 	"bookingledger/adapters/gcal"
 	"bookingledger/adapters/msgraph"
+	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/process"
 )
 
@@ -160,6 +161,34 @@ func startSweeper(ctx context.Context, pool *pgxpool.Pool, client *river.Client[
 				log.Warn("process steps: sweep failed", "error", err.Error())
 			} else if n > 0 {
 				log.Info("process steps: re-queued steps left requested by a stopped worker", "steps", n)
+			}
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// startGuardSweeper takes the claims whose slot ended more than readmodel.GuardMargin ago out of the
+// double-booking guard, a bounded batch every readmodel.GuardSweepInterval (at once again while a
+// batch comes back full), until stop.
+func startGuardSweeper(ctx context.Context, rm *readmodel.ReadModel, log *slog.Logger) (stop func()) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(readmodel.GuardSweepInterval)
+		defer t.Stop()
+		for {
+			n, err := rm.SweepGuard(runCtx)
+			if err != nil && runCtx.Err() == nil {
+				log.Warn("double-booking guard: sweep failed", "error", err.Error())
+			}
+			if err == nil && n == readmodel.GuardSweepBatch {
+				continue
 			}
 			select {
 			case <-runCtx.Done():
