@@ -335,6 +335,7 @@ CREATE TABLE public.calendar_slots (
     during tstzrange NOT NULL,
     priority_at timestamp with time zone NOT NULL,
     holder boolean NOT NULL,
+    guarded boolean DEFAULT true NOT NULL,
     CONSTRAINT calendar_slots_during_check CHECK ((NOT isempty(during)))
 );
 
@@ -865,28 +866,28 @@ ALTER TABLE ONLY public.calendar_resources
     ADD CONSTRAINT calendar_resources_resource_key UNIQUE (resource);
 
 ALTER TABLE ONLY public.calendar_slots
-    ADD CONSTRAINT calendar_slots_no_double_booking_0 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND ((resource_id % 8) = 0)));
+    ADD CONSTRAINT calendar_slots_no_double_booking_0 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND guarded AND ((resource_id % 8) = 0)));
 
 ALTER TABLE ONLY public.calendar_slots
-    ADD CONSTRAINT calendar_slots_no_double_booking_1 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND ((resource_id % 8) = 1)));
+    ADD CONSTRAINT calendar_slots_no_double_booking_1 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND guarded AND ((resource_id % 8) = 1)));
 
 ALTER TABLE ONLY public.calendar_slots
-    ADD CONSTRAINT calendar_slots_no_double_booking_2 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND ((resource_id % 8) = 2)));
+    ADD CONSTRAINT calendar_slots_no_double_booking_2 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND guarded AND ((resource_id % 8) = 2)));
 
 ALTER TABLE ONLY public.calendar_slots
-    ADD CONSTRAINT calendar_slots_no_double_booking_3 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND ((resource_id % 8) = 3)));
+    ADD CONSTRAINT calendar_slots_no_double_booking_3 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND guarded AND ((resource_id % 8) = 3)));
 
 ALTER TABLE ONLY public.calendar_slots
-    ADD CONSTRAINT calendar_slots_no_double_booking_4 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND ((resource_id % 8) = 4)));
+    ADD CONSTRAINT calendar_slots_no_double_booking_4 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND guarded AND ((resource_id % 8) = 4)));
 
 ALTER TABLE ONLY public.calendar_slots
-    ADD CONSTRAINT calendar_slots_no_double_booking_5 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND ((resource_id % 8) = 5)));
+    ADD CONSTRAINT calendar_slots_no_double_booking_5 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND guarded AND ((resource_id % 8) = 5)));
 
 ALTER TABLE ONLY public.calendar_slots
-    ADD CONSTRAINT calendar_slots_no_double_booking_6 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND ((resource_id % 8) = 6)));
+    ADD CONSTRAINT calendar_slots_no_double_booking_6 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND guarded AND ((resource_id % 8) = 6)));
 
 ALTER TABLE ONLY public.calendar_slots
-    ADD CONSTRAINT calendar_slots_no_double_booking_7 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND ((resource_id % 8) = 7)));
+    ADD CONSTRAINT calendar_slots_no_double_booking_7 EXCLUDE USING gist (resource_id WITH =, during WITH &&, hashtextextended(meeting, (0)::bigint) WITH <>) WHERE ((holder AND guarded AND ((resource_id % 8) = 7)));
 
 ALTER TABLE ONLY public.calendar_slots
     ADD CONSTRAINT calendar_slots_pkey PRIMARY KEY (booking, resource_id);
@@ -1006,6 +1007,8 @@ CREATE INDEX calendar_bookings_series_idx ON public.calendar_bookings USING btre
 CREATE INDEX calendar_bookings_start_idx ON public.calendar_bookings USING btree (lower(during));
 
 CREATE INDEX calendar_resource_links_name_idx ON public.calendar_resource_links USING btree (name);
+
+CREATE INDEX calendar_slots_guarded_end_idx ON public.calendar_slots USING btree (upper(during)) WHERE guarded;
 
 CREATE INDEX calendar_slots_long_idx ON public.calendar_slots USING gist (resource_id, during) WHERE ((upper(during) - lower(during)) > '7 days'::interval);
 

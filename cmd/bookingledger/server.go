@@ -247,8 +247,10 @@ func (s *server) open(ctx context.Context) error {
 	}
 	s.onStop(stopProjections, stopRunners)
 	phases.mark("projections")
-	// Steps left requested by a worker that stopped are probed or handed to an operator.
-	s.onStop(stopSweeper, startSweeper(ctx, pool, queue.Client(), 2*cfg.steps.callTimeout, log))
+	// Steps left requested by a worker that stopped are probed or handed to an operator; claims whose
+	// slot has ended leave the double-booking guard (docs/adr/0022-the-guard-covers-what-can-still-clash.md).
+	stopSteps, stopGuard := startSweeper(ctx, pool, queue.Client(), 2*cfg.steps.callTimeout, log), startGuardSweeper(ctx, rm, log)
+	s.onStop(stopSweeper, func() { stopSteps(); stopGuard() })
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(newProjectionCollector(runners), newStepsCollector(process.NewStore(pool, nil)))

@@ -181,6 +181,34 @@ func startSweeper(ctx context.Context, pool *pgxpool.Pool, client *river.Client[
 	return func() { cancel(); <-done }
 }
 
+// startGuardSweeper takes the claims whose slot ended more than readmodel.GuardMargin ago out of the
+// double-booking guard, a bounded batch every readmodel.GuardSweepInterval (at once again while a
+// batch comes back full), until stop.
+func startGuardSweeper(ctx context.Context, rm *readmodel.ReadModel, log *slog.Logger) (stop func()) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(readmodel.GuardSweepInterval)
+		defer t.Stop()
+		for {
+			n, err := rm.SweepGuard(runCtx)
+			if err != nil && runCtx.Err() == nil {
+				log.Warn("double-booking guard: sweep failed", "error", err.Error())
+			}
+			if err == nil && n == readmodel.GuardSweepBatch {
+				continue
+			}
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // stepsCollector exports step counts by kind and state, read from the table on each scrape.
 type stepsCollector struct {
 	store *process.Store

@@ -576,7 +576,7 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 		return copyBookingRefs(ctx, c, s.table("calendar_booking_refs"), ch.Rows)
 	})
 	ld.add(func(ctx context.Context, c pgx.Tx) error {
-		if err := copyClaims(ctx, c, s.table("calendar_slots"), ch.Claims, ch.Holders, resourceID); err != nil {
+		if err := copyClaims(ctx, c, s.table("calendar_slots"), ch.Claims, ch.Holders, resourceID, s.horizon); err != nil {
 			return err
 		}
 		return stageItems(ctx, c, s, ch.Items)
@@ -688,16 +688,21 @@ func copyBookings(ctx context.Context, tx copier, table string, rows []projectio
 	return nil
 }
 
-func copyClaims(ctx context.Context, tx copier, table string, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32) error {
+// copyClaims copies claims into table; those whose slot ended before horizon go in unguarded: they
+// keep their holder flag, which the slot-holder rule computed, but stay out of the double-booking
+// guard's GiST (guard.go).
+func copyClaims(ctx context.Context, tx copier, table string, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32,
+	horizon time.Time) error {
 	if len(claims) == 0 {
 		return nil
 	}
-	src := rowsOf(len(claims), 7, func(i int, row []any) error {
+	src := rowsOf(len(claims), 8, func(i int, row []any) error {
 		c := claims[i]
-		copy(row, []any{string(c.Booking), resourceID[c.Resource], c.Resource, c.Meeting, tsRange(c.Start, c.End), c.Priority, holders[c.Booking]})
+		copy(row, []any{string(c.Booking), resourceID[c.Resource], c.Resource, c.Meeting, tsRange(c.Start, c.End), c.Priority, holders[c.Booking],
+			!c.End.Before(horizon)})
 		return nil
 	})
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder"}, src)
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder", "guarded"}, src)
 	if err != nil {
 		return fmt.Errorf("copy %d claims: %w", len(claims), err)
 	}

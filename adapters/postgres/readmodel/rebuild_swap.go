@@ -76,6 +76,8 @@ type staging struct {
 	// renamed.
 	swappable bool
 	renames   []string
+	// horizon is the guard's: the claims whose slot ended before it load unguarded (guard.go).
+	horizon time.Time
 }
 
 func (s *staging) table(name string) string { return name + s.suffix }
@@ -94,7 +96,11 @@ func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("name staging tables: %w", err)
 	}
-	s := &staging{suffix: "_rebuild_" + hex.EncodeToString(b[:]), swappable: len(blockers) == 0}
+	horizon, err := m.guardHorizon(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &staging{suffix: "_rebuild_" + hex.EncodeToString(b[:]), swappable: len(blockers) == 0, horizon: horizon}
 	var create strings.Builder
 	for _, t := range rebuildTables {
 		fmt.Fprintf(&create, "CREATE TABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES);\n", s.table(t), t)
