@@ -39,6 +39,7 @@ func TestCheckListsEqualTheGoEnums(t *testing.T) {
 		"reconciliation_items.reconciliation_items_closed_by_check": projections.Closers,
 		"relay_alerts.relay_alerts_kind_check":                      relay.AlertKinds,
 		"relay_deliveries.relay_deliveries_state_check":             relay.States,
+		"relay_deliveries.relay_deliveries_held_check":              relay.HeldReasons,
 	}
 	rows, err := pool.Query(context.Background(), `SELECT c.conrelid::regclass::text || '.' || c.conname, pg_get_constraintdef(c.oid)
 FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace

@@ -35,6 +35,9 @@ const (
 	heldBreaker = "breaker"
 )
 
+// HeldReasons are the values of relay_deliveries.held (its CHECK list).
+var HeldReasons = []string{heldOrder, heldBreaker}
+
 // SustainedFailureReason starts the disabled reason of an endpoint the relay disabled after a
 // sustained failure.
 const SustainedFailureReason = "failing for longer than"
