@@ -249,7 +249,7 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 			return ReplayPlan{}, err
 		}
 	}
-	return b.Plan(r.rateOf(q)), nil
+	return b.Plan(r.rateOf(q, ep)), nil
 }
 
 // StartReplay schedules the selected deliveries again as one tracked replay: same webhook-ids, a
@@ -270,7 +270,7 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 	var (
 		rep  Replay
 		b    planBuilder
-		pace = &pacer{start: time.Now(), rate: r.rateOf(q)}
+		pace = &pacer{start: time.Now(), rate: r.rateOf(q, e)}
 	)
 	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		pace.n = 0

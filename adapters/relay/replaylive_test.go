@@ -91,3 +91,39 @@ WHERE d.endpoint_id = $2 AND d.replay_id IS NULL ORDER BY d.id`, rep.ID, ep.ID)
 	require.NoError(t, rows.Err())
 	assert.Equal(t, len(live), n)
 }
+
+// A replay without a rate of its own takes the default rate, or half of a throttled endpoint's rate
+// when that is lower; a rate given wins. The dry run states the rate and the duration it implies.
+func TestAReplaysDefaultRateLeavesAThrottledEndpointHalfForLive(t *testing.T) {
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
+	ctx := context.Background()
+	from := time.Now().Add(-time.Minute)
+	e.recordCreatesAtOnce(t, "rated", 40, 4)
+	rc := newReceiver(t)
+	plain := rc.endpointOn(t, r)
+	throttled, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url(), Options: relay.SettingsUpdate{RatePerSecond: ptr(20.0)}})
+	require.NoError(t, err)
+	fast, _, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url(), Options: relay.SettingsUpdate{RatePerSecond: ptr(10_000.0)}})
+	require.NoError(t, err)
+
+	for _, c := range []struct {
+		name string
+		ep   int64
+		rate float64
+		want float64
+	}{
+		{"no endpoint rate: the default", plain.ID, 0, relay.DefaultReplayRate},
+		{"a throttled endpoint: half its rate", throttled.ID, 0, 10},
+		{"a fast endpoint: the default, which is lower", fast.ID, 0, relay.DefaultReplayRate},
+		{"a rate given wins", throttled.ID, 40, 40},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dry, err := r.PlanReplay(ctx, relay.ReplayQuery{EndpointID: c.ep, From: from, To: time.Now().Add(time.Hour), Rate: c.rate})
+			require.NoError(t, err)
+			assert.Equal(t, 40, dry.Total)
+			assert.Equal(t, c.want, dry.Rate)
+			assert.Equal(t, time.Duration(float64(40)/c.want*float64(time.Second)), dry.Duration)
+		})
+	}
+}

@@ -23,6 +23,10 @@ const ReplayQueue = "relay_replay"
 // the relay's configuration gives one: a quarter of what DefaultWorkers attempt at 16 ms each.
 const DefaultReplayRate = 250.0
 
+// ReplayShare is the share of a throttled endpoint's rate (--rate) a replay takes when it gives no
+// rate of its own.
+const ReplayShare = 0.5
+
 // MaxReplayRate bounds a replay's rate.
 const MaxReplayRate = 100_000.0
 
@@ -64,9 +68,13 @@ func (r *Relay) slots(job *river.Job[DeliverArgs]) chan struct{} {
 }
 
 // rateOf is the rate a replay runs at: its own, else the relay's.
-func (r *Relay) rateOf(q ReplayQuery) float64 {
+func (r *Relay) rateOf(q ReplayQuery, e Endpoint) float64 {
 	if q.Rate > 0 {
 		return q.Rate
+	}
+	if e.RatePerSecond > 0 {
+		// A throttled endpoint: the replay takes a share of its rate, the rest stays for live traffic.
+		return min(r.replayRate, e.RatePerSecond*ReplayShare)
 	}
 	return r.replayRate
 }
