@@ -568,18 +568,24 @@ WHERE id = $1`, ep); err != nil {
 		if probeAttempted {
 			probes++
 		}
-		var newProbe int64
+		var (
+			newProbe int64
+			ownDue   time.Time // a failure made the probe keeps its own due time (a Retry-After)
+		)
 		switch {
 		case probeAttempted && valid:
 			newProbe = *probe // failed and still pending: it probes again
 		case valid && !probeAttempted:
 			newProbe = 0 // the probe is elsewhere
 		case len(failed) > 0:
-			newProbe = failed[0].d.id
+			newProbe, ownDue = failed[0].d.id, failed[0].next
 		}
 		at := lastFail
 		if w, ok := r.probeWait(probes + 1); ok {
 			at = lastFail.Add(w)
+		}
+		if ownDue.After(at) {
+			at = ownDue // never attempted before its own due time
 		}
 		if !probeAttempted && probeAt != nil && probeAt.After(at) {
 			at = *probeAt
@@ -609,16 +615,20 @@ WHERE id = $1`, ep); err != nil {
 			}
 			moved[newProbe], later[newProbe] = at, at
 		} else if !valid {
-			// No probe in the round: the oldest held delivery becomes it, with a job due then.
-			ids, err := collectIDs(tx.Query(ctx, `UPDATE relay_deliveries SET held = NULL, next_attempt_at = $2
+			// No probe in the round: the oldest held delivery becomes it, with a job due then — or at
+			// its own due time (a Retry-After), if that is later.
+			var id int64
+			var due time.Time
+			err := tx.QueryRow(ctx, `UPDATE relay_deliveries SET held = NULL, next_attempt_at = greatest($2, coalesce(next_attempt_at, $2))
 WHERE id = (SELECT id FROM relay_deliveries WHERE endpoint_id = $1 AND held = 'breaker' AND state = 'pending' ORDER BY id LIMIT 1)
-RETURNING id`, ep, at))
-			if err != nil {
+RETURNING id, next_attempt_at`, ep, at).Scan(&id, &due)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
 				return nil, fmt.Errorf("endpoint %d: promote probe: %w", ep, err)
-			}
-			if len(ids) > 0 {
-				newProbe = ids[0]
-				if err := r.enqueue(ctx, tx, ids, at); err != nil {
+			default:
+				newProbe, at = id, due
+				if err := r.enqueue(ctx, tx, []int64{id}, at); err != nil {
 					return nil, err
 				}
 			}

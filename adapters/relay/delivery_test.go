@@ -301,6 +301,58 @@ WHERE kind = 'bookingledger.relay_deliver' AND state NOT IN ('completed', 'cance
 	assert.Zero(t, got.ConsecutiveFailures, "the streak ended")
 }
 
+// A round whose failures open the breaker makes one of them the probe; a Retry-After it was told
+// still holds: the probe goes no earlier than the receiver asked, and neither do the deliveries the
+// breaker held and released once the probe succeeded.
+func TestAProbeHonoursItsOwnRetryAfter(t *testing.T) {
+	e := newEnv(t)
+	first := e.startRelay(t, relayOpts{noProjection: true, workers: 8})
+	ctx := context.Background()
+	rc := newReceiver(t)
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+	)
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		id := req.Header.Get("webhook-id")
+		mu.Lock()
+		seen[id]++
+		k := seen[id]
+		mu.Unlock()
+		if k == 1 {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		rc.serve(w, req)
+	})
+	ep, secret, err := first.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url(), Options: relay.SettingsUpdate{BreakerFailures: ptr(2)}})
+	require.NoError(t, err)
+	rc.setSecrets(secret)
+	const n = 6
+	e.recordCreatesAtOnce(t, "calendly-probe-ra", n, 6)
+	e.startRelay(t, relayOpts{workers: 8})
+
+	// While a delivery waits, its due time is never before what the receiver asked (the attempt itself
+	// may come later still: a job River schedules).
+	early := 0
+	eventually(t, 30*time.Second, "every delivery succeeded", func() bool {
+		var k int
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM relay_deliveries d JOIN relay_attempts a ON a.delivery_id = d.id
+WHERE d.endpoint_id = $1 AND d.state = 'pending' AND a.status = 503 AND d.next_attempt_at < a.at + interval '1950 milliseconds'`, ep.ID).Scan(&k))
+		early = max(early, k)
+		return len(deliveriesIn(t, first, ep.ID, relay.StateSucceeded)) == n
+	})
+	assert.Zero(t, early, "deliveries due before their Retry-After")
+	for _, d := range deliveriesIn(t, first, ep.ID, "") {
+		_, attempts, err := first.DeliveryWithAttempts(ctx, d.ID)
+		require.NoError(t, err)
+		require.Len(t, attempts, 2, "delivery %d", d.ID)
+		assert.Equal(t, http.StatusServiceUnavailable, attempts[0].Status)
+		assert.GreaterOrEqual(t, attempts[1].At.Sub(attempts[0].At), 1950*time.Millisecond, "delivery %d: Retry-After: 2", d.ID)
+	}
+}
+
 // A description a text column cannot hold is a bad request (it reached the INSERT and answered 500).
 func TestAddEndpointRefusesADescriptionNoColumnHolds(t *testing.T) {
 	e := newEnv(t)
