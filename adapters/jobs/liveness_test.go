@@ -51,6 +51,10 @@ func TestLivenessPutsBackTheJobsOfADeadInstanceOnly(t *testing.T) {
 	ctx := t.Context()
 	dead := jobs.NewLiveness(pool, "dead-1", nil)
 	require.NoError(t, dead.Register(ctx))
+	// Keep dead reachable until its session is terminated below: a Liveness nobody references is
+	// garbage, and the finalizer of its connection's socket would end the session (and release
+	// the lock) at whatever moment the collector runs.
+	t.Cleanup(func() { dead.Stop(context.Background()) })
 	alive := jobs.NewLiveness(pool, "alive-1", nil)
 	require.NoError(t, alive.Register(ctx))
 	t.Cleanup(func() { alive.Stop(context.Background()) })
