@@ -11,7 +11,7 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/eventlog"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // Bounds of the database gauges' queries, which run at every scrape.
@@ -30,7 +30,7 @@ type Sources struct {
 	// yet is at the start of the log.
 	Projections []string
 	// OpenItems counts the open reconciliation items by kind (the read model's OpenItemCounts).
-	OpenItems func(ctx context.Context) (map[projections.ItemKind]int64, error)
+	OpenItems func(ctx context.Context) (map[calendar.ItemKind]int64, error)
 	// Quarantined counts the quarantined receipts (the PostgreSQL store's CountQuarantined).
 	Quarantined func(ctx context.Context) (int64, error)
 	// EventsAfter counts the log's events after a position, up to a limit; nil when the event store

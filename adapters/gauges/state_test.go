@@ -17,7 +17,7 @@ import (
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/domain/eventlog"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // TestStateCollector: one scrape reports each source's count under the names and labels
@@ -40,11 +40,11 @@ VALUES ('{}', 'bookingledger.other', 1, 'steps', 'available')`)
 	src := gauges.Sources{
 		Pool:        pool,
 		Projections: []string{"calendar", "history"},
-		OpenItems: func(context.Context) (map[projections.ItemKind]int64, error) {
+		OpenItems: func(context.Context) (map[calendar.ItemKind]int64, error) {
 			if failItems {
 				return nil, errors.New("down")
 			}
-			return map[projections.ItemKind]int64{"conflict": 2, "step": 0}, nil
+			return map[calendar.ItemKind]int64{"conflict": 2, "step": 0}, nil
 		},
 		Quarantined: func(context.Context) (int64, error) { return 3, nil },
 		EventsAfter: func(_ context.Context, pos eventlog.Position, limit int64) (int64, error) {

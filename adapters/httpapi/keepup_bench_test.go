@@ -14,7 +14,7 @@ import (
 
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/providers/calendly"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 const (
@@ -218,8 +218,8 @@ func (k *keepUp) poll(ctx context.Context, loadDone <-chan struct{}) error {
 		}
 		from := k.probeBase.Add(time.Duration(lo) * time.Hour)
 		to := k.probeBase.Add(time.Duration(started) * time.Hour)
-		if to.Sub(from) > projections.MaxCalendarWindow {
-			to = from.Add(projections.MaxCalendarWindow)
+		if to.Sub(from) > calendar.MaxCalendarWindow {
+			to = from.Add(calendar.MaxCalendarWindow)
 		}
 		entries, err := k.lr.calendar(ctx, from, to)
 		t1 := time.Now().UnixNano()

@@ -31,6 +31,7 @@ import (
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 const (
@@ -304,8 +305,8 @@ func (lr *lagRun) pollUntilSeen(ctx context.Context, starts []time.Time, index m
 		}
 		from := starts[lo]
 		to := starts[hi].Add(lagSpacing)
-		if to.Sub(from) > projections.MaxCalendarWindow {
-			to = from.Add(projections.MaxCalendarWindow)
+		if to.Sub(from) > calendar.MaxCalendarWindow {
+			to = from.Add(calendar.MaxCalendarWindow)
 		}
 		t0 := time.Now()
 		entries, err := lr.calendar(ctx, from, to)
@@ -332,7 +333,7 @@ func (lr *lagRun) pollUntilSeen(ctx context.Context, starts []time.Time, index m
 }
 
 func (lr *lagRun) calendar(ctx context.Context, from, to time.Time) ([]readapi.CalendarEntryDTO, error) {
-	q := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}, "limit": {strconv.Itoa(projections.MaxCalendarPage)}}
+	q := url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}, "limit": {strconv.Itoa(calendar.MaxCalendarPage)}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lr.adminURL+"/api/calendar?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err

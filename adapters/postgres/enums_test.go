@@ -16,7 +16,7 @@ import (
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // TestCheckListsEqualTheGoEnums: every CHECK list of values in the migrated schema equals the list the
@@ -27,7 +27,7 @@ func TestCheckListsEqualTheGoEnums(t *testing.T) {
 	pool := pgtest.NewDatabase(t)
 	want := map[string][]string{
 		"api_tokens.api_tokens_scope_check":                         strs(auth.Scopes),
-		"calendar_bookings.calendar_bookings_status_check":          strs(projections.Statuses),
+		"calendar_bookings.calendar_bookings_status_check":          strs(calendar.Statuses),
 		"calendar_bookings.calendar_bookings_payment_status_check":  strs(booking.PaymentStatuses),
 		"erasures.erasures_kind_check":                              privacy.ErasureKinds,
 		"free_texts.free_texts_field_check":                         strs(booking.FreeTextFields),
@@ -35,8 +35,8 @@ func TestCheckListsEqualTheGoEnums(t *testing.T) {
 		"process_steps.process_steps_state_check":                   strs(process.States),
 		"provider_alerts.provider_alerts_kind_check":                providersync.AlertKinds,
 		"receipts.receipts_outcome_check":                           strs(ledger.Outcomes),
-		"reconciliation_items.reconciliation_items_kind_check":      strs(projections.ItemKinds),
-		"reconciliation_items.reconciliation_items_closed_by_check": projections.Closers,
+		"reconciliation_items.reconciliation_items_kind_check":      strs(calendar.ItemKinds),
+		"reconciliation_items.reconciliation_items_closed_by_check": calendar.Closers,
 		"relay_alerts.relay_alerts_kind_check":                      relay.AlertKinds,
 		"relay_deliveries.relay_deliveries_state_check":             relay.States,
 		"relay_deliveries.relay_deliveries_held_check":              relay.HeldReasons,

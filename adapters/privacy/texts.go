@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bookingledger/domain/booking"
-	"bookingledger/projections"
+	"bookingledger/projections/history"
 )
 
 // Texts is the free_texts table (migration 0130), written by the ledger's commit
@@ -20,15 +20,15 @@ type Texts struct{ pool *pgxpool.Pool }
 func NewTexts(pool *pgxpool.Pool) *Texts { return &Texts{pool: pool} }
 
 // FreeTexts returns the booking's kept texts, erased ones included (for history).
-func (t *Texts) FreeTexts(ctx context.Context, id booking.ID) ([]projections.KeptText, error) {
+func (t *Texts) FreeTexts(ctx context.Context, id booking.ID) ([]history.KeptText, error) {
 	rows, err := t.pool.Query(ctx, `SELECT event, field, text, erased_at FROM free_texts WHERE booking = $1 ORDER BY event, field`, string(id))
 	if err != nil {
 		return nil, fmt.Errorf("free texts of %s: %w", id, err)
 	}
 	defer rows.Close()
-	var out []projections.KeptText
+	var out []history.KeptText
 	for rows.Next() {
-		k := projections.KeptText{FreeText: booking.FreeText{Booking: id}}
+		k := history.KeptText{FreeText: booking.FreeText{Booking: id}}
 		var (
 			event  [16]byte
 			erased *time.Time
@@ -49,7 +49,7 @@ func (t *Texts) FreeTexts(ctx context.Context, id booking.ID) ([]projections.Kep
 }
 
 // EraseBooking empties the booking's kept texts and records when: history then shows
-// projections.ErasedMark in their place. It returns how many texts it erased (0 when done before).
+// history.ErasedMark in their place. It returns how many texts it erased (0 when done before).
 func (t *Texts) EraseBooking(ctx context.Context, q Querier, id booking.ID) (int64, error) {
 	tag, err := q.Exec(ctx, `UPDATE free_texts SET text = '', erased_at = now() WHERE booking = $1 AND erased_at IS NULL`, string(id))
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // Store reads steps and applies operators' resolutions.
@@ -106,21 +108,21 @@ var Actions = []Action{ActionMarkDone, ActionRetry, ActionSkip}
 // operator (a token's name, or the CLI's user), recorded as other resolutions record it. Errors wrap
 // projections.ErrNotFound, ErrItemClosed or ErrInvalidQuery (unknown action, nobody named, not a step
 // item, a step no longer needing reconciliation).
-func (s *Store) Resolve(ctx context.Context, id int64, action Action, note, by string) (projections.Item, Step, error) {
+func (s *Store) Resolve(ctx context.Context, id int64, action Action, note, by string) (calendar.Item, Step, error) {
 	note, by = strings.TrimSpace(note), strings.TrimSpace(by)
 	if by == "" || len(by) > MaxNoteLength || !ledger.Storable(by) {
-		return projections.Item{}, Step{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 without NUL, at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
+		return calendar.Item{}, Step{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 without NUL, at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	if note == "" {
-		return projections.Item{}, Step{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
+		return calendar.Item{}, Step{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
 	}
 	if len(note) > MaxNoteLength || !ledger.Storable(note) {
-		return projections.Item{}, Step{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
+		return calendar.Item{}, Step{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	if !slices.Contains(Actions, action) {
-		return projections.Item{}, Step{}, fmt.Errorf("%w: action %q: want mark-done, retry or skip", projections.ErrInvalidQuery, action)
+		return calendar.Item{}, Step{}, fmt.Errorf("%w: action %q: want mark-done, retry or skip", projections.ErrInvalidQuery, action)
 	}
-	var item projections.Item
+	var item calendar.Item
 	var step Step
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var kind, subject string
@@ -179,17 +181,17 @@ RETURNING id, kind, subject, booking, reason, opened_at, closed_at, note, resolv
 		if err != nil {
 			return fmt.Errorf("close item %d: %w", id, err)
 		}
-		item.ClosedBy = projections.ClosedByOperator
+		item.ClosedBy = calendar.ClosedByOperator
 		return nil
 	})
 	if err != nil {
-		return projections.Item{}, Step{}, fmt.Errorf("resolve item %d: %w", id, err)
+		return calendar.Item{}, Step{}, fmt.Errorf("resolve item %d: %w", id, err)
 	}
 	return item, step, nil
 }
 
 // ResolveStep implements readapi.StepResolver.
-func (s *Store) ResolveStep(ctx context.Context, id int64, action, note, by string) (projections.Item, error) {
+func (s *Store) ResolveStep(ctx context.Context, id int64, action, note, by string) (calendar.Item, error) {
 	it, _, err := s.Resolve(ctx, id, Action(action), note, by)
 	return it, err
 }
@@ -227,7 +229,7 @@ RETURNING id`, grace.String(), StepArgs{}.Kind())
 }
 
 // StepsForBooking implements readmodel.StepSource: the steps of the booking's threads for its history.
-func (s *Store) StepsForBooking(ctx context.Context, id booking.ID) ([]projections.StepEntry, error) {
+func (s *Store) StepsForBooking(ctx context.Context, id booking.ID) ([]history.StepEntry, error) {
 	steps, err := s.ForBooking(ctx, string(id))
 	if err != nil {
 		return nil, err
@@ -236,10 +238,10 @@ func (s *Store) StepsForBooking(ctx context.Context, id booking.ID) ([]projectio
 }
 
 // Entries converts steps for history and listings.
-func Entries(steps []Step) []projections.StepEntry {
-	out := make([]projections.StepEntry, len(steps))
+func Entries(steps []Step) []history.StepEntry {
+	out := make([]history.StepEntry, len(steps))
 	for i, st := range steps {
-		out[i] = projections.StepEntry{Key: st.Key.String(), Kind: string(st.Kind), State: string(st.State), Booking: st.Booking,
+		out[i] = history.StepEntry{Key: st.Key.String(), Kind: string(st.Kind), State: string(st.State), Booking: st.Booking,
 			Answers: st.Answers, Attempts: st.Attempts, CreatedAt: st.CreatedAt.UTC(), RequestedAt: st.RequestedAt, FinishedAt: st.FinishedAt,
 			UpdatedAt: st.UpdatedAt.UTC(), LastError: st.LastError, Note: st.Note}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bookingledger/adapters/providers"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // State is what the database keeps of one provider's sync and subscriptions (provider_sync_state).
@@ -212,7 +212,7 @@ func itemSubject(provider, what string) string { return provider + " " + what }
 func (s *Store) openItemNew(ctx context.Context, provider, what, reason string) (opened bool, err error) {
 	err = s.pool.QueryRow(ctx, `INSERT INTO reconciliation_items (kind, subject, reason) VALUES ($1, $2, $3)
 ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO UPDATE SET reason = excluded.reason
-RETURNING xmax = 0`, string(projections.ItemSync), itemSubject(provider, what), clip(reason)).Scan(&opened)
+RETURNING xmax = 0`, string(calendar.ItemSync), itemSubject(provider, what), clip(reason)).Scan(&opened)
 	if err != nil {
 		return false, fmt.Errorf("open %s item of %s: %w", what, provider, err)
 	}
@@ -223,7 +223,7 @@ RETURNING xmax = 0`, string(projections.ItemSync), itemSubject(provider, what), 
 func (s *Store) closeItem(ctx context.Context, provider, what, note string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE reconciliation_items SET closed_at = now(), closed_by = $3, note = $4
 WHERE kind = $1 AND subject = $2 AND closed_at IS NULL`,
-		string(projections.ItemSync), itemSubject(provider, what), projections.ClosedByAuto, clip(note))
+		string(calendar.ItemSync), itemSubject(provider, what), calendar.ClosedByAuto, clip(note))
 	if err != nil {
 		return fmt.Errorf("close %s item of %s: %w", what, provider, err)
 	}

@@ -23,7 +23,7 @@ import (
 	"bookingledger/adapters/postgres/tokens"
 	"bookingledger/adapters/process"
 	"bookingledger/domain/ledger"
-	"bookingledger/projections"
+	"bookingledger/projections/history"
 )
 
 // Values of BOOKINGLEDGER_METRICS_AUTH.
@@ -127,7 +127,7 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 			return out, err
 		},
 		People: d.rm,
-		FailedSteps: func(ctx context.Context) ([]projections.StepEntry, error) {
+		FailedSteps: func(ctx context.Context) ([]history.StepEntry, error) {
 			steps, err := process.NewStore(d.pool, nil).List(ctx, process.StateFailed)
 			return process.Entries(steps), err
 		},

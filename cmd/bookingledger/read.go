@@ -27,6 +27,8 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // The read-side subcommands (history, calendar, reconcile, rebuild) work on the read model that serve
@@ -212,7 +214,7 @@ func runHistory(ctx context.Context, args []string, getenv func(string) string, 
 	if *asJSON {
 		return readapi.WriteHistoryJSON(stdout, h)
 	}
-	if err := projections.WriteTimeline(stdout, h); err != nil {
+	if err := history.WriteTimeline(stdout, h); err != nil {
 		return err
 	}
 	return writeBookingDeliveries(ctx, rs.pool, id, stdout)
@@ -232,7 +234,7 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 	from := f.String("from", []string{"BOOKINGLEDGER_CALENDAR_FROM"}, "", "window start, RFC 3339 (required)")
 	to := f.String("to", []string{"BOOKINGLEDGER_CALENDAR_TO"}, "", "window end, RFC 3339, exclusive (required)")
 	resource := f.String("resource", []string{"BOOKINGLEDGER_CALENDAR_RESOURCE"}, "", "only this resource (host calendar)")
-	limit := f.Int64("limit", []string{"BOOKINGLEDGER_CALENDAR_LIMIT"}, projections.DefaultCalendarPage, 1, "entries per page (at most 10000)")
+	limit := f.Int64("limit", []string{"BOOKINGLEDGER_CALENDAR_LIMIT"}, calendar.DefaultCalendarPage, 1, "entries per page (at most 10000)")
 	cursor := f.String("cursor", []string{"BOOKINGLEDGER_CALENDAR_CURSOR"}, "", "print the page after this cursor (from the previous page)")
 	asJSON := f.Bool("json", []string{"BOOKINGLEDGER_JSON"}, "print JSON (the HTTP API's shape) instead of a table")
 	pos, err := f.parse(args)
@@ -242,7 +244,7 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 	if len(pos) > 0 {
 		return usageErrorf("calendar takes no arguments, got %q (use --from and --to)", pos)
 	}
-	var q projections.CalendarQuery
+	var q calendar.CalendarQuery
 	for _, t := range []struct {
 		name, value string
 		into        *time.Time
@@ -255,12 +257,12 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 		}
 	}
 	q.Resource = *resource
-	if *limit > projections.MaxCalendarPage {
-		return usageErrorf("calendar: --limit %d: at most %d", *limit, projections.MaxCalendarPage)
+	if *limit > calendar.MaxCalendarPage {
+		return usageErrorf("calendar: --limit %d: at most %d", *limit, calendar.MaxCalendarPage)
 	}
 	q.Limit = int(*limit)
 	if *cursor != "" {
-		c, err := projections.ParseCalendarCursor(*cursor)
+		c, err := calendar.ParseCalendarCursor(*cursor)
 		if err != nil {
 			return usageErrorf("calendar: --cursor: %w", err)
 		}
@@ -281,7 +283,7 @@ func runCalendar(ctx context.Context, args []string, getenv func(string) string,
 	if *asJSON {
 		return writeJSONTo(stdout, readapi.ToCalendar(page))
 	}
-	if err := projections.WriteCalendar(stdout, page.Entries); err != nil {
+	if err := calendar.WriteCalendar(stdout, page.Entries); err != nil {
 		return err
 	}
 	if next := page.Next(); next != nil {
@@ -358,7 +360,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 			}
 			return writeJSONTo(stdout, out)
 		}
-		if err := projections.WriteItems(stdout, items); err != nil {
+		if err := calendar.WriteItems(stdout, items); err != nil {
 			return err
 		}
 		// Deliveries that never became events are receipts, not items: say where they are.

@@ -12,6 +12,7 @@ import (
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/history"
 )
 
 const receiptsUsage = `Usage: bookingledger receipts list [--outcome O] [--provider P] [--limit N] [--json] [flags]
@@ -70,7 +71,7 @@ func runReceipts(ctx context.Context, args []string, getenv func(string) string,
 	defer rs.Close()
 
 	if pos[0] == "list" {
-		list, err := rs.rm.Receipts(ctx, projections.ReceiptQuery{Outcome: ledger.Outcome(*outcome), Provider: *provider, Limit: int(*limit)})
+		list, err := rs.rm.Receipts(ctx, history.ReceiptQuery{Outcome: ledger.Outcome(*outcome), Provider: *provider, Limit: int(*limit)})
 		if err != nil {
 			return fmt.Errorf("receipts list: %w", err)
 		}
@@ -81,7 +82,7 @@ func runReceipts(ctx context.Context, args []string, getenv func(string) string,
 			}
 			return writeJSONTo(stdout, out)
 		}
-		return projections.WriteReceipts(stdout, list)
+		return history.WriteReceipts(stdout, list)
 	}
 	d, err := rs.rm.Receipt(ctx, id)
 	if errors.Is(err, projections.ErrNotFound) {
@@ -93,5 +94,5 @@ func runReceipts(ctx context.Context, args []string, getenv func(string) string,
 	if *asJSON {
 		return writeJSONTo(stdout, readapi.ToReceiptDetail(d))
 	}
-	return projections.WriteReceipt(stdout, d)
+	return history.WriteReceipt(stdout, d)
 }

@@ -8,7 +8,7 @@ import (
 
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/process"
-	"bookingledger/projections"
+	"bookingledger/projections/history"
 )
 
 const stepsUsage = `Usage: bookingledger steps [--state STATE] [--json] [flags]
@@ -60,7 +60,7 @@ func runSteps(ctx context.Context, args []string, getenv func(string) string, st
 	if _, err := fmt.Fprintf(stdout, "steps (%d)\n", len(entries)); err != nil {
 		return err
 	}
-	projections.WriteSteps(stdout, entries)
+	history.WriteSteps(stdout, entries)
 	return nil
 }
 

@@ -42,7 +42,7 @@ func (r Rows) Add(ids []string, read []Row) {
 }
 
 // Series returns the series of ids, once each: a cancel of all remaining occurrences arrives for one
-// of them and cancels the others (projections.Recompute), so their bookings are planned too.
+// of them and cancels the others (calendar.Recompute), so their bookings are planned too.
 func (r Rows) Series(ids []string) []string {
 	var series []string
 	for _, id := range ids {

@@ -9,7 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // BookingDTO is a booking's current state.
@@ -91,14 +92,14 @@ func orEmpty(s []string) []string {
 
 // canonicalOf is the booking's canonical resources; a row that carries none (computed, not read from
 // the read model) claims on its provider resources themselves.
-func canonicalOf(b projections.Booking) []string {
+func canonicalOf(b calendar.Booking) []string {
 	if len(b.Canonical) != len(b.Resources) {
 		return orEmpty(b.Resources)
 	}
 	return b.Canonical
 }
 
-func toBooking(b projections.Booking) BookingDTO {
+func toBooking(b calendar.Booking) BookingDTO {
 	d := BookingDTO{
 		Booking: string(b.Booking), Provider: b.Provider, Meeting: b.Meeting, Resources: orEmpty(b.Resources),
 		CanonicalResources: canonicalOf(b),
@@ -111,7 +112,7 @@ func toBooking(b projections.Booking) BookingDTO {
 	if b.RescheduledFrom != "" || b.RescheduledTo != "" {
 		d.Rescheduled = &LinkDTO{From: string(b.RescheduledFrom), To: string(b.RescheduledTo)}
 	}
-	if b.Status == projections.StatusCanceled || b.Status == projections.StatusRejected {
+	if b.Status == calendar.StatusCanceled || b.Status == calendar.StatusRejected {
 		d.Cancel = &CancelDTO{Reason: b.CancelReason, By: b.CanceledBy, Implied: b.CancelImplied}
 	}
 	for _, f := range b.Findings {
@@ -143,7 +144,7 @@ type CalendarEntryDTO struct {
 }
 
 // ToCalendar is the answer of GET /api/calendar for a page (also `bookingledger calendar --json`).
-func ToCalendar(p projections.CalendarPage) CalendarDTO {
+func ToCalendar(p calendar.CalendarPage) CalendarDTO {
 	out := CalendarDTO{Bookings: make([]CalendarEntryDTO, len(p.Entries)), HasMore: p.More}
 	if next := p.Next(); next != nil {
 		out.NextCursor = next.String()
@@ -178,7 +179,7 @@ type ItemsDTO struct {
 }
 
 // ToItem is a reconciliation item as the API shows it (also `bookingledger reconcile … --json`).
-func ToItem(it projections.Item) ItemDTO {
+func ToItem(it calendar.Item) ItemDTO {
 	d := ItemDTO{ID: it.ID, Kind: string(it.Kind), Subject: it.Subject, Booking: string(it.Booking),
 		OtherBooking: string(it.OtherBooking), ReceiptID: it.ReceiptID, Reason: it.Reason, OpenedAt: it.OpenedAt.UTC(),
 		ClosedAt: timePtr(it.ClosedAt), ClosedBy: it.ClosedBy, ResolvedBy: it.ResolvedBy, Note: it.Note}
@@ -220,7 +221,7 @@ type StepDTO struct {
 }
 
 // ToStep converts a step entry.
-func ToStep(s projections.StepEntry) StepDTO {
+func ToStep(s history.StepEntry) StepDTO {
 	opt := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil
@@ -282,7 +283,7 @@ type HistoryFindingDTO struct {
 }
 
 // ToHistory converts a history to its JSON shape.
-func ToHistory(h projections.History) HistoryDTO {
+func ToHistory(h history.History) HistoryDTO {
 	d := HistoryDTO{Booking: string(h.Booking), State: toBooking(h.State), Projected: h.Projected,
 		Receipts: []ReceiptDTO{}, Events: []EventDTO{}, FoldOrder: []string{}, Findings: []HistoryFindingDTO{}, Steps: []StepDTO{}}
 	for _, s := range h.Steps {
@@ -310,7 +311,7 @@ func ToHistory(h projections.History) HistoryDTO {
 }
 
 // WriteHistoryJSON writes a history as indented JSON, the same shape as the HTTP answer.
-func WriteHistoryJSON(w io.Writer, h projections.History) error {
+func WriteHistoryJSON(w io.Writer, h history.History) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(ToHistory(h)); err != nil {
@@ -320,7 +321,7 @@ func WriteHistoryJSON(w io.Writer, h projections.History) error {
 }
 
 // ToReceipt converts a receipt entry to its JSON shape.
-func ToReceipt(r projections.ReceiptEntry) ReceiptDTO {
+func ToReceipt(r history.ReceiptEntry) ReceiptDTO {
 	rd := ReceiptDTO{ID: r.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
 		Secret: r.Secret, Outcome: string(r.Outcome), Reason: r.Reason, Events: []EventRefDTO{}}
 	for _, e := range r.Events {
@@ -365,7 +366,7 @@ type HeaderDTO struct {
 }
 
 // ToReceiptDetail converts a receipt detail to its JSON shape.
-func ToReceiptDetail(d projections.ReceiptDetail) ReceiptDetailDTO {
+func ToReceiptDetail(d history.ReceiptDetail) ReceiptDetailDTO {
 	out := ReceiptDetailDTO{ReceiptDTO: ToReceipt(d.ReceiptEntry), RecordedAt: d.RecordedAt.UTC(),
 		PendingBooking: string(d.Pending), BodyNote: d.BodyNote, Headers: make([]HeaderDTO, len(d.Headers)), Related: []ReceiptDTO{}}
 	for i, h := range d.Headers {

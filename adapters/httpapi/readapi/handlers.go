@@ -17,28 +17,30 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // Reader is what the handlers need from the read model (readmodel.ReadModel implements it).
 type Reader interface {
-	Booking(ctx context.Context, id booking.ID) (projections.Booking, error)
-	History(ctx context.Context, id booking.ID) (projections.History, error)
-	Calendar(ctx context.Context, q projections.CalendarQuery) (projections.CalendarPage, error)
-	OpenItems(ctx context.Context) ([]projections.Item, error)
-	Resolve(ctx context.Context, id int64, note, by string) (projections.Item, error)
+	Booking(ctx context.Context, id booking.ID) (calendar.Booking, error)
+	History(ctx context.Context, id booking.ID) (history.History, error)
+	Calendar(ctx context.Context, q calendar.CalendarQuery) (calendar.CalendarPage, error)
+	OpenItems(ctx context.Context) ([]calendar.Item, error)
+	Resolve(ctx context.Context, id int64, note, by string) (calendar.Item, error)
 }
 
 // StepResolver closes a process step's reconciliation item with an operator's action (mark-done,
 // retry, skip) and applies it to the step (adapters/process.Store); its errors wrap the projections
 // sentinels as Reader.Resolve's do; by is recorded as the resolver, as Reader.Resolve records it.
 type StepResolver interface {
-	ResolveStep(ctx context.Context, id int64, action, note, by string) (projections.Item, error)
+	ResolveStep(ctx context.Context, id int64, action, note, by string) (calendar.Item, error)
 }
 
 // ReceiptReader lists and shows receipts for operators (readmodel.ReadModel implements it).
 type ReceiptReader interface {
-	Receipts(ctx context.Context, q projections.ReceiptQuery) ([]projections.ReceiptEntry, error)
-	Receipt(ctx context.Context, id int64) (projections.ReceiptDetail, error)
+	Receipts(ctx context.Context, q history.ReceiptQuery) ([]history.ReceiptEntry, error)
+	Receipt(ctx context.Context, id int64) (history.ReceiptDetail, error)
 }
 
 // Deps are the handlers' dependencies.
@@ -121,7 +123,7 @@ func (h *handlers) listReceipts(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	rq := projections.ReceiptQuery{Outcome: outcome, Provider: q.Get("provider")}
+	rq := history.ReceiptQuery{Outcome: outcome, Provider: q.Get("provider")}
 	if len(rq.Provider) > maxResourceLength || !ledger.Storable(rq.Provider) {
 		badRequest(w, "provider must be UTF-8 without NUL, at most %d bytes", maxResourceLength)
 		return
@@ -281,17 +283,17 @@ func (h *handlers) calendar(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "resource must be UTF-8 without NUL, at most %d bytes", maxResourceLength)
 		return
 	}
-	q := projections.CalendarQuery{From: from, To: to, Resource: resource}
+	q := calendar.CalendarQuery{From: from, To: to, Resource: resource}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > projections.MaxCalendarPage {
-			badRequest(w, "limit %q: want an integer from 1 to %d", clip(v), projections.MaxCalendarPage)
+		if err != nil || n < 1 || n > calendar.MaxCalendarPage {
+			badRequest(w, "limit %q: want an integer from 1 to %d", clip(v), calendar.MaxCalendarPage)
 			return
 		}
 		q.Limit = n
 	}
 	if v := r.URL.Query().Get("cursor"); v != "" {
-		c, err := projections.ParseCalendarCursor(v)
+		c, err := calendar.ParseCalendarCursor(v)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -351,7 +353,7 @@ func (h *handlers) resolve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, ErrorDTO{Error: "no authenticated operator to record as the resolver", Code: "no_actor"})
 		return
 	}
-	var it projections.Item
+	var it calendar.Item
 	switch {
 	case req.Action == "":
 		it, err = h.r.Resolve(r.Context(), id, req.Note, by)

@@ -20,61 +20,63 @@ import (
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 var t0 = time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)
 
 // fakeReader answers from fixed data and records what it was asked.
 type fakeReader struct {
-	bookings   map[booking.ID]projections.Booking
-	items      []projections.Item
-	lastQuery  projections.CalendarQuery
+	bookings   map[booking.ID]calendar.Booking
+	items      []calendar.Item
+	lastQuery  calendar.CalendarQuery
 	resolveErr error
 	failAll    error
 }
 
-func (f *fakeReader) Booking(_ context.Context, id booking.ID) (projections.Booking, error) {
+func (f *fakeReader) Booking(_ context.Context, id booking.ID) (calendar.Booking, error) {
 	if f.failAll != nil {
-		return projections.Booking{}, f.failAll
+		return calendar.Booking{}, f.failAll
 	}
 	b, ok := f.bookings[id]
 	if !ok {
-		return projections.Booking{}, fmt.Errorf("booking %s: %w", id, projections.ErrNotFound)
+		return calendar.Booking{}, fmt.Errorf("booking %s: %w", id, projections.ErrNotFound)
 	}
 	return b, nil
 }
 
-func (f *fakeReader) History(ctx context.Context, id booking.ID) (projections.History, error) {
+func (f *fakeReader) History(ctx context.Context, id booking.ID) (history.History, error) {
 	b, err := f.Booking(ctx, id)
 	if err != nil {
-		return projections.History{}, err
+		return history.History{}, err
 	}
 	ev := eventlog.EventID{1}
-	return projections.History{
+	return history.History{
 		Booking: id, State: b, Projected: true,
-		Receipts: []projections.ReceiptEntry{{ID: 7, Provider: "calendly", ReceivedAt: t0, DeliveryID: "d-1", Secret: "0:ab12",
+		Receipts: []history.ReceiptEntry{{ID: 7, Provider: "calendly", ReceivedAt: t0, DeliveryID: "d-1", Secret: "0:ab12",
 			Outcome: ledger.OutcomeDuplicate, Events: []ledger.EventRef{{Booking: id, ID: ev, Type: booking.TypeScheduled}}}},
-		Events: []projections.HistoryEvent{{Version: 1, FoldIndex: 1, ID: ev, Type: booking.TypeScheduled, Provider: "calendly",
+		Events: []history.HistoryEvent{{Version: 1, FoldIndex: 1, ID: ev, Type: booking.TypeScheduled, Provider: "calendly",
 			OccurredAt: t0, RecordedAt: t0, Applied: true, Effect: "applied", Summary: "scheduled"}},
 		FoldOrder: []eventlog.EventID{ev},
-		Findings:  []projections.HistoryFinding{{Kind: projections.FindingDuplicateDelivery, ReceiptID: 7, Reason: "dup"}},
+		Findings:  []history.HistoryFinding{{Kind: history.FindingDuplicateDelivery, ReceiptID: 7, Reason: "dup"}},
 	}, nil
 }
 
-func (f *fakeReader) Calendar(_ context.Context, q projections.CalendarQuery) (projections.CalendarPage, error) {
+func (f *fakeReader) Calendar(_ context.Context, q calendar.CalendarQuery) (calendar.CalendarPage, error) {
 	f.lastQuery = q
-	return projections.CalendarPage{Entries: []projections.CalendarEntry{{Booking: "calendly-a", Provider: "calendly", Meeting: "m",
-		Resource: "host-1", Start: t0, End: t0.Add(30 * time.Minute), Status: projections.StatusActive}}, More: q.Limit == 1}, nil
+	return calendar.CalendarPage{Entries: []calendar.CalendarEntry{{Booking: "calendly-a", Provider: "calendly", Meeting: "m",
+		Resource: "host-1", Start: t0, End: t0.Add(30 * time.Minute), Status: calendar.StatusActive}}, More: q.Limit == 1}, nil
 }
 
-func (f *fakeReader) OpenItems(context.Context) ([]projections.Item, error) { return f.items, nil }
+func (f *fakeReader) OpenItems(context.Context) ([]calendar.Item, error) { return f.items, nil }
 
-func (f *fakeReader) Resolve(_ context.Context, id int64, note, by string) (projections.Item, error) {
+func (f *fakeReader) Resolve(_ context.Context, id int64, note, by string) (calendar.Item, error) {
 	if f.resolveErr != nil {
-		return projections.Item{}, f.resolveErr
+		return calendar.Item{}, f.resolveErr
 	}
-	return projections.Item{ID: id, Kind: projections.ItemConflict, Subject: "a b", Reason: "r", OpenedAt: t0,
-		ClosedAt: t0.Add(time.Hour), ClosedBy: projections.ClosedByOperator, Note: note, ResolvedBy: by}, nil
+	return calendar.Item{ID: id, Kind: calendar.ItemConflict, Subject: "a b", Reason: "r", OpenedAt: t0,
+		ClosedAt: t0.Add(time.Hour), ClosedBy: calendar.ClosedByOperator, Note: note, ResolvedBy: by}, nil
 }
 
 // serve mounts the handlers with an actor read from a test header (auth.Actor in production).
@@ -108,12 +110,12 @@ func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, m
 
 func TestHandlers(t *testing.T) {
 	fr := &fakeReader{
-		bookings: map[booking.ID]projections.Booking{"calendly-a": {
+		bookings: map[booking.ID]calendar.Booking{"calendly-a": {
 			Booking: "calendly-a", Provider: "calendly", Meeting: "m", Resources: []string{"host-1"}, Start: t0, End: t0.Add(30 * time.Minute),
-			Status: projections.StatusActive, BookingStatus: booking.StatusActive, Holder: true, Payment: booking.PaymentIsPaid,
+			Status: calendar.StatusActive, BookingStatus: booking.StatusActive, Holder: true, Payment: booking.PaymentIsPaid,
 			PaymentRefs: []string{"stripe:ch_1"}, PaymentStreams: []booking.ID{"stripe-pi_1"}, ScheduledAt: t0.Add(-time.Hour), StreamVersion: 2, Events: 2,
 		}},
-		items: []projections.Item{{ID: 3, Kind: projections.ItemQuarantined, Subject: "receipt 9", ReceiptID: 9, Reason: "bad body", OpenedAt: t0}},
+		items: []calendar.Item{{ID: 3, Kind: calendar.ItemQuarantined, Subject: "receipt 9", ReceiptID: 9, Reason: "bad body", OpenedAt: t0}},
 	}
 	srv := serve(t, fr)
 	long := strings.Repeat("x", 600)
@@ -161,13 +163,13 @@ func TestHandlers(t *testing.T) {
 		}},
 		{"calendar, a page that is not the last", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&limit=1", "", 200, func(t *testing.T, b map[string]any) {
 			assert.Equal(t, true, b["has_more"])
-			want := projections.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}
+			want := calendar.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}
 			assert.Equal(t, want.String(), b["next_cursor"])
 		}},
 		{"calendar, the next page", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&cursor=" +
-			projections.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}.String(), "", 200, func(t *testing.T, b map[string]any) {
+			calendar.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}.String(), "", 200, func(t *testing.T, b map[string]any) {
 			require.NotNil(t, fr.lastQuery.After)
-			assert.Equal(t, projections.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}, *fr.lastQuery.After)
+			assert.Equal(t, calendar.CalendarCursor{Start: t0, Resource: "host-1", Booking: "calendly-a"}, *fr.lastQuery.After)
 		}},
 		{"calendar with a forged cursor", "GET", "/api/calendar?from=2027-03-15T00:00:00Z&to=2027-03-16T00:00:00Z&cursor=abc", "", 400, func(t *testing.T, b map[string]any) {
 			assert.Contains(t, b["error"], "cursor")

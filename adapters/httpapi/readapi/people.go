@@ -7,13 +7,14 @@ import (
 
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // PeopleReader reads invitees from the erasable contacts table (readmodel.ReadModel implements it):
 // the only source of names and email addresses, never the events, and empty for an erased person.
 type PeopleReader interface {
-	Contacts(ctx context.Context, ids []booking.ID) (map[booking.ID]projections.Contact, error)
-	Search(ctx context.Context, text string, limit int) ([]projections.SearchHit, error)
+	Contacts(ctx context.Context, ids []booking.ID) (map[booking.ID]calendar.Contact, error)
+	Search(ctx context.Context, text string, limit int) ([]calendar.SearchHit, error)
 }
 
 // ContactDTO is a booking's invitee.
@@ -64,7 +65,7 @@ func (h *handlers) search(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, errNoPeople)
 		return
 	}
-	hits, err := h.people.Search(r.Context(), r.URL.Query().Get("q"), projections.MaxSearch)
+	hits, err := h.people.Search(r.Context(), r.URL.Query().Get("q"), calendar.MaxSearch)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -72,7 +73,7 @@ func (h *handlers) search(w http.ResponseWriter, r *http.Request) {
 	out := SearchDTO{Results: make([]SearchHitDTO, len(hits))}
 	for i, hit := range hits {
 		out.Results[i].Booking = toBooking(hit.Booking)
-		if hit.Contact != (projections.Contact{}) {
+		if hit.Contact != (calendar.Contact{}) {
 			out.Results[i].Contact = &ContactDTO{Booking: string(hit.Contact.Booking), Name: hit.Contact.Name, Email: hit.Contact.Email}
 		}
 	}

@@ -13,15 +13,16 @@ import (
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // fakePeople keeps one contact and finds bookings whose id or name is the text.
 type fakePeople struct{ asked []string }
 
-var ada = projections.Contact{Booking: "calendly-b1", Name: "Ada Lovelace", Email: "ada@example.com"}
+var ada = calendar.Contact{Booking: "calendly-b1", Name: "Ada Lovelace", Email: "ada@example.com"}
 
-func (f *fakePeople) Contacts(_ context.Context, ids []booking.ID) (map[booking.ID]projections.Contact, error) {
-	out := map[booking.ID]projections.Contact{}
+func (f *fakePeople) Contacts(_ context.Context, ids []booking.ID) (map[booking.ID]calendar.Contact, error) {
+	out := map[booking.ID]calendar.Contact{}
 	for _, id := range ids {
 		if id == ada.Booking {
 			out[id] = ada
@@ -30,14 +31,14 @@ func (f *fakePeople) Contacts(_ context.Context, ids []booking.ID) (map[booking.
 	return out, nil
 }
 
-func (f *fakePeople) Search(_ context.Context, text string, limit int) ([]projections.SearchHit, error) {
+func (f *fakePeople) Search(_ context.Context, text string, limit int) ([]calendar.SearchHit, error) {
 	f.asked = append(f.asked, fmt.Sprintf("%q %d", text, limit))
 	switch text {
 	case "":
 		return nil, fmt.Errorf("%w: search text must be 1 to 200 bytes", projections.ErrInvalidQuery)
 	case "Ada":
-		return []projections.SearchHit{{Booking: projections.Booking{Booking: "calendly-b1", Status: projections.StatusActive}, Contact: ada},
-			{Booking: projections.Booking{Booking: "calendly-b2", Status: projections.StatusCanceled}}}, nil
+		return []calendar.SearchHit{{Booking: calendar.Booking{Booking: "calendly-b1", Status: calendar.StatusActive}, Contact: ada},
+			{Booking: calendar.Booking{Booking: "calendly-b2", Status: calendar.StatusCanceled}}}, nil
 	}
 	return nil, nil
 }

@@ -4,12 +4,12 @@ import (
 	"net/http"
 	"strings"
 
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 type searchData struct {
 	Query string
-	Hits  []projections.SearchHit
+	Hits  []calendar.SearchHit
 	// Asked: a search was made (the page without ?q= only shows the box).
 	Asked bool
 }
@@ -23,11 +23,11 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	}
 	d := searchData{Query: strings.TrimSpace(r.URL.Query().Get("q"))}
 	if d.Query != "" {
-		if len(d.Query) > projections.MaxSearchText {
+		if len(d.Query) > calendar.MaxSearchText {
 			s.fail(w, r, errBadRequestf("search for at most 200 bytes"))
 			return
 		}
-		hits, err := s.People.Search(r.Context(), d.Query, projections.MaxSearch)
+		hits, err := s.People.Search(r.Context(), d.Query, calendar.MaxSearch)
 		if err != nil {
 			s.fail(w, r, err)
 			return

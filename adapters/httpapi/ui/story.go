@@ -11,7 +11,7 @@ import (
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
-	"bookingledger/projections"
+	"bookingledger/projections/history"
 )
 
 // storyLine is one sentence of a booking's plain-language story: what arrived, what bookingledger did,
@@ -76,7 +76,7 @@ var stepTargets = map[string][2]string{
 // story tells h in the order things happened: the provider's notices (and the ones that changed
 // nothing), the steps bookingledger took and the relay's deliveries. who is how the invitee is named
 // (their name and address from the contacts table, or "the invitee" when none is kept).
-func story(h projections.History, deliveries []relay.Delivery, who string) []storyLine {
+func story(h history.History, deliveries []relay.Delivery, who string) []storyLine {
 	var out []storyLine
 	provider := providerName(h.State.Provider)
 	for _, rc := range h.Receipts {
@@ -146,7 +146,7 @@ func story(h projections.History, deliveries []relay.Delivery, who string) []sto
 	return out
 }
 
-func stepLine(st projections.StepEntry, who string) storyLine {
+func stepLine(st history.StepEntry, who string) storyLine {
 	phr, ok := stepTargets[st.Kind]
 	if !ok {
 		phr = [2]string{"Did " + st.Kind, "do " + st.Kind}

@@ -22,14 +22,16 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // Reader is what the pages read and change (readmodel.ReadModel implements it).
 type Reader interface {
-	Calendar(ctx context.Context, q projections.CalendarQuery) (projections.CalendarPage, error)
-	History(ctx context.Context, id booking.ID) (projections.History, error)
-	OpenItems(ctx context.Context) ([]projections.Item, error)
-	Resolve(ctx context.Context, id int64, note, by string) (projections.Item, error)
+	Calendar(ctx context.Context, q calendar.CalendarQuery) (calendar.CalendarPage, error)
+	History(ctx context.Context, id booking.ID) (history.History, error)
+	OpenItems(ctx context.Context) ([]calendar.Item, error)
+	Resolve(ctx context.Context, id int64, note, by string) (calendar.Item, error)
 }
 
 // DeliveryQuery selects receipts for the deliveries log: newest first, strictly before BeforeID.
@@ -49,8 +51,8 @@ type Delivery struct {
 // implements readapi.PeopleReader): names and email addresses never come from events, and an erased
 // person's are gone.
 type People interface {
-	Contacts(ctx context.Context, ids []booking.ID) (map[booking.ID]projections.Contact, error)
-	Search(ctx context.Context, text string, limit int) ([]projections.SearchHit, error)
+	Contacts(ctx context.Context, ids []booking.ID) (map[booking.ID]calendar.Contact, error)
+	Search(ctx context.Context, text string, limit int) ([]calendar.SearchHit, error)
 }
 
 // Sessions signs browsers in and out (auth.Authenticator implements it).
@@ -62,7 +64,7 @@ type Sessions interface {
 // StepResolver closes a process step's reconciliation item with an action (mark-done, retry, skip)
 // and records who did (adapters/process.Store implements it, as it does readapi.StepResolver).
 type StepResolver interface {
-	ResolveStep(ctx context.Context, id int64, action, note, by string) (projections.Item, error)
+	ResolveStep(ctx context.Context, id int64, action, note, by string) (calendar.Item, error)
 }
 
 // Deps are the UI's dependencies.
@@ -79,7 +81,7 @@ type Deps struct {
 	// People, when set, puts invitees' names on the calendar and the timeline and adds the search.
 	People People
 	// FailedSteps, when set, lists the process steps that gave up, for the inbox.
-	FailedSteps func(ctx context.Context) ([]projections.StepEntry, error)
+	FailedSteps func(ctx context.Context) ([]history.StepEntry, error)
 	// Providers are the provider names the deliveries filter offers.
 	Providers []string
 	// ProviderStatus, when set, adds the Providers page: subscriptions, last webhook, last sync.
@@ -388,19 +390,19 @@ type inboxData struct {
 	ResolvedKind string
 	// Failed are the process steps that gave up (no item: nothing is unknown about them, but someone
 	// has to act); FailedMore says the list was cut at inboxFailed.
-	Failed     []projections.StepEntry
+	Failed     []history.StepEntry
 	FailedMore bool
 	// Actions resolve step items (none: this server resolves no steps).
 	Actions []string
 }
 
 type itemGroup struct {
-	Kind  projections.ItemKind
+	Kind  calendar.ItemKind
 	Items []itemView
 }
 
 type itemView struct {
-	projections.Item
+	calendar.Item
 	Age string
 }
 
@@ -412,8 +414,8 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.Clock()
 	d := inboxData{Total: len(items), Resolved: r.URL.Query().Get("resolved")}
-	if k := r.URL.Query().Get("kind"); slices.Contains([]projections.ItemKind{projections.ItemConflict, projections.ItemLateEvent,
-		projections.ItemQuarantined, projections.ItemStep}, projections.ItemKind(k)) {
+	if k := r.URL.Query().Get("kind"); slices.Contains([]calendar.ItemKind{calendar.ItemConflict, calendar.ItemLateEvent,
+		calendar.ItemQuarantined, calendar.ItemStep}, calendar.ItemKind(k)) {
 		d.ResolvedKind = k
 	}
 	if s.FailedSteps != nil {
@@ -431,7 +433,7 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 	if s.Steps != nil {
 		d.Actions = s.StepActions
 	}
-	for _, kind := range []projections.ItemKind{projections.ItemConflict, projections.ItemLateEvent, projections.ItemQuarantined, projections.ItemStep, projections.ItemSync} {
+	for _, kind := range []calendar.ItemKind{calendar.ItemConflict, calendar.ItemLateEvent, calendar.ItemQuarantined, calendar.ItemStep, calendar.ItemSync} {
 		g := itemGroup{Kind: kind}
 		for _, it := range items {
 			if it.Kind == kind {
@@ -453,7 +455,7 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	note, action := r.PostFormValue("note"), r.PostFormValue("action")
-	var it projections.Item
+	var it calendar.Item
 	switch {
 	case action == "":
 		it, err = s.Reader.Resolve(r.Context(), id, note, auth.Actor(r))

@@ -15,7 +15,8 @@ import (
 
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/booking"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // TestSafeNextKeepsTheRedirectOnThisServer: after sign-in the UI redirects only to its own pages and
@@ -75,17 +76,17 @@ func TestGridPlacesEntriesByDayAndMarksHolders(t *testing.T) {
 	day := time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
 	days := []time.Time{day, day.AddDate(0, 0, 1), day.AddDate(0, 0, 2)}
 	at := func(d, h int) time.Time { return day.AddDate(0, 0, d).Add(time.Duration(h) * time.Hour) }
-	entry := func(id, res, canonical string, from, to time.Time, st projections.Status) projections.CalendarEntry {
-		return projections.CalendarEntry{Booking: booking.ID(id), Resource: res, Canonical: canonical, Start: from, End: to, Status: st}
+	entry := func(id, res, canonical string, from, to time.Time, st calendar.Status) calendar.CalendarEntry {
+		return calendar.CalendarEntry{Booking: booking.ID(id), Resource: res, Canonical: canonical, Start: from, End: to, Status: st}
 	}
-	rows := grid([]projections.CalendarEntry{
-		entry("holder", "cal-a", "dr-smith", at(0, 10), at(0, 11), projections.StatusActive),
-		entry("loser", "cal-b", "dr-smith", at(0, 10), at(0, 11), projections.StatusConflict),
-		entry("after", "cal-a", "dr-smith", at(0, 11), at(0, 12), projections.StatusActive), // touches the conflict: no holder
-		entry("before", "cal-a", "dr-smith", at(0, 9), at(0, 10), projections.StatusActive), // so does this one
-		entry("elsewhere", "cal-c", "", at(0, 10), at(0, 11), projections.StatusActive),     // same time, another row
-		entry("night", "cal-c", "", at(1, 23), at(2, 1), projections.StatusActive),          // two days
-		entry("midnight", "cal-c", "", at(1, 0), at(2, 0), projections.StatusCanceled),      // one day, ends at the next's start
+	rows := grid([]calendar.CalendarEntry{
+		entry("holder", "cal-a", "dr-smith", at(0, 10), at(0, 11), calendar.StatusActive),
+		entry("loser", "cal-b", "dr-smith", at(0, 10), at(0, 11), calendar.StatusConflict),
+		entry("after", "cal-a", "dr-smith", at(0, 11), at(0, 12), calendar.StatusActive), // touches the conflict: no holder
+		entry("before", "cal-a", "dr-smith", at(0, 9), at(0, 10), calendar.StatusActive), // so does this one
+		entry("elsewhere", "cal-c", "", at(0, 10), at(0, 11), calendar.StatusActive),     // same time, another row
+		entry("night", "cal-c", "", at(1, 23), at(2, 1), calendar.StatusActive),          // two days
+		entry("midnight", "cal-c", "", at(1, 0), at(2, 0), calendar.StatusCanceled),      // one day, ends at the next's start
 	}, days)
 	type cell struct {
 		id     string
@@ -173,12 +174,12 @@ func TestZoneFuncsUseOneFormatInTheZone(t *testing.T) {
 // words; the problems ask for the inbox.
 func TestStoryTellsTheBookingPlainly(t *testing.T) {
 	at := func(m int) time.Time { return time.Date(2026, 12, 1, 9, m, 0, 0, time.UTC) }
-	h := projections.History{
-		State:    projections.Booking{Provider: "calendly"},
-		Receipts: []projections.ReceiptEntry{{Provider: "calendly", ReceivedAt: at(0), Outcome: "accepted"}, {Provider: "calendly", ReceivedAt: at(2), Outcome: "duplicate"}},
-		Events: []projections.HistoryEvent{{Type: booking.TypeScheduled, Provider: "calendly", RecordedAt: at(0), Applied: true},
+	h := history.History{
+		State:    calendar.Booking{Provider: "calendly"},
+		Receipts: []history.ReceiptEntry{{Provider: "calendly", ReceivedAt: at(0), Outcome: "accepted"}, {Provider: "calendly", ReceivedAt: at(2), Outcome: "duplicate"}},
+		Events: []history.HistoryEvent{{Type: booking.TypeScheduled, Provider: "calendly", RecordedAt: at(0), Applied: true},
 			{Type: booking.TypeCanceled, Provider: "calendly", RecordedAt: at(9), Applied: true, Summary: "canceled by invitee: ill"}},
-		Steps: []projections.StepEntry{{Kind: "invitee_email.confirmation", State: "done", FinishedAt: at(1)},
+		Steps: []history.StepEntry{{Kind: "invitee_email.confirmation", State: "done", FinishedAt: at(1)},
 			{Kind: "host_calendar.create", State: "failed", Attempts: 10, FinishedAt: at(5), LastError: "caldav: 403"},
 			{Kind: "invitee_email.cancellation", State: "needs_reconciliation", FinishedAt: at(10)}},
 	}

@@ -20,6 +20,8 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // The pages' handlers between the request and the read side: what they ask the reader, what they
@@ -30,43 +32,43 @@ var today = time.Date(2030, 1, 9, 15, 4, 0, 0, time.UTC)
 
 // reader answers from fixed data and records what it was asked.
 type reader struct {
-	queries  []projections.CalendarQuery
+	queries  []calendar.CalendarQuery
 	pages    int // the calendar has this many full pages of pageSize entries, then a last one
 	pageSize int
 	resolved []string
 	err      error
 }
 
-func (f *reader) Calendar(_ context.Context, q projections.CalendarQuery) (projections.CalendarPage, error) {
+func (f *reader) Calendar(_ context.Context, q calendar.CalendarQuery) (calendar.CalendarPage, error) {
 	f.queries = append(f.queries, q)
 	if f.err != nil {
-		return projections.CalendarPage{}, f.err
+		return calendar.CalendarPage{}, f.err
 	}
 	n := len(f.queries)
-	p := projections.CalendarPage{More: n <= f.pages}
+	p := calendar.CalendarPage{More: n <= f.pages}
 	size := max(f.pageSize, 1)
 	for i := range size {
-		p.Entries = append(p.Entries, projections.CalendarEntry{Booking: booking.ID(fmt.Sprintf("calendly-p%d-%d", n, i)), Provider: "calendly",
-			Resource: "host-1", Start: q.From.Add(time.Hour), End: q.From.Add(90 * time.Minute), Status: projections.StatusActive})
+		p.Entries = append(p.Entries, calendar.CalendarEntry{Booking: booking.ID(fmt.Sprintf("calendly-p%d-%d", n, i)), Provider: "calendly",
+			Resource: "host-1", Start: q.From.Add(time.Hour), End: q.From.Add(90 * time.Minute), Status: calendar.StatusActive})
 	}
 	return p, nil
 }
 
-func (f *reader) History(_ context.Context, id booking.ID) (projections.History, error) {
+func (f *reader) History(_ context.Context, id booking.ID) (history.History, error) {
 	if f.err != nil {
-		return projections.History{}, f.err
+		return history.History{}, f.err
 	}
-	return projections.History{}, fmt.Errorf("booking %s: %w", id, projections.ErrNotFound)
+	return history.History{}, fmt.Errorf("booking %s: %w", id, projections.ErrNotFound)
 }
 
-func (f *reader) OpenItems(context.Context) ([]projections.Item, error) { return nil, f.err }
+func (f *reader) OpenItems(context.Context) ([]calendar.Item, error) { return nil, f.err }
 
-func (f *reader) Resolve(_ context.Context, id int64, note, by string) (projections.Item, error) {
+func (f *reader) Resolve(_ context.Context, id int64, note, by string) (calendar.Item, error) {
 	if f.err != nil {
-		return projections.Item{}, f.err
+		return calendar.Item{}, f.err
 	}
 	f.resolved = append(f.resolved, fmt.Sprintf("%d %q", id, note))
-	return projections.Item{ID: id}, nil
+	return calendar.Item{ID: id}, nil
 }
 
 type sessions struct{}
@@ -175,7 +177,7 @@ func TestCalendarAsksForItsWindow(t *testing.T) {
 	require.Len(t, r.queries, 3, "two full pages and the last")
 	assert.Equal(t, day, r.queries[0].From)
 	assert.Equal(t, day.AddDate(0, 0, 7), r.queries[0].To)
-	assert.Equal(t, projections.MaxCalendarPage, r.queries[0].Limit)
+	assert.Equal(t, calendar.MaxCalendarPage, r.queries[0].Limit)
 	assert.Nil(t, r.queries[0].After)
 	require.NotNil(t, r.queries[2].After, "the next page starts after the last entry")
 	assert.Equal(t, booking.ID("calendly-p2-0"), r.queries[2].After.Booking)
@@ -189,7 +191,7 @@ func TestCalendarAsksForItsWindow(t *testing.T) {
 	status, _, body = p.do(t, http.MethodGet, "/ui/calendar?view=day&date=2030-01-07&resource=dr-smith", nil)
 	require.Equal(t, http.StatusOK, status, body)
 	require.Len(t, r.queries, 1)
-	assert.Equal(t, projections.CalendarQuery{From: day.AddDate(0, 0, -2), To: day.AddDate(0, 0, -1), Resource: "dr-smith", Limit: projections.MaxCalendarPage}, r.queries[0])
+	assert.Equal(t, calendar.CalendarQuery{From: day.AddDate(0, 0, -2), To: day.AddDate(0, 0, -1), Resource: "dr-smith", Limit: calendar.MaxCalendarPage}, r.queries[0])
 	assert.Contains(t, body, `href="/ui/calendar?date=2030-01-06&amp;resource=dr-smith&amp;view=day"`, "the previous day keeps the view and the resource")
 	assert.Contains(t, body, `href="/ui/calendar?date=2030-01-09&amp;resource=dr-smith&amp;view=day"`, "today")
 }
@@ -286,12 +288,12 @@ func TestAFailureShowsNothingOfItsCause(t *testing.T) {
 
 // people answers contacts and searches from a fixed table.
 type people struct {
-	contacts map[booking.ID]projections.Contact
+	contacts map[booking.ID]calendar.Contact
 	searched []string
 }
 
-func (p *people) Contacts(_ context.Context, ids []booking.ID) (map[booking.ID]projections.Contact, error) {
-	out := map[booking.ID]projections.Contact{}
+func (p *people) Contacts(_ context.Context, ids []booking.ID) (map[booking.ID]calendar.Contact, error) {
+	out := map[booking.ID]calendar.Contact{}
 	for _, id := range ids {
 		if c, ok := p.contacts[id]; ok {
 			out[id] = c
@@ -300,25 +302,25 @@ func (p *people) Contacts(_ context.Context, ids []booking.ID) (map[booking.ID]p
 	return out, nil
 }
 
-func (p *people) Search(_ context.Context, text string, limit int) ([]projections.SearchHit, error) {
+func (p *people) Search(_ context.Context, text string, limit int) ([]calendar.SearchHit, error) {
 	p.searched = append(p.searched, fmt.Sprintf("%s %d", text, limit))
-	var out []projections.SearchHit
+	var out []calendar.SearchHit
 	for id, c := range p.contacts {
 		if strings.Contains(string(id), text) || strings.Contains(c.Name, text) {
-			out = append(out, projections.SearchHit{Booking: projections.Booking{Booking: id, Status: projections.StatusActive,
+			out = append(out, calendar.SearchHit{Booking: calendar.Booking{Booking: id, Status: calendar.StatusActive,
 				Canonical: []string{"https://api.calendly.com/users/host-1"}}, Contact: c})
 		}
 	}
 	return out, nil
 }
 
-func newPeoplePages(t *testing.T, r *reader, pp *people, failed []projections.StepEntry) *httptest.Server {
+func newPeoplePages(t *testing.T, r *reader, pp *people, failed []history.StepEntry) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	require.NoError(t, ui.Register(mux, ui.Deps{
 		Reader: r, Sessions: sessions{}, People: pp, Clock: func() time.Time { return today },
 		Deliveries:  func(context.Context, ui.DeliveryQuery) ([]ui.Delivery, error) { return nil, nil },
-		FailedSteps: func(context.Context) ([]projections.StepEntry, error) { return failed, nil },
+		FailedSteps: func(context.Context) ([]history.StepEntry, error) { return failed, nil },
 	}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -345,7 +347,7 @@ func get(t *testing.T, srv *httptest.Server, path string, cookies ...*http.Cooki
 // the zone (cookie or ?tz=) sets the days' bounds and the times shown; ?week= opens that week's Monday.
 func TestCalendarNamesInviteesInTheChosenZone(t *testing.T) {
 	r := &reader{}
-	pp := &people{contacts: map[booking.ID]projections.Contact{"calendly-p1-0": {Booking: "calendly-p1-0", Name: "Ada Lovelace", Email: "ada@example.com"}}}
+	pp := &people{contacts: map[booking.ID]calendar.Contact{"calendly-p1-0": {Booking: "calendly-p1-0", Name: "Ada Lovelace", Email: "ada@example.com"}}}
 	srv := newPeoplePages(t, r, pp, nil)
 	_, body := get(t, srv, "/ui/calendar?date=2030-01-07")
 	assert.Contains(t, body, `<span class="inv">Ada Lovelace</span>`)
@@ -401,7 +403,7 @@ func TestTimeZoneIsKeptInACookie(t *testing.T) {
 
 // TestSearchPage: the box, the hits with their invitee, and a plain word when nothing matches.
 func TestSearchPage(t *testing.T) {
-	pp := &people{contacts: map[booking.ID]projections.Contact{"calendly-b1": {Booking: "calendly-b1", Name: "Ada Lovelace", Email: "ada@example.com"}}}
+	pp := &people{contacts: map[booking.ID]calendar.Contact{"calendly-b1": {Booking: "calendly-b1", Name: "Ada Lovelace", Email: "ada@example.com"}}}
 	srv := newPeoplePages(t, &reader{}, pp, nil)
 	_, body := get(t, srv, "/ui/search")
 	assert.NotContains(t, body, "search-results")
@@ -420,7 +422,7 @@ func TestSearchPage(t *testing.T) {
 // TestInboxSaysWhatToDo: each kind with what it asks of the operator, failed steps listed, and a
 // resolved conflict's notice says the provider still holds both.
 func TestInboxSaysWhatToDo(t *testing.T) {
-	failed := []projections.StepEntry{{Kind: "invitee_email.confirmation", Booking: "calendly-b1", State: "failed", Attempts: 1, LastError: "smtp 550: no such user"}}
+	failed := []history.StepEntry{{Kind: "invitee_email.confirmation", Booking: "calendly-b1", State: "failed", Attempts: 1, LastError: "smtp 550: no such user"}}
 	srv := newPeoplePages(t, &reader{}, &people{}, failed)
 	_, body := get(t, srv, "/ui/reconciliation")
 	assert.Contains(t, body, `id="failed-steps"`)

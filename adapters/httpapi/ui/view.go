@@ -15,7 +15,8 @@ import (
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // funcs are the templates' helpers; the time formats are zoneFuncs', bound to each request's zone.
@@ -53,7 +54,7 @@ type calendarRow struct {
 }
 
 type calendarCell struct {
-	projections.CalendarEntry
+	calendar.CalendarEntry
 	// Holder: an active booking holding a slot that a conflict on the same resource wanted.
 	Holder bool
 	// Invitee is the name (else the email address) the contacts table keeps for the booking; empty
@@ -79,7 +80,7 @@ func hostName(resource string) string {
 }
 
 // invitee is how a card names a booking's invitee: the name, else the email address.
-func invitee(c projections.Contact) string {
+func invitee(c calendar.Contact) string {
 	if c.Name != "" {
 		return c.Name
 	}
@@ -130,8 +131,8 @@ func (s *server) calendar(w http.ResponseWriter, r *http.Request) {
 		n = 1
 	}
 	from, to := day, day.AddDate(0, 0, n)
-	var entries []projections.CalendarEntry
-	cq := projections.CalendarQuery{From: from, To: to, Resource: resource, Limit: projections.MaxCalendarPage}
+	var entries []calendar.CalendarEntry
+	cq := calendar.CalendarQuery{From: from, To: to, Resource: resource, Limit: calendar.MaxCalendarPage}
 	truncated := false
 	for {
 		p, err := s.Reader.Calendar(r.Context(), cq)
@@ -184,7 +185,7 @@ func (s *server) calendar(w http.ResponseWriter, r *http.Request) {
 }
 
 // invitees names the entries' invitees from the contacts table (none without People).
-func (s *server) invitees(r *http.Request, entries []projections.CalendarEntry) (map[booking.ID]string, error) {
+func (s *server) invitees(r *http.Request, entries []calendar.CalendarEntry) (map[booking.ID]string, error) {
 	names := map[booking.ID]string{}
 	if s.People == nil || len(entries) == 0 {
 		return names, nil
@@ -212,8 +213,8 @@ func (e *badRequest) Unwrap() error { return errBadRequest }
 
 // grid places each entry in the day columns its slot overlaps and marks the holders of slots that
 // conflicts wanted: an active entry overlapping a conflict entry on the same (canonical) resource.
-func grid(entries []projections.CalendarEntry, days []time.Time) []calendarRow {
-	byRes := map[string][]projections.CalendarEntry{}
+func grid(entries []calendar.CalendarEntry, days []time.Time) []calendarRow {
+	byRes := map[string][]calendar.CalendarEntry{}
 	for _, e := range entries {
 		// One row per canonical resource: a host's calendars at several providers are one row, as they
 		// are one calendar to the slot-holder rule.
@@ -228,9 +229,9 @@ func grid(entries []projections.CalendarEntry, days []time.Time) []calendarRow {
 		row := calendarRow{Resource: res, Cells: make([][]calendarCell, len(days))}
 		for _, e := range es {
 			holder := false
-			if e.Status == projections.StatusActive {
+			if e.Status == calendar.StatusActive {
 				for _, o := range es {
-					if o.Status == projections.StatusConflict && o.Start.Before(e.End) && e.Start.Before(o.End) {
+					if o.Status == calendar.StatusConflict && o.Start.Before(e.End) && e.Start.Before(o.End) {
 						holder = true
 						break
 					}
@@ -250,9 +251,9 @@ func grid(entries []projections.CalendarEntry, days []time.Time) []calendarRow {
 
 // timeline is a booking's history arranged for the page.
 type timeline struct {
-	projections.History
+	history.History
 	// Fold lists the events in fold order.
-	Fold []projections.HistoryEvent
+	Fold []history.HistoryEvent
 	// Payments are the booking's payment streams (their own timelines).
 	Payments []booking.ID
 	// Deliveries are the booking's relay deliveries to every endpoint, newest first; Relay says the
@@ -261,7 +262,7 @@ type timeline struct {
 	Relay      bool
 	// Contact is the invitee the contacts table keeps (zero: none, or erased); People says the
 	// server reads the table at all.
-	Contact projections.Contact
+	Contact calendar.Contact
 	People  bool
 	// Story is the booking told in plain language, oldest first.
 	Story []storyLine
@@ -269,14 +270,14 @@ type timeline struct {
 	Conflicts []booking.ID
 }
 
-func newTimeline(h projections.History) timeline {
+func newTimeline(h history.History) timeline {
 	t := timeline{History: h, Payments: h.State.PaymentStreams}
 	for _, f := range h.Findings {
-		if f.Kind == projections.FindingConflict && f.OtherBooking != "" && !slices.Contains(t.Conflicts, f.OtherBooking) {
+		if f.Kind == history.FindingConflict && f.OtherBooking != "" && !slices.Contains(t.Conflicts, f.OtherBooking) {
 			t.Conflicts = append(t.Conflicts, f.OtherBooking)
 		}
 	}
-	byID := map[eventlog.EventID]projections.HistoryEvent{}
+	byID := map[eventlog.EventID]history.HistoryEvent{}
 	for _, e := range h.Events {
 		byID[e.ID] = e
 	}

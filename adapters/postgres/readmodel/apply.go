@@ -13,7 +13,7 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/resource"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // applier applies one batch inside the batch's transaction.
@@ -108,17 +108,17 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 		evs := a.streams[id].events
 		switch {
 		case len(evs) == 0:
-		case projections.IsPaymentOnly(evs):
+		case calendar.IsPaymentOnly(evs):
 			payTouched = append(payTouched, id)
 		default:
 			bookTouched = append(bookTouched, id)
 		}
 	}
 
-	var stored []projections.PaymentStream
+	var stored []calendar.PaymentStream
 	var oldFrom []booking.ID
 	queueQuery(a.tx, "read payment streams", `SELECT stream, refs FROM payment_streams WHERE stream = ANY($1)`, []any{idStrings(touched)},
-		pgx.RowToStructByPos[projections.PaymentStream], &stored)
+		pgx.RowToStructByPos[calendar.PaymentStream], &stored)
 	if len(bookTouched) > 0 {
 		// Empty links are dropped by set.add: a test for them here would plan (generically) as a
 		// walk of the partial index on the links.
@@ -166,7 +166,7 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 	}
 	var ids []booking.ID
 	for _, id := range set.items {
-		if evs := a.streams[id].events; len(evs) > 0 && !projections.IsPaymentOnly(evs) {
+		if evs := a.streams[id].events; len(evs) > 0 && !calendar.IsPaymentOnly(evs) {
 			ids = append(ids, id)
 		}
 	}
@@ -178,24 +178,24 @@ func (a *applier) apply(ctx context.Context, touched []booking.ID) error {
 	if err != nil {
 		return err
 	}
-	inputs := make([]projections.BookingInput, len(ids))
+	inputs := make([]calendar.BookingInput, len(ids))
 	for i, id := range ids {
 		sd, f := a.streams[id], a.fold(id)
-		inputs[i] = projections.BookingInput{Booking: id, Events: sd.events, StreamVersion: sd.version,
+		inputs[i] = calendar.BookingInput{Booking: id, Events: sd.events, StreamVersion: sd.version,
 			Payments: payments[id], PaymentRefs: nonNil(closures[id]), Folded: &f}
 	}
 	comp, err := a.component(ctx, ids, inputs)
 	if err != nil {
 		return err
 	}
-	a.write(ids, projections.Recompute(comp))
+	a.write(ids, calendar.Recompute(comp))
 	return nil
 }
 
 // applyPaymentStreams stores the payment-only streams among the touched ones (stored: those of them
 // already stored), drops those that became bookings, and returns every payment reference whose
 // links may have changed.
-func (a *applier) applyPaymentStreams(stored []projections.PaymentStream, payTouched, bookTouched []booking.ID) []string {
+func (a *applier) applyPaymentStreams(stored []calendar.PaymentStream, payTouched, bookTouched []booking.ID) []string {
 	old := map[booking.ID][]string{}
 	for _, ps := range stored {
 		old[ps.Stream] = ps.Refs
@@ -238,17 +238,17 @@ func (a *applier) applyPaymentStreams(stored []projections.PaymentStream, payTou
 
 // linkPayments finds the payment streams linked to each booking (transitively through shared refs)
 // and loads their events.
-func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booking.ID][]projections.LinkedPayment, map[booking.ID][]string, error) {
+func (a *applier) linkPayments(ctx context.Context, ids []booking.ID) (map[booking.ID][]calendar.LinkedPayment, map[booking.ID][]string, error) {
 	var want orderedSet[string]
 	for _, id := range ids {
 		want.add(a.fold(id).PaymentRefs...)
 	}
-	var streams []projections.PaymentStream
+	var streams []calendar.PaymentStream
 	var fetched orderedSet[booking.ID]
 	for asked := 0; asked < len(want.items); {
 		ask := want.items[asked:] // the refs not asked for yet: want only grows
 		asked = len(want.items)
-		found, err := queryRows(ctx, a.tx, pgx.RowToStructByPos[projections.PaymentStream], `SELECT DISTINCT p.stream, p.refs FROM payment_stream_refs r
+		found, err := queryRows(ctx, a.tx, pgx.RowToStructByPos[calendar.PaymentStream], `SELECT DISTINCT p.stream, p.refs FROM payment_stream_refs r
 JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, ask)
 		if err != nil {
 			return nil, nil, fmt.Errorf("payment streams: %w", err)
@@ -265,14 +265,14 @@ JOIN payment_streams p ON p.stream = r.stream WHERE r.ref = ANY($1::text[])`, as
 	if err := a.load(ctx, fetched.items); err != nil {
 		return nil, nil, err
 	}
-	index := projections.NewPaymentIndex(streams)
-	payments := map[booking.ID][]projections.LinkedPayment{}
+	index := calendar.NewPaymentIndex(streams)
+	payments := map[booking.ID][]calendar.LinkedPayment{}
 	closures := map[booking.ID][]string{}
 	for _, id := range ids {
 		linked, closure := index.Link(a.fold(id).PaymentRefs)
 		closures[id] = closure
 		for _, p := range linked {
-			payments[id] = append(payments[id], projections.LinkedPayment{Stream: p, Events: a.streams[p].events})
+			payments[id] = append(payments[id], calendar.LinkedPayment{Stream: p, Events: a.streams[p].events})
 		}
 	}
 	return payments, closures, nil
@@ -287,15 +287,15 @@ const seriesMembersSQL = `SELECT booking FROM calendar_bookings WHERE series = A
 const supersedingSQL = `SELECT ` + bookingColumns + ` FROM calendar_bookings
 WHERE rescheduled_from = ANY($1) AND rescheduled_from <> '' AND NOT (booking = ANY($1))`
 
-// component loads what projections.Recompute needs to recompute ids besides their inputs: every
+// component loads what calendar.Recompute needs to recompute ids besides their inputs: every
 // stored claim of other bookings connected by overlaps to the stored claims of ids or to the slots
 // their folds want (a superset of the claims the new rows make, which is as good), the
 // items of those bookings, and the stored rows of the bookings of the claims, of the bookings
 // rescheduled from one of ids, and of those the open items name.
 //
 // This is the boundary where a booking's resource identifiers become claims on calendar resources.
-func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []projections.BookingInput) (projections.Component, error) {
-	comp := projections.Component{Bookings: inputs}
+func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []calendar.BookingInput) (calendar.Component, error) {
+	comp := calendar.Component{Bookings: inputs}
 	idS := idStrings(ids)
 	var provided []string
 	for _, id := range ids {
@@ -312,14 +312,14 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 	var seedStart, seedEnd []time.Time
 	for _, id := range ids {
 		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
-			for _, r := range projections.CanonicalResources(f.Slot.Resources, comp.Canonical) {
+			for _, r := range calendar.CanonicalResources(f.Slot.Resources, comp.Canonical) {
 				seedRes, seedStart, seedEnd = append(seedRes, r), append(seedStart, micro(f.Slot.Start)), append(seedEnd, micro(f.Slot.End))
 			}
 		}
 	}
 	var members orderedSet[string]
-	var superseding []projections.Booking
-	queueQuery(a.tx, "connected claims", connectedClaimsSQL, []any{seedRes, seedStart, seedEnd, idS}, pgx.RowToStructByPos[projections.Claim], &comp.Claims)
+	var superseding []calendar.Booking
+	queueQuery(a.tx, "connected claims", connectedClaimsSQL, []any{seedRes, seedStart, seedEnd, idS}, pgx.RowToStructByPos[calendar.Claim], &comp.Claims)
 	queueQuery(a.tx, "reschedule links", supersedingSQL, []any{idS}, scanBooking, &superseding)
 	if err := a.tx.flush(ctx); err != nil {
 		return comp, err
@@ -332,7 +332,7 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 		return comp, fmt.Errorf("existing items: %w", err)
 	}
 	for _, it := range comp.Items {
-		if it.Open() && it.Kind == projections.ItemConflict {
+		if it.Open() && it.Kind == calendar.ItemConflict {
 			members.add(string(it.Booking), string(it.OtherBooking))
 		}
 	}
@@ -357,7 +357,7 @@ func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []proj
 // always a subset of the final, overlap-free set, as the exclusion constraint checks row by row: the
 // old claims of the recomputed bookings go and stored claims are released, then the new claims come
 // with their final holder flag, then stored claims take a slot.
-func (a *applier) write(ids []booking.ID, ch projections.Changes) {
+func (a *applier) write(ids []booking.ID, ch calendar.Changes) {
 	var release, take, restatus, status []string
 	var holder []bool
 	for _, b := range ch.Restatus {
@@ -403,7 +403,7 @@ WHERE b.booking = u.booking`, restatus, status, holder)
 		}
 		a.tx.exec(fmt.Sprintf("write %d calendar rows", len(ch.Rows)), upsertBookingsSQL, columns...)
 		a.tx.exec("replace booking payment refs", `DELETE FROM calendar_booking_refs WHERE booking = ANY($1::text[])`, columns[0])
-		if slices.ContainsFunc(ch.Rows, func(b projections.Booking) bool { return len(b.PaymentRefs) > 0 }) {
+		if slices.ContainsFunc(ch.Rows, func(b calendar.Booking) bool { return len(b.PaymentRefs) > 0 }) {
 			a.tx.exec("insert booking payment refs", `INSERT INTO calendar_booking_refs (ref, booking)
 SELECT unnest(u.refs::text[]), u.booking FROM unnest($1::text[], $2::text[]) AS u(booking, refs)`,
 				columns[0], columns[slices.Index(copyBookingColumns, "payment_refs")])

@@ -17,7 +17,7 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/resource"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // A replay from the start of the log (a rebuild) is loaded in bulk: writing every batch would rewrite
@@ -32,7 +32,7 @@ import (
 //     the resources a booking claims together are joined into groups.
 //  3. It reads the replay again in the order of (group, start) and cuts it into chunks of whole
 //     connected sets: a chunk ends, once it holds RebuildChunk bookings, where no later claim of its
-//     group can overlap an earlier one. Each chunk is one projections.Recompute, whose rows, claims and
+//     group can overlap an earlier one. Each chunk is one calendar.Recompute, whose rows, claims and
 //     item changes load into the staging tables while the next chunk is computed.
 //  4. The staging tables get their indexes and constraints, one build each. Item changes that need a
 //     row of another chunk (an open conflict whose two sides are apart now, or whose booking has no
@@ -316,7 +316,7 @@ func sendReplay(ctx context.Context, tx pgx.Tx, tables, query string, keyed bool
 
 func (m *ReadModel) decodeReplayed(batch []replayed) error {
 	errs := make([]error, len(batch))
-	projections.Parallel(len(batch), func(i int) {
+	calendar.Parallel(len(batch), func(i int) {
 		st := &batch[i]
 		st.id, _ = booking.FromStream(st.stream)
 		e := cacheEntry{stream: st.stream}
@@ -353,9 +353,9 @@ func rebuildTx(ctx context.Context, db interface {
 // bookings outside it: the cancels of all remaining occurrences of a series, by series (few: one per
 // series canceled so), since a series' occurrences fall in different chunks.
 type paymentsOf struct {
-	index  *projections.PaymentIndex
+	index  *calendar.PaymentIndex
 	events map[booking.ID][]booking.Event
-	series map[string][]projections.SeriesCancel
+	series map[string][]calendar.SeriesCancel
 }
 
 // keyBatch is how many booking keys one COPY writes.
@@ -366,12 +366,12 @@ const keyBatch = 20_000
 func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, error) {
 	ld := m.startLoad(ctx)
 	var (
-		streams []projections.PaymentStream
+		streams []calendar.PaymentStream
 		events  = map[booking.ID][]booking.Event{}
 		rows    []paymentRow
 		keys    [][]any
-		groups  projections.ResourceGroups
-		series  = map[string][]projections.SeriesCancel{}
+		groups  calendar.ResourceGroups
+		series  = map[string][]calendar.SeriesCancel{}
 	)
 	copyKeys := func() {
 		batch := keys
@@ -385,18 +385,18 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 	err := m.eachReplayed(ctx, s.table("calendar_replay")+" (stream_id)", `SELECT stream_id, version, event_id, event_type, data, metadata FROM `+s.table("calendar_replay")+
 		` ORDER BY stream_id`, false, func(batch []replayed) error {
 		for _, st := range batch {
-			if projections.IsPaymentOnly(st.events) {
-				streams = append(streams, projections.PaymentStream{Stream: st.id, Refs: st.state.PaymentRefs})
+			if calendar.IsPaymentOnly(st.events) {
+				streams = append(streams, calendar.PaymentStream{Stream: st.id, Refs: st.state.PaymentRefs})
 				events[st.id] = st.events
 				rows = append(rows, paymentRow{stream: st.id, state: st.state, version: st.version})
 				continue
 			}
-			if sc, ok := projections.SeriesCancelOf(st.id, st.state); ok {
+			if sc, ok := calendar.SeriesCancelOf(st.id, st.state); ok {
 				series[sc.Series] = append(series[sc.Series], sc)
 			}
 			key := []any{st.stream, string(st.id), nil, nil, nil, string(st.state.RescheduledFrom)}
 			if st.state.HasSlot() {
-				res := projections.CanonicalResources(st.state.Slot.Resources, m.bufLinks.Canonical)
+				res := calendar.CanonicalResources(st.state.Slot.Resources, m.bufLinks.Canonical)
 				groups.Join(res...)
 				key[2], key[3], key[4] = res[0], micro(st.state.Slot.Start), micro(st.state.Slot.End)
 			}
@@ -424,7 +424,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 	if err := ld.wait(); err != nil {
 		return paymentsOf{}, fmt.Errorf("write booking keys: %w", err)
 	}
-	return paymentsOf{index: projections.NewPaymentIndex(streams), events: events, series: series}, nil
+	return paymentsOf{index: calendar.NewPaymentIndex(streams), events: events, series: series}, nil
 }
 
 // chunkSQL reads the replay's booking streams back in the order chunks are cut in, each with its
@@ -444,14 +444,14 @@ const computeAhead = 2
 // returns the open conflict items whose two sides are in different chunks. Chunks are whole connected
 // sets, so they are computed at once (computeAhead) in any order; which chunk's items come first
 // changes nothing, as Recompute's answer does not depend on the order of what it is given.
-func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paymentsOf) ([]projections.Item, error) {
+func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paymentsOf) ([]calendar.Item, error) {
 	ld := m.startLoad(ctx)
 	var (
 		chunk  []replayed
 		group  *int32
 		maxEnd time.Time
 		mu     sync.Mutex // apart, failed
-		apart  []projections.Item
+		apart  []calendar.Item
 		failed error
 		wg     sync.WaitGroup
 		slots  = make(chan struct{}, computeAhead)
@@ -516,26 +516,26 @@ func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paym
 
 // computeChunk recomputes a chunk's bookings with the items that concern them, and queues their
 // writes. It returns the open conflict items of its bookings whose other side is in another chunk.
-func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, payments paymentsOf, chunk []replayed) ([]projections.Item, error) {
+func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, payments paymentsOf, chunk []replayed) ([]calendar.Item, error) {
 	ids := make([]string, len(chunk))
 	in := make(map[booking.ID]bool, len(chunk))
-	inputs := make([]projections.BookingInput, len(chunk))
-	var stored []projections.Booking
-	var seriesCancels []projections.SeriesCancel
+	inputs := make([]calendar.BookingInput, len(chunk))
+	var stored []calendar.Booking
+	var seriesCancels []calendar.SeriesCancel
 	seriesSeen := map[string]bool{}
 	for i := range chunk {
 		st := &chunk[i]
 		ids[i], in[st.id] = string(st.id), true
 		linked, closure := payments.index.Link(st.state.PaymentRefs)
-		var lp []projections.LinkedPayment
+		var lp []calendar.LinkedPayment
 		for _, p := range linked {
-			lp = append(lp, projections.LinkedPayment{Stream: p, Events: payments.events[p]})
+			lp = append(lp, calendar.LinkedPayment{Stream: p, Events: payments.events[p]})
 		}
-		inputs[i] = projections.BookingInput{Booking: st.id, Events: st.events, StreamVersion: st.version,
+		inputs[i] = calendar.BookingInput{Booking: st.id, Events: st.events, StreamVersion: st.version,
 			Payments: lp, PaymentRefs: nonNil(closure), Folded: &st.state}
 		// Bookings rescheduled from this one, wherever they are: they supersede it.
 		for _, by := range st.key.supersededBy {
-			stored = append(stored, projections.Booking{Booking: booking.ID(by), RescheduledFrom: st.id})
+			stored = append(stored, calendar.Booking{Booking: booking.ID(by), RescheduledFrom: st.id})
 		}
 		// The series cancels of its series, wherever their bookings are (Recompute ignores those of
 		// the chunk's own bookings: it has their folds).
@@ -549,15 +549,15 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 	if err != nil {
 		return nil, fmt.Errorf("items of a chunk: %w", err)
 	}
-	var own, apart []projections.Item
+	var own, apart []calendar.Item
 	for _, it := range items {
-		if it.Kind != projections.ItemConflict || it.OtherBooking == "" || in[it.OtherBooking] {
+		if it.Kind != calendar.ItemConflict || it.OtherBooking == "" || in[it.OtherBooking] {
 			own = append(own, it)
 		} else if it.Open() {
 			apart = append(apart, it)
 		}
 	}
-	ch := projections.Recompute(projections.Component{Bookings: inputs, Stored: stored, Canonical: m.bufLinks.Canonical, Items: own,
+	ch := calendar.Recompute(calendar.Component{Bookings: inputs, Stored: stored, Canonical: m.bufLinks.Canonical, Items: own,
 		SeriesCancels: seriesCancels})
 	var names []string
 	for _, c := range ch.Claims {
@@ -596,7 +596,7 @@ WHERE closed_at IS NULL AND kind IN ('conflict', 'late_event')
 // closeApart plans, from the staged rows, the items no chunk could: open conflicts whose sides are
 // in different chunks now, and open items of bookings without a row. The calendar calls for none of
 // them, so they close, with the notes the rows give.
-func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []projections.Item) error {
+func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []calendar.Item) error {
 	items := apart
 	err := rebuildTx(ctx, m.pool, func(tx pgx.Tx) error {
 		gone, err := queryItems(ctx, tx, fmt.Sprintf(goneItemsSQL, s.table("calendar_bookings")))
@@ -614,12 +614,12 @@ func (m *ReadModel) closeApart(ctx context.Context, s *staging, apart []projecti
 	if err != nil {
 		return err
 	}
-	ch := projections.Recompute(projections.Component{Stored: slices.Collect(maps.Values(rows)), Items: items})
+	ch := calendar.Recompute(calendar.Component{Stored: slices.Collect(maps.Values(rows)), Items: items})
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error { return stageItems(ctx, tx, s, ch.Items) })
 }
 
 // stageItems copies a chunk's item changes into the work tables the swap applies them from.
-func stageItems(ctx context.Context, c pgx.Tx, s *staging, ch projections.ItemChanges) error {
+func stageItems(ctx context.Context, c pgx.Tx, s *staging, ch calendar.ItemChanges) error {
 	if _, err := c.Exec(ctx, `INSERT INTO `+s.table("calendar_item_opens")+unnestItemsSQL, itemArgs(ch.Open)...); err != nil {
 		return fmt.Errorf("stage %d new items: %w", len(ch.Open), err)
 	}
@@ -677,7 +677,7 @@ var copyBookingColumns = []string{"booking", "provider", "meeting", "resources",
 	"no_show", "scheduled_at", "updated_at", "stream_version", "event_count", "rescheduled_from", "rescheduled_to",
 	"cancel_reason", "canceled_by", "cancel_implied", "findings", "series"}
 
-func copyBookings(ctx context.Context, tx copier, table string, rows []projections.Booking) error {
+func copyBookings(ctx context.Context, tx copier, table string, rows []calendar.Booking) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -691,7 +691,7 @@ func copyBookings(ctx context.Context, tx copier, table string, rows []projectio
 // copyClaims copies claims into table; those whose slot ended before horizon go in unguarded: they
 // keep their holder flag, which the slot-holder rule computed, but stay out of the double-booking
 // guard's GiST (guard.go).
-func copyClaims(ctx context.Context, tx copier, table string, claims []projections.Claim, holders map[booking.ID]bool, resourceID map[string]int32,
+func copyClaims(ctx context.Context, tx copier, table string, claims []calendar.Claim, holders map[booking.ID]bool, resourceID map[string]int32,
 	horizon time.Time) error {
 	if len(claims) == 0 {
 		return nil
@@ -749,7 +749,7 @@ func copyRefs(ctx context.Context, tx copier, table, column string, refs [][]any
 	return nil
 }
 
-func copyBookingRefs(ctx context.Context, tx copier, table string, rows []projections.Booking) error {
+func copyBookingRefs(ctx context.Context, tx copier, table string, rows []calendar.Booking) error {
 	var refs [][]any
 	for _, b := range rows {
 		refs = refRows(refs, string(b.Booking), b.PaymentRefs)

@@ -14,6 +14,7 @@ import (
 
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 func TestConflictHolderRuleAndAutoClose(t *testing.T) {
@@ -25,32 +26,32 @@ func TestConflictHolderRuleAndAutoClose(t *testing.T) {
 	// The later-scheduled booking arrives first: the rule must not depend on arrival.
 	e.deliver(t, one("d-2", second))
 	e.catchUp(t)
-	assert.Equal(t, projections.StatusActive, e.booking(t, "calendly-bbb").Status)
+	assert.Equal(t, calendar.StatusActive, e.booking(t, "calendly-bbb").Status)
 	e.deliver(t, one("d-1", first))
 	e.catchUp(t)
 
 	a, b := e.booking(t, "calendly-aaa"), e.booking(t, "calendly-bbb")
-	assert.Equal(t, projections.StatusActive, a.Status)
+	assert.Equal(t, calendar.StatusActive, a.Status)
 	assert.True(t, a.Holder)
-	assert.Equal(t, projections.StatusConflict, b.Status)
+	assert.Equal(t, calendar.StatusConflict, b.Status)
 	assert.Equal(t, []string{"calendly-aaa"}, e.holders(t))
 	items := e.openItems(t)
 	require.Len(t, items, 1)
-	assert.Equal(t, projections.ItemConflict, items[0].Kind)
+	assert.Equal(t, calendar.ItemConflict, items[0].Kind)
 	assert.Equal(t, "calendly-bbb calendly-aaa", items[0].Subject)
 	assert.Contains(t, items[0].Reason, "earlier provider scheduled-at")
 
 	e.deliver(t, one("d-3", canceled("calendly-aaa", at(-1, 0), "host sick")))
 	e.catchUp(t)
-	assert.Equal(t, projections.StatusCanceled, e.booking(t, "calendly-aaa").Status)
+	assert.Equal(t, calendar.StatusCanceled, e.booking(t, "calendly-aaa").Status)
 	b = e.booking(t, "calendly-bbb")
-	assert.Equal(t, projections.StatusActive, b.Status)
+	assert.Equal(t, calendar.StatusActive, b.Status)
 	assert.True(t, b.Holder)
 	assert.Empty(t, e.openItems(t))
 	all, err := e.rm.Items(context.Background(), "calendly-bbb")
 	require.NoError(t, err)
 	require.Len(t, all, 1)
-	assert.Equal(t, projections.ClosedByAuto, all[0].ClosedBy)
+	assert.Equal(t, calendar.ClosedByAuto, all[0].ClosedBy)
 	// The cancel's reason is a person's free text, kept apart from the events: the note names none.
 	assert.Contains(t, all[0].Note, "holder calendly-aaa is canceled now; calendly-bbb holds the slot")
 }
@@ -135,10 +136,10 @@ func TestGroupMeetingInviteesShareTheSlot(t *testing.T) {
 
 	for _, id := range []booking.ID{"calendly-g1", "calendly-g2", "calendly-g3"} {
 		b := e.booking(t, id)
-		assert.Equal(t, projections.StatusActive, b.Status, id)
+		assert.Equal(t, calendar.StatusActive, b.Status, id)
 		assert.True(t, b.Holder, id)
 	}
-	assert.Equal(t, projections.StatusConflict, e.booking(t, "calendly-late").Status)
+	assert.Equal(t, calendar.StatusConflict, e.booking(t, "calendly-late").Status)
 	assert.Equal(t, []string{
 		"conflict: calendly-late calendly-g1", "conflict: calendly-late calendly-g2", "conflict: calendly-late calendly-g3",
 	}, itemSubjects(e.openItems(t)))
@@ -153,7 +154,7 @@ func TestRequestedBookingDoesNotHoldItsSlot(t *testing.T) {
 	e.deliver(t, one("r-1", req))
 	e.deliver(t, one("r-2", active))
 	e.catchUp(t)
-	assert.Equal(t, projections.StatusRequested, e.booking(t, "calcom-req").Status)
+	assert.Equal(t, calendar.StatusRequested, e.booking(t, "calcom-req").Status)
 	assert.False(t, e.booking(t, "calcom-req").Holder)
 	assert.True(t, e.booking(t, "calendly-act").Holder)
 	assert.Empty(t, e.openItems(t))
@@ -162,8 +163,8 @@ func TestRequestedBookingDoesNotHoldItsSlot(t *testing.T) {
 	confirm := event("calcom-req", "confirmed", at(-30, 0), booking.Scheduled{Slot: slot("calcom-series-1", at(9, 0), 60, host), Capacity: 1})
 	e.deliver(t, one("r-3", confirm))
 	e.catchUp(t)
-	assert.Equal(t, projections.StatusActive, e.booking(t, "calcom-req").Status)
-	assert.Equal(t, projections.StatusConflict, e.booking(t, "calendly-act").Status)
+	assert.Equal(t, calendar.StatusActive, e.booking(t, "calcom-req").Status)
+	assert.Equal(t, calendar.StatusConflict, e.booking(t, "calendly-act").Status)
 	assert.Equal(t, []string{"conflict: calendly-act calcom-req"}, itemSubjects(e.openItems(t)))
 }
 
@@ -191,10 +192,10 @@ func TestCalendlyRescheduleResolvesInAnyOrder(t *testing.T) {
 				assert.LessOrEqual(t, len(e.holders(t)), 1, "after %s", ev.ProviderRef)
 			}
 			old, nw := e.booking(t, "calendly-old"), e.booking(t, "calendly-new")
-			assert.Equal(t, projections.StatusCanceled, old.Status)
+			assert.Equal(t, calendar.StatusCanceled, old.Status)
 			assert.Equal(t, booking.ID("calendly-new"), old.RescheduledTo)
 			assert.Empty(t, old.CancelReason, "a reason the provider sent is free text: never in the events or the row")
-			assert.Equal(t, projections.StatusActive, nw.Status)
+			assert.Equal(t, calendar.StatusActive, nw.Status)
 			assert.True(t, nw.Holder)
 			assert.Equal(t, booking.ID("calendly-old"), nw.RescheduledFrom)
 			all, err := e.rm.Items(context.Background(), "calendly-old")
@@ -209,7 +210,7 @@ func TestCalendlyRescheduleResolvesInAnyOrder(t *testing.T) {
 		e.deliver(t, one("s-2", newCreate))
 		e.catchUp(t)
 		old := e.booking(t, "calendly-old")
-		assert.Equal(t, projections.StatusCanceled, old.Status)
+		assert.Equal(t, calendar.StatusCanceled, old.Status)
 		assert.Equal(t, booking.StatusActive, old.BookingStatus, "its own events still say active")
 		assert.True(t, old.CancelImplied)
 		assert.Equal(t, booking.ID("calendly-new"), old.RescheduledTo)
@@ -239,11 +240,11 @@ func TestCalcomRescheduleWithImpliedCancel(t *testing.T) {
 				e.catchUp(t)
 			}
 			old, nw := e.booking(t, "calcom-uid-old"), e.booking(t, "calcom-uid-new")
-			assert.Equal(t, projections.StatusCanceled, old.Status)
+			assert.Equal(t, calendar.StatusCanceled, old.Status)
 			assert.True(t, old.CancelImplied)
 			assert.Equal(t, booking.ID("calcom-uid-new"), old.RescheduledTo)
 			assert.True(t, old.HasSlot(), "the old slot stays known")
-			assert.Equal(t, projections.StatusActive, nw.Status)
+			assert.Equal(t, calendar.StatusActive, nw.Status)
 			assert.Equal(t, booking.ID("calcom-uid-old"), nw.RescheduledFrom)
 			assert.Equal(t, []string{"calcom-uid-new"}, e.holders(t))
 			assert.Empty(t, e.openItems(t))
@@ -335,13 +336,13 @@ func TestOperatorResolutionIsNotReopened(t *testing.T) {
 	require.Len(t, items, 1)
 	resolved, err := e.rm.Resolve(context.Background(), items[0].ID, "  called the invitee; moving them by hand  ", "tester")
 	require.NoError(t, err)
-	assert.Equal(t, projections.ClosedByOperator, resolved.ClosedBy)
+	assert.Equal(t, calendar.ClosedByOperator, resolved.ClosedBy)
 	assert.Equal(t, "called the invitee; moving them by hand", resolved.Note)
 	assert.Equal(t, "tester", resolved.ResolvedBy, "who resolved it is recorded")
 
 	e.deliver(t, one("o-3", event("calendly-op2", "no-show", at(-1, 0), booking.NoShowMarked{})))
 	e.catchUp(t)
-	assert.Equal(t, projections.StatusConflict, e.booking(t, "calendly-op2").Status, "still a conflict at the provider")
+	assert.Equal(t, calendar.StatusConflict, e.booking(t, "calendly-op2").Status, "still a conflict at the provider")
 	assert.Empty(t, e.openItems(t), "the operator's decision stands")
 
 	_, err = e.rm.Resolve(context.Background(), items[0].ID, "again", "tester")
@@ -365,7 +366,7 @@ func TestQuarantinedDeliveryIsQueued(t *testing.T) {
 	e.quarantine(t, "calendly", "calendly-broken-1", "no host")
 	items := e.openItems(t)
 	require.Len(t, items, 1)
-	assert.Equal(t, projections.ItemQuarantined, items[0].Kind)
+	assert.Equal(t, calendar.ItemQuarantined, items[0].Kind)
 	assert.NotZero(t, items[0].ReceiptID)
 	assert.Contains(t, items[0].Reason, `calendly delivery "calendly-broken-1" quarantined`)
 	assert.Len(t, e.openItems(t), 1, "listing twice opens nothing twice")
@@ -375,8 +376,8 @@ func TestQuarantinedDeliveryIsQueued(t *testing.T) {
 	e.quarantine(t, "calendly", "calendly-broken-2", "no host")
 	counts, err := e.rm.OpenItemCounts(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, map[projections.ItemKind]int64{projections.ItemQuarantined: 2, projections.ItemConflict: 0, projections.ItemLateEvent: 0,
-		projections.ItemStep: 0, projections.ItemSync: 0}, counts)
+	assert.Equal(t, map[calendar.ItemKind]int64{calendar.ItemQuarantined: 2, calendar.ItemConflict: 0, calendar.ItemLateEvent: 0,
+		calendar.ItemStep: 0, calendar.ItemSync: 0}, counts)
 
 	_, err = e.rm.Resolve(context.Background(), items[0].ID, "payload replayed by hand after the provider fixed it", "tester")
 	require.NoError(t, err)
@@ -407,14 +408,14 @@ func TestCalendarPagesCoverTheWindowOnce(t *testing.T) {
 	e.deliver(t, one("p-long", created("calendly-long", at(-5, 0), slot("mlong", at(-10*24, 0), 11*24*60, "host-a"))))
 	e.catchUp(t)
 	ctx := context.Background()
-	q := projections.CalendarQuery{From: at(0, 0), To: at(24, 0)}
-	whole, err := e.rm.Calendar(ctx, projections.CalendarQuery{From: q.From, To: q.To, Limit: projections.MaxCalendarPage})
+	q := calendar.CalendarQuery{From: at(0, 0), To: at(24, 0)}
+	whole, err := e.rm.Calendar(ctx, calendar.CalendarQuery{From: q.From, To: q.To, Limit: calendar.MaxCalendarPage})
 	require.NoError(t, err)
 	require.False(t, whole.More)
 	require.Len(t, whole.Entries, 12+3+1, "12 bookings, 3 on a second resource, the long one")
 	for _, size := range []int{1, 2, 5, 15, 16, 17} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			var got []projections.CalendarEntry
+			var got []calendar.CalendarEntry
 			q := q
 			q.Limit = size
 			for pages := 0; ; pages++ {
@@ -430,14 +431,14 @@ func TestCalendarPagesCoverTheWindowOnce(t *testing.T) {
 				require.Len(t, page.Entries, size, "only the last page is short")
 				next := page.Next()
 				require.NotNil(t, next)
-				parsed, err := projections.ParseCalendarCursor(next.String())
+				parsed, err := calendar.ParseCalendarCursor(next.String())
 				require.NoError(t, err, "the cursor survives its string form")
 				q.After = &parsed
 			}
 			assert.Equal(t, whole.Entries, got)
 		})
 	}
-	_, err = projections.ParseCalendarCursor("bm90IGEgY3Vyc29y")
+	_, err = calendar.ParseCalendarCursor("bm90IGEgY3Vyc29y")
 	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
 }
 
@@ -450,7 +451,7 @@ func TestCalendarQuery(t *testing.T) {
 	e.catchUp(t)
 	ctx := context.Background()
 
-	page, err := e.rm.Calendar(ctx, projections.CalendarQuery{From: at(8, 0), To: at(12, 0)})
+	page, err := e.rm.Calendar(ctx, calendar.CalendarQuery{From: at(8, 0), To: at(12, 0)})
 	require.NoError(t, err)
 	assert.False(t, page.More)
 	got := page.Entries
@@ -460,19 +461,19 @@ func TestCalendarQuery(t *testing.T) {
 	}
 	assert.Equal(t, []string{"calendly-k1@host-a", "calendly-k1@host-b", "calendly-k2@host-b"}, keys)
 
-	page, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(8, 0), To: at(24, 0), Resource: "host-a"})
+	page, err = e.rm.Calendar(ctx, calendar.CalendarQuery{From: at(8, 0), To: at(24, 0), Resource: "host-a"})
 	require.NoError(t, err)
 	got = page.Entries
 	require.Len(t, got, 2)
 	assert.Equal(t, booking.ID("calendly-k3"), got[1].Booking)
 	assert.Equal(t, at(23, 0), got[1].Start)
-	assert.Equal(t, projections.StatusActive, got[1].Status)
+	assert.Equal(t, calendar.StatusActive, got[1].Status)
 
-	page, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(9, 30), To: at(11, 0)})
+	page, err = e.rm.Calendar(ctx, calendar.CalendarQuery{From: at(9, 30), To: at(11, 0)})
 	require.NoError(t, err)
 	assert.Empty(t, page.Entries, "ranges are half-open")
 
-	_, err = e.rm.Calendar(ctx, projections.CalendarQuery{From: at(12, 0), To: at(8, 0)})
+	_, err = e.rm.Calendar(ctx, calendar.CalendarQuery{From: at(12, 0), To: at(8, 0)})
 	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
 }
 

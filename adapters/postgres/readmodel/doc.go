@@ -2,7 +2,7 @@
 // calendar_slots exclusion constraint that refuses double booking, payment-only streams, the
 // reconciliation queue; the canonical resources read from the link stream) and answers the queries of
 // the HTTP API, the UI and the CLI, the contacts and the search by name or address included. It loads the inputs of
-// projections.Recompute and writes what it returns, per batch for the connected set a batch touches
+// calendar.Recompute and writes what it returns, per batch for the connected set a batch touches
 // and for the whole calendar in a rebuild; no calendar rule lives here. It is the one package that
 // names the calendar's tables: others read them through it (StepReader: what the process steps read
 // of the calendar, behind the interfaces adapters/process declares).

@@ -8,6 +8,7 @@ import (
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/pgtest/plantest"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // Runner returns a runner of the calendar projection over the read model's event store, elected by
@@ -29,7 +30,7 @@ func (m *ReadModel) Rebuild(ctx context.Context, progress func(projections.Progr
 }
 
 // Bookings returns every calendar row, ordered by booking id: tests compare read models with it.
-func (m *ReadModel) Bookings(ctx context.Context) ([]projections.Booking, error) {
+func (m *ReadModel) Bookings(ctx context.Context) ([]calendar.Booking, error) {
 	return queryRows(ctx, m.pool, scanBooking, `SELECT `+bookingColumns+` FROM calendar_bookings ORDER BY booking`)
 }
 

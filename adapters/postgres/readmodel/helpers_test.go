@@ -25,6 +25,7 @@ import (
 	"bookingledger/domain/ledger"
 	"bookingledger/domain/resource"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // day is the calendar day the scenarios take place on; provider times are the days before it.
@@ -209,14 +210,14 @@ func (e *env) waitVisible(t testing.TB) {
 	}, time.Minute, 5*time.Millisecond, "events stay hidden behind an old transaction")
 }
 
-func (e *env) booking(t testing.TB, id booking.ID) projections.Booking {
+func (e *env) booking(t testing.TB, id booking.ID) calendar.Booking {
 	t.Helper()
 	b, err := e.rm.Booking(context.Background(), id)
 	require.NoError(t, err, "booking %s", id)
 	return b
 }
 
-func (e *env) openItems(t testing.TB) []projections.Item {
+func (e *env) openItems(t testing.TB) []calendar.Item {
 	t.Helper()
 	items, err := e.rm.OpenItems(context.Background())
 	require.NoError(t, err)
@@ -267,7 +268,7 @@ func one(id string, e booking.Event) delivery {
 	return delivery{ID: id, Provider: e.Provider, Events: []booking.Event{e}}
 }
 
-func itemSubjects(items []projections.Item) []string {
+func itemSubjects(items []calendar.Item) []string {
 	var out []string
 	for _, it := range items {
 		out = append(out, string(it.Kind)+": "+it.Subject)

@@ -14,6 +14,8 @@ import (
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // The seeds' story: a booking for 10:00 is canceled four minutes after it was made. The create's first
@@ -41,7 +43,7 @@ func TestSeedStory_CanceledTenOClockBookingWithCreateRetriedAfterCancel(t *testi
 		}
 
 		b := e.booking(t, id)
-		assert.Equal(t, projections.StatusCanceled, b.Status)
+		assert.Equal(t, calendar.StatusCanceled, b.Status)
 		assert.False(t, b.Holder)
 		assert.Equal(t, at(10, 0), b.Start, "the canceled slot stays known")
 		assert.Equal(t, []string{"calendly-next"}, e.holders(t), "the slot is free for the next booking")
@@ -64,19 +66,19 @@ func TestSeedStory_CanceledTenOClockBookingWithCreateRetriedAfterCancel(t *testi
 		assert.Equal(t, booked, h.Events[1].OccurredAt)
 		assert.Equal(t, []eventlog.EventID{create.ID, cancel.ID}, h.FoldOrder, "the fold used provider order")
 
-		kinds := map[projections.FindingKind]projections.HistoryFinding{}
+		kinds := map[history.FindingKind]history.HistoryFinding{}
 		for _, f := range h.Findings {
 			kinds[f.Kind] = f
 		}
-		require.Contains(t, kinds, projections.FindingOutOfOrder)
-		assert.Equal(t, create.ID, kinds[projections.FindingOutOfOrder].Event)
-		assert.Contains(t, kinds[projections.FindingOutOfOrder].Reason, "arrived after booking.canceled.v1 v1")
-		require.Contains(t, kinds, projections.FindingDuplicateDelivery)
-		assert.Contains(t, kinds[projections.FindingDuplicateDelivery].Reason, `"calendly-create-1"`)
-		assert.NotContains(t, kinds, projections.FindingLateEvent, "the create precedes the cancel in provider time: it applied")
+		require.Contains(t, kinds, history.FindingOutOfOrder)
+		assert.Equal(t, create.ID, kinds[history.FindingOutOfOrder].Event)
+		assert.Contains(t, kinds[history.FindingOutOfOrder].Reason, "arrived after booking.canceled.v1 v1")
+		require.Contains(t, kinds, history.FindingDuplicateDelivery)
+		assert.Contains(t, kinds[history.FindingDuplicateDelivery].Reason, `"calendly-create-1"`)
+		assert.NotContains(t, kinds, history.FindingLateEvent, "the create precedes the cancel in provider time: it applied")
 
 		var buf bytes.Buffer
-		require.NoError(t, projections.WriteTimeline(&buf, h))
+		require.NoError(t, history.WriteTimeline(&buf, h))
 		out := buf.String()
 		t.Log("\n" + out)
 		for _, want := range []string{"booking calendly-seed-10am (calendly)", "status:   canceled", "out_of_order", "duplicate_delivery",
@@ -94,21 +96,21 @@ func TestSeedStory_CanceledTenOClockBookingWithCreateRetriedAfterCancel(t *testi
 		e.catchUp(t)
 
 		b := e.booking(t, id)
-		assert.Equal(t, projections.StatusCanceled, b.Status)
+		assert.Equal(t, calendar.StatusCanceled, b.Status)
 		assert.Empty(t, e.holders(t), "the slot stays free")
 		require.Len(t, b.Findings, 1)
 		assert.Equal(t, booking.FindingAfterTerminal, b.Findings[0].Code)
 
 		items := e.openItems(t)
 		require.Len(t, items, 1)
-		assert.Equal(t, projections.ItemLateEvent, items[0].Kind)
+		assert.Equal(t, calendar.ItemLateEvent, items[0].Kind)
 		assert.Equal(t, late.ID, items[0].EventID)
 
 		h, err := e.rm.History(context.Background(), id)
 		require.NoError(t, err)
-		var late1 *projections.HistoryFinding
+		var late1 *history.HistoryFinding
 		for i, f := range h.Findings {
-			if f.Kind == projections.FindingLateEvent {
+			if f.Kind == history.FindingLateEvent {
 				late1 = &h.Findings[i]
 			}
 		}
@@ -138,9 +140,9 @@ func TestHistoryShowsConflicts(t *testing.T) {
 	for _, id := range []booking.ID{"calendly-h1", "calendly-h2"} {
 		h, err := e.rm.History(context.Background(), id)
 		require.NoError(t, err)
-		var conflicts []projections.HistoryFinding
+		var conflicts []history.HistoryFinding
 		for _, f := range h.Findings {
-			if f.Kind == projections.FindingConflict {
+			if f.Kind == history.FindingConflict {
 				conflicts = append(conflicts, f)
 			}
 		}
@@ -187,11 +189,11 @@ func TestHistoryShowsTheCancelReasonKeptApartUntilErased(t *testing.T) {
 
 	h, err = e.rm.History(context.Background(), id)
 	require.NoError(t, err)
-	mark := projections.ErasedMark(time.Now())
+	mark := history.ErasedMark(time.Now())
 	assert.Equal(t, mark, h.State.CancelReason)
 	assert.Equal(t, "canceled by invitee: "+mark, h.Events[1].Summary)
 	var buf bytes.Buffer
-	require.NoError(t, projections.WriteTimeline(&buf, h))
+	require.NoError(t, history.WriteTimeline(&buf, h))
 	assert.NotContains(t, buf.String(), "recital")
 	assert.Contains(t, buf.String(), "[erased on ")
 }

@@ -11,7 +11,7 @@ import (
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // existingItemsSQL returns the items that matter for a sync of the whole calendar: open ones and
@@ -31,7 +31,7 @@ WHERE (closed_at IS NULL OR closed_by = 'operator')
 
 // itemWrites queues the statements of ch. An item an operator closed meanwhile is left as it is. The
 // update names the ids twice: "= ANY" gives a generic plan the primary key to look them up by.
-func (b *batchTx) itemWrites(ch projections.ItemChanges) {
+func (b *batchTx) itemWrites(ch calendar.ItemChanges) {
 	if len(ch.Open) > 0 {
 		b.exec(fmt.Sprintf("open %d reconciliation items", len(ch.Open)), insertItemsSQL, itemArgs(ch.Open)...)
 	}
@@ -51,7 +51,7 @@ FROM %s AS u(id, close, text) WHERE i.id = u.id AND (i.closed_at IS NULL) IS TRU
 const unnestTextsSQL = `unnest($1::bigint[], $2::boolean[], $3::text[])`
 
 // textArgs are the columns (id, close, text) of ch's new reasons and closing notes.
-func textArgs(ch projections.ItemChanges) []any {
+func textArgs(ch calendar.ItemChanges) []any {
 	texts := slices.Concat(ch.Refresh, ch.Close)
 	ids, closes, out := make([]int64, len(texts)), make([]bool, len(texts)), make([]string, len(texts))
 	for i, t := range texts {
@@ -69,8 +69,8 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::uuid[], $6::bigi
 `
 
 // itemArgs are insertItemsSQL's arguments for items, sorted by kind and subject as the rebuild opens them.
-func itemArgs(items []projections.DesiredItem) []any {
-	slices.SortFunc(items, func(a, b projections.DesiredItem) int {
+func itemArgs(items []calendar.DesiredItem) []any {
+	slices.SortFunc(items, func(a, b calendar.DesiredItem) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Subject, b.Subject))
 	})
 	n := len(items)
@@ -91,10 +91,10 @@ FROM receipts r WHERE r.outcome = 'quarantined'
 // OpenItemCounts returns how many reconciliation items OpenItems would list, by kind; every kind is
 // present. Unlike OpenItems it writes nothing (it runs at every metrics scrape of every instance): a
 // quarantined receipt that has no item yet counts as the open item it will get.
-func (m *ReadModel) OpenItemCounts(ctx context.Context) (map[projections.ItemKind]int64, error) {
-	out := map[projections.ItemKind]int64{projections.ItemConflict: 0, projections.ItemQuarantined: 0, projections.ItemLateEvent: 0, projections.ItemStep: 0, projections.ItemSync: 0}
+func (m *ReadModel) OpenItemCounts(ctx context.Context) (map[calendar.ItemKind]int64, error) {
+	out := map[calendar.ItemKind]int64{calendar.ItemConflict: 0, calendar.ItemQuarantined: 0, calendar.ItemLateEvent: 0, calendar.ItemStep: 0, calendar.ItemSync: 0}
 	counts, err := queryRows(ctx, m.pool, pgx.RowToStructByPos[struct {
-		Kind projections.ItemKind
+		Kind calendar.ItemKind
 		N    int64
 	}], `SELECT kind, count(*) FROM reconciliation_items WHERE closed_at IS NULL GROUP BY kind
 UNION ALL
@@ -111,14 +111,14 @@ SELECT 'quarantined', count(*)`+unitemizedQuarantineSQL)
 // syncQuarantine opens an item for every quarantined receipt that never had one. Receipts are not
 // events, so this runs when the runner is caught up and before the queue is listed; it is idempotent.
 func syncQuarantine(ctx context.Context, q querier) error {
-	items, err := queryRows(ctx, q, func(r pgx.CollectableRow) (projections.DesiredItem, error) {
+	items, err := queryRows(ctx, q, func(r pgx.CollectableRow) (calendar.DesiredItem, error) {
 		var (
 			id                         int64
 			provider, delivery, reason string
 			bk                         booking.ID
 		)
 		err := r.Scan(&id, &provider, &delivery, &reason, &bk)
-		return projections.QuarantineItem(id, provider, delivery, reason, bk), err
+		return calendar.QuarantineItem(id, provider, delivery, reason, bk), err
 	}, `SELECT r.id, r.provider, r.delivery_id, r.reason, coalesce(r.bookings[1], '')`+unitemizedQuarantineSQL+` ORDER BY r.id`)
 	if err != nil {
 		return fmt.Errorf("quarantined receipts: %w", err)
@@ -135,11 +135,11 @@ func syncQuarantine(ctx context.Context, q querier) error {
 const itemColumns = `id, kind, subject, booking, other_booking, event_id, receipt_id, reason, opened_at, closed_at,
     coalesce(closed_by, ''), note, resolved_by`
 
-func queryItems(ctx context.Context, q reader, sql string, args ...any) ([]projections.Item, error) {
+func queryItems(ctx context.Context, q reader, sql string, args ...any) ([]calendar.Item, error) {
 	return queryRows(ctx, q, scanItem, sql, args...)
 }
 
-func scanItem(r pgx.CollectableRow) (it projections.Item, err error) {
+func scanItem(r pgx.CollectableRow) (it calendar.Item, err error) {
 	var (
 		event    *[16]byte
 		receipt  *int64

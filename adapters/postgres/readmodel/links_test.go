@@ -13,6 +13,7 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/resource"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // One host takes intro calls through Calendly and treatments through Acuity: two provider resources.
@@ -42,9 +43,9 @@ func (e *env) unlink(t testing.TB, name string, ids ...string) {
 	require.Len(t, evs, 1, "one unlink event appended")
 }
 
-func (e *env) calendarOf(t testing.TB, res string) []projections.CalendarEntry {
+func (e *env) calendarOf(t testing.TB, res string) []calendar.CalendarEntry {
 	t.Helper()
-	page, err := e.rm.Calendar(context.Background(), projections.CalendarQuery{From: day, To: day.AddDate(0, 0, 1), Resource: res})
+	page, err := e.rm.Calendar(context.Background(), calendar.CalendarQuery{From: day, To: day.AddDate(0, 0, 1), Resource: res})
 	require.NoError(t, err)
 	return page.Entries
 }
@@ -58,8 +59,8 @@ func TestLinkedResourcesGuardAcrossProviders(t *testing.T) {
 	e.catchUp(t)
 
 	// Unlinked, the two calendars are never compared.
-	assert.Equal(t, projections.StatusActive, e.booking(t, "calendly-intro").Status)
-	assert.Equal(t, projections.StatusActive, e.booking(t, "acuity-1001").Status)
+	assert.Equal(t, calendar.StatusActive, e.booking(t, "calendly-intro").Status)
+	assert.Equal(t, calendar.StatusActive, e.booking(t, "acuity-1001").Status)
 	assert.Equal(t, []string{"acuity-1001", "calendly-intro"}, e.holders(t))
 	assert.Empty(t, e.openItems(t))
 	assert.Equal(t, []string{drSmithAcuity}, e.booking(t, "acuity-1001").Canonical, "an unlinked resource is its own canonical resource")
@@ -68,15 +69,15 @@ func TestLinkedResourcesGuardAcrossProviders(t *testing.T) {
 	e.link(t, "dr-smith", drSmithCalendly, drSmithAcuity)
 	e.catchUp(t)
 	intro, treat := e.booking(t, "calendly-intro"), e.booking(t, "acuity-1001")
-	assert.Equal(t, projections.StatusActive, intro.Status)
+	assert.Equal(t, calendar.StatusActive, intro.Status)
 	assert.True(t, intro.Holder)
-	assert.Equal(t, projections.StatusConflict, treat.Status)
+	assert.Equal(t, calendar.StatusConflict, treat.Status)
 	assert.Equal(t, []string{"dr-smith"}, treat.Canonical)
 	assert.Equal(t, []string{drSmithAcuity}, treat.Resources, "the provider's identifier is kept")
 	assert.Equal(t, []string{"calendly-intro"}, e.holders(t))
 	items := e.openItems(t)
 	require.Len(t, items, 1)
-	assert.Equal(t, projections.ItemConflict, items[0].Kind)
+	assert.Equal(t, calendar.ItemConflict, items[0].Kind)
 	assert.Equal(t, "acuity-1001 calendly-intro", items[0].Subject)
 	assert.Contains(t, items[0].Reason, "on dr-smith")
 	assert.Equal(t, []string{"dr-smith calendly-intro", "dr-smith acuity-1001"}, slotRows(t, e))
@@ -101,13 +102,13 @@ func TestLinkedResourcesGuardAcrossProviders(t *testing.T) {
 	// Unlinked again: both hold their own calendar and the item closes itself.
 	e.unlink(t, "dr-smith", drSmithAcuity)
 	e.catchUp(t)
-	assert.Equal(t, projections.StatusActive, e.booking(t, "acuity-1001").Status)
+	assert.Equal(t, calendar.StatusActive, e.booking(t, "acuity-1001").Status)
 	assert.Equal(t, []string{"acuity-1001", "calendly-intro"}, e.holders(t))
 	assert.Empty(t, e.openItems(t))
 	all, err := e.rm.Items(ctx, "acuity-1001")
 	require.NoError(t, err)
 	require.Len(t, all, 1)
-	assert.Equal(t, projections.ClosedByAuto, all[0].ClosedBy)
+	assert.Equal(t, calendar.ClosedByAuto, all[0].ClosedBy)
 	assert.Equal(t, []string{"dr-smith calendly-intro", drSmithAcuity + " acuity-1001"}, slotRows(t, e))
 }
 

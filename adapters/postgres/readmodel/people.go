@@ -10,12 +10,13 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // Contacts returns the invitees of ids that the contacts table holds (postgres.personal.go saves them
 // with their deliveries; erasure deletes them), by booking. A booking without a row is absent.
-func (m *ReadModel) Contacts(ctx context.Context, ids []booking.ID) (map[booking.ID]projections.Contact, error) {
-	out := map[booking.ID]projections.Contact{}
+func (m *ReadModel) Contacts(ctx context.Context, ids []booking.ID) (map[booking.ID]calendar.Contact, error) {
+	out := map[booking.ID]calendar.Contact{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -27,7 +28,7 @@ func (m *ReadModel) Contacts(ctx context.Context, ids []booking.ID) (map[booking
 	if err != nil {
 		return nil, fmt.Errorf("contacts: %w", err)
 	}
-	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Contact, err error) {
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c calendar.Contact, err error) {
 		err = r.Scan(&c.Booking, &c.Name, &c.Email)
 		return c, err
 	})
@@ -50,22 +51,22 @@ WHERE b.booking = $1 OR b.booking ILIKE $2 OR c.email ILIKE $2 OR c.name ILIKE $
 ORDER BY (b.booking = $1) DESC, lower(b.during) DESC, b.booking
 LIMIT $3`
 
-// Search returns up to limit bookings (at most projections.MaxSearch) whose id is text or contains
+// Search returns up to limit bookings (at most calendar.MaxSearch) whose id is text or contains
 // it, or whose invitee's name or email address contains it, with their contacts.
-func (m *ReadModel) Search(ctx context.Context, text string, limit int) ([]projections.SearchHit, error) {
+func (m *ReadModel) Search(ctx context.Context, text string, limit int) ([]calendar.SearchHit, error) {
 	text = strings.TrimSpace(text)
-	if text == "" || len(text) > projections.MaxSearchText || !ledger.Storable(text) {
-		return nil, fmt.Errorf("%w: search text must be 1 to %d bytes of UTF-8 without NUL", projections.ErrInvalidQuery, projections.MaxSearchText)
+	if text == "" || len(text) > calendar.MaxSearchText || !ledger.Storable(text) {
+		return nil, fmt.Errorf("%w: search text must be 1 to %d bytes of UTF-8 without NUL", projections.ErrInvalidQuery, calendar.MaxSearchText)
 	}
-	if limit <= 0 || limit > projections.MaxSearch {
-		limit = projections.MaxSearch
+	if limit <= 0 || limit > calendar.MaxSearch {
+		limit = calendar.MaxSearch
 	}
 	pattern := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(text) + "%"
 	rows, err := m.pool.Query(ctx, searchSQL, text, pattern, limit)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c projections.Contact, err error) {
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c calendar.Contact, err error) {
 		err = r.Scan(&c.Booking, &c.Name, &c.Email)
 		return c, err
 	})
@@ -83,20 +84,20 @@ func (m *ReadModel) Search(ctx context.Context, text string, limit int) ([]proje
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	byID := make(map[booking.ID]projections.Booking, len(bs))
+	byID := make(map[booking.ID]calendar.Booking, len(bs))
 	for _, b := range bs {
 		byID[b.Booking] = b
 	}
-	out := make([]projections.SearchHit, 0, len(found))
+	out := make([]calendar.SearchHit, 0, len(found))
 	for _, c := range found {
 		b, ok := byID[c.Booking]
 		if !ok {
 			continue // gone between the two reads (a rebuild swapped the tables)
 		}
 		if c.Name == "" && c.Email == "" {
-			c = projections.Contact{}
+			c = calendar.Contact{}
 		}
-		out = append(out, projections.SearchHit{Booking: b, Contact: c})
+		out = append(out, calendar.SearchHit{Booking: b, Contact: c})
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // TestContactsAndSearchReadTheContactsTable: invitees by booking and a search by id, name or email
@@ -29,7 +30,7 @@ func TestContactsAndSearchReadTheContactsTable(t *testing.T) {
 
 	cs, err := e.rm.Contacts(ctx, []booking.ID{"calendly-a1", "acuity-7", "calendly-none"})
 	require.NoError(t, err)
-	assert.Equal(t, map[booking.ID]projections.Contact{
+	assert.Equal(t, map[booking.ID]calendar.Contact{
 		"calendly-a1": {Booking: "calendly-a1", Name: "Ada Lovelace", Email: "ada.lovelace@example.com"},
 		"acuity-7":    {Booking: "acuity-7", Email: "x_y%z@example.com"},
 	}, cs)
@@ -40,7 +41,7 @@ func TestContactsAndSearchReadTheContactsTable(t *testing.T) {
 		require.NoError(t, err, text)
 		var ids []string
 		for _, h := range hits {
-			if h.Contact != (projections.Contact{}) {
+			if h.Contact != (calendar.Contact{}) {
 				assert.Equal(t, h.Booking.Booking, h.Contact.Booking, "a hit's contact is its booking's")
 			}
 			ids = append(ids, string(h.Booking.Booking))
@@ -56,10 +57,10 @@ func TestContactsAndSearchReadTheContactsTable(t *testing.T) {
 	hits, err := e.rm.Search(ctx, "Ada", 0)
 	require.NoError(t, err)
 	require.Len(t, hits, 1)
-	assert.Equal(t, projections.StatusActive, hits[0].Booking.Status)
+	assert.Equal(t, calendar.StatusActive, hits[0].Booking.Status)
 	assert.Equal(t, at(9, 0), hits[0].Booking.Start)
 
-	for _, bad := range []string{"", "   ", "a\x00b", string(make([]byte, projections.MaxSearchText+1))} {
+	for _, bad := range []string{"", "   ", "a\x00b", string(make([]byte, calendar.MaxSearchText+1))} {
 		_, err := e.rm.Search(ctx, bad, 0)
 		assert.ErrorIs(t, err, projections.ErrInvalidQuery, "%q", bad)
 	}
@@ -71,7 +72,7 @@ func TestContactsAndSearchReadTheContactsTable(t *testing.T) {
 	hits, err = e.rm.Search(ctx, "calendly-a1", 1)
 	require.NoError(t, err)
 	require.Len(t, hits, 1, "the limit")
-	assert.Equal(t, projections.Contact{}, hits[0].Contact, "no contact kept")
+	assert.Equal(t, calendar.Contact{}, hits[0].Contact, "no contact kept")
 	cs, err = e.rm.Contacts(ctx, []booking.ID{"calendly-a1"})
 	require.NoError(t, err)
 	assert.Empty(t, cs)

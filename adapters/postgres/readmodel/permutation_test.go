@@ -15,6 +15,7 @@ import (
 	"bookingledger/adapters/privacy"
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // TestConvergenceUnderAnyArrival records generated scenarios in many random orders, with duplicates,
@@ -77,7 +78,7 @@ func recordAndProject(t *testing.T, r *rand.Rand, ds []delivery) snapshot {
 // status, payments and both kinds of derived items.
 func requireRichScenario(t *testing.T, s snapshot) {
 	t.Helper()
-	seen := map[projections.Status]bool{}
+	seen := map[calendar.Status]bool{}
 	pay := map[booking.PaymentStatus]bool{}
 	implied, links := false, 0
 	for _, b := range s.Bookings {
@@ -88,7 +89,7 @@ func requireRichScenario(t *testing.T, s snapshot) {
 			links++
 		}
 	}
-	for _, st := range []projections.Status{projections.StatusActive, projections.StatusCanceled, projections.StatusConflict, projections.StatusRejected} {
+	for _, st := range []calendar.Status{calendar.StatusActive, calendar.StatusCanceled, calendar.StatusConflict, calendar.StatusRejected} {
 		require.True(t, seen[st], "scenario has no %s booking", st)
 	}
 	require.True(t, pay[booking.PaymentIsPaid] || pay[booking.PaymentIsRefunded], "scenario has no payment")

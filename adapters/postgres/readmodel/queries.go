@@ -12,19 +12,21 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 // MaxNoteLength bounds a resolution note (bytes).
 const MaxNoteLength = 4000
 
 // Booking returns the booking's calendar row, or projections.ErrNotFound.
-func (m *ReadModel) Booking(ctx context.Context, id booking.ID) (projections.Booking, error) {
+func (m *ReadModel) Booking(ctx context.Context, id booking.ID) (calendar.Booking, error) {
 	rows, err := queryRows(ctx, m.pool, scanBooking, `SELECT `+bookingColumns+` FROM calendar_bookings WHERE booking = $1`, string(id))
 	switch {
 	case err != nil:
-		return projections.Booking{}, fmt.Errorf("booking %s: %w", id, err)
+		return calendar.Booking{}, fmt.Errorf("booking %s: %w", id, err)
 	case len(rows) == 0:
-		return projections.Booking{}, fmt.Errorf("booking %s: %w", id, projections.ErrNotFound)
+		return calendar.Booking{}, fmt.Errorf("booking %s: %w", id, projections.ErrNotFound)
 	}
 	return rows[0], nil
 }
@@ -58,36 +60,36 @@ LIMIT $4`
 // partial GiST calendar_bookings_long_idx, whose predicate the query repeats literally so that the
 // planner can use it). The two are separate branches rather than one OR: under a generic plan an OR
 // of both led the planner to walk the whole start index in order (TestScopedQueriesStayIndexed).
-func (m *ReadModel) Calendar(ctx context.Context, q projections.CalendarQuery) (projections.CalendarPage, error) {
+func (m *ReadModel) Calendar(ctx context.Context, q calendar.CalendarQuery) (calendar.CalendarPage, error) {
 	if err := q.Validate(); err != nil {
-		return projections.CalendarPage{}, err
+		return calendar.CalendarPage{}, err
 	}
-	var after projections.CalendarCursor // zero on the first page: year 1 precedes any start
+	var after calendar.CalendarCursor // zero on the first page: year 1 precedes any start
 	if q.After != nil {
 		after = *q.After
 	}
 	size := q.PageSize()
 	rows, err := m.pool.Query(ctx, calendarSQL, q.From, q.To, q.Resource, size+1, after.Start, after.Resource, string(after.Booking))
 	if err != nil {
-		return projections.CalendarPage{}, fmt.Errorf("calendar: %w", err)
+		return calendar.CalendarPage{}, fmt.Errorf("calendar: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (e projections.CalendarEntry, err error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (e calendar.CalendarEntry, err error) {
 		err = r.Scan(&e.Booking, &e.Provider, &e.Meeting, &e.Resource, &e.Canonical, &e.Start, &e.End, &e.Status)
 		e.Start, e.End = e.Start.UTC(), e.End.UTC()
 		return e, err
 	})
 	if err != nil {
-		return projections.CalendarPage{}, fmt.Errorf("calendar: %w", err)
+		return calendar.CalendarPage{}, fmt.Errorf("calendar: %w", err)
 	}
 	if len(out) > size {
-		return projections.CalendarPage{Entries: out[:size], More: true}, nil
+		return calendar.CalendarPage{Entries: out[:size], More: true}, nil
 	}
-	return projections.CalendarPage{Entries: out}, nil
+	return calendar.CalendarPage{Entries: out}, nil
 }
 
 // OpenItems returns the open reconciliation items, oldest first. It first opens items for quarantined
 // receipts that have none, so the queue is complete even when no event has arrived since.
-func (m *ReadModel) OpenItems(ctx context.Context) ([]projections.Item, error) {
+func (m *ReadModel) OpenItems(ctx context.Context) ([]calendar.Item, error) {
 	if err := syncQuarantine(ctx, m.pool); err != nil {
 		return nil, err
 	}
@@ -99,7 +101,7 @@ func (m *ReadModel) OpenItems(ctx context.Context) ([]projections.Item, error) {
 }
 
 // Items returns every reconciliation item naming the booking, open and closed, oldest first.
-func (m *ReadModel) Items(ctx context.Context, id booking.ID) ([]projections.Item, error) {
+func (m *ReadModel) Items(ctx context.Context, id booking.ID) ([]calendar.Item, error) {
 	items, err := queryItems(ctx, m.pool, `SELECT `+itemColumns+` FROM reconciliation_items
 WHERE booking = $1 OR other_booking = $1 ORDER BY opened_at, id`, string(id))
 	if err != nil {
@@ -112,22 +114,22 @@ WHERE booking = $1 OR other_booking = $1 ORDER BY opened_at, id`, string(id))
 // CLI's user) and is required. It fails with projections.ErrNotFound for an
 // unknown id, projections.ErrItemClosed for a closed item and projections.ErrInvalidQuery for an empty
 // or oversized note. A resolved subject is never reopened automatically.
-func (m *ReadModel) Resolve(ctx context.Context, id int64, note, by string) (projections.Item, error) {
+func (m *ReadModel) Resolve(ctx context.Context, id int64, note, by string) (calendar.Item, error) {
 	note, by = strings.TrimSpace(note), strings.TrimSpace(by)
 	switch {
 	case by == "" || len(by) > MaxNoteLength || !ledger.Storable(by):
-		return projections.Item{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 without NUL, at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
+		return calendar.Item{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 without NUL, at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
 	case note == "":
-		return projections.Item{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
+		return calendar.Item{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
 	case len(note) > MaxNoteLength || !ledger.Storable(note):
-		return projections.Item{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
+		return calendar.Item{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	// A process step's item is closed with the step's resolution (adapters/process.Store.Resolve):
 	// closing it alone would leave the step waiting for a decision nobody sees any more.
 	items, err := queryItems(ctx, m.pool, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2, resolved_by = $3
 WHERE id = $1 AND closed_at IS NULL AND kind <> 'step' RETURNING `+itemColumns, id, note, by)
 	if err != nil {
-		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
+		return calendar.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
 	}
 	if len(items) == 1 {
 		return items[0], nil
@@ -135,63 +137,63 @@ WHERE id = $1 AND closed_at IS NULL AND kind <> 'step' RETURNING `+itemColumns, 
 	var exists, step bool
 	if err := m.pool.QueryRow(ctx, `SELECT count(*) > 0, coalesce(bool_or(kind = 'step' AND closed_at IS NULL), false) FROM reconciliation_items WHERE id = $1`,
 		id).Scan(&exists, &step); err != nil {
-		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
+		return calendar.Item{}, fmt.Errorf("resolve item %d: %w", id, err)
 	}
 	if step {
-		return projections.Item{}, fmt.Errorf("%w: item %d is a process step whose outcome is unknown: resolve it with an action (bookingledger reconcile resolve %d --action mark-done|retry|skip)",
+		return calendar.Item{}, fmt.Errorf("%w: item %d is a process step whose outcome is unknown: resolve it with an action (bookingledger reconcile resolve %d --action mark-done|retry|skip)",
 			projections.ErrInvalidQuery, id, id)
 	}
 	if exists {
-		return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, projections.ErrItemClosed)
+		return calendar.Item{}, fmt.Errorf("resolve item %d: %w", id, projections.ErrItemClosed)
 	}
-	return projections.Item{}, fmt.Errorf("resolve item %d: %w", id, projections.ErrNotFound)
+	return calendar.Item{}, fmt.Errorf("resolve item %d: %w", id, projections.ErrNotFound)
 }
 
 // History computes the booking's history for auditors from its stream (through the event-store
 // port), its receipts, its calendar row and its reconciliation items. projections.ErrNotFound when
 // none of them knows the booking.
-func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.History, error) {
+func (m *ReadModel) History(ctx context.Context, id booking.ID) (history.History, error) {
 	recs, err := m.events.ReadStream(ctx, id.Stream())
 	if err != nil {
-		return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
+		return history.History{}, fmt.Errorf("history of %s: %w", id, err)
 	}
 	events := make([]booking.Event, len(recs))
 	for i, rec := range recs {
 		if events[i], err = m.codec.Decode(rec); err != nil {
-			return projections.History{}, fmt.Errorf("history of %s: decode v%d: %w", id, rec.Version, err)
+			return history.History{}, fmt.Errorf("history of %s: decode v%d: %w", id, rec.Version, err)
 		}
 	}
 	stored, err := m.opts.Receipts.ReceiptsForBooking(ctx, string(id))
 	if err != nil {
-		return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
+		return history.History{}, fmt.Errorf("history of %s: %w", id, err)
 	}
 	receipts := receiptEntries(stored)
-	var row *projections.Booking
+	var row *calendar.Booking
 	switch b, err := m.Booking(ctx, id); {
 	case err == nil:
 		row = &b
 	case !errors.Is(err, projections.ErrNotFound):
-		return projections.History{}, err
+		return history.History{}, err
 	}
 	items, err := m.Items(ctx, id)
 	if err != nil {
-		return projections.History{}, err
+		return history.History{}, err
 	}
 	if len(recs) == 0 && len(receipts) == 0 && row == nil {
-		return projections.History{}, fmt.Errorf("history of %s: %w", id, projections.ErrNotFound)
+		return history.History{}, fmt.Errorf("history of %s: %w", id, projections.ErrNotFound)
 	}
-	var texts []projections.KeptText
+	var texts []history.KeptText
 	if m.opts.Texts != nil {
 		if texts, err = m.opts.Texts.FreeTexts(ctx, id); err != nil {
-			return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
+			return history.History{}, fmt.Errorf("history of %s: %w", id, err)
 		}
 	}
-	h := projections.BuildHistory(projections.HistoryInput{
+	h := history.BuildHistory(history.HistoryInput{
 		Booking: id, Recorded: recs, Events: events, Receipts: receipts, Row: row, Items: items, Texts: texts,
 	})
 	if m.opts.Steps != nil {
 		if h.Steps, err = m.opts.Steps.StepsForBooking(ctx, id); err != nil {
-			return projections.History{}, fmt.Errorf("history of %s: %w", id, err)
+			return history.History{}, fmt.Errorf("history of %s: %w", id, err)
 		}
 	}
 	return h, nil
@@ -199,23 +201,23 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (projections.His
 
 // StepSource lists a booking's process steps (adapters/process.Store).
 type StepSource interface {
-	StepsForBooking(ctx context.Context, id booking.ID) ([]projections.StepEntry, error)
+	StepsForBooking(ctx context.Context, id booking.ID) ([]history.StepEntry, error)
 }
 
 // TextSource reads the free texts kept apart from a booking's events (adapters/privacy.Texts).
 type TextSource interface {
-	FreeTexts(ctx context.Context, id booking.ID) ([]projections.KeptText, error)
+	FreeTexts(ctx context.Context, id booking.ID) ([]history.KeptText, error)
 }
 
-func receiptEntry(s postgres.StoredReceipt) projections.ReceiptEntry {
+func receiptEntry(s postgres.StoredReceipt) history.ReceiptEntry {
 	r := s.Receipt
-	return projections.ReceiptEntry{ID: s.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
+	return history.ReceiptEntry{ID: s.ID, Provider: r.Provider, ReceivedAt: r.ReceivedAt.UTC(), DeliveryID: r.DeliveryID,
 		Secret: r.Secret, Outcome: r.Outcome, Reason: r.Reason, Events: r.Events,
 		Repeats: s.Repeats, LastReceivedAt: s.LastReceivedAt.UTC()}
 }
 
-func receiptEntries(stored []postgres.StoredReceipt) []projections.ReceiptEntry {
-	out := make([]projections.ReceiptEntry, len(stored))
+func receiptEntries(stored []postgres.StoredReceipt) []history.ReceiptEntry {
+	out := make([]history.ReceiptEntry, len(stored))
 	for i, s := range stored {
 		out[i] = receiptEntry(s)
 	}
@@ -227,7 +229,7 @@ const MaxReceiptLimit = 1000
 
 // Receipts lists the receipts q selects, newest first. projections.ErrInvalidQuery for a limit out of
 // range.
-func (m *ReadModel) Receipts(ctx context.Context, q projections.ReceiptQuery) ([]projections.ReceiptEntry, error) {
+func (m *ReadModel) Receipts(ctx context.Context, q history.ReceiptQuery) ([]history.ReceiptEntry, error) {
 	if q.Limit < 0 || q.Limit > MaxReceiptLimit {
 		return nil, fmt.Errorf("%w: limit must be between 1 and %d", projections.ErrInvalidQuery, MaxReceiptLimit)
 	}
@@ -240,21 +242,21 @@ func (m *ReadModel) Receipts(ctx context.Context, q projections.ReceiptQuery) ([
 
 // Receipt is one receipt with its body and the other receipts of its delivery; projections.ErrNotFound
 // when there is none with that id.
-func (m *ReadModel) Receipt(ctx context.Context, id int64) (projections.ReceiptDetail, error) {
+func (m *ReadModel) Receipt(ctx context.Context, id int64) (history.ReceiptDetail, error) {
 	s, related, found, err := m.opts.Receipts.ReceiptAndRelated(ctx, id)
 	if err != nil {
-		return projections.ReceiptDetail{}, err
+		return history.ReceiptDetail{}, err
 	}
 	if !found {
-		return projections.ReceiptDetail{}, fmt.Errorf("receipt %d: %w", id, projections.ErrNotFound)
+		return history.ReceiptDetail{}, fmt.Errorf("receipt %d: %w", id, projections.ErrNotFound)
 	}
-	d := projections.ReceiptDetail{ReceiptEntry: receiptEntry(s), RecordedAt: s.RecordedAt.UTC(), Headers: s.Receipt.Headers, Body: s.Receipt.Body,
+	d := history.ReceiptDetail{ReceiptEntry: receiptEntry(s), RecordedAt: s.RecordedAt.UTC(), Headers: s.Receipt.Headers, Body: s.Receipt.Body,
 		Pending: s.Receipt.Booking, Related: receiptEntries(related)}
 	switch {
 	case s.Body.Erased && s.Body.ErasedAt.IsZero():
 		d.BodyNote = "[erased]"
 	case s.Body.Erased:
-		d.BodyNote = projections.ErasedMark(s.Body.ErasedAt)
+		d.BodyNote = history.ErasedMark(s.Body.ErasedAt)
 	case s.Body.Sealed:
 		d.BodyNote = "sealed (encrypted; set BOOKINGLEDGER_MASTER_KEY to read it)"
 	}

@@ -20,7 +20,7 @@ import (
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/privacy"
 	"bookingledger/domain/booking"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // A rebuild syncs the reconciliation queue as the incremental path does: two databases get the same
@@ -42,7 +42,7 @@ func testRebuildSyncsItems(t *testing.T, chunk int) {
 	ctx := context.Background()
 	const hostA, hostB = "https://api.calendly.com/users/HOST-Z", "https://api.calendly.com/users/HOST-Y"
 	const hostC, hostD = "host-c", "host-d"
-	prepare := func(e *env) (conflict, late projections.Item) {
+	prepare := func(e *env) (conflict, late calendar.Item) {
 		for _, seed := range []uint64{1, 2, 3} {
 			for _, d := range genScenario(seed) {
 				e.deliver(t, d)
@@ -60,15 +60,15 @@ func testRebuildSyncsItems(t *testing.T, chunk int) {
 		sort.Slice(open, func(i, j int) bool { return open[i].Subject < open[j].Subject })
 		for _, it := range open {
 			switch {
-			case it.Kind == projections.ItemConflict && conflict.ID == 0 && !strings.HasPrefix(it.Subject, "calendly-gone-loser") && !strings.HasPrefix(it.Subject, "calendly-moving-loser") && !strings.HasPrefix(it.Subject, "calendly-leaving-loser"):
+			case it.Kind == calendar.ItemConflict && conflict.ID == 0 && !strings.HasPrefix(it.Subject, "calendly-gone-loser") && !strings.HasPrefix(it.Subject, "calendly-moving-loser") && !strings.HasPrefix(it.Subject, "calendly-leaving-loser"):
 				conflict = it
-			case it.Kind == projections.ItemLateEvent && late.ID == 0:
+			case it.Kind == calendar.ItemLateEvent && late.ID == 0:
 				late = it
 			}
 		}
 		require.NotZero(t, conflict.ID, "the scenarios open a conflict")
 		require.NotZero(t, late.ID, "the scenarios open a late event")
-		for _, it := range []projections.Item{conflict, late} {
+		for _, it := range []calendar.Item{conflict, late} {
 			_, err := e.rm.Resolve(ctx, it.ID, "handled by the host", "tester")
 			require.NoError(t, err)
 		}
@@ -168,9 +168,9 @@ func TestRebuildRebuildsItemIndexesUnderConcurrentWriters(t *testing.T) {
 	e.catchUp(t)
 	open := e.openItems(t)
 	require.Len(t, open, 2, "a conflict and a quarantined receipt")
-	var conflict, quarantined projections.Item
+	var conflict, quarantined calendar.Item
 	for _, it := range open {
-		if it.Kind == projections.ItemConflict {
+		if it.Kind == calendar.ItemConflict {
 			conflict = it
 		} else {
 			quarantined = it

@@ -14,6 +14,7 @@ import (
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 func TestRebuildEqualsIncremental(t *testing.T) {
@@ -45,7 +46,7 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 	require.NoError(t, err)
 	for _, it := range items {
 		if it.ID == resolved.ID {
-			assert.Equal(t, projections.ClosedByOperator, it.ClosedBy)
+			assert.Equal(t, calendar.ClosedByOperator, it.ClosedBy)
 			assert.Equal(t, "accepted by the host", it.Note)
 		}
 	}
@@ -126,7 +127,7 @@ func TestRebuildReleasesASlotRescheduledIntoAnotherChunk(t *testing.T) {
 	e.catchUp(t)
 	want := snapshotOf(t, e)
 	require.Len(t, want.Bookings, 2)
-	require.Equal(t, projections.StatusCanceled, want.Bookings[1].Status, "calendly-old")
+	require.Equal(t, calendar.StatusCanceled, want.Bookings[1].Status, "calendly-old")
 	require.True(t, want.Bookings[1].CancelImplied)
 	e.waitReadable(t)
 	e.rm = readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{RebuildChunk: 1})

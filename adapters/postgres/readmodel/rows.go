@@ -12,7 +12,7 @@ import (
 
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // querier is what both a pool and a transaction offer.
@@ -37,7 +37,7 @@ func queryRows[T any](ctx context.Context, q reader, to pgx.RowToFunc[T], sql st
 
 // PostgreSQL keeps microseconds; every time is cut to them before it is written, so that the binary
 // parameters and the JSON rows of one value can never round differently.
-func micro(t time.Time) time.Time { return projections.Micro(t) }
+func micro(t time.Time) time.Time { return calendar.Micro(t) }
 
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {
@@ -77,7 +77,7 @@ const bookingColumns = `booking, provider, meeting, resources,
 
 // bookingValues fills row with b's values for copyBookingColumns, as COPY takes them and, a column at
 // a time, unnest (bookingArrays).
-func bookingValues(b projections.Booking, row []any) error {
+func bookingValues(b calendar.Booking, row []any) error {
 	findings := []byte("[]") // what Marshal makes of no findings, without its cost for every row
 	if len(b.Findings) > 0 {
 		fs := make([]findingJSON, len(b.Findings))
@@ -99,7 +99,7 @@ func bookingValues(b projections.Booking, row []any) error {
 // bookingArrays is rows as one array per column of copyBookingColumns. unnest cannot return arrays
 // of different lengths, so a text[] column's values go as their literals: each element quoted, its
 // quotes and backslashes escaped.
-func bookingArrays(rows []projections.Booking) ([]any, error) {
+func bookingArrays(rows []calendar.Booking) ([]any, error) {
 	columns, row := make([]any, len(copyBookingColumns)), make([]any, len(copyBookingColumns))
 	for i, b := range rows {
 		if err := bookingValues(b, row); err != nil {
@@ -124,9 +124,9 @@ func bookingArrays(rows []projections.Booking) ([]any, error) {
 
 var arrayElement = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
-func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
+func scanBooking(row pgx.CollectableRow) (calendar.Booking, error) {
 	var (
-		b                              projections.Booking
+		b                              calendar.Booking
 		start, end, scheduled, updated *time.Time
 		streams                        []string
 		fs                             []findingJSON
@@ -134,7 +134,7 @@ func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
 	if err := row.Scan(&b.Booking, &b.Provider, &b.Meeting, &b.Resources, &b.Canonical, &start, &end, &b.Status, &b.BookingStatus,
 		&b.Holder, &b.Payment, &b.PaymentRefs, &streams, &b.Capacity, &b.NoShow, &scheduled, &updated, &b.StreamVersion, &b.Events,
 		&b.RescheduledFrom, &b.RescheduledTo, &b.CancelReason, &b.CanceledBy, &b.CancelImplied, &fs, &b.Series); err != nil {
-		return projections.Booking{}, err
+		return calendar.Booking{}, err
 	}
 	b.Start, b.End, b.ScheduledAt, b.UpdatedAt = timeOf(start), timeOf(end), timeOf(scheduled), timeOf(updated)
 	for _, s := range streams {
@@ -143,7 +143,7 @@ func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
 	for _, f := range fs {
 		eid, err := eventlog.ParseEventID(f.Event)
 		if err != nil {
-			return projections.Booking{}, fmt.Errorf("findings of %s: %w", b.Booking, err)
+			return calendar.Booking{}, fmt.Errorf("findings of %s: %w", b.Booking, err)
 		}
 		b.Findings = append(b.Findings, booking.Finding{Event: eid, Type: booking.EventType(f.Type), OccurredAt: f.OccurredAt.UTC(),
 			Code: booking.FindingCode(f.Code), Reason: f.Reason})
@@ -153,8 +153,8 @@ func scanBooking(row pgx.CollectableRow) (projections.Booking, error) {
 
 // loadBookingsFrom returns the rows of ids that exist in table, calendar_bookings or a rebuild's
 // staging copy.
-func loadBookingsFrom(ctx context.Context, q reader, table string, ids []string) (map[booking.ID]projections.Booking, error) {
-	out := map[booking.ID]projections.Booking{}
+func loadBookingsFrom(ctx context.Context, q reader, table string, ids []string) (map[booking.ID]calendar.Booking, error) {
+	out := map[booking.ID]calendar.Booking{}
 	if len(ids) == 0 {
 		return out, nil
 	}

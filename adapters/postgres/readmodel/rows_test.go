@@ -11,7 +11,7 @@ import (
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // TestBatchRowsReadBackAsCopied: the incremental batch writes calendar rows column by column through
@@ -26,10 +26,10 @@ func TestBatchRowsReadBackAsCopied(t *testing.T) {
 	event, err := eventlog.ParseEventID("00000000-0000-0000-0000-000000000007")
 	require.NoError(t, err)
 	start := time.Date(2027, 3, 1, 9, 0, 0, 123456000, time.UTC)
-	rows := []projections.Booking{{
+	rows := []calendar.Booking{{
 		Booking: "calendly-odd", Provider: "calendly", Meeting: `m "1"`,
 		Resources: []string{`a"b`, `c\d`, `e,f`, `{g}`, `NULL`, ` h `, ``, `ü`}, Start: start, End: start.Add(30 * time.Minute),
-		Status: projections.StatusActive, BookingStatus: booking.StatusActive, Holder: true, Payment: booking.PaymentStatus("paid"),
+		Status: calendar.StatusActive, BookingStatus: booking.StatusActive, Holder: true, Payment: booking.PaymentStatus("paid"),
 		PaymentRefs: []string{`pi_"x"`, `pi\y`}, PaymentStreams: []booking.ID{"stripe-pi_1", `stripe-{2}`}, Capacity: 3, NoShow: true,
 		ScheduledAt: start.Add(-time.Hour), UpdatedAt: start.Add(-time.Minute), StreamVersion: 7, Events: 5,
 		RescheduledFrom: "calendly-old", RescheduledTo: "calendly-new", CancelReason: `why, "not"`, CanceledBy: `\host`, CancelImplied: true,
@@ -37,13 +37,13 @@ func TestBatchRowsReadBackAsCopied(t *testing.T) {
 			Code: booking.FindingSuperseded, Reason: `a "reason"`}},
 	}, {
 		Booking: "calendly-bare", Provider: "calendly", Resources: []string{}, PaymentRefs: []string{},
-		Status: projections.Status("pending"),
+		Status: calendar.Status("pending"),
 	}}
 	ids := []string{"calendly-odd", "calendly-bare"}
 
 	_, err = pool.Exec(ctx, `CREATE TABLE calendar_bookings_copied (LIKE calendar_bookings INCLUDING ALL)`)
 	require.NoError(t, err)
-	write := func(rows []projections.Booking) {
+	write := func(rows []calendar.Booking) {
 		t.Helper()
 		columns, err := bookingArrays(rows)
 		require.NoError(t, err)

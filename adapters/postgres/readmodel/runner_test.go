@@ -23,6 +23,7 @@ import (
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // waitReadable waits until ReadAll returns every stored event (see catchUp on why it may lag).
@@ -142,7 +143,7 @@ func TestRestartResumesWithoutDoubleEffects(t *testing.T) {
 	cp, err := e.rm.Checkpoint(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(all)), cp.EventsApplied)
-	assert.Equal(t, projections.StatusActive, e.booking(t, "calendly-rb").Status, "the holder was canceled: the other takes the slot")
+	assert.Equal(t, calendar.StatusActive, e.booking(t, "calendly-rb").Status, "the holder was canceled: the other takes the slot")
 	assert.Equal(t, itemsBefore, e.count(t, "reconciliation_items"), "no item opened twice")
 	assert.Len(t, e.openItems(t), 1, "the conflict closed, the refused create stays")
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/domain/booking"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // Seated Cal.com bookings (issue #35): one booking, several attendees; a seat leaving is not the
@@ -55,7 +55,7 @@ func convergeOver(t *testing.T, ds []delivery, orders int) snapshot {
 	return want
 }
 
-func rowOf(t *testing.T, s snapshot, id booking.ID) projections.Booking {
+func rowOf(t *testing.T, s snapshot, id booking.ID) calendar.Booking {
 	t.Helper()
 	for _, b := range s.Bookings {
 		if b.Booking == id {
@@ -63,7 +63,7 @@ func rowOf(t *testing.T, s snapshot, id booking.ID) projections.Booking {
 		}
 	}
 	require.Failf(t, "no row", "booking %s", id)
-	return projections.Booking{}
+	return calendar.Booking{}
 }
 
 func openOf(s snapshot, prefix string) []string {
@@ -93,10 +93,10 @@ func TestSeatsUnderAnyArrival(t *testing.T) {
 	s := convergeOver(t, ds, 6)
 
 	row := rowOf(t, s, seated)
-	assert.Equal(t, projections.StatusActive, row.Status, "one attendee leaving is not the booking canceled")
+	assert.Equal(t, calendar.StatusActive, row.Status, "one attendee leaving is not the booking canceled")
 	assert.True(t, row.Holder)
 	assert.Empty(t, row.Findings, "the retaken seat is not refused as late")
-	assert.Equal(t, projections.StatusConflict, rowOf(t, s, single).Status, "the 1:1 booking does not silently double-book the host")
+	assert.Equal(t, calendar.StatusConflict, rowOf(t, s, single).Status, "the 1:1 booking does not silently double-book the host")
 	assert.Empty(t, openOf(s, "late_event"))
 	require.Len(t, openOf(s, "conflict"), 1)
 	assert.Contains(t, openOf(s, "conflict")[0], "conflict|calcom-single calcom-seated|")
@@ -117,9 +117,9 @@ func TestLastSeatLeavingCancelsUnderAnyArrival(t *testing.T) {
 	}
 	s := convergeOver(t, ds, 4)
 	row := rowOf(t, s, seated)
-	assert.Equal(t, projections.StatusCanceled, row.Status)
+	assert.Equal(t, calendar.StatusCanceled, row.Status)
 	assert.Equal(t, "the last attendee left", row.CancelReason)
-	assert.Equal(t, projections.StatusActive, rowOf(t, s, single).Status)
+	assert.Equal(t, calendar.StatusActive, rowOf(t, s, single).Status)
 	assert.Empty(t, s.Open)
 }
 
@@ -136,7 +136,7 @@ func TestOverCapacityUnderAnyArrival(t *testing.T) {
 	}
 	s := convergeOver(t, ds, 4)
 	row := rowOf(t, s, seated)
-	assert.Equal(t, projections.StatusActive, row.Status)
+	assert.Equal(t, calendar.StatusActive, row.Status)
 	assert.True(t, row.Holder)
 	require.Len(t, s.Slots, 1, "the slot is held once")
 	items := openOf(s, "late_event")
@@ -171,18 +171,18 @@ func TestSeriesCancelUnderAnyArrival(t *testing.T) {
 	ds = append(ds, one(string(other)+"/created", created(other, at(13, 0), slot("other", at(9, 0).Add(2*week), 30, seatHost))))
 	s := convergeOver(t, ds, 6)
 
-	assert.Equal(t, projections.StatusActive, rowOf(t, s, "calcom-occ1").Status)
-	assert.Equal(t, projections.StatusCanceled, rowOf(t, s, "calcom-occ2").Status)
+	assert.Equal(t, calendar.StatusActive, rowOf(t, s, "calcom-occ1").Status)
+	assert.Equal(t, calendar.StatusCanceled, rowOf(t, s, "calcom-occ2").Status)
 	for _, id := range []booking.ID{"calcom-occ3", "calcom-occ4"} {
 		r := rowOf(t, s, id)
-		assert.Equal(t, projections.StatusCanceled, r.Status, id)
+		assert.Equal(t, calendar.StatusCanceled, r.Status, id)
 		assert.True(t, r.CancelImplied, id)
 		assert.Equal(t, "host", r.CanceledBy, id)
 		assert.Contains(t, r.CancelReason, "canceled with the series calcom-series-r1", id)
 		assert.Contains(t, r.CancelReason, "calcom-occ2 at "+cancelAt.UTC().Format(time.RFC3339Nano), id)
 		assert.Equal(t, "calcom-series-r1", r.Series, id)
 	}
-	assert.Equal(t, projections.StatusActive, rowOf(t, s, other).Status, "the freed slot is taken")
+	assert.Equal(t, calendar.StatusActive, rowOf(t, s, other).Status, "the freed slot is taken")
 	assert.Empty(t, s.Open)
 
 	// History of a later occurrence says so.
@@ -209,8 +209,8 @@ func TestSeriesCancelWithoutTheSeriesIsAnItem(t *testing.T) {
 		}},
 	}
 	s := convergeOver(t, ds, 3)
-	assert.Equal(t, projections.StatusCanceled, rowOf(t, s, "calcom-occ2").Status)
-	assert.Equal(t, projections.StatusActive, rowOf(t, s, "calcom-occ1").Status)
+	assert.Equal(t, calendar.StatusCanceled, rowOf(t, s, "calcom-occ2").Status)
+	assert.Equal(t, calendar.StatusActive, rowOf(t, s, "calcom-occ1").Status)
 	items := openOf(s, "late_event")
 	require.Len(t, items, 1)
 	assert.Contains(t, items[0], "series_unknown")

@@ -8,19 +8,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // snapshot is everything the read side shows, minus what legitimately differs between two databases
 // (wall-clock times and serial ids).
 type snapshot struct {
-	Bookings []projections.Booking
+	Bookings []calendar.Booking
 	Slots    []string
 	Payments []string
 	Refs     []string
 	Links    []string
 	Open     []string
-	Calendar []projections.CalendarEntry
+	Calendar []calendar.CalendarEntry
 }
 
 func snapshotOf(t testing.TB, e *env) snapshot {
@@ -42,7 +42,7 @@ UNION ALL SELECT 'stream ' || stream || ' ' || ref FROM payment_stream_refs ORDE
 		s.Open = append(s.Open, fmt.Sprintf("%s|%s|%s|%s|%s|%s", it.Kind, it.Subject, it.Booking, it.OtherBooking, it.EventID, it.Reason))
 	}
 	slices.Sort(s.Open)
-	page, err := e.rm.Calendar(ctx, projections.CalendarQuery{From: day.AddDate(0, 0, -3), To: day.AddDate(0, 0, 3), Limit: projections.MaxCalendarPage})
+	page, err := e.rm.Calendar(ctx, calendar.CalendarQuery{From: day.AddDate(0, 0, -3), To: day.AddDate(0, 0, 3), Limit: calendar.MaxCalendarPage})
 	require.NoError(t, err)
 	require.False(t, page.More, "the snapshot fits one page")
 	s.Calendar = page.Entries

@@ -1,4 +1,4 @@
-package projections
+package history
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
+	"bookingledger/projections/calendar"
 )
 
 // WriteTimeline renders a history as a readable timeline for `bookingledger history <booking>`:
@@ -44,7 +45,7 @@ func WriteTimeline(w io.Writer, h History) error {
 			if i < len(s.Canonical) {
 				c = s.Canonical[i]
 			}
-			on[i] = ResourceLabel(c, r)
+			on[i] = calendar.ResourceLabel(c, r)
 		}
 		ew.printf("  slot:     %s on %s (meeting %s)\n", span(s.Start, s.End), strings.Join(on, ", "), s.Meeting)
 	}
@@ -176,55 +177,6 @@ func clock(t time.Time) string {
 
 func orDash(s string) string { return cmp.Or(s, "-") }
 
-// WriteItems renders reconciliation items as a table for the CLI.
-func WriteItems(w io.Writer, items []Item) error {
-	ew := printer{bufio.NewWriter(w)}
-	if len(items) == 0 {
-		ew.printf("no open reconciliation items\n")
-		return ew.Flush()
-	}
-	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "id\tkind\tbooking\topened\treason")
-	for _, it := range items {
-		b := string(it.Booking)
-		if it.OtherBooking != "" {
-			b += " vs " + string(it.OtherBooking)
-		}
-		if b == "" && it.ReceiptID != 0 {
-			b = fmt.Sprintf("receipt #%d", it.ReceiptID)
-		}
-		_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", it.ID, it.Kind, orDash(b), clock(it.OpenedAt), it.Reason)
-	}
-	_ = tw.Flush()
-	return ew.Flush()
-}
-
-// ResourceLabel names a provider resource as the CLI shows it: the identifier alone when it is not
-// linked, else "<canonical> (<identifier>)".
-func ResourceLabel(canonical, provider string) string {
-	if canonical == "" || canonical == provider {
-		return provider
-	}
-	return canonical + " (" + provider + ")"
-}
-
-// WriteCalendar renders calendar entries as a table for the CLI.
-func WriteCalendar(w io.Writer, entries []CalendarEntry) error {
-	ew := printer{bufio.NewWriter(w)}
-	if len(entries) == 0 {
-		ew.printf("no bookings in this window\n")
-		return ew.Flush()
-	}
-	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "start\tend\tresource\tstatus\tbooking\tmeeting")
-	for _, e := range entries {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Start.UTC().Format(time.RFC3339), e.End.UTC().Format(time.RFC3339),
-			ResourceLabel(e.Canonical, e.Resource), e.Status, e.Booking, e.Meeting)
-	}
-	_ = tw.Flush()
-	return ew.Flush()
-}
-
 // writeReceiptLines prints one aligned line per receipt.
 func writeReceiptLines(w io.Writer, rs []ReceiptEntry) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -296,4 +248,18 @@ func WriteReceipt(w io.Writer, d ReceiptDetail) error {
 		ew.printf("\nbody (%d bytes, not UTF-8; base64)\n%s\n", len(d.Body), base64.StdEncoding.EncodeToString(d.Body))
 	}
 	return ew.Flush()
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func span(start, end time.Time) string {
+	if start.IsZero() {
+		return "no slot"
+	}
+	return start.UTC().Format(time.RFC3339) + "–" + end.UTC().Format(time.RFC3339)
 }

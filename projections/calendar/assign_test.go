@@ -1,4 +1,4 @@
-package projections_test
+package calendar_test
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"bookingledger/domain/booking"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // Split in groups of resources, the slot assignment is the one AssignSlots makes of the whole set,
@@ -17,7 +17,7 @@ import (
 func TestAssignSlotsInPartsEqualsWhole(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 8))
 	base := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	var claims []projections.Claim
+	var claims []calendar.Claim
 	for i := range 3000 {
 		id := booking.ID(fmt.Sprintf("b-%d", i))
 		start := base.Add(time.Duration(r.IntN(200)) * 15 * time.Minute)
@@ -29,15 +29,15 @@ func TestAssignSlotsInPartsEqualsWhole(t *testing.T) {
 			n = 2 + r.IntN(2)
 		}
 		for range n {
-			claims = append(claims, projections.Claim{Booking: id, Resource: fmt.Sprintf("host-%d", r.IntN(60)), Meeting: meeting,
+			claims = append(claims, calendar.Claim{Booking: id, Resource: fmt.Sprintf("host-%d", r.IntN(60)), Meeting: meeting,
 				Start: start, End: end, Priority: prio})
 		}
 	}
-	want := projections.AssignSlots(claims)
+	want := calendar.AssignSlots(claims)
 	assert.NotEmpty(t, want.Conflicts)
 	for _, parts := range []int{1, 2, 3, 8} {
 		t.Run(fmt.Sprintf("%d parts", parts), func(t *testing.T) {
-			assert.Equal(t, want, projections.AssignSlotsIn(claims, parts))
+			assert.Equal(t, want, calendar.AssignSlotsIn(claims, parts))
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package projections_test
+package calendar_test
 
 import (
 	"encoding/base64"
@@ -10,15 +10,16 @@ import (
 
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // A row takes the payment references the linker closed over when it has them, and names each
 // linked payment stream once.
 func TestBookingRowPaymentLinks(t *testing.T) {
 	pay := ev("stripe-pi_1", 2, 10, booking.PaymentSucceeded{Refs: []string{"stripe:pi_1"}})
-	b := projections.BookingRow(projections.BookingInput{
+	b := calendar.BookingRow(calendar.BookingInput{
 		Events:      []booking.Event{ev("a", 1, 0, booking.Scheduled{Slot: at("m", 0, 60), PaymentRefs: []string{"stripe:pi_1"}})},
-		Payments:    []projections.LinkedPayment{{Stream: "stripe-pi_1", Events: []booking.Event{pay}}, {Stream: "stripe-pi_1", Events: []booking.Event{pay}}},
+		Payments:    []calendar.LinkedPayment{{Stream: "stripe-pi_1", Events: []booking.Event{pay}}, {Stream: "stripe-pi_1", Events: []booking.Event{pay}}},
 		PaymentRefs: []string{"stripe:ch_1", "stripe:pi_1"},
 	})
 	assert.Equal(t, []booking.ID{"stripe-pi_1"}, b.PaymentStreams)
@@ -30,19 +31,19 @@ func TestBookingRowPaymentLinks(t *testing.T) {
 // what PostgreSQL compares.
 func TestBookingRowTimesAreMicroseconds(t *testing.T) {
 	start := t0.Add(1500 * time.Nanosecond).In(time.FixedZone("+02:00", 7200))
-	b := projections.BookingRow(input(ev("a", 1, 0, booking.Scheduled{Slot: booking.Slot{Meeting: "m", Resources: []string{"h"}, Start: start, End: start.Add(time.Hour)}})))
+	b := calendar.BookingRow(input(ev("a", 1, 0, booking.Scheduled{Slot: booking.Slot{Meeting: "m", Resources: []string{"h"}, Start: start, End: start.Add(time.Hour)}})))
 	assert.Equal(t, t0.Add(time.Microsecond), b.Start)
 	assert.Equal(t, time.UTC, b.Start.Location())
 }
 
 func TestIsPaymentOnly(t *testing.T) {
-	assert.False(t, projections.IsPaymentOnly(nil), "no events is no payment")
-	assert.True(t, projections.IsPaymentOnly([]booking.Event{ev("s", 1, 0, booking.PaymentFailed{Refs: []string{"x"}})}))
-	assert.False(t, projections.IsPaymentOnly([]booking.Event{ev("s", 1, 0, booking.PaymentFailed{Refs: []string{"x"}}), ev("s", 2, 0, booking.NoShowMarked{})}))
+	assert.False(t, calendar.IsPaymentOnly(nil), "no events is no payment")
+	assert.True(t, calendar.IsPaymentOnly([]booking.Event{ev("s", 1, 0, booking.PaymentFailed{Refs: []string{"x"}})}))
+	assert.False(t, calendar.IsPaymentOnly([]booking.Event{ev("s", 1, 0, booking.PaymentFailed{Refs: []string{"x"}}), ev("s", 2, 0, booking.NoShowMarked{})}))
 }
 
 func TestCalendarQueryBounds(t *testing.T) {
-	ok := projections.CalendarQuery{From: t0, To: t0.Add(projections.MaxCalendarWindow), Limit: projections.MaxCalendarPage}
+	ok := calendar.CalendarQuery{From: t0, To: t0.Add(calendar.MaxCalendarWindow), Limit: calendar.MaxCalendarPage}
 	assert.NoError(t, ok.Validate(), "a window of exactly 366 days and the largest page")
 	big := ok
 	big.Limit++
@@ -50,17 +51,17 @@ func TestCalendarQueryBounds(t *testing.T) {
 }
 
 func TestCalendarCursor(t *testing.T) {
-	c := projections.CalendarCursor{Start: t0, Resource: "h", Booking: "a"}
-	got, err := projections.ParseCalendarCursor(c.String())
+	c := calendar.CalendarCursor{Start: t0, Resource: "h", Booking: "a"}
+	got, err := calendar.ParseCalendarCursor(c.String())
 	require.NoError(t, err)
 	assert.True(t, got.Start.Equal(t0))
 	assert.Equal(t, c.Resource, got.Resource)
 	assert.Equal(t, c.Booking, got.Booking)
 	four := base64.RawURLEncoding.EncodeToString([]byte(`["2027-03-15T09:00:00Z","h","a","x"]`))
-	_, err = projections.ParseCalendarCursor(four)
+	_, err = calendar.ParseCalendarCursor(four)
 	assert.ErrorIs(t, err, projections.ErrInvalidQuery)
 
-	entries := []projections.CalendarEntry{{Booking: "a", Resource: "h", Start: t0}}
-	assert.Nil(t, projections.CalendarPage{Entries: entries}.Next(), "the last page has no next cursor")
-	assert.Equal(t, &projections.CalendarCursor{Start: t0, Resource: "h", Booking: "a"}, projections.CalendarPage{Entries: entries, More: true}.Next())
+	entries := []calendar.CalendarEntry{{Booking: "a", Resource: "h", Start: t0}}
+	assert.Nil(t, calendar.CalendarPage{Entries: entries}.Next(), "the last page has no next cursor")
+	assert.Equal(t, &calendar.CalendarCursor{Start: t0, Resource: "h", Booking: "a"}, calendar.CalendarPage{Entries: entries, More: true}.Next())
 }

@@ -1,4 +1,4 @@
-package projections_test
+package history_test
 
 import (
 	"bytes"
@@ -11,7 +11,8 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
+	"bookingledger/projections/history"
 )
 
 func TestBuildHistory(t *testing.T) {
@@ -24,9 +25,9 @@ func TestBuildHistory(t *testing.T) {
 		{StreamID: "booking-a", Version: 1, ID: cancel.ID},
 		{StreamID: "booking-a", Version: 2, ID: create.ID},
 	}
-	h := projections.BuildHistory(projections.HistoryInput{
+	h := history.BuildHistory(history.HistoryInput{
 		Booking: "a", Recorded: recorded, Events: []booking.Event{late, cancel, create},
-		Receipts: []projections.ReceiptEntry{
+		Receipts: []history.ReceiptEntry{
 			{ID: 1, Provider: "calendly", DeliveryID: "d1", Outcome: ledger.OutcomeAccepted, Events: []ledger.EventRef{{Booking: "a", ID: cancel.ID}}},
 			{ID: 2, Provider: "calendly", DeliveryID: "d2", Outcome: ledger.OutcomeDuplicate, Events: []ledger.EventRef{{Booking: "a", ID: cancel.ID, Type: booking.TypeCanceled}}},
 		},
@@ -34,20 +35,20 @@ func TestBuildHistory(t *testing.T) {
 	require.Len(t, h.Events, 3)
 	assert.Equal(t, []uint64{1, 2, 3}, []uint64{h.Events[0].Version, h.Events[1].Version, h.Events[2].Version}, "arrival order")
 	assert.Equal(t, []eventlog.EventID{create.ID, cancel.ID, late.ID}, h.FoldOrder)
-	assert.Equal(t, projections.StatusCanceled, h.State.Status)
+	assert.Equal(t, calendar.StatusCanceled, h.State.Status)
 	assert.False(t, h.Projected)
 	assert.False(t, h.Events[2].Applied)
 
-	kinds := map[projections.FindingKind]int{}
+	kinds := map[history.FindingKind]int{}
 	for _, f := range h.Findings {
 		kinds[f.Kind]++
 	}
-	assert.Equal(t, map[projections.FindingKind]int{
-		projections.FindingDuplicateDelivery: 1, projections.FindingOutOfOrder: 1, projections.FindingLateEvent: 1,
+	assert.Equal(t, map[history.FindingKind]int{
+		history.FindingDuplicateDelivery: 1, history.FindingOutOfOrder: 1, history.FindingLateEvent: 1,
 	}, kinds, "the late create after the cancel is both refused and, arriving last, not out of order")
 
 	var buf bytes.Buffer
-	require.NoError(t, projections.WriteTimeline(&buf, h))
+	require.NoError(t, history.WriteTimeline(&buf, h))
 	for _, want := range []string{"booking a (calendly)", "receipts (2)", "events in arrival order (3)", "REFUSED", "fold order", "findings (3)"} {
 		assert.Contains(t, buf.String(), want)
 	}
@@ -55,17 +56,17 @@ func TestBuildHistory(t *testing.T) {
 
 func TestWriteItemsAndCalendar(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, projections.WriteItems(&buf, []projections.Item{
-		{ID: 4, Kind: projections.ItemConflict, Booking: "b", OtherBooking: "a", OpenedAt: t0, Reason: "b overlaps a"},
-		{ID: 5, Kind: projections.ItemQuarantined, ReceiptID: 9, OpenedAt: t0, Reason: "bad body"},
+	require.NoError(t, calendar.WriteItems(&buf, []calendar.Item{
+		{ID: 4, Kind: calendar.ItemConflict, Booking: "b", OtherBooking: "a", OpenedAt: t0, Reason: "b overlaps a"},
+		{ID: 5, Kind: calendar.ItemQuarantined, ReceiptID: 9, OpenedAt: t0, Reason: "bad body"},
 	}))
 	assert.Contains(t, buf.String(), "b vs a")
 	assert.Contains(t, buf.String(), "receipt #9")
 	buf.Reset()
-	require.NoError(t, projections.WriteCalendar(&buf, []projections.CalendarEntry{{Booking: "a", Resource: "h", Start: t0, End: t0.Add(time.Hour), Status: projections.StatusActive, Meeting: "m"}}))
+	require.NoError(t, calendar.WriteCalendar(&buf, []calendar.CalendarEntry{{Booking: "a", Resource: "h", Start: t0, End: t0.Add(time.Hour), Status: calendar.StatusActive, Meeting: "m"}}))
 	assert.Contains(t, buf.String(), "2027-03-15T09:00:00Z  2027-03-15T10:00:00Z  h")
 	buf.Reset()
-	require.NoError(t, projections.WriteItems(&buf, nil))
+	require.NoError(t, calendar.WriteItems(&buf, nil))
 	assert.Equal(t, "no open reconciliation items\n", buf.String())
 }
 
@@ -80,24 +81,24 @@ func TestEventsOfOneDeliveryAreNotOutOfOrder(t *testing.T) {
 		{StreamID: "booking-acuity-1", Version: 1, ID: observed.ID},
 		{StreamID: "booking-acuity-1", Version: 2, ID: anchor.ID},
 	}
-	first := projections.ReceiptEntry{ID: 1, Provider: "acuity", DeliveryID: "acuity:scheduled:1", Outcome: ledger.OutcomeAccepted,
+	first := history.ReceiptEntry{ID: 1, Provider: "acuity", DeliveryID: "acuity:scheduled:1", Outcome: ledger.OutcomeAccepted,
 		Events: []ledger.EventRef{{Booking: "acuity-1", ID: observed.ID}, {Booking: "acuity-1", ID: anchor.ID}}}
-	h := projections.BuildHistory(projections.HistoryInput{
+	h := history.BuildHistory(history.HistoryInput{
 		Booking: "acuity-1", Recorded: recorded, Events: []booking.Event{observed, anchor},
-		Receipts: []projections.ReceiptEntry{first},
+		Receipts: []history.ReceiptEntry{first},
 	})
 	assert.Equal(t, []eventlog.EventID{anchor.ID, observed.ID}, h.FoldOrder)
 	assert.Empty(t, h.Findings, "a normal first delivery has no finding")
 
 	// A move observed earlier than the stored slot, arriving in a later delivery, is out of order.
 	earlier := ev("acuity-1", 3, 3, booking.Rescheduled{Slot: sl})
-	h = projections.BuildHistory(projections.HistoryInput{
+	h = history.BuildHistory(history.HistoryInput{
 		Booking: "acuity-1", Events: []booking.Event{observed, anchor, earlier},
 		Recorded: append(recorded, eventlog.RecordedEvent{StreamID: "booking-acuity-1", Version: 3, ID: earlier.ID}),
-		Receipts: []projections.ReceiptEntry{first, {ID: 2, Provider: "acuity", Outcome: ledger.OutcomeAccepted,
+		Receipts: []history.ReceiptEntry{first, {ID: 2, Provider: "acuity", Outcome: ledger.OutcomeAccepted,
 			Events: []ledger.EventRef{{Booking: "acuity-1", ID: earlier.ID}, {Booking: "acuity-1", ID: anchor.ID}}}},
 	})
 	require.Len(t, h.Findings, 1, "%+v", h.Findings)
-	assert.Equal(t, projections.FindingOutOfOrder, h.Findings[0].Kind)
+	assert.Equal(t, history.FindingOutOfOrder, h.Findings[0].Kind)
 	assert.Equal(t, earlier.ID, h.Findings[0].Event)
 }

@@ -1,4 +1,4 @@
-package projections_test
+package calendar_test
 
 import (
 	"fmt"
@@ -13,17 +13,18 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 var t0 = time.Date(2027, 3, 15, 9, 0, 0, 0, time.UTC)
 
-func claim(b, res, meeting string, startMin, endMin, prioMin int) projections.Claim {
-	return projections.Claim{Booking: booking.ID(b), Resource: res, Meeting: meeting,
+func claim(b, res, meeting string, startMin, endMin, prioMin int) calendar.Claim {
+	return calendar.Claim{Booking: booking.ID(b), Resource: res, Meeting: meeting,
 		Start: t0.Add(time.Duration(startMin) * time.Minute), End: t0.Add(time.Duration(endMin) * time.Minute),
 		Priority: t0.Add(time.Duration(prioMin-10000) * time.Minute)}
 }
 
-func holders(a projections.Assignment) []string {
+func holders(a calendar.Assignment) []string {
 	var out []string
 	for id, h := range a.Holders {
 		if h {
@@ -37,30 +38,30 @@ func holders(a projections.Assignment) []string {
 func TestAssignSlots(t *testing.T) {
 	cases := []struct {
 		name      string
-		claims    []projections.Claim
+		claims    []calendar.Claim
 		holders   []string
 		conflicts []string
 	}{
-		{"earliest scheduled-at holds", []projections.Claim{claim("b", "h", "m2", 0, 60, 1), claim("a", "h", "m1", 30, 90, 2)},
+		{"earliest scheduled-at holds", []calendar.Claim{claim("b", "h", "m2", 0, 60, 1), claim("a", "h", "m1", 30, 90, 2)},
 			[]string{"b"}, []string{"a<b"}},
-		{"same scheduled-at: smaller booking id holds", []projections.Claim{claim("b", "h", "m2", 0, 60, 1), claim("a", "h", "m1", 30, 90, 1)},
+		{"same scheduled-at: smaller booking id holds", []calendar.Claim{claim("b", "h", "m2", 0, 60, 1), claim("a", "h", "m1", 30, 90, 1)},
 			[]string{"a"}, []string{"b<a"}},
-		{"same scheduled-at: natural order, demo-9 before demo-10", []projections.Claim{claim("demo-10", "h", "m2", 0, 60, 1), claim("demo-9", "h", "m1", 30, 90, 1)},
+		{"same scheduled-at: natural order, demo-9 before demo-10", []calendar.Claim{claim("demo-10", "h", "m2", 0, 60, 1), claim("demo-9", "h", "m1", 30, 90, 1)},
 			[]string{"demo-9"}, []string{"demo-10<demo-9"}},
-		{"back to back is no overlap", []projections.Claim{claim("a", "h", "m1", 0, 30, 1), claim("b", "h", "m2", 30, 60, 2)},
+		{"back to back is no overlap", []calendar.Claim{claim("a", "h", "m1", 0, 30, 1), claim("b", "h", "m2", 30, 60, 2)},
 			[]string{"a", "b"}, nil},
-		{"other resource is no overlap", []projections.Claim{claim("a", "h1", "m1", 0, 30, 1), claim("b", "h2", "m2", 0, 30, 2)},
+		{"other resource is no overlap", []calendar.Claim{claim("a", "h1", "m1", 0, 30, 1), claim("b", "h2", "m2", 0, 30, 2)},
 			[]string{"a", "b"}, nil},
-		{"group meeting shares the slot", []projections.Claim{claim("g1", "h", "web", 0, 60, 1), claim("g2", "h", "web", 0, 60, 3), claim("x", "h", "m", 30, 45, 2)},
+		{"group meeting shares the slot", []calendar.Claim{claim("g1", "h", "web", 0, 60, 1), claim("g2", "h", "web", 0, 60, 3), claim("x", "h", "m", 30, 45, 2)},
 			[]string{"g1", "g2"}, []string{"x<g1", "x<g2"}},
-		{"a loser does not block: chain", []projections.Claim{claim("a", "h", "m1", 0, 60, 1), claim("b", "h", "m2", 45, 105, 2), claim("c", "h", "m3", 90, 120, 3)},
+		{"a loser does not block: chain", []calendar.Claim{claim("a", "h", "m1", 0, 60, 1), claim("b", "h", "m2", 45, 105, 2), claim("c", "h", "m3", 90, 120, 3)},
 			[]string{"a", "c"}, []string{"b<a", "b<c"}},
-		{"all resources or none", []projections.Claim{claim("a", "h1", "m1", 0, 60, 1), claim("b", "h1", "m2", 0, 60, 2), claim("b", "h2", "m2", 0, 60, 2), claim("c", "h2", "m3", 0, 60, 3)},
+		{"all resources or none", []calendar.Claim{claim("a", "h1", "m1", 0, 60, 1), claim("b", "h1", "m2", 0, 60, 2), claim("b", "h2", "m2", 0, 60, 2), claim("c", "h2", "m3", 0, 60, 3)},
 			[]string{"a", "c"}, []string{"b<a", "b<c"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := projections.AssignSlots(c.claims)
+			a := calendar.AssignSlots(c.claims)
 			assert.Equal(t, c.holders, holders(a))
 			var conflicts []string
 			for _, cf := range a.Conflicts {
@@ -72,7 +73,7 @@ func TestAssignSlots(t *testing.T) {
 }
 
 // naiveAssign is the slot-holder rule written as plainly as possible, to check the indexed one.
-func naiveAssign(claims []projections.Claim) map[booking.ID]bool {
+func naiveAssign(claims []calendar.Claim) map[booking.ID]bool {
 	prio := map[booking.ID]time.Time{}
 	for _, c := range claims {
 		if p, ok := prio[c.Booking]; !ok || c.Priority.Before(p) {
@@ -110,7 +111,7 @@ func naiveAssign(claims []projections.Claim) map[booking.ID]bool {
 func TestAssignSlotsMatchesNaiveRuleInAnyOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := range 300 {
-		var claims []projections.Claim
+		var claims []calendar.Claim
 		for i := range 2 + r.IntN(25) {
 			meeting := fmt.Sprintf("m%d", i)
 			if r.IntN(4) == 0 {
@@ -126,12 +127,12 @@ func TestAssignSlotsMatchesNaiveRuleInAnyOrder(t *testing.T) {
 			}
 		}
 		want := naiveAssign(claims)
-		got := projections.AssignSlots(claims)
+		got := calendar.AssignSlots(claims)
 		for id, h := range want {
 			require.Equal(t, h, got.Holders[id], "round %d booking %s", round, id)
 		}
 		r.Shuffle(len(claims), func(i, j int) { claims[i], claims[j] = claims[j], claims[i] })
-		require.Equal(t, got, projections.AssignSlots(claims), "round %d: order changed the result", round)
+		require.Equal(t, got, calendar.AssignSlots(claims), "round %d: order changed the result", round)
 		// No two holders of different meetings overlap on a resource: the database guard's invariant.
 		for _, a := range claims {
 			for _, b := range claims {
@@ -151,64 +152,64 @@ func TestBookingRow(t *testing.T) {
 	sl := booking.Slot{Meeting: "m", Resources: []string{"h2", "h1", "h2"}, Start: t0, End: t0.Add(time.Hour)}
 	cases := []struct {
 		name  string
-		in    projections.BookingInput
-		check func(t *testing.T, b projections.Booking)
+		in    calendar.BookingInput
+		check func(t *testing.T, b calendar.Booking)
 	}{
-		{"active", projections.BookingInput{Events: []booking.Event{ev("a", 1, 0, booking.Scheduled{Slot: sl})}, StreamVersion: 1}, func(t *testing.T, b projections.Booking) {
-			assert.Equal(t, projections.StatusActive, b.Status)
+		{"active", calendar.BookingInput{Events: []booking.Event{ev("a", 1, 0, booking.Scheduled{Slot: sl})}, StreamVersion: 1}, func(t *testing.T, b calendar.Booking) {
+			assert.Equal(t, calendar.StatusActive, b.Status)
 			assert.True(t, b.Claims())
 			assert.Equal(t, []string{"h1", "h2"}, b.Resources, "sorted, once each")
 		}},
-		{"only a no-show", projections.BookingInput{Events: []booking.Event{ev("a", 1, 0, booking.NoShowMarked{})}}, func(t *testing.T, b projections.Booking) {
-			assert.Equal(t, projections.StatusPending, b.Status)
+		{"only a no-show", calendar.BookingInput{Events: []booking.Event{ev("a", 1, 0, booking.NoShowMarked{})}}, func(t *testing.T, b calendar.Booking) {
+			assert.Equal(t, calendar.StatusPending, b.Status)
 			assert.False(t, b.Claims())
 		}},
-		{"requested does not claim", projections.BookingInput{Events: []booking.Event{ev("a", 1, 0, booking.Requested{Slot: sl})}}, func(t *testing.T, b projections.Booking) {
-			assert.Equal(t, projections.StatusRequested, b.Status)
+		{"requested does not claim", calendar.BookingInput{Events: []booking.Event{ev("a", 1, 0, booking.Requested{Slot: sl})}}, func(t *testing.T, b calendar.Booking) {
+			assert.Equal(t, calendar.StatusRequested, b.Status)
 			assert.False(t, b.Claims())
 		}},
-		{"superseded by a reschedule", projections.BookingInput{Events: []booking.Event{ev("a", 1, 0, booking.Scheduled{Slot: sl})},
-			SupersededBy: []booking.ID{"z", "y"}}, func(t *testing.T, b projections.Booking) {
-			assert.Equal(t, projections.StatusCanceled, b.Status)
+		{"superseded by a reschedule", calendar.BookingInput{Events: []booking.Event{ev("a", 1, 0, booking.Scheduled{Slot: sl})},
+			SupersededBy: []booking.ID{"z", "y"}}, func(t *testing.T, b calendar.Booking) {
+			assert.Equal(t, calendar.StatusCanceled, b.Status)
 			assert.Equal(t, booking.StatusActive, b.BookingStatus)
 			assert.Equal(t, booking.ID("y"), b.RescheduledTo)
 			assert.True(t, b.CancelImplied)
 			assert.False(t, b.Claims())
 		}},
-		{"refund before success never paid", projections.BookingInput{
+		{"refund before success never paid", calendar.BookingInput{
 			Events: []booking.Event{ev("a", 1, 0, booking.Scheduled{Slot: sl, PaymentRefs: []string{"stripe:ch_1"}})},
-			Payments: []projections.LinkedPayment{{Stream: "stripe-pi_1", Events: []booking.Event{
+			Payments: []calendar.LinkedPayment{{Stream: "stripe-pi_1", Events: []booking.Event{
 				ev("stripe-pi_1", 3, 10, booking.PaymentRefunded{Refs: []string{"stripe:ch_1"}}),
 				ev("stripe-pi_1", 2, 10, booking.PaymentSucceeded{Refs: []string{"stripe:pi_1", "stripe:ch_1"}}),
-			}}}}, func(t *testing.T, b projections.Booking) {
+			}}}}, func(t *testing.T, b calendar.Booking) {
 			assert.Equal(t, booking.PaymentIsRefunded, b.Payment)
 			assert.Equal(t, []booking.ID{"stripe-pi_1"}, b.PaymentStreams)
 			assert.Equal(t, []string{"stripe:ch_1", "stripe:pi_1"}, b.PaymentRefs)
-			assert.Equal(t, projections.StatusActive, b.Status, "payments never change the booking's status")
+			assert.Equal(t, calendar.StatusActive, b.Status, "payments never change the booking's status")
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.check(t, projections.BookingRow(c.in)) })
+		t.Run(c.name, func(t *testing.T) { c.check(t, calendar.BookingRow(c.in)) })
 	}
 }
 
 func TestLinkPaymentsIsTransitive(t *testing.T) {
-	streams := []projections.PaymentStream{
+	streams := []calendar.PaymentStream{
 		{Stream: "s3", Refs: []string{"pi_9"}},
 		{Stream: "s1", Refs: []string{"ch_1", "pi_1"}},
 		{Stream: "s2", Refs: []string{"pi_1"}},
 		{Stream: "s4", Refs: []string{"ch_7"}},
 	}
-	linked, closure := projections.NewPaymentIndex(streams).Link([]string{"ch_1"})
+	linked, closure := calendar.NewPaymentIndex(streams).Link([]string{"ch_1"})
 	assert.Equal(t, []booking.ID{"s1", "s2"}, linked)
 	assert.Equal(t, []string{"ch_1", "pi_1"}, closure)
-	linked, _ = projections.NewPaymentIndex(streams).Link(nil)
+	linked, _ = calendar.NewPaymentIndex(streams).Link(nil)
 	assert.Empty(t, linked)
 }
 
 func TestCalendarQueryValidate(t *testing.T) {
-	assert.NoError(t, projections.CalendarQuery{From: t0, To: t0.Add(time.Hour)}.Validate())
-	for _, q := range []projections.CalendarQuery{{To: t0}, {From: t0, To: t0}, {From: t0, To: t0.Add(400 * 24 * time.Hour)}} {
+	assert.NoError(t, calendar.CalendarQuery{From: t0, To: t0.Add(time.Hour)}.Validate())
+	for _, q := range []calendar.CalendarQuery{{To: t0}, {From: t0, To: t0}, {From: t0, To: t0.Add(400 * 24 * time.Hour)}} {
 		assert.ErrorIs(t, q.Validate(), projections.ErrInvalidQuery)
 	}
 }

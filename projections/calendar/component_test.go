@@ -1,4 +1,4 @@
-package projections_test
+package calendar_test
 
 import (
 	"math/rand/v2"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/domain/booking"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // at is a slot on host h from startMin to endMin minutes after t0, of meeting m.
@@ -18,20 +18,20 @@ func at(m string, startMin, endMin int) booking.Slot {
 	return booking.Slot{Meeting: m, Resources: []string{"h"}, Start: t0.Add(time.Duration(startMin) * time.Minute), End: t0.Add(time.Duration(endMin) * time.Minute)}
 }
 
-func input(events ...booking.Event) projections.BookingInput {
-	return projections.BookingInput{Events: events, StreamVersion: uint64(len(events))}
+func input(events ...booking.Event) calendar.BookingInput {
+	return calendar.BookingInput{Events: events, StreamVersion: uint64(len(events))}
 }
 
-func rowOf(t *testing.T, rows []projections.Booking, id booking.ID) projections.Booking {
+func rowOf(t *testing.T, rows []calendar.Booking, id booking.ID) calendar.Booking {
 	t.Helper()
-	i := slices.IndexFunc(rows, func(b projections.Booking) bool { return b.Booking == id })
+	i := slices.IndexFunc(rows, func(b calendar.Booking) bool { return b.Booking == id })
 	require.GreaterOrEqual(t, i, 0, "no row of %s", id)
 	return rows[i]
 }
 
 // stored is a calendar computed whole from inputs: its rows and claims, as the read model keeps them.
-func stored(inputs ...projections.BookingInput) projections.Changes {
-	return projections.Recompute(projections.Component{Bookings: inputs})
+func stored(inputs ...calendar.BookingInput) calendar.Changes {
+	return calendar.Recompute(calendar.Component{Bookings: inputs})
 }
 
 // The holder is the booking scheduled first at the provider, not the one whose slot starts first; on
@@ -40,7 +40,7 @@ func stored(inputs ...projections.BookingInput) projections.Changes {
 func TestRecomputeRanksByScheduledAtAndNamesTheRule(t *testing.T) {
 	cases := []struct {
 		name          string
-		first, second projections.BookingInput
+		first, second calendar.BookingInput
 		holder, loser booking.ID
 		rule          string
 	}{
@@ -55,16 +55,16 @@ func TestRecomputeRanksByScheduledAtAndNamesTheRule(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, order := range [][]projections.BookingInput{{tc.first, tc.second}, {tc.second, tc.first}} {
-				ch := projections.Recompute(projections.Component{Bookings: order})
+			for _, order := range [][]calendar.BookingInput{{tc.first, tc.second}, {tc.second, tc.first}} {
+				ch := calendar.Recompute(calendar.Component{Bookings: order})
 				h, l := rowOf(t, ch.Rows, tc.holder), rowOf(t, ch.Rows, tc.loser)
 				assert.True(t, h.Holder)
-				assert.Equal(t, projections.StatusActive, h.Status)
+				assert.Equal(t, calendar.StatusActive, h.Status)
 				assert.False(t, l.Holder)
-				assert.Equal(t, projections.StatusConflict, l.Status)
+				assert.Equal(t, calendar.StatusConflict, l.Status)
 				require.Len(t, ch.Items.Open, 1)
 				it := ch.Items.Open[0]
-				assert.Equal(t, projections.ItemConflict, it.Kind)
+				assert.Equal(t, calendar.ItemConflict, it.Kind)
 				assert.Equal(t, string(tc.loser)+" "+string(tc.holder), it.Subject)
 				assert.Equal(t, tc.loser, it.Booking)
 				assert.Equal(t, tc.holder, it.OtherBooking)
@@ -84,9 +84,9 @@ func TestRecomputeOneBookingEqualsTheWhole(t *testing.T) {
 	gone := input(ev("c", 3, -90, booking.Scheduled{Slot: at("m3", 0, 60)}), ev("c", 4, -80, booking.Canceled{}))
 	before := stored(input(b), x, gone)
 	require.True(t, rowOf(t, before.Rows, "b").Holder)
-	require.Equal(t, projections.StatusConflict, rowOf(t, before.Rows, "x").Status)
+	require.Equal(t, calendar.StatusConflict, rowOf(t, before.Rows, "x").Status)
 	require.Len(t, before.Items.Open, 1)
-	item := projections.Item{ID: 7, Kind: before.Items.Open[0].Kind, Subject: before.Items.Open[0].Subject,
+	item := calendar.Item{ID: 7, Kind: before.Items.Open[0].Kind, Subject: before.Items.Open[0].Subject,
 		Booking: "x", OtherBooking: "b", Reason: before.Items.Open[0].Reason, OpenedAt: t0}
 
 	moved := input(b, ev("b", 5, -10, booking.Rescheduled{Slot: at("m1", 120, 180)}))
@@ -96,15 +96,15 @@ func TestRecomputeOneBookingEqualsTheWhole(t *testing.T) {
 		claims, rows := slices.Clone(before.Claims), slices.Clone(before.Rows)
 		r.Shuffle(len(claims), func(i, j int) { claims[i], claims[j] = claims[j], claims[i] })
 		r.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
-		ch := projections.Recompute(projections.Component{Bookings: []projections.BookingInput{moved}, Claims: claims, Stored: rows, Items: []projections.Item{item}})
+		ch := calendar.Recompute(calendar.Component{Bookings: []calendar.BookingInput{moved}, Claims: claims, Stored: rows, Items: []calendar.Item{item}})
 		require.Len(t, ch.Rows, 1)
 		assert.Equal(t, rowOf(t, whole.Rows, "b"), ch.Rows[0])
 		require.Len(t, ch.Restatus, 1, "only x's verdict changed: %+v", ch.Restatus)
 		assert.Equal(t, booking.ID("x"), ch.Restatus[0].Booking)
 		assert.Equal(t, rowOf(t, whole.Rows, "x").Holder, ch.Restatus[0].Holder)
-		assert.Equal(t, projections.StatusActive, ch.Restatus[0].Status)
+		assert.Equal(t, calendar.StatusActive, ch.Restatus[0].Status)
 		assert.Empty(t, ch.Items.Open)
-		assert.Equal(t, []projections.ItemText{{ID: 7, Text: "closed automatically: x holds the slot now"}}, ch.Items.Close)
+		assert.Equal(t, []calendar.ItemText{{ID: 7, Text: "closed automatically: x holds the slot now"}}, ch.Items.Close)
 	}
 }
 
@@ -115,16 +115,16 @@ func TestRecomputeClosesConflictsWithTheirReason(t *testing.T) {
 	x := ev("x", 2, -30, booking.Scheduled{Slot: at("m2", 30, 90)})
 	before := stored(input(a), input(x))
 	require.Len(t, before.Items.Open, 1)
-	item := projections.Item{ID: 3, Kind: projections.ItemConflict, Subject: before.Items.Open[0].Subject, Booking: "x", OtherBooking: "a",
+	item := calendar.Item{ID: 3, Kind: calendar.ItemConflict, Subject: before.Items.Open[0].Subject, Booking: "x", OtherBooking: "a",
 		Reason: before.Items.Open[0].Reason, OpenedAt: t0}
-	others := func(id booking.ID) ([]projections.Claim, []projections.Booking) {
-		var cs []projections.Claim
+	others := func(id booking.ID) ([]calendar.Claim, []calendar.Booking) {
+		var cs []calendar.Claim
 		for _, c := range before.Claims {
 			if c.Booking != id {
 				cs = append(cs, c)
 			}
 		}
-		var rs []projections.Booking
+		var rs []calendar.Booking
 		for _, r := range before.Rows {
 			if r.Booking != id {
 				rs = append(rs, r)
@@ -134,44 +134,44 @@ func TestRecomputeClosesConflictsWithTheirReason(t *testing.T) {
 	}
 
 	cs, rs := others("a")
-	ch := projections.Recompute(projections.Component{Bookings: []projections.BookingInput{input(a, ev("a", 3, 0, booking.Canceled{Reason: "sick"}))},
-		Claims: cs, Stored: rs, Items: []projections.Item{item}})
+	ch := calendar.Recompute(calendar.Component{Bookings: []calendar.BookingInput{input(a, ev("a", 3, 0, booking.Canceled{Reason: "sick"}))},
+		Claims: cs, Stored: rs, Items: []calendar.Item{item}})
 	require.Len(t, ch.Restatus, 1)
 	assert.True(t, ch.Restatus[0].Holder, "x takes the slot")
-	assert.Equal(t, []projections.ItemText{{ID: 3, Text: "closed automatically: holder a is canceled now (sick); x holds the slot"}}, ch.Items.Close)
+	assert.Equal(t, []calendar.ItemText{{ID: 3, Text: "closed automatically: holder a is canceled now (sick); x holds the slot"}}, ch.Items.Close)
 
 	cs, rs = others("x")
-	ch = projections.Recompute(projections.Component{Bookings: []projections.BookingInput{input(x, ev("x", 3, 0, booking.Canceled{Reason: "plans changed"}))},
-		Claims: cs, Stored: rs, Items: []projections.Item{item}})
+	ch = calendar.Recompute(calendar.Component{Bookings: []calendar.BookingInput{input(x, ev("x", 3, 0, booking.Canceled{Reason: "plans changed"}))},
+		Claims: cs, Stored: rs, Items: []calendar.Item{item}})
 	assert.Empty(t, ch.Restatus)
-	assert.Equal(t, []projections.ItemText{{ID: 3, Text: "closed automatically: x is canceled now (plans changed)"}}, ch.Items.Close)
+	assert.Equal(t, []calendar.ItemText{{ID: 3, Text: "closed automatically: x is canceled now (plans changed)"}}, ch.Items.Close)
 }
 
 // An open item whose reason is stale is refreshed, also when a closed item of the same subject is
 // listed after it; an item an operator closed is neither reopened nor closed again.
 func TestRecomputeRefreshesOpenItemsAndLeavesClosedOnes(t *testing.T) {
-	bookings := []projections.BookingInput{
+	bookings := []calendar.BookingInput{
 		input(ev("a", 1, -60, booking.Scheduled{Slot: at("m1", 0, 60)})),
 		input(ev("b", 2, -30, booking.Scheduled{Slot: at("m2", 30, 90)})),
 	}
 	want := stored(bookings...).Items.Open
 	require.Len(t, want, 1)
-	closed := projections.Item{ID: 1, Kind: projections.ItemConflict, Subject: "b a", Booking: "b", OtherBooking: "a", Reason: "old",
-		OpenedAt: t0, ClosedAt: t0.Add(time.Hour), ClosedBy: projections.ClosedByOperator}
+	closed := calendar.Item{ID: 1, Kind: calendar.ItemConflict, Subject: "b a", Booking: "b", OtherBooking: "a", Reason: "old",
+		OpenedAt: t0, ClosedAt: t0.Add(time.Hour), ClosedBy: calendar.ClosedByOperator}
 	open := closed
 	open.ID, open.ClosedAt, open.ClosedBy = 2, time.Time{}, ""
-	ch := projections.Recompute(projections.Component{Bookings: bookings, Items: []projections.Item{open, closed}})
+	ch := calendar.Recompute(calendar.Component{Bookings: bookings, Items: []calendar.Item{open, closed}})
 	assert.Empty(t, ch.Items.Open)
-	assert.Equal(t, []projections.ItemText{{ID: 2, Text: want[0].Reason}}, ch.Items.Refresh)
+	assert.Equal(t, []calendar.ItemText{{ID: 2, Text: want[0].Reason}}, ch.Items.Refresh)
 	assert.Empty(t, ch.Items.Close)
 
-	ch = projections.Recompute(projections.Component{Bookings: bookings, Items: []projections.Item{closed}})
+	ch = calendar.Recompute(calendar.Component{Bookings: bookings, Items: []calendar.Item{closed}})
 	assert.Empty(t, ch.Items.Open, "an item an operator closed is not reopened")
 	assert.Empty(t, ch.Items.Refresh)
 
 	gone := closed
 	gone.Subject, gone.Booking, gone.OtherBooking = "z a", "z", "a"
-	ch = projections.Recompute(projections.Component{Bookings: bookings, Items: []projections.Item{gone}})
+	ch = calendar.Recompute(calendar.Component{Bookings: bookings, Items: []calendar.Item{gone}})
 	assert.Empty(t, ch.Items.Close, "a closed item is not closed again")
 }
 
@@ -184,9 +184,9 @@ func TestRecomputeSupersedesFromStoredRows(t *testing.T) {
 			old := input(ev("old", 1, -60, p))
 			renewed := input(ev("new", 2, -30, booking.Scheduled{Slot: at("m2", 120, 180), RescheduledFrom: "old"}))
 			st := stored(renewed)
-			ch := projections.Recompute(projections.Component{Bookings: []projections.BookingInput{old}, Claims: st.Claims, Stored: st.Rows})
+			ch := calendar.Recompute(calendar.Component{Bookings: []calendar.BookingInput{old}, Claims: st.Claims, Stored: st.Rows})
 			require.Len(t, ch.Rows, 1)
-			assert.Equal(t, projections.StatusCanceled, ch.Rows[0].Status)
+			assert.Equal(t, calendar.StatusCanceled, ch.Rows[0].Status)
 			assert.Equal(t, booking.ID("new"), ch.Rows[0].RescheduledTo)
 			assert.True(t, ch.Rows[0].CancelImplied)
 			assert.Empty(t, ch.Claims, "the old slot is released")
@@ -197,7 +197,7 @@ func TestRecomputeSupersedesFromStoredRows(t *testing.T) {
 // A booking canceled with its own reschedule link keeps it, whatever booking says it was rescheduled
 // from it.
 func TestBookingRowKeepsItsOwnRescheduleLink(t *testing.T) {
-	b := projections.BookingRow(projections.BookingInput{
+	b := calendar.BookingRow(calendar.BookingInput{
 		Events: []booking.Event{
 			ev("a", 1, 0, booking.Scheduled{Slot: at("m", 0, 60)}),
 			ev("a", 2, 5, booking.Canceled{RescheduledTo: "z"}),
@@ -205,7 +205,7 @@ func TestBookingRowKeepsItsOwnRescheduleLink(t *testing.T) {
 		SupersededBy: []booking.ID{"y"},
 	})
 	assert.Equal(t, booking.ID("z"), b.RescheduledTo)
-	assert.Equal(t, projections.StatusCanceled, b.Status)
+	assert.Equal(t, calendar.StatusCanceled, b.Status)
 }
 
 // A late event opens a late_event item naming the event; an open one whose event takes effect now
@@ -213,17 +213,17 @@ func TestBookingRowKeepsItsOwnRescheduleLink(t *testing.T) {
 func TestRecomputeLateEventItems(t *testing.T) {
 	cancel := ev("a", 1, 0, booking.Canceled{})
 	create := ev("a", 2, 5, booking.Scheduled{Slot: at("m", 0, 60)})
-	ch := projections.Recompute(projections.Component{Bookings: []projections.BookingInput{input(cancel, create)}})
+	ch := calendar.Recompute(calendar.Component{Bookings: []calendar.BookingInput{input(cancel, create)}})
 	require.Len(t, ch.Items.Open, 1)
 	it := ch.Items.Open[0]
-	assert.Equal(t, projections.ItemLateEvent, it.Kind)
+	assert.Equal(t, calendar.ItemLateEvent, it.Kind)
 	assert.Equal(t, "a "+create.ID.String(), it.Subject)
 	assert.Equal(t, create.ID, it.EventID)
 	assert.Equal(t, booking.ID("a"), it.Booking)
 
-	open := projections.Item{ID: 4, Kind: it.Kind, Subject: it.Subject, Booking: "a", EventID: create.ID, Reason: it.Reason, OpenedAt: t0}
-	ch = projections.Recompute(projections.Component{Bookings: []projections.BookingInput{input(create)}, Items: []projections.Item{open}})
-	assert.Equal(t, []projections.ItemText{{ID: 4, Text: "closed automatically: the event takes effect now (an event that arrived later reordered the fold)"}}, ch.Items.Close)
+	open := calendar.Item{ID: 4, Kind: it.Kind, Subject: it.Subject, Booking: "a", EventID: create.ID, Reason: it.Reason, OpenedAt: t0}
+	ch = calendar.Recompute(calendar.Component{Bookings: []calendar.BookingInput{input(create)}, Items: []calendar.Item{open}})
+	assert.Equal(t, []calendar.ItemText{{ID: 4, Text: "closed automatically: the event takes effect now (an event that arrived later reordered the fold)"}}, ch.Items.Close)
 }
 
 // A loser conflicts with every holder it overlaps, also one ranked after it that holds only because
@@ -239,7 +239,7 @@ func TestRecomputeReasonOfAConflictWithALaterHolder(t *testing.T) {
 		{"same scheduled-at, larger id", -60, "c holds the slot (same scheduled-at, smaller booking id)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ch := projections.Recompute(projections.Component{Bookings: []projections.BookingInput{
+			ch := calendar.Recompute(calendar.Component{Bookings: []calendar.BookingInput{
 				input(ev("a", 1, -90, booking.Scheduled{Slot: at("m1", 0, 60)})),
 				input(ev("b", 2, -60, booking.Scheduled{Slot: at("m2", 45, 105)})),
 				input(ev("c", 3, tc.cPrio, booking.Scheduled{Slot: at("m3", 90, 120)})),

@@ -1,4 +1,4 @@
-package projections_test
+package calendar_test
 
 import (
 	"cmp"
@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/domain/booking"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // genCalendar draws bookings on three hosts from a small range of slots and times, so that overlaps,
 // ties of scheduled-at, shared meetings, cancels, late creates, requests and reschedules are common.
-func genCalendar(r *rand.Rand) []projections.BookingInput {
+func genCalendar(r *rand.Rand) []calendar.BookingInput {
 	n := 3 + r.IntN(8)
-	var out []projections.BookingInput
+	var out []calendar.BookingInput
 	for i := range n {
 		id := booking.ID(fmt.Sprintf("b%d", i))
 		start := 15 * r.IntN(12)
@@ -53,24 +53,24 @@ func genCalendar(r *rand.Rand) []projections.BookingInput {
 	return out
 }
 
-func items(ch projections.Changes) []projections.Item {
-	var out []projections.Item
+func items(ch calendar.Changes) []calendar.Item {
+	var out []calendar.Item
 	for i, d := range ch.Items.Open {
-		out = append(out, projections.Item{ID: int64(i + 1), Kind: d.Kind, Subject: d.Subject, Booking: d.Booking, OtherBooking: d.OtherBooking,
+		out = append(out, calendar.Item{ID: int64(i + 1), Kind: d.Kind, Subject: d.Subject, Booking: d.Booking, OtherBooking: d.OtherBooking,
 			EventID: d.EventID, Reason: d.Reason, OpenedAt: t0})
 	}
 	return out
 }
 
-func sortedRows(rows []projections.Booking) []projections.Booking {
+func sortedRows(rows []calendar.Booking) []calendar.Booking {
 	out := slices.Clone(rows)
-	slices.SortFunc(out, func(a, b projections.Booking) int { return cmp.Compare(a.Booking, b.Booking) })
+	slices.SortFunc(out, func(a, b calendar.Booking) int { return cmp.Compare(a.Booking, b.Booking) })
 	return out
 }
 
-func sortedDesired(ds []projections.DesiredItem) []projections.DesiredItem {
+func sortedDesired(ds []calendar.DesiredItem) []calendar.DesiredItem {
 	out := slices.Clone(ds)
-	slices.SortFunc(out, func(a, b projections.DesiredItem) int {
+	slices.SortFunc(out, func(a, b calendar.DesiredItem) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Subject, b.Subject))
 	})
 	return out
@@ -87,7 +87,7 @@ func TestRecomputeIsAFunctionOfTheSetAndIncrementalEqualsWhole(t *testing.T) {
 	seen, changed := map[string]int{}, 0
 	for round := range 300 {
 		in := genCalendar(r)
-		whole := projections.Recompute(projections.Component{Bookings: in})
+		whole := calendar.Recompute(calendar.Component{Bookings: in})
 		for _, d := range whole.Items.Open {
 			seen[string(d.Kind)]++
 		}
@@ -98,24 +98,24 @@ func TestRecomputeIsAFunctionOfTheSetAndIncrementalEqualsWhole(t *testing.T) {
 		}
 		shuffled := slices.Clone(in)
 		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		again := projections.Recompute(projections.Component{Bookings: shuffled})
+		again := calendar.Recompute(calendar.Component{Bookings: shuffled})
 		require.Equal(t, sortedRows(whole.Rows), sortedRows(again.Rows), "round %d", round)
 		require.Equal(t, sortedDesired(whole.Items.Open), sortedDesired(again.Items.Open), "round %d", round)
 
 		stored := items(whole)
 		for i, b := range in {
 			id := whole.Rows[i].Booking
-			var claims []projections.Claim
+			var claims []calendar.Claim
 			for _, c := range whole.Claims {
 				if c.Booking != id {
 					claims = append(claims, c)
 				}
 			}
 			// The items in scope: every conflict (Claims is the whole rest), the booking's own late events.
-			scope := slices.DeleteFunc(slices.Clone(stored), func(it projections.Item) bool {
-				return it.Kind == projections.ItemLateEvent && it.Booking != id
+			scope := slices.DeleteFunc(slices.Clone(stored), func(it calendar.Item) bool {
+				return it.Kind == calendar.ItemLateEvent && it.Booking != id
 			})
-			ch := projections.Recompute(projections.Component{Bookings: []projections.BookingInput{b}, Claims: claims, Stored: whole.Rows, Items: scope})
+			ch := calendar.Recompute(calendar.Component{Bookings: []calendar.BookingInput{b}, Claims: claims, Stored: whole.Rows, Items: scope})
 			require.Equal(t, whole.Rows[i], ch.Rows[0], "round %d booking %s", round, id)
 			require.Empty(t, ch.Restatus, "round %d booking %s", round, id)
 			require.Empty(t, ch.Items.Open, "round %d booking %s", round, id)
@@ -129,9 +129,9 @@ func TestRecomputeIsAFunctionOfTheSetAndIncrementalEqualsWhole(t *testing.T) {
 			}
 			before := slices.Clone(in)
 			before[i] = input(b.Events[:len(b.Events)-1]...)
-			old := projections.Recompute(projections.Component{Bookings: before})
+			old := calendar.Recompute(calendar.Component{Bookings: before})
 			redo := map[booking.ID]bool{id: true}
-			var inputs []projections.BookingInput
+			var inputs []calendar.BookingInput
 			for k := range in {
 				r := whole.Rows[k].Booking
 				if r == id || r == old.Rows[i].RescheduledFrom || r == whole.Rows[i].RescheduledFrom {
@@ -140,10 +140,10 @@ func TestRecomputeIsAFunctionOfTheSetAndIncrementalEqualsWhole(t *testing.T) {
 				}
 			}
 			claims = old.Claims // the recomputed bookings' old claims too, as a loader seeds the connected set
-			scope = slices.DeleteFunc(items(old), func(it projections.Item) bool {
-				return it.Kind == projections.ItemLateEvent && !redo[it.Booking]
+			scope = slices.DeleteFunc(items(old), func(it calendar.Item) bool {
+				return it.Kind == calendar.ItemLateEvent && !redo[it.Booking]
 			})
-			ch = projections.Recompute(projections.Component{Bookings: inputs, Claims: claims, Stored: old.Rows, Items: scope})
+			ch = calendar.Recompute(calendar.Component{Bookings: inputs, Claims: claims, Stored: old.Rows, Items: scope})
 			for _, row := range ch.Rows {
 				require.Equal(t, rowOf(t, whole.Rows, row.Booking), row, "round %d booking %s", round, id)
 			}
@@ -171,7 +171,7 @@ func TestRecomputeIsAFunctionOfTheSetAndIncrementalEqualsWhole(t *testing.T) {
 				closed = append(closed, subject[c.ID])
 			}
 			for _, d := range whole.Items.Open {
-				if d.Kind == projections.ItemConflict || redo[d.Booking] {
+				if d.Kind == calendar.ItemConflict || redo[d.Booking] {
 					is[d.Subject] = true
 					if !was[d.Subject] {
 						wantOpen = append(wantOpen, d.Subject)
@@ -189,7 +189,7 @@ func TestRecomputeIsAFunctionOfTheSetAndIncrementalEqualsWhole(t *testing.T) {
 	}
 	t.Logf("items and supersessions drawn: %v", seen)
 	require.Positive(t, changed, "no recompute changed another booking's verdict")
-	for _, k := range []string{string(projections.ItemConflict), string(projections.ItemLateEvent), "superseded"} {
+	for _, k := range []string{string(calendar.ItemConflict), string(calendar.ItemLateEvent), "superseded"} {
 		require.Positive(t, seen[k], "the draw never made a %s", k)
 	}
 }

@@ -1,4 +1,4 @@
-package projections_test
+package calendar_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/domain/booking"
-	"bookingledger/projections"
+	"bookingledger/projections/calendar"
 )
 
 // series is four weekly occurrences of one Cal.com series and their events: occurrence i starts
@@ -33,16 +33,16 @@ func series(cancelMin int, withLink bool) map[booking.ID][]booking.Event {
 	return out
 }
 
-func recompute(events map[booking.ID][]booking.Event, order []booking.ID, given []projections.SeriesCancel) map[booking.ID]projections.Booking {
-	var c projections.Component
+func recompute(events map[booking.ID][]booking.Event, order []booking.ID, given []calendar.SeriesCancel) map[booking.ID]calendar.Booking {
+	var c calendar.Component
 	for _, id := range order {
 		in := input(events[id]...)
 		in.StreamVersion = uint64(len(booking.Sorted(events[id]))) // redeliveries are not stored twice
 		c.Bookings = append(c.Bookings, in)
 	}
 	c.SeriesCancels = given
-	out := map[booking.ID]projections.Booking{}
-	for _, r := range projections.Recompute(c).Rows {
+	out := map[booking.ID]calendar.Booking{}
+	for _, r := range calendar.Recompute(c).Rows {
 		out[r.Booking] = r
 	}
 	return out
@@ -58,12 +58,12 @@ func TestSeriesCancelAllRemaining(t *testing.T) {
 	ids := []booking.ID{"calcom-occ1", "calcom-occ2", "calcom-occ3", "calcom-occ4"}
 	want := recompute(evs, ids, nil)
 
-	assert.Equal(t, projections.StatusActive, want["calcom-occ1"].Status, "an occurrence before the cancel stays")
-	assert.Equal(t, projections.StatusCanceled, want["calcom-occ2"].Status)
+	assert.Equal(t, calendar.StatusActive, want["calcom-occ1"].Status, "an occurrence before the cancel stays")
+	assert.Equal(t, calendar.StatusCanceled, want["calcom-occ2"].Status)
 	assert.Equal(t, "project paused", want["calcom-occ2"].CancelReason, "the occurrence asked on has its own cancel")
 	for _, id := range ids[2:] {
 		r := want[id]
-		assert.Equal(t, projections.StatusCanceled, r.Status, id)
+		assert.Equal(t, calendar.StatusCanceled, r.Status, id)
 		assert.True(t, r.CancelImplied, id)
 		assert.Equal(t, "host", r.CanceledBy, id)
 		assert.Contains(t, r.CancelReason, "canceled with the series calcom-series-r1", id)
@@ -73,7 +73,7 @@ func TestSeriesCancelAllRemaining(t *testing.T) {
 	}
 
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 35))
-	sc, ok := projections.SeriesCancelOf("calcom-occ2", booking.Fold(evs["calcom-occ2"]))
+	sc, ok := calendar.SeriesCancelOf("calcom-occ2", booking.Fold(evs["calcom-occ2"]))
 	require.True(t, ok)
 	for range 50 {
 		order := append([]booking.ID(nil), ids...)
@@ -87,7 +87,7 @@ func TestSeriesCancelAllRemaining(t *testing.T) {
 		assert.Equal(t, want, recompute(dup, order, nil))
 		// One occurrence alone, the cancel of the series given: its row is the whole set's.
 		alone := order[0]
-		got := recompute(dup, []booking.ID{alone}, []projections.SeriesCancel{sc})
+		got := recompute(dup, []booking.ID{alone}, []calendar.SeriesCancel{sc})
 		assert.Equal(t, want[alone], got[alone], "%s recomputed alone", alone)
 	}
 }
@@ -97,15 +97,15 @@ func TestSeriesCancelAllRemaining(t *testing.T) {
 func TestSeriesCancelWithoutTheSeriesCancelsOneOccurrence(t *testing.T) {
 	evs := series(2*24*60, false)
 	ids := []booking.ID{"calcom-occ1", "calcom-occ2", "calcom-occ3", "calcom-occ4"}
-	var c projections.Component
+	var c calendar.Component
 	for _, id := range ids {
 		c.Bookings = append(c.Bookings, input(evs[id]...))
 	}
-	ch := projections.Recompute(c)
+	ch := calendar.Recompute(c)
 	rows := ch.Rows
-	assert.Equal(t, projections.StatusCanceled, rowOf(t, rows, "calcom-occ2").Status)
+	assert.Equal(t, calendar.StatusCanceled, rowOf(t, rows, "calcom-occ2").Status)
 	for _, id := range []booking.ID{"calcom-occ1", "calcom-occ3", "calcom-occ4"} {
-		assert.Equal(t, projections.StatusActive, rowOf(t, rows, id).Status, id)
+		assert.Equal(t, calendar.StatusActive, rowOf(t, rows, id).Status, id)
 	}
 	require.Len(t, ch.Items.Open, 1)
 	assert.Equal(t, booking.ID("calcom-occ2"), ch.Items.Open[0].Booking)

@@ -1,4 +1,4 @@
-package projections
+package history
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
+	"bookingledger/projections/calendar"
 )
 
 // FindingKind classifies what the auditor's history points out.
@@ -81,7 +82,7 @@ type History struct {
 	Booking booking.ID
 	// State is the calendar row; Projected is false when the read model has no row (not projected
 	// yet, or a payment-only stream) and State comes from the fold alone.
-	State     Booking
+	State     calendar.Booking
 	Projected bool
 	Receipts  []ReceiptEntry
 	// Events in arrival order (stream version).
@@ -118,9 +119,9 @@ type HistoryInput struct {
 	Events   []booking.Event
 	Receipts []ReceiptEntry
 	// Row is the read model's calendar row, nil when it has none.
-	Row *Booking
+	Row *calendar.Booking
 	// Items are the reconciliation items naming the booking, open and closed.
-	Items []Item
+	Items []calendar.Item
 	// Texts are the free texts kept apart from the booking's events (cancel reasons), put back in
 	// place for the auditor; an erased one reads "[erased on …]".
 	Texts []KeptText
@@ -183,7 +184,7 @@ func BuildHistory(in HistoryInput) History {
 		if n := len(events); n > 0 {
 			version = recOf[events[n-1].ID].Version
 		}
-		h.State = BookingRow(BookingInput{Events: events, StreamVersion: version})
+		h.State = calendar.BookingRow(calendar.BookingInput{Events: events, StreamVersion: version})
 		h.State.Booking = cmp.Or(h.State.Booking, in.Booking)
 	}
 
@@ -268,7 +269,7 @@ func BuildHistory(in HistoryInput) History {
 			Reason: fmt.Sprintf("%s v%d (provider time %s) %s: %s", f.Type, recOf[f.Event].Version, stamp(f.OccurredAt), verdict, f.Reason)})
 	}
 	for _, it := range in.Items {
-		if it.Kind != ItemConflict {
+		if it.Kind != calendar.ItemConflict {
 			continue
 		}
 		reason := it.Reason

@@ -1,4 +1,4 @@
-package projections
+package calendar
 
 // The slot-holder rule's internals, for its own tests.
 type Assignment = assignment

@@ -1,26 +1,16 @@
-package projections
+package calendar
 
 import (
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"bookingledger/domain/booking"
-)
-
-// Sentinel errors of the read side. Handlers map them to HTTP statuses, the CLI to exit messages.
-var (
-	// ErrNotFound: no booking or reconciliation item of that id.
-	ErrNotFound = errors.New("not found")
-	// ErrItemClosed: the reconciliation item is closed already.
-	ErrItemClosed = errors.New("reconciliation item already closed")
-	// ErrInvalidQuery: a query parameter is missing or out of range.
-	ErrInvalidQuery = errors.New("invalid query")
+	"bookingledger/projections"
 )
 
 // Status is a booking's status in the calendar.
@@ -514,9 +504,9 @@ func (c CalendarCursor) String() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// ParseCalendarCursor decodes CalendarCursor.String; ErrInvalidQuery for anything else.
+// ParseCalendarCursor decodes CalendarCursor.String; projections.ErrInvalidQuery for anything else.
 func ParseCalendarCursor(s string) (CalendarCursor, error) {
-	bad := fmt.Errorf("%w: cursor is not one this server issued (pass next_cursor unchanged)", ErrInvalidQuery)
+	bad := fmt.Errorf("%w: cursor is not one this server issued (pass next_cursor unchanged)", projections.ErrInvalidQuery)
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	var parts []string
 	if err != nil || json.Unmarshal(b, &parts) != nil || len(parts) != 3 {
@@ -555,13 +545,13 @@ const MaxCalendarWindow = 366 * 24 * time.Hour
 func (q CalendarQuery) Validate() error {
 	switch {
 	case q.From.IsZero() || q.To.IsZero():
-		return fmt.Errorf("%w: from and to are required", ErrInvalidQuery)
+		return fmt.Errorf("%w: from and to are required", projections.ErrInvalidQuery)
 	case !q.To.After(q.From):
-		return fmt.Errorf("%w: to must be after from", ErrInvalidQuery)
+		return fmt.Errorf("%w: to must be after from", projections.ErrInvalidQuery)
 	case q.To.Sub(q.From) > MaxCalendarWindow:
-		return fmt.Errorf("%w: window longer than 366 days", ErrInvalidQuery)
+		return fmt.Errorf("%w: window longer than 366 days", projections.ErrInvalidQuery)
 	case q.Limit < 0 || q.Limit > MaxCalendarPage:
-		return fmt.Errorf("%w: limit must be from 1 to %d", ErrInvalidQuery, MaxCalendarPage)
+		return fmt.Errorf("%w: limit must be from 1 to %d", projections.ErrInvalidQuery, MaxCalendarPage)
 	}
 	return nil
 }
