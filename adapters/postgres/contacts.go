@@ -48,3 +48,35 @@ WHERE sc.booking = $1 AND sc.seat = ANY($2)`, booking, seats)
 	}
 	return pgx.CollectRows(r, pgx.RowTo[string])
 }
+
+// Invitees returns the contacts of those of bookings that have one (the booking's own invitee, not
+// its seats' attendees), for the read model's people of a booking.
+func (c *Contacts) Invitees(ctx context.Context, bookings []string) ([]ledger.Contact, error) {
+	rows, err := c.pool.Query(ctx, `SELECT booking, name, email, time_zone FROM contacts WHERE booking = ANY($1)`, bookings)
+	if err != nil {
+		return nil, fmt.Errorf("read contacts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ct ledger.Contact, err error) {
+		err = r.Scan(&ct.Booking, &ct.Name, &ct.Email, &ct.TimeZone)
+		return ct, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read contacts: %w", err)
+	}
+	return out, nil
+}
+
+// BookingsMatching returns the bookings whose invitee's name or email address matches the ILIKE
+// pattern, for the read model's search. It scans the contacts (there is no trigram index): an
+// operator's search, not an API for machines.
+func (c *Contacts) BookingsMatching(ctx context.Context, pattern string) ([]string, error) {
+	rows, err := c.pool.Query(ctx, `SELECT booking FROM contacts WHERE email ILIKE $1 OR name ILIKE $1`, pattern)
+	if err != nil {
+		return nil, fmt.Errorf("search contacts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("search contacts: %w", err)
+	}
+	return out, nil
+}

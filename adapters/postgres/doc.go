@@ -13,7 +13,9 @@
 // and nowhere else (make lint checks Go strings against the table owners of scripts/ownercheck).
 // Others reach them through its methods: the deferred receipts of adapters/jobs (InsertDeferred,
 // Receipt), the receipts' and contacts' parts of an erasure and of retention (erase.go), called by
-// adapters/privacy in its transaction.
+// adapters/privacy in its transaction, the quarantined receipts adapters/postgres/readmodel opens
+// items for and a provider's last webhook delivery (receiptreads.go), and the read model's invitees
+// and contact search (Contacts).
 //
 // It implements domain/eventlog.Store, eventlog.Subscriber and domain/ledger.Store (sealing bodies
 // through ledger.BodySealer), and translates pgx/PostgreSQL errors into the eventlog sentinels at its
