@@ -10,7 +10,7 @@
 // transaction.
 //
 // It reads events only through the eventlog.Store port (PostgreSQL or EventStoreDB), never by joining
-// event tables in SQL; receipts come from PostgreSQL's receipts table. It imports domain/...,
-// projections, projections/steps, adapters/postgres and adapters/postgres/checkpoint; it must not import HTTP, provider or
-// other store packages.
+// event tables in SQL; receipts and contacts come from adapters/postgres, their owner (ReceiptSource,
+// postgres.Contacts). It imports domain/..., projections/..., adapters/postgres and
+// adapters/postgres/checkpoint; it must not import HTTP, provider or other store packages.
 package readmodel

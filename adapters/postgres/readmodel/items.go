@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections/calendar"
 )
@@ -83,51 +82,64 @@ func itemArgs(items []calendar.DesiredItem) []any {
 	return []any{kinds, subjects, bs, others, events, receipts, reasons}
 }
 
-// unitemizedQuarantineSQL selects the quarantined receipts that never had an item.
-const unitemizedQuarantineSQL = `
-FROM receipts r WHERE r.outcome = 'quarantined'
-  AND NOT EXISTS (SELECT 1 FROM reconciliation_items i WHERE i.kind = 'quarantined' AND i.receipt_id = r.id)`
+// itemizedReceiptsSQL lists the receipts that have a quarantine item, open or closed (the receipts
+// themselves are adapters/postgres's: ReceiptSource).
+const itemizedReceiptsSQL = `SELECT receipt_id FROM reconciliation_items WHERE kind = 'quarantined' AND receipt_id IS NOT NULL`
 
 // OpenItemCounts returns how many reconciliation items OpenItems would list, by kind; every kind is
 // present. Unlike OpenItems it writes nothing (it runs at every metrics scrape of every instance): a
-// quarantined receipt that has no item yet counts as the open item it will get.
+// quarantined receipt that has no item yet counts as the open item it will get. It reads one snapshot,
+// so that a receipt given its item meanwhile is not counted twice.
 func (m *ReadModel) OpenItemCounts(ctx context.Context) (map[calendar.ItemKind]int64, error) {
 	out := map[calendar.ItemKind]int64{calendar.ItemConflict: 0, calendar.ItemQuarantined: 0, calendar.ItemLateEvent: 0, calendar.ItemStep: 0, calendar.ItemSync: 0}
-	counts, err := queryRows(ctx, m.pool, pgx.RowToStructByPos[struct {
-		Kind calendar.ItemKind
-		N    int64
-	}], `SELECT kind, count(*) FROM reconciliation_items WHERE closed_at IS NULL GROUP BY kind
-UNION ALL
-SELECT 'quarantined', count(*)`+unitemizedQuarantineSQL)
+	err := pgx.BeginTxFunc(ctx, m.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		counts, err := queryRows(ctx, tx, pgx.RowToStructByPos[struct {
+			Kind calendar.ItemKind
+			N    int64
+		}], `SELECT kind, count(*) FROM reconciliation_items WHERE closed_at IS NULL GROUP BY kind`)
+		if err != nil {
+			return err
+		}
+		for _, c := range counts {
+			out[c.Kind] += c.N
+		}
+		itemized, err := queryRows(ctx, tx, pgx.RowTo[int64], itemizedReceiptsSQL)
+		if err != nil {
+			return err
+		}
+		n, err := m.opts.Receipts.CountQuarantinedExcept(ctx, tx, itemized)
+		out[calendar.ItemQuarantined] += n
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("count open reconciliation items: %w", err)
-	}
-	for _, c := range counts {
-		out[c.Kind] += c.N
 	}
 	return out, nil
 }
 
 // syncQuarantine opens an item for every quarantined receipt that never had one. Receipts are not
 // events, so this runs when the runner is caught up and before the queue is listed; it is idempotent.
-func syncQuarantine(ctx context.Context, q querier) error {
-	items, err := queryRows(ctx, q, func(r pgx.CollectableRow) (calendar.DesiredItem, error) {
-		var (
-			id                         int64
-			provider, delivery, reason string
-			bk                         booking.ID
-		)
-		err := r.Scan(&id, &provider, &delivery, &reason, &bk)
-		return calendar.QuarantineItem(id, provider, delivery, reason, bk), err
-	}, `SELECT r.id, r.provider, r.delivery_id, r.reason, coalesce(r.bookings[1], '')`+unitemizedQuarantineSQL+` ORDER BY r.id`)
+func (m *ReadModel) syncQuarantine(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		itemized, err := queryRows(ctx, tx, pgx.RowTo[int64], itemizedReceiptsSQL)
+		if err != nil {
+			return err
+		}
+		rs, err := m.opts.Receipts.QuarantinedReceipts(ctx, tx, itemized)
+		if err != nil || len(rs) == 0 {
+			return err
+		}
+		items := make([]calendar.DesiredItem, len(rs))
+		for i, r := range rs {
+			items[i] = calendar.QuarantineItem(r.ID, r.Provider, r.DeliveryID, r.Reason, r.Booking)
+		}
+		if _, err := tx.Exec(ctx, insertItemsSQL, itemArgs(items)...); err != nil {
+			return fmt.Errorf("open %d reconciliation items: %w", len(items), err)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("quarantined receipts: %w", err)
-	}
-	if len(items) == 0 {
-		return nil
-	}
-	if _, err := q.Exec(ctx, insertItemsSQL, itemArgs(items)...); err != nil {
-		return fmt.Errorf("open %d reconciliation items: %w", len(items), err)
 	}
 	return nil
 }

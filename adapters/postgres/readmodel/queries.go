@@ -90,7 +90,7 @@ func (m *ReadModel) Calendar(ctx context.Context, q calendar.CalendarQuery) (cal
 // OpenItems returns the open reconciliation items, oldest first. It first opens items for quarantined
 // receipts that have none, so the queue is complete even when no event has arrived since.
 func (m *ReadModel) OpenItems(ctx context.Context) ([]calendar.Item, error) {
-	if err := syncQuarantine(ctx, m.pool); err != nil {
+	if err := m.syncQuarantine(ctx); err != nil {
 		return nil, err
 	}
 	items, err := queryItems(ctx, m.pool, `SELECT `+itemColumns+` FROM reconciliation_items WHERE closed_at IS NULL ORDER BY opened_at, id`)

@@ -24,12 +24,17 @@ var _ projections.Projection = (*ReadModel)(nil)
 // ProjectionName is the calendar projection's checkpoint and lock name.
 const ProjectionName = "calendar"
 
-// ReceiptSource reads receipts: those naming a booking, and those operators look for.
+// ReceiptSource reads receipts: those naming a booking, those operators look for, and the quarantined
+// ones without a reconciliation item.
 // *postgres.Store implements it; receipts live in PostgreSQL whichever store holds the events.
 type ReceiptSource interface {
 	ReceiptsForBooking(ctx context.Context, bookingID string) ([]postgres.StoredReceipt, error)
 	ListReceipts(ctx context.Context, f postgres.ReceiptFilter) ([]postgres.StoredReceipt, error)
 	ReceiptAndRelated(ctx context.Context, id int64) (postgres.StoredReceipt, []postgres.StoredReceipt, bool, error)
+	// QuarantinedReceipts and CountQuarantinedExcept read, in tx, the quarantined receipts whose ids
+	// are not in except (those that have their reconciliation item already).
+	QuarantinedReceipts(ctx context.Context, tx pgx.Tx, except []int64) ([]postgres.QuarantinedReceipt, error)
+	CountQuarantinedExcept(ctx context.Context, tx pgx.Tx, except []int64) (int64, error)
 }
 
 // Options tune a read model; zero values take the defaults.
@@ -56,8 +61,10 @@ type Options struct {
 type ReadModel struct {
 	pool   *pgxpool.Pool
 	events eventlog.Store
-	codec  ledger.Codec
-	opts   Options
+	// contacts reads the invitees (adapters/postgres owns the contacts table).
+	contacts *postgres.Contacts
+	codec    ledger.Codec
+	opts     Options
 
 	mu    sync.Mutex // guards the apply state below
 	pos   eventlog.Position
@@ -87,7 +94,7 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 	if opts.RebuildChunk <= 0 {
 		opts.RebuildChunk = 20_000
 	}
-	return &ReadModel{pool: pool, events: events, codec: codec, opts: opts,
+	return &ReadModel{pool: pool, events: events, contacts: postgres.NewContacts(pool), codec: codec, opts: opts,
 		cache: newStreamCache(cacheEvents), resourceIDs: map[string]int32{}}
 }
 
@@ -143,7 +150,7 @@ func (m *ReadModel) reset(ctx context.Context) error {
 
 // CaughtUp implements projections.Projection: it opens items for quarantined receipts.
 func (m *ReadModel) CaughtUp(ctx context.Context) error {
-	return syncQuarantine(ctx, m.pool)
+	return m.syncQuarantine(ctx)
 }
 
 // Apply implements projections.Projection: the read-model changes of events and the checkpoint of the
