@@ -12,7 +12,11 @@
 // exports its state as gauges; its alerts go out through adapters/alerts. It owns the provider_*
 // tables.
 //
-// It imports the domain (ledger), projections (the reconciliation item types), adapters/providers
-// (the types the provider packages fill), adapters/alerts, pgx, River and the Prometheus client. It must not import a provider package, the HTTP server or the event-store adapters: sources
-// and the ledger are handed in as the interfaces declared here.
+// It imports the domain (ledger), projections/calendar (the reconciliation item types),
+// adapters/providers (the types the provider packages fill), adapters/alerts, pgx, River and the
+// Prometheus client, and the owners of the tables it reads or writes besides its own:
+// adapters/postgres (a provider's last webhook delivery among the receipts) and
+// adapters/postgres/readmodel (its reconciliation items). It must not import a provider package or
+// the HTTP server, nor record through the event store directly: sources and the ledger are handed in
+// as the interfaces declared here.
 package providersync

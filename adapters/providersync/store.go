@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/providers"
 	"bookingledger/projections/calendar"
 )
@@ -37,11 +39,20 @@ type State struct {
 }
 
 // Store holds the provider sync's tables: provider_sync_state, provider_subscriptions,
-// provider_secrets and provider_alerts, and opens and closes the sync's reconciliation items.
-type Store struct{ pool *pgxpool.Pool }
+// provider_secrets and provider_alerts, and opens and closes the sync's reconciliation items. What
+// it reads or writes of other owners' tables goes through them: the receipts (a provider's last
+// webhook delivery) through adapters/postgres, the reconciliation items through
+// adapters/postgres/readmodel.
+type Store struct {
+	pool     *pgxpool.Pool
+	receipts *postgres.Store
+	items    *readmodel.Items
+}
 
 // NewStore returns the store over pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, receipts: postgres.NewStore(pool), items: readmodel.NewItems(pool)}
+}
 
 const stateColumns = `provider, webhook_url, cursor, last_run_at, last_ok_at, last_error, last_from, last_to,
 last_fetched, last_recorded, last_already, missed_total, subscriptions_checked_at, subscriptions_error,
@@ -166,26 +177,15 @@ func (s *Store) Subscriptions(ctx context.Context, provider string) ([]providers
 	})
 }
 
-// lastDeliveryWindow bounds the scan for a provider's last webhook delivery: the newest receipts only,
-// by the primary key, so that a provider that never delivers costs a bounded read.
-const lastDeliveryWindow = 200_000
-
-// lastDeliverySQL finds provider's newest verified webhook delivery among the newest receipts.
-const lastDeliverySQL = `SELECT received_at FROM receipts
-  WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - $2
-    AND provider = $1 AND outcome <> 'rejected' AND delivery_id NOT LIKE 'sync:%'
-  ORDER BY id DESC LIMIT 1`
-
 // LastDelivery returns when provider's newest verified webhook delivery arrived: read among the
 // newest receipts, else as the watch recorded it; nil when none is known.
 func (s *Store) LastDelivery(ctx context.Context, provider string) (*time.Time, error) {
-	var at time.Time
-	err := s.pool.QueryRow(ctx, lastDeliverySQL, provider, lastDeliveryWindow).Scan(&at)
-	switch {
-	case err == nil:
+	at, ok, err := s.receipts.LastWebhookDelivery(ctx, provider)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
 		return &at, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return nil, fmt.Errorf("last delivery of %s: %w", provider, err)
 	}
 	st, err := s.State(ctx, provider)
 	return st.LastDeliver, err
@@ -194,10 +194,13 @@ func (s *Store) LastDelivery(ctx context.Context, provider string) (*time.Time, 
 // refreshLastDelivery records when provider's newest verified webhook delivery (not a sync's receipt)
 // arrived, when one is among the newest receipts; an older one stays as recorded.
 func (s *Store) refreshLastDelivery(ctx context.Context, provider string) error {
-	_, err := s.pool.Exec(ctx, `WITH newest AS (`+lastDeliverySQL+`)
-INSERT INTO provider_sync_state (provider, last_delivery_at) SELECT $1, received_at FROM newest
+	at, ok, err := s.receipts.LastWebhookDelivery(ctx, provider)
+	if err != nil || !ok {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO provider_sync_state (provider, last_delivery_at) VALUES ($1, $2)
 ON CONFLICT (provider) DO UPDATE SET last_delivery_at = greatest(provider_sync_state.last_delivery_at, excluded.last_delivery_at)`,
-		provider, lastDeliveryWindow)
+		provider, at)
 	if err != nil {
 		return fmt.Errorf("last delivery of %s: %w", provider, err)
 	}
@@ -210,9 +213,7 @@ func itemSubject(provider, what string) string { return provider + " " + what }
 // openItemNew opens the provider's item of what (sync or subscription) with reason, or updates the
 // reason of the one open; opened reports whether the item is new (an alert is raised once per item).
 func (s *Store) openItemNew(ctx context.Context, provider, what, reason string) (opened bool, err error) {
-	err = s.pool.QueryRow(ctx, `INSERT INTO reconciliation_items (kind, subject, reason) VALUES ($1, $2, $3)
-ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO UPDATE SET reason = excluded.reason
-RETURNING xmax = 0`, string(calendar.ItemSync), itemSubject(provider, what), clip(reason)).Scan(&opened)
+	opened, err = s.items.Raise(ctx, calendar.ItemSync, itemSubject(provider, what), clip(reason))
 	if err != nil {
 		return false, fmt.Errorf("open %s item of %s: %w", what, provider, err)
 	}
@@ -221,10 +222,7 @@ RETURNING xmax = 0`, string(calendar.ItemSync), itemSubject(provider, what), cli
 
 // closeItem closes the provider's open item of what, automatically, with note.
 func (s *Store) closeItem(ctx context.Context, provider, what, note string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE reconciliation_items SET closed_at = now(), closed_by = $3, note = $4
-WHERE kind = $1 AND subject = $2 AND closed_at IS NULL`,
-		string(calendar.ItemSync), itemSubject(provider, what), calendar.ClosedByAuto, clip(note))
-	if err != nil {
+	if err := s.items.CloseAuto(ctx, calendar.ItemSync, itemSubject(provider, what), clip(note)); err != nil {
 		return fmt.Errorf("close %s item of %s: %w", what, provider, err)
 	}
 	return nil

@@ -5,7 +5,8 @@
 // calendar.Recompute and writes what it returns, per batch for the connected set a batch touches
 // and for the whole calendar in a rebuild; no calendar rule lives here. It is the one package that
 // names the calendar's tables: others read them through it (StepReader: what the process steps read
-// of the calendar, behind the interfaces adapters/process declares).
+// of the calendar, behind the interfaces adapters/process declares; Items: the reconciliation items
+// adapters/providersync raises).
 // EraseCancelReasons is calendar_bookings' part of an erasure, which adapters/privacy calls in its
 // transaction.
 //
