@@ -35,8 +35,10 @@ func (w *workerWorld) openItems(t *testing.T, b string) []string {
 // Xandikos: 404): nothing was written, so the outcome is known and retrying cannot help. The step
 // fails at once, and the reconciliation item names the collection's exact URL and the way out.
 func TestWorkerReportsAMissingCollectionOnceWithItsURL(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{http.StatusConflict, http.StatusNotFound} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
 			var puts int
 			w := newWorkerWorld(t, func(r *http.Request) int {
 				switch r.Method {
@@ -67,6 +69,7 @@ func TestWorkerReportsAMissingCollectionOnceWithItsURL(t *testing.T) {
 // A refused connection proves the request never left: the step is pending (retried), not requested
 // (unknown), and nothing goes to an operator until the attempts run out; then it fails with an item.
 func TestWorkerTakesARefusedConnectionForNothingDone(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, nil, nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -95,6 +98,7 @@ func TestWorkerTakesARefusedConnectionForNothingDone(t *testing.T) {
 
 // A step that succeeds after failed attempts does not keep their error as its last error.
 func TestWorkerDoneClearsTheLastError(t *testing.T) {
+	t.Parallel()
 	var puts int
 	w := newWorkerWorld(t, func(r *http.Request) int {
 		if r.Method == http.MethodPut {

@@ -36,6 +36,7 @@ func microsoftWorld(t *testing.T, timeout time.Duration) (*workerWorld, *msgraph
 // event; a POST whose answer was lost is unknown, and the next attempt's lookup finds the event
 // instead of posting again; the delete is done, and a second delete finds nothing and is done too.
 func TestWorkerMicrosoftCreatesOnceAndSettlesALostCreateByLookup(t *testing.T) {
+	t.Parallel()
 	w, s := microsoftWorld(t, 300*time.Millisecond)
 	start := time.Date(2031, 6, 3, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}

@@ -39,6 +39,7 @@ import (
 // booking = ANY($1) ... FOR UPDATE) planned, custom and kept, as a Seq Scan of the empty process_steps
 // of a fresh database, and the connection kept it while the table grew.
 func TestPlanningReadsStayIndexed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	w.play(t)
@@ -222,6 +223,7 @@ var planned = plantest.Rule{Watched: []string{"calendar_bookings", "calendar_slo
 // delivery its own batch) is one thread named after its first booking, whose steps are p7's and whose
 // superseded ones are skipped.
 func TestPlanBookingsFollowsSlotsAndChains(t *testing.T) {
+	t.Parallel()
 	w := newPlanWorld(t)
 	w.play(t)
 	r, err := w.pool.Query(context.Background(), `SELECT thread || ' ' || booking || ' ' || kind || ' ' || state || ' ' || answers FROM process_steps ORDER BY id`)
@@ -248,6 +250,7 @@ func TestPlanBookingsFollowsSlotsAndChains(t *testing.T) {
 // TestPlanningOneTargetPlansItsSteps: with email configured and no calendar, the projection plans the
 // email steps (and no calendar step).
 func TestPlanningOneTargetPlansItsSteps(t *testing.T) {
+	t.Parallel()
 	w := newPlanWorldFor(t, Targets{Email: true})
 	w.play(t)
 	var kinds []string
@@ -258,6 +261,7 @@ func TestPlanningOneTargetPlansItsSteps(t *testing.T) {
 // TestInsertJobsQueuesEveryStep: a plan of more steps than one insert takes (a rebuild's) gets a job
 // for each, on the steps queue, with the step's attempts.
 func TestInsertJobsQueuesEveryStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
@@ -286,6 +290,7 @@ func pgxscan(pool *pgxpool.Pool, out *[]string, sql string) error {
 // TestPlanBookingsReturnsRevivedSteps: a skipped step that never ran and is wanted again is pending
 // and among the ids that get a job (nothing else would run it), and planning again returns nothing.
 func TestPlanBookingsReturnsRevivedSteps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	w.play(t)
@@ -314,6 +319,7 @@ func TestPlanBookingsReturnsRevivedSteps(t *testing.T) {
 // second of four) and the calendar cancels the later ones; their pending steps are skipped too,
 // though no event of theirs arrived. The first occurrence, before the cancel, keeps its steps.
 func TestPlanBookingsFollowsSeries(t *testing.T) {
+	t.Parallel()
 	w := newPlanWorld(t)
 	host := "calcom-user-1842"
 	week := 7 * 24 * time.Hour

@@ -93,6 +93,7 @@ func htmlPart(t *testing.T, m smtpsink.Message) string {
 // both parts of the message; an invitee without a zone reads in the resource's (host-1: Europe/Berlin
 // here), and one on a resource without a zone in UTC, as before.
 func TestEmailIsInTheInviteesTimeZone(t *testing.T) {
+	t.Parallel()
 	w := newRenderWorld(t, nil, map[string]string{"host-1": "Europe/Berlin"})
 	slot := [2]time.Time{time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC), time.Date(2030, 1, 7, 9, 30, 0, 0, time.UTC)}
 
@@ -115,6 +116,7 @@ func TestEmailIsInTheInviteesTimeZone(t *testing.T) {
 // The worker writes with the templates it is given: an operator's subject, HTML part and calendar
 // summary and description replace the defaults; what was not overridden stays the default.
 func TestWorkerUsesOverrideTemplates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for name, text := range map[string]string{
 		"confirmation.subject.txt": `Your visit on {{.Start.Format "Mon 2 Jan 15:04"}} ({{.Zone}})`,

@@ -16,6 +16,7 @@ import (
 // take (an unknown seat) plans none; the last attendee leaving plans theirs too (the claim decides
 // whether the booking's own cancellation tells them instead); replaying the log plans nothing new.
 func TestPlanSeatCancellationsOnePerLeavingSeat(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	host := "https://api.calendly.com/users/HOST-S"

@@ -20,6 +20,7 @@ import (
 // item; a closed item, an item that is not a step's and a step no longer needing reconciliation are
 // refused and change nothing.
 func TestResolveAppliesTheOperatorsAction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
@@ -68,6 +69,7 @@ FROM process_steps s WHERE id = $1`, st.ID).Scan(&state, &finished, &jobs))
 // leaves it alone (a second job would be a second caller of the target). A job running since before
 // the grace is a stopped worker's, and the sweep queues the step again.
 func TestSweepLeavesAStepWhoseJobJustStarted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
@@ -124,6 +126,7 @@ func stepIDs(steps []Step) []int64 {
 // booking's name after a reschedule, and that booking may have no step of its own (it was moved
 // before any was planned). Other threads' steps are not shown.
 func TestForBookingFindsTheBookingsThreads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	store := NewStore(w.pool, nil)
@@ -146,6 +149,7 @@ func TestForBookingFindsTheBookingsThreads(t *testing.T) {
 // TestListShowsTheNewestStepsInAState: List returns the steps in the state asked for (every state
 // when none), newest first, at most MaxList of them; a state that does not exist is refused.
 func TestListShowsTheNewestStepsInAState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	store := NewStore(w.pool, nil)
@@ -184,6 +188,7 @@ FROM generate_series(1, $1::int) i`, MaxList)
 
 // TestCountsCountsStepsByKindAndState: the metrics' counts are every step's, by kind and state.
 func TestCountsCountsStepsByKindAndState(t *testing.T) {
+	t.Parallel()
 	w := newPlanWorld(t)
 	for i, s := range []struct {
 		kind  Kind
@@ -206,6 +211,7 @@ func TestCountsCountsStepsByKindAndState(t *testing.T) {
 // ended longer ago is queued again, and only once however often the sweep runs. Steps in other
 // states are not the sweep's, whatever their lease says.
 func TestSweepWaitsOutTheGrace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
@@ -246,6 +252,7 @@ func pgxscanInts(pool *pgxpool.Pool, out *[]int64, sql string, args ...any) erro
 // that job's to probe; another job would be a second caller. A step whose job is finished
 // (completed, discarded, cancelled) is queued again.
 func TestSweepLeavesAStepWhoseJobWaits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
@@ -278,6 +285,7 @@ func TestSweepLeavesAStepWhoseJobWaits(t *testing.T) {
 // leaves the item open and the step as it was. An accepted one records the operator's note on the
 // step and who resolved the item.
 func TestResolveRefusesAnIncompleteResolution(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	id := insertStep(t, w, "calendly-refused", "calendly-refused", EmailConfirmation, StateNeedsReconciliation)
