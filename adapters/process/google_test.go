@@ -14,6 +14,7 @@ import (
 	"bookingledger/adapters/gcal/gcalfake"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 )
 
@@ -26,7 +27,7 @@ func googleWorld(t *testing.T, timeout time.Duration) (*workerWorld, *gcalfake.S
 	tg, err := gcal.New(gcal.Config{Endpoint: s.Endpoint(), AllowPrivate: true, Timeout: timeout,
 		Calendars: func(r string) (gcal.Calendar, bool) { return gcal.Calendar{ID: "primary"}, r == "host-1" }})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: tg, CallTimeout: timeout})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: tg, CallTimeout: timeout})
 	require.NoError(t, err)
 	return w, s
 }

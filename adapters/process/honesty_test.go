@@ -13,6 +13,7 @@ import (
 	"bookingledger/adapters/caldav"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 )
 
@@ -77,7 +78,7 @@ func TestWorkerTakesARefusedConnectionForNothingDone(t *testing.T) {
 	require.NoError(t, l.Close())
 	target, err := caldav.New(caldav.Config{URLTemplate: "http://" + addr + "/dav/{resource}/", AllowPrivate: true})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: target, CallTimeout: 2 * time.Second})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: target, CallTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	start := time.Date(2031, 4, 2, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}

@@ -13,6 +13,7 @@ import (
 	"bookingledger/adapters/msgraph/msgraphfake"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 )
 
@@ -27,7 +28,7 @@ func microsoftWorld(t *testing.T, timeout time.Duration) (*workerWorld, *msgraph
 			return msgraph.Mailbox{User: "host@clinic.example"}, r == "host-1"
 		}})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: tg, CallTimeout: timeout})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: tg, CallTimeout: timeout})
 	require.NoError(t, err)
 	return w, s
 }

@@ -24,6 +24,7 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 	"bookingledger/adapters/process/render"
 )
@@ -44,7 +45,7 @@ func newRenderWorld(t *testing.T, templates *render.Set, zones map[string]string
 	require.NoError(t, err)
 	mailer, err := email.New(email.Config{Addr: w.smtp.Addr(), From: "bookings@test.localhost", AllowPrivate: true})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, Calendar: w.target, CallTimeout: 5 * time.Second,
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, Calendar: w.target, CallTimeout: 5 * time.Second,
 		Templates: templates, ResourceZone: func(r string) string { return zones[r] }})
 	require.NoError(t, err)
 	return w

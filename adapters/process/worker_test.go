@@ -24,6 +24,7 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 )
 
@@ -55,7 +56,7 @@ func newWorkerWorld(t *testing.T, fault func(*http.Request) int, hold func(ctx c
 	t.Cleanup(func() { _ = w.sink.Close() })
 	w.target, err = caldav.New(caldav.Config{URLTemplate: w.sink.URL() + "/dav/{resource}/bookings/", AllowPrivate: true})
 	require.NoError(t, err)
-	cfg := process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: w.target, CallTimeout: 5 * time.Second}
+	cfg := process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: w.target, CallTimeout: 5 * time.Second}
 	if hold != nil {
 		cfg.HoldAfterCall = func(ctx context.Context, s process.Step) { hold(ctx, w, s) }
 	}
@@ -75,7 +76,7 @@ func newMailWorld(t *testing.T, fault func(smtpsink.Message) smtpsink.Fault) *wo
 	t.Cleanup(func() { _ = w.smtp.Close() })
 	mailer, err := email.New(email.Config{Addr: w.smtp.Addr(), From: "bookings@test.localhost", AllowPrivate: true})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, CallTimeout: 5 * time.Second})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, CallTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	return w
 }
@@ -226,7 +227,7 @@ func TestWorkerGivesUpOnTheLastAttempt(t *testing.T) {
 // NextRetry doubles the delay from RetryBase at each attempt, up to RetryMax.
 func TestWorkerRetryDelaysDoubleUpToTheMax(t *testing.T) {
 	t.Parallel()
-	w, err := process.NewWorker(process.WorkerConfig{Pool: &pgxpool.Pool{}, Slots: readmodel.NewStepReader(nil), Contacts: postgres.NewContacts(nil), RetryBase: time.Second, RetryMax: 5 * time.Minute})
+	w, err := process.NewWorker(process.WorkerConfig{Pool: &pgxpool.Pool{}, Steps: stepstore.NewStore(nil, nil), Slots: readmodel.NewStepReader(nil), Contacts: postgres.NewContacts(nil), RetryBase: time.Second, RetryMax: 5 * time.Minute})
 	require.NoError(t, err)
 	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 9: 256 * time.Second,
 		10: 5 * time.Minute, 25: 5 * time.Minute} {
@@ -375,9 +376,9 @@ func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 	// would find it: requested, its lease ended.
 	_, err = jobs.Migrate(ctx, w.pool, nil)
 	require.NoError(t, err)
-	client, err := process.InsertOnlyClient(w.pool)
+	client, err := stepstore.InsertOnlyClient(w.pool)
 	require.NoError(t, err)
-	swept, err := process.Sweep(ctx, w.pool, client, 0, process.DefaultMaxAttempts)
+	swept, err := stepstore.Sweep(ctx, w.pool, client, 0, process.DefaultMaxAttempts)
 	require.NoError(t, err)
 	assert.Equal(t, 1, swept)
 
