@@ -26,7 +26,7 @@ import (
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 )
 
 // newRenderWorld is newMailWorld with a CalDAV server too, the worker configured with templates

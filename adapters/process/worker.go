@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections/steps"
 )

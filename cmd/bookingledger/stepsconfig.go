@@ -21,7 +21,7 @@ import (
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 )
 
 // Environment variables of the process steps' targets (docs/api.md, "Process steps"). Targets are
