@@ -15,6 +15,7 @@ import (
 // Backlog counts, by queue, the jobs still to finish: waiting, scheduled, retrying or running; a
 // queue asked for without jobs is 0.
 func TestBacklogCountsTheJobsNotFinished(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	states := []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
 		rivertype.JobStateRunning, rivertype.JobStateScheduled, rivertype.JobStateCompleted, rivertype.JobStateCancelled,

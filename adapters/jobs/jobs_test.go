@@ -192,6 +192,7 @@ func (e *env) count(t *testing.T, sql string, args ...any) int {
 }
 
 func TestDeferStoresTheReceiptAndTheJobTogether(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	r, v := deferred("rescheduled")
 	res, err := e.queue.Defer(context.Background(), r, v)
@@ -211,6 +212,7 @@ func TestDeferStoresTheReceiptAndTheJobTogether(t *testing.T) {
 }
 
 func TestDeferIsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	// River's schema is missing, so the job insert fails after the receipt insert: neither may stay.
 	e := newEnvOn(t, pgtest.NewDatabase(t), 3)
 	r, v := deferred("rescheduled")
@@ -221,6 +223,7 @@ func TestDeferIsAllOrNothing(t *testing.T) {
 }
 
 func TestDeferRefusesAProviderThatCannotRefetch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	r, v := deferred("rescheduled")
 	r.Provider = "calendly"
@@ -230,6 +233,7 @@ func TestDeferRefusesAProviderThatCannotRefetch(t *testing.T) {
 }
 
 func TestFetchFailuresThenRetryAppendsTheEvents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	e.api.FailAll(http.StatusServiceUnavailable)
 	r, v := deferred("rescheduled")
@@ -284,6 +288,7 @@ func TestFetchFailuresThenRetryAppendsTheEvents(t *testing.T) {
 }
 
 func TestFinalFailureIsQuarantined(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	e.api.FailAll(http.StatusServiceUnavailable)
 	r, v := deferred("rescheduled")
@@ -304,6 +309,7 @@ func TestFinalFailureIsQuarantined(t *testing.T) {
 }
 
 func TestUnmappableBodyIsQuarantinedWithoutRetry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	r, v := deferred("rescheduled")
 	r.Body = []byte("action=rescheduled") // no id: can never map
@@ -323,6 +329,7 @@ func TestUnmappableBodyIsQuarantinedWithoutRetry(t *testing.T) {
 // rescheduled) make one job: later copies are duplicates of the deferral, and the one fetch finishes
 // all of them.
 func TestCopiesOfADeferredDeliveryShareOneJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	const copies = 4
 	var ids []int64
@@ -370,6 +377,7 @@ func TestCopiesOfADeferredDeliveryShareOneJob(t *testing.T) {
 // A copy that arrives while the subject's job runs may announce a change that job fetched too early
 // to see: it gets a job of its own.
 func TestACopyDuringARunningFetchGetsItsOwnJob(t *testing.T) {
+	t.Parallel()
 	hang := make(chan struct{})
 	pool, q := startHangingJob(t, hang)
 	defer func() { close(hang); _ = q.Stop(context.Background()) }()
@@ -383,6 +391,7 @@ func TestACopyDuringARunningFetchGetsItsOwnJob(t *testing.T) {
 }
 
 func TestStopCancelsAHangingAttemptWhichIsRetriedLater(t *testing.T) {
+	t.Parallel()
 	hang := make(chan struct{})
 	defer close(hang)
 	pool, q := startHangingJob(t, hang)
@@ -441,6 +450,7 @@ func (h hangingRefetcher) Refetch(ctx context.Context, _ []byte, _ int, _ time.T
 }
 
 func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	pending, err := jobs.Pending(ctx, pool)
@@ -489,6 +499,7 @@ func (f *flakyLedger) Record(ctx context.Context, d ledger.Delivery) (ledger.Res
 // The last attempt must end with a receipt: if the store refuses it, the job waits (snoozes, which is
 // not an attempt) instead of being discarded with the delivery finished nowhere.
 func TestFinalAttemptWaitsForTheStoreToRecordItsOutcome(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	_, err := jobs.Migrate(context.Background(), pool, nil)
 	require.NoError(t, err)

@@ -33,6 +33,7 @@ func (w *pingWorker) Work(_ context.Context, job *river.Job[pingArgs]) error {
 }
 
 func TestFurtherKindsRunOnTheirOwnQueue(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	_, err := jobs.Migrate(ctx, pool, nil)
@@ -56,6 +57,7 @@ func TestFurtherKindsRunOnTheirOwnQueue(t *testing.T) {
 }
 
 func TestKindsMustNotShareAQueue(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	reg := func(*river.Workers) error { return nil }
 	_, err := jobs.New(jobs.Config{Pool: pool, Ledger: ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),

@@ -47,6 +47,7 @@ func jobState(t *testing.T, pool *pgxpool.Pool, id int64) (state string, maxAtte
 // available at once (a job on its last attempt gets one more), calls the hooks with them in the same
 // transaction, and forgets the instance. Jobs of a live instance and finished jobs stay as they are.
 func TestLivenessPutsBackTheJobsOfADeadInstanceOnly(t *testing.T) {
+	t.Parallel()
 	pool := livenessDB(t)
 	ctx := t.Context()
 	dead := jobs.NewLiveness(pool, "dead-1", nil)
@@ -127,6 +128,7 @@ AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()
 // TestLivenessConcurrentCheckersPutBackEachJobOnce: many instances noticing the same death at once
 // put back each of its jobs exactly once.
 func TestLivenessConcurrentCheckersPutBackEachJobOnce(t *testing.T) {
+	t.Parallel()
 	pool := livenessDB(t)
 	ctx := t.Context()
 	dead := jobs.NewLiveness(pool, "dead-2", nil)
@@ -174,6 +176,7 @@ AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()
 // the grace ago, that none of its workers runs (its result was lost with the database) is put back;
 // one started within the grace is left to River's completion.
 func TestLivenessPutsBackItsOwnOrphans(t *testing.T) {
+	t.Parallel()
 	pool := livenessDB(t)
 	ctx := t.Context()
 	me := jobs.NewLiveness(pool, "me", nil)
@@ -193,6 +196,7 @@ func TestLivenessPutsBackItsOwnOrphans(t *testing.T) {
 // TestLivenessIsPerDatabase: advisory lock keys are per database, and pg_locks shows the whole
 // cluster's: an instance of another database holding the same key does not keep a dead one alive.
 func TestLivenessIsPerDatabase(t *testing.T) {
+	t.Parallel()
 	other := livenessDB(t)
 	pool := livenessDB(t)
 	ctx := t.Context()

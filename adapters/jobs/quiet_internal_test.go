@@ -10,6 +10,7 @@ import (
 
 // River's routine Info records go to the log as Debug; its warnings stay warnings.
 func TestRiverInfoIsDebug(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(quietInfo{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("component", "river")
 	log.Info("producer: Producer job counts")

@@ -24,6 +24,7 @@ import (
 // appointment unchanged, finishes nothing twice: its receipt is a duplicate that names the deferred
 // receipt, and the stream keeps its events.
 func TestASecondRunOfAFinishedJobAppendsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	r, v := deferred("rescheduled")
 	_, err := e.queue.Defer(context.Background(), r, v)
@@ -54,6 +55,7 @@ func TestASecondRunOfAFinishedJobAppendsNothing(t *testing.T) {
 // Jobs run concurrently for one deferred receipt (two jobs naming it: a rescue while the first still
 // runs) append its events once.
 func TestConcurrentJobsOfOneDeferredReceiptAppendOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	r, v := deferred("rescheduled")
 	_, err := e.queue.Defer(context.Background(), r, v)
@@ -80,6 +82,7 @@ SELECT $1, 'bookingledger.refetch_deferred', 3, 'deferred', 'available' FROM gen
 // A failure to record before the last attempt uses up an attempt like a failed fetch: only the last
 // attempt waits (snoozes) for the store.
 func TestARecordFailureBeforeTheLastAttemptIsRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	q, err := jobs.New(jobs.Config{
 		Pool:         e.pool,
@@ -110,6 +113,7 @@ func TestARecordFailureBeforeTheLastAttemptIsRetried(t *testing.T) {
 // A copy that arrives while the subject's job waits out its backoff after a failed fetch joins that
 // job: its next fetch covers the copy.
 func TestACopyDuringARetryBackoffJoinsTheJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	q, err := jobs.New(jobs.Config{
 		Pool:         e.pool,
@@ -143,6 +147,7 @@ func TestACopyDuringARetryBackoffJoinsTheJob(t *testing.T) {
 // With no MaxAttempts configured a deferred delivery gets DefaultMaxAttempts fetches (River's own
 // default, 25, would spread them over three weeks).
 func TestDeferredJobsGetTheDefaultAttempts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 0)
 	r, v := deferred("rescheduled")
 	_, err := e.queue.Defer(context.Background(), r, v)
@@ -153,6 +158,7 @@ func TestDeferredJobsGetTheDefaultAttempts(t *testing.T) {
 
 // The job fetches with the secret that verified the delivery, not the newest one.
 func TestTheJobFetchesWithTheSecretThatVerified(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	const newer = "0d5e7a9c1b3f5d7e9a1c3b5d7f9e1a3c"
 	q, err := jobs.New(jobs.Config{
@@ -183,12 +189,14 @@ func TestTheJobFetchesWithTheSecretThatVerified(t *testing.T) {
 // A job whose deferred receipt is gone, or is no longer a deferred one of its provider, is cancelled
 // at once: nothing is fetched or recorded, and it is not retried.
 func TestAJobWithoutItsDeferredReceiptIsCancelled(t *testing.T) {
+	t.Parallel()
 	for name, change := range map[string]string{
 		"deleted":          `DELETE FROM receipts`,
 		"not deferred":     `UPDATE receipts SET outcome = 'quarantined'`,
 		"another provider": `UPDATE receipts SET provider = 'calendly'`,
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, 3)
 			r, v := deferred("rescheduled")
 			_, err := e.queue.Defer(context.Background(), r, v)
@@ -218,6 +226,7 @@ func acuityProvider(t *testing.T, e *env, keys ...string) *acuity.Provider {
 // What the refetch says of the delivery (an action the ledger does not map) is kept in the receipt
 // that finishes it, before the deferred receipt it names.
 func TestTheFinishingReceiptKeepsTheRefetchsReason(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	r, v := deferred("order.completed")
 	_, err := e.queue.Defer(context.Background(), r, v)

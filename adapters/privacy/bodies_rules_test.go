@@ -21,6 +21,7 @@ import (
 // whose data key is gone (erased while it was being read) reads as erased; a data key whose wrapped
 // form is cut short does not open. Never a panic, never another body.
 func TestAlteredSealedBodiesDoNotOpen(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	e := newEnv(t, pool, keyA)
 	for _, b := range []booking.ID{"calendly-moved", "calendly-source", "calendly-short", "calendly-flipped", "calendly-keyless", "calendly-badkey"} {
@@ -51,6 +52,7 @@ func TestAlteredSealedBodiesDoNotOpen(t *testing.T) {
 // no printable character; ValidateKeyID, which `keys generate --id` uses, refuses the list's
 // separators.
 func TestMasterKeyListEdges(t *testing.T) {
+	t.Parallel()
 	_, err := privacy.ParseKeyring(" \n\t")
 	require.ErrorIs(t, err, privacy.ErrNoMasterKey)
 	b64 := keyA[len("a:"):]
@@ -75,6 +77,7 @@ func TestMasterKeyListEdges(t *testing.T) {
 // A body stored in plain text by a release before sealing is sealed in place when it comes again; a
 // body that retention shredded stays shredded when it comes again (the tombstone is not replaced).
 func TestABodyThatComesAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	old, e := newEnv(t, pool, ""), newEnv(t, pool, keyA)
@@ -106,6 +109,7 @@ func TestABodyThatComesAgain(t *testing.T) {
 // key would go with the subject's last other body (the body unreadable long before its retention),
 // or the body would look like a tombstone and never be shredded.
 func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	old, e := newEnv(t, pool, ""), newEnv(t, pool, keyA)
@@ -149,6 +153,7 @@ func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
 // has no subject and no key either, like a plain body, and receipt_body_put must not take it for one
 // to seal in place.
 func TestAPlainBodyShreddedByRetentionStaysShreddedWhenItComesAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	old := newEnv(t, pool, "") // the release before sealing

@@ -43,6 +43,7 @@ FROM process_steps WHERE booking = $1 ORDER BY key`, b)
 // the address) and the read model's cancel reason of old events, and no other booking's. An error that
 // quotes the address after the erasure is removed by erasing again, which records that erasure.
 func TestEraseSkipsInviteeStepsAndClearsStepErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	e := newEnv(t, pool, keyA)
@@ -86,6 +87,7 @@ func TestEraseSkipsInviteeStepsAndClearsStepErrors(t *testing.T) {
 // A booking erased before anything of it arrived (or after retention took everything) is erased all
 // the same: the fact is recorded, and what arrives later is kept without its personal data.
 func TestEraseBeforeTheFirstDelivery(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	e := newEnv(t, pool, keyA)
@@ -101,6 +103,7 @@ func TestEraseBeforeTheFirstDelivery(t *testing.T) {
 // By address: every booking whose contact has the address, whatever its case and the spaces around
 // it, in booking order; requests that name nothing, or nobody who asks, are refused.
 func TestEraseByAddressFindsEveryBookingOfIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	e := newEnv(t, pool, keyA)
@@ -123,6 +126,7 @@ func TestEraseByAddressFindsEveryBookingOfIt(t *testing.T) {
 // receipts (before migration 0031), of a receipt naming the booking or of a deferred receipt waiting
 // for it, go with the booking; another booking's stay.
 func TestEraseReachesBodiesStoredBeforeSealing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	old := newEnv(t, pool, "") // the release before sealing
@@ -159,6 +163,7 @@ VALUES ('acuity', now(), 'd2', 'deferred', 'calendly-legacy', '{"name":"Inline D
 // same booking still committing: a receipt-only copy, which holds no stream lock, would otherwise
 // queue behind every delivery of its booking, and in a group behind deliveries of other bookings.
 func TestIngestWaitsForAnErasureOfItsBookingButNotForAnotherIngest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	e := newEnv(t, pool, keyA)

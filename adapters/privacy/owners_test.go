@@ -5,12 +5,12 @@ import (
 
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/privacy"
-	"bookingledger/adapters/process"
 )
 
 // owners are the tables' owners an erasure calls, as serve wires them.
 func owners(pool *pgxpool.Pool) privacy.Owners {
 	store := postgres.NewStore(pool)
-	return privacy.Owners{Receipts: store, Contacts: store, Steps: process.EraseSteps, CalendarRows: readmodel.EraseCancelReasons}
+	return privacy.Owners{Receipts: store, Contacts: store, Steps: stepstore.EraseSteps, CalendarRows: readmodel.EraseCancelReasons}
 }

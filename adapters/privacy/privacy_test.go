@@ -112,6 +112,7 @@ func dump(t *testing.T, pool *pgxpool.Pool) []byte {
 func hexOf(s string) []byte { return []byte(fmt.Sprintf("%x", s)) }
 
 func TestBodiesAreSealedAndOpenForReaders(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	e := newEnv(t, pool, keyA)
 	body := []byte(`{"email":"ada.sealed@example.com","name":"Ada Sealed"}`)
@@ -136,6 +137,7 @@ func TestBodiesAreSealedAndOpenForReaders(t *testing.T) {
 }
 
 func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
+	t.Parallel()
 	_, err := privacy.ParseKeyring("")
 	require.ErrorIs(t, err, privacy.ErrNoMasterKey)
 	// Ids a text column refuses (NUL, not UTF-8) or that are not plain (control characters, spaces):
@@ -163,6 +165,7 @@ func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
 }
 
 func TestRewrapThenRemoveTheOldKey(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	old := newEnv(t, pool, keyA)
 	want := map[booking.ID][]byte{}
@@ -205,6 +208,7 @@ SELECT gen_random_uuid(), subject, kek_id, wrapped FROM subject_keys, generate_s
 }
 
 func TestEraseBookingShredsItsDataOnly(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
@@ -276,6 +280,7 @@ func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 // Erasure and ingest of the same booking, concurrently, many times: whatever the interleaving, once
 // both are done nothing of the person is left, and every delivery was recorded.
 func TestEraseConcurrentWithRedelivery(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
@@ -320,6 +325,7 @@ func TestEraseConcurrentWithRedelivery(t *testing.T) {
 // the retention, and only those: an old key that still seals a younger body stays, and an inline body
 // of a receipt stored before migration 0031 goes when the receipt is old.
 func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
@@ -383,6 +389,7 @@ func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 // data key while retention shreds the subject's old body. The key must outlive the commit of both,
 // whichever order they commit in (retention waits for the ingest's lock on the subject).
 func TestRetentionKeepsAKeyAnIngestInFlightSealsWith(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
@@ -430,6 +437,7 @@ FROM subject_keys k WHERE k.subject = 'calendly-race'`).Scan(&keys, &sealed))
 // whole is the lookup of an address in contacts (no index on lower(email): it would cost every
 // ingest an insert), so contacts is not watched.
 func TestEraseReadsStayIndexed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.NewDatabaseURL(t)
 	cfg, err := pgxpool.ParseConfig(url)

@@ -18,6 +18,7 @@ import (
 // no longer seals anything even while another key of its booking (another process's) still seals a
 // young body. A second run finds nothing and records nothing.
 func TestRetentionShredsEveryOldBodyOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	old := newEnv(t, pool, "") // the release before sealing

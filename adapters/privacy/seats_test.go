@@ -16,6 +16,7 @@ import (
 // A seated booking's attendees each have a contact by seat (seat_contacts): the erasure of the booking
 // removes them all, and the address of any attendee finds the booking.
 func TestEraseRemovesTheSeatContacts(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)

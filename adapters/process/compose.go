@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 )
 
 // emailKind is the render package's name of an email step's kind ("confirmation", …).

@@ -14,6 +14,7 @@ import (
 	"bookingledger/adapters/gcal/gcalfake"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 )
 
@@ -26,7 +27,7 @@ func googleWorld(t *testing.T, timeout time.Duration) (*workerWorld, *gcalfake.S
 	tg, err := gcal.New(gcal.Config{Endpoint: s.Endpoint(), AllowPrivate: true, Timeout: timeout,
 		Calendars: func(r string) (gcal.Calendar, bool) { return gcal.Calendar{ID: "primary"}, r == "host-1" }})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: tg, CallTimeout: timeout})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: tg, CallTimeout: timeout})
 	require.NoError(t, err)
 	return w, s
 }
@@ -34,6 +35,7 @@ func googleWorld(t *testing.T, timeout time.Duration) (*workerWorld, *gcalfake.S
 // A create on Google runs once whatever runs its job: a redelivered job (5 more runs) and 20
 // concurrent copies find the step done or claimed; one event is inserted.
 func TestWorkerGoogleCreatesOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
+	t.Parallel()
 	w, s := googleWorld(t, 5*time.Second)
 	start := time.Date(2031, 6, 1, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}
@@ -54,6 +56,7 @@ func TestWorkerGoogleCreatesOnceUnderRedeliveryAndConcurrentCopies(t *testing.T)
 // An insert that reached Google and whose answer was lost (the call timed out) is unknown; the next
 // attempt looks the id up, finds the event and is done, without a second insert.
 func TestWorkerGoogleSettlesALostInsertByLookup(t *testing.T) {
+	t.Parallel()
 	w, s := googleWorld(t, 300*time.Millisecond)
 	release := make(chan struct{})
 	s.SetAfterWrite(func(*http.Request) { <-release })

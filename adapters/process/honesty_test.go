@@ -13,6 +13,7 @@ import (
 	"bookingledger/adapters/caldav"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 )
 
@@ -35,8 +36,10 @@ func (w *workerWorld) openItems(t *testing.T, b string) []string {
 // Xandikos: 404): nothing was written, so the outcome is known and retrying cannot help. The step
 // fails at once, and the reconciliation item names the collection's exact URL and the way out.
 func TestWorkerReportsAMissingCollectionOnceWithItsURL(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{http.StatusConflict, http.StatusNotFound} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
 			var puts int
 			w := newWorkerWorld(t, func(r *http.Request) int {
 				switch r.Method {
@@ -67,6 +70,7 @@ func TestWorkerReportsAMissingCollectionOnceWithItsURL(t *testing.T) {
 // A refused connection proves the request never left: the step is pending (retried), not requested
 // (unknown), and nothing goes to an operator until the attempts run out; then it fails with an item.
 func TestWorkerTakesARefusedConnectionForNothingDone(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, nil, nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -74,7 +78,7 @@ func TestWorkerTakesARefusedConnectionForNothingDone(t *testing.T) {
 	require.NoError(t, l.Close())
 	target, err := caldav.New(caldav.Config{URLTemplate: "http://" + addr + "/dav/{resource}/", AllowPrivate: true})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: target, CallTimeout: 2 * time.Second})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: target, CallTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	start := time.Date(2031, 4, 2, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}
@@ -95,6 +99,7 @@ func TestWorkerTakesARefusedConnectionForNothingDone(t *testing.T) {
 
 // A step that succeeds after failed attempts does not keep their error as its last error.
 func TestWorkerDoneClearsTheLastError(t *testing.T) {
+	t.Parallel()
 	var puts int
 	w := newWorkerWorld(t, func(r *http.Request) int {
 		if r.Method == http.MethodPut {

@@ -13,6 +13,7 @@ import (
 	"bookingledger/adapters/msgraph/msgraphfake"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 )
 
@@ -27,7 +28,7 @@ func microsoftWorld(t *testing.T, timeout time.Duration) (*workerWorld, *msgraph
 			return msgraph.Mailbox{User: "host@clinic.example"}, r == "host-1"
 		}})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: tg, CallTimeout: timeout})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: tg, CallTimeout: timeout})
 	require.NoError(t, err)
 	return w, s
 }
@@ -36,6 +37,7 @@ func microsoftWorld(t *testing.T, timeout time.Duration) (*workerWorld, *msgraph
 // event; a POST whose answer was lost is unknown, and the next attempt's lookup finds the event
 // instead of posting again; the delete is done, and a second delete finds nothing and is done too.
 func TestWorkerMicrosoftCreatesOnceAndSettlesALostCreateByLookup(t *testing.T) {
+	t.Parallel()
 	w, s := microsoftWorld(t, 300*time.Millisecond)
 	start := time.Date(2031, 6, 3, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}

@@ -24,8 +24,9 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 )
 
 // newRenderWorld is newMailWorld with a CalDAV server too, the worker configured with templates
@@ -44,7 +45,7 @@ func newRenderWorld(t *testing.T, templates *render.Set, zones map[string]string
 	require.NoError(t, err)
 	mailer, err := email.New(email.Config{Addr: w.smtp.Addr(), From: "bookings@test.localhost", AllowPrivate: true})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, Calendar: w.target, CallTimeout: 5 * time.Second,
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, Calendar: w.target, CallTimeout: 5 * time.Second,
 		Templates: templates, ResourceZone: func(r string) string { return zones[r] }})
 	require.NoError(t, err)
 	return w
@@ -93,6 +94,7 @@ func htmlPart(t *testing.T, m smtpsink.Message) string {
 // both parts of the message; an invitee without a zone reads in the resource's (host-1: Europe/Berlin
 // here), and one on a resource without a zone in UTC, as before.
 func TestEmailIsInTheInviteesTimeZone(t *testing.T) {
+	t.Parallel()
 	w := newRenderWorld(t, nil, map[string]string{"host-1": "Europe/Berlin"})
 	slot := [2]time.Time{time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC), time.Date(2030, 1, 7, 9, 30, 0, 0, time.UTC)}
 
@@ -115,6 +117,7 @@ func TestEmailIsInTheInviteesTimeZone(t *testing.T) {
 // The worker writes with the templates it is given: an operator's subject, HTML part and calendar
 // summary and description replace the defaults; what was not overridden stays the default.
 func TestWorkerUsesOverrideTemplates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for name, text := range map[string]string{
 		"confirmation.subject.txt": `Your visit on {{.Start.Format "Mon 2 Jan 15:04"}} ({{.Zone}})`,

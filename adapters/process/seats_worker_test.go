@@ -16,6 +16,7 @@ import (
 // the booking's contact is told by the booking's own cancellation, never twice: their seat's
 // cancellation is skipped, or, when it was sent while the booking was still active, the booking's is.
 func TestWorkerTellsEachLeavingSeatOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newMailWorld(t, nil)
 	start := time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)

@@ -4,6 +4,7 @@ import "testing"
 
 // Step keys are stored and are the targets' idempotency keys: the derivation must never change.
 func TestStepKeyIsPinned(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		thread  string
 		kind    Kind

@@ -18,6 +18,7 @@ import (
 // A request that never left (refused connection, unknown name) proves nothing was done; one that
 // reached a server that never answered may have been acted on.
 func TestTransportErrorTellsNotSentFromUnknown(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	closed := "http://" + l.Addr().String() + "/"

@@ -9,11 +9,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections/steps"
 )
@@ -37,9 +36,53 @@ type SlotReader interface {
 	Slot(ctx context.Context, tx pgx.Tx, booking string) (b steps.Booking, ok bool, err error)
 }
 
+// Steps is the process_steps table's owner (adapters/postgres/stepstore.Steps implements it): the
+// worker's reads and writes of its steps. Those that take tx run in the claim's transaction.
+type Steps interface {
+	// Lock reads step id locked until tx ends, with its predecessor; ok is false when there is none.
+	Lock(ctx context.Context, tx pgx.Tx, id int64) (c Claimed, ok bool, err error)
+	// SeatSteps reads the booking's seat cancellation steps, oldest first, locked until tx ends.
+	SeatSteps(ctx context.Context, tx pgx.Tx, booking string) ([]Step, error)
+	// Request marks step id requested by clientID, leased for lease, one more attempt; keepDataSent
+	// keeps the end of data an earlier claim recorded. It returns the attempts and the lease's end.
+	Request(ctx context.Context, tx pgx.Tx, id int64, lease time.Duration, clientID string, keepDataSent bool) (int, time.Time, error)
+	// Record stores an outcome (in tx; nil: in a transaction of its own), and opens the step's
+	// reconciliation item with it when the outcome is needs_reconciliation or failed.
+	Record(ctx context.Context, tx pgx.Tx, r Record) error
+	// Object returns the href of the thread's calendar object (its done create's), the ETag of the
+	// thread's last write before step id, and how many updates of it were done before step id.
+	Object(ctx context.Context, thread string, id int64) (href, etag string, seq int, err error)
+	// CreateKey returns the key of the thread's create that wrote href (uuid.Nil when none).
+	CreateKey(ctx context.Context, thread, href string) (uuid.UUID, error)
+	// MarkDataSent records the end of a message's data for step id's claim of attempts; false when
+	// the step is no longer that claim's.
+	MarkDataSent(ctx context.Context, id int64, attempts int) (bool, error)
+}
+
+// Claimed is a step locked for a claim, with what the claim decides on.
+type Claimed struct {
+	Step
+	// Pred is the step's predecessor (After), nil when it has none stored.
+	Pred *Step
+	// Claimed: a claim recorded its claimer (claimed_by); DataSent: and the end of its message's data.
+	Claimed, DataSent bool
+}
+
+// Record is an outcome to store for a step.
+type Record struct {
+	Step          Step // its ID, Key and Booking
+	State         State
+	Error, Note   string // "": keep the stored one; a done step's error is cleared
+	Href, ETag    string // "": keep the stored one
+	Finished      bool   // the state is final: finished_at is set
+	OnlyRequested bool   // nothing is written unless the step is still requested
+	Reason        string // the reconciliation item's reason
+}
+
 // WorkerConfig configures the step workers.
 type WorkerConfig struct {
 	Pool     *pgxpool.Pool
+	Steps    Steps         // required
 	Slots    SlotReader    // required
 	Contacts ContactReader // required
 	Calendar Calendar      // nil: not configured
@@ -74,8 +117,8 @@ type Worker struct {
 
 // NewWorker returns the worker.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
-	if cfg.Pool == nil || cfg.Slots == nil || cfg.Contacts == nil {
-		return nil, errors.New("process: worker needs a pool, a slot reader and a contact reader")
+	if cfg.Pool == nil || cfg.Steps == nil || cfg.Slots == nil || cfg.Contacts == nil {
+		return nil, errors.New("process: worker needs a pool, the steps, a slot reader and a contact reader")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -184,24 +227,13 @@ func errText(err error) string {
 // claims it: the claim's round trips are most of a fast step's cost.
 func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, wait time.Duration, err error) {
 	err = pgx.BeginFunc(ctx, w.cfg.Pool, func(tx pgx.Tx) error {
-		var pred struct {
-			kind, state *string
-			key         *uuid.UUID
-		}
-		var status, claimedBy *string
-		var start, end, dataSentAt *time.Time
-		rows, err := tx.Query(ctx, `SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, s.claimed_by, s.data_sent_at
-FROM process_steps s
-LEFT JOIN process_steps p ON p.key = s.after_key
-WHERE s.id = $1 FOR UPDATE OF s`, id)
-		if err != nil {
-			return fmt.Errorf("process: read step: %w", err)
-		}
-		found, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &claimedBy, &dataSentAt)
-		if err != nil || len(found) == 0 {
+		var status *string
+		var start, end *time.Time
+		c, found, err := w.cfg.Steps.Lock(ctx, tx, id)
+		if err != nil || !found {
 			return err
 		}
-		st := found[0]
+		st, pred := c.Step, c.Pred
 		now := time.Now()
 		switch st.State {
 		case StatePending:
@@ -212,9 +244,9 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 			}
 			recovered = true
 			switch {
-			case st.Kind.IsCalendar() || claimedBy == nil:
+			case st.Kind.IsCalendar() || !c.Claimed:
 				// A claim of a release before claimed_by recorded no phase: unknown, as it was.
-			case dataSentAt == nil:
+			case !c.DataSent:
 				// The claim that ended never reached the end of the message's data: nothing can have
 				// been sent, and the step runs as a fresh one (its checks included).
 				recovered = false
@@ -222,9 +254,9 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 		default:
 			return nil
 		}
-		if st.After != uuid.Nil && !recovered && pred.state != nil {
-			predKind, predKey := Kind(*pred.kind), *pred.key
-			switch State(*pred.state) {
+		if st.After != uuid.Nil && !recovered && pred != nil {
+			predKind, predKey := pred.Kind, pred.Key
+			switch pred.State {
 			case StatePending, StateRequested:
 				wait = waitForPredecessor
 				return nil
@@ -233,7 +265,7 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 					note: fmt.Sprintf("follows %s %s, whose outcome is unknown: resolve that one first, then retry this one", predKind, predKey)}, false)
 			case StateFailed, StateSkipped:
 				return w.finish(ctx, tx, st, outcome{state: StateSkipped,
-					note: fmt.Sprintf("follows %s %s, which was %s: there is nothing to %s", predKind, predKey, *pred.state, verb(st.Kind))}, false)
+					note: fmt.Sprintf("follows %s %s, which was %s: there is nothing to %s", predKind, predKey, pred.State, verb(st.Kind))}, false)
 			}
 		}
 		if !recovered {
@@ -245,7 +277,7 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 				status, start, end = &cal.Status, nullTime(cal.Start), nullTime(cal.End)
 			}
 			// A seated booking's attendee is told of a cancellation once (seats.go).
-			if note, err := seatSkip(ctx, tx, w.cfg.Contacts, st, status); err != nil || note != "" {
+			if note, err := w.seatSkip(ctx, tx, st, status); err != nil || note != "" {
 				if err != nil {
 					return err
 				}
@@ -262,10 +294,7 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 		}
 		// A claim that may have been sent keeps its data_sent_at (the call below reads it as unknown);
 		// any other starts without one.
-		err = tx.QueryRow(ctx, `UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
-requested_at = coalesce(requested_at, now()), lease_until = now() + $2::interval, updated_at = now(),
-claimed_by = $3, data_sent_at = CASE WHEN $4 THEN data_sent_at END
-WHERE id = $1 RETURNING attempts, lease_until`, st.ID, w.lease().String(), w.cfg.ClientID, recovered).Scan(&st.Attempts, &st.LeaseUntil)
+		st.Attempts, st.LeaseUntil, err = w.cfg.Steps.Request(ctx, tx, st.ID, w.lease(), w.cfg.ClientID, recovered)
 		if err != nil {
 			return fmt.Errorf("process: mark step requested: %w", err)
 		}
@@ -293,32 +322,15 @@ func verb(k Kind) string {
 	return "follow up"
 }
 
-// execer runs one statement: a transaction, or the pool (the statement is its own transaction).
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// finish records o for st in one statement, opening a reconciliation item when the outcome is unknown
-// or the step failed (a failure is never silent: the item says what is wrong). done clears the last
-// error: the errors of earlier attempts stay in the job's attempt log (river_job.errors).
-// With onlyRequested, nothing is written unless the step is still requested: the claim's own state
-// is the only one a worker's outcome may overwrite (an operator may have resolved it meanwhile).
-func (w *Worker) finish(ctx context.Context, q execer, st Step, o outcome, onlyRequested bool) error {
-	terminal := o.state != StatePending && o.state != StateRequested
-	reason := itemReason(st, o)
-	_, err := q.Exec(ctx, `WITH recorded AS (
-UPDATE process_steps SET state = $2, last_error = CASE WHEN $2 = 'done' THEN '' WHEN $3 = '' THEN last_error ELSE $3 END,
-note = CASE WHEN $4 = '' THEN note ELSE $4 END,
-target_href = CASE WHEN $5 = '' THEN target_href ELSE $5 END, target_etag = CASE WHEN $6 = '' THEN target_etag ELSE $6 END,
-lease_until = CASE WHEN $2 = 'requested' THEN now() ELSE NULL END,
-finished_at = CASE WHEN $7 THEN now() ELSE NULL END, updated_at = now()
-WHERE id = $1 AND (NOT $8 OR state = 'requested')
-RETURNING id)
-INSERT INTO reconciliation_items (kind, subject, booking, reason)
-SELECT 'step', $9, $10, $11 FROM recorded WHERE $2 IN ('needs_reconciliation', 'failed')
-ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`,
-		st.ID, string(o.state), errText(o.err), clip(o.note), o.href, o.etag, terminal, onlyRequested,
-		"step "+st.Key.String(), st.Booking, reason)
+// finish records o for st (in tx; nil: in a transaction of its own), opening a reconciliation item
+// when the outcome is unknown or the step failed (a failure is never silent: the item says what is
+// wrong). done clears the last error: the errors of earlier attempts stay in the job's attempt log
+// (river_job.errors). With onlyRequested, nothing is written unless the step is still requested: the
+// claim's own state is the only one a worker's outcome may overwrite (an operator may have resolved
+// it meanwhile).
+func (w *Worker) finish(ctx context.Context, tx pgx.Tx, st Step, o outcome, onlyRequested bool) error {
+	err := w.cfg.Steps.Record(ctx, tx, Record{Step: st, State: o.state, Error: errText(o.err), Note: clip(o.note), Href: o.href, ETag: o.etag,
+		Finished: o.state != StatePending && o.state != StateRequested, OnlyRequested: onlyRequested, Reason: itemReason(st, o)})
 	if err != nil {
 		return fmt.Errorf("process: record step %d: %w", st.ID, err)
 	}
@@ -327,7 +339,7 @@ ON CONFLICT (kind, subject) WHERE closed_at IS NULL DO NOTHING`,
 
 // record stores a call's outcome: one statement, its own transaction.
 func (w *Worker) record(ctx context.Context, st *Step, o outcome) error {
-	return w.finish(ctx, w.cfg.Pool, *st, o, true)
+	return w.finish(ctx, nil, *st, o, true)
 }
 
 func firstNonEmpty(a, b string) string {
@@ -399,10 +411,7 @@ func (w *Worker) callMail(ctx context.Context, s *Step) outcome {
 // object finds the calendar object of st's thread: the href its done create wrote (a create that
 // failed or was skipped records the href it tried, where nothing is) and the ETag of the last write.
 func (w *Worker) object(ctx context.Context, st *Step) (href, etag string, seq int, err error) {
-	err = w.cfg.Pool.QueryRow(ctx, `SELECT coalesce((SELECT target_href FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND state = 'done' AND target_href <> '' ORDER BY id LIMIT 1), ''),
-coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('host_calendar.create', 'host_calendar.update') AND state = 'done' AND id < $2 ORDER BY id DESC LIMIT 1), ''),
-(SELECT count(*) FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.update' AND state = 'done' AND id < $2)`,
-		st.Thread, st.ID).Scan(&href, &etag, &seq)
+	href, etag, seq, err = w.cfg.Steps.Object(ctx, st.Thread, st.ID)
 	if err != nil {
 		return "", "", 0, fmt.Errorf("process: find calendar object: %w: %w", ErrNothingDone, err)
 	}
@@ -456,8 +465,7 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 		if href == "" {
 			return outcome{state: StateSkipped, note: "the thread has no calendar object to update"}
 		}
-		var createKey uuid.UUID
-		_ = w.cfg.Pool.QueryRow(ctx, `SELECT key FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href = $2 ORDER BY id LIMIT 1`, s.Thread, href).Scan(&createKey)
+		createKey, _ := w.cfg.Steps.CreateKey(ctx, s.Thread, href)
 		ev.UID, ev.Sequence = createKey.String(), seq+1
 		if got, err := cal.Get(ctx, href); err == nil && got.Start.Equal(s.Start) && got.End.Equal(s.End) {
 			return outcome{state: StateDone, href: href, etag: got.ETag}
@@ -511,12 +519,11 @@ func (w *Worker) probeCreate(ctx context.Context, href, uid string) (outcome, bo
 // when the step is no longer this claim's (another worker took it back after this one lost its
 // connection), and then the message must not end, or two claims could each send it.
 func (w *Worker) markDataSent(ctx context.Context, s *Step) error {
-	tag, err := w.cfg.Pool.Exec(ctx, `UPDATE process_steps SET data_sent_at = now()
-WHERE id = $1 AND state = 'requested' AND attempts = $2`, s.ID, s.Attempts)
+	ours, err := w.cfg.Steps.MarkDataSent(ctx, s.ID, s.Attempts)
 	if err != nil {
 		return fmt.Errorf("process: record end of data: %w", err)
 	}
-	if tag.RowsAffected() != 1 {
+	if !ours {
 		return ErrClaimLost
 	}
 	return nil

@@ -24,6 +24,7 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 )
 
@@ -55,7 +56,7 @@ func newWorkerWorld(t *testing.T, fault func(*http.Request) int, hold func(ctx c
 	t.Cleanup(func() { _ = w.sink.Close() })
 	w.target, err = caldav.New(caldav.Config{URLTemplate: w.sink.URL() + "/dav/{resource}/bookings/", AllowPrivate: true})
 	require.NoError(t, err)
-	cfg := process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: w.target, CallTimeout: 5 * time.Second}
+	cfg := process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Calendar: w.target, CallTimeout: 5 * time.Second}
 	if hold != nil {
 		cfg.HoldAfterCall = func(ctx context.Context, s process.Step) { hold(ctx, w, s) }
 	}
@@ -75,7 +76,7 @@ func newMailWorld(t *testing.T, fault func(smtpsink.Message) smtpsink.Fault) *wo
 	t.Cleanup(func() { _ = w.smtp.Close() })
 	mailer, err := email.New(email.Config{Addr: w.smtp.Addr(), From: "bookings@test.localhost", AllowPrivate: true})
 	require.NoError(t, err)
-	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, CallTimeout: 5 * time.Second})
+	w.worker, err = process.NewWorker(process.WorkerConfig{Pool: w.pool, Steps: stepstore.NewStore(w.pool, nil), Slots: readmodel.NewStepReader(w.pool), Contacts: postgres.NewContacts(w.pool), Mailer: mailer, CallTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	return w
 }
@@ -137,6 +138,7 @@ func (w *workerWorld) workAttempt(t *testing.T, id int64, attempt int) (state, n
 // worker can take a create planned for the old slot: it is skipped, and the CalDAV server hears
 // nothing of it. A step whose slot the calendar still has is carried out, by the same worker.
 func TestWorkerSkipsAStepTheCalendarMovedAwayFrom(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, nil, nil)
 	old := time.Date(2031, 3, 3, 9, 0, 0, 0, time.UTC)
 	moved := [2]time.Time{old.Add(2 * time.Hour), old.Add(3 * time.Hour)}
@@ -159,6 +161,7 @@ func TestWorkerSkipsAStepTheCalendarMovedAwayFrom(t *testing.T) {
 // A step another worker holds (requested, its lease running) is not taken: the job waits for the
 // lease, and the target hears nothing.
 func TestWorkerLeavesAStepUnderAnotherWorkersLease(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, nil, nil)
 	start := time.Date(2031, 3, 4, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}
@@ -180,6 +183,7 @@ func TestWorkerLeavesAStepUnderAnotherWorkersLease(t *testing.T) {
 // A worker's outcome is recorded only while the step is still the worker's: one that an operator
 // resolved (or another worker finished) while the call was out keeps that state.
 func TestWorkerDoesNotOverwriteAStepResolvedDuringItsCall(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, func(r *http.Request) int {
 		if r.Method == http.MethodPut {
 			return http.StatusServiceUnavailable // proves nothing was written: the step would go back to pending
@@ -199,6 +203,7 @@ func TestWorkerDoesNotOverwriteAStepResolvedDuringItsCall(t *testing.T) {
 // A call that proved nothing was done goes back to pending and its job retries; on the job's last
 // attempt the step has failed (it would otherwise stay pending with no job left to run it).
 func TestWorkerGivesUpOnTheLastAttempt(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, func(r *http.Request) int {
 		if r.Method == http.MethodPut {
 			return http.StatusServiceUnavailable
@@ -221,7 +226,8 @@ func TestWorkerGivesUpOnTheLastAttempt(t *testing.T) {
 
 // NextRetry doubles the delay from RetryBase at each attempt, up to RetryMax.
 func TestWorkerRetryDelaysDoubleUpToTheMax(t *testing.T) {
-	w, err := process.NewWorker(process.WorkerConfig{Pool: &pgxpool.Pool{}, Slots: readmodel.NewStepReader(nil), Contacts: postgres.NewContacts(nil), RetryBase: time.Second, RetryMax: 5 * time.Minute})
+	t.Parallel()
+	w, err := process.NewWorker(process.WorkerConfig{Pool: &pgxpool.Pool{}, Steps: stepstore.NewStore(nil, nil), Slots: readmodel.NewStepReader(nil), Contacts: postgres.NewContacts(nil), RetryBase: time.Second, RetryMax: 5 * time.Minute})
 	require.NoError(t, err)
 	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 9: 256 * time.Second,
 		10: 5 * time.Minute, 25: 5 * time.Minute} {
@@ -235,6 +241,7 @@ func TestWorkerRetryDelaysDoubleUpToTheMax(t *testing.T) {
 // A claim leases the step for twice the call timeout (docs/process-steps.md): the call, bounded by
 // the timeout, ends inside the lease, so no other worker takes the step over while it is out.
 func TestWorkerLeasesTheStepForTwiceTheCallTimeout(t *testing.T) {
+	t.Parallel()
 	var lease time.Duration
 	w := newWorkerWorld(t, nil, func(ctx context.Context, w *workerWorld, s process.Step) {
 		require.NoError(t, w.pool.QueryRow(ctx, `SELECT lease_until - requested_at FROM process_steps WHERE id = $1`, s.ID).Scan(&lease))
@@ -251,6 +258,7 @@ func TestWorkerLeasesTheStepForTwiceTheCallTimeout(t *testing.T) {
 // is unknown it goes to an operator too (an item of its own), after one that failed or was skipped
 // there is nothing to change and it is skipped. The target hears nothing either way.
 func TestWorkerFollowsItsPredecessorsOutcome(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, nil, nil)
 	start := time.Date(2031, 3, 8, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}
@@ -278,6 +286,7 @@ func TestWorkerFollowsItsPredecessorsOutcome(t *testing.T) {
 // A step is carried out only while its booking holds the slot: one whose booking is in conflict
 // (or canceled) at the very slot it was planned for is skipped, and the target hears nothing.
 func TestWorkerSkipsAStepWhoseBookingNoLongerHoldsItsSlot(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, nil, nil)
 	start := time.Date(2031, 3, 9, 9, 0, 0, 0, time.UTC)
 	slot := [2]time.Time{start, start.Add(time.Hour)}
@@ -298,6 +307,7 @@ func TestWorkerSkipsAStepWhoseBookingNoLongerHoldsItsSlot(t *testing.T) {
 // (skipping it would leave the object there with no step that knows of it), and its first request
 // time stays the first claim's.
 func TestWorkerProbesARecoveredStepWhateverTheCalendarSays(t *testing.T) {
+	t.Parallel()
 	var puts atomic.Int32
 	w := newWorkerWorld(t, func(r *http.Request) int {
 		if r.Method == http.MethodPut {
@@ -339,6 +349,7 @@ func TestWorkerProbesARecoveredStepWhateverTheCalendarSays(t *testing.T) {
 // leave the step's note as it was. The unknown outcome leaves the step's lease ended, not cleared: a
 // worker that stops then leaves it to the sweep.
 func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
+	t.Parallel()
 	var puts atomic.Int32
 	w := newWorkerWorld(t, func(r *http.Request) int {
 		if r.Method == http.MethodPut && puts.Add(1) == 1 {
@@ -365,9 +376,9 @@ func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 	// would find it: requested, its lease ended.
 	_, err = jobs.Migrate(ctx, w.pool, nil)
 	require.NoError(t, err)
-	client, err := process.InsertOnlyClient(w.pool)
+	client, err := stepstore.InsertOnlyClient(w.pool)
 	require.NoError(t, err)
-	swept, err := process.Sweep(ctx, w.pool, client, 0, process.DefaultMaxAttempts)
+	swept, err := stepstore.Sweep(ctx, w.pool, client, 0, process.DefaultMaxAttempts)
 	require.NoError(t, err)
 	assert.Equal(t, 1, swept)
 
@@ -385,6 +396,7 @@ func TestWorkerRetriesAnUnknownCreateAfterAProbe(t *testing.T) {
 // retried. A step of a target this instance has no configuration for waits, pending, for an instance
 // that has (its job retries): the target may be configured elsewhere.
 func TestWorkerEmailsTheInvitee(t *testing.T) {
+	t.Parallel()
 	w := newMailWorld(t, func(m smtpsink.Message) smtpsink.Fault {
 		switch {
 		case strings.Contains(m.Subject, "09:00-10:00"):
@@ -456,6 +468,7 @@ func TestWorkerEmailsTheInvitee(t *testing.T) {
 // A CalDAV answer that refuses the request for good (a 403) fails the step; a calendar-only
 // instance leaves an email step pending for an instance that can send it.
 func TestWorkerFailsWhatTheTargetRefusesAndLeavesWhatItCannotReach(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, func(r *http.Request) int {
 		if r.Method == http.MethodPut {
 			return http.StatusForbidden
@@ -491,6 +504,7 @@ func (w *workerWorld) object(t *testing.T, href string) (caldavsink.Object, bool
 // carrying the create's UID, until the delete removes it. A delete that finds nothing there is done;
 // an update or a delete in a thread that has no object has nothing to act on and is skipped.
 func TestWorkerUpdatesAndDeletesTheThreadsObject(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, nil, nil)
 	day := time.Date(2031, 3, 14, 0, 0, 0, 0, time.UTC)
 	at := func(h, d int) [2]time.Time {
@@ -543,6 +557,7 @@ func TestWorkerUpdatesAndDeletesTheThreadsObject(t *testing.T) {
 // already there with its UID (an earlier PUT whose answer was lost) is done; another UID there is for
 // an operator. So is an update whose object someone else moved since our write (its ETag differs).
 func TestWorkerResolvesAFailedPreconditionByWhatIsThere(t *testing.T) {
+	t.Parallel()
 	w := newWorkerWorld(t, nil, nil)
 	ctx := context.Background()
 	day := time.Date(2031, 3, 15, 0, 0, 0, 0, time.UTC)
@@ -595,6 +610,7 @@ func TestWorkerResolvesAFailedPreconditionByWhatIsThere(t *testing.T) {
 // else", for an operator) and the delete found nothing and was done, leaving the canceled booking's
 // event on the host's calendar.
 func TestWorkerActsOnTheObjectTheThreadsCreateWrote(t *testing.T) {
+	t.Parallel()
 	var refuse atomic.Value
 	refuse.Store("")
 	w := newWorkerWorld(t, func(r *http.Request) int {
@@ -655,6 +671,7 @@ func TestWorkerActsOnTheObjectTheThreadsCreateWrote(t *testing.T) {
 // It went back to pending: a cancel then skipped it and planned no delete, and the last attempt
 // recorded failed — nothing happened — with the event on the host's calendar.
 func TestWorkerKeepsARecoveredCreateUnknownWhileItsProbeFails(t *testing.T) {
+	t.Parallel()
 	var down atomic.Bool
 	w := newWorkerWorld(t, func(*http.Request) int {
 		if down.Load() {
@@ -689,6 +706,7 @@ func TestWorkerKeepsARecoveredCreateUnknownWhileItsProbeFails(t *testing.T) {
 // the step needs reconciliation with an item naming the Message-ID to look for, and its job ends —
 // it is never sent again by itself.
 func TestWorkerHandsAnUnknownEmailToAnOperatorAtOnce(t *testing.T) {
+	t.Parallel()
 	w := newMailWorld(t, func(smtpsink.Message) smtpsink.Fault { return smtpsink.DropAfterData })
 	ctx := context.Background()
 	start := time.Date(2031, 3, 18, 9, 0, 0, 0, time.UTC)

@@ -20,6 +20,7 @@ import (
 	"bookingledger/adapters/httpapi/ui"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/postgres/tokens"
 	"bookingledger/adapters/process"
 	"bookingledger/domain/ledger"
@@ -128,8 +129,8 @@ func newAdmin(ctx context.Context, d adminDeps) (*admin, error) {
 		},
 		People: d.rm,
 		FailedSteps: func(ctx context.Context) ([]history.StepEntry, error) {
-			steps, err := process.NewStore(d.pool, nil).List(ctx, process.StateFailed)
-			return process.Entries(steps), err
+			steps, err := stepstore.NewStore(d.pool, nil).List(ctx, process.StateFailed)
+			return stepstore.Entries(steps), err
 		},
 		Providers:      d.providers,
 		ProviderStatus: d.providerStatus,

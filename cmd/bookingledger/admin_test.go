@@ -27,9 +27,9 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/postgres/tokens"
 	"bookingledger/adapters/privacy"
-	"bookingledger/adapters/process"
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/resource"
 )
@@ -61,7 +61,7 @@ func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
 	rl, err := relay.New(relay.Config{Pool: pool, Events: store})
 	require.NoError(t, err)
 	// Every optional part of the surface is on, so the route table is serve's whole table.
-	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, client), relay: rl, receipts: store, jobs: client, providers: []string{"calendly"},
+	adm, err := newAdmin(ctx, adminDeps{pool: pool, rm: rm, steps: stepstore.NewStore(pool, client), relay: rl, receipts: store, jobs: client, providers: []string{"calendly"},
 		links: resource.NewService(store, eventcodec.JSON{}), eraser: privacy.NewEraser(pool, nil, erasureOwners(pool)),
 		log: slog.New(slog.DiscardHandler), reg: reg, failuresPerMinute: failuresPerMinute})
 	require.NoError(t, err)

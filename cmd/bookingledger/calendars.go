@@ -16,7 +16,7 @@ import (
 	"bookingledger/adapters/gcal"
 	"bookingledger/adapters/msgraph"
 	"bookingledger/adapters/process"
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 )
 
 // Environment variables of the calendar targets by host resource (docs/process-steps.md,

@@ -14,8 +14,8 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/privacy"
-	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
 )
 
@@ -186,7 +186,7 @@ func sealReceipts(ctx context.Context, pool *pgxpool.Pool, store *postgres.Store
 // and contacts (adapters/postgres), the process steps and the calendar rows.
 func erasureOwners(pool *pgxpool.Pool) privacy.Owners {
 	store := postgres.NewStore(pool)
-	return privacy.Owners{Receipts: store, Contacts: store, Steps: process.EraseSteps, CalendarRows: readmodel.EraseCancelReasons}
+	return privacy.Owners{Receipts: store, Contacts: store, Steps: stepstore.EraseSteps, CalendarRows: readmodel.EraseCancelReasons}
 }
 
 // retentionInterval is how often the retention job looks for bodies past their age.

@@ -14,6 +14,7 @@ import (
 
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 	"bookingledger/adapters/relay"
 	"bookingledger/projections"
@@ -53,9 +54,9 @@ func projectionRegistry() []projectionEntry {
 		bulk:         func(d projectionDeps) projections.Bulk { return d.calendar },
 	}, {
 		// After the calendar: it plans from the calendar's rows and never runs ahead of it.
-		name: process.ProjectionName,
+		name: stepstore.ProjectionName,
 		build: func(d projectionDeps) (projections.Projection, error) {
-			return process.NewProjection(process.ProjectionConfig{Pool: d.pool, Calendar: readmodel.NewStepReader(d.pool), Client: d.jobs,
+			return stepstore.NewProjection(stepstore.ProjectionConfig{Pool: d.pool, Calendar: readmodel.NewStepReader(d.pool), Client: d.jobs,
 				Targets: d.stepTargets, Logger: d.log})
 		},
 	}, {

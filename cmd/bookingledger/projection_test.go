@@ -17,7 +17,7 @@ import (
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
-	"bookingledger/adapters/process"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
 )
@@ -61,7 +61,7 @@ func TestRebuildRebuildsTheProjectionItNames(t *testing.T) {
 		build: func(projectionDeps) (projections.Projection, error) { return seen, nil }})
 	d := projectionDeps{pool: pool, events: eventStore{events: store, receipts: store},
 		calendar: readmodel.New(pool, store, eventcodec.JSON{}, readmodel.Options{})}
-	d.jobs, err = process.InsertOnlyClient(pool)
+	d.jobs, err = stepstore.InsertOnlyClient(pool)
 	require.NoError(t, err)
 	for _, e := range registry {
 		r, err := d.runner(e, projections.RunnerOptions{})

@@ -22,8 +22,8 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/privacy"
-	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
@@ -149,7 +149,7 @@ func openReadSide(ctx context.Context, sf storeFlags, stderr io.Writer) (*readSi
 		return nil, err
 	}
 	rs := &readSide{pool: pool, store: store}
-	rs.rm = readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: process.NewStore(pool, nil),
+	rs.rm = readmodel.New(pool, store.events, eventcodec.JSON{}, readmodel.Options{Receipts: store.receipts, Steps: stepstore.NewStore(pool, nil),
 		Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool), Phases: func(phase string, took time.Duration) {
 			rs.phases = append(rs.phases, fmt.Sprintf("%s %.1fs", phase, took.Seconds()))
 		}})
@@ -336,7 +336,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		if len(strings.TrimSpace(*note)) > readmodel.MaxNoteLength {
 			return usageErrorf("reconcile resolve: --note is longer than %d bytes", readmodel.MaxNoteLength)
 		}
-		if *action != "" && !slices.Contains(process.Actions, process.Action(*action)) {
+		if *action != "" && !slices.Contains(stepstore.Actions, stepstore.Action(*action)) {
 			return usageErrorf("reconcile resolve: unknown --action %q (want %s)", *action, actionNames())
 		}
 	default:

@@ -19,9 +19,9 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/privacy"
-	"bookingledger/adapters/process/render"
 	"bookingledger/adapters/providersync"
 	"bookingledger/adapters/relay"
+	"bookingledger/adapters/render"
 )
 
 // Environment variables read by more than one command.

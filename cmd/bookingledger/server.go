@@ -19,6 +19,7 @@ import (
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/process"
 	"bookingledger/adapters/providersync"
@@ -195,7 +196,7 @@ func (s *server) open(ctx context.Context) error {
 	// own queue of the same River client; the process projection plans them (docs/process-steps.md).
 	// The work of a serve that died resumes in seconds: each instance holds a lock whose end others see
 	// (adapters/jobs/liveness.go); River's rescue after --jobs-rescue-after stays the backstop.
-	live := jobs.NewLiveness(pool, "", log, process.ReleaseLeases)
+	live := jobs.NewLiveness(pool, "", log, stepstore.ReleaseLeases)
 	stepWorker, err := cfg.steps.worker(pool, log, live.ID())
 	if err != nil {
 		return err
@@ -239,7 +240,7 @@ func (s *server) open(ctx context.Context) error {
 
 	// The read side: the projections follow the event log in the background, whichever store holds
 	// it; the read API answers from the calendar's tables.
-	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: process.NewStore(pool, nil), Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
+	rm := readmodel.New(pool, es.events, eventcodec.JSON{}, readmodel.Options{Receipts: es.receipts, Steps: stepstore.NewStore(pool, nil), Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
 	deps := projectionDeps{pool: pool, events: es, calendar: rm, jobs: queue.Client(), stepTargets: stepWorker.Targets(), log: log, relay: rl}
 	runners, stopRunners, err := startRunners(ctx, deps, projectionRegistry(), log)
 	if err != nil {
@@ -253,7 +254,7 @@ func (s *server) open(ctx context.Context) error {
 	s.onStop(stopSweeper, func() { stopSteps(); stopGuard() })
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(newProjectionCollector(runners), newStepsCollector(process.NewStore(pool, nil)))
+	reg.MustRegister(newProjectionCollector(runners), newStepsCollector(stepstore.NewStore(pool, nil)))
 	state := gauges.Sources{Pool: pool, OpenItems: rm.OpenItemCounts, Log: log,
 		Quarantined: es.receipts.CountQuarantined}
 	for _, r := range runners {
@@ -271,7 +272,7 @@ func (s *server) open(ctx context.Context) error {
 	// background queries until ctx ends or Close stops it.
 	uiCtx, stopUI := context.WithCancel(ctx)
 	s.onStop(stopAdminUI, stopUI)
-	adm, err := newAdmin(uiCtx, adminDeps{pool: pool, rm: rm, steps: process.NewStore(pool, queue.Client()), relay: rl, receipts: es.receipts,
+	adm, err := newAdmin(uiCtx, adminDeps{pool: pool, rm: rm, steps: stepstore.NewStore(pool, queue.Client()), relay: rl, receipts: es.receipts,
 		links: links, eraser: privacy.NewEraser(pool, bodies, erasureOwners(pool)), jobs: queue.Client(), providers: cfg.providers.names(), log: log,
 		providerStatus: uiProviderStatus(syncs.store, cfg.providers.names(), cfg.apis), reg: reg, failuresPerMinute: int(min(cfg.authFailures, 1<<20))})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"bookingledger/adapters/httpapi/readapi"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
 	"bookingledger/projections/history"
 )
@@ -43,11 +44,11 @@ func runSteps(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer rs.Close()
-	steps, err := process.NewStore(rs.pool, nil).List(ctx, process.State(*state))
+	steps, err := stepstore.NewStore(rs.pool, nil).List(ctx, process.State(*state))
 	if err != nil {
 		return fmt.Errorf("steps: %w", err)
 	}
-	entries := process.Entries(steps)
+	entries := stepstore.Entries(steps)
 	if *asJSON {
 		out := struct {
 			Steps []readapi.StepDTO `json:"steps"`
@@ -75,11 +76,11 @@ func validState(s string) bool {
 
 // resolveStep closes a step's reconciliation item with an action (reconcile resolve --action).
 func resolveStep(ctx context.Context, rs *readSide, id int64, action, note, by string, asJSON bool, stdout io.Writer) error {
-	client, err := process.InsertOnlyClient(rs.pool)
+	client, err := stepstore.InsertOnlyClient(rs.pool)
 	if err != nil {
 		return err
 	}
-	it, st, err := process.NewStore(rs.pool, client).Resolve(ctx, id, process.Action(action), note, by)
+	it, st, err := stepstore.NewStore(rs.pool, client).Resolve(ctx, id, stepstore.Action(action), note, by)
 	if err != nil {
 		return resolveError(id, err)
 	}
@@ -95,8 +96,8 @@ func actionNames() string { return strings.Join(stepActions(), ", ") }
 
 // stepActions are the resolutions of a step item, as the CLI, the API and the UI's form name them.
 func stepActions() []string {
-	out := make([]string, len(process.Actions))
-	for i, a := range process.Actions {
+	out := make([]string, len(stepstore.Actions))
+	for i, a := range stepstore.Actions {
 		out[i] = string(a)
 	}
 	return out
@@ -109,7 +110,7 @@ func withSteps(d projectionDeps, getenv func(string) string) (projectionDeps, er
 	if err != nil {
 		return d, err
 	}
-	if d.jobs, err = process.InsertOnlyClient(d.pool); err != nil {
+	if d.jobs, err = stepstore.InsertOnlyClient(d.pool); err != nil {
 		return d, err
 	}
 	d.stepTargets = process.Targets{Calendar: sc.hasCalendar(), Email: sc.mailer != nil}

@@ -19,8 +19,9 @@ import (
 	"bookingledger/adapters/msgraph"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/process"
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 )
 
 // Environment variables of the process steps' targets (docs/api.md, "Process steps"). Targets are
@@ -132,7 +133,7 @@ func parseSteps(getenv func(string) string) (stepsConfig, error) {
 
 // worker builds the step worker of this configuration.
 func (c stepsConfig) worker(pool *pgxpool.Pool, log *slog.Logger, clientID string) (*process.Worker, error) {
-	cfg := process.WorkerConfig{Pool: pool, Slots: readmodel.NewStepReader(pool), Contacts: postgres.NewContacts(pool), Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase, ClientID: clientID,
+	cfg := process.WorkerConfig{Pool: pool, Steps: stepstore.NewStore(pool, nil), Slots: readmodel.NewStepReader(pool), Contacts: postgres.NewContacts(pool), Logger: log, CallTimeout: c.callTimeout, RetryBase: c.retryBase, ClientID: clientID,
 		Templates: c.templates}
 	if c.routes != nil {
 		cfg.ResourceZone = c.routes.zone
@@ -166,7 +167,7 @@ func startSweeper(ctx context.Context, pool *pgxpool.Pool, client *river.Client[
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			if n, err := process.Sweep(runCtx, pool, client, lease, process.DefaultMaxAttempts); err != nil && runCtx.Err() == nil {
+			if n, err := stepstore.Sweep(runCtx, pool, client, lease, process.DefaultMaxAttempts); err != nil && runCtx.Err() == nil {
 				log.Warn("process steps: sweep failed", "error", err.Error())
 			} else if n > 0 {
 				log.Info("process steps: re-queued steps left requested by a stopped worker", "steps", n)
@@ -211,11 +212,11 @@ func startGuardSweeper(ctx context.Context, rm *readmodel.ReadModel, log *slog.L
 
 // stepsCollector exports step counts by kind and state, read from the table on each scrape.
 type stepsCollector struct {
-	store *process.Store
+	store *stepstore.Store
 	desc  *prometheus.Desc
 }
 
-func newStepsCollector(s *process.Store) *stepsCollector {
+func newStepsCollector(s *stepstore.Store) *stepsCollector {
 	return &stepsCollector{store: s, desc: prometheus.NewDesc("bookingledger_process_steps",
 		"Process steps by kind and state (all instances; read from the database on scrape).", []string{"kind", "state"}, nil)}
 }

@@ -50,7 +50,7 @@ var owners = map[string]string{
 	"erased_subjects": "adapters/privacy",
 
 	"job_instances": "adapters/jobs",
-	"process_steps": "adapters/process",
+	"process_steps": "adapters/postgres/stepstore",
 
 	"provider_alerts":        "adapters/providersync",
 	"provider_secrets":       "adapters/providersync",
@@ -77,10 +77,6 @@ var exemptions = []exemption{
 	// Retention deletes the data keys that no longer seal a body in one statement, under the
 	// erasure lock: it asks receipt_bodies which keys are still in use.
 	{"adapters/privacy", "receipt_bodies", "retention's unused-key cleanup"},
-
-	// The step worker opens a step's reconciliation item in the statement that records the step's
-	// outcome, and an operator's resolution closes both together (adapters/process/doc.go).
-	{"adapters/process", "reconciliation_items", "a step's item with its outcome, in one statement"},
 
 	// Not moved yet (issue #32, left for a follow-up): readers of other owners' tables.
 	{"cmd/bookingledger", "calendar_resource_links", "resources file"},

@@ -20,9 +20,9 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/postgres/stepstore"
 	"bookingledger/adapters/postgres/tokens"
 	"bookingledger/adapters/privacy"
-	"bookingledger/adapters/process"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
@@ -49,7 +49,7 @@ func newServer(t *testing.T) *server {
 	require.NoError(t, err)
 	routes := auth.NewRoutes()
 	erasureapi.Register(routes, erasureapi.Deps{Eraser: privacy.NewEraser(pool, bodies, privacy.Owners{Receipts: postgres.NewStore(pool), Contacts: postgres.NewStore(pool),
-		Steps: process.EraseSteps, CalendarRows: readmodel.EraseCancelReasons}), Actor: auth.Actor})
+		Steps: stepstore.EraseSteps, CalendarRows: readmodel.EraseCancelReasons}), Actor: auth.Actor})
 	srv := httptest.NewServer(a.Handler(routes))
 	t.Cleanup(srv.Close)
 	secret, tk, err := auth.NewToken("ops-alice", auth.ScopeAdmin, time.Now(), time.Hour)

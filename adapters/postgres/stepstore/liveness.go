@@ -1,4 +1,4 @@
-package process
+package stepstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/process"
 )
 
 // ReleaseLeases is the step kind's jobs.RescueHook: the leases of steps claimed by a dead instance,
@@ -18,10 +19,10 @@ func ReleaseLeases(ctx context.Context, tx pgx.Tx, r jobs.Rescued) error {
 	var steps []int64
 	var clients []string
 	for _, j := range r.Jobs {
-		if j.Kind != (StepArgs{}).Kind() {
+		if j.Kind != (process.StepArgs{}).Kind() {
 			continue
 		}
-		var a StepArgs
+		var a process.StepArgs
 		if err := json.Unmarshal(j.Args, &a); err != nil {
 			continue // not ours to read: River's own rescue and the sweep still apply
 		}

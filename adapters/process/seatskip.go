@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"bookingledger/adapters/eventcodec"
-	"bookingledger/domain/booking"
-	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
-	"bookingledger/projections/steps"
 )
 
 // ContactReader reads the invitees' addresses, which their owner saves with the deliveries
@@ -26,46 +22,6 @@ type ContactReader interface {
 	SeatsOfContact(ctx context.Context, tx pgx.Tx, booking string, seats []string) ([]string, error)
 }
 
-// planSeatCancellations plans, for each attendee leaving a seated booking in events, their own
-// cancellation email (steps.SeatCancellations), reading the bookings' calendar rows through cal. It
-// returns the ids of new steps.
-func planSeatCancellations(ctx context.Context, tx pgx.Tx, cal CalendarReader, events []eventlog.RecordedEvent, targets Targets) ([]int64, error) {
-	if !targets.Email {
-		return nil, nil
-	}
-	var removed []booking.Event
-	for _, r := range events {
-		if r.Type != string(booking.TypeSeatRemoved) {
-			continue
-		}
-		e, err := eventcodec.JSON{}.Decode(r)
-		if err != nil {
-			return nil, fmt.Errorf("process: decode %s@%d: %w", r.StreamID, r.Version, err)
-		}
-		removed = append(removed, e)
-	}
-	leavings := steps.Leavings(removed)
-	if len(leavings) == 0 {
-		return nil, nil
-	}
-	read, err := cal.Findings(ctx, tx, steps.LeavingBookings(leavings))
-	if err != nil {
-		return nil, fmt.Errorf("process: read calendar rows of seats: %w", err)
-	}
-	rows := steps.Rows{}
-	rows.Add(nil, read)
-	var jobs []int64
-	batch := &pgx.Batch{}
-	queuePlan(batch, steps.Plan{Insert: steps.SeatCancellations(leavings, rows)}, &jobs)
-	if batch.Len() == 0 {
-		return nil, nil
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("process: plan seat cancellations: %w", err)
-	}
-	return jobs, nil
-}
-
 // seatSkip says, inside the claim's transaction (st locked), why a cancellation step of a seated
 // booking must not run, so that each leaving attendee is told once: "" when it runs.
 //
@@ -74,7 +30,8 @@ func planSeatCancellations(ctx context.Context, tx pgx.Tx, cal CalendarReader, e
 //   - The booking's cancellation, when its contact already had their seat's cancellation (one that
 //     was, or may have been, sent). It locks the booking's seat steps first, so that a seat's claim
 //     that saw the booking still active and is about to send is waited for and seen.
-func seatSkip(ctx context.Context, tx pgx.Tx, contacts ContactReader, st Step, status *string) (string, error) {
+func (w *Worker) seatSkip(ctx context.Context, tx pgx.Tx, st Step, status *string) (string, error) {
+	contacts := w.cfg.Contacts
 	switch st.Kind {
 	case EmailSeatCancellation:
 		if status != nil && *status == "active" {
@@ -89,25 +46,14 @@ func seatSkip(ctx context.Context, tx pgx.Tx, contacts ContactReader, st Step, s
 		}
 		return "", nil
 	case EmailCancellation:
-		r, err := tx.Query(ctx, `SELECT key, state, seat FROM process_steps WHERE booking = $1 AND kind = $2 ORDER BY id FOR UPDATE`,
-			st.Booking, string(EmailSeatCancellation))
-		if err != nil {
-			return "", fmt.Errorf("process: read seat steps: %w", err)
-		}
-		type seatStep struct {
-			key         uuid.UUID
-			state, seat string
-		}
-		seated, err := pgx.CollectRows(r, func(row pgx.CollectableRow) (s seatStep, err error) {
-			return s, row.Scan(&s.key, &s.state, &s.seat)
-		})
+		seated, err := w.cfg.Steps.SeatSteps(ctx, tx, st.Booking)
 		if err != nil {
 			return "", fmt.Errorf("process: read seat steps: %w", err)
 		}
 		var effected []string
 		for _, s := range seated {
-			if State(s.state).Effected() {
-				effected = append(effected, s.seat)
+			if s.State.Effected() {
+				effected = append(effected, s.Seat)
 			}
 		}
 		if len(effected) == 0 {
@@ -119,8 +65,8 @@ func seatSkip(ctx context.Context, tx pgx.Tx, contacts ContactReader, st Step, s
 		}
 		var told []string
 		for _, s := range seated {
-			if State(s.state).Effected() && slices.Contains(same, s.seat) {
-				told = append(told, s.key.String())
+			if s.State.Effected() && slices.Contains(same, s.Seat) {
+				told = append(told, s.Key.String())
 			}
 		}
 		if len(told) > 0 {
@@ -128,4 +74,11 @@ func seatSkip(ctx context.Context, tx pgx.Tx, contacts ContactReader, st Step, s
 		}
 	}
 	return "", nil
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

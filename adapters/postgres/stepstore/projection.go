@@ -1,4 +1,4 @@
-package process
+package stepstore
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"bookingledger/adapters/postgres/checkpoint"
+	"bookingledger/adapters/process"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
 	"bookingledger/projections/steps"
@@ -21,25 +22,12 @@ import (
 // ProjectionName is the process projection's checkpoint and lock name.
 const ProjectionName = "process"
 
-// Queue is the River queue of step jobs.
-const Queue = "steps"
-
 // Defaults.
 const (
-	DefaultMaxAttempts  = 10
-	DefaultGatePoll     = 100 * time.Millisecond
-	firstGatePoll       = 5 * time.Millisecond
-	maxChainRounds      = 8
-	maxInsertParamsRows = 1000
+	DefaultGatePoll = 100 * time.Millisecond
+	firstGatePoll   = 5 * time.Millisecond
+	maxChainRounds  = 8
 )
-
-// StepArgs is the River job of one step: its id only; the step row is the record.
-type StepArgs struct {
-	Step int64 `json:"step"`
-}
-
-// Kind is River's name of the job. Stored in river_job rows: never rename it.
-func (StepArgs) Kind() string { return "bookingledger.process_step" }
 
 // CalendarReader is what the projection reads of the calendar projection, whose tables only their
 // package names (readmodel.StepReader implements it). The reads that take tx run in the batch's
@@ -62,9 +50,9 @@ type ProjectionConfig struct {
 	Pool     *pgxpool.Pool
 	Calendar CalendarReader
 	Client   *river.Client[pgx.Tx]
-	Targets  Targets
+	Targets  process.Targets
 	Logger   *slog.Logger
-	// MaxAttempts of a step's job (DefaultMaxAttempts when zero).
+	// MaxAttempts of a step's job (process.DefaultMaxAttempts when zero).
 	MaxAttempts int
 	// GatePoll is how often, at most, a batch waiting for the calendar projection looks again (the
 	// first looks come sooner).
@@ -95,7 +83,7 @@ func NewProjection(cfg ProjectionConfig) (*Projection, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
+		cfg.MaxAttempts = process.DefaultMaxAttempts
 	}
 	if cfg.GatePoll <= 0 {
 		cfg.GatePoll = DefaultGatePoll
@@ -204,29 +192,13 @@ func (p *Projection) plan(ctx context.Context, tx pgx.Tx, events []eventlog.Reco
 		return err
 	}
 	ids = append(ids, seats...)
-	return InsertJobs(ctx, tx, p.cfg.Client, ids, p.cfg.MaxAttempts)
-}
-
-// InsertJobs inserts one job per step id in tx.
-func InsertJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []int64, maxAttempts int) error {
-	for len(ids) > 0 {
-		n := min(len(ids), maxInsertParamsRows)
-		params := make([]river.InsertManyParams, n)
-		for i, id := range ids[:n] {
-			params[i] = river.InsertManyParams{Args: StepArgs{Step: id}, InsertOpts: &river.InsertOpts{Queue: Queue, MaxAttempts: maxAttempts}}
-		}
-		if _, err := client.InsertManyTx(ctx, tx, params); err != nil {
-			return fmt.Errorf("process: insert step jobs: %w", err)
-		}
-		ids = ids[n:]
-	}
-	return nil
+	return process.InsertJobs(ctx, tx, p.cfg.Client, ids, p.cfg.MaxAttempts)
 }
 
 // PlanBookings plans every thread the bookings belong to, plus the threads of bookings that share a
 // slot with them (a canceled holder hands its slot to a booking that had no event) or a series, inside
 // tx, reading the calendar through cal. It returns the ids of steps that need a job (new or revived).
-func PlanBookings(ctx context.Context, tx pgx.Tx, cal CalendarReader, ids []string, targets Targets) ([]int64, error) {
+func PlanBookings(ctx context.Context, tx pgx.Tx, cal CalendarReader, ids []string, targets process.Targets) ([]int64, error) {
 	rows := steps.Rows{}
 	load := func(want []string) error {
 		missing := rows.Missing(want)

@@ -1,6 +1,7 @@
-package process
+package stepstore
 
 import (
+	"bookingledger/adapters/process"
 	"context"
 	"fmt"
 	"strings"
@@ -20,6 +21,7 @@ import (
 // item; a closed item, an item that is not a step's and a step no longer needing reconciliation are
 // refused and change nothing.
 func TestResolveAppliesTheOperatorsAction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
@@ -28,7 +30,7 @@ func TestResolveAppliesTheOperatorsAction(t *testing.T) {
 	item := func(kind, state string) int64 {
 		t.Helper()
 		w.seq++
-		key := StepKey(fmt.Sprintf("resolve-%d", w.seq), EmailConfirmation, "")
+		key := process.StepKey(fmt.Sprintf("resolve-%d", w.seq), process.EmailConfirmation, "")
 		_, err := w.pool.Exec(ctx, `INSERT INTO process_steps (key, kind, thread, booking, answers, state, attempts, finished_at)
 VALUES ($1, 'invitee_email.confirmation', 'r', 'r', 'active', $2, 1, now())`, key, state)
 		require.NoError(t, err)
@@ -37,8 +39,8 @@ VALUES ($1, 'invitee_email.confirmation', 'r', 'r', 'active', $2, 1, now())`, ke
 			kind, "step "+key.String()).Scan(&id))
 		return id
 	}
-	for action, want := range map[Action]State{ActionMarkDone: StateDone, ActionSkip: StateSkipped, ActionRetry: StatePending} {
-		id := item("step", string(StateNeedsReconciliation))
+	for action, want := range map[Action]process.State{ActionMarkDone: process.StateDone, ActionSkip: process.StateSkipped, ActionRetry: process.StatePending} {
+		id := item("step", string(process.StateNeedsReconciliation))
 		it, st, err := store.Resolve(ctx, id, action, "checked", "test")
 		require.NoError(t, err, action)
 		require.NotNil(t, it.ClosedAt, action)
@@ -48,14 +50,14 @@ VALUES ($1, 'invitee_email.confirmation', 'r', 'r', 'active', $2, 1, now())`, ke
 		require.NoError(t, w.pool.QueryRow(ctx, `SELECT state, finished_at IS NOT NULL, (SELECT count(*) FROM river_job WHERE args->>'step' = s.id::text)
 FROM process_steps s WHERE id = $1`, st.ID).Scan(&state, &finished, &jobs))
 		require.Equal(t, string(want), state, action)
-		require.Equal(t, want != StatePending, finished, action)
-		require.Equal(t, map[bool]int{true: 1}[want == StatePending], jobs, action)
+		require.Equal(t, want != process.StatePending, finished, action)
+		require.Equal(t, map[bool]int{true: 1}[want == process.StatePending], jobs, action)
 		_, _, err = store.Resolve(ctx, id, action, "again", "test")
 		require.ErrorIs(t, err, projections.ErrItemClosed, action)
 	}
-	_, _, err = store.Resolve(ctx, item("step", string(StateDone)), ActionRetry, "checked", "test")
+	_, _, err = store.Resolve(ctx, item("step", string(process.StateDone)), ActionRetry, "checked", "test")
 	require.ErrorIs(t, err, projections.ErrInvalidQuery, "a step no longer needing reconciliation")
-	_, _, err = store.Resolve(ctx, item("conflict", string(StateNeedsReconciliation)), ActionMarkDone, "checked", "test")
+	_, _, err = store.Resolve(ctx, item("conflict", string(process.StateNeedsReconciliation)), ActionMarkDone, "checked", "test")
 	require.ErrorIs(t, err, projections.ErrInvalidQuery, "not a step's item")
 	var open, jobs int
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM reconciliation_items WHERE closed_at IS NULL), (SELECT count(*) FROM river_job)`).Scan(&open, &jobs))
@@ -68,6 +70,7 @@ FROM process_steps s WHERE id = $1`, st.ID).Scan(&state, &finished, &jobs))
 // leaves it alone (a second job would be a second caller of the target). A job running since before
 // the grace is a stopped worker's, and the sweep queues the step again.
 func TestSweepLeavesAStepWhoseJobJustStarted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
@@ -77,8 +80,8 @@ func TestSweepLeavesAStepWhoseJobJustStarted(t *testing.T) {
 		var id int64
 		require.NoError(t, w.pool.QueryRow(ctx, `INSERT INTO process_steps (key, kind, thread, booking, answers, state, attempts, lease_until)
 VALUES ($1, 'invitee_email.confirmation', $2, $2, 'active', 'requested', 1, now() - interval '1 hour') RETURNING id`,
-			StepKey(thread, EmailConfirmation, ""), thread).Scan(&id))
-		res, err := client.Insert(ctx, StepArgs{Step: id}, nil)
+			process.StepKey(thread, process.EmailConfirmation, ""), thread).Scan(&id))
+		res, err := client.Insert(ctx, process.StepArgs{Step: id}, nil)
 		require.NoError(t, err)
 		_, err = w.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - $2::interval WHERE id = $1`,
 			res.Job.ID, startedAgo.String())
@@ -93,7 +96,7 @@ VALUES ($1, 'invitee_email.confirmation', $2, $2, 'active', 'requested', 1, now(
 	}
 	starting, stopped := step("sweep-starting", time.Second), step("sweep-stopped", 10*time.Minute)
 
-	n, err := Sweep(ctx, w.pool, client, time.Minute, DefaultMaxAttempts)
+	n, err := Sweep(ctx, w.pool, client, time.Minute, process.DefaultMaxAttempts)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, 1, jobs(starting), "the job River just started is the step's caller")
@@ -102,16 +105,16 @@ VALUES ($1, 'invitee_email.confirmation', $2, $2, 'active', 'requested', 1, now(
 
 // insertStep stores a step of kind for booking in thread, in state, as the planner and the workers
 // leave it, and returns its id.
-func insertStep(t *testing.T, w *planWorld, thread, booking string, kind Kind, state State) int64 {
+func insertStep(t *testing.T, w *planWorld, thread, booking string, kind process.Kind, state process.State) int64 {
 	t.Helper()
 	w.seq++
 	var id int64
 	require.NoError(t, w.pool.QueryRow(context.Background(), `INSERT INTO process_steps (key, kind, thread, booking, answers, state)
-VALUES ($1, $2, $3, $4, 'active', $5) RETURNING id`, StepKey(thread, kind, fmt.Sprint(w.seq)), string(kind), thread, booking, string(state)).Scan(&id))
+VALUES ($1, $2, $3, $4, 'active', $5) RETURNING id`, process.StepKey(thread, kind, fmt.Sprint(w.seq)), string(kind), thread, booking, string(state)).Scan(&id))
 	return id
 }
 
-func stepIDs(steps []Step) []int64 {
+func stepIDs(steps []process.Step) []int64 {
 	out := make([]int64, len(steps))
 	for i, s := range steps {
 		out[i] = s.ID
@@ -124,15 +127,16 @@ func stepIDs(steps []Step) []int64 {
 // booking's name after a reschedule, and that booking may have no step of its own (it was moved
 // before any was planned). Other threads' steps are not shown.
 func TestForBookingFindsTheBookingsThreads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	store := NewStore(w.pool, nil)
 	moved := []int64{
-		insertStep(t, w, "calendly-f1", "calendly-f2", CalendarCreate, StateDone),
-		insertStep(t, w, "calendly-f1", "calendly-f2", EmailConfirmation, StateDone),
+		insertStep(t, w, "calendly-f1", "calendly-f2", process.CalendarCreate, process.StateDone),
+		insertStep(t, w, "calendly-f1", "calendly-f2", process.EmailConfirmation, process.StateDone),
 	}
-	insertStep(t, w, "calendly-g1", "calendly-g1", CalendarCreate, StateDone)
-	moved = append(moved, insertStep(t, w, "calendly-f1", "calendly-f3", CalendarUpdate, StatePending))
+	insertStep(t, w, "calendly-g1", "calendly-g1", process.CalendarCreate, process.StateDone)
+	moved = append(moved, insertStep(t, w, "calendly-f1", "calendly-f3", process.CalendarUpdate, process.StatePending))
 	for _, b := range []string{"calendly-f1", "calendly-f2", "calendly-f3"} {
 		steps, err := store.ForBooking(ctx, b)
 		require.NoError(t, err)
@@ -146,17 +150,18 @@ func TestForBookingFindsTheBookingsThreads(t *testing.T) {
 // TestListShowsTheNewestStepsInAState: List returns the steps in the state asked for (every state
 // when none), newest first, at most MaxList of them; a state that does not exist is refused.
 func TestListShowsTheNewestStepsInAState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	store := NewStore(w.pool, nil)
 	var done []int64
-	for i, st := range []State{StateDone, StatePending, StateDone, StateNeedsReconciliation, StateDone} {
-		id := insertStep(t, w, fmt.Sprintf("calendly-l%d", i), fmt.Sprintf("calendly-l%d", i), EmailConfirmation, st)
-		if st == StateDone {
+	for i, st := range []process.State{process.StateDone, process.StatePending, process.StateDone, process.StateNeedsReconciliation, process.StateDone} {
+		id := insertStep(t, w, fmt.Sprintf("calendly-l%d", i), fmt.Sprintf("calendly-l%d", i), process.EmailConfirmation, st)
+		if st == process.StateDone {
 			done = append([]int64{id}, done...)
 		}
 	}
-	got, err := store.List(ctx, StateDone)
+	got, err := store.List(ctx, process.StateDone)
 	require.NoError(t, err)
 	require.Equal(t, done, stepIDs(got), "the done steps, newest first")
 
@@ -174,7 +179,7 @@ FROM generate_series(1, $1::int) i`, MaxList)
 	require.NoError(t, err)
 	var newest int64
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT max(id) FROM process_steps`).Scan(&newest))
-	for _, st := range []State{"", StateDone} {
+	for _, st := range []process.State{"", process.StateDone} {
 		got, err := store.List(ctx, st)
 		require.NoError(t, err)
 		require.Len(t, got, MaxList, "state %q", st)
@@ -184,20 +189,21 @@ FROM generate_series(1, $1::int) i`, MaxList)
 
 // TestCountsCountsStepsByKindAndState: the metrics' counts are every step's, by kind and state.
 func TestCountsCountsStepsByKindAndState(t *testing.T) {
+	t.Parallel()
 	w := newPlanWorld(t)
 	for i, s := range []struct {
-		kind  Kind
-		state State
-	}{{CalendarCreate, StateDone}, {CalendarCreate, StateDone}, {CalendarCreate, StateSkipped}, {EmailConfirmation, StateDone},
-		{EmailConfirmation, StateNeedsReconciliation}, {EmailCancellation, StatePending}, {CalendarCreate, StateFailed}} {
+		kind  process.Kind
+		state process.State
+	}{{process.CalendarCreate, process.StateDone}, {process.CalendarCreate, process.StateDone}, {process.CalendarCreate, process.StateSkipped}, {process.EmailConfirmation, process.StateDone},
+		{process.EmailConfirmation, process.StateNeedsReconciliation}, {process.EmailCancellation, process.StatePending}, {process.CalendarCreate, process.StateFailed}} {
 		insertStep(t, w, fmt.Sprintf("calendly-c%d", i), fmt.Sprintf("calendly-c%d", i), s.kind, s.state)
 	}
 	got, err := NewStore(w.pool, nil).Counts(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, map[Kind]map[State]int64{
-		CalendarCreate:    {StateDone: 2, StateSkipped: 1, StateFailed: 1},
-		EmailConfirmation: {StateDone: 1, StateNeedsReconciliation: 1},
-		EmailCancellation: {StatePending: 1},
+	require.Equal(t, map[process.Kind]map[process.State]int64{
+		process.CalendarCreate:    {process.StateDone: 2, process.StateSkipped: 1, process.StateFailed: 1},
+		process.EmailConfirmation: {process.StateDone: 1, process.StateNeedsReconciliation: 1},
+		process.EmailCancellation: {process.StatePending: 1},
 	}, got)
 }
 
@@ -206,28 +212,29 @@ func TestCountsCountsStepsByKindAndState(t *testing.T) {
 // ended longer ago is queued again, and only once however often the sweep runs. Steps in other
 // states are not the sweep's, whatever their lease says.
 func TestSweepWaitsOutTheGrace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
 	require.NoError(t, err)
-	step := func(thread string, state State, leaseEnded time.Duration) int64 {
+	step := func(thread string, state process.State, leaseEnded time.Duration) int64 {
 		t.Helper()
-		id := insertStep(t, w, thread, thread, EmailConfirmation, state)
+		id := insertStep(t, w, thread, thread, process.EmailConfirmation, state)
 		_, err := w.pool.Exec(ctx, `UPDATE process_steps SET attempts = 1, lease_until = now() - $2::interval WHERE id = $1`, id, leaseEnded.String())
 		require.NoError(t, err)
 		return id
 	}
-	step("calendly-grace-recent", StateRequested, 30*time.Second)
-	old := step("calendly-grace-old", StateRequested, 2*time.Minute)
-	step("calendly-grace-done", StateDone, time.Hour)
+	step("calendly-grace-recent", process.StateRequested, 30*time.Second)
+	old := step("calendly-grace-old", process.StateRequested, 2*time.Minute)
+	step("calendly-grace-done", process.StateDone, time.Hour)
 
 	for i, want := range []int{1, 0} {
-		n, err := Sweep(ctx, w.pool, client, time.Minute, DefaultMaxAttempts)
+		n, err := Sweep(ctx, w.pool, client, time.Minute, process.DefaultMaxAttempts)
 		require.NoError(t, err)
 		require.Equal(t, want, n, "sweep %d", i)
 		var jobs []int64
 		require.NoError(t, pgxscanInts(w.pool, &jobs, `SELECT (args->>'step')::bigint FROM river_job WHERE kind = $1 AND queue = $2 ORDER BY id`,
-			StepArgs{}.Kind(), Queue))
+			process.StepArgs{}.Kind(), process.Queue))
 		require.Equal(t, []int64{old}, jobs, "sweep %d: only the step whose lease ended before the grace is queued, once", i)
 	}
 }
@@ -246,6 +253,7 @@ func pgxscanInts(pool *pgxpool.Pool, out *[]int64, sql string, args ...any) erro
 // that job's to probe; another job would be a second caller. A step whose job is finished
 // (completed, discarded, cancelled) is queued again.
 func TestSweepLeavesAStepWhoseJobWaits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
@@ -254,16 +262,16 @@ func TestSweepLeavesAStepWhoseJobWaits(t *testing.T) {
 		"completed": true, "discarded": true, "cancelled": true}
 	ids := map[string]int64{}
 	for state := range queued {
-		id := insertStep(t, w, "calendly-job-"+state, "calendly-job-"+state, CalendarCreate, StateRequested)
+		id := insertStep(t, w, "calendly-job-"+state, "calendly-job-"+state, process.CalendarCreate, process.StateRequested)
 		_, err := w.pool.Exec(ctx, `UPDATE process_steps SET attempts = 1, lease_until = now() - interval '1 hour' WHERE id = $1`, id)
 		require.NoError(t, err)
-		res, err := client.Insert(ctx, StepArgs{Step: id}, &river.InsertOpts{Queue: Queue})
+		res, err := client.Insert(ctx, process.StepArgs{Step: id}, &river.InsertOpts{Queue: process.Queue})
 		require.NoError(t, err)
 		_, err = w.pool.Exec(ctx, `UPDATE river_job SET state = $2, finalized_at = CASE WHEN $3 THEN now() END WHERE id = $1`, res.Job.ID, state, queued[state])
 		require.NoError(t, err, state)
 		ids[state] = id
 	}
-	n, err := Sweep(ctx, w.pool, client, time.Minute, DefaultMaxAttempts)
+	n, err := Sweep(ctx, w.pool, client, time.Minute, process.DefaultMaxAttempts)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	for state, id := range ids {
@@ -278,9 +286,10 @@ func TestSweepLeavesAStepWhoseJobWaits(t *testing.T) {
 // leaves the item open and the step as it was. An accepted one records the operator's note on the
 // step and who resolved the item.
 func TestResolveRefusesAnIncompleteResolution(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
-	id := insertStep(t, w, "calendly-refused", "calendly-refused", EmailConfirmation, StateNeedsReconciliation)
+	id := insertStep(t, w, "calendly-refused", "calendly-refused", process.EmailConfirmation, process.StateNeedsReconciliation)
 	var key string
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT key::text FROM process_steps WHERE id = $1`, id).Scan(&key))
 	_, err := w.pool.Exec(ctx, `UPDATE process_steps SET note = 'outcome unknown: check the mail server' WHERE id = $1`, id)
@@ -310,7 +319,7 @@ func TestResolveRefusesAnIncompleteResolution(t *testing.T) {
 		var open bool
 		require.NoError(t, w.pool.QueryRow(ctx, `SELECT s.state, i.closed_at IS NULL FROM process_steps s, reconciliation_items i WHERE s.id = $1 AND i.id = $2`,
 			id, item).Scan(&state, &open))
-		require.Equal(t, string(StateNeedsReconciliation), state, c.name)
+		require.Equal(t, string(process.StateNeedsReconciliation), state, c.name)
 		require.True(t, open, c.name)
 	}
 

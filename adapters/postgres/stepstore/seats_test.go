@@ -1,6 +1,7 @@
-package process
+package stepstore
 
 import (
+	"bookingledger/adapters/process"
 	"context"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 // take (an unknown seat) plans none; the last attendee leaving plans theirs too (the claim decides
 // whether the booking's own cancellation tells them instead); replaying the log plans nothing new.
 func TestPlanSeatCancellationsOnePerLeavingSeat(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	host := "https://api.calendly.com/users/HOST-S"
@@ -33,7 +35,7 @@ func TestPlanSeatCancellationsOnePerLeavingSeat(t *testing.T) {
 		w.catchUp(t, w.process, ProjectionName)
 	}
 	seatSteps := func() map[string]string {
-		rows, err := w.pool.Query(ctx, `SELECT seat, key::text FROM process_steps WHERE kind = $1`, string(EmailSeatCancellation))
+		rows, err := w.pool.Query(ctx, `SELECT seat, key::text FROM process_steps WHERE kind = $1`, string(process.EmailSeatCancellation))
 		require.NoError(t, err)
 		defer rows.Close()
 		out := map[string]string{}
@@ -44,8 +46,8 @@ func TestPlanSeatCancellationsOnePerLeavingSeat(t *testing.T) {
 		}
 		return out
 	}
-	want := map[string]string{"email-sha256:bbbb": SeatStepKey("calendly-s1", "email-sha256:bbbb").String(),
-		"seat-a": SeatStepKey("calendly-s1", "seat-a").String()}
+	want := map[string]string{"email-sha256:bbbb": process.SeatStepKey("calendly-s1", "email-sha256:bbbb").String(),
+		"seat-a": process.SeatStepKey("calendly-s1", "seat-a").String()}
 	assert.Equal(t, want, seatSteps(), "one per leaving seat, none for the unknown one")
 	var total int
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&total))

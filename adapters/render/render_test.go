@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"bookingledger/adapters/process/render"
+	"bookingledger/adapters/render"
 )
 
 var (

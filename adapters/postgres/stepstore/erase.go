@@ -1,4 +1,4 @@
-package process
+package stepstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"bookingledger/adapters/process"
 )
 
 // EraseSteps is process_steps' part of an erasure (adapters/privacy), in its transaction: the
@@ -15,7 +17,7 @@ import (
 func EraseSteps(ctx context.Context, tx pgx.Tx, subjects []string, at time.Time) (skipped, cleared int64, err error) {
 	tag, err := tx.Exec(ctx, `UPDATE process_steps SET state = $3, note = 'the invitee''s data was erased on ' || $2,
     finished_at = now(), updated_at = now()
-WHERE booking = ANY($1) AND state = $4 AND kind LIKE 'invitee_email.%'`, subjects, at.Format(time.DateOnly), string(StateSkipped), string(StatePending))
+WHERE booking = ANY($1) AND state = $4 AND kind LIKE 'invitee_email.%'`, subjects, at.Format(time.DateOnly), string(process.StateSkipped), string(process.StatePending))
 	if err != nil {
 		return 0, 0, fmt.Errorf("skip erased subjects' steps: %w", err)
 	}

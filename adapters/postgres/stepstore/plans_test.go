@@ -1,6 +1,7 @@
-package process
+package stepstore
 
 import (
+	"bookingledger/adapters/process"
 	"context"
 	"fmt"
 	"testing"
@@ -39,6 +40,7 @@ import (
 // booking = ANY($1) ... FOR UPDATE) planned, custom and kept, as a Seq Scan of the empty process_steps
 // of a fresh database, and the connection kept it while the table grew.
 func TestPlanningReadsStayIndexed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	w.play(t)
@@ -77,7 +79,7 @@ type planWorld struct {
 func newPlanWorld(t *testing.T) *planWorld { t.Helper(); return newPlanWorldFor(t, both) }
 
 // newPlanWorldFor is newPlanWorld with the process projection planning for targets.
-func newPlanWorldFor(t *testing.T, targets Targets) *planWorld {
+func newPlanWorldFor(t *testing.T, targets process.Targets) *planWorld {
 	t.Helper()
 	ctx := context.Background()
 	w := &planWorld{trace: &plantest.Trace{Naming: planned.Watched, Max: 3}}
@@ -171,7 +173,7 @@ func (w *planWorld) catchUp(t *testing.T, r *projections.Runner, name string) {
 var (
 	t1   = time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
 	t2   = t1.Add(24 * time.Hour)
-	both = Targets{Calendar: true, Email: true}
+	both = process.Targets{Calendar: true, Email: true}
 )
 
 var planNamespace = uuid.MustParse("0b5b3c4e-58a4-4d1e-9a53-4f0f6f1c2d71")
@@ -222,6 +224,7 @@ var planned = plantest.Rule{Watched: []string{"calendar_bookings", "calendar_slo
 // delivery its own batch) is one thread named after its first booking, whose steps are p7's and whose
 // superseded ones are skipped.
 func TestPlanBookingsFollowsSlotsAndChains(t *testing.T) {
+	t.Parallel()
 	w := newPlanWorld(t)
 	w.play(t)
 	r, err := w.pool.Query(context.Background(), `SELECT thread || ' ' || booking || ' ' || kind || ' ' || state || ' ' || answers FROM process_steps ORDER BY id`)
@@ -238,7 +241,7 @@ func TestPlanBookingsFollowsSlotsAndChains(t *testing.T) {
 		{"p5", "p6", "skipped", "2030-01-07T12:00:00Z–2030-01-07T12:30:00Z"},
 		{"p5", "p7", "pending", "2030-01-07T13:00:00Z–2030-01-07T13:30:00Z"},
 	} {
-		for _, k := range []Kind{CalendarCreate, EmailConfirmation} {
+		for _, k := range []process.Kind{process.CalendarCreate, process.EmailConfirmation} {
 			want = append(want, fmt.Sprintf("calendly-%s calendly-%s %s %s active %s", s.thread, s.booking, k, s.state, s.slot))
 		}
 	}
@@ -248,28 +251,30 @@ func TestPlanBookingsFollowsSlotsAndChains(t *testing.T) {
 // TestPlanningOneTargetPlansItsSteps: with email configured and no calendar, the projection plans the
 // email steps (and no calendar step).
 func TestPlanningOneTargetPlansItsSteps(t *testing.T) {
-	w := newPlanWorldFor(t, Targets{Email: true})
+	t.Parallel()
+	w := newPlanWorldFor(t, process.Targets{Email: true})
 	w.play(t)
 	var kinds []string
 	require.NoError(t, pgxscan(w.pool, &kinds, `SELECT DISTINCT kind FROM process_steps ORDER BY kind`))
-	require.Equal(t, []string{string(EmailConfirmation)}, kinds)
+	require.Equal(t, []string{string(process.EmailConfirmation)}, kinds)
 }
 
 // TestInsertJobsQueuesEveryStep: a plan of more steps than one insert takes (a rebuild's) gets a job
 // for each, on the steps queue, with the step's attempts.
 func TestInsertJobsQueuesEveryStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
 	require.NoError(t, err)
-	ids := make([]int64, 2*maxInsertParamsRows+1)
+	ids := make([]int64, 2*process.MaxJobsPerInsert+1)
 	for i := range ids {
 		ids[i] = int64(i + 1)
 	}
-	require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error { return InsertJobs(ctx, tx, client, ids, 7) }))
+	require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error { return process.InsertJobs(ctx, tx, client, ids, 7) }))
 	var n, steps int
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT args->>'step') FROM river_job WHERE kind = $1 AND queue = $2 AND max_attempts = 7`,
-		StepArgs{}.Kind(), Queue).Scan(&n, &steps))
+		process.StepArgs{}.Kind(), process.Queue).Scan(&n, &steps))
 	require.Equal(t, len(ids), n)
 	require.Equal(t, len(ids), steps)
 }
@@ -286,6 +291,7 @@ func pgxscan(pool *pgxpool.Pool, out *[]string, sql string) error {
 // TestPlanBookingsReturnsRevivedSteps: a skipped step that never ran and is wanted again is pending
 // and among the ids that get a job (nothing else would run it), and planning again returns nothing.
 func TestPlanBookingsReturnsRevivedSteps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	w.play(t)
@@ -314,6 +320,7 @@ func TestPlanBookingsReturnsRevivedSteps(t *testing.T) {
 // second of four) and the calendar cancels the later ones; their pending steps are skipped too,
 // though no event of theirs arrived. The first occurrence, before the cancel, keeps its steps.
 func TestPlanBookingsFollowsSeries(t *testing.T) {
+	t.Parallel()
 	w := newPlanWorld(t)
 	host := "calcom-user-1842"
 	week := 7 * 24 * time.Hour
@@ -334,8 +341,8 @@ func TestPlanBookingsFollowsSeries(t *testing.T) {
 	got, err := pgx.CollectRows(r, pgx.RowTo[string])
 	require.NoError(t, err)
 	var want []string
-	for i, state := range []State{StatePending, StateSkipped, StateSkipped, StateSkipped} {
-		for _, k := range []Kind{CalendarCreate, EmailConfirmation} {
+	for i, state := range []process.State{process.StatePending, process.StateSkipped, process.StateSkipped, process.StateSkipped} {
+		for _, k := range []process.Kind{process.CalendarCreate, process.EmailConfirmation} {
 			want = append(want, fmt.Sprintf("calcom-occ%d %s %s", i+1, k, state))
 		}
 	}

@@ -1,4 +1,4 @@
-package process
+package stepstore
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections"
@@ -30,11 +32,11 @@ type Store struct {
 
 // NewStore returns the store; client (optional) inserts the job of a retried step.
 func NewStore(pool *pgxpool.Pool, client *river.Client[pgx.Tx]) *Store {
-	return &Store{pool: pool, client: client, maxAttempts: DefaultMaxAttempts}
+	return &Store{pool: pool, client: client, maxAttempts: process.DefaultMaxAttempts}
 }
 
 // ForBooking returns the steps of every thread the booking belongs to, oldest first.
-func (s *Store) ForBooking(ctx context.Context, booking string) ([]Step, error) {
+func (s *Store) ForBooking(ctx context.Context, booking string) ([]process.Step, error) {
 	return stepsOf(ctx, s.pool, `WHERE thread IN (SELECT thread FROM process_steps WHERE booking = $1 OR thread = $1) ORDER BY id`, booking)
 }
 
@@ -45,42 +47,42 @@ var ErrInvalidState = errors.New("unknown step state")
 const MaxList = 1000
 
 // List returns steps in state (all when empty), newest first, at most MaxList.
-func (s *Store) List(ctx context.Context, state State) ([]Step, error) {
+func (s *Store) List(ctx context.Context, state process.State) ([]process.Step, error) {
 	if state == "" {
 		return stepsOf(ctx, s.pool, `ORDER BY id DESC LIMIT $1`, MaxList)
 	}
-	if !slices.Contains(States, state) {
+	if !slices.Contains(process.States, state) {
 		return nil, fmt.Errorf("%w %q (want one of %s)", ErrInvalidState, state, statesText())
 	}
 	return stepsOf(ctx, s.pool, `WHERE state = $1 ORDER BY id DESC LIMIT $2`, string(state), MaxList)
 }
 
 func statesText() string {
-	out := make([]string, len(States))
-	for i, st := range States {
+	out := make([]string, len(process.States))
+	for i, st := range process.States {
 		out[i] = string(st)
 	}
 	return strings.Join(out, ", ")
 }
 
 // Counts returns the number of steps by kind and state.
-func (s *Store) Counts(ctx context.Context) (map[Kind]map[State]int64, error) {
+func (s *Store) Counts(ctx context.Context) (map[process.Kind]map[process.State]int64, error) {
 	r, err := s.pool.Query(ctx, `SELECT kind, state, count(*) FROM process_steps GROUP BY kind, state`)
 	if err != nil {
 		return nil, fmt.Errorf("process: count steps: %w", err)
 	}
 	defer r.Close()
-	out := map[Kind]map[State]int64{}
+	out := map[process.Kind]map[process.State]int64{}
 	for r.Next() {
 		var k, st string
 		var n int64
 		if err := r.Scan(&k, &st, &n); err != nil {
 			return nil, fmt.Errorf("process: count steps: %w", err)
 		}
-		if out[Kind(k)] == nil {
-			out[Kind(k)] = map[State]int64{}
+		if out[process.Kind(k)] == nil {
+			out[process.Kind(k)] = map[process.State]int64{}
 		}
-		out[Kind(k)][State(st)] = n
+		out[process.Kind(k)][process.State(st)] = n
 	}
 	return out, r.Err()
 }
@@ -108,34 +110,30 @@ var Actions = []Action{ActionMarkDone, ActionRetry, ActionSkip}
 // operator (a token's name, or the CLI's user), recorded as other resolutions record it. Errors wrap
 // projections.ErrNotFound, ErrItemClosed or ErrInvalidQuery (unknown action, nobody named, not a step
 // item, a step no longer needing reconciliation).
-func (s *Store) Resolve(ctx context.Context, id int64, action Action, note, by string) (calendar.Item, Step, error) {
+func (s *Store) Resolve(ctx context.Context, id int64, action Action, note, by string) (calendar.Item, process.Step, error) {
 	note, by = strings.TrimSpace(note), strings.TrimSpace(by)
 	if by == "" || len(by) > MaxNoteLength || !ledger.Storable(by) {
-		return calendar.Item{}, Step{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 without NUL, at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
+		return calendar.Item{}, process.Step{}, fmt.Errorf("%w: who resolves the item must be named (valid UTF-8 without NUL, at most %d bytes)", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	if note == "" {
-		return calendar.Item{}, Step{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
+		return calendar.Item{}, process.Step{}, fmt.Errorf("%w: a resolution note is required", projections.ErrInvalidQuery)
 	}
 	if len(note) > MaxNoteLength || !ledger.Storable(note) {
-		return calendar.Item{}, Step{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
+		return calendar.Item{}, process.Step{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
 	}
 	if !slices.Contains(Actions, action) {
-		return calendar.Item{}, Step{}, fmt.Errorf("%w: action %q: want mark-done, retry or skip", projections.ErrInvalidQuery, action)
+		return calendar.Item{}, process.Step{}, fmt.Errorf("%w: action %q: want mark-done, retry or skip", projections.ErrInvalidQuery, action)
 	}
 	var item calendar.Item
-	var step Step
+	var step process.Step
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var kind, subject string
-		var closed *time.Time
-		err := tx.QueryRow(ctx, `SELECT kind, subject, closed_at FROM reconciliation_items WHERE id = $1 FOR UPDATE`, id).Scan(&kind, &subject, &closed)
+		kind, subject, closed, err := readmodel.LockItem(ctx, tx, id)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("item %d: %w", id, projections.ErrNotFound)
 		case err != nil:
 			return err
 		case kind != "step":
 			return fmt.Errorf("%w: item %d is a %s item, not a step's: resolve it without --action", projections.ErrInvalidQuery, id, kind)
-		case closed != nil:
+		case closed:
 			return fmt.Errorf("item %d: %w", id, projections.ErrItemClosed)
 		}
 		key, err := uuid.Parse(strings.TrimPrefix(subject, "step "))
@@ -150,42 +148,40 @@ func (s *Store) Resolve(ctx context.Context, id int64, action Action, note, by s
 			return fmt.Errorf("step %s: %w", key, projections.ErrNotFound)
 		}
 		step = steps[0]
-		if step.State != StateNeedsReconciliation && step.State != StateFailed {
+		if step.State != process.StateNeedsReconciliation && step.State != process.StateFailed {
 			return fmt.Errorf("%w: step %s is %s, not needs_reconciliation or failed", projections.ErrInvalidQuery, key, step.State)
 		}
 		text := "operator " + string(action) + ": " + note
 		switch action {
 		case ActionMarkDone:
-			step.State = StateDone
+			step.State = process.StateDone
 		case ActionSkip:
-			step.State = StateSkipped
+			step.State = process.StateSkipped
 		case ActionRetry:
 			if s.client == nil {
 				return errors.New("retry needs the job queue")
 			}
-			step.State = StatePending
+			step.State = process.StatePending
 		}
 		if _, err := tx.Exec(ctx, `UPDATE process_steps SET state = $2, note = $3, lease_until = NULL,
 finished_at = CASE WHEN $2 = 'pending' THEN NULL ELSE now() END, updated_at = now() WHERE id = $1`, step.ID, string(step.State), text); err != nil {
 			return fmt.Errorf("resolve step %s: %w", key, err)
 		}
 		if action == ActionRetry {
-			if err := InsertJobs(ctx, tx, s.client, []int64{step.ID}, s.maxAttempts); err != nil {
+			if err := process.InsertJobs(ctx, tx, s.client, []int64{step.ID}, s.maxAttempts); err != nil {
 				return err
 			}
 		}
 		step.Note = text
-		err = tx.QueryRow(ctx, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2, resolved_by = $3 WHERE id = $1
-RETURNING id, kind, subject, booking, reason, opened_at, closed_at, note, resolved_by`, id, text, by).Scan(
-			&item.ID, &item.Kind, &item.Subject, &item.Booking, &item.Reason, &item.OpenedAt, &item.ClosedAt, &item.Note, &item.ResolvedBy)
+		item, err = readmodel.CloseItem(ctx, tx, id, text, by)
 		if err != nil {
-			return fmt.Errorf("close item %d: %w", id, err)
+			return err
 		}
 		item.ClosedBy = calendar.ClosedByOperator
 		return nil
 	})
 	if err != nil {
-		return calendar.Item{}, Step{}, fmt.Errorf("resolve item %d: %w", id, err)
+		return calendar.Item{}, process.Step{}, fmt.Errorf("resolve item %d: %w", id, err)
 	}
 	return item, step, nil
 }
@@ -212,7 +208,7 @@ WHERE id IN (SELECT id FROM process_steps s WHERE state = 'requested' AND lease_
                  AND (j.state IN ('available', 'pending', 'scheduled', 'retryable')
                       OR j.state = 'running' AND j.attempted_at > now() - $1::interval))
              ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED)
-RETURNING id`, grace.String(), StepArgs{}.Kind())
+RETURNING id`, grace.String(), process.StepArgs{}.Kind())
 		if err != nil {
 			return err
 		}
@@ -220,7 +216,7 @@ RETURNING id`, grace.String(), StepArgs{}.Kind())
 			return err
 		}
 		n = len(ids)
-		return InsertJobs(ctx, tx, client, ids, maxAttempts)
+		return process.InsertJobs(ctx, tx, client, ids, maxAttempts)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("process: sweep: %w", err)
@@ -238,7 +234,7 @@ func (s *Store) StepsForBooking(ctx context.Context, id booking.ID) ([]history.S
 }
 
 // Entries converts steps for history and listings.
-func Entries(steps []Step) []history.StepEntry {
+func Entries(steps []process.Step) []history.StepEntry {
 	out := make([]history.StepEntry, len(steps))
 	for i, st := range steps {
 		out[i] = history.StepEntry{Key: st.Key.String(), Kind: string(st.Kind), State: string(st.State), Booking: st.Booking,

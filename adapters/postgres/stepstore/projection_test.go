@@ -1,4 +1,4 @@
-package process
+package stepstore
 
 import (
 	"context"
@@ -35,6 +35,7 @@ func (g *gateReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndD
 // far but not to the end); the process projection plans nothing from them and keeps waiting. Once
 // the rebuild is over it plans the batch.
 func TestProjectionWaitsWhileTheCalendarRebuilds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	w.record(t, planEvent("calendly-r1", "created", t1.Add(-72*time.Hour), booking.Scheduled{Slot: slotAt(t1, "m-r1", "https://api.calendly.com/users/HOST-R"), Capacity: 1}))

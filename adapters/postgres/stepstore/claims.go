@@ -1,0 +1,114 @@
+package stepstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/process"
+)
+
+// The step workers' reads and writes (process.Steps).
+var _ process.Steps = (*Store)(nil)
+
+// Lock implements process.Steps: one read locks the step and brings its predecessor.
+func (s *Store) Lock(ctx context.Context, tx pgx.Tx, id int64) (process.Claimed, bool, error) {
+	var pred struct {
+		kind, state *string
+		key         *uuid.UUID
+	}
+	var claimedBy *string
+	var dataSentAt *time.Time
+	rows, err := tx.Query(ctx, `SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, s.claimed_by, s.data_sent_at
+FROM process_steps s
+LEFT JOIN process_steps p ON p.key = s.after_key
+WHERE s.id = $1 FOR UPDATE OF s`, id)
+	if err != nil {
+		return process.Claimed{}, false, fmt.Errorf("process: read step: %w", err)
+	}
+	found, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &claimedBy, &dataSentAt)
+	if err != nil || len(found) == 0 {
+		return process.Claimed{}, false, err
+	}
+	c := process.Claimed{Step: found[0], Claimed: claimedBy != nil, DataSent: dataSentAt != nil}
+	if pred.state != nil {
+		c.Pred = &process.Step{Kind: process.Kind(*pred.kind), Key: *pred.key, State: process.State(*pred.state)}
+	}
+	return c, true, nil
+}
+
+// SeatSteps implements process.Steps.
+func (s *Store) SeatSteps(ctx context.Context, tx pgx.Tx, booking string) ([]process.Step, error) {
+	return stepsOf(ctx, tx, `WHERE booking = $1 AND kind = $2 ORDER BY id FOR UPDATE`, booking, string(process.EmailSeatCancellation))
+}
+
+// Request implements process.Steps. A claim that may have been sent keeps its data_sent_at (the
+// worker reads it as unknown); any other starts without one.
+func (s *Store) Request(ctx context.Context, tx pgx.Tx, id int64, lease time.Duration, clientID string, keepDataSent bool) (attempts int, until time.Time, err error) {
+	err = tx.QueryRow(ctx, `UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
+requested_at = coalesce(requested_at, now()), lease_until = now() + $2::interval, updated_at = now(),
+claimed_by = $3, data_sent_at = CASE WHEN $4 THEN data_sent_at END
+WHERE id = $1 RETURNING attempts, lease_until`, id, lease.String(), clientID, keepDataSent).Scan(&attempts, &until)
+	return attempts, until, err
+}
+
+// Record implements process.Steps: the step's row in one statement, and with a needs_reconciliation
+// or failed outcome, its item in the same transaction (the calendar's queue, readmodel.OpenItem).
+func (s *Store) Record(ctx context.Context, tx pgx.Tx, r process.Record) error {
+	item := r.State == process.StateNeedsReconciliation || r.State == process.StateFailed
+	if tx == nil && item {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.Record(ctx, tx, r) })
+	}
+	var q interface {
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	} = s.pool
+	if tx != nil {
+		q = tx
+	}
+	var id int64
+	err := q.QueryRow(ctx, `UPDATE process_steps SET state = $2, last_error = CASE WHEN $2 = 'done' THEN '' WHEN $3 = '' THEN last_error ELSE $3 END,
+note = CASE WHEN $4 = '' THEN note ELSE $4 END,
+target_href = CASE WHEN $5 = '' THEN target_href ELSE $5 END, target_etag = CASE WHEN $6 = '' THEN target_etag ELSE $6 END,
+lease_until = CASE WHEN $2 = 'requested' THEN now() ELSE NULL END,
+finished_at = CASE WHEN $7 THEN now() ELSE NULL END, updated_at = now()
+WHERE id = $1 AND (NOT $8 OR state = 'requested')
+RETURNING id`, r.Step.ID, string(r.State), r.Error, r.Note, r.Href, r.ETag, r.Finished, r.OnlyRequested).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // no longer the claim's
+	case err != nil || !item:
+		return err
+	}
+	return readmodel.OpenItem(ctx, tx, "step", "step "+r.Step.Key.String(), r.Step.Booking, r.Reason)
+}
+
+// Object implements process.Steps.
+func (s *Store) Object(ctx context.Context, thread string, id int64) (href, etag string, seq int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT coalesce((SELECT target_href FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND state = 'done' AND target_href <> '' ORDER BY id LIMIT 1), ''),
+coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('host_calendar.create', 'host_calendar.update') AND state = 'done' AND id < $2 ORDER BY id DESC LIMIT 1), ''),
+(SELECT count(*) FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.update' AND state = 'done' AND id < $2)`,
+		thread, id).Scan(&href, &etag, &seq)
+	return href, etag, seq, err
+}
+
+// CreateKey implements process.Steps.
+func (s *Store) CreateKey(ctx context.Context, thread, href string) (uuid.UUID, error) {
+	var key uuid.UUID
+	err := s.pool.QueryRow(ctx, `SELECT key FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href = $2 ORDER BY id LIMIT 1`,
+		thread, href).Scan(&key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, nil
+	}
+	return key, err
+}
+
+// MarkDataSent implements process.Steps.
+func (s *Store) MarkDataSent(ctx context.Context, id int64, attempts int) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE process_steps SET data_sent_at = now() WHERE id = $1 AND state = 'requested' AND attempts = $2`, id, attempts)
+	return tag.RowsAffected() == 1, err
+}
