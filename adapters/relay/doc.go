@@ -3,10 +3,15 @@
 // endpoint's deliveries, in the transaction that advances its checkpoint; workers send each as a
 // Standard Webhooks message, record every attempt, retry on a schedule, alert on failure streaks and
 // pause endpoints that answer 410.
-// Deliveries, attempts, replays and alerts live in the relay_* tables; job arguments carry their IDs
-// only.
 //
-// It owns the relay_* tables and the "relay" River queue. It imports the domain, the event-store
-// port, the Standard Webhooks scheme (adapters/providers/standard: one signing rule) and River; it
-// never imports other adapters' internals or the HTTP server.
+// It is the calendar's shape: the rules are projections/relay's (fan-out, filters, the message, the
+// breaker's admission, the retry schedule and Retry-After, replay plans); the relay_* tables are
+// adapters/postgres/relaystore's, whose typed statements it calls in its own transactions and whose
+// value types (Endpoint, Delivery, …) it re-exports; this package keeps the workers (HTTP sends,
+// River jobs on the "relay" and "relay_replay" queues, the projection's Apply on the runner), the
+// endpoint URL check and the metrics. Job arguments carry delivery, alert and send IDs only.
+//
+// It imports the domain, the event-store port, relaystore, the Standard Webhooks scheme
+// (adapters/providers/standard: one signing rule) and River; it never names a table in SQL, nor
+// imports other adapters' internals or the HTTP server.
 package relay

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"bookingledger/adapters/postgres/relaystore"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/domain/ledger"
 	prelay "bookingledger/projections/relay"
@@ -17,47 +18,49 @@ import (
 
 // Errors callers branch on.
 var (
-	ErrNotFound      = errors.New("not found")
+	ErrNotFound      = relaystore.ErrNotFound
 	ErrInvalidTypes  = prelay.ErrInvalidTypes
 	ErrInvalidFilter = prelay.ErrInvalidFilter
-	ErrInvalid       = errors.New("invalid request")
+	ErrInvalid       = relaystore.ErrInvalid
 )
 
 // RotationOverlap is how long a rotated-out secret keeps signing alongside the new one, so receivers
 // can switch at their own pace.
 const RotationOverlap = 24 * time.Hour
 
-// Endpoint is a user's receiver. Its secrets are not part of it: they are shown once, when created or
-// rotated.
-type Endpoint struct {
-	ID    int64
-	URL   string
-	Types []string
-	// Filter narrows the types' events (the zero Filter: none); a change applies to the events
-	// recorded after it.
-	Filter      Filter
-	Description string
-	// Disabled is set by disable or by a 410 answer; DisabledReason says which.
-	Disabled       bool
-	DisabledAt     time.Time
-	DisabledReason string
-	// PreviousUntil is when the secret before the last rotation stops signing (zero: none).
-	PreviousUntil       time.Time
-	ConsecutiveFailures int
-	CreatedAt           time.Time
-	// Settings are how the endpoint is sent to: order, throttle, breaker (breaker.go).
-	Settings
-}
+// The relay's value types are its store's (adapters/postgres/relaystore).
+type (
+	Endpoint        = relaystore.Endpoint
+	NewEndpoint     = relaystore.NewEndpoint
+	EndpointUpdate  = relaystore.EndpointUpdate
+	Settings        = relaystore.Settings
+	SettingsUpdate  = relaystore.SettingsUpdate
+	Delivery        = relaystore.Delivery
+	Attempt         = relaystore.Attempt
+	DeliveryQuery   = relaystore.DeliveryQuery
+	Backlog         = relaystore.Backlog
+	Alert           = relaystore.Alert
+	OperationalSend = relaystore.OperationalSend
+	Replay          = relaystore.Replay
+)
 
-// NewEndpoint is what Add needs.
-type NewEndpoint struct {
-	URL         string
-	Types       []string
-	Filter      Filter
-	Description string
-	// Options are the delivery settings; nil fields take their defaults.
-	Options SettingsUpdate
-}
+// Delivery states (relaystore.States).
+const (
+	StatePending   = relaystore.StatePending
+	StatePaused    = relaystore.StatePaused
+	StateSucceeded = relaystore.StateSucceeded
+	StateDead      = relaystore.StateDead
+)
+
+// States, HeldReasons and AlertKinds are the CHECK lists of relay_deliveries and relay_alerts.
+var (
+	States      = relaystore.States
+	HeldReasons = relaystore.HeldReasons
+	AlertKinds  = relaystore.AlertKinds
+)
+
+// DefaultDeliveryLimit bounds a listing.
+const DefaultDeliveryLimit = relaystore.DefaultDeliveryLimit
 
 // ParseTypes splits a comma-separated filter ("booking.scheduled.*, booking.payment_*") into
 // patterns; empty means every type.
@@ -85,38 +88,6 @@ func NewSecret() string {
 	return standard.SecretPrefix + base64.StdEncoding.EncodeToString(b)
 }
 
-const endpointColumns = `id, url, types, filter, description, disabled_at, disabled_reason, previous_until,
-consecutive_failures, created_at, ` + deliveryColumnsOfEndpoint
-
-func scanEndpoint(row pgx.Row) (Endpoint, error) {
-	var (
-		e                 Endpoint
-		filter            string
-		disabledAt, until *time.Time
-	)
-	if err := row.Scan(&e.ID, &e.URL, &e.Types, &filter, &e.Description, &disabledAt, &e.DisabledReason, &until,
-		&e.ConsecutiveFailures, &e.CreatedAt, &e.Ordered, &e.RatePerSecond, &e.Concurrency, &e.BreakerFailures,
-		&e.disableAfterMS, &e.failingSince, &e.probeAt, &e.AutoDisabled); err != nil {
-		return Endpoint{}, err
-	}
-	f, err := prelay.ParseFilter(filter)
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("stored filter %q: %w", filter, err)
-	}
-	e.Filter = f
-	if disabledAt != nil {
-		e.Disabled, e.DisabledAt = true, *disabledAt
-	}
-	if until != nil {
-		e.PreviousUntil = *until
-	}
-	if e.Types == nil {
-		e.Types = []string{}
-	}
-	e.Settings.fill()
-	return e, nil
-}
-
 // AddEndpoint validates and stores an endpoint and returns it with its secret, which is not shown
 // again. The URL must pass the guard.
 func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, string, error) {
@@ -133,7 +104,7 @@ func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, strin
 	if len(n.Description) > 500 || !ledger.Storable(n.Description) {
 		return Endpoint{}, "", fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
 	}
-	opts, err := n.Options.values()
+	opts, err := n.Options.Args()
 	if err != nil {
 		return Endpoint{}, "", err
 	}
@@ -142,45 +113,11 @@ func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, strin
 		types = []string{}
 	}
 	secret := NewSecret()
-	var e Endpoint
-	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		var err error
-		e, err = scanEndpoint(tx.QueryRow(ctx, `INSERT INTO relay_endpoints (url, types, filter, description, secret,
-    ordered, rate_per_second, concurrency, breaker_failures, disable_after_ms)
-VALUES ($1, $2, $3, $4, $5, coalesce($6::bool, false), coalesce($7::float8, 0), coalesce($8::int, 0), coalesce($9::int, 5),
-    coalesce($10::bigint, 432000000)) RETURNING `+endpointColumns,
-			append([]any{u.String(), types, n.Filter.String(), n.Description, secret}, opts...)...))
-		if err != nil {
-			return err
-		}
-		return addRule(ctx, tx, e.ID, "created_at")
-	})
+	e, err := r.store.InsertEndpoint(ctx, u.String(), types, n.Filter.String(), n.Description, secret, opts)
 	if err != nil {
 		return Endpoint{}, "", fmt.Errorf("add endpoint: %w", err)
 	}
 	return e, secret, nil
-}
-
-// EndpointUpdate changes an endpoint; a nil field keeps its value, and Types pointing at an empty
-// list means every type.
-type EndpointUpdate struct {
-	URL         *string
-	Types       *[]string
-	Filter      *Filter
-	Description *string
-	// Options change the delivery settings given.
-	Options SettingsUpdate
-}
-
-// addRule records an endpoint's types and filter as stored as its rule from since (a column of
-// relay_endpoints or "now()"): the fan-out matches an event by the rule in force when it was recorded.
-func addRule(ctx context.Context, tx pgx.Tx, id int64, since string) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO relay_endpoint_rules (endpoint_id, since, types, filter)
-SELECT id, `+since+`, types, filter FROM relay_endpoints WHERE id = $1
-ON CONFLICT (endpoint_id, since) DO UPDATE SET types = excluded.types, filter = excluded.filter`, id); err != nil {
-		return fmt.Errorf("record the endpoint's rule: %w", err)
-	}
-	return nil
 }
 
 // UpdateEndpoint changes an endpoint's URL, types, filter or description, each checked as AddEndpoint
@@ -192,7 +129,7 @@ func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) 
 	if u.URL == nil && u.Types == nil && u.Filter == nil && u.Description == nil && u.Options == (SettingsUpdate{}) {
 		return Endpoint{}, fmt.Errorf("%w: nothing to change (give a url, types, a filter, a description or a delivery setting)", ErrInvalid)
 	}
-	opts, err := u.Options.values()
+	opts, err := u.Options.Args()
 	if err != nil {
 		return Endpoint{}, err
 	}
@@ -225,13 +162,7 @@ func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) 
 	var e Endpoint
 	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		var err error
-		e, err = scanEndpoint(tx.QueryRow(ctx, `UPDATE relay_endpoints
-SET url = coalesce($2::text, url), types = coalesce($3::text[], types), description = coalesce($4::text, description),
-    filter = coalesce($5::text, filter),
-    ordered = coalesce($6::bool, ordered), rate_per_second = coalesce($7::float8, rate_per_second),
-    concurrency = coalesce($8::int, concurrency), breaker_failures = coalesce($9::int, breaker_failures),
-    disable_after_ms = coalesce($10::bigint, disable_after_ms)
-WHERE id = $1 RETURNING `+endpointColumns, append([]any{id, url, types, desc, filter}, opts...)...))
+		e, err = relaystore.UpdateEndpoint(ctx, tx, id, url, types, desc, filter, opts)
 		if err != nil {
 			return err
 		}
@@ -241,43 +172,13 @@ WHERE id = $1 RETURNING `+endpointColumns, append([]any{id, url, types, desc, fi
 		if types == nil && filter == nil {
 			return nil
 		}
-		return addRule(ctx, tx, id, "now()")
+		return relaystore.AddRule(ctx, tx, id, "now()")
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("update endpoint %d: %w", id, err)
-	}
-	return e, nil
-}
-
-// Endpoints lists every endpoint, oldest first.
-func (r *Relay) Endpoints(ctx context.Context) ([]Endpoint, error) {
-	rows, err := r.pool.Query(ctx, `SELECT `+endpointColumns+` FROM relay_endpoints ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	defer rows.Close()
-	var out []Endpoint
-	for rows.Next() {
-		e, err := scanEndpoint(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list endpoints: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
-// Endpoint returns one endpoint.
-func (r *Relay) Endpoint(ctx context.Context, id int64) (Endpoint, error) {
-	e, err := scanEndpoint(r.pool.QueryRow(ctx, `SELECT `+endpointColumns+` FROM relay_endpoints WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, err)
 	}
 	return e, nil
 }
@@ -296,18 +197,9 @@ func (r *Relay) DisableEndpoint(ctx context.Context, id int64, reason string) (E
 
 // disable disables an endpoint in tx and, when it was enabled, raises endpoint.disabled.
 func (r *Relay) disable(ctx context.Context, tx pgx.Tx, id int64, reason string) (Endpoint, error) {
-	var was bool
-	err := tx.QueryRow(ctx, `SELECT disabled_at IS NOT NULL FROM relay_endpoints WHERE id = $1 FOR UPDATE`, id).Scan(&was)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Endpoint{}, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
-	}
+	e, was, err := relaystore.Disable(ctx, tx, id, reason)
 	if err != nil {
-		return Endpoint{}, fmt.Errorf("disable endpoint %d: %w", id, err)
-	}
-	e, err := scanEndpoint(tx.QueryRow(ctx, `UPDATE relay_endpoints
-SET disabled_at = coalesce(disabled_at, now()), disabled_reason = $2 WHERE id = $1 RETURNING `+endpointColumns, id, reason))
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("disable endpoint %d: %w", id, err)
+		return Endpoint{}, err
 	}
 	if !was {
 		if err := r.RaiseEndpointDisabled(ctx, tx, id, reason); err != nil {
@@ -329,29 +221,11 @@ func (r *Relay) EnableEndpoint(ctx context.Context, id int64) (Endpoint, int, er
 // signing alongside it for RotationOverlap. A secret rotated out earlier is dropped.
 func (r *Relay) RotateSecret(ctx context.Context, id int64) (Endpoint, string, error) {
 	secret := NewSecret()
-	e, err := scanEndpoint(r.pool.QueryRow(ctx, `UPDATE relay_endpoints
-SET previous_secret = secret, previous_until = now() + $3::interval, secret = $2
-WHERE id = $1 RETURNING `+endpointColumns, id, secret, RotationOverlap.String()))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Endpoint{}, "", fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
-	}
+	e, err := r.store.RotateSecret(ctx, id, secret, RotationOverlap)
 	if err != nil {
-		return Endpoint{}, "", fmt.Errorf("rotate secret of endpoint %d: %w", id, err)
+		return Endpoint{}, "", err
 	}
 	return e, secret, nil
-}
-
-// RemoveEndpoint deletes an endpoint with its deliveries, attempts and alerts; jobs still queued for
-// them find nothing and end.
-func (r *Relay) RemoveEndpoint(ctx context.Context, id int64) error {
-	tag, err := r.pool.Exec(ctx, `DELETE FROM relay_endpoints WHERE id = $1`, id)
-	if err != nil {
-		return fmt.Errorf("remove endpoint %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
-	}
-	return nil
 }
 
 // activeSecrets returns the secrets an endpoint signs with at now, newest first.
@@ -361,11 +235,4 @@ func activeSecrets(secret string, previous *string, until *time.Time, now time.T
 		out = append(out, *previous)
 	}
 	return out
-}
-
-func collectIDs(rows pgx.Rows, err error) ([]int64, error) {
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }

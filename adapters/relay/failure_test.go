@@ -60,6 +60,7 @@ func (s *alertSink) got() []relay.AlertMessage {
 // 20 consecutive failures of an endpoint alert at 1, 5 and 20, once each; the success that follows
 // sends one recovery notice.
 func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
 	sink := newAlertSink(t, alertSecret)
@@ -121,6 +122,7 @@ func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
 // A 410 disables the endpoint: nothing more is sent, later events wait as paused deliveries, and
 // enable sends them all.
 func TestGoneDisablesTheEndpointUntilEnabled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	ctx := context.Background()
@@ -158,6 +160,7 @@ func TestGoneDisablesTheEndpointUntilEnabled(t *testing.T) {
 // 429 and 503 with Retry-After wait at least that long, however short the schedule; the last attempt
 // of the schedule leaves the delivery dead and listed.
 func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, 10 * time.Millisecond, 10 * time.Millisecond}})
 	ctx := context.Background()
@@ -199,6 +202,7 @@ func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
 // only to end a streak, so concurrent successes end each streak once — every streak that alerted at
 // 1 sends exactly one recovery notice, and the endpoint ends with no streak.
 func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
 	sink := newAlertSink(t, alertSecret)
@@ -264,6 +268,7 @@ func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
 // answered before a success of the same round is ended by it (and its alert is followed by a
 // recovery), as it would be across rounds.
 func TestASuccessEndsTheStreakOfAFailureAnsweredBeforeItInOneRound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{noProjection: true, schedule: []time.Duration{0}})
 	ctx := context.Background()
@@ -308,6 +313,7 @@ WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
 // With BOOKINGLEDGER_ALERT_FORMAT=slack an alert is a Slack-compatible {"text": …} naming the
 // endpoint by host and the length of its streak.
 func TestSlackAlertsAreOneLineOfText(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var (
 		mu    sync.Mutex

@@ -9,48 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"bookingledger/adapters/postgres/relaystore"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/resource"
 	prelay "bookingledger/projections/relay"
 )
-
-// fanoutEndpoints loads every endpoint with its rules (relay_endpoint_rules), as the pure fan-out
-// (projections/relay) takes them. An endpoint without a recorded rule has its stored types and filter
-// as its only one.
-func fanoutEndpoints(ctx context.Context, q querierRows) ([]prelay.Endpoint, error) {
-	rows, err := q.Query(ctx, `SELECT e.id, e.created_at, e.disabled_at IS NOT NULL, e.types, e.filter,
-    coalesce(r.since, e.created_at), coalesce(r.types, e.types), coalesce(r.filter, e.filter)
-FROM relay_endpoints e LEFT JOIN relay_endpoint_rules r ON r.endpoint_id = e.id
-ORDER BY e.id, r.since`)
-	if err != nil {
-		return nil, fmt.Errorf("endpoints: %w", err)
-	}
-	defer rows.Close()
-	var eps []prelay.Endpoint
-	for rows.Next() {
-		var (
-			id                 int64
-			created, since     time.Time
-			disabled           bool
-			types, ruleTypes   []string
-			filter, ruleFilter string
-		)
-		if err := rows.Scan(&id, &created, &disabled, &types, &filter, &since, &ruleTypes, &ruleFilter); err != nil {
-			return nil, fmt.Errorf("endpoints: %w", err)
-		}
-		f, err := prelay.ParseFilter(ruleFilter)
-		if err != nil {
-			return nil, fmt.Errorf("endpoint %d: stored filter %q: %w", id, ruleFilter, err)
-		}
-		if n := len(eps); n == 0 || eps[n-1].ID != id {
-			eps = append(eps, prelay.Endpoint{ID: id, Created: created, Disabled: disabled})
-		}
-		last := &eps[len(eps)-1]
-		last.Rules = append(last.Rules, prelay.Rule{Since: since, Types: ruleTypes, Filter: f})
-	}
-	return eps, rows.Err()
-}
 
 // subjects computes what filters look at in events: each booking's state after the event (its
 // stream read once and folded up to the event) and the calendar's links as they are now. Good for
@@ -135,7 +99,7 @@ func (s *subjects) compute(ctx context.Context, stream string, version uint64) (
 // replay), paused for a disabled endpoint. The unique (endpoint, event) key makes a second planning
 // of the same event a no-op.
 func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedEvent) error {
-	eps, err := fanoutEndpoints(ctx, tx)
+	eps, err := relaystore.FanoutEndpoints(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("relay plan: %w", err)
 	}
@@ -143,7 +107,7 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedE
 		return nil
 	}
 	subs := r.newSubjects()
-	var news newDeliveries
+	var news relaystore.NewDeliveries
 	for _, ev := range events {
 		b, ok := relayable(ev)
 		if !ok {
@@ -155,26 +119,26 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedE
 			if ep.Disabled {
 				state = StatePaused
 			}
-			news.add(ep.ID, ev, b, state)
+			news.Add(ep.ID, ev, b, state)
 		}
 	}
 	if subs.err != nil {
 		// A filter that cannot be evaluated must not drop events: the batch is retried.
 		return fmt.Errorf("relay plan: filter: %w", subs.err)
 	}
-	if news.len() == 0 {
+	if news.Len() == 0 {
 		return nil
 	}
 	pending := map[int64][]int64{} // by endpoint: a job's deliveries are one endpoint's
 	var order []int64
-	err = news.insert(ctx, tx, 0, func(d insertedDelivery) {
-		if d.state != StatePending {
+	err = news.Insert(ctx, tx, 0, func(d relaystore.Inserted) {
+		if d.State != StatePending {
 			return
 		}
-		if _, seen := pending[d.endpoint]; !seen {
-			order = append(order, d.endpoint)
+		if _, seen := pending[d.Endpoint]; !seen {
+			order = append(order, d.Endpoint)
 		}
-		pending[d.endpoint] = append(pending[d.endpoint], d.id)
+		pending[d.Endpoint] = append(pending[d.Endpoint], d.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("relay plan: %w", err)

@@ -37,6 +37,7 @@ func got(rc *receiver) []string {
 // the booking's status after the event, every term at once; a change applies to the events recorded
 // after it, and a replay narrows by the filter in force.
 func TestFiltersSelectByProviderResourceAndStatusAndAChangeAppliesAfterIt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()
@@ -78,6 +79,10 @@ func TestFiltersSelectByProviderResourceAndStatusAndAChangeAppliesAfterIt(t *tes
 	e.record(t, "f-2c", e.canceled("f-2"))
 	eventually(t, 30*time.Second, "the unfiltered endpoint's 5", func() bool { return len(deliveriesIn(t, r, epAll.ID, relay.StateSucceeded)) == 5 })
 	eventually(t, 30*time.Second, "the filtered ones'", func() bool { return len(status.messages()) == 2 && len(room.messages()) == 2 })
+	// A message arrives before its attempt commits: the replay below selects succeeded deliveries.
+	eventually(t, 30*time.Second, "the filtered endpoint's 2 recorded", func() bool {
+		return len(deliveriesIn(t, r, epStatus.ID, relay.StateSucceeded)) == 2
+	})
 	assert.Equal(t, []string{"booking.canceled.v1 f-1", "booking.scheduled.v1 f-3"}, got(status),
 		"the new filter takes the events recorded after the change only")
 	assert.Equal(t, []string{"booking.canceled.v1 f-2", "booking.scheduled.v1 f-2"}, got(room))

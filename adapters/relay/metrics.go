@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bookingledger/adapters/postgres/relaystore"
 	"context"
 	"strconv"
 	"time"
@@ -31,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) *Metrics {
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bookingledger_relay_alerts_total",
 			Help: "Endpoint alerts by endpoint and kind (failing, recovered)."}, []string{"endpoint", "kind"}),
 	}
-	reg.MustRegister(m.attempts, m.latency, m.completes, m.alerts, &stateCollector{pool: pool,
+	reg.MustRegister(m.attempts, m.latency, m.completes, m.alerts, &stateCollector{store: relaystore.New(pool),
 		desc: prometheus.NewDesc("bookingledger_relay_deliveries", "Deliveries not finished (pending: the queue depth; paused) or dead, by endpoint.",
 			[]string{"endpoint", "state"}, nil)}, newBreakerCollector(pool))
 	return m
@@ -62,8 +63,8 @@ func (m *Metrics) alert(endpoint, kind string) {
 // stateCollector counts deliveries by state at scrape time: every serve process reports the same
 // database-wide figures.
 type stateCollector struct {
-	pool *pgxpool.Pool
-	desc *prometheus.Desc
+	store *relaystore.Store
+	desc  *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
@@ -71,23 +72,11 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, `SELECT e.id, s.state, count(d.id)
-FROM relay_endpoints e CROSS JOIN (VALUES ('pending'), ('paused'), ('dead')) s(state)
-LEFT JOIN relay_deliveries d ON d.endpoint_id = e.id AND d.state = s.state
-GROUP BY e.id, s.state`)
+	counts, err := c.store.StateCounts(ctx)
 	if err != nil {
 		return // a scrape during a database outage shows no relay gauges rather than failing
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			id    int64
-			state string
-			n     int64
-		)
-		if rows.Scan(&id, &state, &n) != nil {
-			return
-		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), strconv.FormatInt(id, 10), state)
+	for _, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.N), strconv.FormatInt(n.Endpoint, 10), n.State)
 	}
 }

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"bookingledger/adapters/alerts"
+	"bookingledger/adapters/postgres/relaystore"
 	prelay "bookingledger/projections/relay"
 )
 
@@ -28,21 +28,8 @@ const (
 	OpProviderSyncFailed           = alerts.TypeProviderSyncFailed
 )
 
-// Operational is one occurrence of an operational event.
-type Operational struct {
-	// ID is the webhook-id every target receives it with ("" : a new one).
-	ID   string
-	Type string
-	// EndpointID is the endpoint it is about (0: none, a provider's); that endpoint never receives it.
-	EndpointID int64
-	At         time.Time
-	// Text is the sentence the Slack format sends; Data the event's document, "text" added.
-	Text string
-	Data map[string]any
-	// ExceptAlertURL leaves the alert URL out: its raiser sends there itself (the failure streak's
-	// relay_alerts, the provider sync's provider_alerts).
-	ExceptAlertURL bool
-}
+// Operational is one occurrence of an operational event (projections/relay builds the relay's).
+type Operational = prelay.Operational
 
 // OpArgs is the job that sends one operational event to one target.
 type OpArgs struct {
@@ -72,7 +59,7 @@ func (r *Relay) RaiseOperational(ctx context.Context, tx pgx.Tx, op Operational)
 	if err != nil {
 		return fmt.Errorf("operational %s: %w", op.Type, err)
 	}
-	rows, err := tx.Query(ctx, `SELECT id, types FROM relay_endpoints WHERE disabled_at IS NULL AND id <> $1 ORDER BY id`, op.EndpointID)
+	eps, err := relaystore.OperationalTargets(ctx, tx, op.EndpointID)
 	if err != nil {
 		return fmt.Errorf("operational %s: endpoints: %w", op.Type, err)
 	}
@@ -80,27 +67,18 @@ func (r *Relay) RaiseOperational(ctx context.Context, tx pgx.Tx, op Operational)
 	if r.alerts.URL != "" && !op.ExceptAlertURL {
 		targets = append(targets, nil)
 	}
-	var (
-		id    int64
-		types []string
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &types}, func() error {
-		if prelay.TakesOperational(types, op.Type) {
-			target := id
-			targets = append(targets, &target)
+	for _, ep := range eps {
+		if prelay.TakesOperational(ep.Types, op.Type) {
+			targets = append(targets, &ep.ID)
 		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("operational %s: endpoints: %w", op.Type, err)
 	}
 	var about *int64
 	if op.EndpointID != 0 {
 		about = &op.EndpointID
 	}
 	for _, target := range targets {
-		var send int64
-		if err := tx.QueryRow(ctx, `INSERT INTO relay_operational_sends (webhook_id, type, about_endpoint, target_endpoint, at, text, data)
-VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, op.ID, op.Type, about, target, op.At, clipText(op.Text), doc).Scan(&send); err != nil {
+		send, err := relaystore.InsertOperationalSend(ctx, tx, op.ID, op.Type, about, target, op.At, clipText(op.Text), doc)
+		if err != nil {
 			return fmt.Errorf("operational %s: %w", op.Type, err)
 		}
 		if _, err := r.inserter.InsertTx(ctx, tx, OpArgs{SendID: send}, &river.InsertOpts{Queue: Queue,
@@ -120,9 +98,7 @@ func (r *Relay) RaiseEndpointDisabled(ctx context.Context, tx pgx.Tx, endpointID
 	if err != nil {
 		return err
 	}
-	return r.RaiseOperational(ctx, tx, Operational{Type: OpEndpointDisabled, EndpointID: endpointID,
-		Text: fmt.Sprintf("bookingledger relay: endpoint %d (%s) disabled: %s", endpointID, host, reason),
-		Data: map[string]any{"endpoint": endpointID, "url": host, "description": desc, "reason": reason}})
+	return r.RaiseOperational(ctx, tx, prelay.EndpointDisabled(endpointID, host, desc, reason))
 }
 
 // raiseDead raises delivery.dead for a delivery whose schedule ran out.
@@ -131,21 +107,16 @@ func (r *Relay) raiseDead(ctx context.Context, tx pgx.Tx, s sent) error {
 	if err != nil {
 		return err
 	}
-	webhookID := "msg_" + s.d.eventID
-	return r.RaiseOperational(ctx, tx, Operational{Type: OpDeliveryDead, EndpointID: s.d.endpointID,
-		Text: fmt.Sprintf("bookingledger relay: delivery %d (%s) to endpoint %d (%s) is dead after %d attempt(s): %s",
-			s.d.id, webhookID, s.d.endpointID, host, s.d.attempts+1, s.a.err),
-		Data: map[string]any{"endpoint": s.d.endpointID, "url": host, "description": desc, "delivery": s.d.id,
-			"webhook_id": webhookID, "stream": s.d.stream, "version": s.d.version, "attempts": s.d.attempts + 1,
-			"last_error": s.a.err}})
+	return r.RaiseOperational(ctx, tx, prelay.DeliveryDead(prelay.DeadDelivery{ID: s.d.id, Endpoint: s.d.endpointID,
+		EventID: s.d.eventID, Stream: s.d.stream, Version: s.d.version, Attempts: s.d.attempts + 1, LastError: s.a.err}, host, desc))
 }
 
 // endpointLabel is what an operational event says of an endpoint: its host (the path and query may
 // hold the receiver's own token) and description.
 func endpointLabel(ctx context.Context, tx pgx.Tx, id int64) (host, desc string, err error) {
-	var url string
-	if err := tx.QueryRow(ctx, `SELECT url, description FROM relay_endpoints WHERE id = $1`, id).Scan(&url, &desc); err != nil {
-		return "", "", fmt.Errorf("endpoint %d: %w", id, err)
+	url, desc, err := relaystore.EndpointLabel(ctx, tx, id)
+	if err != nil {
+		return "", "", err
 	}
 	host = url
 	if u, err := ParseURL(url); err == nil {
@@ -164,26 +135,12 @@ type opWorker struct {
 // is not repeated.
 func (w *opWorker) Work(ctx context.Context, job *river.Job[OpArgs]) error {
 	r := w.r
-	var (
-		m           alerts.Message
-		target      *int64
-		data        json.RawMessage
-		url, secret *string
-		previous    *string
-		until       *time.Time
-	)
-	err := r.pool.QueryRow(ctx, `SELECT s.webhook_id, s.type, s.at, s.text, s.data, s.target_endpoint,
-    e.url, e.secret, e.previous_secret, e.previous_until
-FROM relay_operational_sends s LEFT JOIN relay_endpoints e ON e.id = s.target_endpoint
-WHERE s.id = $1 AND s.sent_at IS NULL`, job.Args.SendID).Scan(&m.ID, &m.Type, &m.At, &m.Text, &data, &target,
-		&url, &secret, &previous, &until)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // sent already, or its target was removed
+	o, ok, err := r.store.LoadUnsentOperational(ctx, job.Args.SendID)
+	if err != nil || !ok {
+		return err // sent already, or its target was removed
 	}
-	if err != nil {
-		return fmt.Errorf("load operational send %d: %w", job.Args.SendID, err)
-	}
-	m.Data = data
+	m := alerts.Message{ID: o.WebhookID, Type: o.Type, At: o.At, Text: o.Text, Data: o.Data}
+	target, url := o.Target, o.URL
 	var sendErr error
 	switch {
 	case target == nil && r.alerts.URL == "":
@@ -194,51 +151,17 @@ WHERE s.id = $1 AND s.sent_at IS NULL`, job.Args.SendID).Scan(&m.ID, &m.Type, &m
 		return nil // the endpoint was removed
 	default:
 		now := r.clock()
-		sendErr = alerts.SendSigned(ctx, r.client, *url, m, now, activeSecrets(*secret, previous, until, now)...)
+		sendErr = alerts.SendSigned(ctx, r.client, *url, m, now, activeSecrets(*o.Secret, o.Previous, o.Until, now)...)
 	}
 	if sendErr != nil {
-		_, _ = r.pool.Exec(ctx, `UPDATE relay_operational_sends SET error = $2 WHERE id = $1`, job.Args.SendID, clipText(sendErr.Error()))
+		_ = r.store.OperationalSent(ctx, job.Args.SendID, clipText(sendErr.Error()))
 		if errors.Is(sendErr, alerts.ErrPermanent) {
 			return river.JobCancel(sendErr)
 		}
 		return fmt.Errorf("send operational %s %s: %w", m.Type, m.ID, sendErr)
 	}
-	if _, err := r.pool.Exec(ctx, `UPDATE relay_operational_sends SET sent_at = now(), error = '' WHERE id = $1`, job.Args.SendID); err != nil {
+	if err := r.store.OperationalSent(ctx, job.Args.SendID, ""); err != nil {
 		return fmt.Errorf("mark operational send %d sent: %w", job.Args.SendID, err)
 	}
 	return nil
-}
-
-// OperationalSend is a recorded send of an operational event.
-type OperationalSend struct {
-	ID             int64
-	WebhookID      string
-	Type           string
-	AboutEndpoint  int64
-	TargetEndpoint int64 // 0: the alert URL
-	At             time.Time
-	Text           string
-	SentAt         time.Time
-	Error          string
-}
-
-// OperationalSends lists the recorded sends, oldest first.
-func (r *Relay) OperationalSends(ctx context.Context) ([]OperationalSend, error) {
-	rows, err := r.pool.Query(ctx, `SELECT id, webhook_id, type, coalesce(about_endpoint, 0), coalesce(target_endpoint, 0), at, text,
-    coalesce(sent_at, 'epoch'), error FROM relay_operational_sends ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("operational sends: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OperationalSend, error) {
-		var s OperationalSend
-		err := row.Scan(&s.ID, &s.WebhookID, &s.Type, &s.AboutEndpoint, &s.TargetEndpoint, &s.At, &s.Text, &s.SentAt, &s.Error)
-		if s.SentAt.Equal(time.Unix(0, 0)) {
-			s.SentAt = time.Time{}
-		}
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("operational sends: %w", err)
-	}
-	return out, nil
 }

@@ -150,6 +150,7 @@ func assertInOrder(t *testing.T, reqs []request, bookings []string, n uint64) {
 // 50 bookings × 5 events to an ordered endpoint whose receiver fails at random and answers slowly:
 // every booking's versions are attempted and accepted strictly in order, each exactly once.
 func TestOrderedEndpointDeliversEachBookingsVersionsInOrder(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 34))
@@ -191,6 +192,7 @@ func TestOrderedEndpointDeliversEachBookingsVersionsInOrder(t *testing.T) {
 // A booking whose first version keeps failing holds back only its own later versions: every other
 // booking arrives whole meanwhile, and the stuck one follows in order once its receiver recovers.
 func TestOrderedEndpointStuckBookingDelaysOnlyItself(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	e := newEnv(t)
 	schedule := []time.Duration{0}
@@ -248,6 +250,7 @@ func TestOrderedEndpointStuckBookingDelaysOnlyItself(t *testing.T) {
 // When a version goes dead, the booking's next message names it in skipped_versions; the one after
 // names nothing.
 func TestOrderedEndpointNamesSkippedVersions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, 20 * time.Millisecond}})
 	rc := newVersionReceiver(t)
@@ -302,6 +305,7 @@ func assertInOrderWithDead(t *testing.T, reqs []request, dead map[uint64]bool) {
 // deliveries in flight when it opened and one probe at a time, not 1,000 × the schedule; none goes
 // dead. After recovery the backlog drains, every delivery once, no faster than the endpoint's rate.
 func TestBreakerHoldsTheBacklogWhileTheReceiverIsDownThenDrainsAtTheRate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	schedule := []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
 		200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}
@@ -379,6 +383,7 @@ func ptr[T any](v T) *T { return &v }
 // An endpoint failing for longer than its disable-after is disabled with an alert; its events keep
 // accruing as paused deliveries, and enable --send-missed delivers all of them, each booking in order.
 func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
@@ -455,6 +460,7 @@ func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
 // the missed days: the paused deliveries end dead ("skipped"), and the booking's next message names
 // them in skipped_versions.
 func TestPlainEnableAfterSustainedFailureSkipsTheMissed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	schedule := []time.Duration{0}
 	for range 40 {

@@ -23,6 +23,7 @@ import (
 // the answer; the message goes out as application/json; the metrics count attempts and finished
 // deliveries by outcome, and the dead per endpoint.
 func TestOnlyA2xxAnswerDelivers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
 	const timeout = 300 * time.Millisecond

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -17,9 +16,11 @@ import (
 
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres/checkpoint"
+	"bookingledger/adapters/postgres/relaystore"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/resource"
+	prelay "bookingledger/projections/relay"
 )
 
 // Queue is the River queue of relay work (deliveries and alerts).
@@ -50,9 +51,6 @@ const DefaultInlineWait = time.Second
 // DefaultReplayPage is how many events of the log a window replay reads at a time, looking for events
 // that have no delivery of its endpoint.
 const DefaultReplayPage = 1000
-
-// maxRetryAfter bounds a receiver's Retry-After.
-const maxRetryAfter = 24 * time.Hour
 
 // jobMaxAttempts bounds River's own retries of one job: they happen only when the worker could not
 // record an attempt (the database was unavailable), never for a failed send, which the relay
@@ -101,15 +99,18 @@ type Config struct {
 	Clock func() time.Time
 }
 
+type store = relaystore.Store
+
 // Relay plans, sends and administers deliveries. Safe for concurrent use.
 type Relay struct {
-	pool           *pgxpool.Pool
+	pool *pgxpool.Pool
+	// store runs the relay's statements; its exported methods (the listings) are the relay's.
+	*store
 	events         eventlog.Store
 	codec          Decoder
 	guard          Guard
 	client         httpDoer
-	schedule       []time.Duration
-	jitter         float64
+	schedule       prelay.Schedule
 	workers        int
 	replayPage     int
 	replayRate     float64
@@ -158,8 +159,8 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: river client: %w", err)
 	}
-	r := &Relay{pool: cfg.Pool, events: cfg.Events, codec: cfg.Codec, guard: cfg.Guard,
-		client: cfg.Guard.Client(cfg.AttemptTimeout), schedule: schedule, jitter: jitter,
+	r := &Relay{pool: cfg.Pool, store: relaystore.New(cfg.Pool), events: cfg.Events, codec: cfg.Codec, guard: cfg.Guard,
+		client: cfg.Guard.Client(cfg.AttemptTimeout), schedule: prelay.Schedule{Waits: schedule, Jitter: jitter},
 		workers: cfg.Workers, replayPage: cmp.Or(max(cfg.ReplayPage, 0), DefaultReplayPage), attemptTimeout: cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout), alerts: cfg.Alerts, log: cfg.Logger, metrics: cfg.Metrics, clock: cfg.Clock,
 		inserter: ins}
 	switch {
@@ -265,77 +266,4 @@ func relayable(ev eventlog.RecordedEvent) (string, bool) {
 		return string(b), true
 	}
 	return "", ev.StreamID == resource.Stream
-}
-
-// newDeliveries are deliveries to insert, column by column.
-type newDeliveries struct {
-	endpoints, versions               []int64
-	events, bookings, streams, states []string
-	types                             []string
-	recorded                          []time.Time
-}
-
-func (n *newDeliveries) add(endpoint int64, ev eventlog.RecordedEvent, b string, state string) {
-	n.endpoints = append(n.endpoints, endpoint)
-	n.events = append(n.events, ev.ID.String())
-	n.bookings = append(n.bookings, b)
-	n.streams = append(n.streams, ev.StreamID)
-	n.versions = append(n.versions, int64(ev.Version))
-	n.types = append(n.types, ev.Type)
-	n.recorded = append(n.recorded, ev.RecordedAt)
-	n.states = append(n.states, state)
-}
-
-func (n *newDeliveries) len() int { return len(n.endpoints) }
-
-// insertedDelivery is a row insert created.
-type insertedDelivery struct {
-	id, endpoint int64
-	state        string
-	eventID      string
-	eventType    string
-	recorded     time.Time
-}
-
-// insert inserts the deliveries, marked with replay (0: none), and calls fn with each it created. The
-// unique (endpoint, event) key leaves one that exists alone, whoever planned it (the fan-out, a
-// replay's backfill, a second run of either), and a concurrent insert of the same key waits for the
-// first to commit, so no event reaches an endpoint as two deliveries.
-func (n *newDeliveries) insert(ctx context.Context, tx pgx.Tx, replay int64, fn func(insertedDelivery)) error {
-	rows, err := tx.Query(ctx, `INSERT INTO relay_deliveries
-    (endpoint_id, event_id, booking, stream, stream_version, event_type, recorded_at, state, next_attempt_at, replay_id)
-SELECT e, v::uuid, b, s, ver, t, rec, st, CASE WHEN st = 'pending' THEN now() END, NULLIF($9::bigint, 0)
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::timestamptz[], $8::text[])
-    AS x(e, v, b, s, ver, t, rec, st)
-ON CONFLICT (endpoint_id, event_id) DO NOTHING
-RETURNING id, endpoint_id, state, event_id::text, event_type, recorded_at`,
-		n.endpoints, n.events, n.bookings, n.streams, n.versions, n.types, n.recorded, n.states, replay)
-	if err != nil {
-		return fmt.Errorf("insert deliveries: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var d insertedDelivery
-		if err := rows.Scan(&d.id, &d.endpoint, &d.state, &d.eventID, &d.eventType, &d.recorded); err != nil {
-			return fmt.Errorf("insert deliveries: %w", err)
-		}
-		fn(d)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("insert deliveries: %w", err)
-	}
-	return nil
-}
-
-// wait returns the jittered wait before attempt n+1 of a run (n attempts done), and false when the
-// schedule has no attempt n+1.
-func (r *Relay) wait(n int) (time.Duration, bool) {
-	if n >= len(r.schedule) {
-		return 0, false
-	}
-	d := r.schedule[n]
-	if r.jitter > 0 && d > 0 {
-		d = time.Duration(float64(d) * (1 + r.jitter*(2*rand.Float64()-1)))
-	}
-	return d, true
 }

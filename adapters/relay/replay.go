@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"bookingledger/adapters/postgres/relaystore"
 	"bookingledger/domain/eventlog"
 	prelay "bookingledger/projections/relay"
 )
@@ -51,23 +52,9 @@ type (
 	planBuilder = prelay.PlanBuilder
 )
 
-// Replay is a started replay and its progress.
-type Replay struct {
-	ID         int64
-	EndpointID int64
-	Total      int
-	Succeeded  int
-	Dead       int
-	Pending    int
-	CreatedAt  time.Time
-}
-
-// Done reports whether every delivery of the replay finished.
-func (r Replay) Done() bool { return r.Succeeded+r.Dead >= r.Total }
-
 // selectReplay returns the matching deliveries in recorded order, narrowed by what the endpoint
 // takes now (its types and filter: projections/relay.Selects); with tx it locks them.
-func (r *Relay) selectReplay(ctx context.Context, q querierRows, qr ReplayQuery, ep Endpoint, lock bool) ([]ReplayItem, error) {
+func (r *Relay) selectReplay(ctx context.Context, q relaystore.Querier, qr ReplayQuery, ep Endpoint, lock bool) ([]ReplayItem, error) {
 	if err := qr.check(); err != nil {
 		return nil, err
 	}
@@ -75,55 +62,26 @@ func (r *Relay) selectReplay(ctx context.Context, q querierRows, qr ReplayQuery,
 	if qr.OnlyFailed {
 		states = []string{StateDead}
 	}
-	sql := `SELECT id, event_id::text, event_type, recorded_at, stream, stream_version FROM relay_deliveries
-WHERE endpoint_id = $1 AND recorded_at >= $2 AND recorded_at < $3 AND state = ANY($4) AND ($5 = 0 OR id = $5)
-ORDER BY recorded_at, id`
-	if lock {
-		sql += ` FOR UPDATE`
-	}
-	rows, err := q.Query(ctx, sql, qr.EndpointID, qr.From, qr.To, states, qr.DeliveryID)
+	cs, err := relaystore.ReplayCandidates(ctx, q, qr.EndpointID, qr.From, qr.To, states, qr.DeliveryID, lock)
 	if err != nil {
-		return nil, fmt.Errorf("select replay: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	var (
 		out  []ReplayItem
-		rule = ep.rule()
+		rule = ep.Rule()
 		subs = r.newSubjects()
 	)
-	for rows.Next() {
-		var (
-			it     ReplayItem
-			eid    string
-			stream string
-			ver    int64
-		)
-		if err := rows.Scan(&it.DeliveryID, &eid, &it.Type, &it.RecordedAt, &stream, &ver); err != nil {
-			return nil, fmt.Errorf("select replay: %w", err)
-		}
-		if !MatchTypes(qr.Types, it.Type) ||
-			!prelay.Selects(rule, it.Type, func() prelay.Subject { return subs.of(ctx, stream, uint64(ver)) }) {
+	for _, c := range cs {
+		if !MatchTypes(qr.Types, c.Type) ||
+			!prelay.Selects(rule, c.Type, func() prelay.Subject { return subs.of(ctx, c.Stream, c.Version) }) {
 			continue
 		}
-		it.WebhookID = "msg_" + eid
-		out = append(out, it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("select replay: %w", err)
+		out = append(out, ReplayItem{DeliveryID: c.ID, WebhookID: "msg_" + c.EventID, Type: c.Type, RecordedAt: c.RecordedAt})
 	}
 	if subs.err != nil {
 		return nil, fmt.Errorf("select replay: filter: %w", subs.err)
 	}
 	return out, nil
-}
-
-// rule is what the endpoint takes now: its types and filter.
-func (e Endpoint) rule() prelay.Rule {
-	return prelay.Rule{Since: e.CreatedAt, Types: e.Types, Filter: e.Filter}
-}
-
-type querierRows interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // backfills reports whether a replay also sends the window's events that have no delivery of the
@@ -136,18 +94,18 @@ func (q ReplayQuery) backfills() bool { return !q.OnlyFailed && q.DeliveryID == 
 // endpoint takes now (types and filter) and q selects. The log is read through the event-store port, as the fan-out reads it, and
 // never held whole. Its order is not that of the recorded times, so every page is read; a short page
 // ends it, since whatever is recorded later reaches the endpoint by the fan-out.
-func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn func(newDeliveries) error) error {
+func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn func(relaystore.NewDeliveries) error) error {
 	if r.events == nil {
 		return errors.New("relay: a window replay reads the event log, and this relay has no event store")
 	}
 	var from eventlog.Position
-	rule := ep.rule()
+	rule := ep.Rule()
 	for {
 		page, err := r.events.ReadAll(ctx, from, r.replayPage)
 		if err != nil {
 			return fmt.Errorf("backfill: read the log after %s: %w", from, err)
 		}
-		var news newDeliveries
+		var news relaystore.NewDeliveries
 		subs := r.newSubjects()
 		for _, ev := range page {
 			b, ok := relayable(ev)
@@ -156,12 +114,12 @@ func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn
 				!prelay.Selects(rule, ev.Type, func() prelay.Subject { return subs.of(ctx, ev.StreamID, ev.Version) }) {
 				continue
 			}
-			news.add(ep.ID, ev, b, StatePending)
+			news.Add(ep.ID, ev, b, StatePending)
 		}
 		if subs.err != nil {
 			return fmt.Errorf("backfill: filter: %w", subs.err)
 		}
-		if news.len() > 0 {
+		if news.Len() > 0 {
 			if err := fn(news); err != nil {
 				return err
 			}
@@ -175,20 +133,19 @@ func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn
 
 // planBackfill adds to b the events a replay of q would backfill now.
 func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b *planBuilder) error {
-	return r.eachBackfill(ctx, ep, q, func(news newDeliveries) error {
-		rows, err := r.pool.Query(ctx, `SELECT event_id::text FROM relay_deliveries WHERE endpoint_id = $1 AND event_id = ANY($2::uuid[])`,
-			ep.ID, news.events)
+	return r.eachBackfill(ctx, ep, q, func(news relaystore.NewDeliveries) error {
+		ids := make([]string, news.Len())
+		for i := range ids {
+			ids[i], _, _ = news.Event(i)
+		}
+		have, err := r.store.ExistingEvents(ctx, ep.ID, ids)
 		if err != nil {
 			return fmt.Errorf("backfill: deliveries: %w", err)
 		}
-		have := map[string]bool{}
-		var id string
-		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { have[id] = true; return nil }); err != nil {
-			return fmt.Errorf("backfill: deliveries: %w", err)
-		}
-		for i, id := range news.events {
+		for i, id := range ids {
 			if !have[id] {
-				b.Add(ReplayItem{WebhookID: "msg_" + id, Type: news.types[i], RecordedAt: news.recorded[i].Truncate(time.Microsecond)})
+				_, typ, at := news.Event(i)
+				b.Add(ReplayItem{WebhookID: "msg_" + id, Type: typ, RecordedAt: at.Truncate(time.Microsecond)})
 			}
 		}
 		return nil
@@ -200,20 +157,20 @@ func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b 
 // transaction holds back every reader of the PostgreSQL log (it reads below the oldest one), so one
 // transaction over a whole log would stall the projections, this one's paging included.
 func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder, pace *pacer) error {
-	return r.eachBackfill(ctx, ep, q, func(news newDeliveries) error {
+	return r.eachBackfill(ctx, ep, q, func(news relaystore.NewDeliveries) error {
 		var items []ReplayItem
 		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 			items = items[:0]
 			var ids []int64
-			err := news.insert(ctx, tx, rep, func(d insertedDelivery) {
-				ids = append(ids, d.id)
-				items = append(items, ReplayItem{DeliveryID: d.id, WebhookID: "msg_" + d.eventID, Type: d.eventType, RecordedAt: d.recorded})
+			err := news.Insert(ctx, tx, rep, func(d relaystore.Inserted) {
+				ids = append(ids, d.ID)
+				items = append(items, ReplayItem{DeliveryID: d.ID, WebhookID: "msg_" + d.EventID, Type: d.EventType, RecordedAt: d.Recorded})
 			})
 			if err != nil || len(ids) == 0 {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE relay_replays SET total = total + $2 WHERE id = $1`, rep, len(ids)); err != nil {
-				return fmt.Errorf("replay total: %w", err)
+			if err := relaystore.AddToReplay(ctx, tx, rep, len(ids)); err != nil {
+				return err
 			}
 			return pace.enqueue(ctx, r, tx, ids)
 		})
@@ -282,18 +239,16 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 		if types == nil {
 			types = []string{}
 		}
-		if err := tx.QueryRow(ctx, `INSERT INTO relay_replays (endpoint_id, from_time, to_time, types, only_failed, total, rate)
-VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items), pace.rate).Scan(&rep.ID, &rep.CreatedAt); err != nil {
-			return fmt.Errorf("insert replay: %w", err)
+		if rep, err = relaystore.InsertReplay(ctx, tx, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items), pace.rate); err != nil {
+			return err
 		}
 		ids := make([]int64, len(items))
 		for i, it := range items {
 			ids[i] = it.DeliveryID
 			b.Add(it)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = 'pending', run_attempts = 0, replay_id = $2,
-    next_attempt_at = now(), completed_at = NULL WHERE id = ANY($1)`, ids, rep.ID); err != nil {
-			return fmt.Errorf("schedule replay: %w", err)
+		if err := relaystore.ScheduleReplay(ctx, tx, ids, rep.ID); err != nil {
+			return err
 		}
 		return pace.enqueue(ctx, r, tx, ids)
 	})
@@ -317,12 +272,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`, q.EndpointID, q.F
 // that cannot be retried (paused: its endpoint is disabled; succeeded: replay its window; pending and
 // being attempted at this moment).
 func (r *Relay) RetryDelivery(ctx context.Context, id int64) (Replay, error) {
-	d, err := scanDelivery(r.pool.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM relay_deliveries WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Replay{}, fmt.Errorf("delivery %d: %w", id, ErrNotFound)
-	}
+	d, err := r.store.Delivery(ctx, id)
 	if err != nil {
-		return Replay{}, fmt.Errorf("delivery %d: %w", id, err)
+		return Replay{}, err
 	}
 	switch d.State {
 	case StatePending:
@@ -348,11 +300,8 @@ func (r *Relay) RetryDelivery(ctx context.Context, id int64) (Replay, error) {
 func (r *Relay) retryPending(ctx context.Context, d Delivery) (Replay, error) {
 	var rep Replay
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		var state string
-		if err := tx.QueryRow(ctx, `SELECT state FROM relay_deliveries WHERE id = $1 FOR UPDATE`, d.ID).Scan(&state); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("delivery %d: %w", d.ID, ErrNotFound)
-			}
+		state, err := relaystore.LockState(ctx, tx, d.ID)
+		if err != nil {
 			return err
 		}
 		if state != StatePending {
@@ -369,13 +318,8 @@ func (r *Relay) retryPending(ctx context.Context, d Delivery) (Replay, error) {
 		if len(waiting.Jobs) == 0 {
 			return fmt.Errorf("%w: delivery %d is being attempted now", ErrInvalid, d.ID)
 		}
-		if err := tx.QueryRow(ctx, `INSERT INTO relay_replays (endpoint_id, from_time, to_time, types, only_failed, total)
-VALUES ($1, $2, $3, '{}', false, 1) RETURNING id, created_at`, d.EndpointID, d.RecordedAt, d.RecordedAt.Add(time.Microsecond)).Scan(&rep.ID, &rep.CreatedAt); err != nil {
-			return fmt.Errorf("insert replay: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET run_attempts = 0, replay_id = $2, next_attempt_at = now() WHERE id = $1`,
-			d.ID, rep.ID); err != nil {
-			return fmt.Errorf("schedule retry: %w", err)
+		if rep, err = relaystore.RetryAsReplay(ctx, tx, d); err != nil {
+			return err
 		}
 		if _, err := r.inserter.JobRetryTx(ctx, tx, waiting.Jobs[0].ID); err != nil {
 			return fmt.Errorf("bring its job forward: %w", err)
@@ -386,22 +330,5 @@ VALUES ($1, $2, $3, '{}', false, 1) RETURNING id, created_at`, d.EndpointID, d.R
 		return Replay{}, fmt.Errorf("retry delivery %d: %w", d.ID, err)
 	}
 	rep.EndpointID, rep.Total, rep.Pending = d.EndpointID, 1, 1
-	return rep, nil
-}
-
-// ReplayStatus returns a replay's progress.
-func (r *Relay) ReplayStatus(ctx context.Context, id int64) (Replay, error) {
-	rep := Replay{ID: id}
-	err := r.pool.QueryRow(ctx, `SELECT endpoint_id, total, created_at,
-    (SELECT count(*) FILTER (WHERE state = 'succeeded') FROM relay_deliveries WHERE replay_id = $1),
-    (SELECT count(*) FILTER (WHERE state = 'dead') FROM relay_deliveries WHERE replay_id = $1),
-    (SELECT count(*) FILTER (WHERE state IN ('pending', 'paused')) FROM relay_deliveries WHERE replay_id = $1)
-FROM relay_replays WHERE id = $1`, id).Scan(&rep.EndpointID, &rep.Total, &rep.CreatedAt, &rep.Succeeded, &rep.Dead, &rep.Pending)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Replay{}, fmt.Errorf("replay %d: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Replay{}, fmt.Errorf("replay %d: %w", id, err)
-	}
 	return rep, nil
 }

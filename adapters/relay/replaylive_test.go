@@ -17,11 +17,13 @@ import (
 // each live delivery was first attempted, the replay deliveries that were waiting when it was planned
 // had not all been attempted (with one queue in arrival order, all of them would have gone first).
 func TestAReplayOfTenThousandNeverQueuesLiveDeliveriesBehindIt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("10,000 events")
 	}
 	e := newEnv(t)
-	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
+	// 16 workers: the replay queue gets a quarter of them (4), so 10,000 sends are not one at a time.
+	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}, workers: 16})
 	ctx := context.Background()
 	from := time.Now().Add(-time.Minute)
 	e.recordCreatesAtOnce(t, "backlog", 10_000, 8) // before the endpoint: the replay backfills them
@@ -95,6 +97,7 @@ WHERE d.endpoint_id = $2 AND d.replay_id IS NULL ORDER BY d.id`, rep.ID, ep.ID)
 // A replay without a rate of its own takes the default rate, or half of a throttled endpoint's rate
 // when that is lower; a rate given wins. The dry run states the rate and the duration it implies.
 func TestAReplaysDefaultRateLeavesAThrottledEndpointHalfForLive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 
 // The default schedule is docs/relay.md's table: eight attempts, the first at once.
 func TestDefaultScheduleIsTheDocumentedOne(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour,
 		10 * time.Hour, 10 * time.Hour}, DefaultSchedule)
 	assert.Equal(t, 0.1, DefaultJitter)
@@ -34,12 +35,13 @@ func newRelay(t *testing.T, cfg Config) *Relay {
 // nothing, a negative jitter means none, one above 1 is 1 (no negative wait), and the schedule's end
 // is the last attempt.
 func TestWaitsAreJittered(t *testing.T) {
+	t.Parallel()
 	const draws = 200
 	r := newRelay(t, Config{})
 	for n, base := range DefaultSchedule {
 		lo, hi := time.Duration(1<<62), time.Duration(0)
 		for range draws {
-			d, ok := r.wait(n)
+			d, ok := r.schedule.Wait(n)
 			require.True(t, ok)
 			lo, hi = min(lo, d), max(hi, d)
 		}
@@ -51,17 +53,17 @@ func TestWaitsAreJittered(t *testing.T) {
 		assert.LessOrEqual(t, hi, base*11/10, "attempt %d: at most 10 %% longer", n+1)
 		assert.Greater(t, hi-lo, base/10, "attempt %d: the waits spread over the jitter's range", n+1)
 	}
-	_, ok := r.wait(len(DefaultSchedule))
+	_, ok := r.schedule.Wait(len(DefaultSchedule))
 	assert.False(t, ok, "no attempt after the schedule's last")
 
 	none := newRelay(t, Config{Schedule: []time.Duration{0, time.Hour}, Jitter: -1})
-	d, ok := none.wait(1)
+	d, ok := none.schedule.Wait(1)
 	require.True(t, ok)
 	assert.Equal(t, time.Hour, d, "a negative jitter is none")
 
 	whole := newRelay(t, Config{Schedule: []time.Duration{0, time.Hour}, Jitter: 5})
 	for range draws {
-		d, _ := whole.wait(1)
+		d, _ := whole.schedule.Wait(1)
 		assert.GreaterOrEqual(t, d, time.Duration(0))
 		assert.LessOrEqual(t, d, 2*time.Hour)
 	}

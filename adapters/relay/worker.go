@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,9 +18,11 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"bookingledger/adapters/postgres/relaystore"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/ledger"
+	prelay "bookingledger/projections/relay"
 )
 
 // Outcomes of an attempt, as stored and as the metrics' outcome label.
@@ -76,29 +77,18 @@ type delivery struct {
 
 // loadDeliveries returns the pending ones of ids with their endpoints, in id order.
 func (r *Relay) loadDeliveries(ctx context.Context, ids []int64) ([]delivery, error) {
-	rows, err := r.pool.Query(ctx, `SELECT d.id, d.endpoint_id, d.event_id::text, d.stream, d.stream_version, d.state,
-    d.attempts, d.run_attempts, d.replay_id, e.url, e.secret, e.previous_secret, e.previous_until, e.disabled_at IS NOT NULL,
-    e.ordered, e.rate_per_second, e.concurrency, e.breaker_failures, e.consecutive_failures
-FROM relay_deliveries d JOIN relay_endpoints e ON e.id = d.endpoint_id
-WHERE d.id = ANY($1) AND d.state = 'pending' AND d.held IS NULL ORDER BY d.id`, ids)
+	ps, err := r.store.LoadPending(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []delivery
-	for rows.Next() {
-		var (
-			d delivery
-			v int64
-		)
-		if err := rows.Scan(&d.id, &d.endpointID, &d.eventID, &d.stream, &v, &d.state, &d.attempts, &d.runAttempt, &d.replayID,
-			&d.url, &d.secret, &d.previous, &d.until, &d.disabled, &d.ordered, &d.rate, &d.concurrency, &d.breakerFailures, &d.failures); err != nil {
-			return nil, err
-		}
-		d.version = uint64(v)
-		out = append(out, d)
+	out := make([]delivery, len(ps))
+	for i, p := range ps {
+		out[i] = delivery{id: p.ID, endpointID: p.EndpointID, eventID: p.EventID, stream: p.Stream, version: p.Version,
+			state: p.State, attempts: p.Attempts, runAttempt: p.RunAttempt, replayID: p.ReplayID, url: p.URL, secret: p.Secret,
+			previous: p.Previous, until: p.Until, disabled: p.Disabled, ordered: p.Ordered, rate: p.Rate,
+			concurrency: p.Concurrency, breakerFailures: p.BreakerFailures, failures: p.Failures}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // attempt is the outcome of one send.
@@ -320,7 +310,7 @@ func (r *Relay) attemptOne(ctx context.Context, d delivery) (attempt, error) {
 		return attempt{}, river.JobCancel(fmt.Errorf("delivery %d: %s@%d is event %s, not %s", d.id, d.stream, d.version, rec.ID, d.eventID))
 	}
 	if d.ordered && d.version > 1 {
-		if msg.Data.SkippedVersions, err = r.skippedVersions(ctx, d); err != nil {
+		if msg.Data.SkippedVersions, err = r.store.SkippedVersions(ctx, d.endpointID, d.stream, d.version); err != nil {
 			return attempt{}, fmt.Errorf("delivery %d: %w", d.id, err)
 		}
 	}
@@ -347,9 +337,9 @@ func (r *Relay) next(d delivery, a attempt) sent {
 	case OutcomeGone:
 		s.state = StatePaused
 	default:
-		w, ok := r.wait(d.runAttempt + 1)
+		w, ok := r.schedule.Wait(d.runAttempt + 1)
 		if d.probe {
-			w, ok = r.wait(max(min(d.runAttempt, len(r.schedule)-1), 0)) // afterRound sets its due time
+			w, ok = r.schedule.Wait(max(min(d.runAttempt, len(r.schedule.Waits)-1), 0)) // afterRound sets its due time
 		}
 		if !ok {
 			s.state = StateDead
@@ -392,28 +382,10 @@ func (r *Relay) send(ctx context.Context, url string, h http.Header, body []byte
 	default:
 		a.outcome, a.err = OutcomeFailed, fmt.Sprintf("HTTP %d", resp.StatusCode)
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-			a.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), a.at)
+			a.retryAfter = prelay.ParseRetryAfter(resp.Header.Get("Retry-After"), a.at)
 		}
 	}
 	return a
-}
-
-// parseRetryAfter reads delay-seconds or an HTTP date, bounded by maxRetryAfter; 0 when absent.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		d = time.Duration(min(n, int64(maxRetryAfter/time.Second))) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return max(min(d, maxRetryAfter), 0)
 }
 
 // clipText makes s storable, at most maxStoredResponse bytes.
@@ -453,52 +425,22 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 	var alerts []alertNote
 	apply := func(tx pgx.Tx) error {
 		if len(paused) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET state = 'paused', next_attempt_at = NULL
-WHERE id = ANY($1) AND state = 'pending'`, paused); err != nil {
-				return fmt.Errorf("pause deliveries: %w", err)
+			if err := relaystore.Pause(ctx, tx, paused); err != nil {
+				return err
 			}
 		}
 		if len(round) == 0 {
 			return nil
 		}
-		n := len(round)
-		var (
-			ids, replays = make([]int64, n), make([]*int64, n)
-			nums         = make([]int32, n)
-			ats          = make([]time.Time, n)
-			statuses     = make([]*int32, n)
-			latencies    = make([]float64, n)
-			succeeded    = make([]bool, n)
-			responses    = make([]string, n)
-			errTexts     = make([]string, n)
-			states       = make([]string, n)
-			nexts        = make([]*time.Time, n)
-		)
+		outcomes := make([]relaystore.Outcome, len(round))
 		for i, s := range round {
-			ids[i], replays[i], nums[i], ats[i] = s.d.id, s.d.replayID, int32(s.d.attempts+1), s.a.at
-			if s.a.status != 0 {
-				st := int32(s.a.status)
-				statuses[i] = &st
-			}
-			latencies[i] = float64(s.a.latency.Microseconds()) / 1000
-			succeeded[i], responses[i], errTexts[i], states[i] = s.a.outcome == OutcomeSucceeded, s.a.response, s.a.err, s.state
-			if !s.next.IsZero() {
-				nexts[i] = &s.next
-			}
+			outcomes[i] = relaystore.Outcome{DeliveryID: s.d.id, ReplayID: s.d.replayID, N: s.d.attempts + 1, At: s.a.at,
+				Status: s.a.status, Latency: s.a.latency, Succeeded: s.a.outcome == OutcomeSucceeded, Response: s.a.response,
+				Error: s.a.err, State: s.state, Next: s.next}
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO relay_attempts (delivery_id, attempt, replay_id, at, status, latency_ms, succeeded, response, error)
-SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::timestamptz[], $5::int[], $6::float8[], $7::bool[], $8::text[], $9::text[])`,
-			ids, nums, replays, ats, statuses, latencies, succeeded, responses, errTexts); err != nil {
-			return fmt.Errorf("insert attempts: %w", err)
-		}
-		updated, err := collectIDs(tx.Query(ctx, `UPDATE relay_deliveries d SET state = x.state, attempts = d.attempts + 1,
-    run_attempts = d.run_attempts + 1, next_attempt_at = x.next, last_status = x.status, last_error = x.err_text,
-    completed_at = CASE WHEN x.state IN ('succeeded', 'dead') THEN now() END
-FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::int[], $5::text[]) AS x(id, state, next, status, err_text)
-WHERE d.id = x.id AND d.state = 'pending'
-RETURNING d.id`, ids, states, nexts, statuses, errTexts))
+		updated, err := relaystore.Record(ctx, tx, outcomes)
 		if err != nil {
-			return fmt.Errorf("update deliveries: %w", err)
+			return err
 		}
 		for _, id := range updated {
 			kept[id] = true
@@ -595,7 +537,7 @@ func (r *Relay) handOff(ctx context.Context, tx pgx.Tx, later map[int64]time.Tim
 		return nil
 	}
 	ids := slices.AppendSeq(slices.Clone(split), maps.Keys(later))
-	pending, err := collectIDs(tx.Query(ctx, `SELECT id FROM relay_deliveries WHERE id = ANY($1) AND state = 'pending' AND held IS NULL ORDER BY id`, ids))
+	pending, err := relaystore.StillPending(ctx, tx, ids)
 	if err != nil {
 		return fmt.Errorf("hand off deliveries: %w", err)
 	}

@@ -57,13 +57,13 @@ var owners = map[string]string{
 	"provider_subscriptions": "adapters/providersync",
 	"provider_sync_state":    "adapters/providersync",
 
-	"relay_alerts":            "adapters/relay",
-	"relay_attempts":          "adapters/relay",
-	"relay_deliveries":        "adapters/relay",
-	"relay_endpoints":         "adapters/relay",
-	"relay_endpoint_rules":    "adapters/relay",
-	"relay_operational_sends": "adapters/relay",
-	"relay_replays":           "adapters/relay",
+	"relay_alerts":            "adapters/postgres/relaystore",
+	"relay_attempts":          "adapters/postgres/relaystore",
+	"relay_deliveries":        "adapters/postgres/relaystore",
+	"relay_endpoints":         "adapters/postgres/relaystore",
+	"relay_endpoint_rules":    "adapters/postgres/relaystore",
+	"relay_operational_sends": "adapters/postgres/relaystore",
+	"relay_replays":           "adapters/postgres/relaystore",
 }
 
 // exemption lets package name table although it does not own it.

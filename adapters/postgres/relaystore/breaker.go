@@ -1,0 +1,249 @@
+package relaystore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Due is a delivery and when its next attempt is due.
+type Due struct {
+	ID int64
+	At time.Time
+}
+
+// ReleaseHeld ends the wait of each pending delivery of the endpoint held for why: due at at (zero:
+// now), or at its own later due time. The caller gives each a job.
+func ReleaseHeld(ctx context.Context, tx pgx.Tx, endpointID int64, why string, at time.Time) ([]Due, error) {
+	rows, err := tx.Query(ctx, `UPDATE relay_deliveries
+SET held = NULL, next_attempt_at = greatest(coalesce($3, now()), coalesce(next_attempt_at, now()))
+WHERE endpoint_id = $1 AND held = $2 AND state = 'pending' RETURNING id, next_attempt_at`, endpointID, why, nullTime(at))
+	if err != nil {
+		return nil, fmt.Errorf("release deliveries held by %s: %w", why, err)
+	}
+	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Due, error) {
+		var d Due
+		return d, row.Scan(&d.ID, &d.At)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release deliveries held by %s: %w", why, err)
+	}
+	return ds, nil
+}
+
+// Hold marks the pending deliveries of ids not yet held as held for why. One held by the breaker
+// keeps its own due time (a Retry-After, its schedule's wait): released, it is not attempted before
+// it.
+func Hold(ctx context.Context, tx pgx.Tx, ids []int64, why string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE relay_deliveries SET held = $2, next_attempt_at = CASE WHEN $2 = 'order' THEN NULL ELSE next_attempt_at END
+WHERE id = ANY($1) AND state = 'pending' AND held IS NULL`, ids, why); err != nil {
+		return fmt.Errorf("hold deliveries (%s): %w", why, err)
+	}
+	return nil
+}
+
+// OrderBlocked returns those of ids (deliveries to ordered endpoints) whose booking has an earlier
+// version pending or paused, locking those earlier ones (shared).
+func OrderBlocked(ctx context.Context, tx pgx.Tx, ids []int64) ([]int64, error) {
+	blocked, err := collectIDs(tx.Query(ctx, `SELECT d.id FROM relay_deliveries d
+JOIN relay_deliveries p ON p.endpoint_id = d.endpoint_id AND p.stream = d.stream AND p.stream_version < d.stream_version
+WHERE d.id = ANY($1) AND p.state IN ('pending', 'paused') ORDER BY p.id FOR SHARE OF p`, ids))
+	if err != nil {
+		return nil, fmt.Errorf("order: %w", err)
+	}
+	return blocked, nil
+}
+
+// Gate is what admitting an endpoint's deliveries reads of it: its breaker and its throttle.
+type Gate struct {
+	Failures, Threshold int
+	Probe               *int64
+	// ProbeValid: the probe is pending and not held.
+	ProbeValid        bool
+	ProbeAt, NextSlot *time.Time
+	Rate              float64
+	// Backlog: the breaker holds deliveries.
+	Backlog bool
+}
+
+// LoadGate reads the endpoint's gate and locks its row; false when it was removed.
+func LoadGate(ctx context.Context, tx pgx.Tx, ep int64) (Gate, bool, error) {
+	var g Gate
+	err := tx.QueryRow(ctx, `SELECT e.consecutive_failures, e.breaker_failures, e.probe_delivery,
+    coalesce((SELECT p.state = 'pending' AND p.held IS NULL FROM relay_deliveries p WHERE p.id = e.probe_delivery), false),
+    e.probe_at, e.rate_per_second, e.throttle_next_at,
+    EXISTS (SELECT 1 FROM relay_deliveries h WHERE h.endpoint_id = e.id AND h.held = 'breaker' AND h.state = 'pending')
+FROM relay_endpoints e WHERE e.id = $1 FOR UPDATE`, ep).Scan(&g.Failures, &g.Threshold, &g.Probe, &g.ProbeValid, &g.ProbeAt, &g.Rate, &g.NextSlot, &g.Backlog)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Gate{}, false, nil
+	}
+	if err != nil {
+		return Gate{}, false, fmt.Errorf("endpoint %d: %w", ep, err)
+	}
+	return g, true, nil
+}
+
+// SetProbe makes a delivery the endpoint's breaker probe.
+func SetProbe(ctx context.Context, tx pgx.Tx, ep, id int64) error {
+	if _, err := tx.Exec(ctx, `UPDATE relay_endpoints SET probe_delivery = $2 WHERE id = $1`, ep, id); err != nil {
+		return fmt.Errorf("endpoint %d: probe: %w", ep, err)
+	}
+	return nil
+}
+
+// SetThrottle records the endpoint's next free send slot.
+func SetThrottle(ctx context.Context, tx pgx.Tx, ep int64, next time.Time) error {
+	if _, err := tx.Exec(ctx, `UPDATE relay_endpoints SET throttle_next_at = $2 WHERE id = $1`, ep, next); err != nil {
+		return fmt.Errorf("endpoint %d: throttle: %w", ep, err)
+	}
+	return nil
+}
+
+// Defer moves the pending deliveries' next attempts.
+func Defer(ctx context.Context, tx pgx.Tx, ds []Due) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	ids, ats := make([]int64, len(ds)), make([]time.Time, len(ds))
+	for i, d := range ds {
+		ids[i], ats[i] = d.ID, d.At
+	}
+	if _, err := tx.Exec(ctx, `UPDATE relay_deliveries d SET next_attempt_at = x.at
+FROM unnest($1::bigint[], $2::timestamptz[]) AS x(id, at) WHERE d.id = x.id AND d.state = 'pending'`, ids, ats); err != nil {
+		return fmt.Errorf("defer deliveries: %w", err)
+	}
+	return nil
+}
+
+// Released is a delivery whose wait for an earlier version ended.
+type Released struct {
+	ID, Endpoint int64
+}
+
+// ReleaseNextVersions ends the wait of the next held version of each (endpoint, stream) pair, due
+// now; the caller gives each a job.
+func ReleaseNextVersions(ctx context.Context, tx pgx.Tx, eps []int64, streams []string) ([]Released, error) {
+	rows, err := tx.Query(ctx, `WITH nxt AS (
+  SELECT DISTINCT ON (d.endpoint_id, d.stream) d.id FROM relay_deliveries d
+  JOIN unnest($1::bigint[], $2::text[]) AS x(e, s) ON d.endpoint_id = x.e AND d.stream = x.s
+  WHERE d.held = 'order' AND d.state = 'pending' ORDER BY d.endpoint_id, d.stream, d.stream_version)
+UPDATE relay_deliveries d SET held = NULL, next_attempt_at = now() FROM nxt WHERE d.id = nxt.id
+RETURNING d.id, d.endpoint_id`, eps, streams)
+	if err != nil {
+		return nil, fmt.Errorf("release next versions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Released, error) {
+		var r Released
+		return r, row.Scan(&r.ID, &r.Endpoint)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release next versions: %w", err)
+	}
+	return out, nil
+}
+
+// Breaker is an endpoint's failure streak and breaker state.
+type Breaker struct {
+	Failures, Threshold, Probes int
+	Since, ProbeAt              *time.Time
+	Probe                       *int64
+	DisableAfter                time.Duration
+	Disabled                    bool
+}
+
+// LoadBreaker reads and locks the breaker of an endpoint that has a streak, a failing-since or a
+// probe; false for a healthy one.
+func LoadBreaker(ctx context.Context, tx pgx.Tx, ep int64) (Breaker, bool, error) {
+	var (
+		b  Breaker
+		ms int64
+	)
+	err := tx.QueryRow(ctx, `SELECT consecutive_failures, breaker_failures, failing_since, probe_delivery, probe_at, probes,
+    disable_after_ms, disabled_at IS NOT NULL
+FROM relay_endpoints WHERE id = $1 AND (consecutive_failures > 0 OR failing_since IS NOT NULL OR probe_delivery IS NOT NULL) FOR UPDATE`,
+		ep).Scan(&b.Failures, &b.Threshold, &b.Since, &b.Probe, &b.ProbeAt, &b.Probes, &ms, &b.Disabled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Breaker{}, false, nil
+	}
+	if err != nil {
+		return Breaker{}, false, fmt.Errorf("breaker of endpoint %d: %w", ep, err)
+	}
+	b.DisableAfter = time.Duration(ms) * time.Millisecond
+	return b, true, nil
+}
+
+// CloseBreaker clears an endpoint's failing-since and probe.
+func CloseBreaker(ctx context.Context, tx pgx.Tx, ep int64) error {
+	if _, err := tx.Exec(ctx, `UPDATE relay_endpoints SET failing_since = NULL, probe_delivery = NULL, probe_at = NULL, probes = 0
+WHERE id = $1`, ep); err != nil {
+		return fmt.Errorf("close breaker of endpoint %d: %w", ep, err)
+	}
+	return nil
+}
+
+// SetFailingSince records when an endpoint's failure streak began.
+func SetFailingSince(ctx context.Context, tx pgx.Tx, ep int64, since time.Time) error {
+	if _, err := tx.Exec(ctx, `UPDATE relay_endpoints SET failing_since = $2 WHERE id = $1`, ep, since); err != nil {
+		return fmt.Errorf("endpoint %d: failing since: %w", ep, err)
+	}
+	return nil
+}
+
+// ProbeValid reports whether the delivery is pending and not held.
+func ProbeValid(ctx context.Context, tx pgx.Tx, id int64) (bool, error) {
+	var valid bool
+	err := tx.QueryRow(ctx, `SELECT coalesce((SELECT state = 'pending' AND held IS NULL FROM relay_deliveries WHERE id = $1), false)`,
+		id).Scan(&valid)
+	return valid, err
+}
+
+// ScheduleProbe makes a delivery's next attempt due at at; protect gives back the attempt its
+// failure as a probe used of its schedule.
+func ScheduleProbe(ctx context.Context, tx pgx.Tx, id int64, at time.Time, protect bool) error {
+	_, err := tx.Exec(ctx, `UPDATE relay_deliveries SET next_attempt_at = $2,
+    run_attempts = CASE WHEN $3 THEN greatest(run_attempts - 1, 0) ELSE run_attempts END WHERE id = $1`, id, at, protect)
+	return err
+}
+
+// PromoteProbe ends the wait of the endpoint's oldest delivery held by the breaker, due at at or its
+// own later due time; false when there is none.
+func PromoteProbe(ctx context.Context, tx pgx.Tx, ep int64, at time.Time) (Due, bool, error) {
+	var d Due
+	err := tx.QueryRow(ctx, `UPDATE relay_deliveries SET held = NULL, next_attempt_at = greatest($2, coalesce(next_attempt_at, $2))
+WHERE id = (SELECT id FROM relay_deliveries WHERE endpoint_id = $1 AND held = 'breaker' AND state = 'pending' ORDER BY id LIMIT 1)
+RETURNING id, next_attempt_at`, ep, at).Scan(&d.ID, &d.At)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Due{}, false, nil
+	}
+	return d, err == nil, err
+}
+
+// SetBreaker records an open breaker: since, its probe and when it may go (nil: none), its probes.
+func SetBreaker(ctx context.Context, tx pgx.Tx, ep int64, since time.Time, probe, at any, probes int) error {
+	if _, err := tx.Exec(ctx, `UPDATE relay_endpoints SET failing_since = $2, probe_delivery = $3, probe_at = $4, probes = $5
+WHERE id = $1`, ep, since, probe, at, probes); err != nil {
+		return fmt.Errorf("endpoint %d: breaker: %w", ep, err)
+	}
+	return nil
+}
+
+// DisableSustained disables an endpoint after a sustained failure and pauses its pending deliveries,
+// which it returns.
+func DisableSustained(ctx context.Context, tx pgx.Tx, ep int64, reason string) ([]int64, error) {
+	if _, err := tx.Exec(ctx, `UPDATE relay_endpoints SET disabled_at = coalesce(disabled_at, now()), disabled_reason = $2,
+    auto_disabled = true, probe_delivery = NULL, probe_at = NULL WHERE id = $1`, ep, reason); err != nil {
+		return nil, fmt.Errorf("disable endpoint %d: %w", ep, err)
+	}
+	ids, err := collectIDs(tx.Query(ctx, `UPDATE relay_deliveries SET state = 'paused', held = NULL, next_attempt_at = NULL
+WHERE endpoint_id = $1 AND state = 'pending' RETURNING id`, ep))
+	if err != nil {
+		return nil, fmt.Errorf("pause deliveries of endpoint %d: %w", ep, err)
+	}
+	return ids, nil
+}
