@@ -122,13 +122,14 @@ summary() {
 		[ -n "$line" ] && echo "  bookingledger rebuild, $line"
 	done < <(awk '$1 ~ /^BenchmarkRebuildAtScale\/log=/ {
 		n = $1; sub(/^BenchmarkRebuildAtScale\/log=/, "", n); sub(/-[0-9]+$/, "", n); split(n, p, "/events=")
-		delete ph
+		delete ph; r = m = c = g = ""
 		for (i = 2; i <= NF; i++) {
 			if ($i == "events/s") r = $(i-1); if ($i == "peak-rss-MB") m = $(i-1)
+			if ($i == "rebuild-cpu-us/event") c = $(i-1); if ($i == "pg-cpu-us/event") g = $(i-1)
 			if ($i ~ /-s$/) ph[substr($i, 1, length($i) - 2)] = $(i-1) + 0
 		}
-		printf "%s events, %s log: %s events/s, peak RSS %s MB (targets >= 50000 events/s, <= 1024 MB; phases fold %.1fs, compute %.1fs, index %.1fs, swap %.1fs)\n",
-			p[2], p[1], r, m, ph["fold"], ph["compute"], ph["index"], ph["swap"] }' "$out")
+		printf "%s events, %s log: %s events/s, peak RSS %s MB (targets >= 50000 events/s, <= 400 MB); CPU per event %s us rebuild + %s us PostgreSQL; phases fold %.1fs, compute %.1fs, index %.1fs, swap %.1fs\n",
+			p[2], p[1], r, m, c, (g == "" ? "?" : g), ph["fold"], ph["compute"], ph["index"], ph["swap"] }' "$out")
 	echo "raw output: $out"
 }
 

@@ -482,13 +482,13 @@ func runRebuild(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	// A rebuild's heap is mostly a chunk of decoded bookings, garbage once the chunk is written:
-	// collecting a third as often saves about a sixth of the process's CPU, and the soft limit keeps
-	// the peak well under the 1 GB a rebuild may take whatever the log's size (docs/benchmarks.md,
-	// "Rebuild at scale"). An operator's GOGC or GOMEMLIMIT wins.
+	// A rebuild's heap is mostly a few chunks of decoded bookings (under 100 MB live at 1,000,000
+	// events), garbage once each chunk is written: collecting a third as often saves about a sixth of
+	// the process's CPU, and the soft limit keeps the peak under the 400 MB a rebuild may take
+	// whatever the log's size (docs/benchmarks.md). An operator's GOGC or GOMEMLIMIT wins.
 	if getenv("GOGC") == "" && getenv("GOMEMLIMIT") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(300))
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(700 << 20))
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(300 << 20))
 	}
 	for _, entry := range entries {
 		if err := rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,11 +36,14 @@ const (
 // each size of BOOKINGLEDGER_BENCH_REBUILD_SIZES (default 250,000 and 1,000,000 events; 5,000,000 is
 // the documented large run) a log of one Calendly create per booking on 200 hosts is written straight
 // into the events table with COPY (sending it over HTTP would take longer than the rebuild), then the
-// real binary rebuilds the calendar as a child process. Two logs of each size (scaleLogs): one whose
+// real binary rebuilds the calendar as a child process. Three logs of each size (scaleLogs): one whose
 // meetings overlap (nearly every booking conflicts: a reconciliation item each, few slot holders) and
 // one whose meetings are apart (no conflict: every claim holds its slot, so the double-booking guard
-// covers all of them). Reported: events/s over the child's wall time, and its peak resident memory
-// (getrusage maxrss) in MB and in bytes per event. Not run by make test; `make bench` runs it.
+// covers all of them), and past90, the apart log with nine bookings of ten in the past. Reported: events/s over the child's wall time, its peak resident
+// memory (getrusage maxrss) in MB and in bytes per event, and the CPU per event (user+system, in µs)
+// of the child (rebuild-cpu-us/event) and of the whole PostgreSQL cluster (pg-cpu-us/event, from
+// /proc when the cluster runs on this machine): on a shared machine the CPU counts and the memory
+// are disturbed far less than the rate. Not run by make test; `make bench` runs it.
 func BenchmarkRebuildAtScale(b *testing.B) {
 	setting := os.Getenv(envRebuildScaleSizes)
 	if setting == "" {
@@ -61,24 +65,54 @@ func BenchmarkRebuildAtScale(b *testing.B) {
 			// Seeded once per size, outside b.Run: the testing package calls a sub-benchmark's function
 			// once with b.N = 1 before it runs the -benchtime count, and a seed inside would be made twice.
 			dbURL := pgtest.NewDatabaseURL(b)
-			seedCreates(b, pgtest.Open(b, dbURL), n, log)
-			b.Run(fmt.Sprintf("log=%s/events=%d", log.name, n), func(b *testing.B) { rebuildAtScale(b, bin, dbURL, n) })
+			pool := pgtest.Open(b, dbURL)
+			seedCreates(b, pool, n, log)
+			postmaster := postmasterOf(b, pool)
+			pool.Close()
+			b.Run(fmt.Sprintf("log=%s/events=%d", log.name, n), func(b *testing.B) { rebuildAtScale(b, bin, dbURL, postmaster, n) })
 		}
 	}
 }
 
-// rebuildAtScale runs `bookingledger rebuild` of the n-event log at dbURL b.N times.
-func rebuildAtScale(b *testing.B, bin, dbURL string, n int) {
-	var wall time.Duration
-	var peak int64
+// postmasterOf is the PID of the cluster's postmaster, from its data directory; "" when the cluster
+// is not on this machine.
+func postmasterOf(b *testing.B, pool *pgxpool.Pool) string {
+	var dataDir string
+	if err := pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir); err != nil {
+		b.Logf("no data directory (%v): PostgreSQL's CPU is not reported", err)
+		return ""
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		b.Logf("postmaster.pid not readable (%v): PostgreSQL's CPU is not reported", err)
+		return ""
+	}
+	pid, _, _ := strings.Cut(string(raw), "\n")
+	return pid
+}
+
+// rebuildAtScale runs `bookingledger rebuild` of the n-event log at dbURL b.N times; postmaster
+// (may be "") is the cluster's, whose CPU is counted.
+func rebuildAtScale(b *testing.B, bin, dbURL, postmaster string, n int) {
+	var wall, cpu time.Duration
+	var peak, pgTicks int64
+	pgOK := postmaster != ""
 	phases := map[string]float64{} // seconds per phase, summed over the runs
 	b.ResetTimer()
 	for range b.N {
 		cmd := exec.Command(bin, "rebuild", "--quiet")
 		cmd.Env = append(os.Environ(), "BOOKINGLEDGER_DATABASE_URL="+dbURL, "BOOKINGLEDGER_LOG_LEVEL=error")
+		var before int64
+		if pgOK {
+			before, pgOK = clusterTicks(postmaster)
+		}
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		wall += time.Since(start)
+		if pgOK {
+			after, ok := clusterTicks(postmaster)
+			pgTicks, pgOK = pgTicks+after-before, ok
+		}
 		if err != nil {
 			b.Fatalf("rebuild: %v\n%s", err, out)
 		}
@@ -94,11 +128,17 @@ func rebuildAtScale(b *testing.B, bin, dbURL string, n int) {
 		}
 		// Linux reports maxrss in KiB.
 		peak = max(peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss*1024)
+		cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(n)*float64(b.N)/wall.Seconds(), "events/s")
 	b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MB")
 	b.ReportMetric(float64(peak)/float64(n), "rss-bytes/event")
+	events := float64(n) * float64(b.N)
+	b.ReportMetric(float64(cpu.Microseconds())/events, "rebuild-cpu-us/event")
+	if pgOK {
+		b.ReportMetric(float64(pgTicks)*1e6/ticksPerSecond/events, "pg-cpu-us/event")
+	}
 	for name, sec := range phases {
 		b.ReportMetric(sec/float64(b.N), name+"-s")
 	}

@@ -49,7 +49,7 @@ type Options struct {
 	// Links decodes the events of the link stream (resource.Stream); serve passes the event codec. A
 	// read model without it fails on the first link event rather than ignore it.
 	Links resource.Codec
-	// RebuildChunk is the number of bookings a rebuild computes at once, at least (20000): it holds
+	// RebuildChunk is the number of bookings a rebuild computes at once, at least (5000): it holds
 	// one chunk in memory at a time, and ends a chunk only between connected sets of claims.
 	RebuildChunk int
 	// Phases, when set, is told how long each phase of a rebuild's write took: fold, compute, index, items, swap.
@@ -92,7 +92,7 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 		opts.Receipts = postgres.NewStore(pool)
 	}
 	if opts.RebuildChunk <= 0 {
-		opts.RebuildChunk = 20_000
+		opts.RebuildChunk = 5_000
 	}
 	return &ReadModel{pool: pool, events: events, contacts: postgres.NewContacts(pool), codec: codec, opts: opts,
 		cache: newStreamCache(cacheEvents), resourceIDs: map[string]int32{}}
