@@ -21,7 +21,6 @@ import (
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
-	"bookingledger/projections"
 )
 
 // servedProcess is a `bookingledger serve` started through run on an ephemeral port.
@@ -598,28 +597,6 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 	send(t, env, standby.base, "calendly", "invitee.canceled", "--booking", "ha-1")
 	waitForCalendar(t, tok, standby.admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "canceled"})
 	standby.stop(t)
-}
-
-func TestProgressBarLines(t *testing.T) {
-	var buf bytes.Buffer
-	bar := newProgressBar(&buf, "rebuild calendar")
-	bar.afterReplay = "writing the read model and syncing the reconciliation queue"
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	bar.now = func() time.Time { return now }
-	steps := []struct {
-		after time.Duration
-		done  int64
-	}{{0, 0}, {200 * time.Millisecond, 5000}, {1200 * time.Millisecond, 10000}, {300 * time.Millisecond, 15000}, {300 * time.Millisecond, 20000}}
-	for _, s := range steps {
-		now = now.Add(s.after)
-		bar.update(projections.Progress{Done: s.done, Total: 20000})
-	}
-	bar.finish()
-	assert.Equal(t, `rebuild calendar: 0/20000 events (  0%)
-rebuild calendar: 10000/20000 events ( 50%)
-rebuild calendar: 20000/20000 events (100%)
-rebuild calendar: replayed the log; writing the read model and syncing the reconciliation queue
-`, buf.String(), "not a terminal: the first line, at most one a second, and the last")
 }
 
 // The read commands never migrate: on a database serve or migrate has not set up they say what to do.

@@ -87,7 +87,6 @@ var exemptions = []exemption{
 	{"adapters/postgres/readmodel", "contacts", "people of a booking"},
 	{"adapters/providersync", "receipts", "last webhook delivery"},
 	{"adapters/providersync", "reconciliation_items", "sync items"},
-	{"cmd/bookingledger", "calendar_resource_links", "resources file"},
 }
 
 var sqlTableRE = regexp.MustCompile(`(?i)\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE)\s+(?:ONLY\s+|IF\s+(?:NOT\s+)?EXISTS\s+)?([a-z_][a-z0-9_]*)\b`)
