@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,17 +11,11 @@ import (
 	"bookingledger/adapters/msgraph/msgraphfake"
 )
 
-func writeFile(t *testing.T, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
-	return p
-}
-
 // Each host resource's calendar steps go to the target the calendars file names for it — by the
 // provider's identifier or by the canonical name it is linked to — and the others to the default
 // (CalDAV): a create and a cancel land on Google, on Microsoft 365 and on CalDAV, one event each.
 func TestCalendarStepsGoToEachResourcesTarget(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	g := gcalfake.Start()
 	t.Cleanup(g.Close)
@@ -63,6 +55,7 @@ func TestCalendarStepsGoToEachResourcesTarget(t *testing.T) {
 // A resource the calendars file gives no calendar (default none) gets no event: its create is skipped
 // with the reason, nothing is called and no item is opened; the confirmation email still goes out.
 func TestCalendarStepsOfAResourceWithoutTargetAreSkipped(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	w.vars[envCalendarsFile] = writeFile(t, "calendars.json", `{"default": "none", "resources": {"dr-x": {"target": "caldav"}}}`)
 	env := w.env()
@@ -76,32 +69,4 @@ FROM process_steps WHERE kind = 'host_calendar.create'`).Scan(&note, &items))
 	assert.Contains(t, note, "no calendar target configured for this resource: https://api.calendly.com/users/nobody")
 	assert.Zero(t, items)
 	assert.Empty(t, w.dav.Store.Objects())
-}
-
-// A calendars file that names an unknown target, or a target without what it needs, stops serve.
-func TestCalendarsFileIsChecked(t *testing.T) {
-	for body, want := range map[string]string{
-		`{"resources": {"a": {"target": "exchange"}}}`:                `target "exchange"`,
-		`{"resources": {"a": {"target": "google"}}}`:                  `needs "calendar"`,
-		`{"resources": {"a": {"target": "microsoft"}}}`:               `needs "user"`,
-		`{"resources": {"a": {"target": "google", "calendar": "p"}}}`: envGoogleCredentialsFile,
-		`{"resources": {"a": {"target": "microsoft", "user": "u"}}}`:  envMicrosoftClientID,
-		`{"default": "caldav", "resources": {}}`:                      envCalDAVURLTemplate,
-		`{"resources": {}, "extra": 1}`:                               "unknown field",
-	} {
-		vars := map[string]string{envCalendarsFile: writeFile(t, "c.json", body)}
-		_, err := parseSteps(envOf(vars))
-		require.Error(t, err, body)
-		assert.Contains(t, err.Error(), want, body)
-	}
-	vars := map[string]string{envCalendarsFile: writeFile(t, "c.json", `{"resources": {"a": {"target": "google", "calendar": "p"}}}`),
-		envGoogleCredentialsFile: writeFile(t, "k.json", `{"type": "service_account", "private_key": "SECRET-DO-NOT-SHOW"`)}
-	_, err := parseSteps(envOf(vars))
-	require.Error(t, err)
-	assert.NotContains(t, err.Error(), "SECRET-DO-NOT-SHOW", "credentials never show in errors")
-	delete(vars, envGoogleCredentialsFile)
-	vars[envGoogleCredentials] = `{"type": "authorized_user", "client_id": "c", "client_secret": "SECRET-DO-NOT-SHOW", "refresh_token": "r"}`
-	sc, err := parseSteps(envOf(vars))
-	require.NoError(t, err, "credentials from the environment")
-	assert.NotNil(t, sc.google)
 }

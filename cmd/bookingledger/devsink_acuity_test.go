@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 // make run's Acuity: serve pointed at the dev sink's API records `send acuity` deliveries, a
 // redelivery is a duplicate, and a cancel set through the sink's PUT is fetched and recorded.
 func TestAcuityDevSinkServesTheTour(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	envFile := filepath.Join(t.TempDir(), "sinks.env")
 	out := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -42,6 +44,7 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":   "5s",
 	})
 	srv := startServe(t, env)
+	waitForStartSync(t, env, "acuity")
 	assert.Contains(t, send(t, env, srv.base, "acuity", "scheduled", "--booking", "42"), `200 OK {"status":"accepted","booking":"acuity-42"`)
 	assert.Contains(t, send(t, env, srv.base, "acuity", "changed", "--booking", "42"), `"status":"duplicate"`)
 	assert.Contains(t, out.String(), "acuity: appointment 42 fetched (active, 2026-12-02T11:00:00Z)")
@@ -58,6 +61,7 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 // The tour's Acuity booking gets its confirmation e-mail: the sink's appointment has a made-up
 // client, so the invitee e-mail step has an address (before, it ended "no invitee email known").
 func TestAcuityDevSinkClientGetsTheConfirmation(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	sink, err := acuitysink.Start(acuitysink.Config{})
 	require.NoError(t, err)
@@ -67,6 +71,7 @@ func TestAcuityDevSinkClientGetsTheConfirmation(t *testing.T) {
 	w.vars[envAcuityAPIURL] = sink.URL()
 	env := w.env()
 	srv := startServe(t, env)
+	waitForStartSync(t, env, "acuity")
 	assert.Contains(t, send(t, env, srv.base, "acuity", "scheduled", "--booking", "42"), `"status":"accepted"`)
 	w.waitSteps(t, "acuity-42", "host_calendar.create=done", "invitee_email.confirmation=done")
 	_, _, email := acuitysink.Contact(42)
@@ -74,4 +79,30 @@ func TestAcuityDevSinkClientGetsTheConfirmation(t *testing.T) {
 	require.Len(t, msgs, 1)
 	assert.Equal(t, []string{email}, msgs[0].To)
 	srv.stop(t)
+}
+
+// waitForStartSync waits for the provider's sync that serve runs once at start: it lists the
+// appointments the sink knows, which include one whose webhook the test is sending, so a sync that
+// ran after the webhook's fetch would record the booking first and the webhook would be a duplicate.
+func waitForStartSync(t *testing.T, env func(string) string, provider string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, provider+"'s sync at start", func() (bool, string) {
+		out, errOut, code := cli(t, env, "providers", "status", "--json")
+		if code != 0 {
+			return false, errOut
+		}
+		var status []struct {
+			Provider string          `json:"provider"`
+			LastSync json.RawMessage `json:"last_sync"`
+		}
+		if err := json.Unmarshal([]byte(out), &status); err != nil {
+			return false, err.Error()
+		}
+		for _, s := range status {
+			if s.Provider == provider {
+				return string(s.LastSync) != "null" && len(s.LastSync) > 0, out
+			}
+		}
+		return false, out
+	})
 }

@@ -4,11 +4,15 @@
 // sync, providers, erase, keys, version and help, each flag with an environment default (see
 // docs/api.md).
 //
-// serve is a server (server.go): openServer builds and starts everything, Run serves the two listeners
-// until interrupted and drains them, Close stops the rest in stopOrder.
+// Each subcommand's code lives in a package under internal/, by concern: cmdline (flags with their
+// variables, usage errors, exit codes), ledgerdb (opening the database and the event store), serve
+// (serve, migrate, rebuild and the projections' wiring; serve is a server: openServer builds and
+// starts everything, Run serves the two listeners until interrupted and drains them, Close stops the
+// rest in stopOrder), stepscmd, relaycmd, synccmd, admincmd, devsinks and sendcmd.
 //
 // main only calls run, which takes everything it touches as arguments (arguments, environment,
-// output streams, a signal-aware context), so that tests drive the real binary's code in-process. This
-// is the one place that imports concrete adapters (postgres, esdb, the read model, the provider
-// packages) and wires them into adapters/httpapi and the projection runner; nothing imports it.
+// output streams, a signal-aware context), so that tests drive the real binary's code in-process.
+// cmd/bookingledger and its internal packages are the one place that imports concrete adapters
+// (postgres, esdb, the read model, the provider packages) and wires them into adapters/httpapi and
+// the projection runner; nothing else imports them.
 package main

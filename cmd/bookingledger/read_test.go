@@ -21,7 +21,6 @@ import (
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
-	"bookingledger/projections"
 )
 
 // servedProcess is a `bookingledger serve` started through run on an ephemeral port.
@@ -540,12 +539,14 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 // TestReadSideEndToEnd: serve over the PostgreSQL event store on :0, deliveries sent with the send
 // subcommand, then the read API and every read subcommand, and a rebuild after shutdown.
 func TestReadSideEndToEnd(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	readSideEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
 }
 
 // TestReadSideEndToEndWithEventStoreDB: the same, with the events in EventStoreDB (the in-process
 // test server) and the receipts and read models in PostgreSQL.
 func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	readSideEndToEnd(t, map[string]string{
 		"DATABASE_URL":              pgtest.NewEmptyDatabaseURL(t),
@@ -556,6 +557,7 @@ func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
 // Two serve processes on one database: one runs the projection, the other stands by, both are ready
 // and both answer the read API; when the active one stops, the standby takes over.
 func TestSecondServeStandsByAndTakesOver(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
@@ -600,30 +602,9 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 	standby.stop(t)
 }
 
-func TestProgressBarLines(t *testing.T) {
-	var buf bytes.Buffer
-	bar := newProgressBar(&buf, "rebuild calendar")
-	bar.afterReplay = "writing the read model and syncing the reconciliation queue"
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	bar.now = func() time.Time { return now }
-	steps := []struct {
-		after time.Duration
-		done  int64
-	}{{0, 0}, {200 * time.Millisecond, 5000}, {1200 * time.Millisecond, 10000}, {300 * time.Millisecond, 15000}, {300 * time.Millisecond, 20000}}
-	for _, s := range steps {
-		now = now.Add(s.after)
-		bar.update(projections.Progress{Done: s.done, Total: 20000})
-	}
-	bar.finish()
-	assert.Equal(t, `rebuild calendar: 0/20000 events (  0%)
-rebuild calendar: 10000/20000 events ( 50%)
-rebuild calendar: 20000/20000 events (100%)
-rebuild calendar: replayed the log; writing the read model and syncing the reconciliation queue
-`, buf.String(), "not a terminal: the first line, at most one a second, and the last")
-}
-
 // The read commands never migrate: on a database serve or migrate has not set up they say what to do.
 func TestReadCommandsRefuseAnUnmigratedDatabase(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
 	for _, args := range [][]string{
 		{"history", "calendly-a"},

@@ -8,6 +8,8 @@ import (
 	"runtime/pprof"
 	"testing"
 	"time"
+
+	"bookingledger/cmd/bookingledger/internal/serve"
 )
 
 // TestProfileRebuild runs `bookingledger rebuild` in this process on the database at
@@ -74,7 +76,7 @@ func TestProfileRebuild(t *testing.T) {
 		}
 		return os.Getenv(k)
 	}
-	err = runRebuild(context.Background(), []string{"--quiet"}, getenv, os.Stdout, os.Stderr)
+	err = serve.RunRebuild(context.Background(), []string{"--quiet"}, getenv, os.Stdout, os.Stderr)
 	pprof.StopCPUProfile()
 	close(done)
 	t.Logf("largest heap after a collection: %d MB", <-sampled>>20)

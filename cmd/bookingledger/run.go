@@ -7,9 +7,15 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"strings"
 
-	"bookingledger/adapters/postgres"
+	"bookingledger/cmd/bookingledger/internal/admincmd"
+	"bookingledger/cmd/bookingledger/internal/cmdline"
+	"bookingledger/cmd/bookingledger/internal/devsinks"
+	"bookingledger/cmd/bookingledger/internal/relaycmd"
+	"bookingledger/cmd/bookingledger/internal/sendcmd"
+	"bookingledger/cmd/bookingledger/internal/serve"
+	"bookingledger/cmd/bookingledger/internal/stepscmd"
+	"bookingledger/cmd/bookingledger/internal/synccmd"
 )
 
 const usageText = `bookingledger records booking webhooks in an event-sourced ledger.
@@ -75,83 +81,61 @@ variable; provider secrets are read from the environment only (see docs/api.md).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
-		return usageErrorf("no command given")
+		return cmdline.UsageErrorf("no command given")
 	}
 	cmd, rest := args[0], args[1:]
 	var err error
 	switch cmd {
 	case "serve":
-		err = runServe(ctx, rest, getenv, stdout, stderr)
+		err = serve.RunServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
-		err = runMigrate(ctx, rest, getenv, stdout, stderr)
+		err = serve.RunMigrate(ctx, rest, getenv, stdout, stderr)
 	case "send":
-		err = runSend(ctx, rest, getenv, stdout, stderr)
+		err = sendcmd.Run(ctx, rest, getenv, stdout, stderr)
 	case "history":
-		err = runHistory(ctx, rest, getenv, stdout, stderr)
+		err = admincmd.RunHistory(ctx, rest, getenv, stdout, stderr)
 	case "calendar":
-		err = runCalendar(ctx, rest, getenv, stdout, stderr)
+		err = admincmd.RunCalendar(ctx, rest, getenv, stdout, stderr)
 	case "reconcile":
-		err = runReconcile(ctx, rest, getenv, stdout, stderr)
+		err = admincmd.RunReconcile(ctx, rest, getenv, stdout, stderr)
 	case "receipts":
-		err = runReceipts(ctx, rest, getenv, stdout, stderr)
+		err = admincmd.RunReceipts(ctx, rest, getenv, stdout, stderr)
 	case "rebuild":
-		err = runRebuild(ctx, rest, getenv, stdout, stderr)
+		err = serve.RunRebuild(ctx, rest, getenv, stdout, stderr)
 	case "steps":
-		err = runSteps(ctx, rest, getenv, stdout, stderr)
+		err = stepscmd.RunSteps(ctx, rest, getenv, stdout, stderr)
 	case "dev-sinks":
-		err = runDevSinks(ctx, rest, getenv, stdout, stderr)
+		err = devsinks.Run(ctx, rest, getenv, stdout, stderr)
 	case "endpoints":
-		err = runEndpoints(ctx, rest, getenv, stdout, stderr)
+		err = relaycmd.RunEndpoints(ctx, rest, getenv, stdout, stderr)
 	case "deliveries":
-		err = runDeliveries(ctx, rest, getenv, stdout, stderr)
+		err = relaycmd.RunDeliveries(ctx, rest, getenv, stdout, stderr)
 	case "replay":
-		err = runReplay(ctx, rest, getenv, stdout, stderr)
+		err = relaycmd.RunReplay(ctx, rest, getenv, stdout, stderr)
 	case "token":
-		err = runToken(ctx, rest, getenv, stdout, stderr)
+		err = admincmd.RunToken(ctx, rest, getenv, stdout, stderr)
 	case "resources":
-		err = runResources(ctx, rest, getenv, stdout, stderr)
+		err = admincmd.RunResources(ctx, rest, getenv, stdout, stderr)
 	case "sync":
-		err = runSync(ctx, rest, getenv, stdout, stderr)
+		err = synccmd.RunSync(ctx, rest, getenv, stdout, stderr)
 	case "providers":
-		err = runProviders(ctx, rest, getenv, stdout, stderr)
+		err = synccmd.RunProviders(ctx, rest, getenv, stdout, stderr)
 	case "erase":
-		err = runErase(ctx, rest, getenv, stdout, stderr)
+		err = admincmd.RunErase(ctx, rest, getenv, stdout, stderr)
 	case "keys":
-		err = runKeys(ctx, rest, getenv, stdout, stderr)
+		err = admincmd.RunKeys(ctx, rest, getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		err = runVersion(rest, getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 	default:
 		fmt.Fprint(stderr, usageText)
-		return usageErrorf("unknown command %q", cmd)
+		return cmdline.UsageErrorf("unknown command %q", cmd)
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	return err
-}
-
-// exitSchemaNewer: a newer release migrated the database. Its own status, so that a supervisor can
-// stop restarting (systemd: RestartPreventExitStatus=3) instead of looping on a binary that cannot run.
-const exitSchemaNewer = 3
-
-// exitCode reports err on stderr and returns the process's exit status: 0 on success, 2 for usage and
-// configuration errors, 3 when the database schema is newer than the binary, 1 for everything else.
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintf(stderr, "bookingledger: %s\n", strings.ReplaceAll(err.Error(), "\n", "\nbookingledger: "))
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintln(stderr, "Run 'bookingledger help' for usage.")
-		return 2
-	}
-	if errors.Is(err, postgres.ErrSchemaNewer) {
-		return exitSchemaNewer
-	}
-	return 1
 }
 
 // buildRevision is the git revision `make build` stamps with -ldflags -X (a linker-set constant, never
@@ -198,12 +182,12 @@ Prints the build's version: the module version, the git revision (and whether th
 modified) and the Go toolchain.`
 
 func runVersion(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	pos, err := newEnvFlags("version", getenv, stderr, versionUsage).parse(args)
+	pos, err := cmdline.NewEnvFlags("version", getenv, stderr, versionUsage).Parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("version takes no arguments, got %q", pos)
+		return cmdline.UsageErrorf("version takes no arguments, got %q", pos)
 	}
 	_, err = fmt.Fprintln(stdout, version())
 	return err

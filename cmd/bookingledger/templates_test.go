@@ -51,32 +51,6 @@ func TestServeRefusesToStartWithABrokenTemplate(t *testing.T) {
 	assert.Contains(t, out, "migrate on start")
 }
 
-// A resource's time zone is its calendars file entry's (by the resource, or the name it is linked to),
-// else the file's; a zone that is none stops serve.
-func TestCalendarsFileTimeZones(t *testing.T) {
-	vars := map[string]string{envCalendarsFile: writeFile(t, "c.json", `{"timezone": "Europe/Berlin", "resources": {
-		"dr-tokyo": {"target": "none", "timezone": "Asia/Tokyo"}, "dr-none": {"target": "none"}}}`)}
-	sc, err := parseSteps(envOf(vars))
-	require.NoError(t, err)
-	assert.Equal(t, "Asia/Tokyo", sc.routes.zone("dr-tokyo"))
-	assert.Equal(t, "Europe/Berlin", sc.routes.zone("dr-none"))
-	assert.Equal(t, "Europe/Berlin", sc.routes.zone("unlisted"))
-	linked := func(string) string { return "dr-tokyo" }
-	sc.routes.canonical.Store(&linked)
-	assert.Equal(t, "Asia/Tokyo", sc.routes.zone("calcom-user-7"), "by the name it is linked to")
-
-	for body, want := range map[string]string{
-		`{"timezone": "Mars/Olympus", "resources": {}}`:                          `timezone: not an IANA time zone: "Mars/Olympus" (e.g. Europe/Berlin)`,
-		`{"resources": {"a": {"target": "none", "timezone": "Local"}}}`:          `a: timezone: not an IANA time zone: "Local"`,
-		`{"resources": {"a": {"target": "none", "timezone": "Europe/Berlin "}}}`: `a: timezone: not an IANA time zone: "Europe/Berlin "`,
-	} {
-		_, err := parseSteps(envOf(map[string]string{envCalendarsFile: writeFile(t, "c.json", body)}))
-		require.Error(t, err, body)
-		assert.Contains(t, err.Error(), envCalendarsFile+": ", body)
-		assert.Contains(t, err.Error(), want, body)
-	}
-}
-
 // post sends a sample delivery of provider's event for params, signed with secret, and wants 200.
 func postSample(t *testing.T, base, provider, event, secret string, p sample.Params) {
 	t.Helper()
@@ -96,6 +70,7 @@ func postSample(t *testing.T, base, provider, event, secret string, p sample.Par
 // directory: its subject replaces the default, the rest stays the default; the host calendar event
 // gets the default summary and description.
 func TestServeWritesEmailsInTheInviteesZoneWithTheOperatorsTemplates(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "confirmation.subject.txt"), []byte("{{.Name}}, see you {{.When}}\n"), 0o600))

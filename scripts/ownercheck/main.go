@@ -77,9 +77,6 @@ var exemptions = []exemption{
 	// Retention deletes the data keys that no longer seal a body in one statement, under the
 	// erasure lock: it asks receipt_bodies which keys are still in use.
 	{"adapters/privacy", "receipt_bodies", "retention's unused-key cleanup"},
-
-	// Not moved yet (issue #32, left for a follow-up): readers of other owners' tables.
-	{"cmd/bookingledger", "calendar_resource_links", "resources file"},
 }
 
 var sqlTableRE = regexp.MustCompile(`(?i)\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE)\s+(?:ONLY\s+|IF\s+(?:NOT\s+)?EXISTS\s+)?([a-z_][a-z0-9_]*)\b`)

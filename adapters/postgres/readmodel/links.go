@@ -114,3 +114,13 @@ func writeLinks(ctx context.Context, tx pgx.Tx, st resource.State) error {
 	}
 	return nil
 }
+
+// LinkedName is the linked resource's name that the provider resource is linked to, "" when it is
+// linked to none (or the lookup failed: the caller routes it as an unlinked resource).
+func LinkedName(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, resource string) string {
+	var name string
+	_ = q.QueryRow(ctx, `SELECT name FROM calendar_resource_links WHERE resource = $1`, resource).Scan(&name)
+	return name
+}

@@ -1,0 +1,3 @@
+// Package sendcmd is the send command: a realistic, signed webhook delivery of any provider posted
+// to serve (demo and smoke tests).
+package sendcmd
