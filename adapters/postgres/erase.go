@@ -56,6 +56,25 @@ SELECT count(*), coalesce(array_agg(DISTINCT subject) FILTER (WHERE subject IS N
 	return n, subjects, nil
 }
 
+// SealingKeys returns the data keys that seal a stored body of the subjects, each with its subject
+// (retention keeps those keys and deletes the others of the subjects, adapters/privacy), in tx.
+func (s *Store) SealingKeys(ctx context.Context, tx pgx.Tx, subjects []string) (keySubjects []string, keys [][16]byte, err error) {
+	keySubjects, keys = []string{}, [][16]byte{} // empty, not NULL, when there are none
+	rows, err := tx.Query(ctx, `SELECT DISTINCT subject, key_id FROM receipt_bodies WHERE subject = ANY($1) AND key_id IS NOT NULL`, subjects)
+	if err == nil {
+		var subject string
+		var key [16]byte
+		_, err = pgx.ForEachRow(rows, []any{&subject, &key}, func() error {
+			keySubjects, keys = append(keySubjects, subject), append(keys, key)
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("sealing keys: %w", err)
+	}
+	return keySubjects, keys, nil
+}
+
 // ShredInlineReceiptBodies erases up to limit inline bodies of receipts received before cutoff, in id
 // order after receipt after, as erased at at. It returns how many it erased and the last receipt's id
 // (after when none).

@@ -7,7 +7,7 @@
 //     subject_keys, wrapped by the master keys of keyring.go.
 //   - erase.go erases a subject in one transaction: its data keys and free texts here, and every
 //     other table through the owner of that table (Owners: the receipts and contacts of
-//     adapters/postgres, the steps of adapters/process, the calendar rows of the read model).
+//     adapters/postgres, the steps of adapters/postgres/stepstore, the calendar rows of the read model).
 //     retention.go shreds bodies past their age through the receipts' owner.
 //
 // The package owns subject_keys, free_texts (saved by the ledger's commit, in its one statement),

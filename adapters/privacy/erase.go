@@ -78,6 +78,9 @@ type ReceiptBodies interface {
 	// ShredInlineReceiptBodies erases up to limit inline bodies of receipts received before cutoff,
 	// in id order after receipt after, and returns how many and the last id.
 	ShredInlineReceiptBodies(ctx context.Context, tx pgx.Tx, cutoff, at time.Time, after int64, limit int) (int64, int64, error)
+	// SealingKeys returns the data keys that seal a stored body of the subjects, each with its
+	// subject.
+	SealingKeys(ctx context.Context, tx pgx.Tx, subjects []string) (keySubjects []string, keys [][16]byte, err error)
 }
 
 // Contacts is the contacts' owner's part of an erasure (adapters/postgres.Store).
@@ -94,7 +97,7 @@ type Owners struct {
 	Receipts ReceiptBodies
 	Contacts Contacts
 	// Steps skips the subjects' pending invitee steps and clears their steps' errors
-	// (adapters/process.EraseSteps).
+	// (adapters/postgres/stepstore.EraseSteps).
 	Steps func(ctx context.Context, tx pgx.Tx, subjects []string, at time.Time) (skipped, cleared int64, err error)
 	// CalendarRows scrubs cancel reasons from the subjects' calendar rows
 	// (adapters/postgres/readmodel.EraseCancelReasons).

@@ -84,9 +84,15 @@ func ShredOlderThan(ctx context.Context, pool *pgxpool.Pool, receipts ReceiptBod
 				}
 				// A key younger than the cutoff that seals nothing (another process's, made for a body
 				// already stored) goes with the subject's last sealed body.
+				// The keys that still seal a body come from the bodies' owner, after the lock: no
+				// ingest of these subjects commits a body in between.
+				sealing, keys, err := receipts.SealingKeys(ctx, tx, subjects)
+				if err != nil {
+					return err
+				}
 				tag, err := tx.Exec(ctx, `DELETE FROM subject_keys k WHERE k.subject = ANY($2)
-    AND NOT EXISTS (SELECT 1 FROM receipt_bodies b WHERE b.subject = k.subject AND b.key_id = k.id)
-    AND (k.created_at < $1 OR NOT EXISTS (SELECT 1 FROM receipt_bodies b WHERE b.subject = k.subject AND b.key_id IS NOT NULL))`, cutoff, subjects)
+    AND NOT EXISTS (SELECT 1 FROM unnest($3::text[], $4::uuid[]) AS u(subject, key) WHERE u.subject = k.subject AND u.key = k.id)
+    AND (k.created_at < $1 OR NOT k.subject = ANY($3))`, cutoff, subjects, sealing, keys)
 				if err != nil {
 					return fmt.Errorf("delete unused data keys: %w", err)
 				}

@@ -74,9 +74,6 @@ var exemptions = []exemption{
 	// One statement, by design: the ledger's commit saves a delivery's free texts in the statement
 	// that appends its events (adapters/postgres/personal.go), without a round trip of its own.
 	{"adapters/postgres", "free_texts", "saved in the commit's one statement"},
-	// Retention deletes the data keys that no longer seal a body in one statement, under the
-	// erasure lock: it asks receipt_bodies which keys are still in use.
-	{"adapters/privacy", "receipt_bodies", "retention's unused-key cleanup"},
 }
 
 var sqlTableRE = regexp.MustCompile(`(?i)\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE)\s+(?:ONLY\s+|IF\s+(?:NOT\s+)?EXISTS\s+)?([a-z_][a-z0-9_]*)\b`)

@@ -31,7 +31,7 @@ type Reader interface {
 }
 
 // StepResolver closes a process step's reconciliation item with an operator's action (mark-done,
-// retry, skip) and applies it to the step (adapters/process.Store); its errors wrap the projections
+// retry, skip) and applies it to the step (adapters/postgres/stepstore.Store); its errors wrap the projections
 // sentinels as Reader.Resolve's do; by is recorded as the resolver, as Reader.Resolve records it.
 type StepResolver interface {
 	ResolveStep(ctx context.Context, id int64, action, note, by string) (calendar.Item, error)

@@ -62,7 +62,7 @@ type Sessions interface {
 }
 
 // StepResolver closes a process step's reconciliation item with an action (mark-done, retry, skip)
-// and records who did (adapters/process.Store implements it, as it does readapi.StepResolver).
+// and records who did (adapters/postgres/stepstore.Store implements it, as it does readapi.StepResolver).
 type StepResolver interface {
 	ResolveStep(ctx context.Context, id int64, action, note, by string) (calendar.Item, error)
 }
@@ -74,7 +74,7 @@ type Deps struct {
 	Sessions   Sessions
 	// Steps, when set, lets the inbox resolve process step items with an action.
 	Steps StepResolver
-	// StepActions are the actions the step form offers (adapters/process.Actions).
+	// StepActions are the actions the step form offers (adapters/postgres/stepstore.Actions).
 	StepActions []string
 	// Relay, when set, adds the endpoints pages and the deliveries on a booking's timeline.
 	Relay Relay

@@ -124,7 +124,7 @@ func (m *ReadModel) Resolve(ctx context.Context, id int64, note, by string) (cal
 	case len(note) > MaxNoteLength || !ledger.Storable(note):
 		return calendar.Item{}, fmt.Errorf("%w: note must be valid UTF-8 without NUL, at most %d bytes", projections.ErrInvalidQuery, MaxNoteLength)
 	}
-	// A process step's item is closed with the step's resolution (adapters/process.Store.Resolve):
+	// A process step's item is closed with the step's resolution (adapters/postgres/stepstore.Store.Resolve):
 	// closing it alone would leave the step waiting for a decision nobody sees any more.
 	items, err := queryItems(ctx, m.pool, `UPDATE reconciliation_items SET closed_at = now(), closed_by = 'operator', note = $2, resolved_by = $3
 WHERE id = $1 AND closed_at IS NULL AND kind <> 'step' RETURNING `+itemColumns, id, note, by)
@@ -199,7 +199,7 @@ func (m *ReadModel) History(ctx context.Context, id booking.ID) (history.History
 	return h, nil
 }
 
-// StepSource lists a booking's process steps (adapters/process.Store).
+// StepSource lists a booking's process steps (adapters/postgres/stepstore.Store).
 type StepSource interface {
 	StepsForBooking(ctx context.Context, id booking.ID) ([]history.StepEntry, error)
 }

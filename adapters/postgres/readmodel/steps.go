@@ -15,10 +15,10 @@ import (
 	"bookingledger/projections/steps"
 )
 
-// StepReader is what the process steps read of the calendar (adapters/process declares what it
-// uses: CalendarReader for its projection, SlotReader for its workers): the calendar's checkpoint and
-// the rows of bookings, with the bookings that share their slots or series. The reads that take a
-// transaction run in the caller's.
+// StepReader is what the process steps read of the calendar (stepstore and process declare what they
+// use: stepstore.CalendarReader for the projection, process.SlotReader for the workers): the
+// calendar's checkpoint and the rows of bookings, with the bookings that share their slots or
+// series. The reads that take a transaction run in the caller's.
 type StepReader struct{ pool *pgxpool.Pool }
 
 // NewStepReader returns the reader of the calendar on pool.
