@@ -262,14 +262,15 @@ func sendReplay(ctx context.Context, tx pgx.Tx, tables, query string, keyed bool
 	}
 	defer rows.Close()
 	var (
-		batch []replayed
+		// A replayed is large (a folded State): the batch is made at its size once, not grown.
+		batch = make([]replayed, 0, replayBatch)
 		n     int
 		types = map[string]string{}
 	)
 	send := func() error {
 		select {
 		case out <- batch:
-			batch, n = nil, 0
+			batch, n = make([]replayed, 0, replayBatch), 0
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -447,7 +448,7 @@ const computeAhead = 2
 func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paymentsOf) ([]calendar.Item, error) {
 	ld := m.startLoad(ctx)
 	var (
-		chunk  []replayed
+		chunk  []*replayed // into the batches read: a replayed is large, and is not copied
 		group  *int32
 		maxEnd time.Time
 		mu     sync.Mutex // apart, failed
@@ -481,7 +482,8 @@ func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paym
 	}
 	query := fmt.Sprintf(chunkSQL, s.table("calendar_replay"), s.table("calendar_keys"), s.table("calendar_groups"))
 	err := m.eachReplayed(ctx, s.table("calendar_keys")+", "+s.table("calendar_groups"), query, true, func(batch []replayed) error {
-		for _, st := range batch {
+		for i := range batch {
+			st := &batch[i]
 			k := st.key
 			// Claims of a group are read by start: one that starts at or after the end of every claim
 			// before it overlaps none of them, nor does any claim after it.
@@ -516,15 +518,14 @@ func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paym
 
 // computeChunk recomputes a chunk's bookings with the items that concern them, and queues their
 // writes. It returns the open conflict items of its bookings whose other side is in another chunk.
-func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, payments paymentsOf, chunk []replayed) ([]calendar.Item, error) {
+func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, payments paymentsOf, chunk []*replayed) ([]calendar.Item, error) {
 	ids := make([]string, len(chunk))
 	in := make(map[booking.ID]bool, len(chunk))
 	inputs := make([]calendar.BookingInput, len(chunk))
 	var stored []calendar.Booking
 	var seriesCancels []calendar.SeriesCancel
 	seriesSeen := map[string]bool{}
-	for i := range chunk {
-		st := &chunk[i]
+	for i, st := range chunk {
 		ids[i], in[st.id] = string(st.id), true
 		linked, closure := payments.index.Link(st.state.PaymentRefs)
 		var lp []calendar.LinkedPayment
