@@ -76,6 +76,14 @@ type Step struct {
 	RequestedAt time.Time
 	FinishedAt  time.Time
 	UpdatedAt   time.Time
+
+	// Attendees is the attendee state (steps.AttendeeDigest) an attendee update answers, or a calendar
+	// step of a seated booking wrote once claimed; "" otherwise.
+	Attendees string
+	// Seated and Seats are the booking's seats as its claim read them from the calendar (not stored): a
+	// calendar step of a seated booking writes their attendees (attendees.go).
+	Seated bool
+	Seats  []string
 }
 
 // plannerSteps is what the planner reads of stored steps.
@@ -83,7 +91,7 @@ func plannerSteps(stored []Step) []steps.Step {
 	out := make([]steps.Step, len(stored))
 	for i, s := range stored {
 		out[i] = steps.Step{Key: steps.Key(s.Key), Kind: s.Kind, Thread: s.Thread, Booking: s.Booking, State: s.State, Answers: s.Answers,
-			After: steps.Key(s.After), Resource: s.Resource, Seat: s.Seat, Start: s.Start, End: s.End, Attempts: s.Attempts}
+			After: steps.Key(s.After), Resource: s.Resource, Seat: s.Seat, Start: s.Start, End: s.End, Attempts: s.Attempts, Attendees: s.Attendees}
 	}
 	return out
 }
@@ -116,9 +124,10 @@ WHERE key = $1 AND state = 'skipped' AND attempts = 0 RETURNING id`, uuid.UUID(k
 			a := uuid.UUID(s.After)
 			after = &a
 		}
-		b.Queue(`INSERT INTO process_steps (key, kind, thread, booking, answers, after_key, resource, slot_start, slot_end, seat)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING RETURNING id`,
-			uuid.UUID(s.Key), string(s.Kind), s.Thread, s.Booking, s.Answers, after, s.Resource, nullTime(s.Start), nullTime(s.End), s.Seat).QueryRow(collectID)
+		b.Queue(`INSERT INTO process_steps (key, kind, thread, booking, answers, after_key, resource, slot_start, slot_end, seat, attendees)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (key) DO NOTHING RETURNING id`,
+			uuid.UUID(s.Key), string(s.Kind), s.Thread, s.Booking, s.Answers, after, s.Resource, nullTime(s.Start), nullTime(s.End), s.Seat,
+			s.Attendees).QueryRow(collectID)
 	}
 }
 
@@ -134,7 +143,7 @@ type querier interface {
 }
 
 const stepColumns = `id, key, kind, thread, booking, state, answers, after_key, resource, seat, slot_start, slot_end, attempts,
-lease_until, target_href, target_etag, last_error, note, created_at, requested_at, finished_at, updated_at`
+lease_until, target_href, target_etag, last_error, note, created_at, requested_at, finished_at, updated_at, attendees`
 
 // qualifiedStepColumns are stepColumns of process_steps aliased s, for queries that join.
 var qualifiedStepColumns = "s." + strings.ReplaceAll(strings.Join(strings.Fields(stepColumns), " "), ", ", ", s.")
@@ -158,7 +167,7 @@ func scanSteps(r pgx.Rows, extra ...any) ([]Step, error) {
 		var after *uuid.UUID
 		var start, end, lease, req, fin *time.Time
 		dest := append([]any{&s.ID, &s.Key, &kind, &s.Thread, &s.Booking, &state, &s.Answers, &after, &s.Resource, &s.Seat, &start, &end,
-			&s.Attempts, &lease, &s.Href, &s.ETag, &s.LastError, &s.Note, &s.CreatedAt, &req, &fin, &s.UpdatedAt}, extra...)
+			&s.Attempts, &lease, &s.Href, &s.ETag, &s.LastError, &s.Note, &s.CreatedAt, &req, &fin, &s.UpdatedAt, &s.Attendees}, extra...)
 		if err := r.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("process: read steps: %w", err)
 		}

@@ -236,6 +236,7 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 					note: fmt.Sprintf("follows %s %s, which was %s: there is nothing to %s", predKind, predKey, *pred.state, verb(st.Kind))}, false)
 			}
 		}
+		var row *steps.Booking // the calendar row the claim read, for the attendees (attendees.go)
 		if !recovered {
 			cal, ok, err := w.cfg.Slots.Slot(ctx, tx, st.Booking)
 			if err != nil {
@@ -243,6 +244,7 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 			}
 			if ok {
 				status, start, end = &cal.Status, nullTime(cal.Start), nullTime(cal.End)
+				row = &cal
 			}
 			// A seated booking's attendee is told of a cancellation once (seats.go).
 			if note, err := seatSkip(ctx, tx, w.cfg.Contacts, st, status); err != nil || note != "" {
@@ -260,12 +262,19 @@ WHERE s.id = $1 FOR UPDATE OF s`, id)
 					note: fmt.Sprintf("booking %s is no longer active at this slot (calendar: %s) when the step was to run", st.Booking, orNone(status))}, false)
 			}
 		}
+		written, note, err := w.claimAttendees(ctx, tx, &st, row, recovered)
+		if err != nil || note != "" {
+			if err != nil {
+				return err
+			}
+			return w.finish(ctx, tx, st, outcome{state: StateSkipped, note: note}, false)
+		}
 		// A claim that may have been sent keeps its data_sent_at (the call below reads it as unknown);
 		// any other starts without one.
 		err = tx.QueryRow(ctx, `UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
 requested_at = coalesce(requested_at, now()), lease_until = now() + $2::interval, updated_at = now(),
-claimed_by = $3, data_sent_at = CASE WHEN $4 THEN data_sent_at END
-WHERE id = $1 RETURNING attempts, lease_until`, st.ID, w.lease().String(), w.cfg.ClientID, recovered).Scan(&st.Attempts, &st.LeaseUntil)
+claimed_by = $3, data_sent_at = CASE WHEN $4 THEN data_sent_at END, attendees = coalesce($5, attendees)
+WHERE id = $1 RETURNING attempts, lease_until`, st.ID, w.lease().String(), w.cfg.ClientID, recovered, written).Scan(&st.Attempts, &st.LeaseUntil)
 		if err != nil {
 			return fmt.Errorf("process: mark step requested: %w", err)
 		}
@@ -415,6 +424,9 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 	if err != nil {
 		return outcome{state: StateFailed, err: err, note: "the calendar event could not be written from its templates"}
 	}
+	if o, ok := w.withAttendees(ctx, s, &ev); !ok {
+		return o
+	}
 	switch s.Kind {
 	case CalendarCreate:
 		href, err := cal.Href(s.Resource, s.Key)
@@ -459,7 +471,8 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 		var createKey uuid.UUID
 		_ = w.cfg.Pool.QueryRow(ctx, `SELECT key FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href = $2 ORDER BY id LIMIT 1`, s.Thread, href).Scan(&createKey)
 		ev.UID, ev.Sequence = createKey.String(), seq+1
-		if got, err := cal.Get(ctx, href); err == nil && got.Start.Equal(s.Start) && got.End.Equal(s.End) {
+		// A seated booking's update changes the attendees, not only the slot: it writes (attendees.go).
+		if got, err := cal.Get(ctx, href); err == nil && got.Start.Equal(s.Start) && got.End.Equal(s.End) && !s.Seated {
 			return outcome{state: StateDone, href: href, etag: got.ETag}
 		}
 		newTag, err := cal.Update(ctx, href, etag, ev)
