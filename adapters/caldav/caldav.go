@@ -115,6 +115,7 @@ func encode(ev process.Event) ([]byte, error) {
 	seq := ical.NewProp(ical.PropSequence)
 	seq.Value = strconv.Itoa(ev.Sequence)
 	e.Props.Set(seq)
+	addAttendees(e, ev)
 	cal := ical.NewCalendar()
 	cal.Props.SetText(ical.PropVersion, "2.0")
 	cal.Props.SetText(ical.PropProductID, "-//bookingledger//process steps//EN")

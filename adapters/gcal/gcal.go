@@ -178,7 +178,7 @@ func (t *Target) parse(href string) (ref, error) {
 func toEvent(key string, ev process.Event) *calendar.Event {
 	return &calendar.Event{
 		Summary:     ev.Summary,
-		Description: ev.Description,
+		Description: ev.DescriptionWithAttendees(), // a seated booking's attendees: in the text, never in attendees
 		Start:       &calendar.EventDateTime{DateTime: ev.Start.UTC().Format(time.RFC3339), TimeZone: "UTC"},
 		End:         &calendar.EventDateTime{DateTime: ev.End.UTC().Format(time.RFC3339), TimeZone: "UTC"},
 		Status:      "confirmed",
@@ -261,6 +261,9 @@ func (t *Target) put(ctx context.Context, svc *calendar.Service, r ref, cur *cal
 	mine := toEvent(ev.UID, ev)
 	// The description stays cur's: our own (a first PUT builds cur from ev), or a host's edit of it.
 	cur.Summary, cur.Start, cur.End, cur.Status = mine.Summary, mine.Start, mine.End, mine.Status
+	if ev.Seated {
+		cur.Description = mine.Description // the attendee list is ours to keep current (an erasure rewrites it)
+	}
 	if cur.ExtendedProperties == nil {
 		cur.ExtendedProperties = &calendar.EventExtendedProperties{}
 	}

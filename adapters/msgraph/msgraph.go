@@ -278,8 +278,9 @@ func (t *Target) find(ctx context.Context, r ref) (event, error) {
 func mine(ev process.Event) event {
 	s, e := at(ev.Start), at(ev.End)
 	out := event{Subject: ev.Summary, Start: &s, End: &e}
-	if ev.Description != "" {
-		out.Body = &itemBody{ContentType: "text", Content: ev.Description}
+	// A seated booking's attendees are in the body's text, never in attendees (Graph would invite them).
+	if text := ev.DescriptionWithAttendees(); text != "" {
+		out.Body = &itemBody{ContentType: "text", Content: text}
 	}
 	return out
 }
@@ -288,7 +289,9 @@ func mine(ev process.Event) event {
 // only, so that a host's edits of it are kept.
 func slotOnly(ev process.Event) event {
 	out := mine(ev)
-	out.Body = nil
+	if !ev.Seated { // a seated booking's body carries its attendee list, which an update keeps current
+		out.Body = nil
+	}
 	return out
 }
 

@@ -302,6 +302,7 @@ CREATE TABLE public.calendar_bookings (
     findings jsonb DEFAULT '[]'::jsonb NOT NULL,
     projected_at timestamp with time zone DEFAULT now() NOT NULL,
     series text DEFAULT ''::text NOT NULL,
+    seats text[],
     CONSTRAINT calendar_bookings_during_check CHECK (((during IS NULL) OR (NOT isempty(during)))),
     CONSTRAINT calendar_bookings_holder_is_active CHECK (((NOT holder) OR (status = 'active'::text))),
     CONSTRAINT calendar_bookings_payment_status_check CHECK ((payment_status = ANY (ARRAY[''::text, 'failed'::text, 'paid'::text, 'refunded'::text, 'disputed'::text]))),
@@ -460,6 +461,7 @@ CREATE TABLE public.process_steps (
     claimed_by text,
     data_sent_at timestamp with time zone,
     seat text DEFAULT ''::text NOT NULL,
+    attendees text DEFAULT ''::text NOT NULL,
     CONSTRAINT process_steps_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT process_steps_kind_check CHECK ((kind = ANY (ARRAY['host_calendar.create'::text, 'host_calendar.update'::text, 'host_calendar.delete'::text, 'invitee_email.confirmation'::text, 'invitee_email.rescheduled'::text, 'invitee_email.cancellation'::text, 'invitee_email.seat_cancellation'::text]))),
     CONSTRAINT process_steps_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'requested'::text, 'done'::text, 'needs_reconciliation'::text, 'failed'::text, 'skipped'::text])))

@@ -71,4 +71,12 @@ type Step struct {
 	RequestedAt time.Time
 	FinishedAt  time.Time
 	UpdatedAt   time.Time
+
+	// Attendees is the attendee state (steps.AttendeeDigest) an attendee update answers, or a calendar
+	// step of a seated booking wrote once claimed; "" otherwise.
+	Attendees string
+	// Seated and Seats are the booking's seats as its claim read them from the calendar (not stored): a
+	// calendar step of a seated booking writes their attendees (attendees.go).
+	Seated bool
+	Seats  []string
 }

@@ -32,6 +32,11 @@ type Event struct {
 	End         time.Time
 	// Sequence counts the updates of the object (RFC 5545 SEQUENCE).
 	Sequence int
+	// Seated is true for a seated booking's event, which lists Attendees (attendees.go): CalDAV as
+	// ATTENDEE properties that no server schedules, Google and Microsoft in the description
+	// (DescriptionWithAttendees), never in their attendee fields.
+	Seated    bool
+	Attendees []Attendee
 }
 
 // Object is what a probe (GET) found.

@@ -45,7 +45,7 @@ type Steps interface {
 	SeatSteps(ctx context.Context, tx pgx.Tx, booking string) ([]Step, error)
 	// Request marks step id requested by clientID, leased for lease, one more attempt; keepDataSent
 	// keeps the end of data an earlier claim recorded. It returns the attempts and the lease's end.
-	Request(ctx context.Context, tx pgx.Tx, id int64, lease time.Duration, clientID string, keepDataSent bool) (int, time.Time, error)
+	Request(ctx context.Context, tx pgx.Tx, id int64, lease time.Duration, clientID string, keepDataSent bool, attendees *string) (int, time.Time, error)
 	// Record stores an outcome (in tx; nil: in a transaction of its own), and opens the step's
 	// reconciliation item with it when the outcome is needs_reconciliation or failed.
 	Record(ctx context.Context, tx pgx.Tx, r Record) error
@@ -268,6 +268,7 @@ func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, 
 					note: fmt.Sprintf("follows %s %s, which was %s: there is nothing to %s", predKind, predKey, pred.State, verb(st.Kind))}, false)
 			}
 		}
+		var row *steps.Booking // the calendar row the claim read, for the attendees (attendees.go)
 		if !recovered {
 			cal, ok, err := w.cfg.Slots.Slot(ctx, tx, st.Booking)
 			if err != nil {
@@ -275,6 +276,7 @@ func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, 
 			}
 			if ok {
 				status, start, end = &cal.Status, nullTime(cal.Start), nullTime(cal.End)
+				row = &cal
 			}
 			// A seated booking's attendee is told of a cancellation once (seats.go).
 			if note, err := w.seatSkip(ctx, tx, st, status); err != nil || note != "" {
@@ -292,9 +294,16 @@ func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, 
 					note: fmt.Sprintf("booking %s is no longer active at this slot (calendar: %s) when the step was to run", st.Booking, orNone(status))}, false)
 			}
 		}
+		written, note, err := w.claimAttendees(ctx, tx, &st, row, recovered)
+		if err != nil || note != "" {
+			if err != nil {
+				return err
+			}
+			return w.finish(ctx, tx, st, outcome{state: StateSkipped, note: note}, false)
+		}
 		// A claim that may have been sent keeps its data_sent_at (the call below reads it as unknown);
 		// any other starts without one.
-		st.Attempts, st.LeaseUntil, err = w.cfg.Steps.Request(ctx, tx, st.ID, w.lease(), w.cfg.ClientID, recovered)
+		st.Attempts, st.LeaseUntil, err = w.cfg.Steps.Request(ctx, tx, st.ID, w.lease(), w.cfg.ClientID, recovered, written)
 		if err != nil {
 			return fmt.Errorf("process: mark step requested: %w", err)
 		}
@@ -424,6 +433,9 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 	if err != nil {
 		return outcome{state: StateFailed, err: err, note: "the calendar event could not be written from its templates"}
 	}
+	if o, ok := w.withAttendees(ctx, s, &ev); !ok {
+		return o
+	}
 	switch s.Kind {
 	case CalendarCreate:
 		href, err := cal.Href(s.Resource, s.Key)
@@ -467,7 +479,8 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 		}
 		createKey, _ := w.cfg.Steps.CreateKey(ctx, s.Thread, href)
 		ev.UID, ev.Sequence = createKey.String(), seq+1
-		if got, err := cal.Get(ctx, href); err == nil && got.Start.Equal(s.Start) && got.End.Equal(s.End) {
+		// A seated booking's update changes the attendees, not only the slot: it writes (attendees.go).
+		if got, err := cal.Get(ctx, href); err == nil && got.Start.Equal(s.Start) && got.End.Equal(s.End) && !s.Seated {
 			return outcome{state: StateDone, href: href, etag: got.ETag}
 		}
 		newTag, err := cal.Update(ctx, href, etag, ev)

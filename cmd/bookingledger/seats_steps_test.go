@@ -108,7 +108,7 @@ func TestSeatLeaversEachGetTheirOwnCancellation(t *testing.T) {
 	postSeat(t, srv.base, cancel, "seats1", start, 3*time.Hour, "seats1-a", "ada")
 	wait("calcom-seats1", "Booking confirmed ada@example.com", "Seat canceled bob@example.com", "Seat canceled cy@example.com",
 		"Booking canceled ada@example.com")
-	w.waitSteps(t, "calcom-seats1", "host_calendar.create=done", "invitee_email.confirmation=done",
+	w.waitStepsBesideAttendeeUpdates(t, "calcom-seats1", "host_calendar.create=done", "invitee_email.confirmation=done",
 		"invitee_email.seat_cancellation=done", "invitee_email.seat_cancellation=done",
 		"host_calendar.delete=done", "invitee_email.cancellation=done", "invitee_email.seat_cancellation=skipped")
 
@@ -119,7 +119,7 @@ func TestSeatLeaversEachGetTheirOwnCancellation(t *testing.T) {
 	postSeat(t, srv.base, cancel, "seats2", start2, 3*time.Hour, "seats2-c", "cy")
 	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com", "Seat canceled bob@example.com",
 		"Seat canceled cy@example.com")
-	w.waitSteps(t, "calcom-seats2", "host_calendar.create=done", "invitee_email.confirmation=done",
+	w.waitStepsBesideAttendeeUpdates(t, "calcom-seats2", "host_calendar.create=done", "invitee_email.confirmation=done",
 		"invitee_email.seat_cancellation=done", "invitee_email.seat_cancellation=done",
 		"host_calendar.delete=done", "invitee_email.cancellation=skipped", "invitee_email.seat_cancellation=done")
 	quiet()

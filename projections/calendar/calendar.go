@@ -75,6 +75,11 @@ type Booking struct {
 	Findings        []booking.Finding
 	// Series is the recurring series the booking is an occurrence of ("" when none is known).
 	Series string
+	// Seated is true for a seated booking (a slot with attendees); Seats are the keys of the seats held
+	// now (booking.Seat.Key, in fold order; "" for a seat known only by number): the attendees the
+	// host's calendar event lists (process steps).
+	Seated bool
+	Seats  []string
 }
 
 // HasSlot reports whether a slot is known.
@@ -216,6 +221,7 @@ func BookingRow(in BookingInput) Booking {
 		Findings:        slices.Clone(s.Findings),
 		Series:          s.Series,
 	}
+	b.Seated, b.Seats = seatKeys(s)
 	if s.HasSlot() {
 		b.Meeting = s.Slot.Meeting
 		b.Resources = CanonicalResources(s.Slot.Resources, nil)
@@ -273,6 +279,19 @@ func (in BookingInput) fold() booking.State {
 		return *in.Folded
 	}
 	return booking.Fold(in.Events)
+}
+
+// seatKeys is what a calendar row keeps of a booking's seats: whether it is seated, and the keys of
+// the seats held now, in fold order.
+func seatKeys(s booking.State) (bool, []string) {
+	if !s.Seated {
+		return false, nil
+	}
+	keys := make([]string, len(s.Seats))
+	for i, seat := range s.Seats {
+		keys[i] = seat.Key()
+	}
+	return true, keys
 }
 
 // IsPaymentOnly reports whether a stream's events are all payment events: such a stream is a payment

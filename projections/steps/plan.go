@@ -94,6 +94,10 @@ type Booking struct {
 	Resources []string
 	Start     time.Time // zero with End: no slot known
 	End       time.Time
+	// Seated is true for a seated booking: its host calendar event lists the attendees of Seats (the
+	// keys of the seats held now, "" for a seat known only by number: the booking's contact).
+	Seated bool
+	Seats  []string
 }
 
 // Step is a stored (or planned) step, as far as the planner reads and writes it.
@@ -110,6 +114,10 @@ type Step struct {
 	Start    time.Time
 	End      time.Time
 	Attempts int
+
+	// Attendees is the attendee state (AttendeeDigest) a calendar step of a seated booking answers
+	// (an attendee update, when planned) or wrote (every calendar step, once claimed); "" otherwise.
+	Attendees string
 }
 
 // Targets says which targets are configured: steps of the others are not planned.
@@ -209,6 +217,11 @@ func planFamily(p *Plan, f family, thread string, latest Booking, all []Step, ca
 		case lastEffected == nil:
 			s = Step{Kind: f.open}
 		case lastEffected.Start.Equal(latest.Start) && lastEffected.End.Equal(latest.End):
+			if u, ok := attendeeUpdate(thread, latest, *lastEffected); ok && calendar {
+				skipPendingExcept(u.Key, "superseded by "+string(u.Kind)+" for "+u.Answers)
+				want(u) // the seats changed: the event's attendee list is written again (attendees.go)
+				return
+			}
 			skipPendingExcept(Key{}, "superseded: the booking is back at "+slot+", which was already acted on")
 			return
 		default:

@@ -179,6 +179,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if patch.End != nil {
 			e.End = patch.End
 		}
+		if patch.Body != nil {
+			e.Body = patch.Body
+		}
 		e.ETag = s.etag()
 		out := *e
 		after := s.after

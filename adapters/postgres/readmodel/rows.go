@@ -73,7 +73,7 @@ const bookingColumns = `booking, provider, meeting, resources,
     ARRAY(SELECT coalesce(l.name, r.resource) FROM unnest(resources) WITH ORDINALITY AS r(resource, n)
         LEFT JOIN calendar_resource_links l ON l.resource = r.resource ORDER BY r.n), lower(during), upper(during), status, booking_status,
     holder, payment_status, payment_refs, payment_streams, capacity, no_show, scheduled_at, updated_at, stream_version,
-    event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings, series`
+    event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings, series, seats`
 
 // bookingValues fills row with b's values for copyBookingColumns, as COPY takes them and, a column at
 // a time, unnest (bookingArrays).
@@ -92,7 +92,7 @@ func bookingValues(b calendar.Booking, row []any) error {
 	copy(row, []any{string(b.Booking), b.Provider, b.Meeting, nonNil(b.Resources), tsRange(b.Start, b.End), string(b.Status),
 		string(b.BookingStatus), b.Holder, string(b.Payment), nonNil(b.PaymentRefs), idStrings(b.PaymentStreams), b.Capacity, b.NoShow,
 		nullTime(b.ScheduledAt), nullTime(b.UpdatedAt), int64(b.StreamVersion), b.Events, string(b.RescheduledFrom),
-		string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings), b.Series})
+		string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings), b.Series, seatsValue(b)})
 	return nil
 }
 
@@ -133,9 +133,10 @@ func scanBooking(row pgx.CollectableRow) (calendar.Booking, error) {
 	)
 	if err := row.Scan(&b.Booking, &b.Provider, &b.Meeting, &b.Resources, &b.Canonical, &start, &end, &b.Status, &b.BookingStatus,
 		&b.Holder, &b.Payment, &b.PaymentRefs, &streams, &b.Capacity, &b.NoShow, &scheduled, &updated, &b.StreamVersion, &b.Events,
-		&b.RescheduledFrom, &b.RescheduledTo, &b.CancelReason, &b.CanceledBy, &b.CancelImplied, &fs, &b.Series); err != nil {
+		&b.RescheduledFrom, &b.RescheduledTo, &b.CancelReason, &b.CanceledBy, &b.CancelImplied, &fs, &b.Series, &b.Seats); err != nil {
 		return calendar.Booking{}, err
 	}
+	b.Seated = b.Seats != nil
 	b.Start, b.End, b.ScheduledAt, b.UpdatedAt = timeOf(start), timeOf(end), timeOf(scheduled), timeOf(updated)
 	for _, s := range streams {
 		b.PaymentStreams = append(b.PaymentStreams, booking.ID(s))
@@ -166,4 +167,12 @@ func loadBookingsFrom(ctx context.Context, q reader, table string, ids []string)
 		out[b.Booking] = b
 	}
 	return out, nil
+}
+
+// seatsValue is the seats column of b: NULL for a booking that is not seated.
+func seatsValue(b calendar.Booking) any {
+	if !b.Seated {
+		return nil
+	}
+	return nonNil(b.Seats)
 }

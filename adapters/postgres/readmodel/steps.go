@@ -32,15 +32,16 @@ func (r *StepReader) Checkpoint(ctx context.Context) (eventlog.Position, bool, e
 
 // Rows returns the calendar rows of those of ids the calendar has.
 func (r *StepReader) Rows(ctx context.Context, tx pgx.Tx, ids []string) ([]steps.Row, error) {
-	q, err := tx.Query(ctx, `SELECT booking, status, resources, lower(during), upper(during), rescheduled_from, rescheduled_to, series
+	q, err := tx.Query(ctx, `SELECT booking, status, resources, lower(during), upper(during), rescheduled_from, rescheduled_to, series, seats
 FROM calendar_bookings WHERE booking = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(q, func(row pgx.CollectableRow) (b steps.Row, err error) {
 		var start, end *time.Time
-		err = row.Scan(&b.ID, &b.Status, &b.Resources, &start, &end, &b.From, &b.To, &b.Series)
+		err = row.Scan(&b.ID, &b.Status, &b.Resources, &start, &end, &b.From, &b.To, &b.Series, &b.Seats)
 		b.Start, b.End = rowSlot(start, end)
+		b.Seated = b.Seats != nil
 		return b, err
 	})
 }
@@ -86,15 +87,16 @@ func (r *StepReader) Findings(ctx context.Context, tx pgx.Tx, ids []string) ([]s
 	})
 }
 
-// Slot returns booking's calendar row (its status and slot); ok is false when the calendar has none.
+// Slot returns booking's calendar row (its status, slot and seats); ok is false when the calendar has none.
 func (r *StepReader) Slot(ctx context.Context, tx pgx.Tx, booking string) (steps.Booking, bool, error) {
 	b := steps.Booking{ID: booking}
 	var start, end *time.Time
-	err := tx.QueryRow(ctx, `SELECT status, lower(during), upper(during) FROM calendar_bookings WHERE booking = $1`, booking).Scan(&b.Status, &start, &end)
+	err := tx.QueryRow(ctx, `SELECT status, lower(during), upper(during), seats FROM calendar_bookings WHERE booking = $1`, booking).Scan(&b.Status, &start, &end, &b.Seats)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, false, nil
 	}
 	b.Start, b.End = rowSlot(start, end)
+	b.Seated = b.Seats != nil
 	return b, err == nil, err
 }
 

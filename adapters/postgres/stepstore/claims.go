@@ -48,12 +48,13 @@ func (s *Store) SeatSteps(ctx context.Context, tx pgx.Tx, booking string) ([]pro
 }
 
 // Request implements process.Steps. A claim that may have been sent keeps its data_sent_at (the
-// worker reads it as unknown); any other starts without one.
-func (s *Store) Request(ctx context.Context, tx pgx.Tx, id int64, lease time.Duration, clientID string, keepDataSent bool) (attempts int, until time.Time, err error) {
+// worker reads it as unknown); any other starts without one. A non-nil attendees records the
+// attendee state (steps.AttendeeDigest) the claim writes.
+func (s *Store) Request(ctx context.Context, tx pgx.Tx, id int64, lease time.Duration, clientID string, keepDataSent bool, attendees *string) (attempts int, until time.Time, err error) {
 	err = tx.QueryRow(ctx, `UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
 requested_at = coalesce(requested_at, now()), lease_until = now() + $2::interval, updated_at = now(),
-claimed_by = $3, data_sent_at = CASE WHEN $4 THEN data_sent_at END
-WHERE id = $1 RETURNING attempts, lease_until`, id, lease.String(), clientID, keepDataSent).Scan(&attempts, &until)
+claimed_by = $3, data_sent_at = CASE WHEN $4 THEN data_sent_at END, attendees = coalesce($5, attendees)
+WHERE id = $1 RETURNING attempts, lease_until`, id, lease.String(), clientID, keepDataSent, attendees).Scan(&attempts, &until)
 	return attempts, until, err
 }
 

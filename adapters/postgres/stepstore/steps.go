@@ -19,7 +19,7 @@ func plannerSteps(stored []process.Step) []steps.Step {
 	out := make([]steps.Step, len(stored))
 	for i, s := range stored {
 		out[i] = steps.Step{Key: steps.Key(s.Key), Kind: s.Kind, Thread: s.Thread, Booking: s.Booking, State: s.State, Answers: s.Answers,
-			After: steps.Key(s.After), Resource: s.Resource, Seat: s.Seat, Start: s.Start, End: s.End, Attempts: s.Attempts}
+			After: steps.Key(s.After), Resource: s.Resource, Seat: s.Seat, Start: s.Start, End: s.End, Attempts: s.Attempts, Attendees: s.Attendees}
 	}
 	return out
 }
@@ -52,9 +52,10 @@ WHERE key = $1 AND state = 'skipped' AND attempts = 0 RETURNING id`, uuid.UUID(k
 			a := uuid.UUID(s.After)
 			after = &a
 		}
-		b.Queue(`INSERT INTO process_steps (key, kind, thread, booking, answers, after_key, resource, slot_start, slot_end, seat)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING RETURNING id`,
-			uuid.UUID(s.Key), string(s.Kind), s.Thread, s.Booking, s.Answers, after, s.Resource, nullTime(s.Start), nullTime(s.End), s.Seat).QueryRow(collectID)
+		b.Queue(`INSERT INTO process_steps (key, kind, thread, booking, answers, after_key, resource, slot_start, slot_end, seat, attendees)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (key) DO NOTHING RETURNING id`,
+			uuid.UUID(s.Key), string(s.Kind), s.Thread, s.Booking, s.Answers, after, s.Resource, nullTime(s.Start), nullTime(s.End), s.Seat,
+			s.Attendees).QueryRow(collectID)
 	}
 }
 
@@ -70,7 +71,7 @@ type querier interface {
 }
 
 const stepColumns = `id, key, kind, thread, booking, state, answers, after_key, resource, seat, slot_start, slot_end, attempts,
-lease_until, target_href, target_etag, last_error, note, created_at, requested_at, finished_at, updated_at`
+lease_until, target_href, target_etag, last_error, note, created_at, requested_at, finished_at, updated_at, attendees`
 
 // qualifiedStepColumns are stepColumns of process_steps aliased s, for queries that join.
 var qualifiedStepColumns = "s." + strings.ReplaceAll(strings.Join(strings.Fields(stepColumns), " "), ", ", ", s.")
@@ -94,7 +95,7 @@ func scanSteps(r pgx.Rows, extra ...any) ([]process.Step, error) {
 		var after *uuid.UUID
 		var start, end, lease, req, fin *time.Time
 		dest := append([]any{&s.ID, &s.Key, &kind, &s.Thread, &s.Booking, &state, &s.Answers, &after, &s.Resource, &s.Seat, &start, &end,
-			&s.Attempts, &lease, &s.Href, &s.ETag, &s.LastError, &s.Note, &s.CreatedAt, &req, &fin, &s.UpdatedAt}, extra...)
+			&s.Attempts, &lease, &s.Href, &s.ETag, &s.LastError, &s.Note, &s.CreatedAt, &req, &fin, &s.UpdatedAt, &s.Attendees}, extra...)
 		if err := r.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("process: read steps: %w", err)
 		}
