@@ -55,6 +55,7 @@ func TestAcuityConfigurationErrors(t *testing.T) {
 }
 
 func TestMigrateSetsUpTheJobQueue(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewEmptyDatabaseURL(t)
 	pool := pgtest.Open(t, dbURL)
 	ctx := context.Background()
@@ -76,6 +77,7 @@ func TestMigrateSetsUpTheJobQueue(t *testing.T) {
 // fetches the appointment; while the API is down the delivery is deferred (202) and the job queue
 // inside serve finishes it once the API is back.
 func TestServeAcuitySendDeferAndFinish(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewEmptyDatabaseURL(t)
 	api := acuitytest.New(t, demoAcuityUser, demoAcuityKey)
 	api.Put(acuitytest.Appointment{ID: 123, Start: time.Date(2030, 1, 7, 10, 0, 0, 0, time.FixedZone("", 3600)),

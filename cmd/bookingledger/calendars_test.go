@@ -15,6 +15,7 @@ import (
 // provider's identifier or by the canonical name it is linked to — and the others to the default
 // (CalDAV): a create and a cancel land on Google, on Microsoft 365 and on CalDAV, one event each.
 func TestCalendarStepsGoToEachResourcesTarget(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	g := gcalfake.Start()
 	t.Cleanup(g.Close)
@@ -54,6 +55,7 @@ func TestCalendarStepsGoToEachResourcesTarget(t *testing.T) {
 // A resource the calendars file gives no calendar (default none) gets no event: its create is skipped
 // with the reason, nothing is called and no item is opened; the confirmation email still goes out.
 func TestCalendarStepsOfAResourceWithoutTargetAreSkipped(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	w.vars[envCalendarsFile] = writeFile(t, "calendars.json", `{"default": "none", "resources": {"dr-x": {"target": "caldav"}}}`)
 	env := w.env()

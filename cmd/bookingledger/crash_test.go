@@ -79,6 +79,7 @@ func buildBinary(t testing.TB) string {
 // that got a 2xx must be in the store afterwards, and a restarted server must recognise each of them as
 // a duplicate.
 func TestKilledServerLosesNoAcknowledgedDelivery(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewDatabaseURL(t)
 	bin := buildBinary(t)
 

@@ -64,6 +64,7 @@ func assertChecks(t *testing.T, check checker, example, broken string) {
 // TestDeployExamples checks the example configurations of docs/operations/deploy.md with the tools
 // that read them.
 func TestDeployExamples(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	t.Run("systemd unit", func(t *testing.T) {
 		// Where available: not every CI image has systemd.
 		analyze := lookTool(t, "systemd-analyze", false)
@@ -140,6 +141,7 @@ http {
 // database and nothing more — migrates it (btree_gist is a trusted extension), records deliveries and
 // runs the projection.
 func TestServeAsDatabaseOwnerWithoutSuperuser(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, os.Getenv(pgtest.EnvURL))
 	if err != nil {

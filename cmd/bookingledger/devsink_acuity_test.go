@@ -20,6 +20,7 @@ import (
 // make run's Acuity: serve pointed at the dev sink's API records `send acuity` deliveries, a
 // redelivery is a duplicate, and a cancel set through the sink's PUT is fetched and recorded.
 func TestAcuityDevSinkServesTheTour(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	envFile := filepath.Join(t.TempDir(), "sinks.env")
 	out := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -60,6 +61,7 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 // The tour's Acuity booking gets its confirmation e-mail: the sink's appointment has a made-up
 // client, so the invitee e-mail step has an address (before, it ended "no invitee email known").
 func TestAcuityDevSinkClientGetsTheConfirmation(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	sink, err := acuitysink.Start(acuitysink.Config{})
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 // The EventStoreDB wiring, against the in-process gRPC test server: events go to it, receipts to
 // PostgreSQL, and a redelivery is still a duplicate.
 func TestServeWithEventStoreDB(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewEmptyDatabaseURL(t)
 	es := esdbtest.New(t)
 	env := envOf(map[string]string{

@@ -33,6 +33,7 @@ import (
 // Two ways back: the killed serve is restarted ("restart"), or a second serve that was already
 // running notices the death ("survivor"); the 10 s run from the restart or from the kill.
 func TestKilledServeResumesStepsAndDeliveriesInSeconds(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	for _, survivor := range []bool{false, true} {
 		name := "restart"
 		if survivor {
@@ -194,6 +195,7 @@ func killedServeResumes(t *testing.T, survivor bool) {
 // second's answer is recorded once the database is back. Every step ends done, none in
 // reconciliation, each email once, and relay deliveries complete.
 func TestLostDatabaseMidCallIsRetriedNotReconciled(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }

@@ -76,6 +76,7 @@ func sendPerson(t *testing.T, env func(string) string, base string, p person) {
 // cancel reason in a pg_dump of the whole database, in any form, while the other's data is intact;
 // history still renders, saying when; a rebuild equals the incremental read model.
 func TestEraseByEmailLeavesNoTraceInTheDump(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	pgDump := pgBin(t, "pg_dump")
 	dbURL := pgtest.NewEmptyDatabaseURL(t)
 	env := envOf(map[string]string{

@@ -27,6 +27,7 @@ const syncAlertSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 // key verifies a webhook at once; a subscription Calendly disables is noticed by serve's watch (an
 // item and a signed alert) and re-created by connect.
 func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	api, err := calendlyapi.Start(calendlyapi.Config{Token: "tok-1"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = api.Close() })
@@ -130,6 +131,7 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 }
 
 func TestSyncAndConnectRefuseWhatCannotWork(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{envDatabaseURL: "postgres://127.0.0.1:1/x"})
 	for _, c := range []struct {
 		args []string
@@ -175,6 +177,7 @@ func postSigned(t *testing.T, url string, body []byte, signature string) (int, s
 // Two serves on one database both run the periodic sync (River inserts it on the leader; a standby
 // takes over): what the webhooks missed is appended once, whichever runs it, however often.
 func TestTwoServesSyncPeriodicallyWithoutDoubles(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	api, err := calendlyapi.Start(calendlyapi.Config{Token: "tok-2"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = api.Close() })

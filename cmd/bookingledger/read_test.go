@@ -539,12 +539,14 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 // TestReadSideEndToEnd: serve over the PostgreSQL event store on :0, deliveries sent with the send
 // subcommand, then the read API and every read subcommand, and a rebuild after shutdown.
 func TestReadSideEndToEnd(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	readSideEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
 }
 
 // TestReadSideEndToEndWithEventStoreDB: the same, with the events in EventStoreDB (the in-process
 // test server) and the receipts and read models in PostgreSQL.
 func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	readSideEndToEnd(t, map[string]string{
 		"DATABASE_URL":              pgtest.NewEmptyDatabaseURL(t),
@@ -555,6 +557,7 @@ func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
 // Two serve processes on one database: one runs the projection, the other stands by, both are ready
 // and both answer the read API; when the active one stops, the standby takes over.
 func TestSecondServeStandsByAndTakesOver(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
@@ -601,6 +604,7 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 
 // The read commands never migrate: on a database serve or migrate has not set up they say what to do.
 func TestReadCommandsRefuseAnUnmigratedDatabase(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
 	for _, args := range [][]string{
 		{"history", "calendly-a"},

@@ -23,6 +23,7 @@ import (
 // show prints its reason, body and the other receipts of the delivery, the read API answers the same,
 // and reconcile list points there.
 func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
@@ -89,6 +90,7 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 // a client address: receipts show prints them and GET /api/receipts/{id} answers them, for a verified
 // delivery and for a rejected one alike.
 func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
@@ -166,6 +168,7 @@ func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
 // dates them from the paid booking's own start, read from the calendar, so that the payment follows
 // the booking instead of landing in 2030.
 func TestSendStripeCoversEveryMappedEventDatedFromTheBooking(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",

@@ -24,6 +24,7 @@ import (
 // receiver may see a webhook-id twice (an attempt whose outcome was never recorded is made again),
 // never not at all.
 func TestKilledServeCompletesEveryDelivery(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewDatabaseURL(t)
 	bin := buildBinary(t)
 	relayEnv := []string{"BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true", "BOOKINGLEDGER_RELAY_SCHEDULE=0s,200ms,200ms,200ms,200ms,1s,1s,1s,1s,1s",

@@ -28,6 +28,7 @@ import (
 // was accepted, across the kill — and every delivery succeeds (a version in flight at the kill may
 // arrive twice, before the next).
 func TestKilledServeKeepsEachBookingsOrder(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewDatabaseURL(t)
 	bin := buildBinary(t)
 	relayEnv := []string{"BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true",

@@ -300,11 +300,13 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 }
 
 func TestRelayEndToEnd(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	relayEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
 }
 
 // TestRelayEndToEndWithEventStoreDB: the same with the events in EventStoreDB.
 func TestRelayEndToEndWithEventStoreDB(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	relayEndToEnd(t, map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t),
@@ -315,6 +317,7 @@ func TestRelayEndToEndWithEventStoreDB(t *testing.T) {
 // endpoints update changes what it is given and keeps the rest; its URL is checked as add's is, and
 // bad input is a usage error (exit 2) before the database is touched.
 func TestEndpointsUpdateChangesWhatItIsGiven(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	vars := map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t), envRelayAllowPrivate: "true"}
 	env := envOf(vars)
 	out, errOut, code := cli(t, env, "endpoints", "add", "--url", "http://127.0.0.1:9/old", "--description", "crm", "--types", "booking.scheduled.*")

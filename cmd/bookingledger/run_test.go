@@ -85,6 +85,7 @@ const demoCalendlyKey = "run-test-calendly-key"
 const testMasterKey = "test:dGVzdC1tYXN0ZXIta2V5LTMyLWJ5dGVzLWxvbmchISE="
 
 func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.T) {
+	t.Parallel()                           // each has its own database, ports and processes
 	dbURL := pgtest.NewEmptyDatabaseURL(t) // serve must migrate it itself
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
@@ -154,6 +155,7 @@ func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.
 }
 
 func TestMigrateThenReadiness(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewEmptyDatabaseURL(t)
 	pool := pgtest.Open(t, dbURL)
 	ctx := context.Background()

@@ -68,6 +68,7 @@ func postSeat(t *testing.T, base, trigger, uid string, start time.Time, offset t
 // contact already had their own seat's. A rebuild of the process projection sends nothing; erasing
 // the booking removes the seat contacts.
 func TestSeatLeaversEachGetTheirOwnCancellation(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	env := w.env()
 	srv := startServe(t, env)

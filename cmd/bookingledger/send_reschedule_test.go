@@ -14,6 +14,7 @@ import (
 // BOOKING_RESCHEDULED with --reschedule-to: each booking's thread ends with its calendar object moved
 // in place (one object, at the new slot) and one rescheduled email.
 func TestSendReschedulesAsTheProvidersDo(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	env := w.env()
 	srv := startServe(t, env)

@@ -56,6 +56,7 @@ func startServeBinary(t *testing.T, bin string, vars map[string]string) (*exec.C
 // it. After a restart the calendar step probes (GET finds the object with its UID) and completes
 // without a second PUT; the email step cannot be probed and goes to reconciliation; no second email.
 func TestKilledWorkerBetweenRequestedAndDone(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	var puts atomic.Int32
 	w := newStepsWorld(t, nil, func(r *http.Request) int {
 		if r.Method == http.MethodPut {

@@ -58,6 +58,7 @@ func permutations(n int) [][]int {
 // emails of one kind for one state; a cancel that arrives first means no email at all. A rebuild of
 // the calendar and of the process projection then sends nothing.
 func TestStepsUnderEveryArrivalOrder(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	var writes atomic.Int32
 	w := newStepsWorld(t, nil, func(r *http.Request) int {
 		if r.Method == http.MethodPut || r.Method == http.MethodDelete {
@@ -282,6 +283,7 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 // object: one object, at the new slot. An update run before its create is done would find no object
 // and be skipped, and the object would stay at the old slot.
 func TestCalendarUpdateWaitsForItsCreate(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	release := make(chan struct{})
 	var released sync.Once
 	var held atomic.Int32

@@ -22,6 +22,7 @@ import (
 // creates it and `reconcile resolve --action retry` runs the step again, done; a reschedule moves
 // the object in place; a cancel deletes it.
 func TestStepsAgainstRealCalDAVServers(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	for _, name := range davtest.Servers {
 		t.Run(name, func(t *testing.T) {
 			tpl, user, pass := davtest.Start(t, name)

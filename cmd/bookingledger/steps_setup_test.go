@@ -16,6 +16,7 @@ import (
 // steps setup creates a named resource's collection with MKCALENDAR at the URL the steps write to,
 // and reports a server that refuses it, with the URL, as a failure.
 func TestStepsSetupCreatesCollections(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	var methods []string
 	refuse := false
 	dav, err := caldavsink.Start(caldavsink.Config{Fault: func(r *http.Request) int {

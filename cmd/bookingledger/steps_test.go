@@ -119,6 +119,7 @@ func kindsOf(msgs []smtpsink.Message) map[string]int {
 // cancel deletes the object and sends one cancellation; history, the steps command and metrics
 // show the steps.
 func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	env := w.env()
 	srv := startServe(t, env)
@@ -210,6 +211,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 // dropped after the data is never resent but queued for an operator (who marks it done, or retries
 // it); a CalDAV 503 is retried until it succeeds.
 func TestStepsUnknownOutcomesGoToReconciliationAndTransientFailuresAreRetried(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	var drops, puts atomic.Int32
 	drops.Store(2)
 	w := newStepsWorld(t, func(smtpsink.Message) smtpsink.Fault {
@@ -308,6 +310,7 @@ WHERE s.kind = 'host_calendar.create' AND j.args @> jsonb_build_object('step', s
 // sweep must not take that for a stopped worker (it added a job every sweep, each one more caller of
 // the dead target, and the attempts never ran out).
 func TestStepsCalendarThatNeverAnswersEndsInReconciliation(t *testing.T) {
+	// Not parallel: its 200 ms call timeout must also let the invitee e-mail through.
 	w := newStepsWorld(t, nil, func(r *http.Request) int {
 		<-r.Context().Done()
 		return 0

@@ -70,6 +70,7 @@ func postSample(t *testing.T, base, provider, event, secret string, p sample.Par
 // directory: its subject replaces the default, the rest stays the default; the host calendar event
 // gets the default summary and description.
 func TestServeWritesEmailsInTheInviteesZoneWithTheOperatorsTemplates(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	w := newStepsWorld(t, nil, nil)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "confirmation.subject.txt"), []byte("{{.Name}}, see you {{.When}}\n"), 0o600))

@@ -13,6 +13,7 @@ import (
 )
 
 func TestTokenCommands(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewDatabaseURL(t)
 	env := envOf(map[string]string{"BOOKINGLEDGER_DATABASE_URL": dbURL})
 	out, errOut, code := cli(t, env, "token", "create", "--name", "front-desk", "--scope", "read", "--expires", "90d")

@@ -15,6 +15,7 @@ import (
 // embed (0079 stands for it), serve, migrate and the read commands stop with exit status 3 and name
 // the version; --allow-newer-schema lets serve start anyway, with a warning.
 func TestOldBinaryRefusesANewerSchema(t *testing.T) {
+	t.Parallel() // each has its own database, ports and processes
 	dbURL := pgtest.NewEmptyDatabaseURL(t)
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":  dbURL,

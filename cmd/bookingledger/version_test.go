@@ -14,6 +14,7 @@ import (
 // `make build` stamps the binary with the git revision even where GOFLAGS=-buildvcs=false is set, so
 // that `bookingledger version` says which commit runs.
 func TestMakeBuildStampsTheRevision(t *testing.T) {
+	t.Parallel() // it builds into bin/, which no other test touches
 	for _, tool := range []string{"make", "git"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") == "true" {
