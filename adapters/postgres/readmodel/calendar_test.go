@@ -182,6 +182,7 @@ func TestCalendlyRescheduleResolvesInAnyOrder(t *testing.T) {
 	}
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			for i, ev := range order {
 				e.deliver(t, one(fmt.Sprintf("cal-%d", i), ev))
@@ -204,6 +205,7 @@ func TestCalendlyRescheduleResolvesInAnyOrder(t *testing.T) {
 	}
 
 	t.Run("old booking superseded before its cancel arrives", func(t *testing.T) {
+		t.Parallel() // on a database of its own
 		e := newEnv(t)
 		e.deliver(t, one("s-1", oldCreate))
 		e.deliver(t, one("s-2", newCreate))
@@ -227,6 +229,7 @@ func TestCalcomRescheduleWithImpliedCancel(t *testing.T) {
 	}}
 	for name, first := range map[string]bool{"create first": true, "reschedule first": false} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			if first {
 				e.deliver(t, one("c-1", oldCreate))
@@ -265,6 +268,7 @@ func TestPaymentStatusFromLinkedPaymentStreams(t *testing.T) {
 	}
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			refundSeen := false
 			for i, ev := range order {
@@ -290,6 +294,7 @@ func TestPaymentStatusFromLinkedPaymentStreams(t *testing.T) {
 	}
 
 	t.Run("linked through another payment stream", func(t *testing.T) {
+		t.Parallel() // on a database of its own
 		e := newEnv(t)
 		// The failure names only the intent; the success names intent and charge. The booking knows
 		// only the charge, so the failure links through the success's stream, which arrives last.
@@ -492,6 +497,7 @@ func TestLongClaimsConflictWhateverTheirLength(t *testing.T) {
 	}
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			for i, ev := range order {
 				e.deliver(t, one(fmt.Sprintf("long-%d", i), ev))
