@@ -95,7 +95,6 @@ func setup(t *testing.T) (*pgxpool.Pool, *postgres.Store) {
 }
 
 func TestProjectionAppliesEveryEventOnceAcrossRestarts(t *testing.T) {
-	t.Parallel()
 	pool, store := setup(t)
 	ctx := context.Background()
 	appendEvents(t, pool, store, 5, 7)
@@ -115,7 +114,6 @@ func TestProjectionAppliesEveryEventOnceAcrossRestarts(t *testing.T) {
 }
 
 func TestFailedBatchLeavesNeitherRowsNorCheckpoint(t *testing.T) {
-	t.Parallel()
 	pool, store := setup(t)
 	ctx := context.Background()
 	appendEvents(t, pool, store, 1, 10)
@@ -138,7 +136,6 @@ func TestFailedBatchLeavesNeitherRowsNorCheckpoint(t *testing.T) {
 }
 
 func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
-	t.Parallel()
 	pool, store := setup(t)
 	ctx := context.Background()
 	appendEvents(t, pool, store, 1, 6)
@@ -175,7 +172,6 @@ func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
 // A batch that overlaps what was applied, the event at the saved position included, applies only
 // what follows it; one wholly applied changes nothing.
 func TestApplySkipsWhatWasApplied(t *testing.T) {
-	t.Parallel()
 	pool, store := setup(t)
 	ctx := context.Background()
 	appendEvents(t, pool, store, 1, 6)
@@ -194,7 +190,6 @@ func TestApplySkipsWhatWasApplied(t *testing.T) {
 }
 
 func TestRebuildResetsAndReplaysOnce(t *testing.T) {
-	t.Parallel()
 	pool, store := setup(t)
 	ctx := context.Background()
 	appendEvents(t, pool, store, 3, 4)
@@ -216,7 +211,6 @@ func TestRebuildResetsAndReplaysOnce(t *testing.T) {
 
 // A projection that never ran reads as one at the start of the log, without a row of its own.
 func TestReadOfAProjectionThatNeverRan(t *testing.T) {
-	t.Parallel()
 	pool, _ := setup(t)
 	cp, err := checkpoint.Read(context.Background(), pool, "never")
 	require.NoError(t, err)
@@ -225,7 +219,6 @@ func TestReadOfAProjectionThatNeverRan(t *testing.T) {
 
 // A position beyond the checkpoint's bigint columns is refused, not wrapped into a negative one.
 func TestPositionsBeyondTheColumnsAreRefused(t *testing.T) {
-	t.Parallel()
 	for _, to := range []eventlog.Position{{Commit: math.MaxInt64 + 1, Prepare: 1}, {Commit: 1, Prepare: math.MaxInt64 + 1}} {
 		_, err := checkpoint.QueueAdvance(&pgx.Batch{}, "seen", eventlog.Position{}, to, 1)
 		assert.ErrorContains(t, err, "does not fit", "%s", to)
@@ -233,7 +226,6 @@ func TestPositionsBeyondTheColumnsAreRefused(t *testing.T) {
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
-	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	apply := func(context.Context, pgx.Tx, []eventlog.RecordedEvent) error { return nil }
 	for _, tc := range []struct {
@@ -250,7 +242,6 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 // A projection's lock is held by one lease at a time, beside other projections' locks; a lease whose
 // session ends reports itself lost, and the lock is free again.
 func TestLockElectsOneHolderPerProjection(t *testing.T) {
-	t.Parallel()
 	pool, _ := setup(t)
 	ctx := context.Background()
 	locker := checkpoint.NewLocker(pool)
