@@ -13,7 +13,7 @@ import (
 )
 
 func TestCalcomReplayOfASignedBodyLaterIsADuplicate(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calcomDelivery(t, calcom.TriggerBookingCreated, "replayed")
 
@@ -31,7 +31,7 @@ func TestCalcomReplayOfASignedBodyLaterIsADuplicate(t *testing.T) {
 }
 
 func TestCalcomNoSecretProvidedIsRejected(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calcomDelivery(t, calcom.TriggerBookingCreated, "unsigned")
 
@@ -57,7 +57,7 @@ func TestCalcomNoSecretProvidedIsRejected(t *testing.T) {
 }
 
 func TestCalcomRescheduleAppendsToBothBookings(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	require.Equal(t, http.StatusOK, ts.send(t, ts.calcomDelivery(t, calcom.TriggerBookingCreated, "moved")).Status)
 	r := ts.send(t, ts.calcomDelivery(t, calcom.TriggerBookingRescheduled, "moved"))

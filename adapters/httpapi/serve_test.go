@@ -161,7 +161,7 @@ func (nopLedger) Record(context.Context, ledger.Delivery) (ledger.Result, error)
 func (nopLedger) Reject(context.Context, ledger.Receipt, string) error { return nil }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ok := httpapi.Config{Ledger: nopLedger{}, Ready: httpapi.CheckFunc(func(context.Context) error { return nil })}
 	cases := map[string]func(c *httpapi.Config){
 		"no ledger":         func(c *httpapi.Config) { c.Ledger = nil },
@@ -185,7 +185,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 }
 
 func TestAdminRoutesMountOnTheAdminSurfaceOnly(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger: nopLedger{},
 		Ready:  httpapi.CheckFunc(func(context.Context) error { return nil }),
@@ -210,7 +210,7 @@ func TestAdminRoutesMountOnTheAdminSurfaceOnly(t *testing.T) {
 }
 
 func TestGuardMetricsWrapsMetrics(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger: nopLedger{},
 		Ready:  httpapi.CheckFunc(func(context.Context) error { return nil }),

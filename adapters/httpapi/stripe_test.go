@@ -14,7 +14,7 @@ import (
 )
 
 func TestStripePaymentJoinsTheBookingItPaysFor(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	require.Equal(t, http.StatusOK, ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "paid")).Status)
 

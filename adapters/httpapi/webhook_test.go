@@ -22,7 +22,7 @@ import (
 )
 
 func TestRedeliveryIsAckedAsDuplicateWithoutASecondEvent(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "redelivered")
 
@@ -58,7 +58,7 @@ func TestRedeliveryIsAckedAsDuplicateWithoutASecondEvent(t *testing.T) {
 }
 
 func TestConcurrentCopiesAppendOneEvent(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "stampede")
 	const copies = 20
@@ -99,7 +99,7 @@ func TestConcurrentCopiesAppendOneEvent(t *testing.T) {
 }
 
 func TestUnverifiedRequestsAreRefusedAndNeverAppended(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	valid := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "forged")
 	now := ts.Clock.Now()
@@ -151,7 +151,7 @@ func TestUnverifiedRequestsAreRefusedAndNeverAppended(t *testing.T) {
 }
 
 func TestProviderWithoutSecretFailsClosed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t, withProviders(calendly.New(providers.NewSecrets(), 0)))
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "no-secret")
 
@@ -165,7 +165,7 @@ func TestProviderWithoutSecretFailsClosed(t *testing.T) {
 }
 
 func TestOversizedBodyIs413NeverTruncated(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	probe := newServer(t) // only to size a valid delivery
 	size := len(probe.calendlyDelivery(t, calendly.EventInviteeCreated, "big").Body)
 
@@ -199,7 +199,7 @@ func TestOversizedBodyIs413NeverTruncated(t *testing.T) {
 }
 
 func TestRejectedReceiptsAreRateLimitedButAlwaysCounted(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	const perMinute = 5
 	ts := newServer(t, withRejectReceipts(perMinute))
 	body := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "flood").Body
@@ -227,7 +227,7 @@ func TestRejectedReceiptsAreRateLimitedButAlwaysCounted(t *testing.T) {
 }
 
 func TestRejectedReceiptsOffStillCounts(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t, withRejectReceipts(0))
 	r := ts.post(t, "calendly", header(), []byte(`{}`))
 	assert.Equal(t, http.StatusUnauthorized, r.Status)
@@ -236,7 +236,7 @@ func TestRejectedReceiptsOffStillCounts(t *testing.T) {
 }
 
 func TestVerifiedButMalformedBodyIsQuarantinedAndKept(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	body := []byte(`{"event":"invitee.created","created_at":"2026-03-02T09:59:00.000000Z","payload":{"uri":"not-an-invitee-uri"}}`)
 	h := header(calendly.SignatureHeader, calendly.Sign(calendlyKey, ts.Clock.Now(), body))
@@ -257,7 +257,7 @@ func TestVerifiedButMalformedBodyIsQuarantinedAndKept(t *testing.T) {
 // by the body's SHA-256, so that a redelivery of the same bytes is recognised as the same delivery
 // (its copies relate in `receipts show`) and two different bodies are not.
 func TestVerifiedBodyWithoutIdentityIsNamedByItsDigest(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	bodies := [][]byte{[]byte(`not json at all`), []byte(`{"event":`)}
 	for _, body := range append(bodies, bodies[0]) {
@@ -274,7 +274,7 @@ func TestVerifiedBodyWithoutIdentityIsNamedByItsDigest(t *testing.T) {
 }
 
 func TestUnmappedEventTypeIsIgnored(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	body := []byte(`{"event":"routing_form_submission.created","created_at":"2026-03-02T09:59:00.000000Z",` +
 		`"payload":{"uri":"https://api.calendly.com/routing_form_submissions/RFS1"}}`)
@@ -289,7 +289,7 @@ func TestUnmappedEventTypeIsIgnored(t *testing.T) {
 }
 
 func TestCancelBeforeCreateKeepsBoth(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	cancel := ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCanceled, "out-of-order"))
 	create := ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "out-of-order"))
@@ -305,7 +305,7 @@ func TestCancelBeforeCreateKeepsBoth(t *testing.T) {
 }
 
 func TestStoreUnavailableIs503AndNothingAcked(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "outage")
 	ts.storeDown(t) // the server's event store goes away
@@ -328,7 +328,7 @@ func TestStoreUnavailableIs503AndNothingAcked(t *testing.T) {
 }
 
 func TestTransientMapErrorIs503WithoutReceipt(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	flaky := &stubProvider{name: "flaky", mapErr: context.DeadlineExceeded}
 	ts := newServer(t, withProviders(flaky))
 
@@ -343,7 +343,7 @@ func TestTransientMapErrorIs503WithoutReceipt(t *testing.T) {
 // Retry-After is whole seconds (RFC 9110), rounded up: a provider told to come back sooner than
 // the configured pause would retry into the same outage.
 func TestRetryAfterRoundsUpToWholeSeconds(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	flaky := &stubProvider{name: "flaky", mapErr: context.DeadlineExceeded}
 	ts := newServer(t, withProviders(flaky), func(c *httpapi.Config) { c.RetryAfter = 1500 * time.Millisecond })
 
@@ -354,7 +354,7 @@ func TestRetryAfterRoundsUpToWholeSeconds(t *testing.T) {
 }
 
 func TestUnexpectedVerifyErrorFailsClosed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	odd := &stubProvider{name: "odd", verifyErr: context.Canceled}
 	ts := newServer(t, withProviders(odd))
 
@@ -367,7 +367,7 @@ func TestUnexpectedVerifyErrorFailsClosed(t *testing.T) {
 }
 
 func TestLogsCarryNoSecretBodyOrPersonalData(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "private")
 	require.Equal(t, http.StatusOK, ts.send(t, d).Status)
@@ -384,7 +384,7 @@ func TestLogsCarryNoSecretBodyOrPersonalData(t *testing.T) {
 }
 
 func TestMetricsEndpointServesTheServerRegistry(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	require.Equal(t, http.StatusOK, ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "metrics")).Status)
 	require.Equal(t, http.StatusUnauthorized, ts.post(t, "calendly", header(), []byte(`{}`)).Status)
@@ -416,7 +416,7 @@ func TestHealthAndReadiness(t *testing.T) {
 }
 
 func TestWrongMethodIsNotAWebhook(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	resp, err := http.Get(ts.URL + "/webhooks/calendly")
 	require.NoError(t, err)
@@ -427,7 +427,7 @@ func TestWrongMethodIsNotAWebhook(t *testing.T) {
 
 // A 401 for a missing header names the header the provider expects.
 func TestMissingHeaderNamesTheHeaderExpected(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	for provider, want := range map[string]string{
 		"calendly": "missing signature header: Calendly-Webhook-Signature",
@@ -446,7 +446,7 @@ func TestMissingHeaderNamesTheHeaderExpected(t *testing.T) {
 // delivery is recorded. Before, the contact's insert failed the commit of the delivery's events, and
 // a correctly signed delivery was answered 503 on every retry.
 func TestContactTextPostgreSQLCannotHoldIsLeftOut(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "nul-name")
 	body := bytes.Replace(d.Body, []byte(`"name":"Ada Lovelace"`), []byte(`"name":"Ada\u0000Lovelace"`), 1)
