@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
-# `make test`: a private throwaway PostgreSQL, lint, the whole suite with -race (the ingress and
-# projection suites a second time on EventStoreDB), brief fuzzing.
-# The cluster is stopped and deleted even when tests fail.
+# `make test`: private throwaway PostgreSQL clusters, lint, the whole suite with -race (the ingress and
+# projection suites a second time on EventStoreDB, at the same time), brief fuzzing beside them.
+# The clusters are stopped and deleted even when tests fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dir=$(mktemp -d /tmp/bookingledger-test.XXXXXX)
+chmod 755 "$dir" # as root the clusters belong to another user, who must reach their directories in it
+# Two clusters: the whole suite's, and the EventStoreDB pass's, which runs at the same time. A reader of
+# the PostgreSQL log waits for every older transaction of its cluster (transaction ids are
+# cluster-wide), so each pass gets a cluster of its own instead of waiting on the other's.
+bgpids=() # the passes running in the background, each the leader of a process group of its own (setsid)
 cleanup() {
-	scripts/pg.sh stop "$dir" || true
+	# A pass still running (the script failed or was interrupted) is ended with its test binaries;
+	# a cluster still starting is waited for, then both are stopped.
+	for pid in "${bgpids[@]}"; do
+		kill -- "-$pid" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	scripts/pg.sh stop "$dir/pg" || true
+	scripts/pg.sh stop "$dir/pg-esdb" || true
 	rm -rf "$dir"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-url=$(scripts/pg.sh start "$dir" --fast)
-export BOOKINGLEDGER_TEST_DATABASE_URL="$url"
-echo "test: private PostgreSQL at $url"
+# The clusters start while lint runs.
+scripts/pg.sh start "$dir/pg" --fast >"$dir/pg.url" 2>"$dir/pg.log" &
+pgpid=$!
+scripts/pg.sh start "$dir/pg-esdb" --fast >"$dir/pg-esdb.url" 2>"$dir/pg-esdb.log" &
+pgesdbpid=$!
 
 scripts/lint.sh
+
+wait "$pgpid" || { cat "$dir/pg.log" >&2; exit 1; }
+wait "$pgesdbpid" || { cat "$dir/pg-esdb.log" >&2; exit 1; }
+url=$(cat "$dir/pg.url")
+esdburl=$(cat "$dir/pg-esdb.url")
+export BOOKINGLEDGER_TEST_DATABASE_URL="$url"
+echo "test: private PostgreSQL at $url (the EventStoreDB pass: $esdburl)"
 
 # Tools that check the operations examples: promtool (Debian's prometheus package) for the alert rules
 # here, nginx for the deploy test's `nginx -t`. As root with apt-get they are installed when missing,
@@ -59,28 +81,47 @@ export BOOKINGLEDGER_TEST_ARTIFACTS="${BOOKINGLEDGER_TEST_ARTIFACTS:-$PWD/.test-
 mkdir -p "$BOOKINGLEDGER_TEST_ARTIFACTS"
 echo "test: browser screenshots go to $BOOKINGLEDGER_TEST_ARTIFACTS"
 
-# -p 2: the machine has two cores, and PostgreSQL needs its share. -vet=off: scripts/lint.sh ran
-# go vet ./... above (test files included), a superset of the checks go test would repeat per package.
-go test -race -vet=off -count=1 -p 2 -timeout 30m ./...
+# -p 2: the machine has two cores, and PostgreSQL needs its share. -parallel 8: the tests mostly wait
+# on PostgreSQL (the suite's packages used a few seconds of CPU per minute of wall time at -parallel 2,
+# the default on two cores), and each owns its database. -vet=off: scripts/lint.sh ran go vet ./...
+# above (test files included), a superset of the checks go test would repeat per package.
+testflags=(-race -vet=off -count=1 -p 2 -parallel 8 -timeout 30m)
 
-# The fuzzing runs while the EventStoreDB pass below does: that pass mostly waits on its stores, the
-# fuzzers mostly compute. Its output is shown when it fails, or at the end.
-# A count, not a duration: when a duration runs out while the fuzzer is still handling a new input,
-# `go test -fuzz` can report "context deadline exceeded" as a failure without any failing input.
-fuzzlog="$dir/fuzz.log"
-FUZZTIME=${FUZZTIME:-5000x} scripts/fuzz.sh >"$fuzzlog" 2>&1 &
-fuzzpid=$!
+# The race build of every package first, once: the three runs below would otherwise compile the
+# packages they share each for itself, at the same time.
+go build -race ./...
 
 # The ingress and projection suites again with the booking events in EventStoreDB (the in-process
 # test server of adapters/esdb/esdbtest; receipts and read models stay in PostgreSQL): the same
-# assertions must hold on both stores. Only these packages read BOOKINGLEDGER_TEST_EVENT_STORE.
-esdb=0
-BOOKINGLEDGER_TEST_EVENT_STORE=esdb go test -race -vet=off -count=1 -p 2 -timeout 30m ./adapters/httpapi ./adapters/postgres/readmodel ./adapters/relay || esdb=$?
+# assertions must hold on both stores. Only these packages read BOOKINGLEDGER_TEST_EVENT_STORE. It
+# runs beside the whole suite, on its own cluster; its output is shown at the end.
+esdblog="$dir/esdb.log"
+BOOKINGLEDGER_TEST_DATABASE_URL="$esdburl" BOOKINGLEDGER_TEST_EVENT_STORE=esdb \
+	setsid go test "${testflags[@]}" ./adapters/httpapi ./adapters/postgres/readmodel ./adapters/relay >"$esdblog" 2>&1 &
+esdbpid=$!
+bgpids+=("$esdbpid")
 
+# The fuzzing runs beside both: the passes mostly wait on their stores, the fuzzers mostly compute.
+# A count, not a duration: when a duration runs out while the fuzzer is still handling a new input,
+# `go test -fuzz` can report "context deadline exceeded" as a failure without any failing input.
+fuzzlog="$dir/fuzz.log"
+FUZZTIME=${FUZZTIME:-5000x} setsid scripts/fuzz.sh >"$fuzzlog" 2>&1 &
+fuzzpid=$!
+bgpids+=("$fuzzpid")
+
+suite=0
+go test "${testflags[@]}" ./... || suite=$?
+
+esdb=0
+wait "$esdbpid" || esdb=$?
+echo "test: the EventStoreDB pass (./adapters/httpapi ./adapters/postgres/readmodel ./adapters/relay):"
+cat "$esdblog"
 fuzz=0
 wait "$fuzzpid" || fuzz=$?
 cat "$fuzzlog"
-if [ "$esdb" != 0 ] || [ "$fuzz" != 0 ]; then
+if [ "$suite" != 0 ] || [ "$esdb" != 0 ] || [ "$fuzz" != 0 ]; then
+	[ "$suite" = 0 ] || echo "test: the whole suite failed (its output is above the EventStoreDB pass's)" >&2
 	[ "$esdb" = 0 ] || echo "test: the EventStoreDB pass failed (above the fuzzing output)" >&2
+	[ "$fuzz" = 0 ] || echo "test: the fuzzing failed (its output is above)" >&2
 	exit 1
 fi

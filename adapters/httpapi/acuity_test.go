@@ -119,6 +119,7 @@ func (s *acuityServer) appointmentTypes(t *testing.T) []string {
 }
 
 func TestAcuityRescheduledAppointmentStaysOneBookingThroughTheServer(t *testing.T) {
+	parallel(t)
 	s := newAcuityServer(t, true)
 	plus1 := time.FixedZone("", 3600)
 	steps := []struct {
@@ -158,6 +159,7 @@ func TestAcuityRescheduledAppointmentStaysOneBookingThroughTheServer(t *testing.
 }
 
 func TestAcuityFetchFailureIsDeferredThenFinishedByRiver(t *testing.T) {
+	parallel(t)
 	s := newAcuityServer(t, true)
 	s.put(t, time.Date(2025, 6, 30, 10, 15, 0, 0, time.FixedZone("", 3600)), false)
 	s.api.FailAll(http.StatusServiceUnavailable)
@@ -220,6 +222,7 @@ func TestAcuityFetchFailureIsDeferredThenFinishedByRiver(t *testing.T) {
 }
 
 func TestAcuityWithoutAQueueAFailedFetchIs503(t *testing.T) {
+	parallel(t)
 	s := newAcuityServer(t, false)
 	s.api.FailAll(http.StatusServiceUnavailable)
 	r := s.deliver(t, "scheduled")
@@ -230,6 +233,7 @@ func TestAcuityWithoutAQueueAFailedFetchIs503(t *testing.T) {
 }
 
 func TestAcuityDeferralThatCannotCommitIs503WithNothingKept(t *testing.T) {
+	parallel(t)
 	dbURL := pgtest.NewDatabaseURL(t) // River's schema is missing: the job insert fails
 	s := newAcuityServerOn(t, dbURL, pgtest.Open(t, dbURL), true)
 	s.api.FailAll(http.StatusServiceUnavailable)
@@ -239,6 +243,7 @@ func TestAcuityDeferralThatCannotCommitIs503WithNothingKept(t *testing.T) {
 }
 
 func TestAcuityVerificationAndQuarantine(t *testing.T) {
+	parallel(t)
 	s := newAcuityServer(t, true)
 	body := []byte("action=scheduled&id=" + acuityAppt + "&calendarID=4417311&appointmentTypeID=21870436")
 	cases := map[string]struct {

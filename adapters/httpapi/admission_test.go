@@ -35,6 +35,7 @@ func (g *gatedLedger) Record(ctx context.Context, d ledger.Delivery) (ledger.Res
 // Once recording goes on, the 4 are acked and recorded; the 36 retried are recorded too: nothing is
 // lost, nothing doubled.
 func TestBurstAboveTheRecordingBoundGetsFast503s(t *testing.T) {
+	parallel(t)
 	const bound, burst = 4, 40
 	gate := make(chan struct{})
 	var once sync.Once

@@ -13,6 +13,7 @@ import (
 )
 
 func TestCalcomReplayOfASignedBodyLaterIsADuplicate(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calcomDelivery(t, calcom.TriggerBookingCreated, "replayed")
 
@@ -30,6 +31,7 @@ func TestCalcomReplayOfASignedBodyLaterIsADuplicate(t *testing.T) {
 }
 
 func TestCalcomNoSecretProvidedIsRejected(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calcomDelivery(t, calcom.TriggerBookingCreated, "unsigned")
 
@@ -55,6 +57,7 @@ func TestCalcomNoSecretProvidedIsRejected(t *testing.T) {
 }
 
 func TestCalcomRescheduleAppendsToBothBookings(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	require.Equal(t, http.StatusOK, ts.send(t, ts.calcomDelivery(t, calcom.TriggerBookingCreated, "moved")).Status)
 	r := ts.send(t, ts.calcomDelivery(t, calcom.TriggerBookingRescheduled, "moved"))

@@ -27,6 +27,7 @@ func (ts *testServer) standardMessage(t *testing.T, id string, m standard.Messag
 // A create whose provider time is after the booking's cancel is kept and refused (canceled is
 // terminal). The delivery is accepted, and the answer, a warning and a metric say it changed nothing.
 func TestRefusedEventIsAnsweredLoggedAndCounted(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	h, body := ts.standardMessage(t, "msg_cancel", standard.Message{

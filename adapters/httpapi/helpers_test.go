@@ -411,3 +411,14 @@ func contains(haystack string, needles ...string) []string {
 	}
 	return found
 }
+
+// parallel runs the test in parallel with the others on PostgreSQL, where each owns its database.
+// On EventStoreDB each test runs an in-process EventStoreDB server of its own, and several at once
+// on a busy machine answered deliveries past the record timeout (503): there the tests run one at a
+// time.
+func parallel(t *testing.T) {
+	t.Helper()
+	if eventlogtest.SelectedStore(t) == eventlogtest.StorePostgres {
+		t.Parallel()
+	}
+}

@@ -18,6 +18,7 @@ import (
 )
 
 func TestErrorTableMapsWrappedErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		err    error
 		status int
@@ -49,11 +50,13 @@ func TestErrorTableMapsWrappedErrors(t *testing.T) {
 }
 
 func TestVerificationErrorKeepsKnownReasons(t *testing.T) {
+	t.Parallel()
 	err := fmt.Errorf("%w: no v1", providers.ErrBadSignature)
 	assert.Equal(t, "bad_signature", classify(verificationError(err)).code)
 }
 
 func TestTokenBucket(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	b := newTokenBucket(6, t0) // burst 6, one token per 10 s
 	for i := range 6 {
@@ -75,6 +78,7 @@ func TestTokenBucket(t *testing.T) {
 // The allowlist is spelled as http.Server canonicalises names (else it would never match) and a
 // sender's headers cannot grow a receipt without bound.
 func TestReceiptHeadersKeepTheAllowlistBounded(t *testing.T) {
+	t.Parallel()
 	for _, name := range keptHeaders {
 		assert.Equal(t, http.CanonicalHeaderKey(name), name)
 	}

@@ -87,6 +87,7 @@ func TestTricklingHeadersAreCutOff(t *testing.T) {
 
 // Headers beyond the limit are refused with 431 instead of Go's default of a megabyte per request.
 func TestOversizedHeadersAreRefused(t *testing.T) {
+	parallel(t)
 	srv, err := httpapi.New(httpapi.Config{Ledger: nopLedger{}, Ready: httpapi.CheckFunc(func(context.Context) error { return nil })})
 	require.NoError(t, err)
 	public, admin := serveBoth(t, srv)

@@ -28,6 +28,7 @@ func personalForms(s string) [][]byte {
 // every stored event — on the selected store, PostgreSQL or EventStoreDB — for any form of any
 // marker. The reasons are kept, in the free-text table only.
 func TestNoEventHoldsPersonalData(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	secrets := map[string]string{"calendly": calendlyKey, "calcom": calcomSecret, "stripe": stripeSecret, "standard": standardSecret}
 	// What the samples carry that a person typed or is: replaced per delivery by markers.

@@ -50,6 +50,7 @@ func rawExchange(t *testing.T, addr, request string, halfClose bool) (*http.Resp
 // A body shorter than its Content-Length, the client half-closing: 400, and its rejected receipt is
 // written although the request's own context is already canceled.
 func TestUnreadableBodyGetsItsReceipt(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	addr := strings.TrimPrefix(ts.URL, "http://")
 	resp, body := rawExchange(t, addr, "POST /webhooks/calendly HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
@@ -84,6 +85,7 @@ func serveFor(t *testing.T, cfg httpapi.Config) string {
 // Requests net/http refuses before any handler runs (a Content-Length that is not a number) get the
 // JSON error body too.
 func TestServeAnswersCutOffAndUnparsableRequestsInJSON(t *testing.T) {
+	parallel(t)
 	pool := pgtest.NewDatabase(t)
 	logs := &syncBuffer{}
 	addr := serveFor(t, httpapi.Config{
@@ -112,6 +114,7 @@ WHERE outcome = 'rejected' AND reason LIKE 'body_timeout:%'`).Scan(&n))
 
 // Methods and paths the routes do not serve get the JSON error body, not the mux's plain text.
 func TestUnservedMethodsAndPathsAnswerInJSON(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	for _, tc := range []struct {
 		method, path string

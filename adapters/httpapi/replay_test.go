@@ -21,6 +21,7 @@ import (
 // rows and bytes — the body is stored once, duplicates past the fold rate count on one receipt — and
 // at most a few fetches from Acuity's API, while every replay is still answered and counted.
 func TestTenThousandReplaysOfOneSignedBodyAddConstantRowsBytesAndFetches(t *testing.T) {
+	parallel(t)
 	const replays = 10000
 	s := newAcuityServer(t, true)
 	s.put(t, time.Date(2025, 6, 30, 10, 15, 0, 0, time.FixedZone("", 3600)), false)

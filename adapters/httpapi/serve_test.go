@@ -161,6 +161,7 @@ func (nopLedger) Record(context.Context, ledger.Delivery) (ledger.Result, error)
 func (nopLedger) Reject(context.Context, ledger.Receipt, string) error { return nil }
 
 func TestNewRefusesBadConfig(t *testing.T) {
+	parallel(t)
 	ok := httpapi.Config{Ledger: nopLedger{}, Ready: httpapi.CheckFunc(func(context.Context) error { return nil })}
 	cases := map[string]func(c *httpapi.Config){
 		"no ledger":         func(c *httpapi.Config) { c.Ledger = nil },
@@ -184,6 +185,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 }
 
 func TestAdminRoutesMountOnTheAdminSurfaceOnly(t *testing.T) {
+	parallel(t)
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger: nopLedger{},
 		Ready:  httpapi.CheckFunc(func(context.Context) error { return nil }),
@@ -208,6 +210,7 @@ func TestAdminRoutesMountOnTheAdminSurfaceOnly(t *testing.T) {
 }
 
 func TestGuardMetricsWrapsMetrics(t *testing.T) {
+	parallel(t)
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger: nopLedger{},
 		Ready:  httpapi.CheckFunc(func(context.Context) error { return nil }),

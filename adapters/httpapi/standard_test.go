@@ -14,6 +14,7 @@ import (
 )
 
 func TestStandardWebhooksRetryWithAFreshTimestampIsADuplicate(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	build := func() sample.Delivery {
 		d, err := sample.Build("standard", standard.TypeScheduled, standardSecret, sample.Params{Booking: "sw1"}, ts.Clock.Now())
@@ -43,6 +44,7 @@ func TestStandardWebhooksRetryWithAFreshTimestampIsADuplicate(t *testing.T) {
 // Svix sends the Standard Webhooks scheme under svix-* header names; a retry under either family is
 // the same delivery.
 func TestStandardWebhooksAcceptsSvixHeaders(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	svix := func(d sample.Delivery) sample.Delivery {
 		h := http.Header{}
@@ -91,6 +93,7 @@ func TestStandardWebhooksAcceptsSvixHeaders(t *testing.T) {
 // and was answered 503 on every retry without a receipt, and the second was appended and stopped the
 // calendar projection at that event.
 func TestStandardWebhooksQuarantinesTimesAndCapacitiesNoEventHolds(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	for _, tc := range []struct{ id, body, reason string }{
 		{"msg_y10000", `{"type":"booking.scheduled","timestamp":"2026-03-02T09:00:00Z","data":{"booking":"y1","resources":["r"],"start":"9999-12-31T20:00:00Z","end":"9999-12-31T23:59:59-23:59"}}`,

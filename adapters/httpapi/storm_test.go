@@ -47,6 +47,7 @@ func occurrences(lines []map[string]any) int {
 // line per interval of each, each saying how many occurrences it stands for, while the metrics count
 // every one.
 func TestOutageLogsAreSummarisedAndMetricsStayExact(t *testing.T) {
+	parallel(t)
 	const (
 		interval   = 300 * time.Millisecond
 		deliveries = 60

@@ -14,6 +14,7 @@ import (
 )
 
 func TestStripePaymentJoinsTheBookingItPaysFor(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	require.Equal(t, http.StatusOK, ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "paid")).Status)
 

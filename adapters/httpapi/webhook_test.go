@@ -22,6 +22,7 @@ import (
 )
 
 func TestRedeliveryIsAckedAsDuplicateWithoutASecondEvent(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "redelivered")
 
@@ -57,6 +58,7 @@ func TestRedeliveryIsAckedAsDuplicateWithoutASecondEvent(t *testing.T) {
 }
 
 func TestConcurrentCopiesAppendOneEvent(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "stampede")
 	const copies = 20
@@ -97,6 +99,7 @@ func TestConcurrentCopiesAppendOneEvent(t *testing.T) {
 }
 
 func TestUnverifiedRequestsAreRefusedAndNeverAppended(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	valid := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "forged")
 	now := ts.Clock.Now()
@@ -148,6 +151,7 @@ func TestUnverifiedRequestsAreRefusedAndNeverAppended(t *testing.T) {
 }
 
 func TestProviderWithoutSecretFailsClosed(t *testing.T) {
+	parallel(t)
 	ts := newServer(t, withProviders(calendly.New(providers.NewSecrets(), 0)))
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "no-secret")
 
@@ -161,6 +165,7 @@ func TestProviderWithoutSecretFailsClosed(t *testing.T) {
 }
 
 func TestOversizedBodyIs413NeverTruncated(t *testing.T) {
+	parallel(t)
 	probe := newServer(t) // only to size a valid delivery
 	size := len(probe.calendlyDelivery(t, calendly.EventInviteeCreated, "big").Body)
 
@@ -194,6 +199,7 @@ func TestOversizedBodyIs413NeverTruncated(t *testing.T) {
 }
 
 func TestRejectedReceiptsAreRateLimitedButAlwaysCounted(t *testing.T) {
+	parallel(t)
 	const perMinute = 5
 	ts := newServer(t, withRejectReceipts(perMinute))
 	body := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "flood").Body
@@ -221,6 +227,7 @@ func TestRejectedReceiptsAreRateLimitedButAlwaysCounted(t *testing.T) {
 }
 
 func TestRejectedReceiptsOffStillCounts(t *testing.T) {
+	parallel(t)
 	ts := newServer(t, withRejectReceipts(0))
 	r := ts.post(t, "calendly", header(), []byte(`{}`))
 	assert.Equal(t, http.StatusUnauthorized, r.Status)
@@ -229,6 +236,7 @@ func TestRejectedReceiptsOffStillCounts(t *testing.T) {
 }
 
 func TestVerifiedButMalformedBodyIsQuarantinedAndKept(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	body := []byte(`{"event":"invitee.created","created_at":"2026-03-02T09:59:00.000000Z","payload":{"uri":"not-an-invitee-uri"}}`)
 	h := header(calendly.SignatureHeader, calendly.Sign(calendlyKey, ts.Clock.Now(), body))
@@ -249,6 +257,7 @@ func TestVerifiedButMalformedBodyIsQuarantinedAndKept(t *testing.T) {
 // by the body's SHA-256, so that a redelivery of the same bytes is recognised as the same delivery
 // (its copies relate in `receipts show`) and two different bodies are not.
 func TestVerifiedBodyWithoutIdentityIsNamedByItsDigest(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	bodies := [][]byte{[]byte(`not json at all`), []byte(`{"event":`)}
 	for _, body := range append(bodies, bodies[0]) {
@@ -265,6 +274,7 @@ func TestVerifiedBodyWithoutIdentityIsNamedByItsDigest(t *testing.T) {
 }
 
 func TestUnmappedEventTypeIsIgnored(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	body := []byte(`{"event":"routing_form_submission.created","created_at":"2026-03-02T09:59:00.000000Z",` +
 		`"payload":{"uri":"https://api.calendly.com/routing_form_submissions/RFS1"}}`)
@@ -279,6 +289,7 @@ func TestUnmappedEventTypeIsIgnored(t *testing.T) {
 }
 
 func TestCancelBeforeCreateKeepsBoth(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	cancel := ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCanceled, "out-of-order"))
 	create := ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "out-of-order"))
@@ -294,6 +305,7 @@ func TestCancelBeforeCreateKeepsBoth(t *testing.T) {
 }
 
 func TestStoreUnavailableIs503AndNothingAcked(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "outage")
 	ts.storeDown(t) // the server's event store goes away
@@ -316,6 +328,7 @@ func TestStoreUnavailableIs503AndNothingAcked(t *testing.T) {
 }
 
 func TestTransientMapErrorIs503WithoutReceipt(t *testing.T) {
+	parallel(t)
 	flaky := &stubProvider{name: "flaky", mapErr: context.DeadlineExceeded}
 	ts := newServer(t, withProviders(flaky))
 
@@ -330,6 +343,7 @@ func TestTransientMapErrorIs503WithoutReceipt(t *testing.T) {
 // Retry-After is whole seconds (RFC 9110), rounded up: a provider told to come back sooner than
 // the configured pause would retry into the same outage.
 func TestRetryAfterRoundsUpToWholeSeconds(t *testing.T) {
+	parallel(t)
 	flaky := &stubProvider{name: "flaky", mapErr: context.DeadlineExceeded}
 	ts := newServer(t, withProviders(flaky), func(c *httpapi.Config) { c.RetryAfter = 1500 * time.Millisecond })
 
@@ -340,6 +354,7 @@ func TestRetryAfterRoundsUpToWholeSeconds(t *testing.T) {
 }
 
 func TestUnexpectedVerifyErrorFailsClosed(t *testing.T) {
+	parallel(t)
 	odd := &stubProvider{name: "odd", verifyErr: context.Canceled}
 	ts := newServer(t, withProviders(odd))
 
@@ -352,6 +367,7 @@ func TestUnexpectedVerifyErrorFailsClosed(t *testing.T) {
 }
 
 func TestLogsCarryNoSecretBodyOrPersonalData(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "private")
 	require.Equal(t, http.StatusOK, ts.send(t, d).Status)
@@ -368,6 +384,7 @@ func TestLogsCarryNoSecretBodyOrPersonalData(t *testing.T) {
 }
 
 func TestMetricsEndpointServesTheServerRegistry(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	require.Equal(t, http.StatusOK, ts.send(t, ts.calendlyDelivery(t, calendly.EventInviteeCreated, "metrics")).Status)
 	require.Equal(t, http.StatusUnauthorized, ts.post(t, "calendly", header(), []byte(`{}`)).Status)
@@ -379,7 +396,10 @@ func TestMetricsEndpointServesTheServerRegistry(t *testing.T) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
+	// Not parallel: /readyz answers within a deadline of its own (2 s), which the other tests' load
+	// on a busy machine could exceed. The pool is connected before the probe for the same reason.
 	ts := newServer(t)
+	require.NoError(t, ts.Pool.Ping(context.Background()))
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get(ts.URL + path)
 		require.NoError(t, err)
@@ -396,6 +416,7 @@ func TestHealthAndReadiness(t *testing.T) {
 }
 
 func TestWrongMethodIsNotAWebhook(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	resp, err := http.Get(ts.URL + "/webhooks/calendly")
 	require.NoError(t, err)
@@ -406,6 +427,7 @@ func TestWrongMethodIsNotAWebhook(t *testing.T) {
 
 // A 401 for a missing header names the header the provider expects.
 func TestMissingHeaderNamesTheHeaderExpected(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	for provider, want := range map[string]string{
 		"calendly": "missing signature header: Calendly-Webhook-Signature",
@@ -424,6 +446,7 @@ func TestMissingHeaderNamesTheHeaderExpected(t *testing.T) {
 // delivery is recorded. Before, the contact's insert failed the commit of the delivery's events, and
 // a correctly signed delivery was answered 503 on every retry.
 func TestContactTextPostgreSQLCannotHoldIsLeftOut(t *testing.T) {
+	parallel(t)
 	ts := newServer(t)
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "nul-name")
 	body := bytes.Replace(d.Body, []byte(`"name":"Ada Lovelace"`), []byte(`"name":"Ada\u0000Lovelace"`), 1)

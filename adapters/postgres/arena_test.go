@@ -10,6 +10,7 @@ import (
 // TestByteArenaCopiesStayApart: the slices byteArena hands out share blocks, so each must be capped at
 // its own length: appending to one must never write into the next one's bytes.
 func TestByteArenaCopiesStayApart(t *testing.T) {
+	t.Parallel()
 	var a byteArena
 	assert.Nil(t, a.copy(nil), "NULL stays nil")
 	empty := a.copy([]byte{})

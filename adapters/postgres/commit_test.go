@@ -46,6 +46,7 @@ func commitOf(deliveryID string, appends ...ledger.Append) ledger.Commit {
 // transaction; PostgreSQL runs such a batch as one implicit transaction. If that ever stopped being
 // true (a driver change sending a Sync per statement), the first append would survive here.
 func TestCommitIsAtomic(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	busy := streamName(t)
@@ -109,6 +110,7 @@ func TestCommitIsAtomic(t *testing.T) {
 // A commit whose appends are malformed (an event without ID or type, an ID twice) is refused as an
 // invalid append before anything is sent: no event, stream or receipt of it is stored.
 func TestCommitRefusesInvalidAppends(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	twice := event(t, "booking.scheduled.v1")
@@ -131,6 +133,7 @@ func TestCommitRefusesInvalidAppends(t *testing.T) {
 }
 
 func TestCommitOutcomes(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stream := streamName(t)
@@ -187,6 +190,7 @@ func TestCommitOutcomes(t *testing.T) {
 // TestConcurrentCopiesOfOneDelivery: 20 copies of one delivery, all planned against the empty stream
 // (as the ledger would when they arrive together), commit at once.
 func TestConcurrentCopiesOfOneDelivery(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stream := streamName(t)
@@ -224,6 +228,7 @@ func TestConcurrentCopiesOfOneDelivery(t *testing.T) {
 }
 
 func TestReceiptsForBooking(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	bk := "bk-" + streamName(t)
@@ -266,6 +271,7 @@ func TestReceiptsForBooking(t *testing.T) {
 
 // TestCountQuarantined counts the quarantined receipts and no others, through the partial index.
 func TestCountQuarantined(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	for i, o := range []ledger.Outcome{ledger.OutcomeQuarantined, ledger.OutcomeAccepted, ledger.OutcomeIgnored,
@@ -282,6 +288,7 @@ func TestCountQuarantined(t *testing.T) {
 
 // TestReceiptQueriesUseIndexes guards the indexes auditors and operators rely on.
 func TestReceiptQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
 	_, pool := newStore(t)
 	ctx := testCtx(t)
 	conn, err := pool.Acquire(ctx) // an empty table: only with seq scans off does a plan show the index
@@ -334,6 +341,7 @@ func TestReceiptQueriesUseIndexes(t *testing.T) {
 // must not deadlock (PostgreSQL would abort one after deadlock_timeout); results stay in the caller's
 // order.
 func TestCommitsAcrossStreamsDoNotDeadlock(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	a, b := "booking-a-"+streamName(t), "booking-b-"+streamName(t)
@@ -374,6 +382,7 @@ func TestCommitsAcrossStreamsDoNotDeadlock(t *testing.T) {
 // appends, in two groups. Or it holds the second of the delivery's streams and asks for the first:
 // the abort hits the appends themselves, which alone are not a subtransaction of their own.
 func TestCommitSendsADeadlockVictimAgain(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stream, second := "booking-a-"+streamName(t)[len("booking-"):], "booking-b-"+streamName(t)[len("booking-"):]
@@ -444,6 +453,7 @@ func deadlock(t *testing.T, pool *pgxpool.Pool, hold string, holdArg any, stream
 // a commit's position waits for the wrong event if the answer is not the stored one; the group paths
 // build these answers in SQL (bl_appends, commitOneSQL), apart from bl_append's own.
 func TestCommitAnswersWhereEachAppendWasStored(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	check := func(t *testing.T, c ledger.Commit, res ledger.CommitResult, duplicate bool) {

@@ -24,6 +24,7 @@ import (
 // a constraint violation at run time. A CHECK list without an entry here fails too: give it a Go
 // list.
 func TestCheckListsEqualTheGoEnums(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	want := map[string][]string{
 		"api_tokens.api_tokens_scope_check":                         strs(auth.Scopes),

@@ -15,6 +15,7 @@ import (
 // it) that a reader can already see — an event committed while an older transaction is still open
 // is not counted until that one ends — up to the limit.
 func TestEventsAfter(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	_, err := s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 4))

@@ -14,6 +14,7 @@ import (
 // two batches run at once, and none is larger than max. (A caller that became a runner once read its
 // answer before the other runner, which had taken its call, had written it.)
 func TestGroupAnswersEveryCallerItsOwnRequest(t *testing.T) {
+	t.Parallel()
 	var inFlight, mostInFlight, largest atomic.Int32
 	g := &group[int, int]{max: 4, runners: 2, run: func(_ context.Context, reqs []int) ([]int, []error) {
 		n := inFlight.Add(1)
@@ -62,6 +63,7 @@ func TestGroupAnswersEveryCallerItsOwnRequest(t *testing.T) {
 // client would fail a whole group commit). A caller that gave up before its batch was taken is left
 // out of it.
 func TestGroupBatchOutlivesCallersThatGiveUp(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan []int, 1)
 	g := &group[int, int]{max: 8, runners: 1, run: func(ctx context.Context, reqs []int) ([]int, []error) {

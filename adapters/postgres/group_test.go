@@ -55,6 +55,7 @@ func startHeldGroup(t *testing.T, s *postgres.Store, commits []ledger.Commit) (w
 }
 
 func TestGroupCommitThatFailsAcknowledgesNone(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	// A deferred constraint trigger fails the transaction at COMMIT, after every statement succeeded:
@@ -84,6 +85,7 @@ FOR EACH ROW EXECUTE FUNCTION fail_at_commit()`)
 }
 
 func TestGroupCommitIsolatesTheDeliveryAtFault(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	var commits []ledger.Commit
 	var streams []string
@@ -115,6 +117,7 @@ func TestGroupCommitIsolatesTheDeliveryAtFault(t *testing.T) {
 // events), and a different delivery planned against the same version conflicts alone, without a
 // receipt, so that the ledger reloads and decides it again.
 func TestGroupCommitDecidesOneBookingsDeliveriesInOrder(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	st := streamName(t)
 	create, cancel := event(t, "booking.scheduled.v1"), event(t, "booking.canceled.v1")
@@ -150,6 +153,7 @@ func TestGroupCommitDecidesOneBookingsDeliveriesInOrder(t *testing.T) {
 
 // A group's appends answer in the caller's order, although they are locked in stream-name order.
 func TestGroupCommitAnswersAppendsInTheCallersOrder(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	a, b := "booking-zz-"+streamName(t)[len("booking-"):], "booking-aa-"+streamName(t)[len("booking-"):]
 	res, err := s.Commit(testCtx(t), commitOf("d-two", appendOf(a, eventlog.NoStream(), events(t, 2)...),
@@ -162,6 +166,7 @@ func TestGroupCommitAnswersAppendsInTheCallersOrder(t *testing.T) {
 
 // A caller that stops waiting before its group is sent writes nothing.
 func TestGroupCommitSkipsCallersThatGaveUp(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	release := make(chan struct{})
 	postgres.HoldCommits(s, func() { <-release })
@@ -185,6 +190,7 @@ func TestGroupCommitSkipsCallersThatGaveUp(t *testing.T) {
 // Each delivery of a group keeps its own request headers, whether it appended or only left a receipt
 // (a duplicate, an ignored delivery), and reads them back in their order.
 func TestGroupCommitKeepsEachDeliverysHeaders(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	var commits []ledger.Commit
 	for i := range 6 {
@@ -213,6 +219,7 @@ func TestGroupCommitKeepsEachDeliverysHeaders(t *testing.T) {
 // back as its own, whatever the others carry, and as if they had come one by one: of two copies of a
 // delivery the later contact wins and the earlier text stays, and their one body is stored once.
 func TestGroupCommitStoresEachDeliveryAsItsOwn(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	zz, aa := "booking-zz-"+streamName(t)[len("booking-"):], "booking-aa-"+streamName(t)[len("booking-"):]
@@ -316,6 +323,7 @@ func nonNilRefs(refs []ledger.EventRef) []ledger.EventRef {
 // idempotent re-append: one stream already written and one new is accepted, as committed alone
 // (TestCommitOutcomes).
 func TestGroupCommitStoresDuplicateOnlyWhenEveryAppendWas(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	written, fresh, other := streamName(t), streamName(t), streamName(t)
@@ -342,6 +350,7 @@ func TestGroupCommitStoresDuplicateOnlyWhenEveryAppendWas(t *testing.T) {
 // subtransaction was undone, not the group's transaction. Another session holds the second
 // delivery's stream and then asks for the first's, which the group holds.
 func TestGroupCommitAnswersADeadlockedDeliveryAsAConflict(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	first, second := "booking-a-"+streamName(t)[len("booking-"):], "booking-b-"+streamName(t)[len("booking-"):]
@@ -372,6 +381,7 @@ func TestGroupCommitAnswersADeadlockedDeliveryAsAConflict(t *testing.T) {
 // delivery by its own statement: it fails alone, without a receipt or personal data, and the
 // receipt-only deliveries are stored.
 func TestGroupCommitLeavesNoReceiptOfItsOnlyFailingAppend(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	st := streamName(t)
@@ -395,6 +405,7 @@ func TestGroupCommitLeavesNoReceiptOfItsOnlyFailingAppend(t *testing.T) {
 // then a duplicate). Here the server has the whole group and waits for a stream another session
 // holds when the client's side of the connection goes.
 func TestGroupCommitLostWithItsConnectionIsNotRetried(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDatabaseURL(t)
 	pool := pgtest.Open(t, url)
 	cfg, err := pgxpool.ParseConfig(url)
@@ -480,6 +491,7 @@ func (f *fakeSealer) OpenBody(_ context.Context, _, stored []byte) (ledger.BodyS
 // and its deliveries be committed one by one, each in a transaction and WAL flush of its own, which
 // is what group commit is for.
 func TestGroupCommitOfSealedBodiesIsOneTransaction(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	s = s.WithBodySealer(&fakeSealer{})
 	var commits []ledger.Commit
@@ -504,6 +516,7 @@ WHERE b.subject = r.bookings[1] AND b.key_id IS NOT NULL`))
 // The statement itself succeeded, so what it stored stays; the deliveries answered with an error are
 // sent again by their providers and found stored.
 func TestGroupCommitRefusesAnIncompleteAnswer(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	_, err := pool.Exec(ctx, `ALTER FUNCTION bl_try_appends(text[], text[], bigint[], int[], uuid[], text[], bytea[], bytea[]) RENAME TO bl_try_appends_whole;

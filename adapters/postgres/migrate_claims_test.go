@@ -18,6 +18,7 @@ import (
 // bl_overlapping_claims finds short and long ones, and the guard still refuses two holders of
 // different meetings on one resource and admits a group meeting's invitees.
 func TestClaimsMigrationUpgradesALastReleaseDatabase(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
 	ctx := testCtx(t)
 	older := fstest.MapFS{}

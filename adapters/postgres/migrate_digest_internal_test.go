@@ -10,6 +10,7 @@ import (
 // The digest that keys pgtest's template databases changes with any migration added, renamed or
 // edited, and only then.
 func TestMigrationsDigestFollowsTheFiles(t *testing.T) {
+	t.Parallel()
 	set := func(files map[string]string) fstest.MapFS {
 		fsys := fstest.MapFS{"migrations/README": {Data: []byte("not a migration")}}
 		for name, body := range files {

@@ -19,6 +19,7 @@ import (
 // erased_at says so, with the tombstone's time (the start of the era when the time does not read),
 // readers report them erased, and bodies that were not erased stay unmarked.
 func TestErasedColumnMigrationUpgradesTombstones(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
 	ctx := testCtx(t)
 	older := fstest.MapFS{}
@@ -65,6 +66,7 @@ INSERT INTO receipts (provider, received_at, delivery_id, outcome, body, body_di
 
 // receipt_body_ref, dead since receipt_body_put replaced it, is dropped (migration 0601).
 func TestReceiptBodyRefIsDropped(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM (SELECT 1) x WHERE to_regprocedure('receipt_body_ref(bytea)') IS NULL`))
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM (SELECT 1) x WHERE to_regprocedure('receipt_body_put(bytea, bytea, uuid, text, text, bytea)') IS NOT NULL`))

@@ -32,6 +32,7 @@ func migrationFiles(t *testing.T) []string {
 }
 
 func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
 	ctx := testCtx(t)
 	allMigrations := migrationFiles(t)
@@ -53,6 +54,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 
 // TestMigrateConcurrently: several `serve` processes starting at once.
 func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewEmptyDatabaseURL(t)
 	ctx := testCtx(t)
 	allMigrations := migrationFiles(t)
@@ -84,6 +86,7 @@ func TestMigrateConcurrently(t *testing.T) {
 // TestMigrationFailureRollsBack: a failing file leaves nothing of itself behind and is retried by the
 // next run; adding a file is all it takes to extend the schema.
 func TestMigrationFailureRollsBack(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
 	ctx := testCtx(t)
 	fsys := fstest.MapFS{
@@ -113,6 +116,7 @@ func TestMigrationFailureRollsBack(t *testing.T) {
 // holds (an old release after a newer one migrated) refuses, naming what it does not know; the newer
 // set migrates on, and a binary with every version is content.
 func TestOlderMigrationsRefuseANewerSchema(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
 	ctx := testCtx(t)
 	older := fstest.MapFS{
@@ -138,6 +142,7 @@ func TestOlderMigrationsRefuseANewerSchema(t *testing.T) {
 }
 
 func TestMigrationNamesAreChecked(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Open(t, pgtest.NewEmptyDatabaseURL(t))
 	ctx := testCtx(t)
 	for _, name := range []string{"migrations/1_short.sql", "migrations/0001-dash.sql", "migrations/0001_Upper.sql"} {
@@ -152,6 +157,7 @@ func TestMigrationNamesAreChecked(t *testing.T) {
 // TestMigrateRefusesRestoredFutureTransactionIDs: events restored from a cluster further along than
 // this one would sort after every new event; Migrate (run by serve at start) must refuse.
 func TestMigrateRefusesRestoredFutureTransactionIDs(t *testing.T) {
+	t.Parallel()
 	_, pool := newStore(t)
 	ctx := testCtx(t)
 	require.NoError(t, postgres.Migrate(ctx, pool))

@@ -44,6 +44,7 @@ func contactOf(t *testing.T, pool *pgxpool.Pool, b booking.ID) string {
 // they conflict (the ledger decides again and commits them then), and never for an erased booking. A
 // commit without appends carries none (it would lock a contact without its booking's stream).
 func TestGroupCommitSavesPersonalDataWithTheDelivery(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stored, conflicting, erased, fresh := streamName(t), streamName(t), streamName(t), streamName(t)
@@ -87,6 +88,7 @@ INSERT INTO erased_subjects (subject, erasure) SELECT $1, id FROM e`, string(boo
 // A group asks whether a subject is erased once per row it saves, not once per row and delivery: a
 // group of 32 asked 1,024 times for its contacts.
 func TestGroupCommitAsksOncePerRowWhetherItsSubjectIsErased(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	_, err := pool.Exec(ctx, `CREATE SEQUENCE erasure_checks;
@@ -114,6 +116,7 @@ END $$`)
 }
 
 func TestCommitRefusesPersonalDataWithoutAppends(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	_, err := s.Commit(testCtx(t), withPersonal(commitOf("d-none"), "calendly-x", "x@example.com"))
 	require.ErrorIs(t, err, postgres.ErrPersonalWithoutAppends)
@@ -124,6 +127,7 @@ func TestCommitRefusesPersonalDataWithoutAppends(t *testing.T) {
 // re-append, some find every event stored and commit a receipt only. Every one is recorded (a lock
 // taken out of order between two groups would make PostgreSQL abort one as a deadlock).
 func TestConcurrentCopiesWithAContactAreAllRecorded(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	svc := ledger.NewService(s, eventcodec.JSON{})
 	for round := range 5 {
@@ -153,6 +157,7 @@ func TestConcurrentCopiesWithAContactAreAllRecorded(t *testing.T) {
 // Of a delivery's contacts for one booking the last is saved, and a redelivery that changes only the
 // name updates it.
 func TestCommitSavesTheNewestContact(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	st := streamName(t)
@@ -176,6 +181,7 @@ func TestCommitSavesTheNewestContact(t *testing.T) {
 // in a group commit; a later delivery without a zone keeps the one known, one with another zone
 // replaces it.
 func TestCommitSavesTheContactsTimeZone(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	zoneOf := func(table string, b booking.ID) string {

@@ -24,6 +24,7 @@ func receiptIDs(rs []postgres.StoredReceipt) []int64 {
 // TestListReceiptsFilters: operators list receipts by outcome and provider, newest first, a page at a
 // time (BeforeID) within a limit (DefaultReceiptLimit when none, or a negative one, is given).
 func TestListReceiptsFilters(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	type row struct {
@@ -108,6 +109,7 @@ func TestListReceiptsFilters(t *testing.T) {
 }
 
 func TestListReceiptsDefaultLimit(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	var last int64
@@ -128,6 +130,7 @@ func TestListReceiptsDefaultLimit(t *testing.T) {
 // TestReceiptAndRelated: a receipt comes with the other receipts of its delivery — the same provider and
 // delivery id — oldest first, without itself; a rejected request (no delivery id) has none.
 func TestReceiptAndRelated(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	insert := func(provider, deliveryID string, outcome ledger.Outcome) int64 {
@@ -172,6 +175,7 @@ func TestReceiptAndRelated(t *testing.T) {
 }
 
 func TestReceiptAndRelatedIsBounded(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	var first int64
@@ -193,6 +197,7 @@ func TestReceiptAndRelatedIsBounded(t *testing.T) {
 // within FoldWindow are rows of their own; later ones count on the newest of them. Anything else —
 // another provider, delivery or body, another outcome, no body, or a copy after the window — is a row.
 func TestDuplicatesFold(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
@@ -260,6 +265,7 @@ func TestDuplicatesFold(t *testing.T) {
 // TestReceiptsForBookingNameTheDeferredOnes: a deferred receipt has no events yet; the booking it
 // waits for (pending_booking) finds it, and no other booking does.
 func TestReceiptsForBookingNameTheDeferredOnes(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	r := commitOf("acuity:scheduled:77").Receipt
@@ -293,6 +299,7 @@ func dupReceipt(t *testing.T, s *postgres.Store, deliveryID, body string, at tim
 // order; the window reaches both ways): the receipt's latest time then stays its own, never before
 // its first (last_received_at starts from received_at, insertReceiptSQL's coalesce).
 func TestAnOlderFirstFoldedCopyKeepsTheReceiptsTimeAsItsLatest(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
@@ -314,6 +321,7 @@ func TestAnOlderFirstFoldedCopyKeepsTheReceiptsTimeAsItsLatest(t *testing.T) {
 // apart, and one received between them), the copy folds into the newest receipt, not into one of the
 // older ones: the receipts are looked at newest first (insertReceiptSQL's ORDER BY r.id DESC).
 func TestACopyFoldsIntoTheNewestOfManyWithinItsWindow(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 	const body = `{"event":"invitee.created","n":8}`

@@ -33,6 +33,7 @@ const schemaHeader = `-- The schema the migrations in migrations/ make of an emp
 
 // TestSchemaSnapshot: schema.sql is what the migrations make. Regenerate it with `make schema`.
 func TestSchemaSnapshot(t *testing.T) {
+	t.Parallel()
 	url := pgtest.NewDatabaseURL(t)
 	pgDump := pgDumpFor(t, url)
 	out, err := exec.Command(pgDump, "--schema-only", "--no-owner", "--no-privileges", "--no-comments", "--dbname", url).Output()

@@ -13,6 +13,7 @@ import (
 // A seated booking's attendees are saved by seat (seat_contacts) beside the booking's own contact,
 // in one commit and across a group's deliveries alike; a seat's newer address wins.
 func TestCommitSavesSeatContactsBesideTheBookingsOwn(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	a, b := streamName(t), streamName(t)

@@ -21,6 +21,7 @@ import (
 )
 
 func TestAppendErrors(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 
@@ -72,6 +73,7 @@ func TestAppendErrors(t *testing.T) {
 }
 
 func TestAppendRejectedAppendLeavesNoStreamRow(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stream := streamName(t)
@@ -83,6 +85,7 @@ func TestAppendRejectedAppendLeavesNoStreamRow(t *testing.T) {
 // TestTranslate covers the SQLSTATEs the adapter maps, including the unique-violation safety net that
 // bl_append's checks make unreachable through Append.
 func TestTranslate(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stream := streamName(t)
@@ -126,6 +129,7 @@ func TestTranslate(t *testing.T) {
 
 // TestUnreachableServerIsUnavailable needs no database: nothing listens on port 1.
 func TestUnreachableServerIsUnavailable(t *testing.T) {
+	t.Parallel()
 	cfg, err := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
 	require.NoError(t, err)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -145,6 +149,7 @@ func TestUnreachableServerIsUnavailable(t *testing.T) {
 // A server that accepts the connection but does not answer before connect_timeout is unavailable
 // too: the timeout ended the connecting, not the caller's context.
 func TestSilentServerIsUnavailable(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var (
@@ -178,6 +183,7 @@ func TestSilentServerIsUnavailable(t *testing.T) {
 }
 
 func TestDataRoundTripsExactly(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	big := bytes.Repeat([]byte{0x00, 0xff, 0x7f, 0x80}, 256*1024) // 1 MiB, incompressible enough to TOAST
@@ -222,6 +228,7 @@ func assertSameBytes(t *testing.T, want, got []byte) {
 }
 
 func TestMultiEventAppendOrder(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	stream := streamName(t)
@@ -260,8 +267,10 @@ func TestMultiEventAppendOrder(t *testing.T) {
 // takes a global position, transaction B takes a later one and commits first. A reader that returned
 // B would move past A's position and never return A. ReadAll must hold B back until A ends.
 func TestReadAllWaitsForOlderTransactions(t *testing.T) {
+	t.Parallel()
 	for _, end := range []string{"commit", "rollback"} {
 		t.Run(end, func(t *testing.T) {
+			t.Parallel()
 			s, pool := newStore(t)
 			ctx := testCtx(t)
 			streamA, streamB := streamName(t), streamName(t)
@@ -312,6 +321,7 @@ func TestReadAllWaitsForOlderTransactions(t *testing.T) {
 // TestReadAllHeldBackByAnyWritingTransaction documents the cost: an open transaction that has an xid
 // delays every reader of the global log, even if it never touches the events table.
 func TestReadAllHeldBackByAnyWritingTransaction(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	tx, err := pool.Begin(ctx)
@@ -335,6 +345,7 @@ func TestReadAllHeldBackByAnyWritingTransaction(t *testing.T) {
 // TestGlobalReaderUnderConcurrentWriters runs appends and multi-stream commits while a reader follows
 // the log: what it collected must be every event, once, in strictly increasing positions.
 func TestGlobalReaderUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	const writers, perWriter = 6, 24 // perWriter even: every other op commits two events
@@ -406,6 +417,7 @@ read:
 }
 
 func TestReadAllLimitAndEmpty(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	got, err := s.ReadAll(ctx, eventlog.Position{}, 10)
@@ -429,6 +441,7 @@ func TestReadAllLimitAndEmpty(t *testing.T) {
 }
 
 func TestAppendHonoursContext(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stream := streamName(t)
@@ -470,6 +483,7 @@ func readAllEventually(t *testing.T, s *postgres.Store, from eventlog.Position, 
 // bl_append and answered as the detail column by bl_try_appends, which a group commit reads instead
 // of an error. A caller of the functions that reloads from that version must get the true one.
 func TestVersionConflictDetailIsTheActualVersion(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	stream := streamName(t)
@@ -496,8 +510,10 @@ func TestVersionConflictDetailIsTheActualVersion(t *testing.T) {
 // UPDATE), and its versions continue the stream. The first append's transaction is held open here,
 // so the race is taken every time.
 func TestAppendToAStreamCreatedConcurrentlyFollowsIt(t *testing.T) {
+	t.Parallel()
 	for _, expected := range []eventlog.ExpectedVersion{eventlog.Any(), eventlog.StreamExists(), eventlog.Exact(2)} {
 		t.Run(expected.String(), func(t *testing.T) {
+			t.Parallel()
 			s, pool := newStore(t)
 			ctx := testCtx(t)
 			stream := streamName(t)

@@ -3,14 +3,19 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/postgres"
+	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/domain/eventlog"
 )
 
@@ -57,6 +62,7 @@ func (sub *subscription) next(t *testing.T, within time.Duration) eventlog.Recor
 
 // TestAppendNotifies: both write paths notify bookingledger_events after their commit.
 func TestAppendNotifies(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	ctx := testCtx(t)
 	conn, err := pool.Acquire(ctx)
@@ -89,7 +95,19 @@ func TestAppendNotifies(t *testing.T) {
 // is delivered when, and only when, a notification arrives. (TestAppendNotifies shows the store
 // sends one after each write; here the test sends it, so that the event is surely readable first.)
 func TestSubscribeWakesOnNotification(t *testing.T) {
-	s, pool := newStore(t)
+	t.Parallel()
+	dbURL := pgtest.NewDatabaseURL(t)
+	pool := pgtest.Open(t, dbURL)
+	// The subscriber's store has a pool of its own whose statements are watched, to know when its
+	// quick re-reads are over.
+	var watch statementWatch
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = &watch
+	watched, err := pgxpool.NewWithConfig(testCtx(t), cfg)
+	require.NoError(t, err)
+	t.Cleanup(watched.Close)
+	s := postgres.NewStore(watched)
 	postgres.SetPollInterval(s, time.Hour)
 	postgres.SetReread(s, 10*time.Millisecond, 40*time.Millisecond)
 	ctx := testCtx(t)
@@ -99,7 +117,9 @@ func TestSubscribeWakesOnNotification(t *testing.T) {
 	readAllEventually(t, s, eventlog.Position{}, 1)
 	sub := subscribe(t, s, eventlog.Position{}, nil)
 	assert.Equal(t, first, sub.next(t, 30*time.Second).ID)
-	time.Sleep(300 * time.Millisecond) // listening, quick re-reads over: it now waits for a notification
+	// Listening, quick re-reads over (they are 70 ms of waits in all): it now waits for a notification.
+	// A fixed sleep was not enough on a loaded machine, where the re-reads themselves take long.
+	watch.waitQuiet(t, "LISTEN", time.Second)
 
 	second := rawAppend(t, pool, stream, 1)
 	readAllEventually(t, s, eventlog.Position{}, 2)
@@ -109,9 +129,42 @@ func TestSubscribeWakesOnNotification(t *testing.T) {
 		t.Fatalf("event %s delivered without a notification: polling was not out of the way", e.ID)
 	default:
 	}
-	_, err := pool.Exec(ctx, `SELECT pg_notify('bookingledger_events', '')`)
+	_, err = pool.Exec(ctx, `SELECT pg_notify('bookingledger_events', '')`)
 	require.NoError(t, err)
 	assert.Equal(t, second, sub.next(t, 30*time.Second).ID)
+}
+
+// statementWatch is a pgx tracer that knows when a pool's connections last ran a statement.
+type statementWatch struct {
+	mu       sync.Mutex
+	running  int
+	lastEnd  time.Time
+	prefixes []string // of every statement started
+}
+
+func (w *statementWatch) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running++
+	w.prefixes = append(w.prefixes, strings.SplitN(strings.TrimSpace(data.SQL), " ", 2)[0])
+	return ctx
+}
+
+func (w *statementWatch) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running--
+	w.lastEnd = time.Now()
+}
+
+// waitQuiet waits until a statement starting with first has run and no statement has run for quiet.
+func (w *statementWatch) waitQuiet(t *testing.T, first string, quiet time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return slices.Contains(w.prefixes, first) && w.running == 0 && time.Since(w.lastEnd) > quiet
+	}, time.Minute, 10*time.Millisecond, "the subscriber kept reading")
 }
 
 // rawAppend calls bl_append directly, as another process might: the store's notifier is not involved.
@@ -128,6 +181,7 @@ func rawAppend(t *testing.T, pool *pgxpool.Pool, stream string, version uint64) 
 // readable yet; the subscriber must pick it up after that transaction ends, without a new
 // notification and long before the poll interval.
 func TestSubscribeRereadsHeldBackEvents(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	postgres.SetPollInterval(s, time.Hour)
 	postgres.SetReread(s, 10*time.Millisecond, time.Hour) // keep re-reading, in case other work holds the log back too
@@ -149,6 +203,7 @@ func TestSubscribeRereadsHeldBackEvents(t *testing.T) {
 // TestSubscribePollsWithoutNotification: events written by another process that never notifies (here:
 // bl_append called directly) still arrive, by polling.
 func TestSubscribePollsWithoutNotification(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	postgres.SetPollInterval(s, 50*time.Millisecond)
 	ctx := testCtx(t)
@@ -166,6 +221,7 @@ func TestSubscribePollsWithoutNotification(t *testing.T) {
 }
 
 func TestSubscribeFromPositionAndErrors(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := testCtx(t)
 	stream := streamName(t)
@@ -216,6 +272,7 @@ func TestSubscribeFromPositionAndErrors(t *testing.T) {
 // TestSubscribeSurvivesLostListener: the listening connection is killed server-side; the subscription
 // keeps delivering (by polling, then by listening again).
 func TestSubscribeSurvivesLostListener(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	postgres.SetPollInterval(s, 100*time.Millisecond)
 	ctx := testCtx(t)

@@ -21,6 +21,7 @@ import (
 // booking's create and of its cancel reach both at once; each event is stored once, in a gapless
 // stream, each delivery is accepted once and every copy gets a receipt, its contact is saved.
 func TestTwoProcessesDecideNewBookingsUnreadOnOneDatabase(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	svcs := []*ledger.Service{
 		ledger.NewService(s, eventcodec.JSON{}).WithUnreadNewStreams(64),

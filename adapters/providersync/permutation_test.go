@@ -111,6 +111,7 @@ func runEveryOrder(t *testing.T, c orderCase) {
 // two events, with the webhooks' IDs, and folds to the state the two webhooks alone give — the
 // calendar's row is a function of it.
 func TestCalendlyFactsOnceInEveryOrderOfWebhooksAndSyncs(t *testing.T) {
+	t.Parallel()
 	hooks := calendly.New(providers.NewSecrets("k"), time.Minute)
 	runEveryOrder(t, orderCase{provider: calendly.Name, hooks: hooks,
 		created: calendly.EventInviteeCreated, canceled: calendly.EventInviteeCanceled,
@@ -163,6 +164,7 @@ func (e *env) streamEvents(t *testing.T, id booking.ID) []booking.Event {
 // the API's copy of each fact has another ID, and the ledger still stores each fact once (its Fact,
 // ADR 0020), in every order.
 func TestCalcomFactsOnceInEveryOrderOfWebhooksAndSyncs(t *testing.T) {
+	t.Parallel()
 	runEveryOrder(t, orderCase{provider: calcom.Name, hooks: calcom.New(providers.NewSecrets("k")),
 		created: calcom.TriggerBookingCreated, canceled: calcom.TriggerBookingCancelled,
 		fake: func(t *testing.T) (string, providersync.Source) {

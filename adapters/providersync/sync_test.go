@@ -133,6 +133,7 @@ func (e *env) streamIDs(t *testing.T, key string) []string {
 var window = providers.SyncWindow{From: created, To: start.Add(24 * time.Hour)}
 
 func TestSyncRecordsWhatTheWebhooksMissedOnceInAnyOrder(t *testing.T) {
+	t.Parallel()
 	// Three facts of one booking reach the ledger by webhook, by sync, or both, in every order: each is
 	// stored once, with the same event IDs whichever path brought it first.
 	orders := []struct {
@@ -168,6 +169,7 @@ func TestSyncRecordsWhatTheWebhooksMissedOnceInAnyOrder(t *testing.T) {
 }
 
 func TestSyncCountsAndReceipts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.webhook(t, scheduled("a"))
 	unmappable := providers.SyncItem{Ref: "obj-bad", Body: []byte(`{}`), Err: fmt.Errorf("%w: start missing", providers.ErrUnmappable)}
@@ -234,6 +236,7 @@ func TestSyncCountsAndReceipts(t *testing.T) {
 }
 
 func TestAFailedRunKeepsItsCursorOpensOneItemAndAlertsOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	src := &fakeSource{name: "test", pages: []providers.SyncPage{
 		{Items: []providers.SyncItem{item("obj-a", scheduled("a"))}, Cursor: "c1"},
@@ -272,6 +275,7 @@ func TestAFailedRunKeepsItsCursorOpensOneItemAndAlertsOnce(t *testing.T) {
 }
 
 func TestConcurrentRunsAppendEachFactOnce(t *testing.T) {
+	t.Parallel()
 	// Two serve processes' periodic syncs of one provider at once: the ledger's event IDs keep each
 	// fact once.
 	e := newEnv(t)
@@ -304,6 +308,7 @@ func TestConcurrentRunsAppendEachFactOnce(t *testing.T) {
 }
 
 func TestUnknownProvider(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, err := e.syncer().Run(context.Background(), "calendly", window, false, false)
 	assert.True(t, errors.Is(err, providersync.ErrUnknownProvider))

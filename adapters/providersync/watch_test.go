@@ -88,6 +88,7 @@ func (e *env) openItems(t *testing.T, subject string) int {
 }
 
 func TestConnectIsIdempotentAndItsSecretVerifiesWithoutARestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	subs := &fakeSubs{}
 	box := keyring(t)
@@ -130,6 +131,7 @@ func TestConnectIsIdempotentAndItsSecretVerifiesWithoutARestart(t *testing.T) {
 }
 
 func TestDisabledSubscriptionAlertsOpensAnItemAndIsRepairedOnce(t *testing.T) {
+	t.Parallel()
 	for _, repair := range []bool{false, true} {
 		t.Run(map[bool]string{false: "watch only", true: "repair on"}[repair], func(t *testing.T) {
 			e := newEnv(t)
@@ -175,6 +177,7 @@ func TestDisabledSubscriptionAlertsOpensAnItemAndIsRepairedOnce(t *testing.T) {
 }
 
 func TestBeforeConnectOnlyADisabledSubscriptionIsAProblem(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	subs := &fakeSubs{}
 	w := e.watcher(subs, keyring(t), true)

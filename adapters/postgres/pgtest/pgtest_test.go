@@ -14,6 +14,7 @@ import (
 
 // A database from NewDatabase has every migration applied; one from NewEmptyDatabaseURL has none.
 func TestNewDatabaseIsMigratedAndEmptyIsNot(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pending, err := postgres.Pending(ctx, NewDatabase(t))
 	require.NoError(t, err)
@@ -28,6 +29,7 @@ func TestNewDatabaseIsMigratedAndEmptyIsNot(t *testing.T) {
 // the template whole, the unfinished build of one killed halfway is dropped, and a copy of the
 // template is migrated.
 func TestTemplateIsBuiltOnceWhenRacedFor(t *testing.T) {
+	t.Parallel()
 	base := baseURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel) // after the cleanup below, which uses ctx

@@ -183,6 +183,7 @@ func TestCalendlyRescheduleResolvesInAnyOrder(t *testing.T) {
 	}
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			for i, ev := range order {
 				e.deliver(t, one(fmt.Sprintf("cal-%d", i), ev))
@@ -205,6 +206,7 @@ func TestCalendlyRescheduleResolvesInAnyOrder(t *testing.T) {
 	}
 
 	t.Run("old booking superseded before its cancel arrives", func(t *testing.T) {
+		t.Parallel() // on a database of its own
 		e := newEnv(t)
 		e.deliver(t, one("s-1", oldCreate))
 		e.deliver(t, one("s-2", newCreate))
@@ -228,6 +230,7 @@ func TestCalcomRescheduleWithImpliedCancel(t *testing.T) {
 	}}
 	for name, first := range map[string]bool{"create first": true, "reschedule first": false} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			if first {
 				e.deliver(t, one("c-1", oldCreate))
@@ -266,6 +269,7 @@ func TestPaymentStatusFromLinkedPaymentStreams(t *testing.T) {
 	}
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			refundSeen := false
 			for i, ev := range order {
@@ -291,6 +295,7 @@ func TestPaymentStatusFromLinkedPaymentStreams(t *testing.T) {
 	}
 
 	t.Run("linked through another payment stream", func(t *testing.T) {
+		t.Parallel() // on a database of its own
 		e := newEnv(t)
 		// The failure names only the intent; the success names intent and charge. The booking knows
 		// only the charge, so the failure links through the success's stream, which arrives last.
@@ -493,6 +498,7 @@ func TestLongClaimsConflictWhateverTheirLength(t *testing.T) {
 	}
 	for name, order := range orders {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			for i, ev := range order {
 				e.deliver(t, one(fmt.Sprintf("long-%d", i), ev))

@@ -182,6 +182,9 @@ func (e *env) catchUpWith(t testing.TB, opts projections.RunnerOptions) int64 {
 	stored := e.stored(t)
 	var total int64
 	deadline := time.Now().Add(time.Minute)
+	// The next pass can only apply more once an older transaction has ended: try again soon, then
+	// less often (a pass costs a few statements, and tests run many at once).
+	pause := time.Millisecond
 	for {
 		n, err := e.rm.Runner(opts).CatchUp(ctx)
 		require.NoError(t, err)
@@ -192,7 +195,11 @@ func (e *env) catchUpWith(t testing.TB, opts projections.RunnerOptions) int64 {
 			return total
 		}
 		require.True(t, time.Now().Before(deadline), "projection stuck at %d of %d events", cp.EventsApplied, stored)
-		time.Sleep(5 * time.Millisecond)
+		if n > 0 {
+			pause = time.Millisecond
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 25*time.Millisecond)
 	}
 }
 

@@ -30,6 +30,7 @@ func TestSeedStory_CanceledTenOClockBookingWithCreateRetriedAfterCancel(t *testi
 	cancel := canceled(id, booked.Add(4*time.Minute), "changed my mind")
 
 	t.Run("create retried after the cancel", func(t *testing.T) {
+		t.Parallel() // on a database of its own
 		e := newEnv(t)
 		assert.Equal(t, ledger.OutcomeAccepted, e.deliver(t, one("calendly-cancel-1", cancel)).Outcome)
 		assert.Equal(t, ledger.OutcomeAccepted, e.deliver(t, one("calendly-create-1", create)).Outcome)
@@ -88,6 +89,7 @@ func TestSeedStory_CanceledTenOClockBookingWithCreateRetriedAfterCancel(t *testi
 	})
 
 	t.Run("late create stamped after the cancel is refused", func(t *testing.T) {
+		t.Parallel() // on a database of its own
 		e := newEnv(t)
 		late := event(id, "created-resent", booked.Add(10*time.Minute), booking.Scheduled{Slot: create.Payload.(booking.Scheduled).Slot, Capacity: 1})
 		e.deliver(t, one("d-create", create))

@@ -181,6 +181,7 @@ func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
 		chunk int
 	}{{"one chunk", 0}, {"chunks of one booking", 1}} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			ctx := context.Background()
 			e.deliver(t, one("d-intro", introCall))

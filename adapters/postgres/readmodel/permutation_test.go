@@ -33,17 +33,16 @@ func TestConvergenceUnderAnyArrival(t *testing.T) {
 	}
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			t.Parallel()
 			ds := genScenario(seed)
-			var want snapshot
-			for run := range orders {
+			got := runsInParallel(t, orders, func(t *testing.T, run int) snapshot {
 				r := rand.New(rand.NewPCG(seed, uint64(run)))
-				got := recordAndProject(t, r, arrival(r, ds))
-				if run == 0 {
-					want = got
-					requireRichScenario(t, want)
-					continue
-				}
-				if !assert.Equal(t, want, got, "seed %d run %d differs from run 0", seed, run) {
+				return recordAndProject(t, r, arrival(r, ds))
+			})
+			want := got[0]
+			requireRichScenario(t, want)
+			for run := 1; run < orders; run++ {
+				if !assert.Equal(t, want, got[run], "seed %d run %d differs from run 0", seed, run) {
 					return
 				}
 			}

@@ -34,7 +34,10 @@ import (
 func TestRebuildSyncsItemsAsIncremental(t *testing.T) {
 	t.Parallel()
 	for _, chunk := range []int{0, 1} {
-		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) { testRebuildSyncsItems(t, chunk) })
+		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) {
+			t.Parallel() // on databases of its own
+			testRebuildSyncsItems(t, chunk)
+		})
 	}
 }
 

@@ -161,6 +161,7 @@ func TestRebuildLoadsInPlaceWhenTablesHaveDependents(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			ctx := context.Background()
 			for _, d := range genScenario(8) {

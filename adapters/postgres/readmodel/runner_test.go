@@ -158,6 +158,7 @@ func TestRunnerFollowsNewEvents(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"subscribe", "poll"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel() // on a database of its own
 			e := newEnv(t)
 			opts := projections.RunnerOptions{PollInterval: 20 * time.Millisecond}
 			if mode == "subscribe" {

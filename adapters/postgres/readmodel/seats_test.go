@@ -40,19 +40,35 @@ func seatLeft(b booking.ID, n int, occurred time.Time) delivery {
 // incremental result (recordAndProject), and every run must equal the first.
 func convergeOver(t *testing.T, ds []delivery, orders int) snapshot {
 	t.Helper()
-	var want snapshot
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	for run := range orders {
+	got := runsInParallel(t, orders, func(t *testing.T, run int) snapshot {
 		r := rand.New(rand.NewPCG(seed, uint64(run)))
-		got := recordAndProject(t, r, arrival(r, ds))
-		if run == 0 {
-			want = got
-			continue
-		}
-		require.Equal(t, want, got, "run %d differs from run 0", run)
+		return recordAndProject(t, r, arrival(r, ds))
+	})
+	for run := 1; run < orders; run++ {
+		require.Equal(t, got[0], got[run], "run %d differs from run 0", run)
 	}
-	return want
+	return got[0]
+}
+
+// runsInParallel runs run(0) … run(n-1) as parallel subtests, each on a database of its own, and
+// returns their results once all have ended; it ends the test when one of them failed.
+func runsInParallel(t *testing.T, n int, run func(t *testing.T, run int) snapshot) []snapshot {
+	t.Helper()
+	got := make([]snapshot, n)
+	t.Run("runs", func(t *testing.T) {
+		for i := range n {
+			t.Run(fmt.Sprintf("run=%d", i), func(t *testing.T) {
+				t.Parallel()
+				got[i] = run(t, i)
+			})
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	return got
 }
 
 func rowOf(t *testing.T, s snapshot, id booking.ID) calendar.Booking {
