@@ -24,7 +24,6 @@ import (
 // accepts it, with the stream version and the booking's state after the event; a provider's retry of
 // a delivery (a duplicate in the ledger) sends nothing more.
 func TestEveryEventIsDeliveredOnceWithVersionAndState(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	ctx := context.Background()
@@ -100,7 +99,6 @@ func TestEveryEventIsDeliveredOnceWithVersionAndState(t *testing.T) {
 // A receiver that is down and comes back gets every delivery after the backoff, each with exactly one
 // successful attempt after the failed ones.
 func TestReceiverDownThenUpGetsEveryDeliveryOnce(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	schedule := []time.Duration{0}
 	for range 40 {
@@ -170,7 +168,6 @@ func newReceiverAt(t *testing.T, addr string, secrets ...string) *receiver {
 // After rotate-secret every message carries two signatures: a receiver that has only the old secret
 // and one that has only the new one both verify it.
 func TestRotationSignsWithBothSecrets(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	ctx := context.Background()
@@ -215,7 +212,6 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 // same job after their wait, and the one told to come back in 2 s (beyond the inline wait) gets a
 // job of its own due then. Every delivery succeeds exactly once, and no delivery job is left.
 func TestAJobOfManyDeliveriesGivesEachItsOwnCourse(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	first := e.startRelay(t, relayOpts{noProjection: true, workers: 8})
 	ctx := context.Background()
@@ -309,7 +305,6 @@ WHERE kind = 'bookingledger.relay_deliver' AND state NOT IN ('completed', 'cance
 // still holds: the probe goes no earlier than the receiver asked, and neither do the deliveries the
 // breaker held and released once the probe succeeded.
 func TestAProbeHonoursItsOwnRetryAfter(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	first := e.startRelay(t, relayOpts{noProjection: true, workers: 8})
 	ctx := context.Background()
@@ -360,7 +355,6 @@ WHERE d.endpoint_id = $1 AND d.state = 'pending' AND a.status = 503 AND d.next_a
 
 // A description a text column cannot hold is a bad request (it reached the INSERT and answered 500).
 func TestAddEndpointRefusesADescriptionNoColumnHolds(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	rcv := newReceiver(t)
@@ -376,7 +370,6 @@ func TestAddEndpointRefusesADescriptionNoColumnHolds(t *testing.T) {
 // for the slot when the job has no time left for a whole attempt go to jobs of their own instead of
 // being cut short by the job's deadline and recorded as the receiver's failures.
 func TestDeliveriesWaitingForASlotAreHandedOnNotFailed(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	opts := relayOpts{workers: 1, attemptTimeout: time.Second, jobTimeout: 3 * time.Second}
 	first := e.startRelay(t, relayOpts{noProjection: true, workers: 1, attemptTimeout: opts.attemptTimeout, jobTimeout: opts.jobTimeout})
@@ -417,7 +410,6 @@ WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
 // River runs a job again when the process that ran it stopped (rescue after a crash, or a retry):
 // its deliveries that finished already (succeeded or dead) are not sent again.
 func TestAJobRunAgainSendsNothingFinished(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()

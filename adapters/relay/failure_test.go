@@ -60,7 +60,6 @@ func (s *alertSink) got() []relay.AlertMessage {
 // 20 consecutive failures of an endpoint alert at 1, 5 and 20, once each; the success that follows
 // sends one recovery notice.
 func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
 	sink := newAlertSink(t, alertSecret)
@@ -122,7 +121,6 @@ func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
 // A 410 disables the endpoint: nothing more is sent, later events wait as paused deliveries, and
 // enable sends them all.
 func TestGoneDisablesTheEndpointUntilEnabled(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	ctx := context.Background()
@@ -202,7 +200,6 @@ func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
 // only to end a streak, so concurrent successes end each streak once — every streak that alerted at
 // 1 sends exactly one recovery notice, and the endpoint ends with no streak.
 func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
 	sink := newAlertSink(t, alertSecret)
@@ -268,7 +265,6 @@ func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
 // answered before a success of the same round is ended by it (and its alert is followed by a
 // recovery), as it would be across rounds.
 func TestASuccessEndsTheStreakOfAFailureAnsweredBeforeItInOneRound(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{noProjection: true, schedule: []time.Duration{0}})
 	ctx := context.Background()
@@ -313,7 +309,6 @@ WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
 // With BOOKINGLEDGER_ALERT_FORMAT=slack an alert is a Slack-compatible {"text": …} naming the
 // endpoint by host and the length of its streak.
 func TestSlackAlertsAreOneLineOfText(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	var (
 		mu    sync.Mutex

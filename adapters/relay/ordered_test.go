@@ -150,7 +150,6 @@ func assertInOrder(t *testing.T, reqs []request, bookings []string, n uint64) {
 // 50 bookings × 5 events to an ordered endpoint whose receiver fails at random and answers slowly:
 // every booking's versions are attempted and accepted strictly in order, each exactly once.
 func TestOrderedEndpointDeliversEachBookingsVersionsInOrder(t *testing.T) {
-	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 34))
@@ -192,7 +191,6 @@ func TestOrderedEndpointDeliversEachBookingsVersionsInOrder(t *testing.T) {
 // A booking whose first version keeps failing holds back only its own later versions: every other
 // booking arrives whole meanwhile, and the stuck one follows in order once its receiver recovers.
 func TestOrderedEndpointStuckBookingDelaysOnlyItself(t *testing.T) {
-	t.Parallel()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	e := newEnv(t)
 	schedule := []time.Duration{0}
@@ -250,7 +248,6 @@ func TestOrderedEndpointStuckBookingDelaysOnlyItself(t *testing.T) {
 // When a version goes dead, the booking's next message names it in skipped_versions; the one after
 // names nothing.
 func TestOrderedEndpointNamesSkippedVersions(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, 20 * time.Millisecond}})
 	rc := newVersionReceiver(t)
@@ -389,7 +386,6 @@ func ptr[T any](v T) *T { return &v }
 // An endpoint failing for longer than its disable-after is disabled with an alert; its events keep
 // accruing as paused deliveries, and enable --send-missed delivers all of them, each booking in order.
 func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
-	t.Parallel()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
@@ -466,7 +462,6 @@ func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
 // the missed days: the paused deliveries end dead ("skipped"), and the booking's next message names
 // them in skipped_versions.
 func TestPlainEnableAfterSustainedFailureSkipsTheMissed(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	schedule := []time.Duration{0}
 	for range 40 {

@@ -17,7 +17,6 @@ import (
 // each live delivery was first attempted, the replay deliveries that were waiting when it was planned
 // had not all been attempted (with one queue in arrival order, all of them would have gone first).
 func TestAReplayOfTenThousandNeverQueuesLiveDeliveriesBehindIt(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("10,000 events")
 	}
@@ -97,7 +96,6 @@ WHERE d.endpoint_id = $2 AND d.replay_id IS NULL ORDER BY d.id`, rep.ID, ep.ID)
 // A replay without a rate of its own takes the default rate, or half of a throttled endpoint's rate
 // when that is lower; a rate given wins. The dry run states the rate and the duration it implies.
 func TestAReplaysDefaultRateLeavesAThrottledEndpointHalfForLive(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()
