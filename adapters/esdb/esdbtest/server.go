@@ -16,6 +16,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // ServerVersion is what the server reports through the server-features endpoint. Its behaviour follows
@@ -121,7 +122,10 @@ func New(tb testing.TB, opts ...Option) *Server {
 }
 
 func (s *Server) serve(lis net.Listener) {
-	g := grpc.NewServer()
+	// The client pings every 10 s (its KeepAliveInterval), as EventStoreDB servers allow; gRPC's own
+	// default (at most one ping per 5 minutes) would answer a long test's connection with GoAway
+	// "too_many_pings" and the client would see the store unavailable.
+	g := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 	streams.RegisterStreamsServer(g, &streamsService{s: s})
 	serverfeatures.RegisterServerFeaturesServer(g, &featuresService{})
 	gossip.RegisterGossipServer(g, &gossipService{s: s})
