@@ -49,9 +49,9 @@ func startServe(t *testing.T, env func(string) string) *servedProcess {
 		}
 	})
 	select {
-	case addr := <-stdout.addr:
+	case addr := <-stdout.Addr:
 		p.base = "http://" + addr
-		p.admin = "http://" + stdout.adminAddr()
+		p.admin = "http://" + stdout.AdminAddr()
 		// serve migrated before it listened: the token table is there. (On a schema a newer release
 		// migrated, which serve may be allowed to run on, the token command refuses: no token then.)
 		if env(envAllowNewer) != "true" {

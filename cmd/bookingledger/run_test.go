@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bookingledger/cmd/bookingledger/internal/servetest"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -20,63 +20,15 @@ import (
 	"bookingledger/adapters/postgres/pgtest"
 )
 
-// addrWriter is serve's stdout in tests: it hands over the address of the "listening on" line, so
-// tests wait for the bound port instead of sleeping.
-type addrWriter struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	addr  chan string
-	admin string // from the "admin listening on" line, printed before "listening on"
-	sent  bool
-}
+// The helpers shared with the serve package's tests (internal/servetest).
+type (
+	addrWriter   = servetest.AddrWriter
+	lockedBuffer = servetest.LockedBuffer
+)
 
-func newAddrWriter() *addrWriter { return &addrWriter{addr: make(chan string, 1)} }
+func newAddrWriter() *addrWriter { return servetest.NewAddrWriter() }
 
-func (w *addrWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if !w.sent {
-		for line := range strings.SplitSeq(w.buf.String(), "\n") {
-			if a, ok := strings.CutPrefix(line, "admin listening on "); ok {
-				w.admin = strings.TrimSpace(a)
-			}
-			if a, ok := strings.CutPrefix(line, "listening on "); ok && strings.HasSuffix(w.buf.String(), "\n") {
-				w.addr <- strings.TrimSpace(a)
-				w.sent = true
-				break
-			}
-		}
-	}
-	return len(p), nil
-}
-
-func (w *addrWriter) adminAddr() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.admin
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func envOf(kv map[string]string) func(string) string {
-	return func(k string) string { return kv[k] }
-}
+var envOf = servetest.EnvOf
 
 const demoCalendlyKey = "run-test-calendly-key"
 

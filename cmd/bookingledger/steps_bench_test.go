@@ -71,7 +71,7 @@ func BenchmarkStepLagAtRate(b *testing.B) {
 		go func() { done <- run(ctx, []string{"serve"}, envOf(vars), stdout, &lockedBuffer{}) }()
 		var base string
 		select {
-		case a := <-stdout.addr:
+		case a := <-stdout.Addr:
 			base = "http://" + a
 		case err := <-done:
 			b.Fatalf("serve exited: %v", err)

@@ -4,13 +4,13 @@ package serve
 // tests do through run (the same helpers, with run's dispatch of the commands they call).
 
 import (
+	"bookingledger/cmd/bookingledger/internal/servetest"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,63 +39,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 var exitCode = cmdline.ExitCode
 
-// addrWriter is serve's stdout in tests: it hands over the address of the "listening on" line, so
-// tests wait for the bound port instead of sleeping.
-type addrWriter struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	addr  chan string
-	admin string // from the "admin listening on" line, printed before "listening on"
-	sent  bool
-}
+// The helpers shared with the serve package's tests (internal/servetest).
+type (
+	addrWriter   = servetest.AddrWriter
+	lockedBuffer = servetest.LockedBuffer
+)
 
-func newAddrWriter() *addrWriter { return &addrWriter{addr: make(chan string, 1)} }
+func newAddrWriter() *addrWriter { return servetest.NewAddrWriter() }
 
-func (w *addrWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if !w.sent {
-		for line := range strings.SplitSeq(w.buf.String(), "\n") {
-			if a, ok := strings.CutPrefix(line, "admin listening on "); ok {
-				w.admin = strings.TrimSpace(a)
-			}
-			if a, ok := strings.CutPrefix(line, "listening on "); ok && strings.HasSuffix(w.buf.String(), "\n") {
-				w.addr <- strings.TrimSpace(a)
-				w.sent = true
-				break
-			}
-		}
-	}
-	return len(p), nil
-}
-
-func (w *addrWriter) adminAddr() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.admin
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func envOf(kv map[string]string) func(string) string {
-	return func(k string) string { return kv[k] }
-}
+var envOf = servetest.EnvOf
 
 const demoCalendlyKey = "run-test-calendly-key"
 
@@ -129,9 +81,9 @@ func startServe(t *testing.T, env func(string) string) *servedProcess {
 		}
 	})
 	select {
-	case addr := <-stdout.addr:
+	case addr := <-stdout.Addr:
 		p.base = "http://" + addr
-		p.admin = "http://" + stdout.adminAddr()
+		p.admin = "http://" + stdout.AdminAddr()
 		// serve migrated before it listened: the token table is there. (On a schema a newer release
 		// migrated, which serve may be allowed to run on, the token command refuses: no token then.)
 		if env(EnvAllowNewer) != "true" {

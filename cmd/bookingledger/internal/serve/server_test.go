@@ -102,7 +102,7 @@ func TestServeStopsInStopOrder(t *testing.T) {
 	go func() { done <- s.Run(ctx) }()
 	var addr string
 	select {
-	case addr = <-stdout.addr:
+	case addr = <-stdout.Addr:
 	case err := <-done:
 		t.Fatalf("serve stopped before it listened: %v", err)
 	case <-time.After(30 * time.Second):
