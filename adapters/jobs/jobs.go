@@ -37,6 +37,9 @@ const (
 	// DefaultStopTimeout bounds how long Stop lets running jobs finish before it cancels them; a
 	// canceled job is retried, and its delivery is recognised as a duplicate if it had committed.
 	DefaultStopTimeout = 20 * time.Second
+	// cancelGrace is the least time Stop waits, after canceling running jobs, for their attempts to
+	// record that they were canceled.
+	cancelGrace = 10 * time.Second
 	// DefaultRecordRetry is how soon a final attempt that could not record its outcome tries again:
 	// it snoozes (River does not count a snooze as an attempt) rather than giving up with the delivery
 	// recorded nowhere but in the deferred receipt.
@@ -251,7 +254,9 @@ func (q *Queue) Stop(ctx context.Context) error {
 		return nil
 	}
 	q.log.Warn("job queue: running jobs did not finish in time; canceling them", "timeout", q.stopTimeout.String())
-	hard, cancelHard := context.WithTimeout(context.WithoutCancel(ctx), q.stopTimeout)
+	// Canceled attempts still record their outcome (the job goes back to retryable), which on a busy
+	// machine takes longer than a short soft bound: the hard phase waits at least cancelGrace.
+	hard, cancelHard := context.WithTimeout(context.WithoutCancel(ctx), max(q.stopTimeout, cancelGrace))
 	defer cancelHard()
 	if err := q.client.StopAndCancel(hard); err != nil {
 		return fmt.Errorf("stop job queue: %w", err)

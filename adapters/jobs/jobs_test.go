@@ -397,7 +397,7 @@ func TestStopCancelsAHangingAttemptWhichIsRetriedLater(t *testing.T) {
 	pool, q := startHangingJob(t, hang)
 	begin := time.Now()
 	require.NoError(t, q.Stop(context.Background()))
-	assert.Less(t, time.Since(begin), 5*time.Second)
+	assert.Less(t, time.Since(begin), 12*time.Second, "the soft bound and the cancel grace, not the job's hang")
 	var state string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT state FROM river_job`).Scan(&state))
 	assert.Contains(t, []string{"available", "retryable"}, state, "the canceled attempt is retried, not lost")
