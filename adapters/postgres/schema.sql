@@ -303,6 +303,7 @@ CREATE TABLE public.calendar_bookings (
     projected_at timestamp with time zone DEFAULT now() NOT NULL,
     series text DEFAULT ''::text NOT NULL,
     seats text[],
+    seats_left text[],
     CONSTRAINT calendar_bookings_during_check CHECK (((during IS NULL) OR (NOT isempty(during)))),
     CONSTRAINT calendar_bookings_holder_is_active CHECK (((NOT holder) OR (status = 'active'::text))),
     CONSTRAINT calendar_bookings_payment_status_check CHECK ((payment_status = ANY (ARRAY[''::text, 'failed'::text, 'paid'::text, 'refunded'::text, 'disputed'::text]))),

@@ -96,6 +96,9 @@ type State struct {
 	// Seats are the attendees holding a seat now, in fold order; a seated booking's Scheduled events
 	// (recorded before seats had events of their own) count as seats known only by number (zero Seat).
 	Seats []Seat
+	// Left are the seats that left (each a seat removal the fold took: its own Seat, in fold order).
+	// What each leaver is told follows from them, whatever order the events arrived in.
+	Left []Seat
 	// Seated is true once a seat event was folded: the booking is a slot with attendees.
 	Seated bool
 	// Series is the recurring series the booking is an occurrence of; SeriesCanceledAt the provider
@@ -197,6 +200,7 @@ func Evolve(s State, e Event) State {
 		if i < 0 {
 			return note(FindingUnknownSeat, "seat removal matched no attendee of the booking (%d seats taken): nothing removed", len(s.Seats))
 		}
+		s.Left = append(slices.Clip(s.Left), p.Seat)
 		if s.Seats = slices.Delete(slices.Clone(s.Seats), i, i+1); len(s.Seats) == 0 {
 			s.Seats = nil
 		}

@@ -80,6 +80,9 @@ type Booking struct {
 	// host's calendar event lists (process steps).
 	Seated bool
 	Seats  []string
+	// Left are the keys of the seats that left (each seat removal the fold took, booking.Seat.Key, in
+	// fold order; nil when not seated): the leavers the process steps tell.
+	Left []string
 }
 
 // HasSlot reports whether a slot is known.
@@ -221,7 +224,7 @@ func BookingRow(in BookingInput) Booking {
 		Findings:        slices.Clone(s.Findings),
 		Series:          s.Series,
 	}
-	b.Seated, b.Seats = seatKeys(s)
+	b.Seated, b.Seats, b.Left = seatKeys(s)
 	if s.HasSlot() {
 		b.Meeting = s.Slot.Meeting
 		b.Resources = CanonicalResources(s.Slot.Resources, nil)
@@ -281,17 +284,21 @@ func (in BookingInput) fold() booking.State {
 	return booking.Fold(in.Events)
 }
 
-// seatKeys is what a calendar row keeps of a booking's seats: whether it is seated, and the keys of
-// the seats held now, in fold order.
-func seatKeys(s booking.State) (bool, []string) {
+// seatKeys is what a calendar row keeps of a booking's seats: whether it is seated, the keys of the
+// seats held now and those of the seats that left, in fold order.
+func seatKeys(s booking.State) (bool, []string, []string) {
 	if !s.Seated {
-		return false, nil
+		return false, nil, nil
 	}
 	keys := make([]string, len(s.Seats))
 	for i, seat := range s.Seats {
 		keys[i] = seat.Key()
 	}
-	return true, keys
+	left := make([]string, len(s.Left))
+	for i, seat := range s.Left {
+		left[i] = seat.Key()
+	}
+	return true, keys, left
 }
 
 // IsPaymentOnly reports whether a stream's events are all payment events: such a stream is a payment

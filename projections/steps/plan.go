@@ -98,6 +98,11 @@ type Booking struct {
 	// keys of the seats held now, "" for a seat known only by number: the booking's contact).
 	Seated bool
 	Seats  []string
+	// Left are the keys of the seats that left a seated booking (each seat removal its fold took, over
+	// all its events: the calendar's seats_left), and LeftKnown whether the calendar computed them (a
+	// row computed before migration 0740 did not): what each leaver's cancellation is planned from.
+	Left      []string
+	LeftKnown bool
 }
 
 // Step is a stored (or planned) step, as far as the planner reads and writes it.

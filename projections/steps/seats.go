@@ -18,58 +18,54 @@ func Touched(events []eventlog.RecordedEvent) []string {
 	return touched
 }
 
-// Leaving is one attendee leaving a seated booking (a booking.SeatRemoved of a batch).
-type Leaving struct {
-	Booking string
-	Event   string // the event's ID, as the calendar's findings name it
-	Seat    string // booking.Seat.Key
-}
-
-// Leavings are the seat removals among events, in order; a removal that names no seat is none.
-func Leavings(events []booking.Event) []Leaving {
-	var out []Leaving
-	for _, e := range events {
-		if p, ok := e.Payload.(booking.SeatRemoved); ok && p.Seat.Key() != "" {
-			out = append(out, Leaving{Booking: string(e.Booking), Event: e.ID.String(), Seat: p.Seat.Key()})
-		}
-	}
-	return out
-}
-
-// LeavingBookings returns the bookings of leavings, once each, in order.
-func LeavingBookings(leavings []Leaving) []string {
-	var ids []string
-	for _, l := range leavings {
-		if !slices.Contains(ids, l.Booking) {
-			ids = append(ids, l.Booking)
-		}
-	}
-	return ids
-}
-
-// SeatCancellations plans, for each attendee leaving a seated booking, their own cancellation email:
-// one step keyed by booking and seat (re-planning, a redelivery or a rebuild finds the key and adds
-// nothing), at the booking's slot, from its calendar row in rows. A leaving the booking's fold did not
-// take (a finding on the event: the seat was unknown, or the booking had already ended), or of a
-// booking the calendar has no row for, plans nothing. Whether the step is sent, or left to the
+// SeatCancellations plans the leavers' own cancellation emails of the seated bookings among rows,
+// from each booking's whole folded state, never from the batch that is being applied: for each seat
+// that left it (Booking.Left: the seat removals its fold took, over all its events), one step keyed
+// by booking and seat (SeatStepKey), at the booking's slot. So every arrival order, a redelivery, a
+// replay and a rebuild plan the same steps: a seat's cancel that arrives before its create is an
+// unknown seat until the create arrives, and its email is planned with the create.
+//
+// existing are the steps the bookings have: a key among them is not planned again. A pending seat
+// cancellation whose seat the fold no longer has leaving (an earlier cancel of the whole booking
+// arrived: its removal changed nothing) is skipped. Whether a planned step is sent, or left to the
 // booking's own cancellation because the leaver is the booking's contact and the booking ended with
 // them, is decided when it runs.
-func SeatCancellations(leavings []Leaving, rows map[string]Row) []Step {
-	var out []Step
-	for _, l := range leavings {
-		c, ok := rows[l.Booking]
-		if !ok || slices.Contains(c.Findings, l.Event) {
-			continue
+func SeatCancellations(rows Rows, existing []Step) Plan {
+	ids := make([]string, 0, len(rows))
+	for id, r := range rows {
+		if r.Seated && r.LeftKnown {
+			ids = append(ids, id)
 		}
-		s := Step{Key: SeatStepKey(l.Booking, l.Seat), Kind: EmailSeatCancellation, Thread: l.Booking, Booking: l.Booking,
-			State: StatePending, Answers: "seat " + l.Seat + " left", Seat: l.Seat}
-		if len(c.Resources) > 0 {
-			s.Resource = c.Resources[0]
-		}
-		if !c.Start.IsZero() && !c.End.IsZero() {
-			s.Start, s.End = c.Start, c.End
-		}
-		out = append(out, s)
 	}
-	return out
+	slices.Sort(ids)
+	var p Plan
+	for _, id := range ids {
+		c := rows[id]
+		for _, s := range existing {
+			if s.Kind == EmailSeatCancellation && s.Booking == id && s.State == StatePending && !slices.Contains(c.Left, s.Seat) {
+				p.Skip = append(p.Skip, Skip{Key: s.Key, Note: "superseded: booking " + id + " ended before this seat's removal, which changed nothing"})
+			}
+		}
+		var planned []string
+		for _, seat := range c.Left {
+			if seat == "" || slices.Contains(planned, seat) {
+				continue
+			}
+			planned = append(planned, seat)
+			key := SeatStepKey(id, seat)
+			if slices.ContainsFunc(existing, func(s Step) bool { return s.Key == key }) {
+				continue
+			}
+			s := Step{Key: key, Kind: EmailSeatCancellation, Thread: id, Booking: id, State: StatePending,
+				Answers: "seat " + seat + " left", Seat: seat}
+			if len(c.Resources) > 0 {
+				s.Resource = c.Resources[0]
+			}
+			if !c.Start.IsZero() && !c.End.IsZero() {
+				s.Start, s.End = c.Start, c.End
+			}
+			p.Insert = append(p.Insert, s)
+		}
+	}
+	return p
 }

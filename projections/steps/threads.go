@@ -8,8 +8,6 @@ type Row struct {
 	Booking
 	From, To string // rescheduled_from, rescheduled_to: "" when none
 	Series   string // "" when none
-	// Findings are the IDs of the booking's events its fold did not take (read for seat planning).
-	Findings []string
 }
 
 // Rows are the calendar rows a batch plans from, by booking. A batch reads them in rounds — its

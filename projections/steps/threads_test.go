@@ -84,23 +84,35 @@ func TestTouchedAreTheBookingStreams(t *testing.T) {
 	assert.Equal(t, []string{"calendly-a", "calendly-b"}, Touched(events))
 }
 
-// Each leaving attendee gets one cancellation, keyed by booking and seat, at the booking's slot; a
-// leaving the fold did not take (a finding on its event) or of a booking with no calendar row gets none.
+// Each seat that left a seated booking (its fold took the removal: Booking.Left) gets one
+// cancellation, keyed by booking and seat, at the booking's slot, whatever batch is applied; a seat
+// the fold has not leaving, a booking not seated, with no calendar row or with a row computed before
+// its seats that left were kept gets none; planned steps are not planned again, and a pending one
+// whose seat no longer left is skipped.
 func TestSeatCancellationsOnePerLeaving(t *testing.T) {
 	t1 := time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
-	leavings := Leavings([]booking.Event{
-		{ID: eventlog.EventID{1}, Booking: "calcom-s", Payload: booking.SeatRemoved{Seat: booking.Seat{UID: "seat-a"}}},
-		{ID: eventlog.EventID{2}, Booking: "calcom-s", Payload: booking.SeatRemoved{Seat: booking.Seat{UID: "seat-x"}}},
-		{ID: eventlog.EventID{3}, Booking: "calcom-s", Payload: booking.SeatRemoved{}},
-		{ID: eventlog.EventID{4}, Booking: "calcom-gone", Payload: booking.SeatRemoved{Seat: booking.Seat{UID: "seat-b"}}},
-		{ID: eventlog.EventID{5}, Booking: "calcom-s", Payload: booking.Canceled{}},
-	})
-	require.Len(t, leavings, 3, "a removal naming no seat, and other events, are no leaving")
-	assert.Equal(t, []string{"calcom-s", "calcom-gone"}, LeavingBookings(leavings))
-	rows := Rows{"calcom-s": {Booking: Booking{ID: "calcom-s", Resources: []string{"host"}, Start: t1, End: t1.Add(time.Hour)},
-		Findings: []string{eventlog.EventID{2}.String()}}}
-	got := SeatCancellations(leavings, rows)
-	require.Len(t, got, 1)
+	rows := Rows{
+		"calcom-s": {Booking: Booking{ID: "calcom-s", Resources: []string{"host"}, Start: t1, End: t1.Add(time.Hour), Seated: true,
+			Seats: []string{"seat-b"}, Left: []string{"seat-a", "seat-a"}, LeftKnown: true}},
+		"calcom-old":   {Booking: Booking{ID: "calcom-old", Seated: true, Seats: []string{"seat-c"}}},
+		"calcom-plain": {Booking: Booking{ID: "calcom-plain", Left: []string{"seat-d"}, LeftKnown: true}},
+	}
+	rows.Add([]string{"calcom-gone"}, nil)
+	got := SeatCancellations(rows, nil)
+	require.Len(t, got.Insert, 1, "seat-a once; none for a row without seats that left, a booking not seated, or no row")
+	assert.Empty(t, got.Skip)
 	assert.Equal(t, Step{Key: SeatStepKey("calcom-s", "seat-a"), Kind: EmailSeatCancellation, Thread: "calcom-s", Booking: "calcom-s",
-		State: StatePending, Answers: "seat seat-a left", Resource: "host", Seat: "seat-a", Start: t1, End: t1.Add(time.Hour)}, got[0])
+		State: StatePending, Answers: "seat seat-a left", Resource: "host", Seat: "seat-a", Start: t1, End: t1.Add(time.Hour)}, got.Insert[0])
+
+	assert.Empty(t, SeatCancellations(rows, got.Insert).Insert, "re-planning finds the key")
+	gone := rows["calcom-s"]
+	gone.Left = nil
+	rows["calcom-s"] = gone
+	again := SeatCancellations(rows, got.Insert)
+	assert.Empty(t, again.Insert)
+	require.Len(t, again.Skip, 1, "the seat no longer left: its pending email is skipped")
+	assert.Equal(t, got.Insert[0].Key, again.Skip[0].Key)
+	done := got.Insert[0]
+	done.State = StateDone
+	assert.Empty(t, SeatCancellations(rows, []Step{done}).Skip, "an effected one stays")
 }

@@ -443,7 +443,7 @@ var upsertBookingsSQL = func() string {
 }()
 
 var bookingTypes = []string{"text", "text", "text", "text[]", "tstzrange", "text", "text", "boolean", "text", "text[]", "text[]", "integer",
-	"boolean", "timestamptz", "timestamptz", "bigint", "integer", "text", "text", "text", "text", "boolean", "jsonb", "text", "text[]"}
+	"boolean", "timestamptz", "timestamptz", "bigint", "integer", "text", "text", "text", "text", "boolean", "jsonb", "text", "text[]", "text[]"}
 
 // connectedClaimsSQL returns every claim of a booking other than those of $4 connected by a chain of
 // overlaps on a resource (bl_overlapping_claims, migration 0185) to a seed: the slots $1–$3 (by

@@ -676,7 +676,7 @@ func rowsOf(n, width int, fill func(i int, row []any) error) pgx.CopyFromSource 
 var copyBookingColumns = []string{"booking", "provider", "meeting", "resources",
 	"during", "status", "booking_status", "holder", "payment_status", "payment_refs", "payment_streams", "capacity",
 	"no_show", "scheduled_at", "updated_at", "stream_version", "event_count", "rescheduled_from", "rescheduled_to",
-	"cancel_reason", "canceled_by", "cancel_implied", "findings", "series", "seats"}
+	"cancel_reason", "canceled_by", "cancel_implied", "findings", "series", "seats", "seats_left"}
 
 func copyBookings(ctx context.Context, tx copier, table string, rows []calendar.Booking) error {
 	if len(rows) == 0 {

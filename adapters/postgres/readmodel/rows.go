@@ -73,7 +73,7 @@ const bookingColumns = `booking, provider, meeting, resources,
     ARRAY(SELECT coalesce(l.name, r.resource) FROM unnest(resources) WITH ORDINALITY AS r(resource, n)
         LEFT JOIN calendar_resource_links l ON l.resource = r.resource ORDER BY r.n), lower(during), upper(during), status, booking_status,
     holder, payment_status, payment_refs, payment_streams, capacity, no_show, scheduled_at, updated_at, stream_version,
-    event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings, series, seats`
+    event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings, series, seats, seats_left`
 
 // bookingValues fills row with b's values for copyBookingColumns, as COPY takes them and, a column at
 // a time, unnest (bookingArrays).
@@ -92,7 +92,7 @@ func bookingValues(b calendar.Booking, row []any) error {
 	copy(row, []any{string(b.Booking), b.Provider, b.Meeting, nonNil(b.Resources), tsRange(b.Start, b.End), string(b.Status),
 		string(b.BookingStatus), b.Holder, string(b.Payment), nonNil(b.PaymentRefs), idStrings(b.PaymentStreams), b.Capacity, b.NoShow,
 		nullTime(b.ScheduledAt), nullTime(b.UpdatedAt), int64(b.StreamVersion), b.Events, string(b.RescheduledFrom),
-		string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings), b.Series, seatsValue(b)})
+		string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings), b.Series, seatsValue(b), leftValue(b)})
 	return nil
 }
 
@@ -133,7 +133,7 @@ func scanBooking(row pgx.CollectableRow) (calendar.Booking, error) {
 	)
 	if err := row.Scan(&b.Booking, &b.Provider, &b.Meeting, &b.Resources, &b.Canonical, &start, &end, &b.Status, &b.BookingStatus,
 		&b.Holder, &b.Payment, &b.PaymentRefs, &streams, &b.Capacity, &b.NoShow, &scheduled, &updated, &b.StreamVersion, &b.Events,
-		&b.RescheduledFrom, &b.RescheduledTo, &b.CancelReason, &b.CanceledBy, &b.CancelImplied, &fs, &b.Series, &b.Seats); err != nil {
+		&b.RescheduledFrom, &b.RescheduledTo, &b.CancelReason, &b.CanceledBy, &b.CancelImplied, &fs, &b.Series, &b.Seats, &b.Left); err != nil {
 		return calendar.Booking{}, err
 	}
 	b.Seated = b.Seats != nil
@@ -175,4 +175,12 @@ func seatsValue(b calendar.Booking) any {
 		return nil
 	}
 	return nonNil(b.Seats)
+}
+
+// leftValue is the seats_left column of b: NULL for a booking that is not seated.
+func leftValue(b calendar.Booking) any {
+	if !b.Seated {
+		return nil
+	}
+	return nonNil(b.Left)
 }

@@ -2,9 +2,7 @@ package readmodel
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,14 +30,15 @@ func (r *StepReader) Checkpoint(ctx context.Context) (eventlog.Position, bool, e
 
 // Rows returns the calendar rows of those of ids the calendar has.
 func (r *StepReader) Rows(ctx context.Context, tx pgx.Tx, ids []string) ([]steps.Row, error) {
-	q, err := tx.Query(ctx, `SELECT booking, status, resources, lower(during), upper(during), rescheduled_from, rescheduled_to, series, seats
+	q, err := tx.Query(ctx, `SELECT booking, status, resources, lower(during), upper(during), rescheduled_from, rescheduled_to, series, seats,
+    seats_left, seats_left IS NOT NULL
 FROM calendar_bookings WHERE booking = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(q, func(row pgx.CollectableRow) (b steps.Row, err error) {
 		var start, end *time.Time
-		err = row.Scan(&b.ID, &b.Status, &b.Resources, &start, &end, &b.From, &b.To, &b.Series, &b.Seats)
+		err = row.Scan(&b.ID, &b.Status, &b.Resources, &start, &end, &b.From, &b.To, &b.Series, &b.Seats, &b.Left, &b.LeftKnown)
 		b.Start, b.End = rowSlot(start, end)
 		b.Seated = b.Seats != nil
 		return b, err
@@ -58,33 +57,6 @@ WHERE b.booking = ANY($1) AND b.during IS NOT NULL`, ids)
 // predicate.
 func (r *StepReader) Occurrences(ctx context.Context, tx pgx.Tx, series []string) ([]string, error) {
 	return collectStrings(ctx, tx, `SELECT booking FROM calendar_bookings WHERE series = ANY($1) AND series <> ''`, series)
-}
-
-// Findings returns the rows of those of ids the calendar has, with the events their folds did not
-// take (Row.Findings), and without their links.
-func (r *StepReader) Findings(ctx context.Context, tx pgx.Tx, ids []string) ([]steps.Row, error) {
-	q, err := tx.Query(ctx, `SELECT booking, resources, lower(during), upper(during), findings FROM calendar_bookings WHERE booking = ANY($1)`, ids)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(q, func(row pgx.CollectableRow) (b steps.Row, err error) {
-		var start, end *time.Time
-		var raw []byte
-		if err := row.Scan(&b.ID, &b.Resources, &start, &end, &raw); err != nil {
-			return b, err
-		}
-		b.Start, b.End = rowSlot(start, end)
-		var findings []struct {
-			Event string `json:"event"`
-		}
-		if err := json.Unmarshal(raw, &findings); err != nil {
-			return b, fmt.Errorf("findings of %s: %w", b.ID, err)
-		}
-		for _, f := range findings {
-			b.Findings = append(b.Findings, f.Event)
-		}
-		return b, nil
-	})
 }
 
 // Slot returns booking's calendar row (its status, slot and seats); ok is false when the calendar has none.

@@ -41,8 +41,6 @@ type CalendarReader interface {
 	Sharing(ctx context.Context, tx pgx.Tx, ids []string) ([]string, error)
 	// Occurrences returns the bookings of the series.
 	Occurrences(ctx context.Context, tx pgx.Tx, series []string) ([]string, error)
-	// Findings returns the rows of ids with their findings (for seat cancellations).
-	Findings(ctx context.Context, tx pgx.Tx, ids []string) ([]steps.Row, error)
 }
 
 // ProjectionConfig configures the process projection.
@@ -187,17 +185,14 @@ func (p *Projection) plan(ctx context.Context, tx pgx.Tx, events []eventlog.Reco
 	if err != nil {
 		return err
 	}
-	seats, err := planSeatCancellations(ctx, tx, p.cfg.Calendar, events, p.cfg.Targets)
-	if err != nil {
-		return err
-	}
-	ids = append(ids, seats...)
 	return process.InsertJobs(ctx, tx, p.cfg.Client, ids, p.cfg.MaxAttempts)
 }
 
 // PlanBookings plans every thread the bookings belong to, plus the threads of bookings that share a
-// slot with them (a canceled holder hands its slot to a booking that had no event) or a series, inside
-// tx, reading the calendar through cal. It returns the ids of steps that need a job (new or revived).
+// slot with them (a canceled holder hands its slot to a booking that had no event) or a series, and
+// the cancellations of the seats that left those of them that are seated (steps.SeatCancellations:
+// from each booking's whole state, not from the batch), inside tx, reading the calendar through cal.
+// It returns the ids of steps that need a job (new or revived).
 func PlanBookings(ctx context.Context, tx pgx.Tx, cal CalendarReader, ids []string, targets process.Targets) ([]int64, error) {
 	rows := steps.Rows{}
 	load := func(want []string) error {
@@ -249,8 +244,12 @@ func PlanBookings(ctx context.Context, tx pgx.Tx, cal CalendarReader, ids []stri
 	// (statement by statement, a batch of a hundred bookings took a second on a loaded machine).
 	var jobs []int64
 	batch := &pgx.Batch{}
-	for _, plan := range steps.PlanThreads(threads, rows, plannerSteps(existing), targets) {
+	planned := plannerSteps(existing)
+	for _, plan := range steps.PlanThreads(threads, rows, planned, targets) {
 		queuePlan(batch, plan, &jobs)
+	}
+	if targets.Email {
+		queuePlan(batch, steps.SeatCancellations(rows, planned), &jobs)
 	}
 	if batch.Len() == 0 {
 		return nil, nil
