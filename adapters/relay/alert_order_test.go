@@ -66,10 +66,15 @@ func TestFlappingReceiverAlertsInAttemptOrder(t *testing.T) {
 	r := e.startRelay(t, relayOpts{schedule: schedule, workers: 16, alerts: relay.AlertConfig{URL: sink.srv.URL, Secret: alertSecret}})
 	ctx := context.Background()
 	rc := newReceiver(t)
-	var mu sync.Mutex
-	start := time.Now()
+	var (
+		mu    sync.Mutex
+		start time.Time // the first request's: the outages are the receiver's, however late it is first called
+	)
 	rc.setAnswer(func(int) int {
 		mu.Lock()
+		if start.IsZero() {
+			start = time.Now()
+		}
 		el := time.Since(start)
 		mu.Unlock()
 		// Three outages of 700 ms, 300 ms apart, then up for good. A request that comes in the first
@@ -90,9 +95,6 @@ func TestFlappingReceiverAlertsInAttemptOrder(t *testing.T) {
 	ep := rc.endpointOn(t, r)
 	// Events keep coming through every outage, so each one is seen by attempts of many jobs at once.
 	const n = 64
-	mu.Lock()
-	start = time.Now()
-	mu.Unlock()
 	for i := range n {
 		b := fmt.Sprintf("calendly-flap-%d", i)
 		e.record(t, b, e.scheduled(b, i))

@@ -24,6 +24,7 @@ import (
 // accepts it, with the stream version and the booking's state after the event; a provider's retry of
 // a delivery (a duplicate in the ledger) sends nothing more.
 func TestEveryEventIsDeliveredOnceWithVersionAndState(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	ctx := context.Background()
@@ -99,6 +100,7 @@ func TestEveryEventIsDeliveredOnceWithVersionAndState(t *testing.T) {
 // A receiver that is down and comes back gets every delivery after the backoff, each with exactly one
 // successful attempt after the failed ones.
 func TestReceiverDownThenUpGetsEveryDeliveryOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	schedule := []time.Duration{0}
 	for range 40 {
@@ -168,6 +170,7 @@ func newReceiverAt(t *testing.T, addr string, secrets ...string) *receiver {
 // After rotate-secret every message carries two signatures: a receiver that has only the old secret
 // and one that has only the new one both verify it.
 func TestRotationSignsWithBothSecrets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	ctx := context.Background()
@@ -212,6 +215,7 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 // same job after their wait, and the one told to come back in 2 s (beyond the inline wait) gets a
 // job of its own due then. Every delivery succeeds exactly once, and no delivery job is left.
 func TestAJobOfManyDeliveriesGivesEachItsOwnCourse(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	first := e.startRelay(t, relayOpts{noProjection: true, workers: 8})
 	ctx := context.Background()
@@ -305,6 +309,7 @@ WHERE kind = 'bookingledger.relay_deliver' AND state NOT IN ('completed', 'cance
 // still holds: the probe goes no earlier than the receiver asked, and neither do the deliveries the
 // breaker held and released once the probe succeeded.
 func TestAProbeHonoursItsOwnRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	first := e.startRelay(t, relayOpts{noProjection: true, workers: 8})
 	ctx := context.Background()
@@ -355,6 +360,7 @@ WHERE d.endpoint_id = $1 AND d.state = 'pending' AND a.status = 503 AND d.next_a
 
 // A description a text column cannot hold is a bad request (it reached the INSERT and answered 500).
 func TestAddEndpointRefusesADescriptionNoColumnHolds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	rcv := newReceiver(t)
@@ -370,8 +376,12 @@ func TestAddEndpointRefusesADescriptionNoColumnHolds(t *testing.T) {
 // for the slot when the job has no time left for a whole attempt go to jobs of their own instead of
 // being cut short by the job's deadline and recorded as the receiver's failures.
 func TestDeliveriesWaitingForASlotAreHandedOnNotFailed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
-	opts := relayOpts{workers: 1, attemptTimeout: time.Second, jobTimeout: 3 * time.Second}
+	// An attempt's timeout far above the receiver's 300 ms, so that one slowed by tests beside it is not
+	// recorded as a failure; a job's room for one: a delivery still waiting for the slot a second after
+	// the job began (its deadline less an attempt and a second) is handed on.
+	opts := relayOpts{workers: 1, attemptTimeout: 2 * time.Second, jobTimeout: 4 * time.Second}
 	first := e.startRelay(t, relayOpts{noProjection: true, workers: 1, attemptTimeout: opts.attemptTimeout, jobTimeout: opts.jobTimeout})
 	ctx := context.Background()
 	rc := newReceiver(t)
@@ -382,7 +392,7 @@ func TestDeliveriesWaitingForASlotAreHandedOnNotFailed(t *testing.T) {
 	ep, secret, err := first.AddEndpoint(ctx, relay.NewEndpoint{URL: rc.url()})
 	require.NoError(t, err)
 	rc.setSecrets(secret)
-	const n = 16 // about 4.8 s of requests one at a time: more than one 3 s job can send
+	const n = 16 // about 4.8 s of requests one at a time: more than one 4 s job can send
 	e.recordCreatesAtOnce(t, "calendly-slow", n, 12)
 	e.startRelay(t, opts)
 
@@ -410,6 +420,7 @@ WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
 // River runs a job again when the process that ran it stopped (rescue after a crash, or a retry):
 // its deliveries that finished already (succeeded or dead) are not sent again.
 func TestAJobRunAgainSendsNothingFinished(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()

@@ -24,6 +24,7 @@ import (
 // resumes it with a fresh run of the retry schedule and starts the failure streak over, so a new
 // streak alerts again from 1; a replay of the dead delivery gives it a fresh run too.
 func TestDisableEnableAndReplayEachStartAFreshSchedule(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
 	schedule := []time.Duration{0, 300 * time.Millisecond, 300 * time.Millisecond}
@@ -102,6 +103,7 @@ func TestDisableEnableAndReplayEachStartAFreshSchedule(t *testing.T) {
 // A second rotation drops the secret rotated out by the first: messages are signed with the current
 // secret and the one before it, never with the one before that.
 func TestASecondRotationDropsTheOldestSecret(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	ctx := context.Background()
@@ -134,6 +136,7 @@ func TestASecondRotationDropsTheOldestSecret(t *testing.T) {
 // reaches an older event only after the endpoint exists (earlier events are a replay's). Deliveries
 // are listed newest first, by booking, bounded by the limit; an unknown state is refused.
 func TestAnEndpointGetsTheEventsRecordedAfterItWasAdded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{noProjection: true})
 	ctx := context.Background()
@@ -171,6 +174,7 @@ func TestAnEndpointGetsTheEventsRecordedAfterItWasAdded(t *testing.T) {
 // 0-9, '.', '_', '-' and '*'); remove deletes it with its deliveries, attempts and alerts, and an
 // unknown endpoint is not found.
 func TestEndpointTypesAreCheckedAndRemoveTakesEverything(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()
@@ -213,6 +217,7 @@ func TestEndpointTypesAreCheckedAndRemoveTakesEverything(t *testing.T) {
 // the new URL with the same webhook-id and secret; a field not given keeps its value, and every field
 // is checked as add checks it.
 func TestUpdateEndpointMovesItsDeliveriesToTheNewURL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()

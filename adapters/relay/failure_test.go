@@ -60,6 +60,7 @@ func (s *alertSink) got() []relay.AlertMessage {
 // 20 consecutive failures of an endpoint alert at 1, 5 and 20, once each; the success that follows
 // sends one recovery notice.
 func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
 	sink := newAlertSink(t, alertSecret)
@@ -121,6 +122,7 @@ func TestAlertsAtOneFiveAndTwentyFailuresThenOneRecovery(t *testing.T) {
 // A 410 disables the endpoint: nothing more is sent, later events wait as paused deliveries, and
 // enable sends them all.
 func TestGoneDisablesTheEndpointUntilEnabled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{})
 	ctx := context.Background()
@@ -158,7 +160,7 @@ func TestGoneDisablesTheEndpointUntilEnabled(t *testing.T) {
 // 429 and 503 with Retry-After wait at least that long, however short the schedule; the last attempt
 // of the schedule leaves the delivery dead and listed.
 func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
-	// Not parallel: its bounds are in wall time, which tests beside it on two cores stretch.
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, 10 * time.Millisecond, 10 * time.Millisecond}})
 	ctx := context.Background()
@@ -172,7 +174,9 @@ func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
 		n := len(times)
 		mu.Unlock()
 		if n == 1 {
-			w.Header().Set("Retry-After", "1")
+			// 3 s: far beyond the schedule's 10 ms, so that the next wait, the schedule's, is told
+			// from it however slowly tests beside this one let the retry go.
+			w.Header().Set("Retry-After", "3")
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
@@ -188,8 +192,8 @@ func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, times, 3)
-	assert.GreaterOrEqual(t, times[1].Sub(times[0]), 950*time.Millisecond, "Retry-After: 1 was honoured")
-	assert.Less(t, times[2].Sub(times[1]), 900*time.Millisecond, "without Retry-After the schedule applies")
+	assert.GreaterOrEqual(t, times[1].Sub(times[0]), 2950*time.Millisecond, "Retry-After: 3 was honoured")
+	assert.Less(t, times[2].Sub(times[1]), 2900*time.Millisecond, "without Retry-After the schedule applies")
 	dead := deliveriesIn(t, r, ep.ID, relay.StateDead)[0]
 	assert.Equal(t, 3, dead.Attempts)
 	assert.Equal(t, http.StatusServiceUnavailable, dead.LastStatus)
@@ -200,6 +204,7 @@ func TestRetryAfterIsHonouredAndTheLastFailureIsDead(t *testing.T) {
 // only to end a streak, so concurrent successes end each streak once — every streak that alerted at
 // 1 sends exactly one recovery notice, and the endpoint ends with no streak.
 func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
 	sink := newAlertSink(t, alertSecret)
@@ -265,6 +270,7 @@ func TestConcurrentAttemptsEndEachFailureStreakOnce(t *testing.T) {
 // answered before a success of the same round is ended by it (and its alert is followed by a
 // recovery), as it would be across rounds.
 func TestASuccessEndsTheStreakOfAFailureAnsweredBeforeItInOneRound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{noProjection: true, schedule: []time.Duration{0}})
 	ctx := context.Background()
@@ -278,7 +284,7 @@ func TestASuccessEndsTheStreakOfAFailureAnsweredBeforeItInOneRound(t *testing.T)
 			return
 		}
 		<-failed
-		time.Sleep(100 * time.Millisecond) // this answer ends after the failure's
+		time.Sleep(300 * time.Millisecond) // this answer ends after the failure's, however slow the machine
 		rc.serve(w, req)
 	})
 	ep := rc.endpointOn(t, r)
@@ -309,6 +315,7 @@ WHERE kind = 'bookingledger.relay_deliver'`).Scan(&most))
 // With BOOKINGLEDGER_ALERT_FORMAT=slack an alert is a Slack-compatible {"text": …} naming the
 // endpoint by host and the length of its streak.
 func TestSlackAlertsAreOneLineOfText(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var (
 		mu    sync.Mutex

@@ -37,6 +37,7 @@ func got(rc *receiver) []string {
 // the booking's status after the event, every term at once; a change applies to the events recorded
 // after it, and a replay narrows by the filter in force.
 func TestFiltersSelectByProviderResourceAndStatusAndAChangeAppliesAfterIt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()

@@ -26,6 +26,7 @@ func localResolver(t *testing.T, answer func() string) *net.Resolver {
 }
 
 func TestPrivateTargetsAreRefusedWhenAdded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	public := "93.184.215.14"
 	r := e.startRelay(t, relayOpts{guard: relay.Guard{Resolver: localResolver(t, func() string { return "10.1.2.3" })}})
@@ -54,6 +55,7 @@ func TestPrivateTargetsAreRefusedWhenAdded(t *testing.T) {
 // A name that resolved to a public address when it was added and resolves to loopback now (DNS
 // rebinding) is refused when dialing: the receiver on loopback never sees a request.
 func TestPrivateTargetsAreRefusedWhenDialed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
@@ -80,6 +82,7 @@ func TestPrivateTargetsAreRefusedWhenDialed(t *testing.T) {
 // A redirect is the answer, not an instruction: the relay records the 3xx as a failure and never
 // calls where it points.
 func TestRedirectsAreNotFollowed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
@@ -99,6 +102,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 }
 
 func TestTypeFiltersAreValidatedAndMatched(t *testing.T) {
+	t.Parallel()
 	ps, err := relay.ParseTypes("booking.scheduled.*, booking.payment_* ,")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"booking.scheduled.*", "booking.payment_*"}, ps)
@@ -115,6 +119,7 @@ func TestTypeFiltersAreValidatedAndMatched(t *testing.T) {
 // A name must resolve only to allowed addresses: one private address among public ones is refused,
 // whichever comes first; a name resolving to public addresses only is accepted.
 func TestANameWithOnePrivateAddressIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var answer atomic.Value
 	r := e.startRelay(t, relayOpts{guard: relay.Guard{Resolver: localResolver(t, func() string { return answer.Load().(string) })}})
@@ -131,6 +136,7 @@ func TestANameWithOnePrivateAddressIsRefused(t *testing.T) {
 
 // An endpoint URL has at most 2048 bytes.
 func TestEndpointURLsHaveAtMost2048Bytes(t *testing.T) {
+	t.Parallel()
 	base := "https://example.com/"
 	_, err := relay.ParseURL(base + strings.Repeat("a", 2048-len(base)))
 	assert.NoError(t, err)

@@ -3,11 +3,13 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +37,22 @@ import (
 	"bookingledger/projections"
 )
 
+// TestMain runs up to 8 of the package's tests at once unless -parallel says otherwise (go test's
+// default is GOMAXPROCS, 2 on CI's machine): they mostly wait — for receivers, retry schedules and
+// River's scheduled jobs — and each has a database, receivers and registries of its own.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", "8"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	os.Exit(m.Run())
+}
+
 var testNamespace = uuid.MustParse("0b7e3c55-2f7d-4d7e-9a31-5e2b7c9d1a40")
 
 // day is when the test bookings take place.
@@ -51,11 +69,17 @@ type env struct {
 	store  eventlog.Store
 	ledger *ledger.Service
 	esdb   *esdbtest.Server
-	seq    int
 }
+
+// envSlots bounds the envs that exist at once, whatever -parallel says: each is a database, River
+// clients polling it, a projection and receivers, and more of them at once than this only slowed every
+// one of them down on two loaded cores (CI runs -parallel 8, and the EventStoreDB pass beside this one).
+var envSlots = make(chan struct{}, 4)
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	envSlots <- struct{}{}
+	t.Cleanup(func() { <-envSlots }) // after the env's own cleanups: they run in reverse order
 	pool := pgtest.NewDatabase(t)
 	_, err := jobs.Migrate(context.Background(), pool, nil)
 	require.NoError(t, err)
@@ -79,7 +103,7 @@ func (e *env) open(t testing.TB, pool *pgxpool.Pool) (interface {
 	if e.esdb == nil {
 		return pg, pg
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slack*20*time.Second)
 	defer cancel()
 	es, err := esdb.Open(ctx, e.esdb.ConnString())
 	require.NoError(t, err)
@@ -172,23 +196,56 @@ func (e *env) noShow(b string) booking.Event {
 // record records one delivery of events, as the ingress would.
 func (e *env) record(t testing.TB, deliveryID string, events ...booking.Event) ledger.Result {
 	t.Helper()
-	e.seq++
-	res, err := e.ledger.Record(context.Background(), ledger.Delivery{
-		Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: time.Now(), DeliveryID: deliveryID, Secret: "0:3f2a9c",
-			Body: []byte(`{"delivery":"` + deliveryID + `"}`)},
-		Events: events,
-	})
+	res, err := e.tryRecord(deliveryID, events...)
 	require.NoError(t, err)
 	return res
 }
 
-// recordCreates records n bookings' creates, prefix-0 … prefix-(n-1), spread over hours hours of day.
+// tryRecord is record for goroutines other than the test's.
+func (e *env) tryRecord(deliveryID string, events ...booking.Event) (ledger.Result, error) {
+	return e.ledger.Record(context.Background(), ledger.Delivery{
+		Receipt: ledger.Receipt{Provider: "calendly", ReceivedAt: time.Now(), DeliveryID: deliveryID, Secret: "0:3f2a9c",
+			Body: []byte(`{"delivery":"` + deliveryID + `"}`)},
+		Events: events,
+	})
+}
+
+// recorders is how many deliveries recordCreates and recordShuffled record at once: a delivery is a
+// few round trips to the stores (more on EventStoreDB), which one at a time made most of a test's time.
+const recorders = 4
+
+// recordConcurrently runs the recorders lanes, each recording its deliveries in its order, and fails
+// the test with the first error.
+func recordConcurrently(t testing.TB, lanes [recorders]func() error) {
+	t.Helper()
+	errs := make([]error, recorders)
+	var wg sync.WaitGroup
+	for i, lane := range lanes {
+		wg.Go(func() { errs[i] = lane() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// recordCreates records n bookings' creates, prefix-0 … prefix-(n-1), spread over hours hours of day,
+// one delivery each, several at a time.
 func (e *env) recordCreates(t testing.TB, prefix string, n, hours int) {
 	t.Helper()
-	for i := range n {
-		b := fmt.Sprintf("%s-%d", prefix, i)
-		e.record(t, b, e.scheduled(b, i%hours))
+	var lanes [recorders]func() error
+	for l := range lanes {
+		lanes[l] = func() error {
+			for i := l; i < n; i += recorders {
+				b := fmt.Sprintf("%s-%d", prefix, i)
+				if _, err := e.tryRecord(b, e.scheduled(b, i%hours)); err != nil {
+					return fmt.Errorf("record %s: %w", b, err)
+				}
+			}
+			return nil
+		}
 	}
+	recordConcurrently(t, lanes)
 }
 
 // recordCreatesAtOnce records the same creates as recordCreates in one delivery, so one transaction:
@@ -202,6 +259,30 @@ func (e *env) recordCreatesAtOnce(t testing.TB, prefix string, n, hours int) {
 		events[i] = e.scheduled(b, i%hours)
 	}
 	e.record(t, prefix, events...)
+}
+
+// waitForLog waits until the event log returns at least n events. On PostgreSQL the log returns an
+// event only once every transaction older than its own has ended anywhere in the cluster, and the
+// tests beside this one (creating and dropping their databases among them) hold such transactions,
+// for seconds under load: a replay or its dry run reads the log, so a test that records events and
+// then replays them waits for them here rather than expecting them at once.
+func (e *env) waitForLog(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, time.Minute, fmt.Sprintf("%d events readable from the log", n), func() bool {
+		var (
+			from eventlog.Position
+			seen int
+		)
+		for {
+			evs, err := e.store.ReadAll(context.Background(), from, 1000)
+			require.NoError(t, err)
+			seen += len(evs)
+			if len(evs) < 1000 || seen >= n {
+				return seen >= n
+			}
+			from = evs[len(evs)-1].Position
+		}
+	})
 }
 
 // received is one message a receiver accepted.
@@ -319,9 +400,14 @@ func (rc *receiver) ids() map[string]int {
 
 func (rc *receiver) url() string { return rc.srv.URL + "/hook" }
 
-// eventually polls cond until it holds or the deadline passes.
+// slack stretches the package's waits for a condition: they bound a failure, never the time a test
+// claims anything takes, and a loaded machine running tests beside each other stretches everything.
+const slack = 3
+
+// eventually polls cond until it holds or the deadline (within, stretched by slack) passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	within *= slack
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {

@@ -18,6 +18,7 @@ import (
 // signed, with the link stream, its version and the links after the event; one taking booking types
 // only does not, and a window replay backfills them to an endpoint added later.
 func TestLinkEventsAreDeliveredWithTheLinksAfterThem(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()

@@ -102,6 +102,7 @@ func byType(ms []opMessage) map[string][]string {
 // occurrence, with the same webhook-id, as a signed Standard Webhooks message that an independent
 // verifier accepts. The endpoint it is about and an endpoint of ledger events get none.
 func TestOperationalWebhooksAreSignedAndSentOncePerOccurrence(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alertURL := newOpReceiver(t)
 	alertSecret := relay.NewSecret()

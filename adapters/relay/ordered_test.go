@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/relay"
 	"bookingledger/domain/booking"
 )
@@ -100,7 +101,8 @@ func (e *env) fiveEvents(b string) []booking.Event {
 }
 
 // recordShuffled records each booking's events, one delivery per event, the bookings interleaved in
-// a random order (each booking's own events in their order).
+// a random order (each booking's own events in their order). The bookings are dealt to recorders
+// lanes that record at once, each in the shuffled order.
 func (e *env) recordShuffled(t *testing.T, rng *rand.Rand, events map[string][]booking.Event) {
 	t.Helper()
 	var queue []string
@@ -110,13 +112,30 @@ func (e *env) recordShuffled(t *testing.T, rng *rand.Rand, events map[string][]b
 		}
 	}
 	slices.Sort(queue)
-	rng.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
-	next := map[string]int{}
-	for _, b := range queue {
-		ev := events[b][next[b]]
-		next[b]++
-		e.record(t, fmt.Sprintf("%s-%d", b, next[b]), ev)
+	bookings := slices.Compact(slices.Clone(queue))
+	lane := map[string]int{}
+	for i, b := range bookings {
+		lane[b] = i % recorders
 	}
+	rng.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
+	var lanes [recorders]func() error
+	for l := range lanes {
+		lanes[l] = func() error {
+			next := map[string]int{}
+			for _, b := range queue {
+				if lane[b] != l {
+					continue
+				}
+				ev := events[b][next[b]]
+				next[b]++
+				if _, err := e.tryRecord(fmt.Sprintf("%s-%d", b, next[b]), ev); err != nil {
+					return fmt.Errorf("record %s version %d: %w", b, next[b], err)
+				}
+			}
+			return nil
+		}
+	}
+	recordConcurrently(t, lanes)
 }
 
 func orderedEndpoint(t *testing.T, r *relay.Relay, url string, opts relay.SettingsUpdate) relay.Endpoint {
@@ -150,6 +169,7 @@ func assertInOrder(t *testing.T, reqs []request, bookings []string, n uint64) {
 // 50 bookings × 5 events to an ordered endpoint whose receiver fails at random and answers slowly:
 // every booking's versions are attempted and accepted strictly in order, each exactly once.
 func TestOrderedEndpointDeliversEachBookingsVersionsInOrder(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 34))
@@ -191,6 +211,7 @@ func TestOrderedEndpointDeliversEachBookingsVersionsInOrder(t *testing.T) {
 // A booking whose first version keeps failing holds back only its own later versions: every other
 // booking arrives whole meanwhile, and the stuck one follows in order once its receiver recovers.
 func TestOrderedEndpointStuckBookingDelaysOnlyItself(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	e := newEnv(t)
 	schedule := []time.Duration{0}
@@ -248,6 +269,7 @@ func TestOrderedEndpointStuckBookingDelaysOnlyItself(t *testing.T) {
 // When a version goes dead, the booking's next message names it in skipped_versions; the one after
 // names nothing.
 func TestOrderedEndpointNamesSkippedVersions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, 20 * time.Millisecond}})
 	rc := newVersionReceiver(t)
@@ -298,15 +320,21 @@ func assertInOrderWithDead(t *testing.T, reqs []request, dead map[uint64]bool) {
 }
 
 // A receiver down for ten times the whole schedule (the test's schedule runs in ~1 s, as the
-// default's 33 h) with 1,000 deliveries pending: the breaker holds them, so the outage costs the
-// deliveries in flight when it opened and one probe at a time, not 1,000 × the schedule; none goes
+// default's 33 h) with 500 deliveries pending: the breaker holds them, so the outage costs the
+// deliveries in flight when it opened and one probe at a time, not 500 × the schedule; none goes
 // dead. After recovery the backlog drains, every delivery once, no faster than the endpoint's rate.
 func TestBreakerHoldsTheBacklogWhileTheReceiverIsDownThenDrainsAtTheRate(t *testing.T) {
 	// Not parallel: its bounds are in wall time, which tests beside it on two cores stretch.
+	if eventlogtest.SelectedStore(t) == eventlogtest.StoreESDB {
+		// The breaker, its probes and the throttle are the relay's tables' (PostgreSQL) whatever the
+		// event store; on EventStoreDB the backlog alone took minutes to record and plan.
+		t.Skip("store-independent: the PostgreSQL pass runs it")
+	}
 	e := newEnv(t)
 	schedule := []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
 		200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}
-	r := e.startRelay(t, relayOpts{schedule: schedule})
+	// Two workers: at most two jobs of up to 32 deliveries each are in flight when the breaker opens.
+	r := e.startRelay(t, relayOpts{schedule: schedule, workers: 2})
 	rc := newVersionReceiver(t)
 	var mu sync.Mutex
 	down := true
@@ -318,15 +346,18 @@ func TestBreakerHoldsTheBacklogWhileTheReceiverIsDownThenDrainsAtTheRate(t *test
 		}
 		return http.StatusNoContent
 	})
+	// 500 rather than 1,000, which took 80 s on a loaded machine: the bound on the outage's requests
+	// below is the same share of the backlog (two in five), still far below one attempt of each.
+	const n = 500
 	const rate = 200.0
 	ep, _, err := r.AddEndpoint(context.Background(), relay.NewEndpoint{URL: rc.srv.URL, Options: relay.SettingsUpdate{RatePerSecond: ptr(rate)}})
 	require.NoError(t, err)
-	e.recordCreatesAtOnce(t, "calendly-backlog", 1000, 10)
+	e.recordCreatesAtOnce(t, "calendly-backlog", n, 10)
 	eventually(t, time.Minute, "the breaker to open and hold the backlog", func() bool {
 		var held int
 		require.NoError(t, e.pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM relay_deliveries WHERE endpoint_id = $1 AND held = 'breaker'`, ep.ID).Scan(&held))
-		return held > 900
+		return held > n-100
 	})
 	opened := time.Now()
 	time.Sleep(10 * 1200 * time.Millisecond / 4) // the outage goes on: 3 s, about 3 runs of the schedule
@@ -353,13 +384,13 @@ func TestBreakerHoldsTheBacklogWhileTheReceiverIsDownThenDrainsAtTheRate(t *test
 		}
 	}
 	t.Logf("outage: %d requests for %d deliveries, %d of them probes of %d deliveries", len(reqs), len(perDelivery), probes, probeDeliveries)
-	assert.LessOrEqual(t, len(reqs), 400, "the outage cost at most the attempts in flight and the probes")
+	assert.LessOrEqual(t, len(reqs), n*2/5, "the outage cost at most the attempts in flight and the probes")
 	// Probes go one at a time, at least the schedule's shortest wait apart.
 	assert.LessOrEqual(t, probes, int(probing/(50*time.Millisecond))+10)
 	assert.LessOrEqual(t, probeDeliveries, 3, "one probe delivery (a few when the breaker opened)")
 
 	eventually(t, 2*time.Minute, "the backlog to drain", func() bool {
-		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 1000
+		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == n
 	})
 	assert.Empty(t, deliveriesIn(t, r, ep.ID, relay.StateDead))
 	var ok []time.Time
@@ -370,7 +401,7 @@ func TestBreakerHoldsTheBacklogWhileTheReceiverIsDownThenDrainsAtTheRate(t *test
 			seen[rq.booking]++
 		}
 	}
-	assert.Len(t, seen, 1000)
+	assert.Len(t, seen, n)
 	for b, n := range seen {
 		assert.Equalf(t, 1, n, "%s accepted %d times", b, n)
 	}
@@ -386,6 +417,7 @@ func ptr[T any](v T) *T { return &v }
 // An endpoint failing for longer than its disable-after is disabled with an alert; its events keep
 // accruing as paused deliveries, and enable --send-missed delivers all of them, each booking in order.
 func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
@@ -433,12 +465,15 @@ func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
 		later[b] = e.fiveEvents(b)
 	}
 	e.recordShuffled(t, rng, later)
+	logged := time.Now()
 	eventually(t, time.Minute, "every delivery to wait paused", func() bool {
 		if n := len(deliveriesIn(t, r, ep.ID, relay.StatePaused)); n != 35 {
-			rows, _ := e.pool.Query(context.Background(), `SELECT state || coalesce(held, '') || ' ' || count(*) FROM relay_deliveries GROUP BY state, held`)
-			st, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-			t.Logf("paused %d: %v", n, st)
-			time.Sleep(time.Second)
+			if time.Since(logged) >= time.Second { // what it waits for, once a second
+				logged = time.Now()
+				rows, _ := e.pool.Query(context.Background(), `SELECT state || coalesce(held, '') || ' ' || count(*) FROM relay_deliveries GROUP BY state, held`)
+				st, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+				t.Logf("paused %d: %v", n, st)
+			}
 			return false
 		}
 		return true
@@ -462,6 +497,7 @@ func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
 // the missed days: the paused deliveries end dead ("skipped"), and the booking's next message names
 // them in skipped_versions.
 func TestPlainEnableAfterSustainedFailureSkipsTheMissed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	schedule := []time.Duration{0}
 	for range 40 {

@@ -23,6 +23,7 @@ import (
 // A dry run counts exactly what the real replay then sends: same webhook-ids, attempts marked with
 // the replay, filters by type and by failure honoured.
 func TestReplayDryRunCountsWhatTheReplaySends(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()
@@ -102,6 +103,7 @@ func TestReplayDryRunCountsWhatTheReplaySends(t *testing.T) {
 
 // Two processes' workers share the deliveries: each is sent once, and both did some of the work.
 func TestTwoProcessesShareTheWorkWithoutDoubleSends(t *testing.T) {
+	t.Parallel()
 	const workers = 4
 	e := newEnv(t)
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
@@ -150,6 +152,7 @@ func attemptsCounted(t *testing.T, reg *prometheus.Registry) float64 {
 // webhook-id; every other dead delivery of the endpoint, recorded in the same instant or not, stays
 // dead, and a delivery that is not dead is refused.
 func TestRetryDeliverySendsThatDeadDeliveryAlone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	ctx := context.Background()
@@ -197,6 +200,7 @@ func TestRetryDeliverySendsThatDeadDeliveryAlone(t *testing.T) {
 // is done. While an attempt is in flight the request is refused, as it is for a delivery that
 // succeeded.
 func TestRetryBringsAWaitingDeliveryForward(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, time.Hour, time.Hour}})
 	ctx := context.Background()
@@ -298,6 +302,7 @@ func sentCounts(ms []received) map[string]int {
 // webhook-ids the fan-out gives, once, however often the window is replayed. Its dry run counts them,
 // --only-failed leaves them out, and the log is read a page at a time.
 func TestReplayBackfillsEventsRecordedBeforeTheEndpoint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}, replayPage: 2})
 	ctx := context.Background()
@@ -402,6 +407,7 @@ WHERE d.endpoint_id = $1 AND d.event_id = $2`, ep.ID, e.eid("calendly-bf-2", "sc
 // Replays of one window started at once backfill each event once between them: the unique
 // (endpoint, event) key makes the later insert wait for the earlier one and leave its row alone.
 func TestConcurrentReplaysBackfillEachEventOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0}, replayPage: 7})
 	ctx := context.Background()
@@ -455,6 +461,7 @@ func TestConcurrentReplaysBackfillEachEventOnce(t *testing.T) {
 // exist and for the events it backfills alike; a pending delivery is on its way and is not replayed;
 // a replayed message is signed with the time of its attempt, not of its event.
 func TestReplayWindowIsFromInclusiveToExclusive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, time.Hour}})
 	ctx := context.Background()
@@ -542,6 +549,7 @@ func TestReplayWindowIsFromInclusiveToExclusive(t *testing.T) {
 // Retrying a pending delivery that waits for its retry gives it a fresh run of the schedule: when the
 // retry fails too, the delivery waits for the schedule's second attempt again rather than being dead.
 func TestRetryingAWaitingDeliveryStartsItsScheduleOver(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.startRelay(t, relayOpts{schedule: []time.Duration{0, time.Hour}})
 	ctx := context.Background()

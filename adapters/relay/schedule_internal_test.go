@@ -12,6 +12,7 @@ import (
 
 // The default schedule is docs/relay.md's table: eight attempts, the first at once.
 func TestDefaultScheduleIsTheDocumentedOne(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour,
 		10 * time.Hour, 10 * time.Hour}, DefaultSchedule)
 	assert.Equal(t, 0.1, DefaultJitter)
@@ -34,6 +35,7 @@ func newRelay(t *testing.T, cfg Config) *Relay {
 // nothing, a negative jitter means none, one above 1 is 1 (no negative wait), and the schedule's end
 // is the last attempt.
 func TestWaitsAreJittered(t *testing.T) {
+	t.Parallel()
 	const draws = 200
 	r := newRelay(t, Config{})
 	for n, base := range DefaultSchedule {

@@ -18,6 +18,7 @@ import (
 // success that ended before a failure already counted does not end the streak; the success after
 // every counted failure ends it with its one recovery.
 func TestStreakFollowsAttemptTimesNotCommitOrder(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	r, err := New(Config{Pool: pool})
