@@ -38,7 +38,7 @@ const (
 
 // SustainedFailureReason starts the disabled reason of an endpoint the relay disabled after a
 // sustained failure.
-const SustainedFailureReason = "failing for longer than"
+const SustainedFailureReason = prelay.SustainedFailureReason
 
 // settingsChanged gives a job to the deliveries an endpoint's new settings no longer hold.
 func (r *Relay) settingsChanged(ctx context.Context, tx pgx.Tx, e Endpoint) error {
@@ -112,7 +112,7 @@ func (r *Relay) enable(ctx context.Context, id int64, sendMissed bool) (Endpoint
 // gated reports whether a delivery passes admit's checks: its endpoint is ordered, throttled by rate
 // or has an open breaker.
 func (d delivery) gated() bool {
-	return d.ordered || d.rate > 0 || (d.breakerFailures > 0 && d.failures >= d.breakerFailures)
+	return d.Ordered || d.Rate > 0 || (d.BreakerFailures > 0 && d.Failures >= d.BreakerFailures)
 }
 
 // admit decides which of a round's deliveries go now, in one transaction. On an ordered endpoint a
@@ -130,8 +130,8 @@ func (r *Relay) admit(ctx context.Context, ds []delivery) (send []delivery, defe
 		send, deferred, held = nil, map[int64]time.Time{}, map[int64]bool{}
 		var ordered []int64
 		for _, d := range ds {
-			if d.ordered {
-				ordered = append(ordered, d.id)
+			if d.Ordered {
+				ordered = append(ordered, d.ID)
 			}
 		}
 		if len(ordered) > 0 {
@@ -146,24 +146,13 @@ func (r *Relay) admit(ctx context.Context, ds []delivery) (send []delivery, defe
 				return err
 			}
 		}
-		byEndpoint := map[int64][]delivery{}
-		var eps []int64
-		for _, d := range ds {
-			if held[d.id] {
-				continue
-			}
-			if _, ok := byEndpoint[d.endpointID]; !ok {
-				eps = append(eps, d.endpointID)
-			}
-			byEndpoint[d.endpointID] = append(byEndpoint[d.endpointID], d)
-		}
-		for _, ep := range eps {
-			group := byEndpoint[ep]
-			if d := group[0]; d.rate <= 0 && (d.breakerFailures == 0 || d.failures < d.breakerFailures) {
+		unheld := slices.DeleteFunc(slices.Clone(ds), func(d delivery) bool { return held[d.ID] })
+		for _, group := range prelay.ByEndpoint(unheld, func(d delivery) int64 { return d.EndpointID }) {
+			if d := group[0]; d.Rate <= 0 && (d.BreakerFailures == 0 || d.Failures < d.BreakerFailures) {
 				send = append(send, group...)
 				continue
 			}
-			ok, err := r.admitEndpoint(ctx, tx, ep, group, deferred, held)
+			ok, err := r.admitEndpoint(ctx, tx, group[0].EndpointID, group, deferred, held)
 			if err != nil {
 				return err
 			}
@@ -189,24 +178,14 @@ func holdRows(ctx context.Context, tx pgx.Tx, ids map[int64]bool, why string) er
 // admitEndpoint applies an endpoint's breaker and rate to its deliveries of a round (id order), with
 // the endpoint's row locked (projections/relay.Admit decides).
 func (r *Relay) admitEndpoint(ctx context.Context, tx pgx.Tx, ep int64, group []delivery, deferred map[int64]time.Time, held map[int64]bool) ([]delivery, error) {
-	sg, ok, err := relaystore.LoadGate(ctx, tx, ep)
+	g, ok, err := relaystore.LoadGate(ctx, tx, ep)
 	if err != nil || !ok {
 		return nil, err // removed meanwhile: its deliveries are gone
-	}
-	g := prelay.Gate{Failures: sg.Failures, Threshold: sg.Threshold, ProbeValid: sg.ProbeValid, Rate: sg.Rate, Backlog: sg.Backlog}
-	if sg.Probe != nil {
-		g.Probe = *sg.Probe
-	}
-	if sg.ProbeAt != nil {
-		g.ProbeAt = *sg.ProbeAt
-	}
-	if sg.NextSlot != nil {
-		g.NextSlot = *sg.NextSlot
 	}
 	byID := map[int64]delivery{}
 	ids := make([]int64, len(group))
 	for i, d := range group {
-		ids[i], byID[d.id] = d.id, d
+		ids[i], byID[d.ID] = d.ID, d
 	}
 	a := prelay.Admit(g, ids, r.clock(), throttleWindow)
 	if err := relaystore.Hold(ctx, tx, a.Held, heldBreaker); err != nil {
@@ -241,8 +220,8 @@ func (r *Relay) releaseOrder(ctx context.Context, tx pgx.Tx, round []sent, kept 
 	var eps []int64
 	var streams []string
 	for _, s := range round {
-		if kept[s.d.id] && s.d.ordered && (s.state == StateSucceeded || s.state == StateDead) {
-			eps, streams = append(eps, s.d.endpointID), append(streams, s.d.stream)
+		if kept[s.d.ID] && s.d.Ordered && (s.state == StateSucceeded || s.state == StateDead) {
+			eps, streams = append(eps, s.d.EndpointID), append(streams, s.d.Stream)
 		}
 	}
 	if len(eps) == 0 {
@@ -252,18 +231,14 @@ func (r *Relay) releaseOrder(ctx context.Context, tx pgx.Tx, round []sent, kept 
 	if err != nil {
 		return err
 	}
-	byEP := map[int64][]int64{}
-	var order []int64
-	for _, rel := range released {
-		if _, ok := byEP[rel.Endpoint]; !ok {
-			order = append(order, rel.Endpoint)
-		}
-		byEP[rel.Endpoint] = append(byEP[rel.Endpoint], rel.ID)
-	}
 	var params []river.InsertManyParams
-	for _, ep := range order {
-		slices.Sort(byEP[ep])
-		params = jobParams(params, byEP[ep], time.Time{})
+	for _, group := range prelay.ByEndpoint(released, func(rel relaystore.Released) int64 { return rel.Endpoint }) {
+		ids := make([]int64, len(group))
+		for i, rel := range group {
+			ids[i] = rel.ID
+		}
+		slices.Sort(ids)
+		params = jobParams(params, ids, time.Time{})
 	}
 	return r.insertJobs(ctx, tx, params)
 }
@@ -278,40 +253,27 @@ func (r *Relay) afterRound(ctx context.Context, tx pgx.Tx, round []sent, kept ma
 	byEP := map[int64][]prelay.RoundAttempt{}
 	var eps []int64
 	for _, s := range round {
-		if !kept[s.d.id] {
+		if !kept[s.d.ID] {
 			continue
 		}
-		if !slices.Contains(eps, s.d.endpointID) {
-			eps = append(eps, s.d.endpointID)
+		if !slices.Contains(eps, s.d.EndpointID) {
+			eps = append(eps, s.d.EndpointID)
 		}
-		if s.a.outcome != "" {
-			byEP[s.d.endpointID] = append(byEP[s.d.endpointID], prelay.RoundAttempt{ID: s.d.id, Failed: s.a.outcome == OutcomeFailed,
-				End: s.a.at.Add(s.a.latency), RetryAfter: s.a.at.Add(s.a.retryAfter), Pending: s.state == StatePending, Next: s.next,
+		if s.a.Outcome != "" {
+			byEP[s.d.EndpointID] = append(byEP[s.d.EndpointID], prelay.RoundAttempt{ID: s.d.ID, Failed: s.a.Outcome == OutcomeFailed,
+				End: s.a.At.Add(s.a.Latency), RetryAfter: s.a.At.Add(s.a.RetryAfter), Pending: s.state == StatePending, Next: s.next,
 				Protected: s.d.probe})
 		}
 	}
 	slices.Sort(eps)
 	var notes []alertNote
 	for _, ep := range eps {
-		sb, ok, err := relaystore.LoadBreaker(ctx, tx, ep)
+		b, ok, err := relaystore.LoadBreaker(ctx, tx, ep)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			continue // healthy, and nothing to undo
-		}
-		b := prelay.Breaker{Failures: sb.Failures, Threshold: sb.Threshold, Probes: sb.Probes, DisableAfter: sb.DisableAfter, Disabled: sb.Disabled}
-		if sb.Since != nil {
-			b.Since = *sb.Since
-		}
-		if sb.ProbeAt != nil {
-			b.ProbeAt = *sb.ProbeAt
-		}
-		if sb.Probe != nil && b.Open() {
-			b.Probe = *sb.Probe
-			if b.ProbeValid, err = relaystore.ProbeValid(ctx, tx, b.Probe); err != nil {
-				return nil, fmt.Errorf("endpoint %d: probe: %w", ep, err)
-			}
 		}
 		step := prelay.AfterRound(b, byEP[ep], r.schedule)
 		switch step.Do {
@@ -373,26 +335,20 @@ func (r *Relay) openBreaker(ctx context.Context, tx pgx.Tx, ep int64, b prelay.B
 			}
 		}
 	}
-	var probeArg, atArg any
-	if probe != 0 {
-		probeArg, atArg = probe, at
-	} else if step.KeepProbe {
-		probeArg, atArg = b.Probe, nullTime(b.ProbeAt)
+	switch {
+	case probe != 0:
+	case step.KeepProbe:
+		probe, at = b.Probe, b.ProbeAt
+	default:
+		at = time.Time{}
 	}
-	return relaystore.SetBreaker(ctx, tx, ep, step.Since, probeArg, atArg, step.Probes)
-}
-
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
+	return relaystore.SetBreaker(ctx, tx, ep, step.Since, probe, at, step.Probes)
 }
 
 // disableSustained disables an endpoint that has failed for longer than its DisableAfter: its pending
 // deliveries pause (events keep accruing as paused ones), and an alert says so.
 func (r *Relay) disableSustained(ctx context.Context, tx pgx.Tx, ep int64, failures int, after time.Duration, moved, later map[int64]time.Time) (alertNote, error) {
-	reason := fmt.Sprintf("%s %s: disabled by the relay after %d consecutive failures", SustainedFailureReason, after, failures)
+	reason := prelay.SustainedReason(after, failures)
 	ids, err := relaystore.DisableSustained(ctx, tx, ep, reason)
 	if err != nil {
 		return alertNote{}, err
@@ -414,13 +370,7 @@ func (r *Relay) disableSustained(ctx context.Context, tx pgx.Tx, ep int64, failu
 	if err := r.RaiseOperational(ctx, tx, prelay.SustainedDisable(n.id, ep, host, desc, failures, reason, r.clock())); err != nil {
 		return alertNote{}, err
 	}
-	if r.alerts.URL != "" {
-		if _, err := r.inserter.InsertTx(ctx, tx, AlertArgs{AlertID: n.id}, &river.InsertOpts{Queue: Queue, MaxAttempts: alertJobAttempts,
-			Priority: alertPriority}); err != nil {
-			return alertNote{}, fmt.Errorf("insert alert job: %w", err)
-		}
-	}
-	return n, nil
+	return n, r.sendAlert(ctx, tx, n.id)
 }
 
 // endpointLimits bounds each endpoint's attempts in flight in this instance (Settings.Concurrency).

@@ -12,7 +12,6 @@ import (
 
 	"bookingledger/adapters/postgres/relaystore"
 	"bookingledger/adapters/providers/standard"
-	"bookingledger/domain/ledger"
 	prelay "bookingledger/projections/relay"
 )
 
@@ -101,8 +100,8 @@ func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, strin
 	if err := n.Filter.Check(); err != nil {
 		return Endpoint{}, "", err
 	}
-	if len(n.Description) > 500 || !ledger.Storable(n.Description) {
-		return Endpoint{}, "", fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
+	if err := prelay.CheckDescription(n.Description); err != nil {
+		return Endpoint{}, "", err
 	}
 	opts, err := n.Options.Args()
 	if err != nil {
@@ -154,8 +153,8 @@ func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) 
 		filter = u.Filter.String()
 	}
 	if u.Description != nil {
-		if len(*u.Description) > 500 || !ledger.Storable(*u.Description) {
-			return Endpoint{}, fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
+		if err := prelay.CheckDescription(*u.Description); err != nil {
+			return Endpoint{}, err
 		}
 		desc = *u.Description
 	}
@@ -226,13 +225,4 @@ func (r *Relay) RotateSecret(ctx context.Context, id int64) (Endpoint, string, e
 		return Endpoint{}, "", err
 	}
 	return e, secret, nil
-}
-
-// activeSecrets returns the secrets an endpoint signs with at now, newest first.
-func activeSecrets(secret string, previous *string, until *time.Time, now time.Time) []string {
-	out := []string{secret}
-	if previous != nil && until != nil && now.Before(*until) {
-		out = append(out, *previous)
-	}
-	return out
 }

@@ -249,20 +249,14 @@ ORDER BY e.id, r.since`)
 	return eps, rows.Err()
 }
 
-// OperationalTarget is an enabled endpoint and its type patterns.
-type OperationalTarget struct {
-	ID    int64
-	Types []string
-}
-
 // OperationalTargets returns the enabled endpoints but except, in id order.
-func OperationalTargets(ctx context.Context, tx pgx.Tx, except int64) ([]OperationalTarget, error) {
+func OperationalTargets(ctx context.Context, tx pgx.Tx, except int64) ([]prelay.Subscriber, error) {
 	rows, err := tx.Query(ctx, `SELECT id, types FROM relay_endpoints WHERE disabled_at IS NULL AND id <> $1 ORDER BY id`, except)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OperationalTarget, error) {
-		var t OperationalTarget
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (prelay.Subscriber, error) {
+		var t prelay.Subscriber
 		return t, row.Scan(&t.ID, &t.Types)
 	})
 }

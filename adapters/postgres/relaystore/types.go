@@ -16,7 +16,7 @@ import (
 // Errors callers branch on.
 var (
 	ErrNotFound = errors.New("not found")
-	ErrInvalid  = errors.New("invalid request")
+	ErrInvalid  = prelay.ErrInvalid
 )
 
 // Store runs the relay's statements that need no caller's transaction on its pool.
@@ -27,12 +27,12 @@ type Store struct {
 // New returns the store of the relay tables in pool's database.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Delivery states.
+// Delivery states (projections/relay's).
 const (
-	StatePending   = "pending"
-	StatePaused    = "paused"
-	StateSucceeded = "succeeded"
-	StateDead      = "dead"
+	StatePending   = prelay.StatePending
+	StatePaused    = prelay.StatePaused
+	StateSucceeded = prelay.StateSucceeded
+	StateDead      = prelay.StateDead
 )
 
 // States lists every delivery state: relay_deliveries.state's CHECK list (a test compares them).
@@ -288,6 +288,15 @@ func collectIDs(rows pgx.Rows, err error) ([]int64, error) {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// deref is *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
 }
 
 func nullTime(t time.Time) *time.Time {
