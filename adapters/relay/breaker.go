@@ -43,19 +43,20 @@ const SustainedFailureReason = prelay.SustainedFailureReason
 // settingsChanged gives a job to the deliveries an endpoint's new settings no longer hold.
 func (r *Relay) settingsChanged(ctx context.Context, tx pgx.Tx, e Endpoint) error {
 	if !e.Ordered {
-		if err := r.releaseHeld(ctx, tx, e.ID, heldOrder, time.Time{}); err != nil {
+		if err := r.releaseHeld(ctx, tx, e.ID, heldOrder); err != nil {
 			return err
 		}
 	}
 	if !e.BreakerOpen() {
-		return r.releaseHeld(ctx, tx, e.ID, heldBreaker, time.Time{})
+		return r.releaseHeld(ctx, tx, e.ID, heldBreaker)
 	}
 	return nil
 }
 
-// releaseHeld gives each delivery of the endpoint held for why a job, due at at (zero: now).
-func (r *Relay) releaseHeld(ctx context.Context, tx pgx.Tx, endpointID int64, why string, at time.Time) error {
-	ds, err := relaystore.ReleaseHeld(ctx, tx, endpointID, why, at)
+// releaseHeld gives each delivery of the endpoint held for why a job: due now, or at its own later
+// due time (a Retry-After).
+func (r *Relay) releaseHeld(ctx context.Context, tx pgx.Tx, endpointID int64, why string) error {
+	ds, err := relaystore.ReleaseHeld(ctx, tx, endpointID, why, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -70,8 +71,7 @@ func (r *Relay) releaseHeld(ctx context.Context, tx pgx.Tx, endpointID int64, wh
 			nowIDs = append(nowIDs, d.ID)
 		}
 	}
-	params = jobParams(params, nowIDs, at)
-	return r.insertJobs(ctx, tx, params)
+	return r.insertJobs(ctx, tx, jobParams(params, nowIDs, time.Time{}))
 }
 
 // EnableAndSendMissed enables an endpoint and resumes every paused delivery, also those of an
@@ -135,15 +135,12 @@ func (r *Relay) admit(ctx context.Context, ds []delivery) (send []delivery, defe
 			}
 		}
 		if len(ordered) > 0 {
-			blocked, err := relaystore.OrderBlocked(ctx, tx, ordered)
+			blocked, err := relaystore.HoldOrdered(ctx, tx, ordered)
 			if err != nil {
 				return err
 			}
 			for _, id := range blocked {
 				held[id] = true
-			}
-			if err := holdRows(ctx, tx, held, heldOrder); err != nil {
-				return err
 			}
 		}
 		unheld := slices.DeleteFunc(slices.Clone(ds), func(d delivery) bool { return held[d.ID] })
@@ -170,45 +167,26 @@ func (r *Relay) admit(ctx context.Context, ds []delivery) (send []delivery, defe
 	return send, deferred, held, nil
 }
 
-// holdRows marks the deliveries of ids not yet marked as held for why.
-func holdRows(ctx context.Context, tx pgx.Tx, ids map[int64]bool, why string) error {
-	return relaystore.Hold(ctx, tx, slices.Collect(maps.Keys(ids)), why)
-}
-
 // admitEndpoint applies an endpoint's breaker and rate to its deliveries of a round (id order), with
-// the endpoint's row locked (projections/relay.Admit decides).
+// the endpoint's row locked (relaystore.Admit, projections/relay.Admit decides).
 func (r *Relay) admitEndpoint(ctx context.Context, tx pgx.Tx, ep int64, group []delivery, deferred map[int64]time.Time, held map[int64]bool) ([]delivery, error) {
-	g, ok, err := relaystore.LoadGate(ctx, tx, ep)
-	if err != nil || !ok {
-		return nil, err // removed meanwhile: its deliveries are gone
-	}
 	byID := map[int64]delivery{}
 	ids := make([]int64, len(group))
 	for i, d := range group {
 		ids[i], byID[d.ID] = d.ID, d
 	}
-	a := prelay.Admit(g, ids, r.clock(), throttleWindow)
-	if err := relaystore.Hold(ctx, tx, a.Held, heldBreaker); err != nil {
-		return nil, err
+	a, ok, err := relaystore.Admit(ctx, tx, ep, ids, r.clock(), throttleWindow)
+	if err != nil || !ok {
+		return nil, err // removed meanwhile: its deliveries are gone
 	}
 	for _, id := range a.Held {
 		held[id] = true
-	}
-	if a.NewProbe != 0 {
-		if err := relaystore.SetProbe(ctx, tx, ep, a.NewProbe); err != nil {
-			return nil, err
-		}
 	}
 	maps.Copy(deferred, a.Deferred)
 	send := make([]delivery, len(a.Send))
 	for i, s := range a.Send {
 		send[i] = byID[s.ID]
 		send[i].notBefore, send[i].probe = s.NotBefore, s.Probe
-	}
-	if a.Throttled {
-		if err := relaystore.SetThrottle(ctx, tx, ep, a.NextSlot); err != nil {
-			return nil, err
-		}
 	}
 	return send, nil
 }
@@ -281,7 +259,7 @@ func (r *Relay) afterRound(ctx context.Context, tx pgx.Tx, round []sent, kept ma
 			if err := relaystore.CloseBreaker(ctx, tx, ep); err != nil {
 				return nil, err
 			}
-			if err := r.releaseHeld(ctx, tx, ep, heldBreaker, time.Time{}); err != nil {
+			if err := r.releaseHeld(ctx, tx, ep, heldBreaker); err != nil {
 				return nil, err
 			}
 		case prelay.DisableEndpoint:
@@ -303,46 +281,23 @@ func (r *Relay) afterRound(ctx context.Context, tx pgx.Tx, round []sent, kept ma
 	return notes, nil
 }
 
-// openBreaker records an open breaker's step: its held failures, its probe and when it goes.
+// openBreaker records an open breaker's step (relaystore.OpenBreaker): its held failures leave the
+// job, its probe goes when the step says — a promoted one by a job of its own.
 func (r *Relay) openBreaker(ctx context.Context, tx pgx.Tx, ep int64, b prelay.Breaker, step prelay.BreakerStep, later, moved map[int64]time.Time) error {
 	for _, id := range step.Hold {
 		moved[id] = time.Time{}
 		delete(later, id)
 	}
-	if err := relaystore.Hold(ctx, tx, step.Hold, heldBreaker); err != nil {
+	probe, at, promoted, err := relaystore.OpenBreaker(ctx, tx, ep, b, step)
+	switch {
+	case err != nil:
 		return err
-	}
-	probe, at := step.Probe, step.At
-	switch {
-	case probe != 0:
-		// A probe's failed attempt does not count against its own schedule: while the breaker is open
-		// no delivery runs out of attempts (a sustained failure disables the endpoint instead).
-		if err := relaystore.ScheduleProbe(ctx, tx, probe, at, step.Protect); err != nil {
-			return fmt.Errorf("endpoint %d: schedule probe: %w", ep, err)
-		}
+	case promoted:
+		return r.enqueue(ctx, tx, []int64{probe}, at)
+	case step.Probe != 0:
 		moved[probe], later[probe] = at, at
-	case step.Promote:
-		// No probe in the round: the oldest held delivery becomes it, with a job due then — or at its
-		// own due time (a Retry-After), if that is later.
-		d, ok, err := relaystore.PromoteProbe(ctx, tx, ep, at)
-		if err != nil {
-			return fmt.Errorf("endpoint %d: promote probe: %w", ep, err)
-		}
-		if ok {
-			probe, at = d.ID, d.At
-			if err := r.enqueue(ctx, tx, []int64{d.ID}, at); err != nil {
-				return err
-			}
-		}
 	}
-	switch {
-	case probe != 0:
-	case step.KeepProbe:
-		probe, at = b.Probe, b.ProbeAt
-	default:
-		at = time.Time{}
-	}
-	return relaystore.SetBreaker(ctx, tx, ep, step.Since, probe, at, step.Probes)
+	return nil
 }
 
 // disableSustained disables an endpoint that has failed for longer than its DisableAfter: its pending
