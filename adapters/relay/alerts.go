@@ -16,8 +16,8 @@ import (
 )
 
 // AlertThresholds are the lengths of a failure streak at which an endpoint's alert is sent, each
-// once per streak.
-var AlertThresholds = []int{1, 5, 20}
+// once per streak (projections/relay's).
+var AlertThresholds = prelay.AlertThresholds
 
 // Alert kinds.
 const (
@@ -25,7 +25,7 @@ const (
 	AlertRecovered = relaystore.AlertRecovered
 	// AlertDisabled is the type suffix of the alert that the relay disabled an endpoint after a
 	// sustained failure (stored as a failing alert marked disabled).
-	AlertDisabled = "disabled"
+	AlertDisabled = prelay.AlertDisabled
 )
 
 // AlertFormat selects the body of alerts (adapters/alerts).
@@ -112,18 +112,15 @@ func (r *Relay) streak(ctx context.Context, tx pgx.Tx, endpointID int64, succeed
 	if err != nil || !ok {
 		return nil, err // older than a success already counted: not part of any streak
 	}
-	failures, alerted := s.Failures, s.Alerted
-	for _, t := range AlertThresholds {
-		if failures == t && alerted < t {
-			if err := relaystore.MarkAlerted(ctx, tx, endpointID, t); err != nil {
-				return nil, err
-			}
-			n, err := r.insertAlert(ctx, tx, endpointID, AlertFailing, failures, lastErr)
-			if err != nil {
-				return nil, err
-			}
-			notes = append(notes, n)
+	for _, t := range prelay.Crossed(s.Failures, s.Alerted) {
+		if err := relaystore.MarkAlerted(ctx, tx, endpointID, t); err != nil {
+			return nil, err
 		}
+		n, err := r.insertAlert(ctx, tx, endpointID, AlertFailing, s.Failures, lastErr)
+		if err != nil {
+			return nil, err
+		}
+		notes = append(notes, n)
 	}
 	return notes, nil
 }
@@ -144,15 +141,25 @@ func (r *Relay) insertAlert(ctx context.Context, tx pgx.Tx, endpointID int64, ki
 	if err := r.RaiseOperational(ctx, tx, prelay.StreakAlert(n.id, kind, endpointID, host, desc, failures, at)); err != nil {
 		return alertNote{}, err
 	}
+	return n, r.sendAlert(ctx, tx, n.id)
+}
+
+// sendAlert inserts the job that sends alert id to the alert URL, if there is one: ahead of the
+// deliveries' backlog on the same queue (River fetches the highest priority first).
+func (r *Relay) sendAlert(ctx context.Context, tx pgx.Tx, id int64) error {
 	if r.alerts.URL == "" {
-		return n, nil
+		return nil
 	}
-	// Ahead of the deliveries' backlog on the same queue: River fetches the highest priority first.
-	if _, err := r.inserter.InsertTx(ctx, tx, AlertArgs{AlertID: n.id}, &river.InsertOpts{Queue: Queue, MaxAttempts: alertJobAttempts,
+	return r.insertAlertJob(ctx, tx, AlertArgs{AlertID: id})
+}
+
+// insertAlertJob inserts an alert's or an operational event's job, ahead of the deliveries.
+func (r *Relay) insertAlertJob(ctx context.Context, tx pgx.Tx, args river.JobArgs) error {
+	if _, err := r.inserter.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: Queue, MaxAttempts: alertJobAttempts,
 		Priority: alertPriority}); err != nil {
-		return alertNote{}, fmt.Errorf("insert alert job: %w", err)
+		return fmt.Errorf("insert %s job: %w", args.Kind(), err)
 	}
-	return n, nil
+	return nil
 }
 
 // noteAlert logs and counts an alert that committed.
@@ -171,21 +178,11 @@ func (r *Relay) noteAlert(n alertNote) {
 		"last_error", n.lastError, "alert", n.id)
 }
 
-// AlertMessage is the data of a standard alert.
-type AlertMessage struct {
-	Type      string    `json:"type"`
-	Timestamp time.Time `json:"timestamp"`
-	Data      AlertData `json:"data"`
-}
-
-// AlertData describes the endpoint and its streak.
-type AlertData struct {
-	Endpoint            int64  `json:"endpoint"`
-	URL                 string `json:"url"`
-	Description         string `json:"description,omitempty"`
-	ConsecutiveFailures int    `json:"consecutive_failures"`
-	Text                string `json:"text"`
-}
+// AlertMessage and AlertData are a standard alert's body (projections/relay's).
+type (
+	AlertMessage = prelay.AlertMessage
+	AlertData    = prelay.AlertData
+)
 
 type alertWorker struct {
 	river.WorkerDefaults[AlertArgs]
@@ -210,19 +207,9 @@ func (w *alertWorker) Work(ctx context.Context, job *river.Job[AlertArgs]) error
 	if earlier {
 		return river.JobSnooze(100 * time.Millisecond)
 	}
-	host := a.EndpointURL
-	if u, err := ParseURL(a.EndpointURL); err == nil {
-		host = u.Host // the path and query may hold the receiver's own token
-	}
-	text := prelay.AlertText(a.Kind, a.EndpointID, host, a.Failures)
-	kind := a.Kind
-	if a.Disabled {
-		kind, text = AlertDisabled, prelay.DisabledText(a.EndpointID, host, a.Failures)
-	}
-	sendErr := alerts.Send(ctx, r.client, r.alerts, alerts.Message{
-		ID: prelay.AlertWebhookID(a.ID), Type: "endpoint." + kind, At: a.CreatedAt, Text: text,
-		Data: AlertData{Endpoint: a.EndpointID, URL: host, Description: a.Description, ConsecutiveFailures: a.Failures, Text: text},
-	}, r.clock())
+	typ, data := prelay.StoredAlert(a.Kind, a.Disabled, a.EndpointID, prelay.Host(a.EndpointURL), a.Description, a.Failures)
+	sendErr := alerts.Send(ctx, r.client, r.alerts, alerts.Message{ID: prelay.AlertWebhookID(a.ID), Type: typ, At: a.CreatedAt,
+		Text: data.Text, Data: data}, r.clock())
 	if errors.Is(sendErr, alerts.ErrPermanent) {
 		return river.JobCancel(sendErr)
 	}

@@ -38,24 +38,25 @@ const (
 
 // SustainedFailureReason starts the disabled reason of an endpoint the relay disabled after a
 // sustained failure.
-const SustainedFailureReason = "failing for longer than"
+const SustainedFailureReason = prelay.SustainedFailureReason
 
 // settingsChanged gives a job to the deliveries an endpoint's new settings no longer hold.
 func (r *Relay) settingsChanged(ctx context.Context, tx pgx.Tx, e Endpoint) error {
 	if !e.Ordered {
-		if err := r.releaseHeld(ctx, tx, e.ID, heldOrder, time.Time{}); err != nil {
+		if err := r.releaseHeld(ctx, tx, e.ID, heldOrder); err != nil {
 			return err
 		}
 	}
 	if !e.BreakerOpen() {
-		return r.releaseHeld(ctx, tx, e.ID, heldBreaker, time.Time{})
+		return r.releaseHeld(ctx, tx, e.ID, heldBreaker)
 	}
 	return nil
 }
 
-// releaseHeld gives each delivery of the endpoint held for why a job, due at at (zero: now).
-func (r *Relay) releaseHeld(ctx context.Context, tx pgx.Tx, endpointID int64, why string, at time.Time) error {
-	ds, err := relaystore.ReleaseHeld(ctx, tx, endpointID, why, at)
+// releaseHeld gives each delivery of the endpoint held for why a job: due now, or at its own later
+// due time (a Retry-After).
+func (r *Relay) releaseHeld(ctx context.Context, tx pgx.Tx, endpointID int64, why string) error {
+	ds, err := relaystore.ReleaseHeld(ctx, tx, endpointID, why, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -70,8 +71,7 @@ func (r *Relay) releaseHeld(ctx context.Context, tx pgx.Tx, endpointID int64, wh
 			nowIDs = append(nowIDs, d.ID)
 		}
 	}
-	params = jobParams(params, nowIDs, at)
-	return r.insertJobs(ctx, tx, params)
+	return r.insertJobs(ctx, tx, jobParams(params, nowIDs, time.Time{}))
 }
 
 // EnableAndSendMissed enables an endpoint and resumes every paused delivery, also those of an
@@ -112,7 +112,7 @@ func (r *Relay) enable(ctx context.Context, id int64, sendMissed bool) (Endpoint
 // gated reports whether a delivery passes admit's checks: its endpoint is ordered, throttled by rate
 // or has an open breaker.
 func (d delivery) gated() bool {
-	return d.ordered || d.rate > 0 || (d.breakerFailures > 0 && d.failures >= d.breakerFailures)
+	return d.Ordered || d.Rate > 0 || (d.BreakerFailures > 0 && d.Failures >= d.BreakerFailures)
 }
 
 // admit decides which of a round's deliveries go now, in one transaction. On an ordered endpoint a
@@ -130,40 +130,26 @@ func (r *Relay) admit(ctx context.Context, ds []delivery) (send []delivery, defe
 		send, deferred, held = nil, map[int64]time.Time{}, map[int64]bool{}
 		var ordered []int64
 		for _, d := range ds {
-			if d.ordered {
-				ordered = append(ordered, d.id)
+			if d.Ordered {
+				ordered = append(ordered, d.ID)
 			}
 		}
 		if len(ordered) > 0 {
-			blocked, err := relaystore.OrderBlocked(ctx, tx, ordered)
+			blocked, err := relaystore.HoldOrdered(ctx, tx, ordered)
 			if err != nil {
 				return err
 			}
 			for _, id := range blocked {
 				held[id] = true
 			}
-			if err := holdRows(ctx, tx, held, heldOrder); err != nil {
-				return err
-			}
 		}
-		byEndpoint := map[int64][]delivery{}
-		var eps []int64
-		for _, d := range ds {
-			if held[d.id] {
-				continue
-			}
-			if _, ok := byEndpoint[d.endpointID]; !ok {
-				eps = append(eps, d.endpointID)
-			}
-			byEndpoint[d.endpointID] = append(byEndpoint[d.endpointID], d)
-		}
-		for _, ep := range eps {
-			group := byEndpoint[ep]
-			if d := group[0]; d.rate <= 0 && (d.breakerFailures == 0 || d.failures < d.breakerFailures) {
+		unheld := slices.DeleteFunc(slices.Clone(ds), func(d delivery) bool { return held[d.ID] })
+		for _, group := range prelay.ByEndpoint(unheld, func(d delivery) int64 { return d.EndpointID }) {
+			if d := group[0]; d.Rate <= 0 && (d.BreakerFailures == 0 || d.Failures < d.BreakerFailures) {
 				send = append(send, group...)
 				continue
 			}
-			ok, err := r.admitEndpoint(ctx, tx, ep, group, deferred, held)
+			ok, err := r.admitEndpoint(ctx, tx, group[0].EndpointID, group, deferred, held)
 			if err != nil {
 				return err
 			}
@@ -181,55 +167,26 @@ func (r *Relay) admit(ctx context.Context, ds []delivery) (send []delivery, defe
 	return send, deferred, held, nil
 }
 
-// holdRows marks the deliveries of ids not yet marked as held for why.
-func holdRows(ctx context.Context, tx pgx.Tx, ids map[int64]bool, why string) error {
-	return relaystore.Hold(ctx, tx, slices.Collect(maps.Keys(ids)), why)
-}
-
 // admitEndpoint applies an endpoint's breaker and rate to its deliveries of a round (id order), with
-// the endpoint's row locked (projections/relay.Admit decides).
+// the endpoint's row locked (relaystore.Admit, projections/relay.Admit decides).
 func (r *Relay) admitEndpoint(ctx context.Context, tx pgx.Tx, ep int64, group []delivery, deferred map[int64]time.Time, held map[int64]bool) ([]delivery, error) {
-	sg, ok, err := relaystore.LoadGate(ctx, tx, ep)
-	if err != nil || !ok {
-		return nil, err // removed meanwhile: its deliveries are gone
-	}
-	g := prelay.Gate{Failures: sg.Failures, Threshold: sg.Threshold, ProbeValid: sg.ProbeValid, Rate: sg.Rate, Backlog: sg.Backlog}
-	if sg.Probe != nil {
-		g.Probe = *sg.Probe
-	}
-	if sg.ProbeAt != nil {
-		g.ProbeAt = *sg.ProbeAt
-	}
-	if sg.NextSlot != nil {
-		g.NextSlot = *sg.NextSlot
-	}
 	byID := map[int64]delivery{}
 	ids := make([]int64, len(group))
 	for i, d := range group {
-		ids[i], byID[d.id] = d.id, d
+		ids[i], byID[d.ID] = d.ID, d
 	}
-	a := prelay.Admit(g, ids, r.clock(), throttleWindow)
-	if err := relaystore.Hold(ctx, tx, a.Held, heldBreaker); err != nil {
-		return nil, err
+	a, ok, err := relaystore.Admit(ctx, tx, ep, ids, r.clock(), throttleWindow)
+	if err != nil || !ok {
+		return nil, err // removed meanwhile: its deliveries are gone
 	}
 	for _, id := range a.Held {
 		held[id] = true
-	}
-	if a.NewProbe != 0 {
-		if err := relaystore.SetProbe(ctx, tx, ep, a.NewProbe); err != nil {
-			return nil, err
-		}
 	}
 	maps.Copy(deferred, a.Deferred)
 	send := make([]delivery, len(a.Send))
 	for i, s := range a.Send {
 		send[i] = byID[s.ID]
 		send[i].notBefore, send[i].probe = s.NotBefore, s.Probe
-	}
-	if a.Throttled {
-		if err := relaystore.SetThrottle(ctx, tx, ep, a.NextSlot); err != nil {
-			return nil, err
-		}
 	}
 	return send, nil
 }
@@ -241,8 +198,8 @@ func (r *Relay) releaseOrder(ctx context.Context, tx pgx.Tx, round []sent, kept 
 	var eps []int64
 	var streams []string
 	for _, s := range round {
-		if kept[s.d.id] && s.d.ordered && (s.state == StateSucceeded || s.state == StateDead) {
-			eps, streams = append(eps, s.d.endpointID), append(streams, s.d.stream)
+		if kept[s.d.ID] && s.d.Ordered && (s.state == StateSucceeded || s.state == StateDead) {
+			eps, streams = append(eps, s.d.EndpointID), append(streams, s.d.Stream)
 		}
 	}
 	if len(eps) == 0 {
@@ -252,18 +209,14 @@ func (r *Relay) releaseOrder(ctx context.Context, tx pgx.Tx, round []sent, kept 
 	if err != nil {
 		return err
 	}
-	byEP := map[int64][]int64{}
-	var order []int64
-	for _, rel := range released {
-		if _, ok := byEP[rel.Endpoint]; !ok {
-			order = append(order, rel.Endpoint)
-		}
-		byEP[rel.Endpoint] = append(byEP[rel.Endpoint], rel.ID)
-	}
 	var params []river.InsertManyParams
-	for _, ep := range order {
-		slices.Sort(byEP[ep])
-		params = jobParams(params, byEP[ep], time.Time{})
+	for _, group := range prelay.ByEndpoint(released, func(rel relaystore.Released) int64 { return rel.Endpoint }) {
+		ids := make([]int64, len(group))
+		for i, rel := range group {
+			ids[i] = rel.ID
+		}
+		slices.Sort(ids)
+		params = jobParams(params, ids, time.Time{})
 	}
 	return r.insertJobs(ctx, tx, params)
 }
@@ -278,40 +231,27 @@ func (r *Relay) afterRound(ctx context.Context, tx pgx.Tx, round []sent, kept ma
 	byEP := map[int64][]prelay.RoundAttempt{}
 	var eps []int64
 	for _, s := range round {
-		if !kept[s.d.id] {
+		if !kept[s.d.ID] {
 			continue
 		}
-		if !slices.Contains(eps, s.d.endpointID) {
-			eps = append(eps, s.d.endpointID)
+		if !slices.Contains(eps, s.d.EndpointID) {
+			eps = append(eps, s.d.EndpointID)
 		}
-		if s.a.outcome != "" {
-			byEP[s.d.endpointID] = append(byEP[s.d.endpointID], prelay.RoundAttempt{ID: s.d.id, Failed: s.a.outcome == OutcomeFailed,
-				End: s.a.at.Add(s.a.latency), RetryAfter: s.a.at.Add(s.a.retryAfter), Pending: s.state == StatePending, Next: s.next,
+		if s.a.Outcome != "" {
+			byEP[s.d.EndpointID] = append(byEP[s.d.EndpointID], prelay.RoundAttempt{ID: s.d.ID, Failed: s.a.Outcome == OutcomeFailed,
+				End: s.a.At.Add(s.a.Latency), RetryAfter: s.a.At.Add(s.a.RetryAfter), Pending: s.state == StatePending, Next: s.next,
 				Protected: s.d.probe})
 		}
 	}
 	slices.Sort(eps)
 	var notes []alertNote
 	for _, ep := range eps {
-		sb, ok, err := relaystore.LoadBreaker(ctx, tx, ep)
+		b, ok, err := relaystore.LoadBreaker(ctx, tx, ep)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			continue // healthy, and nothing to undo
-		}
-		b := prelay.Breaker{Failures: sb.Failures, Threshold: sb.Threshold, Probes: sb.Probes, DisableAfter: sb.DisableAfter, Disabled: sb.Disabled}
-		if sb.Since != nil {
-			b.Since = *sb.Since
-		}
-		if sb.ProbeAt != nil {
-			b.ProbeAt = *sb.ProbeAt
-		}
-		if sb.Probe != nil && b.Open() {
-			b.Probe = *sb.Probe
-			if b.ProbeValid, err = relaystore.ProbeValid(ctx, tx, b.Probe); err != nil {
-				return nil, fmt.Errorf("endpoint %d: probe: %w", ep, err)
-			}
 		}
 		step := prelay.AfterRound(b, byEP[ep], r.schedule)
 		switch step.Do {
@@ -319,7 +259,7 @@ func (r *Relay) afterRound(ctx context.Context, tx pgx.Tx, round []sent, kept ma
 			if err := relaystore.CloseBreaker(ctx, tx, ep); err != nil {
 				return nil, err
 			}
-			if err := r.releaseHeld(ctx, tx, ep, heldBreaker, time.Time{}); err != nil {
+			if err := r.releaseHeld(ctx, tx, ep, heldBreaker); err != nil {
 				return nil, err
 			}
 		case prelay.DisableEndpoint:
@@ -341,58 +281,29 @@ func (r *Relay) afterRound(ctx context.Context, tx pgx.Tx, round []sent, kept ma
 	return notes, nil
 }
 
-// openBreaker records an open breaker's step: its held failures, its probe and when it goes.
+// openBreaker records an open breaker's step (relaystore.OpenBreaker): its held failures leave the
+// job, its probe goes when the step says — a promoted one by a job of its own.
 func (r *Relay) openBreaker(ctx context.Context, tx pgx.Tx, ep int64, b prelay.Breaker, step prelay.BreakerStep, later, moved map[int64]time.Time) error {
 	for _, id := range step.Hold {
 		moved[id] = time.Time{}
 		delete(later, id)
 	}
-	if err := relaystore.Hold(ctx, tx, step.Hold, heldBreaker); err != nil {
-		return err
-	}
-	probe, at := step.Probe, step.At
+	probe, at, promoted, err := relaystore.OpenBreaker(ctx, tx, ep, b, step)
 	switch {
-	case probe != 0:
-		// A probe's failed attempt does not count against its own schedule: while the breaker is open
-		// no delivery runs out of attempts (a sustained failure disables the endpoint instead).
-		if err := relaystore.ScheduleProbe(ctx, tx, probe, at, step.Protect); err != nil {
-			return fmt.Errorf("endpoint %d: schedule probe: %w", ep, err)
-		}
+	case err != nil:
+		return err
+	case promoted:
+		return r.enqueue(ctx, tx, []int64{probe}, at)
+	case step.Probe != 0:
 		moved[probe], later[probe] = at, at
-	case step.Promote:
-		// No probe in the round: the oldest held delivery becomes it, with a job due then — or at its
-		// own due time (a Retry-After), if that is later.
-		d, ok, err := relaystore.PromoteProbe(ctx, tx, ep, at)
-		if err != nil {
-			return fmt.Errorf("endpoint %d: promote probe: %w", ep, err)
-		}
-		if ok {
-			probe, at = d.ID, d.At
-			if err := r.enqueue(ctx, tx, []int64{d.ID}, at); err != nil {
-				return err
-			}
-		}
 	}
-	var probeArg, atArg any
-	if probe != 0 {
-		probeArg, atArg = probe, at
-	} else if step.KeepProbe {
-		probeArg, atArg = b.Probe, nullTime(b.ProbeAt)
-	}
-	return relaystore.SetBreaker(ctx, tx, ep, step.Since, probeArg, atArg, step.Probes)
-}
-
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
+	return nil
 }
 
 // disableSustained disables an endpoint that has failed for longer than its DisableAfter: its pending
 // deliveries pause (events keep accruing as paused ones), and an alert says so.
 func (r *Relay) disableSustained(ctx context.Context, tx pgx.Tx, ep int64, failures int, after time.Duration, moved, later map[int64]time.Time) (alertNote, error) {
-	reason := fmt.Sprintf("%s %s: disabled by the relay after %d consecutive failures", SustainedFailureReason, after, failures)
+	reason := prelay.SustainedReason(after, failures)
 	ids, err := relaystore.DisableSustained(ctx, tx, ep, reason)
 	if err != nil {
 		return alertNote{}, err
@@ -414,13 +325,7 @@ func (r *Relay) disableSustained(ctx context.Context, tx pgx.Tx, ep int64, failu
 	if err := r.RaiseOperational(ctx, tx, prelay.SustainedDisable(n.id, ep, host, desc, failures, reason, r.clock())); err != nil {
 		return alertNote{}, err
 	}
-	if r.alerts.URL != "" {
-		if _, err := r.inserter.InsertTx(ctx, tx, AlertArgs{AlertID: n.id}, &river.InsertOpts{Queue: Queue, MaxAttempts: alertJobAttempts,
-			Priority: alertPriority}); err != nil {
-			return alertNote{}, fmt.Errorf("insert alert job: %w", err)
-		}
-	}
-	return n, nil
+	return n, r.sendAlert(ctx, tx, n.id)
 }
 
 // endpointLimits bounds each endpoint's attempts in flight in this instance (Settings.Concurrency).

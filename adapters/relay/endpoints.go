@@ -12,7 +12,6 @@ import (
 
 	"bookingledger/adapters/postgres/relaystore"
 	"bookingledger/adapters/providers/standard"
-	"bookingledger/domain/ledger"
 	prelay "bookingledger/projections/relay"
 )
 
@@ -91,33 +90,27 @@ func NewSecret() string {
 // AddEndpoint validates and stores an endpoint and returns it with its secret, which is not shown
 // again. The URL must pass the guard.
 func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, string, error) {
-	u, err := r.guard.CheckURL(ctx, n.URL)
+	n, err := n.Check(r.checkURL(ctx))
 	if err != nil {
 		return Endpoint{}, "", err
-	}
-	if err := CheckTypes(n.Types); err != nil {
-		return Endpoint{}, "", err
-	}
-	if err := n.Filter.Check(); err != nil {
-		return Endpoint{}, "", err
-	}
-	if len(n.Description) > 500 || !ledger.Storable(n.Description) {
-		return Endpoint{}, "", fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
-	}
-	opts, err := n.Options.Args()
-	if err != nil {
-		return Endpoint{}, "", err
-	}
-	types := n.Types
-	if types == nil {
-		types = []string{}
 	}
 	secret := NewSecret()
-	e, err := r.store.InsertEndpoint(ctx, u.String(), types, n.Filter.String(), n.Description, secret, opts)
+	e, err := r.store.InsertEndpoint(ctx, n, secret)
 	if err != nil {
 		return Endpoint{}, "", fmt.Errorf("add endpoint: %w", err)
 	}
 	return e, secret, nil
+}
+
+// checkURL checks an endpoint URL with the guard and returns it as stored.
+func (r *Relay) checkURL(ctx context.Context) func(string) (string, error) {
+	return func(raw string) (string, error) {
+		u, err := r.guard.CheckURL(ctx, raw)
+		if err != nil {
+			return "", err
+		}
+		return u.String(), nil
+	}
 }
 
 // UpdateEndpoint changes an endpoint's URL, types, filter or description, each checked as AddEndpoint
@@ -126,50 +119,21 @@ func (r *Relay) AddEndpoint(ctx context.Context, n NewEndpoint) (Endpoint, strin
 // the events recorded from now on (a replay covers the past). Its state, failure streak and secrets
 // stay.
 func (r *Relay) UpdateEndpoint(ctx context.Context, id int64, u EndpointUpdate) (Endpoint, error) {
-	if u.URL == nil && u.Types == nil && u.Filter == nil && u.Description == nil && u.Options == (SettingsUpdate{}) {
-		return Endpoint{}, fmt.Errorf("%w: nothing to change (give a url, types, a filter, a description or a delivery setting)", ErrInvalid)
-	}
-	opts, err := u.Options.Args()
+	u, err := u.Check(r.checkURL(ctx))
 	if err != nil {
 		return Endpoint{}, err
-	}
-	var url, types, filter, desc any // nil: keep
-	if u.URL != nil {
-		v, err := r.guard.CheckURL(ctx, *u.URL)
-		if err != nil {
-			return Endpoint{}, err
-		}
-		url = v.String()
-	}
-	if u.Types != nil {
-		if err := CheckTypes(*u.Types); err != nil {
-			return Endpoint{}, err
-		}
-		types = append([]string{}, *u.Types...) // never NULL: an empty list is every type
-	}
-	if u.Filter != nil {
-		if err := u.Filter.Check(); err != nil {
-			return Endpoint{}, err
-		}
-		filter = u.Filter.String()
-	}
-	if u.Description != nil {
-		if len(*u.Description) > 500 || !ledger.Storable(*u.Description) {
-			return Endpoint{}, fmt.Errorf("%w: description must be UTF-8 without NUL, at most 500 bytes", ErrInvalid)
-		}
-		desc = *u.Description
 	}
 	var e Endpoint
 	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		var err error
-		e, err = relaystore.UpdateEndpoint(ctx, tx, id, url, types, desc, filter, opts)
+		e, err = relaystore.UpdateEndpoint(ctx, tx, id, u)
 		if err != nil {
 			return err
 		}
 		if err := r.settingsChanged(ctx, tx, e); err != nil {
 			return err
 		}
-		if types == nil && filter == nil {
+		if u.Types == nil && u.Filter == nil {
 			return nil
 		}
 		return relaystore.AddRule(ctx, tx, id, "now()")
@@ -226,13 +190,4 @@ func (r *Relay) RotateSecret(ctx context.Context, id int64) (Endpoint, string, e
 		return Endpoint{}, "", err
 	}
 	return e, secret, nil
-}
-
-// activeSecrets returns the secrets an endpoint signs with at now, newest first.
-func activeSecrets(secret string, previous *string, until *time.Time, now time.Time) []string {
-	out := []string{secret}
-	if previous != nil && until != nil && now.Before(*until) {
-		out = append(out, *previous)
-	}
-	return out
 }

@@ -63,13 +63,8 @@ func (s *subjects) compute(ctx context.Context, stream string, version uint64) (
 		if err != nil {
 			return prelay.Subject{}, fmt.Errorf("read %s: %w", stream, err)
 		}
-		events = make([]booking.Event, 0, len(recs))
-		for _, rec := range recs {
-			e, err := s.codec.Decode(rec)
-			if err != nil {
-				return prelay.Subject{}, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
-			}
-			events = append(events, e)
+		if events, err = decodeAll(recs, s.codec.Decode); err != nil {
+			return prelay.Subject{}, err
 		}
 		s.streams[stream] = events
 	}
@@ -81,12 +76,12 @@ func (s *subjects) compute(ctx context.Context, stream string, version uint64) (
 		if err != nil {
 			return prelay.Subject{}, fmt.Errorf("read %s: %w", resource.Stream, err)
 		}
+		links, err := decodeAll(recs, s.codec.DecodeResource)
+		if err != nil {
+			return prelay.Subject{}, err
+		}
 		var st resource.State
-		for _, rec := range recs {
-			e, err := s.codec.DecodeResource(rec)
-			if err != nil {
-				return prelay.Subject{}, fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
-			}
+		for _, e := range links {
 			st.Evolve(e)
 		}
 		s.links = &st
@@ -109,7 +104,7 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedE
 	subs := r.newSubjects()
 	var news relaystore.NewDeliveries
 	for _, ev := range events {
-		b, ok := relayable(ev)
+		b, ok := prelay.Relayable(ev.StreamID)
 		if !ok {
 			continue
 		}
@@ -129,23 +124,22 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedE
 	if news.Len() == 0 {
 		return nil
 	}
-	pending := map[int64][]int64{} // by endpoint: a job's deliveries are one endpoint's
-	var order []int64
+	var pending []relaystore.Inserted
 	err = news.Insert(ctx, tx, 0, func(d relaystore.Inserted) {
-		if d.State != StatePending {
-			return
+		if d.State == StatePending {
+			pending = append(pending, d)
 		}
-		if _, seen := pending[d.Endpoint]; !seen {
-			order = append(order, d.Endpoint)
-		}
-		pending[d.Endpoint] = append(pending[d.Endpoint], d.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("relay plan: %w", err)
 	}
 	var params []river.InsertManyParams
-	for _, ep := range order {
-		params = jobParams(params, pending[ep], time.Time{})
+	for _, group := range prelay.ByEndpoint(pending, func(d relaystore.Inserted) int64 { return d.Endpoint }) {
+		ids := make([]int64, len(group))
+		for i, d := range group {
+			ids[i] = d.ID
+		}
+		params = jobParams(params, ids, time.Time{})
 	}
 	return r.insertJobs(ctx, tx, params)
 }

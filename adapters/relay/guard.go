@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strings"
 	"time"
 
 	"bookingledger/adapters/egress"
+	prelay "bookingledger/projections/relay"
 )
 
 // ErrPrivateTarget: a URL names, or resolves to, a loopback, private, link-local or otherwise
@@ -19,8 +19,8 @@ import (
 // egress.ErrForbiddenAddress.
 var ErrPrivateTarget = errors.New("target is not a public address")
 
-// ErrInvalidURL: not an absolute http(s) URL this relay can call.
-var ErrInvalidURL = errors.New("invalid endpoint url")
+// ErrInvalidURL: not an absolute http(s) URL this relay can call (projections/relay's).
+var ErrInvalidURL = prelay.ErrInvalidURL
 
 // DefaultAttemptTimeout bounds one attempt: connect, send, and read the answer.
 const DefaultAttemptTimeout = 15 * time.Second
@@ -70,30 +70,8 @@ func (g Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// ParseURL checks the shape of an endpoint URL without resolving it.
-func ParseURL(raw string) (*url.URL, error) {
-	if len(raw) > 2048 {
-		return nil, fmt.Errorf("%w: longer than 2048 bytes", ErrInvalidURL)
-	}
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%w: scheme must be http or https", ErrInvalidURL)
-	}
-	if u.Hostname() == "" {
-		return nil, fmt.Errorf("%w: no host", ErrInvalidURL)
-	}
-	if u.User != nil {
-		// Credentials in a URL end up in logs and listings; receivers authenticate us by signature.
-		return nil, fmt.Errorf("%w: user information is not allowed in the url", ErrInvalidURL)
-	}
-	if u.Fragment != "" {
-		return nil, fmt.Errorf("%w: fragments are not sent; remove #%s", ErrInvalidURL, u.Fragment)
-	}
-	return u, nil
-}
+// ParseURL checks the shape of an endpoint URL without resolving it (projections/relay.ParseURL).
+func ParseURL(raw string) (*url.URL, error) { return prelay.ParseURL(raw) }
 
 // Client returns an HTTP client that dials only allowed addresses, follows no redirect (a 3xx is the
 // answer), uses no proxy from the environment (a proxy would dial for us, past the check) and gives
@@ -105,19 +83,8 @@ func (g Guard) Client(timeout time.Duration) *http.Client {
 	// egress's dialer checks the address actually dialed, after DNS (rebinding is refused too).
 	d := egress.Dialer(g.AllowPrivate, timeout)
 	d.KeepAlive, d.Resolver = 30*time.Second, g.Resolver
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   egress.MaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: timeout,
-	}
-	return &http.Client{
-		Transport:     tr,
-		Timeout:       timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	c := egress.HTTPClient(g.AllowPrivate, timeout) // no proxy, no redirect, idle connections kept per host
+	tr := c.Transport.(*http.Transport)
+	tr.DialContext, tr.ResponseHeaderTimeout = d.DialContext, timeout
+	return c
 }

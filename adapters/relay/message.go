@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 	"bookingledger/domain/resource"
 	prelay "bookingledger/projections/relay"
@@ -36,24 +35,32 @@ func (r *Relay) buildMessage(ctx context.Context, stream string, version uint64)
 		return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("%s has %d events, not version %d", stream, len(recs), version)
 	}
 	recs = recs[:version]
+	var m Message
 	if stream == resource.Stream {
-		events := make([]resource.Event, 0, len(recs))
-		for _, rec := range recs {
-			e, err := r.codec.DecodeResource(rec)
-			if err != nil {
-				return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
-			}
-			events = append(events, e)
-		}
-		return prelay.LinkMessage(recs, events), recs[len(recs)-1], nil
-	}
-	events := make([]booking.Event, 0, version)
-	for _, rec := range recs {
-		e, err := r.codec.Decode(rec)
+		events, err := decodeAll(recs, r.codec.DecodeResource)
 		if err != nil {
-			return Message{}, eventlog.RecordedEvent{}, fmt.Errorf("decode %s@%d: %w", stream, rec.Version, err)
+			return Message{}, eventlog.RecordedEvent{}, err
 		}
-		events = append(events, e)
+		m = prelay.LinkMessage(recs, events)
+	} else {
+		events, err := decodeAll(recs, r.codec.Decode)
+		if err != nil {
+			return Message{}, eventlog.RecordedEvent{}, err
+		}
+		m = prelay.BookingMessage(recs, events)
 	}
-	return prelay.BookingMessage(recs, events), recs[version-1], nil
+	return m, recs[version-1], nil
+}
+
+// decodeAll decodes recs with decode: the codec's Decode (a booking's) or DecodeResource (links).
+func decodeAll[E any](recs []eventlog.RecordedEvent, decode func(eventlog.RecordedEvent) (E, error)) ([]E, error) {
+	out := make([]E, 0, len(recs))
+	for _, rec := range recs {
+		e, err := decode(rec)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s@%d: %w", rec.StreamID, rec.Version, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }

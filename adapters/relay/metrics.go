@@ -1,13 +1,14 @@
 package relay
 
 import (
-	"bookingledger/adapters/postgres/relaystore"
 	"context"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"bookingledger/adapters/postgres/relaystore"
 )
 
 // Metrics are the relay's Prometheus metrics. A nil *Metrics records nothing.
@@ -32,9 +33,7 @@ func NewMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) *Metrics {
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bookingledger_relay_alerts_total",
 			Help: "Endpoint alerts by endpoint and kind (failing, recovered)."}, []string{"endpoint", "kind"}),
 	}
-	reg.MustRegister(m.attempts, m.latency, m.completes, m.alerts, &stateCollector{store: relaystore.New(pool),
-		desc: prometheus.NewDesc("bookingledger_relay_deliveries", "Deliveries not finished (pending: the queue depth; paused) or dead, by endpoint.",
-			[]string{"endpoint", "state"}, nil)}, newBreakerCollector(pool))
+	reg.MustRegister(m.attempts, m.latency, m.completes, m.alerts, newStateCollector(pool))
 	return m
 }
 
@@ -60,23 +59,60 @@ func (m *Metrics) alert(endpoint, kind string) {
 	m.alerts.WithLabelValues(endpoint, kind).Inc()
 }
 
-// stateCollector counts deliveries by state at scrape time: every serve process reports the same
-// database-wide figures.
+// stateCollector reports at scrape time, from the database, the deliveries by state and each
+// endpoint's breaker, backlog age and held deliveries: every serve process reports the same figures.
 type stateCollector struct {
-	store *relaystore.Store
-	desc  *prometheus.Desc
+	store                   *relaystore.Store
+	states, open, age, held *prometheus.Desc
 }
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func newStateCollector(pool *pgxpool.Pool) *stateCollector {
+	return &stateCollector{store: relaystore.New(pool),
+		states: prometheus.NewDesc("bookingledger_relay_deliveries", "Deliveries not finished (pending: the queue depth; paused) or dead, by endpoint.",
+			[]string{"endpoint", "state"}, nil),
+		open: prometheus.NewDesc("bookingledger_relay_breaker_open",
+			"1 while the endpoint's circuit breaker is open (one probe at a time, the rest held), 0 otherwise.", []string{"endpoint"}, nil),
+		age: prometheus.NewDesc("bookingledger_relay_backlog_age_seconds",
+			"Age of the endpoint's oldest pending delivery (0: none pending).", []string{"endpoint"}, nil),
+		held: prometheus.NewDesc("bookingledger_relay_deliveries_held",
+			"Pending deliveries held without a job, by endpoint and reason (order: an earlier version first; breaker: the breaker is open).",
+			[]string{"endpoint", "reason"}, nil)}
+}
 
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.states, c.open, c.age, c.held} {
+		ch <- d
+	}
+}
+
+// Collect reads the figures; a scrape during a database outage shows no relay gauges rather than
+// failing.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	if counts, err := scrape(c.store.StateCounts); err == nil {
+		for _, n := range counts {
+			ch <- prometheus.MustNewConstMetric(c.states, prometheus.GaugeValue, float64(n.N), strconv.FormatInt(n.Endpoint, 10), n.State)
+		}
+	}
+	gs, err := scrape(c.store.BreakerGauges)
+	if err != nil {
+		return
+	}
+	for _, g := range gs {
+		ep := strconv.FormatInt(g.Endpoint, 10)
+		v := 0.0
+		if g.Open {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, v, ep)
+		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, g.AgeSeconds, ep)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(g.ByOrder), ep, heldOrder)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(g.ByBreaker), ep, heldBreaker)
+	}
+}
+
+// scrape runs one query of a scrape, bounded to 2 s.
+func scrape[T any](query func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	counts, err := c.store.StateCounts(ctx)
-	if err != nil {
-		return // a scrape during a database outage shows no relay gauges rather than failing
-	}
-	for _, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.N), strconv.FormatInt(n.Endpoint, 10), n.State)
-	}
+	return query(ctx)
 }

@@ -3,7 +3,6 @@ package relay
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -50,40 +49,25 @@ func (r *Relay) RaiseOperational(ctx context.Context, tx pgx.Tx, op Operational)
 	if op.At.IsZero() {
 		op.At = r.clock()
 	}
-	data := map[string]any{}
-	for k, v := range op.Data {
-		data[k] = v
-	}
-	data["text"] = op.Text
-	doc, err := json.Marshal(data)
+	doc, err := op.Document()
 	if err != nil {
-		return fmt.Errorf("operational %s: %w", op.Type, err)
+		return err
 	}
 	eps, err := relaystore.OperationalTargets(ctx, tx, op.EndpointID)
 	if err != nil {
 		return fmt.Errorf("operational %s: endpoints: %w", op.Type, err)
 	}
-	var targets []*int64
-	if r.alerts.URL != "" && !op.ExceptAlertURL {
-		targets = append(targets, nil)
-	}
-	for _, ep := range eps {
-		if prelay.TakesOperational(ep.Types, op.Type) {
-			targets = append(targets, &ep.ID)
-		}
-	}
 	var about *int64
 	if op.EndpointID != 0 {
 		about = &op.EndpointID
 	}
-	for _, target := range targets {
+	for _, target := range op.Targets(r.alerts.URL != "", eps) {
 		send, err := relaystore.InsertOperationalSend(ctx, tx, op.ID, op.Type, about, target, op.At, clipText(op.Text), doc)
 		if err != nil {
 			return fmt.Errorf("operational %s: %w", op.Type, err)
 		}
-		if _, err := r.inserter.InsertTx(ctx, tx, OpArgs{SendID: send}, &river.InsertOpts{Queue: Queue,
-			MaxAttempts: alertJobAttempts, Priority: alertPriority}); err != nil {
-			return fmt.Errorf("operational %s: job: %w", op.Type, err)
+		if err := r.insertAlertJob(ctx, tx, OpArgs{SendID: send}); err != nil {
+			return fmt.Errorf("operational %s: %w", op.Type, err)
 		}
 	}
 	return nil
@@ -103,26 +87,19 @@ func (r *Relay) RaiseEndpointDisabled(ctx context.Context, tx pgx.Tx, endpointID
 
 // raiseDead raises delivery.dead for a delivery whose schedule ran out.
 func (r *Relay) raiseDead(ctx context.Context, tx pgx.Tx, s sent) error {
-	host, desc, err := endpointLabel(ctx, tx, s.d.endpointID)
+	host, desc, err := endpointLabel(ctx, tx, s.d.EndpointID)
 	if err != nil {
 		return err
 	}
-	return r.RaiseOperational(ctx, tx, prelay.DeliveryDead(prelay.DeadDelivery{ID: s.d.id, Endpoint: s.d.endpointID,
-		EventID: s.d.eventID, Stream: s.d.stream, Version: s.d.version, Attempts: s.d.attempts + 1, LastError: s.a.err}, host, desc))
+	return r.RaiseOperational(ctx, tx, prelay.DeliveryDead(prelay.DeadDelivery{ID: s.d.ID, Endpoint: s.d.EndpointID,
+		EventID: s.d.EventID, Stream: s.d.Stream, Version: s.d.Version, Attempts: s.d.Attempts + 1, LastError: s.a.Err}, host, desc))
 }
 
 // endpointLabel is what an operational event says of an endpoint: its host (the path and query may
 // hold the receiver's own token) and description.
 func endpointLabel(ctx context.Context, tx pgx.Tx, id int64) (host, desc string, err error) {
 	url, desc, err := relaystore.EndpointLabel(ctx, tx, id)
-	if err != nil {
-		return "", "", err
-	}
-	host = url
-	if u, err := ParseURL(url); err == nil {
-		host = u.Host
-	}
-	return host, desc, nil
+	return prelay.Host(url), desc, err
 }
 
 type opWorker struct {
@@ -151,7 +128,7 @@ func (w *opWorker) Work(ctx context.Context, job *river.Job[OpArgs]) error {
 		return nil // the endpoint was removed
 	default:
 		now := r.clock()
-		sendErr = alerts.SendSigned(ctx, r.client, *url, m, now, activeSecrets(*o.Secret, o.Previous, o.Until, now)...)
+		sendErr = alerts.SendSigned(ctx, r.client, *url, m, now, prelay.ActiveSecrets(*o.Secret, o.Previous, o.Until, now)...)
 	}
 	if sendErr != nil {
 		_ = r.store.OperationalSent(ctx, job.Args.SendID, clipText(sendErr.Error()))

@@ -29,14 +29,11 @@ const Queue = "relay"
 // ProjectionName is the relay projection's checkpoint and lock name.
 const ProjectionName = "relay"
 
-// DefaultSchedule is the wait before each attempt of a delivery: the first goes out at once, the last
-// about 33 hours after the event.
-var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute,
-	2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+// DefaultSchedule and DefaultJitter are projections/relay's: eight attempts, the last about 33 hours
+// after the event, each wait lengthened or shortened at random by up to 10 %.
+var DefaultSchedule = prelay.DefaultSchedule
 
-// DefaultJitter is the fraction by which each wait is randomly lengthened or shortened, so that the
-// retries of many deliveries that failed together do not arrive together.
-const DefaultJitter = 0.1
+const DefaultJitter = prelay.DefaultJitter
 
 // DefaultWorkers is how many deliveries one instance attempts at once. An attempt mostly waits (for
 // the receiver, for its commit), so the workers bound the rate: 16 attempts in flight is 1,000 a
@@ -136,20 +133,10 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relay: pool is required")
 	}
-	schedule := cfg.Schedule
-	if len(schedule) == 0 {
-		schedule = DefaultSchedule
+	schedule, err := prelay.NewSchedule(cfg.Schedule, cfg.Jitter)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
 	}
-	for _, d := range schedule {
-		if d < 0 {
-			return nil, errors.New("relay: schedule has a negative wait")
-		}
-	}
-	jitter := cfg.Jitter
-	if jitter == 0 {
-		jitter = DefaultJitter
-	}
-	jitter = max(min(jitter, 1), 0)
 	if err := CheckAlerts(cfg.Alerts); err != nil {
 		return nil, err
 	}
@@ -160,7 +147,7 @@ func New(cfg Config) (*Relay, error) {
 		return nil, fmt.Errorf("relay: river client: %w", err)
 	}
 	r := &Relay{pool: cfg.Pool, store: relaystore.New(cfg.Pool), events: cfg.Events, codec: cfg.Codec, guard: cfg.Guard,
-		client: cfg.Guard.Client(cfg.AttemptTimeout), schedule: prelay.Schedule{Waits: schedule, Jitter: jitter},
+		client: cfg.Guard.Client(cfg.AttemptTimeout), schedule: schedule,
 		workers: cfg.Workers, replayPage: cmp.Or(max(cfg.ReplayPage, 0), DefaultReplayPage), attemptTimeout: cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout), alerts: cfg.Alerts, log: cfg.Logger, metrics: cfg.Metrics, clock: cfg.Clock,
 		inserter: ins}
 	switch {
@@ -176,7 +163,7 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r.sending = make(chan struct{}, r.workers)
 	r.replaySending = make(chan struct{}, cmp.Or(max(cfg.ReplayWorkers, 0), max(r.workers/4, 1)))
-	if err := checkRate(cfg.ReplayRate); err != nil {
+	if err := prelay.CheckRate(cfg.ReplayRate); err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
 	r.replayRate = cmp.Or(cfg.ReplayRate, DefaultReplayRate)
@@ -237,7 +224,11 @@ func (r *Relay) enqueue(ctx context.Context, tx pgx.Tx, ids []int64, at time.Tim
 
 // jobParams appends the jobs of ids, deliveries of one endpoint, due at at, to params.
 func jobParams(params []river.InsertManyParams, ids []int64, at time.Time) []river.InsertManyParams {
-	opts := &river.InsertOpts{Queue: Queue, MaxAttempts: jobMaxAttempts, ScheduledAt: at, Priority: deliveryPriority}
+	return appendJobs(params, ids, &river.InsertOpts{Queue: Queue, MaxAttempts: jobMaxAttempts, ScheduledAt: at, Priority: deliveryPriority})
+}
+
+// appendJobs appends the jobs of ids with opts to params, up to maxJobDeliveries per job.
+func appendJobs(params []river.InsertManyParams, ids []int64, opts *river.InsertOpts) []river.InsertManyParams {
 	for chunk := range slices.Chunk(ids, maxJobDeliveries) {
 		args := DeliverArgs{DeliveryIDs: chunk}
 		if len(chunk) == 1 {
@@ -256,14 +247,4 @@ func (r *Relay) insertJobs(ctx context.Context, tx pgx.Tx, params []river.Insert
 		return fmt.Errorf("insert delivery jobs: %w", err)
 	}
 	return nil
-}
-
-// relayable reports whether the relay delivers ev at all, and the booking it is about (none for a
-// link event): every event of the ledger's log, a booking's or the calendar's links. The one rule the
-// fan-out and a replay's backfill share.
-func relayable(ev eventlog.RecordedEvent) (string, bool) {
-	if b, ok := booking.FromStream(ev.StreamID); ok {
-		return string(b), true
-	}
-	return "", ev.StreamID == resource.Stream
 }

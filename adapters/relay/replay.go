@@ -16,33 +16,9 @@ import (
 	prelay "bookingledger/projections/relay"
 )
 
-// ReplayQuery selects the deliveries of one endpoint whose events were recorded in [From, To).
-type ReplayQuery struct {
-	EndpointID int64
-	From, To   time.Time
-	// Types narrows the selection to matching event types (none: every type).
-	Types []string
-	// OnlyFailed selects dead deliveries only; otherwise succeeded and dead ones. Pending and paused
-	// deliveries are never replayed: they are on their way already.
-	OnlyFailed bool
-	// DeliveryID narrows the selection to that one delivery (RetryDelivery); 0: every delivery.
-	DeliveryID int64
-	// Rate limits the replay's sends, in deliveries per second (0: the relay's ReplayRate).
-	Rate float64
-}
-
-func (q ReplayQuery) check() error {
-	if q.EndpointID <= 0 {
-		return fmt.Errorf("%w: an endpoint is required", ErrInvalid)
-	}
-	if q.From.IsZero() || q.To.IsZero() || !q.From.Before(q.To) {
-		return fmt.Errorf("%w: from and to are required, from before to", ErrInvalid)
-	}
-	if err := checkRate(q.Rate); err != nil {
-		return err
-	}
-	return CheckTypes(q.Types)
-}
+// ReplayQuery selects the deliveries of one endpoint whose events were recorded in [From, To)
+// (projections/relay.ReplayQuery).
+type ReplayQuery = prelay.ReplayQuery
 
 // A replay's plan is projections/relay's: what it sends, counted one delivery at a time.
 type (
@@ -55,14 +31,7 @@ type (
 // selectReplay returns the matching deliveries in recorded order, narrowed by what the endpoint
 // takes now (its types and filter: projections/relay.Selects); with tx it locks them.
 func (r *Relay) selectReplay(ctx context.Context, q relaystore.Querier, qr ReplayQuery, ep Endpoint, lock bool) ([]ReplayItem, error) {
-	if err := qr.check(); err != nil {
-		return nil, err
-	}
-	states := []string{StateSucceeded, StateDead}
-	if qr.OnlyFailed {
-		states = []string{StateDead}
-	}
-	cs, err := relaystore.ReplayCandidates(ctx, q, qr.EndpointID, qr.From, qr.To, states, qr.DeliveryID, lock)
+	cs, err := relaystore.ReplayCandidates(ctx, q, qr.EndpointID, qr.From, qr.To, qr.States(), qr.DeliveryID, lock)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +53,6 @@ func (r *Relay) selectReplay(ctx context.Context, q relaystore.Querier, qr Repla
 	return out, nil
 }
 
-// backfills reports whether a replay also sends the window's events that have no delivery of the
-// endpoint: a window replay does; a replay of failures, or of one delivery, sends what exists.
-func (q ReplayQuery) backfills() bool { return !q.OnlyFailed && q.DeliveryID == 0 }
-
 // eachBackfill pages through the whole log and calls fn with each page's events a replay of q
 // backfills for endpoint ep, if they have no delivery of it yet (fn tells): relayable events whose
 // recorded time, as the deliveries store it (microseconds), is in [From, To), of a type both the
@@ -108,9 +73,8 @@ func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn
 		var news relaystore.NewDeliveries
 		subs := r.newSubjects()
 		for _, ev := range page {
-			b, ok := relayable(ev)
-			at := ev.RecordedAt.Truncate(time.Microsecond)
-			if !ok || at.Before(q.From) || !at.Before(q.To) || !MatchTypes(q.Types, ev.Type) ||
+			b, ok := prelay.Relayable(ev.StreamID)
+			if !ok || !q.Covers(ev.RecordedAt, ev.Type) ||
 				!prelay.Selects(rule, ev.Type, func() prelay.Subject { return subs.of(ctx, ev.StreamID, ev.Version) }) {
 				continue
 			}
@@ -156,7 +120,7 @@ func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b 
 // with their jobs, and adds them to b. Each page commits on its own, with the replay's total: an open
 // transaction holds back every reader of the PostgreSQL log (it reads below the oldest one), so one
 // transaction over a whole log would stall the projections, this one's paging included.
-func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder, pace *pacer) error {
+func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder, pace *prelay.Pacer) error {
 	return r.eachBackfill(ctx, ep, q, func(news relaystore.NewDeliveries) error {
 		var items []ReplayItem
 		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
@@ -172,7 +136,7 @@ func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep in
 			if err := relaystore.AddToReplay(ctx, tx, rep, len(ids)); err != nil {
 				return err
 			}
-			return pace.enqueue(ctx, r, tx, ids)
+			return r.enqueueReplay(ctx, tx, pace, ids)
 		})
 		if err != nil {
 			return fmt.Errorf("backfill: %w", err)
@@ -186,7 +150,7 @@ func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep in
 
 // PlanReplay answers a dry run: what StartReplay would send now.
 func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, error) {
-	if err := q.check(); err != nil {
+	if err := q.Check(); err != nil {
 		return ReplayPlan{}, err
 	}
 	ep, err := r.Endpoint(ctx, q.EndpointID)
@@ -201,12 +165,12 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 	for _, it := range items {
 		b.Add(it)
 	}
-	if q.backfills() {
+	if q.Backfills() {
 		if err := r.planBackfill(ctx, ep, q, &b); err != nil {
 			return ReplayPlan{}, err
 		}
 	}
-	return b.Plan(r.rateOf(q, ep)), nil
+	return b.Plan(q.RateOf(ep.RatePerSecond, r.replayRate)), nil
 }
 
 // StartReplay schedules the selected deliveries again as one tracked replay: same webhook-ids, a
@@ -214,7 +178,7 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 // then creates and schedules, as part of the replay, the deliveries of the window's events that have
 // none (the backfill), a page of the log at a time. It refuses a disabled endpoint.
 func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayPlan, error) {
-	if err := q.check(); err != nil {
+	if err := q.Check(); err != nil {
 		return Replay{}, ReplayPlan{}, err
 	}
 	e, err := r.Endpoint(ctx, q.EndpointID)
@@ -227,10 +191,10 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 	var (
 		rep  Replay
 		b    planBuilder
-		pace = &pacer{start: time.Now(), rate: r.rateOf(q, e)}
+		pace = &prelay.Pacer{Start: time.Now(), Rate: q.RateOf(e.RatePerSecond, r.replayRate)}
 	)
 	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		pace.n = 0
+		pace.N = 0
 		items, err := r.selectReplay(ctx, tx, q, e, true)
 		if err != nil {
 			return err
@@ -239,7 +203,7 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 		if types == nil {
 			types = []string{}
 		}
-		if rep, err = relaystore.InsertReplay(ctx, tx, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items), pace.rate); err != nil {
+		if rep, err = relaystore.InsertReplay(ctx, tx, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items), pace.Rate); err != nil {
 			return err
 		}
 		ids := make([]int64, len(items))
@@ -250,19 +214,19 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 		if err := relaystore.ScheduleReplay(ctx, tx, ids, rep.ID); err != nil {
 			return err
 		}
-		return pace.enqueue(ctx, r, tx, ids)
+		return r.enqueueReplay(ctx, tx, pace, ids)
 	})
 	if err != nil {
 		return Replay{}, ReplayPlan{}, fmt.Errorf("replay: %w", err)
 	}
 	// The deliveries that exist are on their way; the backfill follows, a page at a time.
-	if q.backfills() {
+	if q.Backfills() {
 		if err := r.backfill(ctx, e, q, rep.ID, &b, pace); err != nil {
 			return Replay{}, ReplayPlan{}, fmt.Errorf("replay %d: %w (what it scheduled so far is sent; replay the window again for the rest)", rep.ID, err)
 		}
 	}
 	rep.EndpointID, rep.Total, rep.Pending = q.EndpointID, b.Total(), b.Total()
-	return rep, b.Plan(pace.rate), nil
+	return rep, b.Plan(pace.Rate), nil
 }
 
 // RetryDelivery sends one delivery again now, as a replay of that delivery alone (StartReplay's

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,12 +24,11 @@ import (
 	prelay "bookingledger/projections/relay"
 )
 
-// Outcomes of an attempt, as stored and as the metrics' outcome label.
+// Outcomes of an attempt, as stored and as the metrics' outcome label (projections/relay's).
 const (
-	OutcomeSucceeded = "succeeded"
-	OutcomeFailed    = "failed"
-	// OutcomeGone: the receiver answered 410; the endpoint is disabled.
-	OutcomeGone = "gone"
+	OutcomeSucceeded = prelay.OutcomeSucceeded
+	OutcomeFailed    = prelay.OutcomeFailed
+	OutcomeGone      = prelay.OutcomeGone
 )
 
 // maxStoredResponse bounds the response body kept with an attempt; maxReadResponse what is read of
@@ -49,25 +47,10 @@ type deliverWorker struct {
 	r *Relay
 }
 
-// delivery is what an attempt needs of a delivery and its endpoint.
+// delivery is what an attempt needs of a delivery and its endpoint (with the endpoint's settings,
+// breaker.go, and failure streak), and what admit decided of it.
 type delivery struct {
-	id, endpointID       int64
-	eventID              string
-	stream               string
-	version              uint64
-	state                string
-	attempts, runAttempt int
-	replayID             *int64
-	url                  string
-	secret               string
-	previous             *string
-	until                *time.Time
-	disabled             bool
-	// The endpoint's settings (breaker.go) and failure streak when loaded.
-	ordered                   bool
-	rate                      float64
-	concurrency               int
-	breakerFailures, failures int
+	relaystore.Pending
 	// notBefore is the throttle's send slot (zero: none).
 	notBefore time.Time
 	// probe: the attempt is the open breaker's probe; its failure does not count against the
@@ -78,34 +61,17 @@ type delivery struct {
 // loadDeliveries returns the pending ones of ids with their endpoints, in id order.
 func (r *Relay) loadDeliveries(ctx context.Context, ids []int64) ([]delivery, error) {
 	ps, err := r.store.LoadPending(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
 	out := make([]delivery, len(ps))
 	for i, p := range ps {
-		out[i] = delivery{id: p.ID, endpointID: p.EndpointID, eventID: p.EventID, stream: p.Stream, version: p.Version,
-			state: p.State, attempts: p.Attempts, runAttempt: p.RunAttempt, replayID: p.ReplayID, url: p.URL, secret: p.Secret,
-			previous: p.Previous, until: p.Until, disabled: p.Disabled, ordered: p.Ordered, rate: p.Rate,
-			concurrency: p.Concurrency, breakerFailures: p.BreakerFailures, failures: p.Failures}
+		out[i] = delivery{Pending: p}
 	}
-	return out, nil
-}
-
-// attempt is the outcome of one send.
-type attempt struct {
-	at         time.Time
-	status     int // 0: no response
-	latency    time.Duration
-	response   string
-	err        string
-	retryAfter time.Duration
-	outcome    string
+	return out, err
 }
 
 // sent is one attempt of a round and what follows from it.
 type sent struct {
 	d     delivery
-	a     attempt
+	a     prelay.Attempt
 	state string
 	next  time.Time // the next attempt's due time while state is pending
 	wait  time.Duration
@@ -119,56 +85,39 @@ type sent struct {
 func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	r := w.r
 	ids := job.Args.ids()
-	var (
-		inline = map[int64]time.Time{} // retried by this job from then
-		later  = map[int64]time.Time{} // retried by a job of its own from then
-		split  []int64                 // not attempted (no message, or no request slot in time): a job of its own, due now
-	)
+	c := prelay.NewCourse()
 	work := ids
 	for {
 		if work == nil {
-			if len(inline) == 0 {
-				return r.finish(ctx, job, later, split)
-			}
-			first := time.Time{}
-			for _, at := range inline {
-				if first.IsZero() || at.Before(first) {
-					first = at
-				}
+			if len(c.Inline) == 0 {
+				return r.finish(ctx, job, c)
 			}
 			// A short wait is spent here rather than in River, whose scheduled jobs become available
 			// only every few seconds; the attempts and their due times are recorded already, so a
 			// crash in between loses nothing (River runs the job again). Stopped meanwhile, the job
 			// hands every retry to a job of its own, due when it was.
-			if wait := first.Sub(r.clock()); wait > 0 {
+			if wait := c.First().Sub(r.clock()); wait > 0 {
 				if eventlog.Sleep(ctx, wait) != nil {
-					maps.Copy(later, inline)
-					return r.finish(ctx, job, later, split)
+					c.Stop()
+					return r.finish(ctx, job, c)
 				}
 			}
-			now := r.clock()
-			for id, at := range inline {
-				if !at.After(now) {
-					work = append(work, id)
-					delete(inline, id)
-				}
-			}
-			slices.Sort(work)
+			work = c.Due(r.clock())
 			continue
 		}
 		ds, err := r.loadDeliveries(ctx, work)
 		if err != nil {
 			return fmt.Errorf("load deliveries: %w", err)
 		}
-		if len(ds) == 0 && len(inline) == 0 && len(later) == 0 && len(split) == 0 {
+		if len(ds) == 0 && c.Empty() {
 			return nil // finished, paused or removed by another path: nothing to record
 		}
 		work = nil
 		var paused []int64
 		var due []delivery
 		for _, d := range ds {
-			if d.disabled {
-				paused = append(paused, d.id)
+			if d.Disabled {
+				paused = append(paused, d.ID)
 			} else {
 				due = append(due, d)
 			}
@@ -179,50 +128,29 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 		if err != nil {
 			return err
 		}
-		for id, at := range deferred {
-			later[id] = at
-		}
-		for id := range held {
-			delete(later, id)
-		}
+		c.Admitted(deferred, held)
 		round, handed, err := r.sendAll(ctx, r.slots(job), due, len(ids) == 1)
 		if err != nil {
 			return err
 		}
-		split = append(split, handed...)
-		for i := range round {
-			s := &round[i]
-			if s.state != StatePending {
-				continue
-			}
-			if s.wait <= r.inlineWait && r.roomFor(ctx, s.wait) {
-				inline[s.d.id] = s.next
-			} else {
-				later[s.d.id] = s.next
+		c.Split = append(c.Split, handed...)
+		for _, s := range round {
+			if s.state == StatePending {
+				c.Retry(s.d.ID, s.next, s.wait <= r.inlineWait && r.roomFor(ctx, s.wait))
 			}
 		}
-		last := len(inline) == 0
-		kept, moved, err := r.record(ctx, job, round, paused, last, later, split)
+		last := len(c.Inline) == 0
+		kept, moved, err := r.record(ctx, job, round, paused, last, c)
 		if err != nil {
 			return err
 		}
 		for _, s := range round {
-			if !kept[s.d.id] {
-				delete(inline, s.d.id) // removed or paused meanwhile
-				delete(later, s.d.id)
+			if !kept[s.d.ID] {
+				c.Drop(s.d.ID) // removed or paused meanwhile
 			}
 		}
-		for id, at := range moved { // held, paused or made the breaker's probe
-			delete(inline, id)
-			delete(later, id)
-			switch wait := at.Sub(r.clock()); {
-			case at.IsZero():
-			case !last && wait <= r.inlineWait && r.roomFor(ctx, wait):
-				inline[id] = at // a probe due soon: this job sends it
-			default:
-				later[id] = at
-			}
-		}
+		// Held, paused or made the breaker's probe: a probe due soon is this job's to send.
+		c.Moved(moved, r.clock(), func(wait time.Duration) bool { return !last && wait <= r.inlineWait && r.roomFor(ctx, wait) })
 		if last {
 			return nil
 		}
@@ -244,7 +172,7 @@ func (r *Relay) sendAll(ctx context.Context, slots chan struct{}, ds []delivery,
 	var wg sync.WaitGroup
 	for i, d := range ds {
 		wg.Go(func() {
-			release, err := r.limits.acquire(slotCtx, d.endpointID, d.concurrency)
+			release, err := r.limits.acquire(slotCtx, d.EndpointID, d.Concurrency)
 			if err != nil {
 				unsent[i] = true
 				return
@@ -261,9 +189,10 @@ func (r *Relay) sendAll(ctx context.Context, slots chan struct{}, ds []delivery,
 				return
 			}
 			defer func() { <-slots }()
-			var a attempt
+			var a prelay.Attempt
 			a, errs[i] = r.attemptOne(ctx, d)
-			round[i] = r.next(d, a)
+			round[i] = sent{d: d, a: a}
+			round[i].state, round[i].wait, round[i].next = r.schedule.Next(a, d.RunAttempt, d.probe)
 		})
 	}
 	wg.Wait()
@@ -271,14 +200,14 @@ func (r *Relay) sendAll(ctx context.Context, slots chan struct{}, ds []delivery,
 	for i, s := range round {
 		switch {
 		case unsent[i]:
-			handed = append(handed, ds[i].id)
+			handed = append(handed, ds[i].ID)
 		case errs[i] == nil:
 			kept = append(kept, s)
 		case alone:
 			return nil, nil, errs[i]
 		default:
-			r.log.Warn("relay delivery could not be built; retried on its own", "delivery", ds[i].id, "error", errs[i])
-			handed = append(handed, ds[i].id)
+			r.log.Warn("relay delivery could not be built; retried on its own", "delivery", ds[i].ID, "error", errs[i])
+			handed = append(handed, ds[i].ID)
 		}
 	}
 	return kept, handed, nil
@@ -301,91 +230,57 @@ func (r *Relay) slotDeadline(ctx context.Context, alone bool) (context.Context, 
 }
 
 // attemptOne builds, signs and sends one delivery's message.
-func (r *Relay) attemptOne(ctx context.Context, d delivery) (attempt, error) {
-	msg, rec, err := r.buildMessage(ctx, d.stream, d.version)
+func (r *Relay) attemptOne(ctx context.Context, d delivery) (prelay.Attempt, error) {
+	fail := func(err error) (prelay.Attempt, error) {
+		return prelay.Attempt{}, fmt.Errorf("delivery %d: %w", d.ID, err)
+	}
+	msg, rec, err := r.buildMessage(ctx, d.Stream, d.Version)
 	if err != nil {
-		return attempt{}, fmt.Errorf("delivery %d: %w", d.id, err)
+		return fail(err)
 	}
-	if rec.ID.String() != d.eventID {
-		return attempt{}, river.JobCancel(fmt.Errorf("delivery %d: %s@%d is event %s, not %s", d.id, d.stream, d.version, rec.ID, d.eventID))
+	if rec.ID.String() != d.EventID {
+		return prelay.Attempt{}, river.JobCancel(fmt.Errorf("delivery %d: %s@%d is event %s, not %s", d.ID, d.Stream, d.Version, rec.ID, d.EventID))
 	}
-	if d.ordered && d.version > 1 {
-		if msg.Data.SkippedVersions, err = r.store.SkippedVersions(ctx, d.endpointID, d.stream, d.version); err != nil {
-			return attempt{}, fmt.Errorf("delivery %d: %w", d.id, err)
+	if d.Ordered && d.Version > 1 {
+		if msg.Data.SkippedVersions, err = r.store.SkippedVersions(ctx, d.EndpointID, d.Stream, d.Version); err != nil {
+			return fail(err)
 		}
 	}
 	body, err := json.Marshal(msg)
 	if err != nil {
-		return attempt{}, fmt.Errorf("delivery %d: encode: %w", d.id, err)
+		return fail(fmt.Errorf("encode: %w", err))
 	}
 	now := r.clock()
-	h, err := standard.SignedHeaders(WebhookID(rec.ID), now, body, activeSecrets(d.secret, d.previous, d.until, now)...)
+	h, err := standard.SignedHeaders(WebhookID(rec.ID), now, body, prelay.ActiveSecrets(d.Secret, d.Previous, d.Until, now)...)
 	if err != nil {
-		return attempt{}, river.JobCancel(fmt.Errorf("delivery %d: sign: %w", d.id, err))
+		return prelay.Attempt{}, river.JobCancel(fmt.Errorf("delivery %d: sign: %w", d.ID, err))
 	}
-	return r.send(ctx, d.url, h, body), nil
+	return r.send(ctx, d.URL, h, body), nil
 }
 
-// next decides what an attempt leads to: the delivery's state and, while it is pending, its next
-// attempt.
-func (r *Relay) next(d delivery, a attempt) sent {
-	s := sent{d: d, a: a, state: StatePending}
-	switch a.outcome {
-	case "":
-	case OutcomeSucceeded:
-		s.state = StateSucceeded
-	case OutcomeGone:
-		s.state = StatePaused
-	default:
-		w, ok := r.schedule.Wait(d.runAttempt + 1)
-		if d.probe {
-			w, ok = r.schedule.Wait(max(min(d.runAttempt, len(r.schedule.Waits)-1), 0)) // afterRound sets its due time
-		}
-		if !ok {
-			s.state = StateDead
-			break
-		}
-		s.wait = max(w, a.retryAfter)
-		s.next = a.at.Add(s.wait)
-	}
-	return s
-}
-
-// send makes one attempt and classifies its answer.
-func (r *Relay) send(ctx context.Context, url string, h http.Header, body []byte) attempt {
-	a := attempt{at: r.clock()}
+// send makes one attempt and classifies its answer (projections/relay.Attempt.Answered).
+func (r *Relay) send(ctx context.Context, url string, h http.Header, body []byte) prelay.Attempt {
+	a := prelay.Attempt{At: r.clock()}
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		a.err, a.outcome = clipText(err.Error()), OutcomeFailed
+		a.Err, a.Outcome = clipText(err.Error()), OutcomeFailed
 		return a
 	}
 	req.Header = h
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "bookingledger-relay")
 	resp, err := r.client.Do(req)
+	a.Latency = time.Since(start)
 	if err != nil {
-		a.latency = time.Since(start)
-		a.err, a.outcome = clipText(err.Error()), OutcomeFailed
+		a.Err, a.Outcome = clipText(err.Error()), OutcomeFailed
 		return a
 	}
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxReadResponse))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxReadResponse))
 	resp.Body.Close()
-	a.latency = time.Since(start)
-	a.status, a.response = resp.StatusCode, clipText(string(raw))
-	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		a.outcome = OutcomeSucceeded
-	case resp.StatusCode == http.StatusGone:
-		a.outcome, a.err = OutcomeGone, "410 Gone: endpoint disabled"
-	default:
-		a.outcome, a.err = OutcomeFailed, fmt.Sprintf("HTTP %d", resp.StatusCode)
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-			a.retryAfter = prelay.ParseRetryAfter(resp.Header.Get("Retry-After"), a.at)
-		}
-	}
-	return a
+	a.Latency = time.Since(start)
+	return a.Answered(resp.StatusCode, clipText(string(raw)), resp.Header.Get("Retry-After"))
 }
 
 // clipText makes s storable, at most maxStoredResponse bytes.
@@ -417,7 +312,7 @@ func (r *Relay) complete(ctx context.Context, job *river.Job[DeliverArgs], f fun
 // River runs it again (the receiver may see a webhook-id twice, never not at all). It returns the
 // deliveries the round updated (a delivery removed or paused meanwhile keeps only its attempt).
 func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round []sent, paused []int64, last bool,
-	later map[int64]time.Time, split []int64) (kept map[int64]bool, moved map[int64]time.Time, err error) {
+	c *prelay.Course) (kept map[int64]bool, moved map[int64]time.Time, err error) {
 	// The outcome must be recorded even if the attempt used up the job's time.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -434,9 +329,9 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 		}
 		outcomes := make([]relaystore.Outcome, len(round))
 		for i, s := range round {
-			outcomes[i] = relaystore.Outcome{DeliveryID: s.d.id, ReplayID: s.d.replayID, N: s.d.attempts + 1, At: s.a.at,
-				Status: s.a.status, Latency: s.a.latency, Succeeded: s.a.outcome == OutcomeSucceeded, Response: s.a.response,
-				Error: s.a.err, State: s.state, Next: s.next}
+			outcomes[i] = relaystore.Outcome{DeliveryID: s.d.ID, ReplayID: s.d.ReplayID, N: s.d.Attempts + 1, At: s.a.At,
+				Status: s.a.Status, Latency: s.a.Latency, Succeeded: s.a.Outcome == OutcomeSucceeded, Response: s.a.Response,
+				Error: s.a.Err, State: s.state, Next: s.next}
 		}
 		updated, err := relaystore.Record(ctx, tx, outcomes)
 		if err != nil {
@@ -449,39 +344,35 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 			return err
 		}
 		for _, s := range round {
-			if s.state == StateDead && kept[s.d.id] {
+			if s.state == StateDead && kept[s.d.ID] {
 				if err := r.raiseDead(ctx, tx, s); err != nil {
 					return err
 				}
 			}
 		}
-		// The endpoints' streaks in endpoint order (two rounds lock them in one order), each endpoint's
-		// attempts in the order they ended. A success after a success ends no streak: one statement
-		// for a run of them.
-		order := slices.Clone(round)
-		slices.SortStableFunc(order, func(a, b sent) int {
-			return cmp.Or(cmp.Compare(a.d.endpointID, b.d.endpointID), a.a.at.Add(a.a.latency).Compare(b.a.at.Add(b.a.latency)))
-		})
-		for i, s := range order {
-			if !kept[s.d.id] {
-				continue
-			}
-			if s.a.outcome == OutcomeGone {
-				if _, err := r.disable(ctx, tx, s.d.endpointID, "the receiver answered 410 Gone"); err != nil {
+		// The endpoints' streaks, in projections/relay.StreakOrder.
+		streaks := make([]prelay.StreakAttempt, len(round))
+		for i, s := range round {
+			streaks[i] = prelay.StreakAttempt{Endpoint: s.d.EndpointID, Attempt: s.a, Kept: kept[s.d.ID]}
+		}
+		order, count := prelay.StreakOrder(streaks)
+		for k, i := range order {
+			s := round[i]
+			if s.a.Outcome == OutcomeGone {
+				if _, err := r.disable(ctx, tx, s.d.EndpointID, "the receiver answered 410 Gone"); err != nil {
 					return err
 				}
 			}
-			ok := s.a.outcome == OutcomeSucceeded
-			if ok && i > 0 && order[i-1].d.endpointID == s.d.endpointID && order[i-1].a.outcome == OutcomeSucceeded && kept[order[i-1].d.id] {
+			if !count[k] {
 				continue
 			}
-			notes, err := r.streak(ctx, tx, s.d.endpointID, ok, s.a.err, s.a.at.Add(s.a.latency))
+			notes, err := r.streak(ctx, tx, s.d.EndpointID, s.a.Outcome == OutcomeSucceeded, s.a.Err, s.a.End())
 			if err != nil {
 				return err
 			}
 			alerts = append(alerts, notes...)
 		}
-		notes, err := r.afterRound(ctx, tx, round, kept, later, moved)
+		notes, err := r.afterRound(ctx, tx, round, kept, c.Later, moved)
 		if err != nil {
 			return err
 		}
@@ -493,7 +384,7 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 			if err := apply(tx); err != nil {
 				return err
 			}
-			return r.handOff(ctx, tx, later, split)
+			return r.handOff(ctx, tx, c)
 		})
 	} else {
 		err = pgx.BeginFunc(ctx, r.pool, apply) // the job goes on
@@ -502,16 +393,16 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 		return nil, nil, fmt.Errorf("record attempts of deliveries %v: %w", job.Args.ids(), err)
 	}
 	for _, s := range round {
-		ep := strconv.FormatInt(s.d.endpointID, 10)
-		r.metrics.attempt(ep, s.a.outcome, s.a.latency)
+		ep := strconv.FormatInt(s.d.EndpointID, 10)
+		r.metrics.attempt(ep, s.a.Outcome, s.a.Latency)
 		if s.state == StateSucceeded || s.state == StateDead {
 			r.metrics.completed(ep, s.state)
 		}
-		r.log.Debug("relay attempt", "delivery", s.d.id, "endpoint", s.d.endpointID, "attempt", s.d.attempts+1,
-			"outcome", s.a.outcome, "status", s.a.status, "latency_ms", s.a.latency.Milliseconds())
+		r.log.Debug("relay attempt", "delivery", s.d.ID, "endpoint", s.d.EndpointID, "attempt", s.d.Attempts+1,
+			"outcome", s.a.Outcome, "status", s.a.Status, "latency_ms", s.a.Latency.Milliseconds())
 		if s.state == StateDead {
-			r.log.Warn("relay delivery dead: the retry schedule ran out", "delivery", s.d.id, "endpoint", s.d.endpointID,
-				"attempts", s.d.attempts+1, "error", s.a.err)
+			r.log.Warn("relay delivery dead: the retry schedule ran out", "delivery", s.d.ID, "endpoint", s.d.EndpointID,
+				"attempts", s.d.Attempts+1, "error", s.a.Err)
 		}
 	}
 	for _, n := range alerts {
@@ -521,29 +412,28 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 }
 
 // finish completes a job that attempts nothing more, handing its pending deliveries off.
-func (r *Relay) finish(ctx context.Context, job *river.Job[DeliverArgs], later map[int64]time.Time, split []int64) error {
+func (r *Relay) finish(ctx context.Context, job *river.Job[DeliverArgs], c *prelay.Course) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := r.complete(ctx, job, func(tx pgx.Tx) error { return r.handOff(ctx, tx, later, split) }); err != nil {
+	if err := r.complete(ctx, job, func(tx pgx.Tx) error { return r.handOff(ctx, tx, c) }); err != nil {
 		return fmt.Errorf("complete the job of deliveries %v: %w", job.Args.ids(), err)
 	}
 	return nil
 }
 
 // handOff inserts, in the transaction that completes a job, a job of its own for each of its
-// deliveries that is still pending: due at its next attempt (later), or now (split).
-func (r *Relay) handOff(ctx context.Context, tx pgx.Tx, later map[int64]time.Time, split []int64) error {
-	if len(later) == 0 && len(split) == 0 {
+// deliveries that is still pending: due at its next attempt (Later), or now (Split).
+func (r *Relay) handOff(ctx context.Context, tx pgx.Tx, c *prelay.Course) error {
+	if len(c.Later) == 0 && len(c.Split) == 0 {
 		return nil
 	}
-	ids := slices.AppendSeq(slices.Clone(split), maps.Keys(later))
-	pending, err := relaystore.StillPending(ctx, tx, ids)
+	pending, err := relaystore.StillPending(ctx, tx, slices.AppendSeq(slices.Clone(c.Split), maps.Keys(c.Later)))
 	if err != nil {
 		return fmt.Errorf("hand off deliveries: %w", err)
 	}
 	var params []river.InsertManyParams
 	for _, id := range pending {
-		params = jobParams(params, []int64{id}, later[id]) // zero (now) for a split one
+		params = jobParams(params, []int64{id}, c.Later[id]) // zero (now) for a split one
 	}
 	return r.insertJobs(ctx, tx, params)
 }

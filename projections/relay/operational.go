@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -93,4 +94,95 @@ func DeliveryDead(d DeadDelivery, host, desc string) Operational {
 		Data: map[string]any{"endpoint": d.Endpoint, "url": host, "description": desc, "delivery": d.ID,
 			"webhook_id": webhookID, "stream": d.Stream, "version": d.Version, "attempts": d.Attempts,
 			"last_error": d.LastError}}
+}
+
+// AlertThresholds are the lengths of a failure streak at which an endpoint's alert is sent, each
+// once per streak.
+var AlertThresholds = []int{1, 5, 20}
+
+// AlertDisabled is the type suffix of the alert that the relay disabled an endpoint after a
+// sustained failure (stored as a failing alert marked disabled).
+const AlertDisabled = "disabled"
+
+// Crossed returns the thresholds a streak of failures crosses that its alerts (alerted: the highest
+// threshold alerted) have not: each is alerted once per streak.
+func Crossed(failures, alerted int) []int {
+	var out []int
+	for _, t := range AlertThresholds {
+		if failures == t && alerted < t {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// SustainedFailureReason starts the disabled reason of an endpoint the relay disabled after a
+// sustained failure.
+const SustainedFailureReason = "failing for longer than"
+
+// SustainedReason is the disabled reason of an endpoint that failed failures times in a row for
+// longer than after.
+func SustainedReason(after time.Duration, failures int) string {
+	return fmt.Sprintf("%s %s: disabled by the relay after %d consecutive failures", SustainedFailureReason, after, failures)
+}
+
+// AlertMessage is the data of a standard alert.
+type AlertMessage struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      AlertData `json:"data"`
+}
+
+// AlertData describes the endpoint and its streak.
+type AlertData struct {
+	Endpoint            int64  `json:"endpoint"`
+	URL                 string `json:"url"`
+	Description         string `json:"description,omitempty"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	Text                string `json:"text"`
+}
+
+// StoredAlert is what the alert URL's message of a recorded alert says: its type and text, from its
+// kind, whether it disabled the endpoint, and the endpoint's host (never its path or query).
+func StoredAlert(kind string, disabled bool, ep int64, host, desc string, failures int) (typ string, data AlertData) {
+	text := AlertText(kind, ep, host, failures)
+	if disabled {
+		kind, text = AlertDisabled, DisabledText(ep, host, failures)
+	}
+	return "endpoint." + kind, AlertData{Endpoint: ep, URL: host, Description: desc, ConsecutiveFailures: failures, Text: text}
+}
+
+// Subscriber is an enabled endpoint with its type patterns, as operational events find it.
+type Subscriber struct {
+	ID    int64
+	Types []string
+}
+
+// Targets are the receivers of op: the alert URL (nil) when there is one (alertURL) and op does not
+// leave it out, then each endpoint of eps subscribed to op's type (TakesOperational).
+func (op Operational) Targets(alertURL bool, eps []Subscriber) []*int64 {
+	var targets []*int64
+	if alertURL && !op.ExceptAlertURL {
+		targets = append(targets, nil)
+	}
+	for _, ep := range eps {
+		if TakesOperational(ep.Types, op.Type) {
+			targets = append(targets, &ep.ID)
+		}
+	}
+	return targets
+}
+
+// Document is op's data as its targets receive it, with "text" added.
+func (op Operational) Document() ([]byte, error) {
+	data := map[string]any{}
+	for k, v := range op.Data {
+		data[k] = v
+	}
+	data["text"] = op.Text
+	doc, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("operational %s: %w", op.Type, err)
+	}
+	return doc, nil
 }

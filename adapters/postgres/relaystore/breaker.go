@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	prelay "bookingledger/projections/relay"
 )
 
 // Due is a delivery and when its next attempt is due.
@@ -60,32 +62,26 @@ WHERE d.id = ANY($1) AND p.state IN ('pending', 'paused') ORDER BY p.id FOR SHAR
 	return blocked, nil
 }
 
-// Gate is what admitting an endpoint's deliveries reads of it: its breaker and its throttle.
-type Gate struct {
-	Failures, Threshold int
-	Probe               *int64
-	// ProbeValid: the probe is pending and not held.
-	ProbeValid        bool
-	ProbeAt, NextSlot *time.Time
-	Rate              float64
-	// Backlog: the breaker holds deliveries.
-	Backlog bool
-}
-
-// LoadGate reads the endpoint's gate and locks its row; false when it was removed.
-func LoadGate(ctx context.Context, tx pgx.Tx, ep int64) (Gate, bool, error) {
-	var g Gate
+// LoadGate reads the endpoint's gate (its breaker and throttle, as projections/relay.Admit reads
+// them) and locks its row; false when it was removed.
+func LoadGate(ctx context.Context, tx pgx.Tx, ep int64) (prelay.Gate, bool, error) {
+	var (
+		g                 prelay.Gate
+		probe             *int64
+		probeAt, nextSlot *time.Time
+	)
 	err := tx.QueryRow(ctx, `SELECT e.consecutive_failures, e.breaker_failures, e.probe_delivery,
     coalesce((SELECT p.state = 'pending' AND p.held IS NULL FROM relay_deliveries p WHERE p.id = e.probe_delivery), false),
     e.probe_at, e.rate_per_second, e.throttle_next_at,
     EXISTS (SELECT 1 FROM relay_deliveries h WHERE h.endpoint_id = e.id AND h.held = 'breaker' AND h.state = 'pending')
-FROM relay_endpoints e WHERE e.id = $1 FOR UPDATE`, ep).Scan(&g.Failures, &g.Threshold, &g.Probe, &g.ProbeValid, &g.ProbeAt, &g.Rate, &g.NextSlot, &g.Backlog)
+FROM relay_endpoints e WHERE e.id = $1 FOR UPDATE`, ep).Scan(&g.Failures, &g.Threshold, &probe, &g.ProbeValid, &probeAt, &g.Rate, &nextSlot, &g.Backlog)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Gate{}, false, nil
+		return prelay.Gate{}, false, nil
 	}
 	if err != nil {
-		return Gate{}, false, fmt.Errorf("endpoint %d: %w", ep, err)
+		return prelay.Gate{}, false, fmt.Errorf("endpoint %d: %w", ep, err)
 	}
+	g.Probe, g.ProbeAt, g.NextSlot = deref(probe), deref(probeAt), deref(nextSlot)
 	return g, true, nil
 }
 
@@ -148,33 +144,34 @@ RETURNING d.id, d.endpoint_id`, eps, streams)
 	return out, nil
 }
 
-// Breaker is an endpoint's failure streak and breaker state.
-type Breaker struct {
-	Failures, Threshold, Probes int
-	Since, ProbeAt              *time.Time
-	Probe                       *int64
-	DisableAfter                time.Duration
-	Disabled                    bool
-}
-
 // LoadBreaker reads and locks the breaker of an endpoint that has a streak, a failing-since or a
-// probe; false for a healthy one.
-func LoadBreaker(ctx context.Context, tx pgx.Tx, ep int64) (Breaker, bool, error) {
+// probe, as projections/relay.AfterRound reads it (the probe only while the breaker is open, with
+// whether it is still pending and not held); false for a healthy one.
+func LoadBreaker(ctx context.Context, tx pgx.Tx, ep int64) (prelay.Breaker, bool, error) {
 	var (
-		b  Breaker
-		ms int64
+		b              prelay.Breaker
+		ms             int64
+		since, probeAt *time.Time
+		probe          *int64
 	)
 	err := tx.QueryRow(ctx, `SELECT consecutive_failures, breaker_failures, failing_since, probe_delivery, probe_at, probes,
     disable_after_ms, disabled_at IS NOT NULL
 FROM relay_endpoints WHERE id = $1 AND (consecutive_failures > 0 OR failing_since IS NOT NULL OR probe_delivery IS NOT NULL) FOR UPDATE`,
-		ep).Scan(&b.Failures, &b.Threshold, &b.Since, &b.Probe, &b.ProbeAt, &b.Probes, &ms, &b.Disabled)
+		ep).Scan(&b.Failures, &b.Threshold, &since, &probe, &probeAt, &b.Probes, &ms, &b.Disabled)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Breaker{}, false, nil
+		return prelay.Breaker{}, false, nil
 	}
 	if err != nil {
-		return Breaker{}, false, fmt.Errorf("breaker of endpoint %d: %w", ep, err)
+		return prelay.Breaker{}, false, fmt.Errorf("breaker of endpoint %d: %w", ep, err)
 	}
 	b.DisableAfter = time.Duration(ms) * time.Millisecond
+	b.Since, b.ProbeAt = deref(since), deref(probeAt)
+	if probe != nil && b.Open() {
+		b.Probe = *probe
+		if b.ProbeValid, err = probeValid(ctx, tx, b.Probe); err != nil {
+			return prelay.Breaker{}, false, fmt.Errorf("endpoint %d: probe: %w", ep, err)
+		}
+	}
 	return b, true, nil
 }
 
@@ -195,8 +192,8 @@ func SetFailingSince(ctx context.Context, tx pgx.Tx, ep int64, since time.Time) 
 	return nil
 }
 
-// ProbeValid reports whether the delivery is pending and not held.
-func ProbeValid(ctx context.Context, tx pgx.Tx, id int64) (bool, error) {
+// probeValid reports whether the delivery is pending and not held.
+func probeValid(ctx context.Context, tx pgx.Tx, id int64) (bool, error) {
 	var valid bool
 	err := tx.QueryRow(ctx, `SELECT coalesce((SELECT state = 'pending' AND held IS NULL FROM relay_deliveries WHERE id = $1), false)`,
 		id).Scan(&valid)
@@ -224,10 +221,15 @@ RETURNING id, next_attempt_at`, ep, at).Scan(&d.ID, &d.At)
 	return d, err == nil, err
 }
 
-// SetBreaker records an open breaker: since, its probe and when it may go (nil: none), its probes.
-func SetBreaker(ctx context.Context, tx pgx.Tx, ep int64, since time.Time, probe, at any, probes int) error {
+// SetBreaker records an open breaker: since, its probe and when it may go (0 and zero: none), its
+// probes.
+func SetBreaker(ctx context.Context, tx pgx.Tx, ep int64, since time.Time, probe int64, at time.Time, probes int) error {
+	var probeArg *int64 // 0: none
+	if probe != 0 {
+		probeArg = &probe
+	}
 	if _, err := tx.Exec(ctx, `UPDATE relay_endpoints SET failing_since = $2, probe_delivery = $3, probe_at = $4, probes = $5
-WHERE id = $1`, ep, since, probe, at, probes); err != nil {
+WHERE id = $1`, ep, since, probeArg, nullTime(at), probes); err != nil {
 		return fmt.Errorf("endpoint %d: breaker: %w", ep, err)
 	}
 	return nil

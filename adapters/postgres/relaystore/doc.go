@@ -4,7 +4,8 @@
 // deliveries and their attempts, alerts, operational sends, replays). Statements that belong to a
 // transaction of the relay's take its pgx.Tx; the others run on the Store's pool.
 //
-// It decides nothing: the relay's rules are projections/relay's, its workers, River jobs and HTTP
+// It decides nothing: the relay's rules are projections/relay's (where a sequence of statements
+// records one of them — Admit, OpenBreaker — that package decides), its workers, River jobs and HTTP
 // sends adapters/relay's, which calls this package. It imports pgx, domain/eventlog and
 // projections/relay only.
 package relaystore

@@ -52,17 +52,25 @@ func scanEndpoint(row pgx.Row) (Endpoint, error) {
 	return e, nil
 }
 
-// InsertEndpoint stores a checked endpoint with its secret, its settings (opts:
-// SettingsUpdate.Args; nil ones take their defaults) and its first rule.
-func (s *Store) InsertEndpoint(ctx context.Context, url string, types []string, filter, desc, secret string, opts []any) (Endpoint, error) {
+// InsertEndpoint stores a checked endpoint (NewEndpoint.Check) with its secret, its settings (nil
+// ones take their defaults) and its first rule.
+func (s *Store) InsertEndpoint(ctx context.Context, n NewEndpoint, secret string) (Endpoint, error) {
+	opts, err := n.Options.Args()
+	if err != nil {
+		return Endpoint{}, err
+	}
+	types := n.Types
+	if types == nil {
+		types = []string{}
+	}
 	var e Endpoint
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		e, err = scanEndpoint(tx.QueryRow(ctx, `INSERT INTO relay_endpoints (url, types, filter, description, secret,
     ordered, rate_per_second, concurrency, breaker_failures, disable_after_ms)
 VALUES ($1, $2, $3, $4, $5, coalesce($6::bool, false), coalesce($7::float8, 0), coalesce($8::int, 0), coalesce($9::int, 5),
     coalesce($10::bigint, 432000000)) RETURNING `+endpointColumns,
-			append([]any{url, types, filter, desc, secret}, opts...)...))
+			append([]any{n.URL, types, n.Filter.String(), n.Description, secret}, opts...)...))
 		if err != nil {
 			return err
 		}
@@ -82,9 +90,26 @@ ON CONFLICT (endpoint_id, since) DO UPDATE SET types = excluded.types, filter = 
 	return nil
 }
 
-// UpdateEndpoint changes the endpoint's fields that are not nil (url, types, desc, filter; opts:
-// SettingsUpdate.Args) in tx; pgx.ErrNoRows when there is no such endpoint.
-func UpdateEndpoint(ctx context.Context, tx pgx.Tx, id int64, url, types, desc, filter any, opts []any) (Endpoint, error) {
+// UpdateEndpoint changes the endpoint's fields that u, checked (EndpointUpdate.Check), gives in tx;
+// pgx.ErrNoRows when there is no such endpoint.
+func UpdateEndpoint(ctx context.Context, tx pgx.Tx, id int64, u EndpointUpdate) (Endpoint, error) {
+	opts, err := u.Options.Args()
+	if err != nil {
+		return Endpoint{}, err
+	}
+	var url, types, filter, desc any // nil: keep
+	if u.URL != nil {
+		url = *u.URL
+	}
+	if u.Types != nil {
+		types = append([]string{}, *u.Types...) // never NULL: an empty list is every type
+	}
+	if u.Filter != nil {
+		filter = u.Filter.String()
+	}
+	if u.Description != nil {
+		desc = *u.Description
+	}
 	return scanEndpoint(tx.QueryRow(ctx, `UPDATE relay_endpoints
 SET url = coalesce($2::text, url), types = coalesce($3::text[], types), description = coalesce($4::text, description),
     filter = coalesce($5::text, filter),
@@ -249,20 +274,14 @@ ORDER BY e.id, r.since`)
 	return eps, rows.Err()
 }
 
-// OperationalTarget is an enabled endpoint and its type patterns.
-type OperationalTarget struct {
-	ID    int64
-	Types []string
-}
-
 // OperationalTargets returns the enabled endpoints but except, in id order.
-func OperationalTargets(ctx context.Context, tx pgx.Tx, except int64) ([]OperationalTarget, error) {
+func OperationalTargets(ctx context.Context, tx pgx.Tx, except int64) ([]prelay.Subscriber, error) {
 	rows, err := tx.Query(ctx, `SELECT id, types FROM relay_endpoints WHERE disabled_at IS NULL AND id <> $1 ORDER BY id`, except)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OperationalTarget, error) {
-		var t OperationalTarget
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (prelay.Subscriber, error) {
+		var t prelay.Subscriber
 		return t, row.Scan(&t.ID, &t.Types)
 	})
 }

@@ -41,7 +41,7 @@ func TestEndpointsRoundTripAndEnableResumesOrSkips(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	s := relaystore.New(pool)
-	e, err := s.InsertEndpoint(ctx, "https://example.test/hook", []string{}, "", "desc", "whsec_x", make([]any, 5))
+	e, err := s.InsertEndpoint(ctx, relaystore.NewEndpoint{URL: "https://example.test/hook", Description: "desc"}, "whsec_x")
 	require.NoError(t, err)
 	got, err := s.Endpoint(ctx, e.ID)
 	require.NoError(t, err)

@@ -16,7 +16,7 @@ import (
 // Errors callers branch on.
 var (
 	ErrNotFound = errors.New("not found")
-	ErrInvalid  = errors.New("invalid request")
+	ErrInvalid  = prelay.ErrInvalid
 )
 
 // Store runs the relay's statements that need no caller's transaction on its pool.
@@ -27,12 +27,12 @@ type Store struct {
 // New returns the store of the relay tables in pool's database.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Delivery states.
+// Delivery states (projections/relay's).
 const (
-	StatePending   = "pending"
-	StatePaused    = "paused"
-	StateSucceeded = "succeeded"
-	StateDead      = "dead"
+	StatePending   = prelay.StatePending
+	StatePaused    = prelay.StatePaused
+	StateSucceeded = prelay.StateSucceeded
+	StateDead      = prelay.StateDead
 )
 
 // States lists every delivery state: relay_deliveries.state's CHECK list (a test compares them).
@@ -171,6 +171,26 @@ type NewEndpoint struct {
 	Options SettingsUpdate
 }
 
+// Check validates n, its URL by checkURL (the relay's guard, which returns the URL to store), then
+// its types, filter, description and settings; it returns n with the checked URL.
+func (n NewEndpoint) Check(checkURL func(string) (string, error)) (NewEndpoint, error) {
+	var err error
+	if n.URL, err = checkURL(n.URL); err != nil {
+		return n, err
+	}
+	if err := prelay.CheckTypes(n.Types); err != nil {
+		return n, err
+	}
+	if err := n.Filter.Check(); err != nil {
+		return n, err
+	}
+	if err := prelay.CheckDescription(n.Description); err != nil {
+		return n, err
+	}
+	_, err = n.Options.Args()
+	return n, err
+}
+
 // EndpointUpdate changes an endpoint; a nil field keeps its value, and Types pointing at an empty
 // list means every type.
 type EndpointUpdate struct {
@@ -180,6 +200,40 @@ type EndpointUpdate struct {
 	Description *string
 	// Options change the delivery settings given.
 	Options SettingsUpdate
+}
+
+// Check validates u: something to change, its settings, its URL by checkURL (as NewEndpoint.Check),
+// its types, filter and description; it returns u with the checked URL.
+func (u EndpointUpdate) Check(checkURL func(string) (string, error)) (EndpointUpdate, error) {
+	if u.URL == nil && u.Types == nil && u.Filter == nil && u.Description == nil && u.Options == (SettingsUpdate{}) {
+		return u, fmt.Errorf("%w: nothing to change (give a url, types, a filter, a description or a delivery setting)", ErrInvalid)
+	}
+	if _, err := u.Options.Args(); err != nil {
+		return u, err
+	}
+	if u.URL != nil {
+		v, err := checkURL(*u.URL)
+		if err != nil {
+			return u, err
+		}
+		u.URL = &v
+	}
+	if u.Types != nil {
+		if err := prelay.CheckTypes(*u.Types); err != nil {
+			return u, err
+		}
+	}
+	if u.Filter != nil {
+		if err := u.Filter.Check(); err != nil {
+			return u, err
+		}
+	}
+	if u.Description != nil {
+		if err := prelay.CheckDescription(*u.Description); err != nil {
+			return u, err
+		}
+	}
+	return u, nil
 }
 
 // Delivery is one event for one endpoint.
@@ -288,6 +342,15 @@ func collectIDs(rows pgx.Rows, err error) ([]int64, error) {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// deref is *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
 }
 
 func nullTime(t time.Time) *time.Time {

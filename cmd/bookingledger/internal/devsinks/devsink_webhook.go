@@ -3,7 +3,7 @@ package devsinks
 import (
 	"context"
 
-	"bookingledger/adapters/relay/webhooksink"
+	"bookingledger/cmd/bookingledger/internal/devsinks/webhooksink"
 	"bookingledger/cmd/bookingledger/internal/relaycmd"
 )
 
