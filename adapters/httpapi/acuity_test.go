@@ -87,7 +87,7 @@ func newAcuityServerOn(t *testing.T, dbURL string, pool *pgxpool.Pool, withQueue
 		Registry:                s.Registry,
 		Clock:                   s.Clock.Now,
 		RejectReceiptsPerMinute: 100,
-		RecordTimeout:           5 * time.Second,
+		RecordTimeout:           recordTimeout,
 	})
 	require.NoError(t, err)
 	s.Server = srv
