@@ -87,7 +87,7 @@ func newAcuityServerOn(t *testing.T, dbURL string, pool *pgxpool.Pool, withQueue
 		Registry:                s.Registry,
 		Clock:                   s.Clock.Now,
 		RejectReceiptsPerMinute: 100,
-		RecordTimeout:           5 * time.Second,
+		RecordTimeout:           recordTimeout,
 	})
 	require.NoError(t, err)
 	s.Server = srv
@@ -184,6 +184,11 @@ func TestAcuityFetchFailureIsDeferredThenFinishedByRiver(t *testing.T) {
 	assert.NotEmpty(t, deferredSecret)
 	assert.Contains(t, strings.Join(headers, "\n"), acuity.SignatureHeader+": ")
 
+	// The API stays down for the job's first attempt (one fetch) and answers from then on. Told
+	// so before the job starts: recovering once its first failure is seen raced its second attempt,
+	// 10 ms later, on a loaded machine ("fetched on attempt 3").
+	s.api.Recover()
+	s.api.FailNext(1, http.StatusServiceUnavailable)
 	events, cancel := s.queue.Client().Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	defer cancel()
 	require.NoError(t, s.queue.Start(context.Background()))
@@ -194,7 +199,6 @@ func TestAcuityFetchFailureIsDeferredThenFinishedByRiver(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no attempt within 20 s")
 	}
-	s.api.Recover()
 	for done := false; !done; {
 		select {
 		case ev := <-events:

@@ -20,6 +20,7 @@ import (
 // actually sent while applying the rich scenarios in small batches, with links.
 func TestEveryBatchStatementStaysIndexed(t *testing.T) {
 	t.Parallel()
+	readmodel.PostgresOnly(t)
 	tr := &plantest.Trace{Max: 1}
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabaseURL(t))
 	require.NoError(t, err)

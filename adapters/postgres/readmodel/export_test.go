@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/pgtest/plantest"
@@ -52,5 +53,15 @@ func RequireIndexedGenericPlans(t *testing.T, sent []plantest.Statement) {
 		for _, s := range sent {
 			growing.Check(t, conn, db.name+" database", s, plantest.Kept)
 		}
+	}
+}
+
+// PostgresOnly skips, in the EventStoreDB pass, a test that runs on PostgreSQL whichever store is
+// selected (its events in PostgreSQL, or no event store at all): the PostgreSQL pass runs it already,
+// and the EventStoreDB pass would only run the same test again.
+func PostgresOnly(t *testing.T) {
+	t.Helper()
+	if eventlogtest.SelectedStore(t) != eventlogtest.StorePostgres {
+		t.Skip("runs on PostgreSQL whichever store is selected: the PostgreSQL pass runs it")
 	}
 }

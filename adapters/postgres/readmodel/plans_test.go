@@ -21,6 +21,7 @@ import (
 // fails the test).
 func TestScopedQueriesStayIndexed(t *testing.T) {
 	t.Parallel()
+	PostgresOnly(t)
 	conn := plantest.Connect(t, filledCalendar(t), batchPlanning...)
 	scope := []string{"b-7", "b-8", "b-9"}
 	from, to, page := time.Date(2027, 1, 3, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 4, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 3, 12, 0, 0, 0, time.UTC)

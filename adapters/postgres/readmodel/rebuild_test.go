@@ -139,6 +139,7 @@ func TestRebuildReleasesASlotRescheduledIntoAnotherChunk(t *testing.T) {
 // than the read model's) are closed by a rebuild: the rebuilt calendar has no row to call for them.
 func TestRebuildClosesItemsOfBookingsTheLogNoLongerHolds(t *testing.T) {
 	t.Parallel()
+	readmodel.PostgresOnly(t)
 	e := newEnvOn(t, eventlogtest.StorePostgres) // the log loses its events by a DELETE on its table
 	ctx := context.Background()
 	e.deliver(t, one("holder", created("calendly-holder", at(-3, 0), slot("ev-1", at(9, 0), 60, "host-a"))))

@@ -21,6 +21,7 @@ import (
 // no slot, no times, findings.
 func TestBatchRowsReadBackAsCopied(t *testing.T) {
 	t.Parallel()
+	PostgresOnly(t)
 	pool := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	event, err := eventlog.ParseEventID("00000000-0000-0000-0000-000000000007")

@@ -308,6 +308,7 @@ func waitApplied(t testing.TB, e *env) {
 // tables and checkpoint as they were before them.
 func TestBatchesTheDatabaseLostAreAppliedAgain(t *testing.T) {
 	t.Parallel()
+	readmodel.PostgresOnly(t)
 	e := newEnvOn(t, eventlogtest.StorePostgres)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
