@@ -28,7 +28,7 @@ func TestServeWithEventStoreDB(t *testing.T) {
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 	})
 	srv := startServe(t, env)
-	base := srv.base
+	base := srv.Base
 
 	resp, err := http.Get(base + "/readyz")
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestServeWithEventStoreDB(t *testing.T) {
 	assert.Contains(t, out.String(), `"status":"accepted"`)
 	assert.Contains(t, out.String(), `"status":"duplicate"`)
 
-	srv.stop(t)
+	srv.Stop(t)
 
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)

@@ -122,7 +122,7 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 	for round := range 6 {
 		for _, r := range runs {
 			d := r.sequence[round]
-			postSeat(t, srv.base, d.trigger, r.uid, r.start, d.offset, d.seat, d.attendees...)
+			postSeat(t, srv.Base, d.trigger, r.uid, r.start, d.offset, d.seat, d.attendees...)
 		}
 		quiet(fmt.Sprintf("round %d processed", round))
 	}
@@ -207,7 +207,7 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 	var stepsBefore int
 	require.NoError(t, pool.QueryRow(ctx, calendarSteps).Scan(&stepsBefore))
 	objsBefore := w.dav.Store.Objects()
-	srv.stop(t)
+	srv.Stop(t)
 	for _, name := range []string{"calendar", "process"} {
 		out, errOut, code := cli(t, env, "rebuild", name, "--quiet")
 		require.Equal(t, 0, code, "rebuild %s: %s%s", name, out, errOut)
