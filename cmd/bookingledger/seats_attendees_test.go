@@ -55,6 +55,7 @@ func objectAttendees(t *testing.T, o caldavsink.Object) []string {
 // last wrote the current one, and every PUT was a step's. A rebuild of the calendar and of the process
 // projection then writes nothing. Erasing a booking rewrites its object without its attendees.
 func TestSeatedEventListsItsCurrentAttendeesUnderEveryArrivalOrder(t *testing.T) {
+	t.Parallel() // it has its own database, ports, CalDAV sink and serve
 	if eventlogtest.SelectedStore(t) == eventlogtest.StoreESDB {
 		t.Skip("waits on the PostgreSQL event log's count; the ordering is the event store's business, tested on PostgreSQL")
 	}
@@ -119,10 +120,29 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 			return cal == events && proc == events && open == 0, fmt.Sprintf("calendar %d, process %d of %d events; %d steps open", cal, proc, events, open)
 		})
 	}
+	// Each round posts one delivery of every run, the runs' at once (they are bookings of their own,
+	// an hour apart), then waits until everything is processed: each run's deliveries arrive in its
+	// order, processed between arrivals.
 	for round := range 6 {
-		for _, r := range runs {
-			d := r.sequence[round]
-			postSeat(t, srv.Base, d.trigger, r.uid, r.start, d.offset, d.seat, d.attendees...)
+		var wg sync.WaitGroup
+		errs := make([]error, len(runs))
+		next := make(chan int)
+		for range 8 {
+			wg.Go(func() {
+				for i := range next {
+					r := runs[i]
+					d := r.sequence[round]
+					errs[i] = postSeatErr(srv.Base, d.trigger, r.uid, r.start, d.offset, d.seat, d.attendees...)
+				}
+			})
+		}
+		for i := range runs {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "round %d, run %s: %s", round, runs[i].uid, runs[i].sequence[round].name)
 		}
 		quiet(fmt.Sprintf("round %d processed", round))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,10 +36,19 @@ func seatMails(w *stepsWorld, booking string) []string {
 // attendee, the new one last) or a seat cancel (the leaver alone), at offset from the create.
 func postSeat(t *testing.T, base, trigger, uid string, start time.Time, offset time.Duration, seatRef string, attendees ...string) {
 	t.Helper()
+	require.NoError(t, postSeatErr(base, trigger, uid, start, offset, seatRef, attendees...))
+}
+
+// postSeatErr is postSeat for goroutines other than the test's: it returns what went wrong.
+func postSeatErr(base, trigger, uid string, start time.Time, offset time.Duration, seatRef string, attendees ...string) error {
 	body, err := sample.Body("calcom", trigger, sample.Params{Booking: uid, Host: "seats-host", Start: start, End: start.Add(30 * time.Minute)})
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	var env map[string]any
-	require.NoError(t, json.Unmarshal(body, &env))
+	if err := json.Unmarshal(body, &env); err != nil {
+		return err
+	}
 	p := env["payload"].(map[string]any)
 	p["seatsPerTimeSlot"] = 3
 	p["attendeeSeatId"] = seatRef
@@ -49,16 +59,27 @@ func postSeat(t *testing.T, base, trigger, uid string, start time.Time, offset t
 	}
 	p["attendees"] = list
 	env["createdAt"] = start.Add(-7 * 24 * time.Hour).Add(offset).Format("2006-01-02T15:04:05.000Z")
-	body, err = json.Marshal(env)
-	require.NoError(t, err)
+	if body, err = json.Marshal(env); err != nil {
+		return err
+	}
 	h, err := sample.Sign("calcom", demoCalcomSecret, body, time.Now())
-	require.NoError(t, err)
-	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/calcom", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/calcom", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
 	req.Header = h
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s %s %s", trigger, uid, seatRef)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s %s: status %d, want 200", trigger, uid, seatRef, resp.StatusCode)
+	}
+	return nil
 }
 
 // TestSeatLeaversEachGetTheirOwnCancellation (issue #35): three attendees take seats of a booking;
