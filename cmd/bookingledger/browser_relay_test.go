@@ -25,7 +25,7 @@ import (
 // endpoints page with a failing endpoint's dead delivery and its attempts, retried; a time window
 // replayed after a dry run whose count the real run sends; a forged retry from another origin refused.
 func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
-	// Not parallel: two Chromiums at once on two loaded cores took a screenshot past its 45 s bound.
+	t.Parallel() // the other browser test waits for its Chromium (see browser); its database and ports are its own
 	ctx := browser(t)
 	shots := artifacts(t)
 	var dropped atomic.Bool
