@@ -78,7 +78,7 @@ func TestMigrateSetsUpTheJobQueue(t *testing.T) {
 // inside serve finishes it once the API is back.
 func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	dbURL := pgtest.NewDatabaseURL(t)
 	api := acuitytest.New(t, demoAcuityUser, demoAcuityKey)
 	api.Put(acuitytest.Appointment{ID: 123, Start: time.Date(2030, 1, 7, 10, 0, 0, 0, time.FixedZone("", 3600)),
 		Duration: 30 * time.Minute, CalendarID: 4417311, Created: time.Date(2029, 12, 31, 9, 0, 0, 0, time.UTC)})

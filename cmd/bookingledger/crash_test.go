@@ -55,23 +55,26 @@ var (
 	buildErr  error
 )
 
-// buildBinary builds the real binary (once per test process) and returns its path.
+// buildBinary builds the real binary (once per test process) and returns its path. When TestMain
+// started the build in the background (the whole package runs), it waits for that one.
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binaryDir, buildErr = os.MkdirTemp("", "bookingledger-test-bin-")
-		if buildErr != nil {
-			return
-		}
-		bin := filepath.Join(binaryDir, "bookingledger")
-		build := exec.Command("go", "build", "-o", bin, ".")
-		build.Stderr = os.Stderr
-		if buildErr = build.Run(); buildErr == nil {
-			builtBin = bin
-		}
-	})
+	buildOnce.Do(buildTheBinary)
 	require.NoError(t, buildErr, "build the binary")
 	return builtBin
+}
+
+func buildTheBinary() {
+	binaryDir, buildErr = os.MkdirTemp("", "bookingledger-test-bin-")
+	if buildErr != nil {
+		return
+	}
+	bin := filepath.Join(binaryDir, "bookingledger")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Stderr = os.Stderr
+	if buildErr = cmd.Run(); buildErr == nil {
+		builtBin = bin
+	}
 }
 
 // TestKilledServerLosesNoAcknowledgedDelivery: invariant 1 of docs/architecture.md. Clients post distinct deliveries

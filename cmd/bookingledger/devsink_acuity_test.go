@@ -36,7 +36,7 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 	require.True(t, ok, "the sink's one env line: %s", raw)
 
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":    pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":    pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":            "127.0.0.1:0",
 		"BOOKINGLEDGER_ACUITY_API_KEYS": demoAcuityKey,
 		"BOOKINGLEDGER_ACUITY_USER_ID":  demoAcuityUser,

@@ -19,7 +19,7 @@ import (
 // PostgreSQL, and a redelivery is still a duplicate.
 func TestServeWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	dbURL := pgtest.NewDatabaseURL(t)
 	es := esdbtest.New(t)
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          dbURL,

@@ -78,7 +78,7 @@ func sendPerson(t *testing.T, env func(string) string, base string, p person) {
 func TestEraseByEmailLeavesNoTraceInTheDump(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	pgDump := pgBin(t, "pg_dump")
-	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	dbURL := pgtest.NewDatabaseURL(t)
 	env := envOf(map[string]string{
 		envDatabaseURL:                        dbURL,
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",

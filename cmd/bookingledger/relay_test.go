@@ -301,7 +301,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 
 func TestRelayEndToEnd(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	relayEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
+	relayEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t)})
 }
 
 // TestRelayEndToEndWithEventStoreDB: the same with the events in EventStoreDB.
@@ -309,7 +309,7 @@ func TestRelayEndToEndWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	relayEndToEnd(t, map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_EVENT_STORE":  es.ConnString(),
 	})
 }

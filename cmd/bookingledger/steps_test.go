@@ -39,7 +39,7 @@ type stepsWorld struct {
 
 func newStepsWorld(t *testing.T, smtpFault func(smtpsink.Message) smtpsink.Fault, davFault func(*http.Request) int) *stepsWorld {
 	t.Helper()
-	w := &stepsWorld{dbURL: pgtest.NewEmptyDatabaseURL(t)}
+	w := &stepsWorld{dbURL: pgtest.NewDatabaseURL(t)}
 	var err error
 	w.smtp, err = smtpsink.Start(smtpsink.Config{Fault: smtpFault})
 	require.NoError(t, err)
