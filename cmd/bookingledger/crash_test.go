@@ -70,11 +70,14 @@ func buildTheBinary() {
 		return
 	}
 	bin := filepath.Join(binaryDir, "bookingledger")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Stderr = os.Stderr
-	if buildErr = cmd.Run(); buildErr == nil {
-		builtBin = bin
+	// Its output goes into the error: the build may run beside the tests (TestMain), which own
+	// os.Stderr meanwhile.
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		return
 	}
+	builtBin = bin
 }
 
 // TestKilledServerLosesNoAcknowledgedDelivery: invariant 1 of docs/architecture.md. Clients post distinct deliveries

@@ -54,13 +54,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	flag.Parse()
-	// The end-to-end tests mostly wait (on PostgreSQL, serve's timers and queues, a browser): run 8 at
-	// once, as make test does, unless -parallel says otherwise (its default is the number of cores).
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		_ = flag.Set("test.parallel", "8")
-	}
 	if run := flag.Lookup("test.run"); run != nil && run.Value.String() == "" {
 		// The whole package runs, the tests that run the real binary among them: it builds while the
 		// first tests run instead of in the first one that needs it.
