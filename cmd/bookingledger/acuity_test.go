@@ -78,7 +78,7 @@ func TestMigrateSetsUpTheJobQueue(t *testing.T) {
 // inside serve finishes it once the API is back.
 func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	dbURL := pgtest.NewDatabaseURL(t)
 	api := acuitytest.New(t, demoAcuityUser, demoAcuityKey)
 	api.Put(acuitytest.Appointment{ID: 123, Start: time.Date(2030, 1, 7, 10, 0, 0, 0, time.FixedZone("", 3600)),
 		Duration: 30 * time.Minute, CalendarID: 4417311, Created: time.Date(2029, 12, 31, 9, 0, 0, 0, time.UTC)})
@@ -94,7 +94,7 @@ func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 		"BOOKINGLEDGER_DEFERRED_WORKERS": "2",
 	})
 	srv := startServe(t, env)
-	base := srv.base
+	base := srv.Base
 	send := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		err := run(context.Background(), append([]string{"send", "acuity"}, append(args, "--url", base)...), env, &out, io.Discard)
@@ -138,7 +138,7 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 			break
 		}
 		require.ErrorIs(t, err, pgx.ErrNoRows)
-		require.True(t, time.Now().Before(deadline), "the deferred delivery was not finished within 30 s\n%s", srv.stderr.String())
+		require.True(t, time.Now().Before(deadline), "the deferred delivery was not finished within 30 s\n%s", srv.Stderr.String())
 		time.Sleep(100 * time.Millisecond)
 	}
 	assert.Contains(t, reason, "for deferred receipt ")
@@ -154,8 +154,8 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 	require.Len(t, h.Receipts, 2, "%+v", h)
 	assert.Equal(t, []string{"deferred", "accepted"}, []string{h.Receipts[0].Outcome, h.Receipts[1].Outcome})
 
-	srv.stop(t)
-	logs := srv.stderr.String()
+	srv.Stop(t)
+	logs := srv.Stderr.String()
 	assert.NotContains(t, logs, demoAcuityKey)
 	assert.Contains(t, logs, `"msg":"delivery deferred"`)
 	assert.Contains(t, logs, `"msg":"deferred delivery recorded"`)
@@ -168,6 +168,6 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 func getHistory(t *testing.T, srv *servedProcess, id string) readapi.HistoryDTO {
 	t.Helper()
 	var h readapi.HistoryDTO
-	getJSON(t, srv.token, srv.admin+"/api/bookings/"+id+"/history", &h)
+	getJSON(t, srv.Token, srv.Admin+"/api/bookings/"+id+"/history", &h)
 	return h
 }

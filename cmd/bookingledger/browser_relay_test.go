@@ -25,7 +25,7 @@ import (
 // endpoints page with a failing endpoint's dead delivery and its attempts, retried; a time window
 // replayed after a dry run whose count the real run sends; a forged retry from another origin refused.
 func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
-	// Not parallel: two Chromiums at once on two loaded cores took a screenshot past its 45 s bound.
+	t.Parallel() // the other browser test waits for its Chromium (see browser); its database and ports are its own
 	ctx := browser(t)
 	shots := artifacts(t)
 	var dropped atomic.Bool
@@ -41,7 +41,7 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	w.vars["BOOKINGLEDGER_DRAIN_TIMEOUT"] = "5s"
 	env := w.env()
 	srv := startServe(t, env)
-	base, tok := srv.admin, srv.token
+	base, tok := srv.Admin, srv.Token
 
 	// A filter every event of the test passes: the endpoint's page shows it.
 	out, errOut, code := cli(t, env, "endpoints", "add", "--url", sink.srv.URL+"/hook", "--description", "crm", "--filter", "provider=calendly")
@@ -51,7 +51,7 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	operator := strings.TrimSpace(out)
 
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "ui-1")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "ui-1")
 	w.waitSteps(t, "calendly-ui-1", "host_calendar.create=done", "invitee_email.confirmation=needs_reconciliation")
 	waitFor(t, 30*time.Second, "ui-1 relayed", func() (bool, string) {
 		ids, _, _ := sink.received()
@@ -59,7 +59,7 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	})
 	// The receiver breaks: the next booking's delivery runs out of its two attempts.
 	sink.setFail(http.StatusServiceUnavailable)
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "ui-2", "--host", "host-ui-2")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "ui-2", "--host", "host-ui-2")
 	var dead struct {
 		Deliveries []struct {
 			ID        int64  `json:"id"`

@@ -28,6 +28,10 @@ const envArtifacts = "BOOKINGLEDGER_TEST_ARTIFACTS"
 // browser starts a headless Chromium for the test, with the flags this closed network needs (no
 // sandbox as root, no background networking, updates or sync, a fresh profile). Without a browser it
 // skips locally and fails under CI=true.
+// chromium is taken by the test that runs Chromium, until it ends: one at a time (two at once on two
+// loaded cores took a screenshot past its 45 s bound), while the other tests run beside it.
+var chromium = make(chan struct{}, 1)
+
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	path := os.Getenv(envChromium)
@@ -46,6 +50,8 @@ func browser(t *testing.T) context.Context {
 		}
 		t.Skip(msg)
 	}
+	chromium <- struct{}{}
+	t.Cleanup(func() { <-chromium }) // after the browser's cleanup below: cleanups run last-in first-out
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
@@ -100,13 +106,13 @@ func TestOperatorUIInABrowser(t *testing.T) {
 	ctx := browser(t)
 	shots := artifacts(t)
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
 	})
 	srv := startServe(t, env)
-	public, base, tok := srv.base, srv.admin, srv.token // the UI and the API are on the admin listener
+	public, base, tok := srv.Base, srv.Admin, srv.Token // the UI and the API are on the admin listener
 	// The operator signs in with a token of their own; its name is what the UI shows and records.
 	out, errOut, code := cli(t, env, "token", "create", "--name", "front-desk", "--scope", "admin", "--expires", "1d")
 	require.Equal(t, 0, code, errOut)

@@ -30,9 +30,9 @@ func TestCalendarStepsGoToEachResourcesTarget(t *testing.T) {
 	env := w.env()
 	srv := startServe(t, env)
 
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "g1", "--host", "g-host", "--repeat", "3")
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "m1", "--host", "m-host", "--repeat", "3")
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "d1", "--host", "d-host")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "g1", "--host", "g-host", "--repeat", "3")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "m1", "--host", "m-host", "--repeat", "3")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "d1", "--host", "d-host")
 	for _, b := range []string{"calendly-g1", "calendly-m1", "calendly-d1"} {
 		w.waitSteps(t, b, "host_calendar.create=done", "invitee_email.confirmation=done")
 	}
@@ -41,8 +41,8 @@ func TestCalendarStepsGoToEachResourcesTarget(t *testing.T) {
 	require.Len(t, m.Events(), 1)
 	require.Len(t, w.dav.Store.Objects(), 1)
 
-	send(t, env, srv.base, "calendly", "invitee.canceled", "--booking", "g1", "--host", "g-host")
-	send(t, env, srv.base, "calendly", "invitee.canceled", "--booking", "m1", "--host", "m-host")
+	send(t, env, srv.Base, "calendly", "invitee.canceled", "--booking", "g1", "--host", "g-host")
+	send(t, env, srv.Base, "calendly", "invitee.canceled", "--booking", "m1", "--host", "m-host")
 	for _, b := range []string{"calendly-g1", "calendly-m1"} {
 		w.waitSteps(t, b, "host_calendar.create=done", "invitee_email.confirmation=done", "host_calendar.delete=done", "invitee_email.cancellation=done")
 	}
@@ -60,7 +60,7 @@ func TestCalendarStepsOfAResourceWithoutTargetAreSkipped(t *testing.T) {
 	w.vars[envCalendarsFile] = writeFile(t, "calendars.json", `{"default": "none", "resources": {"dr-x": {"target": "caldav"}}}`)
 	env := w.env()
 	srv := startServe(t, env)
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "n1", "--host", "nobody")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "n1", "--host", "nobody")
 	w.waitSteps(t, "calendly-n1", "host_calendar.create=skipped", "invitee_email.confirmation=done")
 	var note string
 	var items int

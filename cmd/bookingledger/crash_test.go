@@ -55,23 +55,29 @@ var (
 	buildErr  error
 )
 
-// buildBinary builds the real binary (once per test process) and returns its path.
+// buildBinary builds the real binary (once per test process) and returns its path. When TestMain
+// started the build in the background (the whole package runs), it waits for that one.
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binaryDir, buildErr = os.MkdirTemp("", "bookingledger-test-bin-")
-		if buildErr != nil {
-			return
-		}
-		bin := filepath.Join(binaryDir, "bookingledger")
-		build := exec.Command("go", "build", "-o", bin, ".")
-		build.Stderr = os.Stderr
-		if buildErr = build.Run(); buildErr == nil {
-			builtBin = bin
-		}
-	})
+	buildOnce.Do(buildTheBinary)
 	require.NoError(t, buildErr, "build the binary")
 	return builtBin
+}
+
+func buildTheBinary() {
+	binaryDir, buildErr = os.MkdirTemp("", "bookingledger-test-bin-")
+	if buildErr != nil {
+		return
+	}
+	bin := filepath.Join(binaryDir, "bookingledger")
+	// Its output goes into the error: the build may run beside the tests (TestMain), which own
+	// os.Stderr meanwhile.
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		return
+	}
+	builtBin = bin
 }
 
 // TestKilledServerLosesNoAcknowledgedDelivery: invariant 1 of docs/architecture.md. Clients post distinct deliveries

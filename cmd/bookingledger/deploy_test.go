@@ -175,9 +175,9 @@ func TestServeAsDatabaseOwnerWithoutSuperuser(t *testing.T) {
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
 	})
 	srv := startServe(t, env)
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "owner-1", "--start", "2030-01-07T10:00:00Z")
-	waitForCalendar(t, srv.token, srv.admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-owner-1": "active"})
-	srv.stop(t)
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "owner-1", "--start", "2030-01-07T10:00:00Z")
+	waitForCalendar(t, srv.Token, srv.Admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-owner-1": "active"})
+	srv.Stop(t)
 
 	var super bool
 	var owner string

@@ -36,7 +36,7 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 	require.True(t, ok, "the sink's one env line: %s", raw)
 
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":    pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":    pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":            "127.0.0.1:0",
 		"BOOKINGLEDGER_ACUITY_API_KEYS": demoAcuityKey,
 		"BOOKINGLEDGER_ACUITY_USER_ID":  demoAcuityUser,
@@ -45,17 +45,17 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 	})
 	srv := startServe(t, env)
 	waitForStartSync(t, env, "acuity")
-	assert.Contains(t, send(t, env, srv.base, "acuity", "scheduled", "--booking", "42"), `200 OK {"status":"accepted","booking":"acuity-42"`)
-	assert.Contains(t, send(t, env, srv.base, "acuity", "changed", "--booking", "42"), `"status":"duplicate"`)
+	assert.Contains(t, send(t, env, srv.Base, "acuity", "scheduled", "--booking", "42"), `200 OK {"status":"accepted","booking":"acuity-42"`)
+	assert.Contains(t, send(t, env, srv.Base, "acuity", "changed", "--booking", "42"), `"status":"duplicate"`)
 	assert.Contains(t, out.String(), "acuity: appointment 42 fetched (active, 2026-12-02T11:00:00Z)")
-	waitForCalendar(t, srv.token, srv.admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "active"})
+	waitForCalendar(t, srv.Token, srv.Admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "active"})
 
 	status, body := httpDo(t, "", http.MethodPut, apiURL+"/appointments/42", `{"start":"2026-12-02T11:00:00Z","minutes":30,"calendarID":1,"canceled":true}`)
 	require.Equal(t, http.StatusNoContent, status, body)
-	assert.Contains(t, send(t, env, srv.base, "acuity", "canceled", "--booking", "42"), `200 OK {"status":"accepted"`)
-	waitForCalendar(t, srv.token, srv.admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "canceled"})
+	assert.Contains(t, send(t, env, srv.Base, "acuity", "canceled", "--booking", "42"), `200 OK {"status":"accepted"`)
+	waitForCalendar(t, srv.Token, srv.Admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "canceled"})
 	assert.Contains(t, out.String(), "acuity: appointment 42 set (canceled, 2026-12-02T11:00:00Z)")
-	srv.stop(t)
+	srv.Stop(t)
 }
 
 // The tour's Acuity booking gets its confirmation e-mail: the sink's appointment has a made-up
@@ -72,13 +72,13 @@ func TestAcuityDevSinkClientGetsTheConfirmation(t *testing.T) {
 	env := w.env()
 	srv := startServe(t, env)
 	waitForStartSync(t, env, "acuity")
-	assert.Contains(t, send(t, env, srv.base, "acuity", "scheduled", "--booking", "42"), `"status":"accepted"`)
+	assert.Contains(t, send(t, env, srv.Base, "acuity", "scheduled", "--booking", "42"), `"status":"accepted"`)
 	w.waitSteps(t, "acuity-42", "host_calendar.create=done", "invitee_email.confirmation=done")
 	_, _, email := acuitysink.Contact(42)
 	msgs := w.smtp.Delivered()
 	require.Len(t, msgs, 1)
 	assert.Equal(t, []string{email}, msgs[0].To)
-	srv.stop(t)
+	srv.Stop(t)
 }
 
 // waitForStartSync waits for the provider's sync that serve runs once at start: it lists the

@@ -155,32 +155,32 @@ func TestBackupRestoreDrill(t *testing.T) {
 	// operator through the read API), a quarantined delivery.
 	srv := startServe(t, env)
 	const day = "2030-02-01T"
-	send(t, env, srv.base, "calendly", "invitee.canceled", "--booking", "d-late", "--start", day+"09:00:00Z")
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "d-late", "--start", day+"09:00:00Z")
+	send(t, env, srv.Base, "calendly", "invitee.canceled", "--booking", "d-late", "--start", day+"09:00:00Z")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "d-late", "--start", day+"09:00:00Z")
 	for _, b := range []string{"d-a", "d-b"} {
-		send(t, env, srv.base, "calendly", "invitee.created", "--booking", b, "--start", day+"10:00:00Z")
+		send(t, env, srv.Base, "calendly", "invitee.created", "--booking", b, "--start", day+"10:00:00Z")
 	}
 	for _, b := range []string{"d-c", "d-d"} {
-		send(t, env, srv.base, "calendly", "invitee.created", "--booking", b, "--start", day+"11:00:00Z", "--host", "other-host")
+		send(t, env, srv.Base, "calendly", "invitee.created", "--booking", b, "--start", day+"11:00:00Z", "--host", "other-host")
 	}
 	raw := filepath.Join(t.TempDir(), "body.json")
 	require.NoError(t, os.WriteFile(raw, []byte(`{"event":"invitee.created","payload":{}}`), 0o600))
-	send(t, env, srv.base, "calendly", "--raw", raw)
-	waitForCalendar(t, srv.token, srv.admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
+	send(t, env, srv.Base, "calendly", "--raw", raw)
+	waitForCalendar(t, srv.Token, srv.Admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
 		"calendly-d-late": "canceled", "calendly-d-a": "active", "calendly-d-b": "conflict",
 		"calendly-d-c": "active", "calendly-d-d": "conflict"})
 	var items itemsAnswer
 	waitFor(t, 30*time.Second, "two conflicts and a quarantined item", func() (bool, string) {
-		raw := getJSON(t, srv.token, srv.admin+"/api/reconciliation", &items)
+		raw := getJSON(t, srv.Token, srv.Admin+"/api/reconciliation", &items)
 		return len(items.Items) == 3, raw
 	})
 	for _, it := range items.Items {
 		if it.Kind == "conflict" && it.Booking == "calendly-d-b" {
-			status, body := httpDo(t, srv.token, "POST", fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.admin, it.ID), `{"note":"host keeps both"}`)
+			status, body := httpDo(t, srv.Token, "POST", fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.Admin, it.ID), `{"note":"host keeps both"}`)
 			require.Equal(t, 200, status, body)
 		}
 	}
-	srv.stop(t)
+	srv.Stop(t)
 	bookings := []string{"calendly-d-late", "calendly-d-a", "calendly-d-b", "calendly-d-c", "calendly-d-d"}
 	before := readSideSnapshot(t, env, bookings)
 	require.Contains(t, before["all items"], "host keeps both")
@@ -242,13 +242,13 @@ func TestBackupRestoreDrill(t *testing.T) {
 
 	// The restored cluster takes new deliveries, and they sort after the restored ones.
 	restored := startServe(t, dstEnv)
-	out2 := send(t, dstEnv, restored.base, "calendly", "invitee.created", "--booking", "d-a", "--start", day+"10:00:00Z")
+	out2 := send(t, dstEnv, restored.Base, "calendly", "invitee.created", "--booking", "d-a", "--start", day+"10:00:00Z")
 	assert.Contains(t, out2, `"status":"duplicate"`, "a redelivery of a restored delivery")
-	send(t, dstEnv, restored.base, "calendly", "invitee.created", "--booking", "d-new", "--start", day+"14:00:00Z")
-	waitForCalendar(t, restored.token, restored.admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
+	send(t, dstEnv, restored.Base, "calendly", "invitee.created", "--booking", "d-new", "--start", day+"14:00:00Z")
+	waitForCalendar(t, restored.Token, restored.Admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
 		"calendly-d-late": "canceled", "calendly-d-a": "active", "calendly-d-b": "conflict",
 		"calendly-d-c": "active", "calendly-d-d": "conflict", "calendly-d-new": "active"})
-	restored.stop(t)
+	restored.Stop(t)
 }
 
 // TestPgScriptKeepsItsPort: a cluster of scripts/pg.sh comes back on the port it had, so that a URL

@@ -19,7 +19,7 @@ import (
 // PostgreSQL, and a redelivery is still a duplicate.
 func TestServeWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	dbURL := pgtest.NewDatabaseURL(t)
 	es := esdbtest.New(t)
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
@@ -28,7 +28,7 @@ func TestServeWithEventStoreDB(t *testing.T) {
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 	})
 	srv := startServe(t, env)
-	base := srv.base
+	base := srv.Base
 
 	resp, err := http.Get(base + "/readyz")
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestServeWithEventStoreDB(t *testing.T) {
 	assert.Contains(t, out.String(), `"status":"accepted"`)
 	assert.Contains(t, out.String(), `"status":"duplicate"`)
 
-	srv.stop(t)
+	srv.Stop(t)
 
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)

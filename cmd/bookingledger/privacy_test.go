@@ -78,7 +78,7 @@ func sendPerson(t *testing.T, env func(string) string, base string, p person) {
 func TestEraseByEmailLeavesNoTraceInTheDump(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	pgDump := pgBin(t, "pg_dump")
-	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	dbURL := pgtest.NewDatabaseURL(t)
 	env := envOf(map[string]string{
 		envDatabaseURL:                        dbURL,
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
@@ -90,17 +90,17 @@ func TestEraseByEmailLeavesNoTraceInTheDump(t *testing.T) {
 	kept := person{booking: "pd-bob", name: "Bob Keepmarker", email: "bob.keep@example.org", phone: "+44 7700 900789", reason: "Bob's kept reason"}
 
 	srv := startServe(t, env)
-	sendPerson(t, env, srv.base, gone)
-	sendPerson(t, env, srv.base, kept)
-	waitForCalendar(t, srv.token, srv.admin, "2030-02-01T00:00:00Z", "2030-02-02T00:00:00Z",
+	sendPerson(t, env, srv.Base, gone)
+	sendPerson(t, env, srv.Base, kept)
+	waitForCalendar(t, srv.Token, srv.Admin, "2030-02-01T00:00:00Z", "2030-02-02T00:00:00Z",
 		map[string]string{"calendly-pd-zoe": "canceled", "calendly-pd-bob": "canceled"})
 
 	// The admin API: a read token may not erase; an admin token's dry run lists and keeps.
-	status, body := httpDo(t, srv.token, "POST", srv.admin+"/api/admin/erasures", `{"email":"`+gone.email+`","dry_run":true}`)
+	status, body := httpDo(t, srv.Token, "POST", srv.Admin+"/api/admin/erasures", `{"email":"`+gone.email+`","dry_run":true}`)
 	require.Equal(t, 200, status, body)
 	assert.Contains(t, body, `"bookings":["calendly-pd-zoe"]`)
 	assert.NotContains(t, body, gone.email, "the answer never echoes the address")
-	status, body = httpDo(t, srv.token, "POST", srv.admin+"/api/admin/erasures", `{"booking":"calendly-pd-zoe","email":"x@y"}`)
+	status, body = httpDo(t, srv.Token, "POST", srv.Admin+"/api/admin/erasures", `{"booking":"calendly-pd-zoe","email":"x@y"}`)
 	assert.Equal(t, 400, status, body)
 
 	out, stderr, code := cli(t, env, "erase", "--email", gone.email, "--dry-run")
@@ -114,10 +114,10 @@ func TestEraseByEmailLeavesNoTraceInTheDump(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "nothing to erase", "erasing again is safe")
 
-	status, body = httpDo(t, srv.token, "GET", srv.admin+"/api/admin/erasures", "")
+	status, body = httpDo(t, srv.Token, "GET", srv.Admin+"/api/admin/erasures", "")
 	require.Equal(t, 200, status, body)
 	assert.Contains(t, body, `"erased_by":"dpo"`)
-	srv.stop(t)
+	srv.Stop(t)
 
 	dump, err := exec.Command(pgDump, "--format=plain", "--no-owner", dbURL).CombinedOutput()
 	require.NoError(t, err, "pg_dump: %s", dump)

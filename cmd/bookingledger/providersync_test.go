@@ -52,11 +52,11 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	const from, to = "2030-01-06T00:00:00Z", "2030-01-09T00:00:00Z"
 
 	// a1's webhook came (the fake is told too); a2's never did.
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "a1", "--start", "2030-01-07T09:00:00Z", "--tell-fake-api")
-	out, errOut, code := cli(t, env, "send", "calendly", "invitee.created", "--booking", "a2", "--start", "2030-01-07T11:00:00Z", "--missed", "--url", srv.base)
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "a1", "--start", "2030-01-07T09:00:00Z", "--tell-fake-api")
+	out, errOut, code := cli(t, env, "send", "calendly", "invitee.created", "--booking", "a2", "--start", "2030-01-07T11:00:00Z", "--missed", "--url", srv.Base)
 	require.Equal(t, 0, code, errOut)
 	assert.Equal(t, "calendly fake API: recorded at the provider; no webhook sent\n", out)
-	waitForCalendar(t, srv.token, srv.admin, from, to, map[string]string{"calendly-a1": "active"})
+	waitForCalendar(t, srv.Token, srv.Admin, from, to, map[string]string{"calendly-a1": "active"})
 
 	out, errOut, code = cli(t, env, "sync", "calendly", "--from", from, "--to", to, "--dry-run", "--json")
 	require.Equal(t, 0, code, errOut)
@@ -65,7 +65,7 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	assert.Equal(t, map[string]any{"provider": "calendly", "fetched": 2.0, "recorded": 1.0, "already": 1.0, "dry_run": true},
 		pick(dry, "provider", "fetched", "recorded", "already", "dry_run"))
 	time.Sleep(200 * time.Millisecond)
-	waitForCalendar(t, srv.token, srv.admin, from, to, map[string]string{"calendly-a1": "active"}) // nothing recorded
+	waitForCalendar(t, srv.Token, srv.Admin, from, to, map[string]string{"calendly-a1": "active"}) // nothing recorded
 
 	out, errOut, code = cli(t, env, "sync", "calendly", "--from", from, "--to", to, "--json")
 	require.Equal(t, 0, code, errOut)
@@ -73,10 +73,10 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	assert.Equal(t, map[string]any{"provider": "calendly", "fetched": 2.0, "recorded": 1.0, "already": 1.0, "dry_run": false},
 		pick(res, "provider", "fetched", "recorded", "already", "dry_run"))
-	waitForCalendar(t, srv.token, srv.admin, from, to, map[string]string{"calendly-a1": "active", "calendly-a2": "active"})
+	waitForCalendar(t, srv.Token, srv.Admin, from, to, map[string]string{"calendly-a1": "active", "calendly-a2": "active"})
 
 	// The late webhook of what the sync found is a duplicate: one event per fact.
-	out = send(t, env, srv.base, "calendly", "invitee.created", "--booking", "a2", "--start", "2030-01-07T11:00:00Z")
+	out = send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "a2", "--start", "2030-01-07T11:00:00Z")
 	assert.Contains(t, out, `"status":"duplicate"`)
 	out, errOut, code = cli(t, env, "sync", "calendly", "--from", from, "--to", to)
 	require.Equal(t, 0, code, errOut)
@@ -98,7 +98,7 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	assert.Contains(t, out, ": unchanged (active)")
 	body, err := sample.Body("calendly", "invitee.created", sample.Params{Booking: "a3", Host: sample.DefaultHost, Start: time.Date(2030, 1, 8, 9, 0, 0, 0, time.UTC)})
 	require.NoError(t, err)
-	status, answer := postSigned(t, srv.base+"/webhooks/calendly", body, calendly.Sign(subs[0].SigningKey, time.Now(), body))
+	status, answer := postSigned(t, srv.Base+"/webhooks/calendly", body, calendly.Sign(subs[0].SigningKey, time.Now(), body))
 	assert.Equal(t, http.StatusOK, status, "the stored key verifies without a restart: %s", answer)
 
 	// Calendly disables it: the watch notices, an item and a signed alert say so; connect re-creates it.
@@ -203,8 +203,8 @@ func TestTwoServesSyncPeriodicallyWithoutDoubles(t *testing.T) {
 	for _, id := range bookings {
 		want[id] = "active"
 	}
-	waitForCalendar(t, a.token, b.admin, start.Add(-time.Hour).Format(time.RFC3339), start.Add(24*time.Hour).Format(time.RFC3339), want)
-	a.stop(t) // the leader may change: the other one syncs on
+	waitForCalendar(t, a.Token, b.Admin, start.Add(-time.Hour).Format(time.RFC3339), start.Add(24*time.Hour).Format(time.RFC3339), want)
+	a.Stop(t) // the leader may change: the other one syncs on
 	time.Sleep(3 * time.Second)
 	pool := pgtest.Open(t, dbURL)
 	var events, streams int

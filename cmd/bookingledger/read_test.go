@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,119 +17,32 @@ import (
 	"bookingledger/adapters/esdb/esdbtest"
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres/pgtest"
-	"bookingledger/adapters/privacy"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
-// servedProcess is a `bookingledger serve` started through run on an ephemeral port.
-type servedProcess struct {
-	base  string // the public listener: webhooks, /healthz, /readyz
-	admin string // the admin listener: /api/, /metrics
-	// token is an admin token created for the test, tokenName its name.
-	token, tokenName string
-	stderr           *lockedBuffer
-	cancel           context.CancelFunc
-	done             chan error
-}
+// The serve helpers shared with the serve package's tests (internal/servetest), over run.
+type servedProcess = servetest.Served
 
-func startServe(t *testing.T, env func(string) string) *servedProcess {
-	t.Helper()
-	env = withEphemeralAdmin(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := newAddrWriter(), &lockedBuffer{}
-	p := &servedProcess{stderr: stderr, cancel: cancel, done: make(chan error, 1)}
-	go func() { p.done <- run(ctx, []string{"serve"}, env, stdout, stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-		}
-	})
-	select {
-	case addr := <-stdout.Addr:
-		p.base = "http://" + addr
-		p.admin = "http://" + stdout.AdminAddr()
-		// serve migrated before it listened: the token table is there. (On a schema a newer release
-		// migrated, which serve may be allowed to run on, the token command refuses: no token then.)
-		if env(envAllowNewer) != "true" {
-			p.tokenName = fmt.Sprintf("test-admin-%d", time.Now().UnixNano())
-			out, errOut, code := cli(t, env, "token", "create", "--name", p.tokenName, "--scope", "admin")
-			require.Equal(t, 0, code, errOut)
-			p.token = strings.TrimSpace(out)
-		}
-	case err := <-p.done:
-		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not print its address\n%s", stderr.String())
-	}
-	return p
-}
+var commands = servetest.Commands{Run: run, ExitCode: exitCode}
 
-// withEphemeralAdmin gives serve an ephemeral admin port unless the test chose one, so that serves in
-// parallel tests (and a developer's make run) never compete for the default one.
-func withEphemeralAdmin(env func(string) string) func(string) string {
-	return func(k string) string {
-		v := env(k)
-		switch {
-		case v != "":
-			return v
-		case k == envAdminAddr:
-			return "127.0.0.1:0"
-		case k == privacy.EnvMasterKey:
-			return testMasterKey // serve refuses to start without one
-		}
-		return v
-	}
-}
-
-// stop interrupts serve as SIGINT would and requires a clean exit.
-func (p *servedProcess) stop(t *testing.T) {
-	t.Helper()
-	p.cancel()
-	select {
-	case err := <-p.done:
-		p.done <- err // for Cleanup
-		require.NoError(t, err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not shut down\n%s", p.stderr.String())
-	}
-}
+// startServe runs serve until the test ends (or stop) and returns it once it listens, with an admin
+// token.
+func startServe(t *testing.T, env func(string) string) *servedProcess { return commands.Start(t, env) }
 
 // cli runs one command through run, as the binary would, and returns its exit code too.
 func cli(t *testing.T, env func(string) string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	err := run(context.Background(), args, env, &out, &errOut)
-	code = exitCode(err, &errOut)
-	return out.String(), errOut.String(), code
+	return commands.CLI(t, env, args...)
 }
 
 // send posts a delivery with the send subcommand's code path and requires a 2xx.
 func send(t *testing.T, env func(string) string, base string, args ...string) string {
 	t.Helper()
-	out, errOut, code := cli(t, env, append(append([]string{"send"}, args...), "--url", base)...)
-	require.Equal(t, 0, code, "send %v: %s%s", args, out, errOut)
-	return out
+	return commands.Send(t, env, base, args...)
 }
 
 // httpDo sends a request with tok as its bearer token (none when empty).
-func httpDo(t *testing.T, tok, method, url, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	require.NoError(t, err)
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
-}
+var httpDo = servetest.HTTPDo
 
 func getJSON(t *testing.T, tok, url string, into any) string {
 	t.Helper()
@@ -274,7 +184,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	vars["BOOKINGLEDGER_DRAIN_TIMEOUT"] = "5s"
 	env := envOf(vars)
 	srv := startServe(t, env)
-	base, tok := srv.base, srv.token
+	base, tok := srv.Base, srv.Token
 
 	status, body := httpDo(t, tok, http.MethodGet, base+"/readyz", "")
 	require.Equal(t, http.StatusOK, status, body)
@@ -310,10 +220,10 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		day1From, day1To = "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z"
 		day2From, day2To = "2030-01-08T00:00:00Z", "2030-01-09T00:00:00Z"
 	)
-	waitForCalendar(t, tok, srv.admin, day1From, day1To, map[string]string{
+	waitForCalendar(t, tok, srv.Admin, day1From, day1To, map[string]string{
 		"calendly-e2e-a": "active", "calendly-e2e-b": "canceled", "calendly-e2e-c": "conflict", "calendly-e2e-d": "conflict",
 	})
-	waitForCalendar(t, tok, srv.admin, day2From, day2To, map[string]string{
+	waitForCalendar(t, tok, srv.Admin, day2From, day2To, map[string]string{
 		"calendly-seed-10am": "canceled", "calendly-seed-next": "active",
 	})
 
@@ -322,16 +232,16 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 			Status string `json:"status"`
 			Holder bool   `json:"holder"`
 		}
-		getJSON(t, tok, srv.admin+"/api/bookings/calendly-e2e-a", &b)
+		getJSON(t, tok, srv.Admin+"/api/bookings/calendly-e2e-a", &b)
 		assert.Equal(t, "active", b.Status)
 		assert.True(t, b.Holder)
-		getJSON(t, tok, srv.admin+"/api/bookings/calendly-seed-next", &b)
+		getJSON(t, tok, srv.Admin+"/api/bookings/calendly-seed-next", &b)
 		assert.True(t, b.Holder, "the slot the canceled 10:00 booking left is free for the next one")
-		status, _ := httpDo(t, tok, http.MethodGet, srv.admin+"/api/bookings/calendly-nobody", "")
+		status, _ := httpDo(t, tok, http.MethodGet, srv.Admin+"/api/bookings/calendly-nobody", "")
 		assert.Equal(t, http.StatusNotFound, status)
 
 		var h historyAnswer
-		getJSON(t, tok, srv.admin+"/api/bookings/calendly-e2e-a/history", &h)
+		getJSON(t, tok, srv.Admin+"/api/bookings/calendly-e2e-a/history", &h)
 		assert.Equal(t, "active", h.State.Status)
 		assert.True(t, h.Projected)
 		assert.Equal(t, []string{"accepted", "duplicate"}, h.outcomes(), "receipts include the redelivery")
@@ -342,7 +252,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Equal(t, 1, h.findingKinds()["duplicate_delivery"])
 
 		h = historyAnswer{}
-		getJSON(t, tok, srv.admin+"/api/bookings/calendly-e2e-c/history", &h)
+		getJSON(t, tok, srv.Admin+"/api/bookings/calendly-e2e-c/history", &h)
 		assert.Equal(t, "conflict", h.State.Status)
 		require.Equal(t, 1, h.findingKinds()["conflict"], "%+v", h.Findings)
 		for _, f := range h.Findings {
@@ -353,7 +263,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 
 		// The seed story: canceled, the late create stored second but folded first, the retry a duplicate.
 		h = historyAnswer{}
-		getJSON(t, tok, srv.admin+"/api/bookings/calendly-seed-10am/history", &h)
+		getJSON(t, tok, srv.Admin+"/api/bookings/calendly-seed-10am/history", &h)
 		assert.Equal(t, "canceled", h.State.Status)
 		assert.False(t, h.State.Holder)
 		assert.Equal(t, []string{"accepted", "accepted", "duplicate"}, h.outcomes())
@@ -377,7 +287,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 
 	var items itemsAnswer
 	t.Run("reconciliation over HTTP and the CLI", func(t *testing.T) {
-		getJSON(t, tok, srv.admin+"/api/reconciliation", &items)
+		getJSON(t, tok, srv.Admin+"/api/reconciliation", &items)
 		require.Len(t, items.Items, 2, "%+v", items)
 		ids := map[string]int64{}
 		for _, it := range items.Items {
@@ -395,15 +305,15 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Contains(t, stdout, "calendly-e2e-d vs calendly-e2e-a")
 		stdout, stderr, code = cli(t, env, "reconcile", "list", "--json")
 		require.Equal(t, 0, code, stderr)
-		_, httpItems := httpDo(t, tok, http.MethodGet, srv.admin+"/api/reconciliation", "")
+		_, httpItems := httpDo(t, tok, http.MethodGet, srv.Admin+"/api/reconciliation", "")
 		assert.JSONEq(t, httpItems, stdout, "reconcile list --json is the HTTP answer")
 
 		// One item resolved over HTTP, the other with the CLI.
-		status, body := httpDo(t, tok, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.admin, ids["calendly-e2e-c"]), `{"note":"host confirmed; C moves"}`)
+		status, body := httpDo(t, tok, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.Admin, ids["calendly-e2e-c"]), `{"note":"host confirmed; C moves"}`)
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"closed_by":"operator"`)
 		assert.Contains(t, body, `"resolved_by":"test-admin-`, "the token's name is recorded as who resolved it")
-		status, _ = httpDo(t, tok, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.admin, ids["calendly-e2e-c"]), `{"note":"again"}`)
+		status, _ = httpDo(t, tok, http.MethodPost, fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.Admin, ids["calendly-e2e-c"]), `{"note":"again"}`)
 		assert.Equal(t, http.StatusConflict, status)
 
 		stdout, stderr, code = cli(t, env, "reconcile", "resolve", fmt.Sprint(ids["calendly-e2e-d"]), "--note", "D refunded")
@@ -419,7 +329,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Contains(t, stderr, "there is no reconciliation item 999999")
 
 		items = itemsAnswer{}
-		getJSON(t, tok, srv.admin+"/api/reconciliation", &items)
+		getJSON(t, tok, srv.Admin+"/api/reconciliation", &items)
 		assert.Empty(t, items.Items)
 		stdout, _, code = cli(t, env, "reconcile", "list")
 		assert.Equal(t, 0, code)
@@ -442,7 +352,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		for _, b := range []string{"calendly-e2e-c", "calendly-seed-10am"} {
 			stdout, stderr, code = cli(t, env, "history", b, "--json")
 			require.Equal(t, 0, code, stderr)
-			_, httpHistory := httpDo(t, tok, http.MethodGet, srv.admin+"/api/bookings/"+b+"/history", "")
+			_, httpHistory := httpDo(t, tok, http.MethodGet, srv.Admin+"/api/bookings/"+b+"/history", "")
 			assert.JSONEq(t, httpHistory, stdout, "history --json is the HTTP answer")
 		}
 		_, stderr, code = cli(t, env, "history", "calendly-nobody")
@@ -468,7 +378,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Equal(t, []string{lines[0], lines[4]}, strings.Split(strings.TrimSpace(stdout), "\n"))
 		assert.Empty(t, stderr, "the last page")
 		var page calendarAnswer
-		getJSON(t, tok, srv.admin+"/api/calendar?from="+day1From+"&to="+day1To+"&limit=3", &page)
+		getJSON(t, tok, srv.Admin+"/api/calendar?from="+day1From+"&to="+day1To+"&limit=3", &page)
 		assert.True(t, page.HasMore)
 		assert.Equal(t, cursor[1], page.NextCursor, "the CLI's cursor is the API's")
 		_, stderr, code = cli(t, env, "calendar", "--from", day1From, "--to", day1To, "--cursor", "junk")
@@ -476,7 +386,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 		assert.Contains(t, stderr, "cursor is not one this server issued")
 		stdout, stderr, code = cli(t, env, "calendar", "--from", day2From, "--to", day2To, "--resource", "https://api.calendly.com/users/seed-host", "--json")
 		require.Equal(t, 0, code, stderr)
-		_, httpCal := httpDo(t, tok, http.MethodGet, srv.admin+"/api/calendar?from="+day2From+"&to="+day2To+"&resource=https://api.calendly.com/users/seed-host", "")
+		_, httpCal := httpDo(t, tok, http.MethodGet, srv.Admin+"/api/calendar?from="+day2From+"&to="+day2To+"&resource=https://api.calendly.com/users/seed-host", "")
 		assert.JSONEq(t, httpCal, stdout, "calendar --json is the HTTP answer")
 	})
 
@@ -492,10 +402,10 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Contains(t, stderr, "projection is run by another process", "ErrBusy's message")
 
 	var metrics string
-	_, metrics = httpDo(t, tok, http.MethodGet, srv.admin+"/metrics", "")
+	_, metrics = httpDo(t, tok, http.MethodGet, srv.Admin+"/metrics", "")
 	assert.Contains(t, metrics, `bookingledger_projection_active{projection="calendar"} 1`)
-	srv.stop(t)
-	logs := srv.stderr.String()
+	srv.Stop(t)
+	logs := srv.Stderr.String()
 	assert.Less(t, strings.Index(logs, `"msg":"shutting down: draining in-flight requests"`), strings.Index(logs, `"msg":"projection stopped"`),
 		"the projection stops after the HTTP drain began")
 
@@ -540,7 +450,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 // subcommand, then the read API and every read subcommand, and a rebuild after shutdown.
 func TestReadSideEndToEnd(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	readSideEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
+	readSideEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t)})
 }
 
 // TestReadSideEndToEndWithEventStoreDB: the same, with the events in EventStoreDB (the in-process
@@ -549,7 +459,7 @@ func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	readSideEndToEnd(t, map[string]string{
-		"DATABASE_URL":              pgtest.NewEmptyDatabaseURL(t),
+		"DATABASE_URL":              pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_EVENT_STORE": es.ConnString(),
 	})
 }
@@ -559,16 +469,16 @@ func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
 func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
 	})
 	first := startServe(t, env)
 	second := startServe(t, env)
-	tok := first.token // tokens are per database, so either serve accepts it
+	tok := first.Token // tokens are per database, so either serve accepts it
 	active := func(p *servedProcess) string {
-		_, m := httpDo(t, tok, http.MethodGet, p.admin+"/metrics", "")
+		_, m := httpDo(t, tok, http.MethodGet, p.Admin+"/metrics", "")
 		for line := range strings.SplitSeq(m, "\n") {
 			if v, ok := strings.CutPrefix(line, `bookingledger_projection_active{projection="calendar"} `); ok {
 				return v
@@ -585,21 +495,21 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 		leader, standby = second, first
 	}
 	for _, p := range []*servedProcess{leader, standby} {
-		status, body := httpDo(t, tok, http.MethodGet, p.base+"/readyz", "")
+		status, body := httpDo(t, tok, http.MethodGet, p.Base+"/readyz", "")
 		assert.Equal(t, http.StatusOK, status, "a standby runner is not a reason to take the instance out: %s", body)
 	}
 
-	send(t, env, standby.base, "calendly", "invitee.created", "--booking", "ha-1")
-	waitForCalendar(t, tok, standby.admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "active"})
+	send(t, env, standby.Base, "calendly", "invitee.created", "--booking", "ha-1")
+	waitForCalendar(t, tok, standby.Admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "active"})
 
-	leader.stop(t)
+	leader.Stop(t)
 	waitFor(t, 30*time.Second, "the standby takes over", func() (bool, string) {
 		a := active(standby)
 		return a == "1", a
 	})
-	send(t, env, standby.base, "calendly", "invitee.canceled", "--booking", "ha-1")
-	waitForCalendar(t, tok, standby.admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "canceled"})
-	standby.stop(t)
+	send(t, env, standby.Base, "calendly", "invitee.canceled", "--booking", "ha-1")
+	waitForCalendar(t, tok, standby.Admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-ha-1": "canceled"})
+	standby.Stop(t)
 }
 
 // The read commands never migrate: on a database serve or migrate has not set up they say what to do.

@@ -25,20 +25,20 @@ import (
 func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
 		"BOOKINGLEDGER_MASTER_KEY":            testMasterKey, // receipts show opens the sealed body with it
 	})
 	srv := startServe(t, env)
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "fine")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "fine")
 	raw := filepath.Join(t.TempDir(), "broken.json")
 	const broken = `{"event":"invitee.created","payload":{"uri":42}}`
 	require.NoError(t, os.WriteFile(raw, []byte(broken), 0o600))
-	out := send(t, env, srv.base, "calendly", "--raw", raw)
+	out := send(t, env, srv.Base, "calendly", "--raw", raw)
 	require.Contains(t, out, `"status":"quarantined"`)
-	out = send(t, env, srv.base, "calendly", "--raw", raw) // the same body again
+	out = send(t, env, srv.Base, "calendly", "--raw", raw) // the same body again
 	require.Contains(t, out, `"status":"quarantined"`)
 
 	stdout, stderr, code := cli(t, env, "receipts", "list", "--outcome", "quarantined", "--provider", "calendly")
@@ -52,7 +52,7 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 	var list readapi.ReceiptsDTO
 	require.NoError(t, json.Unmarshal([]byte(stdout), &list))
 	require.Len(t, list.Receipts, 2)
-	_, httpList := httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/receipts?outcome=quarantined", "")
+	_, httpList := httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/receipts?outcome=quarantined", "")
 	assert.JSONEq(t, httpList, stdout, "receipts list --json is the HTTP answer")
 	first, second := list.Receipts[1], list.Receipts[0] // newest first
 
@@ -63,15 +63,15 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 		assert.Contains(t, stdout, want)
 	}
 	var detail readapi.ReceiptDetailDTO
-	getJSON(t, srv.token, fmt.Sprintf("%s/api/receipts/%d", srv.admin, first.ID), &detail)
+	getJSON(t, srv.Token, fmt.Sprintf("%s/api/receipts/%d", srv.Admin, first.ID), &detail)
 	require.NotNil(t, detail.Body)
 	assert.Equal(t, broken, *detail.Body)
 	require.Len(t, detail.Related, 1)
 	assert.Equal(t, second.ID, detail.Related[0].ID)
 
-	status, body := httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/receipts/999999", "")
+	status, body := httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/receipts/999999", "")
 	assert.Equal(t, http.StatusNotFound, status, body)
-	status, body = httpDo(t, srv.token, http.MethodGet, srv.admin+"/api/receipts?outcome=lost", "")
+	status, body = httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/receipts?outcome=lost", "")
 	assert.Equal(t, http.StatusBadRequest, status, body)
 	assert.Contains(t, body, "invalid_request")
 	_, stderr, code = cli(t, env, "receipts", "list", "--outcome", "lost")
@@ -92,7 +92,7 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
@@ -111,7 +111,7 @@ func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
 	}
 	post := func(sig string) readapi.ReceiptDetailDTO {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, srv.base+"/webhooks/calendly", bytes.NewReader(d.Body))
+		req, err := http.NewRequest(http.MethodPost, srv.Base+"/webhooks/calendly", bytes.NewReader(d.Body))
 		require.NoError(t, err)
 		req.Header = d.Header.Clone()
 		for k, v := range secrets {
@@ -125,10 +125,10 @@ func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		var list readapi.ReceiptsDTO
-		getJSON(t, srv.token, srv.admin+"/api/receipts?limit=1", &list)
+		getJSON(t, srv.Token, srv.Admin+"/api/receipts?limit=1", &list)
 		require.Len(t, list.Receipts, 1)
 		var detail readapi.ReceiptDetailDTO
-		getJSON(t, srv.token, fmt.Sprintf("%s/api/receipts/%d", srv.admin, list.Receipts[0].ID), &detail)
+		getJSON(t, srv.Token, fmt.Sprintf("%s/api/receipts/%d", srv.Admin, list.Receipts[0].ID), &detail)
 		return detail
 	}
 	check := func(detail readapi.ReceiptDetailDTO, outcome, signature string) {
@@ -170,7 +170,7 @@ func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
 func TestSendStripeCoversEveryMappedEventDatedFromTheBooking(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_STRIPE_SECRETS":        "whsec_send-test",
@@ -178,12 +178,12 @@ func TestSendStripeCoversEveryMappedEventDatedFromTheBooking(t *testing.T) {
 	})
 	srv := startServe(t, env)
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "paid", "--start", start.Format(time.RFC3339))
-	waitForCalendar(t, srv.token, srv.admin, "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", map[string]string{"calendly-paid": "active"})
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "paid", "--start", start.Format(time.RFC3339))
+	waitForCalendar(t, srv.Token, srv.Admin, "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", map[string]string{"calendly-paid": "active"})
 
 	require.ElementsMatch(t, stripe.Types(), sample.Events("stripe"), "a sample of every mapped Stripe event")
 	for _, event := range stripe.Types() {
-		out := send(t, env, srv.base, "stripe", event, "--booking", "paid")
+		out := send(t, env, srv.Base, "stripe", event, "--booking", "paid")
 		assert.Contains(t, out, `"status":"accepted"`, event)
 	}
 	var h struct {
@@ -194,7 +194,7 @@ func TestSendStripeCoversEveryMappedEventDatedFromTheBooking(t *testing.T) {
 	}
 	var payments []string
 	for _, stream := range []string{"calendly-paid", "stripe-" + sample.StripePaymentIntent("paid")} {
-		getJSON(t, srv.token, srv.admin+"/api/bookings/"+stream+"/history", &h)
+		getJSON(t, srv.Token, srv.Admin+"/api/bookings/"+stream+"/history", &h)
 		for _, e := range h.Events {
 			if e.Type == "booking.scheduled.v1" {
 				continue
@@ -205,7 +205,7 @@ func TestSendStripeCoversEveryMappedEventDatedFromTheBooking(t *testing.T) {
 		}
 	}
 	assert.Len(t, payments, len(stripe.Types()), "every payment event is stored: %v", payments)
-	_, stderr, code := cli(t, env, "send", "stripe", "payment_intent.succeeded", "--booking", "unknown", "--url", srv.base)
+	_, stderr, code := cli(t, env, "send", "stripe", "payment_intent.succeeded", "--booking", "unknown", "--url", srv.Base)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "booking calendly-unknown is not in the calendar: dating the payment from --start 2030-01-07T09:00:00Z")
 }

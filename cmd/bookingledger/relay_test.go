@@ -95,7 +95,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 	vars["BOOKINGLEDGER_ALERT_FORMAT"] = "slack"
 	env := envOf(vars)
 	srv := startServe(t, env)
-	base, admin := srv.base, srv.admin
+	base, admin := srv.Base, srv.Admin
 
 	out, errOut, code := cli(t, env, "endpoints", "add", "--url", sink.srv.URL+"/hook", "--description", "crm")
 	require.Equal(t, 0, code, errOut)
@@ -113,7 +113,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 		_, errOut, code := cli(t, envOf(strict), "endpoints", "add", "--url", "http://127.0.0.1:9/x")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "not a public address")
-		status, body := httpDo(t, srv.token, http.MethodPost, admin+"/api/admin/endpoints", `{"url":"ftp://example.com"}`)
+		status, body := httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints", `{"url":"ftp://example.com"}`)
 		assert.Equal(t, http.StatusBadRequest, status, body)
 		assert.Contains(t, body, `"code":"invalid_url"`)
 	})
@@ -156,7 +156,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 			State     string `json:"state"`
 		} `json:"deliveries"`
 	}
-	getJSON(t, srv.token, admin+"/api/bookings/calendly-relay-a/deliveries", &byBooking)
+	getJSON(t, srv.Token, admin+"/api/bookings/calendly-relay-a/deliveries", &byBooking)
 	require.Len(t, byBooking.Deliveries, 1)
 	assert.Equal(t, ids[0], byBooking.Deliveries[0].WebhookID)
 	out, errOut, code = cli(t, env, "history", "calendly-relay-a")
@@ -275,33 +275,33 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 				State string `json:"state"`
 			} `json:"endpoints"`
 		}
-		getJSON(t, srv.token, admin+"/api/admin/endpoints", &eps)
+		getJSON(t, srv.Token, admin+"/api/admin/endpoints", &eps)
 		require.Len(t, eps.Endpoints, 1)
-		status, body := httpDo(t, srv.token, http.MethodPost, admin+"/api/admin/endpoints/1/replay",
+		status, body := httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/replay",
 			fmt.Sprintf(`{"from":%q,"to":%q,"dry_run":true}`, from, to))
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"total":3`, "relay-a's create and cancel, relay-b's create")
-		status, body = httpDo(t, srv.token, http.MethodPost, admin+"/api/admin/endpoints/1/disable", "")
+		status, body = httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/disable", "")
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"state":"disabled"`)
-		status, body = httpDo(t, srv.token, http.MethodPost, admin+"/api/admin/endpoints/1/replay", fmt.Sprintf(`{"from":%q,"to":%q}`, from, to))
+		status, body = httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/replay", fmt.Sprintf(`{"from":%q,"to":%q}`, from, to))
 		assert.Equal(t, http.StatusBadRequest, status, body, "a disabled endpoint is not replayed")
-		status, body = httpDo(t, srv.token, http.MethodPost, admin+"/api/admin/endpoints/1/enable", "")
+		status, body = httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/enable", "")
 		require.Equal(t, http.StatusOK, status, body)
-		status, body = httpDo(t, srv.token, http.MethodPost, admin+"/api/admin/endpoints/1/rotate-secret", "")
+		status, body = httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/rotate-secret", "")
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"secret":"whsec_`)
-		status, body = httpDo(t, srv.token, http.MethodGet, admin+"/api/admin/endpoints/7", "")
+		status, body = httpDo(t, srv.Token, http.MethodGet, admin+"/api/admin/endpoints/7", "")
 		assert.Equal(t, http.StatusNotFound, status, body)
-		status, body = httpDo(t, srv.token, http.MethodDelete, admin+"/api/admin/endpoints/1", "")
+		status, body = httpDo(t, srv.Token, http.MethodDelete, admin+"/api/admin/endpoints/1", "")
 		assert.Equal(t, http.StatusNoContent, status, body)
 	})
-	srv.stop(t)
+	srv.Stop(t)
 }
 
 func TestRelayEndToEnd(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	relayEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t)})
+	relayEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t)})
 }
 
 // TestRelayEndToEndWithEventStoreDB: the same with the events in EventStoreDB.
@@ -309,7 +309,7 @@ func TestRelayEndToEndWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	relayEndToEnd(t, map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_EVENT_STORE":  es.ConnString(),
 	})
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bookingledger/cmd/bookingledger/internal/servetest"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // The helpers shared with the serve package's tests (internal/servetest).
@@ -34,7 +34,7 @@ const demoCalendlyKey = "run-test-calendly-key"
 
 // testMasterKey is the BOOKINGLEDGER_MASTER_KEY of the serve processes tests start (serve refuses to
 // run without one).
-const testMasterKey = "test:dGVzdC1tYXN0ZXIta2V5LTMyLWJ5dGVzLWxvbmchISE="
+const testMasterKey = servetest.MasterKey
 
 func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.T) {
 	t.Parallel()                           // each has its own database, ports and processes
@@ -46,7 +46,7 @@ func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
 	})
 	srv := startServe(t, env)
-	base := srv.base
+	base := srv.Base
 
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get(base + path)
@@ -80,7 +80,7 @@ func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.
 	assert.Error(t, err, "a non-2xx makes send fail")
 	assert.Contains(t, out, "401")
 
-	srv.stop(t)
+	srv.Stop(t)
 	_, err = http.Get(base + "/healthz")
 	assert.Error(t, err, "nothing listens after shutdown")
 
@@ -97,7 +97,7 @@ func TestServeOnEphemeralPortRecordsASentDeliveryAndShutsDownCleanly(t *testing.
 	require.NoError(t, conn.QueryRow(context.Background(), `SELECT secret_ref FROM receipts WHERE outcome = 'accepted' LIMIT 1`).Scan(&secretRef))
 	assert.Equal(t, "secret 0", secretRef, "the newest key matched; the index alone, no fingerprint")
 
-	logs := srv.stderr.String()
+	logs := srv.Stderr.String()
 	assert.Contains(t, logs, `"msg":"delivery"`)
 	assert.NotContains(t, logs, demoCalendlyKey)
 	assert.NotContains(t, logs, dbURL)

@@ -58,6 +58,7 @@ func objectAttendees(t *testing.T, o caldavsink.Object) []string {
 // rewrites its object without its attendees. It waits on the events the receipts recorded, so it runs
 // on either event store.
 func TestSeatedEventListsItsCurrentAttendeesUnderEveryArrivalOrder(t *testing.T) {
+	t.Parallel() // it has its own database, ports, CalDAV sink and serve
 	var mu sync.Mutex
 	puts := map[string]int{} // object path → PUTs
 	w := newStepsWorld(t, nil, func(r *http.Request) int {
@@ -121,10 +122,29 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 			return cal == events && proc == events && open == 0, fmt.Sprintf("calendar %d, process %d of %d events; %d steps open", cal, proc, events, open)
 		})
 	}
+	// Each round posts one delivery of every run, the runs' at once (they are bookings of their own,
+	// an hour apart), then waits until everything is processed: each run's deliveries arrive in its
+	// order, processed between arrivals.
 	for round := range 6 {
-		for _, r := range runs {
-			d := r.sequence[round]
-			postSeat(t, srv.base, d.trigger, r.uid, r.start, d.offset, d.seat, d.attendees...)
+		var wg sync.WaitGroup
+		errs := make([]error, len(runs))
+		next := make(chan int)
+		for range 8 {
+			wg.Go(func() {
+				for i := range next {
+					r := runs[i]
+					d := r.sequence[round]
+					errs[i] = postSeatErr(srv.Base, d.trigger, r.uid, r.start, d.offset, d.seat, d.attendees...)
+				}
+			})
+		}
+		for i := range runs {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "round %d, run %s: %s", round, runs[i].uid, runs[i].sequence[round].name)
 		}
 		quiet(fmt.Sprintf("round %d processed", round))
 	}
@@ -227,7 +247,7 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 	stepsBefore := allSteps()
 	objsBefore := w.dav.Store.Objects()
 	mailsBefore := len(w.smtp.Messages())
-	srv.stop(t)
+	srv.Stop(t)
 	for _, name := range []string{"calendar", "process"} {
 		out, errOut, code := cli(t, env, "rebuild", name, "--quiet")
 		require.Equal(t, 0, code, "rebuild %s: %s%s", name, out, errOut)

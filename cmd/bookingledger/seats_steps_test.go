@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,10 +36,19 @@ func seatMails(w *stepsWorld, booking string) []string {
 // attendee, the new one last) or a seat cancel (the leaver alone), at offset from the create.
 func postSeat(t *testing.T, base, trigger, uid string, start time.Time, offset time.Duration, seatRef string, attendees ...string) {
 	t.Helper()
+	require.NoError(t, postSeatErr(base, trigger, uid, start, offset, seatRef, attendees...))
+}
+
+// postSeatErr is postSeat for goroutines other than the test's: it returns what went wrong.
+func postSeatErr(base, trigger, uid string, start time.Time, offset time.Duration, seatRef string, attendees ...string) error {
 	body, err := sample.Body("calcom", trigger, sample.Params{Booking: uid, Host: "seats-host", Start: start, End: start.Add(30 * time.Minute)})
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	var env map[string]any
-	require.NoError(t, json.Unmarshal(body, &env))
+	if err := json.Unmarshal(body, &env); err != nil {
+		return err
+	}
 	p := env["payload"].(map[string]any)
 	p["seatsPerTimeSlot"] = 3
 	p["attendeeSeatId"] = seatRef
@@ -49,16 +59,27 @@ func postSeat(t *testing.T, base, trigger, uid string, start time.Time, offset t
 	}
 	p["attendees"] = list
 	env["createdAt"] = start.Add(-7 * 24 * time.Hour).Add(offset).Format("2006-01-02T15:04:05.000Z")
-	body, err = json.Marshal(env)
-	require.NoError(t, err)
+	if body, err = json.Marshal(env); err != nil {
+		return err
+	}
 	h, err := sample.Sign("calcom", demoCalcomSecret, body, time.Now())
-	require.NoError(t, err)
-	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/calcom", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/calcom", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
 	req.Header = h
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s %s %s", trigger, uid, seatRef)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s %s: status %d, want 200", trigger, uid, seatRef, resp.StatusCode)
+	}
+	return nil
 }
 
 // TestSeatLeaversEachGetTheirOwnCancellation (issue #35): three attendees take seats of a booking;
@@ -88,35 +109,35 @@ func TestSeatLeaversEachGetTheirOwnCancellation(t *testing.T) {
 	// seats2: ada, bob, cy join; ada leaves first, bob leaves, cy leaves last.
 	start2 := start.Add(24 * time.Hour) // not the same slot of the same host: no conflict
 	for uid, at := range map[string]time.Time{"seats1": start, "seats2": start2} {
-		postSeat(t, srv.base, create, uid, at, 0, uid+"-a", "ada")
-		postSeat(t, srv.base, create, uid, at, time.Second, uid+"-b", "ada", "bob")
-		postSeat(t, srv.base, create, uid, at, 2*time.Second, uid+"-c", "ada", "bob", "cy")
+		postSeat(t, srv.Base, create, uid, at, 0, uid+"-a", "ada")
+		postSeat(t, srv.Base, create, uid, at, time.Second, uid+"-b", "ada", "bob")
+		postSeat(t, srv.Base, create, uid, at, 2*time.Second, uid+"-c", "ada", "bob", "cy")
 		wait("calcom-"+uid, "Booking confirmed ada@example.com")
 	}
 	var n int
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT count(*) FROM seat_contacts`).Scan(&n))
 	assert.Equal(t, 6, n, "a contact per seat")
 
-	postSeat(t, srv.base, cancel, "seats1", start, time.Hour, "seats1-b", "bob")
+	postSeat(t, srv.Base, cancel, "seats1", start, time.Hour, "seats1-b", "bob")
 	wait("calcom-seats1", "Booking confirmed ada@example.com", "Seat canceled bob@example.com")
 	// The same seat cancel again (a redelivery) sends nothing more.
-	postSeat(t, srv.base, cancel, "seats1", start, time.Hour, "seats1-b", "bob")
+	postSeat(t, srv.Base, cancel, "seats1", start, time.Hour, "seats1-b", "bob")
 	quiet()
 	assert.Equal(t, []string{"Booking confirmed ada@example.com", "Seat canceled bob@example.com"}, seatMails(w, "calcom-seats1"))
-	postSeat(t, srv.base, cancel, "seats1", start, 2*time.Hour, "seats1-c", "cy")
+	postSeat(t, srv.Base, cancel, "seats1", start, 2*time.Hour, "seats1-c", "cy")
 	wait("calcom-seats1", "Booking confirmed ada@example.com", "Seat canceled bob@example.com", "Seat canceled cy@example.com")
-	postSeat(t, srv.base, cancel, "seats1", start, 3*time.Hour, "seats1-a", "ada")
+	postSeat(t, srv.Base, cancel, "seats1", start, 3*time.Hour, "seats1-a", "ada")
 	wait("calcom-seats1", "Booking confirmed ada@example.com", "Seat canceled bob@example.com", "Seat canceled cy@example.com",
 		"Booking canceled ada@example.com")
 	w.waitStepsBesideAttendeeUpdates(t, "calcom-seats1", "host_calendar.create=done", "invitee_email.confirmation=done",
 		"invitee_email.seat_cancellation=done", "invitee_email.seat_cancellation=done",
 		"host_calendar.delete=done", "invitee_email.cancellation=done", "invitee_email.seat_cancellation=skipped")
 
-	postSeat(t, srv.base, cancel, "seats2", start2, time.Hour, "seats2-a", "ada")
+	postSeat(t, srv.Base, cancel, "seats2", start2, time.Hour, "seats2-a", "ada")
 	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com")
-	postSeat(t, srv.base, cancel, "seats2", start2, 2*time.Hour, "seats2-b", "bob")
+	postSeat(t, srv.Base, cancel, "seats2", start2, 2*time.Hour, "seats2-b", "bob")
 	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com", "Seat canceled bob@example.com")
-	postSeat(t, srv.base, cancel, "seats2", start2, 3*time.Hour, "seats2-c", "cy")
+	postSeat(t, srv.Base, cancel, "seats2", start2, 3*time.Hour, "seats2-c", "cy")
 	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com", "Seat canceled bob@example.com",
 		"Seat canceled cy@example.com")
 	w.waitStepsBesideAttendeeUpdates(t, "calcom-seats2", "host_calendar.create=done", "invitee_email.confirmation=done",
@@ -128,7 +149,7 @@ func TestSeatLeaversEachGetTheirOwnCancellation(t *testing.T) {
 	// A rebuild of the process projection finds every key: nothing is sent again.
 	var steps int
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT count(*) FROM process_steps`).Scan(&steps))
-	srv.stop(t)
+	srv.Stop(t)
 	out, errOut, code := cli(t, env, "rebuild", "process", "--quiet")
 	require.Equal(t, 0, code, "rebuild process: %s%s", out, errOut)
 	srv = startServe(t, env)

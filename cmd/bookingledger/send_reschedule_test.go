@@ -37,13 +37,13 @@ func TestSendReschedulesAsTheProvidersDo(t *testing.T) {
 			first = "BOOKING_CREATED"
 		}
 		s := old.Add(time.Duration(i) * 2 * time.Hour)
-		send(t, env, srv.base, c.provider, first, "--booking", c.booking, "--start", s.Format(time.RFC3339))
+		send(t, env, srv.Base, c.provider, first, "--booking", c.booking, "--start", s.Format(time.RFC3339))
 		w.waitSteps(t, c.thread, "host_calendar.create=done", "invitee_email.confirmation=done")
 		args := []string{c.provider, c.event, "--booking", c.booking, "--start", s.Format(time.RFC3339), "--reschedule-to", to.Add(time.Duration(i) * 2 * time.Hour).Format(time.RFC3339)}
 		if c.booking == "r2" {
 			args = append(args, "--created-first")
 		}
-		out := send(t, env, srv.base, args...)
+		out := send(t, env, srv.Base, args...)
 		if c.provider == "calendly" {
 			canceled, created := strings.Index(out, "invitee.canceled:"), strings.Index(out, "invitee.created:")
 			require.True(t, canceled >= 0 && created >= 0, out)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -52,7 +53,14 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	flag.Parse()
+	if run := flag.Lookup("test.run"); run != nil && run.Value.String() == "" {
+		// The whole package runs, the tests that run the real binary among them: it builds while the
+		// first tests run instead of in the first one that needs it.
+		go buildOnce.Do(buildTheBinary)
+	}
 	code := m.Run()
+	buildOnce.Do(func() {}) // a build still running has finished: binaryDir is known
 	if binaryDir != "" {
 		_ = os.RemoveAll(binaryDir)
 	}

@@ -164,7 +164,7 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 					t.Errorf("build: %v", err)
 					return
 				}
-				req, _ := http.NewRequest(http.MethodPost, srv.base+"/webhooks/calcom", bytes.NewReader(del.Body))
+				req, _ := http.NewRequest(http.MethodPost, srv.Base+"/webhooks/calcom", bytes.NewReader(del.Body))
 				req.Header = del.Header.Clone()
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
@@ -261,7 +261,7 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 	objsBefore := w.dav.Store.Objects()
 	var stepsBefore int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM process_steps`).Scan(&stepsBefore))
-	srv.stop(t)
+	srv.Stop(t)
 	for _, name := range []string{"calendar", "process"} {
 		out, errOut, code := cli(t, env, "rebuild", name, "--quiet")
 		require.Equal(t, 0, code, "rebuild %s: %s%s", name, out, errOut)
@@ -300,7 +300,7 @@ func TestCalendarUpdateWaitsForItsCreate(t *testing.T) {
 		t.Helper()
 		del, err := sample.Build("calcom", event, demoCalcomSecret, sample.Params{Booking: "wait1", Host: "wait-host", Start: start}, time.Now())
 		require.NoError(t, err)
-		req, err := http.NewRequest(http.MethodPost, srv.base+"/webhooks/calcom", bytes.NewReader(del.Body))
+		req, err := http.NewRequest(http.MethodPost, srv.Base+"/webhooks/calcom", bytes.NewReader(del.Body))
 		require.NoError(t, err)
 		req.Header = del.Header.Clone()
 		resp, err := http.DefaultClient.Do(req)

@@ -32,7 +32,7 @@ func TestStepsAgainstRealCalDAVServers(t *testing.T) {
 			env := w.env()
 			srv := startServe(t, env)
 			start := time.Date(2031, 10, 1, 9, 0, 0, 0, time.UTC)
-			send(t, env, srv.base, "calendly", "invitee.created", "--booking", "rd1", "--host", "dr-real", "--start", start.Format(time.RFC3339))
+			send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "rd1", "--host", "dr-real", "--start", start.Format(time.RFC3339))
 			w.waitSteps(t, "calendly-rd1", "host_calendar.create=failed", "invitee_email.confirmation=done")
 
 			target, err := caldav.New(caldav.Config{URLTemplate: tpl, Username: user, Password: pass, AllowPrivate: true})
@@ -60,7 +60,7 @@ JOIN reconciliation_items i ON i.subject = 'step ' || s.key AND i.closed_at IS N
 			assert.True(t, got.Start.Equal(start))
 
 			to := start.Add(48 * time.Hour)
-			send(t, env, srv.base, "calendly", "invitee.rescheduled", "--booking", "rd1", "--host", "dr-real", "--start", start.Format(time.RFC3339), "--reschedule-to", to.Format(time.RFC3339))
+			send(t, env, srv.Base, "calendly", "invitee.rescheduled", "--booking", "rd1", "--host", "dr-real", "--start", start.Format(time.RFC3339), "--reschedule-to", to.Format(time.RFC3339))
 			want := "host_calendar.create=done host_calendar.update=done invitee_email.confirmation=done invitee_email.rescheduled=done"
 			waitFor(t, 60*time.Second, "reschedule", func() (bool, string) {
 				got := w.stepStates(t, "calendly-rd1")
@@ -71,7 +71,7 @@ JOIN reconciliation_items i ON i.subject = 'step ' || s.key AND i.closed_at IS N
 			require.NoError(t, err, "the same object, moved in place")
 			assert.True(t, got.Start.Equal(to))
 
-			send(t, env, srv.base, "calendly", "invitee.canceled", "--booking", sample.CalendlyRescheduledInvitee("rd1"), "--host", "dr-real", "--start", to.Format(time.RFC3339))
+			send(t, env, srv.Base, "calendly", "invitee.canceled", "--booking", sample.CalendlyRescheduledInvitee("rd1"), "--host", "dr-real", "--start", to.Format(time.RFC3339))
 			waitFor(t, 60*time.Second, "cancel", func() (bool, string) {
 				got := w.stepStates(t, "calendly-rd1")
 				return strings.Contains(strings.Join(got, " "), "host_calendar.delete=done"), strings.Join(got, " ")

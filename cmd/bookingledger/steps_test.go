@@ -39,7 +39,7 @@ type stepsWorld struct {
 
 func newStepsWorld(t *testing.T, smtpFault func(smtpsink.Message) smtpsink.Fault, davFault func(*http.Request) int) *stepsWorld {
 	t.Helper()
-	w := &stepsWorld{dbURL: pgtest.NewEmptyDatabaseURL(t)}
+	w := &stepsWorld{dbURL: pgtest.NewDatabaseURL(t)}
 	var err error
 	w.smtp, err = smtpsink.Start(smtpsink.Config{Fault: smtpFault})
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 	srv := startServe(t, env)
 	start := sample.DefaultStart()
 
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "s1", "--repeat", "5", "--start", start.Format(time.RFC3339))
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "s1", "--repeat", "5", "--start", start.Format(time.RFC3339))
 
 	d, err := sample.Build("calendly", "invitee.created", demoCalendlyKey, sample.Params{Booking: "s2", Host: "host-2", Start: start}, time.Now())
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest(http.MethodPost, srv.base+"/webhooks/calendly", bytes.NewReader(d.Body))
+			req, _ := http.NewRequest(http.MethodPost, srv.Base+"/webhooks/calendly", bytes.NewReader(d.Body))
 			req.Header = d.Header.Clone()
 			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
@@ -174,7 +174,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 			FinishedAt       *time.Time `json:"finished_at"`
 		} `json:"steps"`
 	}
-	getJSON(t, srv.token, srv.admin+"/api/bookings/calendly-s1/history", &hist)
+	getJSON(t, srv.Token, srv.Admin+"/api/bookings/calendly-s1/history", &hist)
 	require.Len(t, hist.Steps, 2)
 	for _, s := range hist.Steps {
 		assert.Equal(t, "done", s.State)
@@ -185,7 +185,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 	assert.Equal(t, strings.TrimSuffix(strings.TrimPrefix(w.smtp.Messages()[0].MessageID, "<"), "@bookingledger>") != "", true)
 
 	// Cancel: the object is gone and one cancellation goes out.
-	send(t, env, srv.base, "calendly", "invitee.canceled", "--booking", "s1", "--repeat", "2", "--start", start.Format(time.RFC3339))
+	send(t, env, srv.Base, "calendly", "invitee.canceled", "--booking", "s1", "--repeat", "2", "--start", start.Format(time.RFC3339))
 	w.waitSteps(t, "calendly-s1", "host_calendar.create=done", "invitee_email.confirmation=done",
 		"host_calendar.delete=done", "invitee_email.cancellation=done")
 	time.Sleep(300 * time.Millisecond)
@@ -200,7 +200,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown --state "nope"`)
 
-	status, metrics := httpDo(t, "", http.MethodGet, srv.admin+"/metrics", "")
+	status, metrics := httpDo(t, "", http.MethodGet, srv.Admin+"/metrics", "")
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, metrics, `bookingledger_process_steps{kind="host_calendar.create",state="done"} 2`)
 	assert.Contains(t, metrics, `bookingledger_process_steps{kind="invitee_email.cancellation",state="done"} 1`)
@@ -228,7 +228,7 @@ func TestStepsUnknownOutcomesGoToReconciliationAndTransientFailuresAreRetried(t 
 	env := w.env()
 	srv := startServe(t, env)
 
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "u1")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "u1")
 	w.waitSteps(t, "calendly-u1", "host_calendar.create=done", "invitee_email.confirmation=needs_reconciliation")
 	var attempts int
 	var lastErr string
@@ -265,28 +265,28 @@ WHERE s.kind = 'host_calendar.create' AND j.args @> jsonb_build_object('step', s
 	_, errOut, code = cli(t, env, "reconcile", "resolve", id, "--note", "checked")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--action")
-	status, body := httpDo(t, srv.token, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked"}`)
+	status, body := httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked"}`)
 	assert.Equal(t, http.StatusBadRequest, status, "a step item is not closed without its step: %s", body)
 	assert.Contains(t, body, "--action")
-	status, body = httpDo(t, srv.token, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked","action":"resend"}`)
+	status, body = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked","action":"resend"}`)
 	assert.Equal(t, http.StatusBadRequest, status, body)
 	assert.Contains(t, body, "mark-done, retry or skip")
 	_, errOut, code = cli(t, env, "reconcile", "resolve", id, "--note", "x", "--action", "resend")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown --action "resend"`)
-	status, body = httpDo(t, srv.token, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"the mail server logged it as delivered","action":"mark-done"}`)
+	status, body = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"the mail server logged it as delivered","action":"mark-done"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, `"closed_by":"operator"`)
-	assert.Contains(t, body, `"resolved_by":"`+srv.tokenName+`"`, "the token that resolved the step is recorded")
+	assert.Contains(t, body, `"resolved_by":"`+srv.TokenName+`"`, "the token that resolved the step is recorded")
 	var resolvedBy string
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT resolved_by FROM reconciliation_items WHERE id = $1`, it.ID).Scan(&resolvedBy))
-	assert.Equal(t, srv.tokenName, resolvedBy)
-	status, _ = httpDo(t, srv.token, http.MethodPost, srv.admin+"/api/reconciliation/"+id+"/resolve", `{"note":"again","action":"mark-done"}`)
+	assert.Equal(t, srv.TokenName, resolvedBy)
+	status, _ = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"again","action":"mark-done"}`)
 	assert.Equal(t, http.StatusConflict, status, "closed already")
 	w.waitSteps(t, "calendly-u1", "host_calendar.create=done", "invitee_email.confirmation=done")
 
 	// A second booking's email is dropped too; the operator finds it was not delivered and retries.
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "u2", "--host", "host-u2")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "u2", "--host", "host-u2")
 	w.waitSteps(t, "calendly-u2", "host_calendar.create=done", "invitee_email.confirmation=needs_reconciliation")
 	var itemID int64
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT id FROM reconciliation_items WHERE kind = 'step' AND closed_at IS NULL`).Scan(&itemID))
@@ -319,7 +319,7 @@ func TestStepsCalendarThatNeverAnswersEndsInReconciliation(t *testing.T) {
 	w.vars[envStepsRetryBase] = "10ms"
 	env := w.env()
 	srv := startServe(t, env)
-	send(t, env, srv.base, "calendly", "invitee.created", "--booking", "silent1")
+	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "silent1")
 	w.waitSteps(t, "calendly-silent1", "host_calendar.create=needs_reconciliation", "invitee_email.confirmation=done")
 	var attempts, items, jobs int
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT attempts,

@@ -78,8 +78,8 @@ func TestServeWritesEmailsInTheInviteesZoneWithTheOperatorsTemplates(t *testing.
 	srv := startServe(t, w.env())
 	start := time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
 
-	postSample(t, srv.base, "calendly", "invitee.created", demoCalendlyKey, sample.Params{Booking: "tokyo", Host: "host-t", Start: start, TimeZone: "Asia/Tokyo"})
-	postSample(t, srv.base, "calcom", "BOOKING_CREATED", demoCalcomSecret, sample.Params{Booking: "newyork", Host: "host-n", Start: start, TimeZone: "America/New_York"})
+	postSample(t, srv.Base, "calendly", "invitee.created", demoCalendlyKey, sample.Params{Booking: "tokyo", Host: "host-t", Start: start, TimeZone: "Asia/Tokyo"})
+	postSample(t, srv.Base, "calcom", "BOOKING_CREATED", demoCalcomSecret, sample.Params{Booking: "newyork", Host: "host-n", Start: start, TimeZone: "America/New_York"})
 	w.waitSteps(t, "calendly-tokyo", "host_calendar.create=done", "invitee_email.confirmation=done")
 	w.waitSteps(t, "calcom-newyork", "host_calendar.create=done", "invitee_email.confirmation=done")
 

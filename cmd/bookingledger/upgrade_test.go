@@ -43,8 +43,8 @@ func TestOldBinaryRefusesANewerSchema(t *testing.T) {
 		}
 		return env(k)
 	})
-	status, body := httpDo(t, "", http.MethodGet, srv.base+"/readyz", "")
+	status, body := httpDo(t, "", http.MethodGet, srv.Base+"/readyz", "")
 	assert.Equal(t, http.StatusOK, status, body)
-	srv.stop(t)
-	assert.Contains(t, srv.stderr.String(), `"unknown_migrations":"0079"`)
+	srv.Stop(t)
+	assert.Contains(t, srv.Stderr.String(), `"unknown_migrations":"0079"`)
 }

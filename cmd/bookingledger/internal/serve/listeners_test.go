@@ -69,38 +69,38 @@ func TestPublicListenerAnswersNoAdminRoute(t *testing.T) {
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
 	})
 	srv := startServe(t, env)
-	require.NotEqual(t, srv.base, srv.admin)
+	require.NotEqual(t, srv.Base, srv.Admin)
 
 	patterns := adminPatterns(t)
 	require.Contains(t, patterns, "GET /metrics")
 	require.Contains(t, patterns, "GET /api/calendar")
 	for _, pattern := range patterns {
 		method, path := requestFor(pattern)
-		status, body := httpDo(t, "", method, srv.base+path, "")
+		status, body := httpDo(t, "", method, srv.Base+path, "")
 		assert.Equal(t, http.StatusNotFound, status, "%s on the public listener", pattern)
 		assert.Equal(t, muxNotFound, body, "%s on the public listener", pattern)
-		_, body = httpDo(t, "", method, srv.admin+path, "")
+		_, body = httpDo(t, "", method, srv.Admin+path, "")
 		assert.NotEqual(t, muxNotFound, body, "%s answers on the admin listener", pattern)
 	}
 	// Whole prefixes too, whatever is mounted under them later.
 	for _, path := range []string{"/api/", "/ui/", "/admin/", "/metrics", "/api/calendar", "/debug/pprof/"} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			status, _ := httpDo(t, "", method, srv.base+path, "")
+			status, _ := httpDo(t, "", method, srv.Base+path, "")
 			assert.Equal(t, http.StatusNotFound, status, "%s %s on the public listener", method, path)
 		}
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		status, _ := httpDo(t, "", http.MethodGet, srv.base+path, "")
+		status, _ := httpDo(t, "", http.MethodGet, srv.Base+path, "")
 		assert.Equal(t, http.StatusOK, status, path)
-		status, _ = httpDo(t, "", http.MethodGet, srv.admin+path, "")
+		status, _ = httpDo(t, "", http.MethodGet, srv.Admin+path, "")
 		assert.Equal(t, http.StatusNotFound, status, "%s is public only", path)
 	}
-	out := send(t, env, srv.base, "calendly", "invitee.created", "--booking", "two-listeners")
+	out := send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "two-listeners")
 	assert.Contains(t, out, `"status":"accepted"`)
-	status, _ := httpDo(t, "", http.MethodPost, srv.admin+"/webhooks/calendly", "{}")
+	status, _ := httpDo(t, "", http.MethodPost, srv.Admin+"/webhooks/calendly", "{}")
 	assert.Equal(t, http.StatusNotFound, status, "webhooks are not on the admin listener")
-	srv.stop(t)
-	for _, base := range []string{srv.base, srv.admin} {
+	srv.Stop(t)
+	for _, base := range []string{srv.Base, srv.Admin} {
 		_, err := http.Get(base + "/")
 		assert.Error(t, err, "nothing listens on %s after shutdown", base)
 	}
@@ -146,7 +146,7 @@ func TestServeOverTLS(t *testing.T) {
 	}))
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}}
 	defer client.CloseIdleConnections()
-	for _, u := range []string{srv.base + "/healthz", srv.admin + "/metrics"} {
+	for _, u := range []string{srv.Base + "/healthz", srv.Admin + "/metrics"} {
 		secure := strings.Replace(u, "http://", "https://", 1)
 		resp, err := client.Get(secure)
 		require.NoError(t, err, secure)
@@ -160,7 +160,7 @@ func TestServeOverTLS(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain HTTP to %s is refused", u)
 	}
-	srv.stop(t)
+	srv.Stop(t)
 }
 
 func TestListenerConfigurationErrors(t *testing.T) {
