@@ -296,13 +296,33 @@ func (r *Relay) roomFor(ctx context.Context, wait time.Duration) bool {
 // complete runs f and completes the job in one transaction: the job and the state it leads to never
 // disagree.
 func (r *Relay) complete(ctx context.Context, job *river.Job[DeliverArgs], f func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		if err := f(tx); err != nil {
+	return retried(func() error {
+		return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			if err := f(tx); err != nil {
+				return err
+			}
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		})
+	})
+}
+
+// recordTries bounds how often a round's recording runs again after PostgreSQL rolled it back to
+// break a deadlock.
+const recordTries = 5
+
+// retried runs the transaction run again while PostgreSQL rolls it back to break a deadlock
+// (relaystore.Retryable), at most recordTries times. Failing the job instead would make River run it
+// again and send the round's deliveries a second time, the accepted ones included.
+func retried(run func() error) error {
+	var err error
+	for try := 1; try <= recordTries; try++ {
+		if err = run(); !relaystore.Retryable(err) {
 			return err
 		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
+		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
+	}
+	return err
 }
 
 // record stores a round's attempts with what follows from them — each delivery's next state, the
@@ -316,9 +336,11 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 	// The outcome must be recorded even if the attempt used up the job's time.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	kept, moved = map[int64]bool{}, map[int64]time.Time{}
 	var alerts []alertNote
+	later := maps.Clone(c.Later)
 	apply := func(tx pgx.Tx) error {
+		// Afresh on each try (retried): a rolled-back try changed nothing but these.
+		kept, moved, alerts, c.Later = map[int64]bool{}, map[int64]time.Time{}, nil, maps.Clone(later)
 		if len(paused) > 0 {
 			if err := relaystore.Pause(ctx, tx, paused); err != nil {
 				return err
@@ -387,7 +409,7 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 			return r.handOff(ctx, tx, c)
 		})
 	} else {
-		err = pgx.BeginFunc(ctx, r.pool, apply) // the job goes on
+		err = retried(func() error { return pgx.BeginFunc(ctx, r.pool, apply) }) // the job goes on
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("record attempts of deliveries %v: %w", job.Args.ids(), err)

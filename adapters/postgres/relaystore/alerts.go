@@ -31,7 +31,7 @@ func EndStreak(ctx context.Context, tx pgx.Tx, ep int64, at time.Time, granulari
 FROM (SELECT id, consecutive_failures, alerted_failures, last_success_at, last_failure_at,
              consecutive_failures > 0 AND (last_failure_at IS NULL OR last_failure_at <= $2) AS ends
       FROM relay_endpoints
-      WHERE id = $1 AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < $2 - $3::interval) FOR UPDATE) old
+      WHERE id = $1 AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < $2 - $3::interval) FOR NO KEY UPDATE) old
 WHERE e.id = old.id
 RETURNING old.consecutive_failures, old.alerted_failures, old.ends`, ep, at, granularity.String()).Scan(&s.Failures, &s.Alerted, &s.Ended)
 	if errors.Is(err, pgx.ErrNoRows) {

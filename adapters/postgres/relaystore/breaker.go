@@ -74,7 +74,7 @@ func LoadGate(ctx context.Context, tx pgx.Tx, ep int64) (prelay.Gate, bool, erro
     coalesce((SELECT p.state = 'pending' AND p.held IS NULL FROM relay_deliveries p WHERE p.id = e.probe_delivery), false),
     e.probe_at, e.rate_per_second, e.throttle_next_at,
     EXISTS (SELECT 1 FROM relay_deliveries h WHERE h.endpoint_id = e.id AND h.held = 'breaker' AND h.state = 'pending')
-FROM relay_endpoints e WHERE e.id = $1 FOR UPDATE`, ep).Scan(&g.Failures, &g.Threshold, &probe, &g.ProbeValid, &probeAt, &g.Rate, &nextSlot, &g.Backlog)
+FROM relay_endpoints e WHERE e.id = $1 FOR NO KEY UPDATE`, ep).Scan(&g.Failures, &g.Threshold, &probe, &g.ProbeValid, &probeAt, &g.Rate, &nextSlot, &g.Backlog)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return prelay.Gate{}, false, nil
 	}
@@ -156,7 +156,7 @@ func LoadBreaker(ctx context.Context, tx pgx.Tx, ep int64) (prelay.Breaker, bool
 	)
 	err := tx.QueryRow(ctx, `SELECT consecutive_failures, breaker_failures, failing_since, probe_delivery, probe_at, probes,
     disable_after_ms, disabled_at IS NOT NULL
-FROM relay_endpoints WHERE id = $1 AND (consecutive_failures > 0 OR failing_since IS NOT NULL OR probe_delivery IS NOT NULL) FOR UPDATE`,
+FROM relay_endpoints WHERE id = $1 AND (consecutive_failures > 0 OR failing_since IS NOT NULL OR probe_delivery IS NOT NULL) FOR NO KEY UPDATE`,
 		ep).Scan(&b.Failures, &b.Threshold, &since, &probe, &probeAt, &b.Probes, &ms, &b.Disabled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return prelay.Breaker{}, false, nil

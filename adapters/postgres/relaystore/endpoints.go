@@ -151,7 +151,7 @@ func (s *Store) Endpoint(ctx context.Context, id int64) (Endpoint, error) {
 
 // Disable disables an endpoint in tx with reason and reports whether it was disabled before.
 func Disable(ctx context.Context, tx pgx.Tx, id int64, reason string) (e Endpoint, was bool, err error) {
-	err = tx.QueryRow(ctx, `SELECT disabled_at IS NOT NULL FROM relay_endpoints WHERE id = $1 FOR UPDATE`, id).Scan(&was)
+	err = tx.QueryRow(ctx, `SELECT disabled_at IS NOT NULL FROM relay_endpoints WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&was)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, false, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
 	}
@@ -172,7 +172,7 @@ SET disabled_at = coalesce(disabled_at, now()), disabled_reason = $2 WHERE id = 
 // the endpoint and those deliveries, in id order, which need a job.
 func Enable(ctx context.Context, tx pgx.Tx, id int64, sendMissed bool, skipped string) (Endpoint, []int64, error) {
 	var auto bool
-	err := tx.QueryRow(ctx, `SELECT auto_disabled FROM relay_endpoints WHERE id = $1 FOR UPDATE`, id).Scan(&auto)
+	err := tx.QueryRow(ctx, `SELECT auto_disabled FROM relay_endpoints WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&auto)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, nil, fmt.Errorf("endpoint %d: %w", id, ErrNotFound)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	prelay "bookingledger/projections/relay"
@@ -358,4 +359,14 @@ func nullTime(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// Retryable reports whether err is PostgreSQL rolling a transaction back to let another one go on
+// (deadlock_detected 40P01, serialization_failure 40001): run the same transaction again. The relay's
+// transactions lock deliveries and endpoints in an order their callers choose (a round's deliveries,
+// then its endpoints; an admission's earlier versions, then the endpoint), so two of them can wait on
+// each other and PostgreSQL breaks the cycle by failing one.
+func Retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
