@@ -422,7 +422,12 @@ func TestSustainedFailureDisablesThenSendMissedDeliversInOrder(t *testing.T) {
 	e := newEnv(t)
 	alertSecret := relay.NewSecret()
 	sink := newAlertSink(t, alertSecret)
-	schedule := []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+	// More attempts than the breaker's threshold: a delivery's own failures open the breaker before its
+	// schedule runs out, so none can die before the breaker holds it, however the rounds of the other
+	// deliveries interleave (with four attempts one did, under load, while the others' were recorded).
+	schedule := []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+		200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond, 200 * time.Millisecond}
+	require.Greater(t, len(schedule), relay.DefaultBreakerFailures)
 	r := e.startRelay(t, relayOpts{schedule: schedule, alerts: relay.AlertConfig{URL: sink.srv.URL, Secret: alertSecret}})
 	rc := newVersionReceiver(t)
 	var mu sync.Mutex
