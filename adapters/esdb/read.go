@@ -92,9 +92,11 @@ func (s *Store) ReadAll(ctx context.Context, from eventlog.Position, limit int) 
 	cursor := from
 	batch := min(max(2*limit, 64), 4096)
 	for len(out) < limit {
-		want := limit - len(out)
+		// call may walk away from a read that outlives it (a dead client, its timeout) and the loop
+		// goes on: the read gets this iteration's cursor as a value, never the variable it moves.
+		at, want := cursor, limit-len(out)
 		page, err := call(ctx, s, func(c *esdb.Client) (allPage, error) {
-			return s.readAllPage(ctx, c, cursor, batch, want)
+			return s.readAllPage(ctx, c, at, batch, want)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("read $all after %s: %w", from, translate(ctx, err))
