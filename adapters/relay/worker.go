@@ -429,8 +429,26 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 	}
 	for _, n := range alerts {
 		r.noteAlert(n)
+		if n.disabled {
+			r.pauseEscaped(ctx, n.endpointID)
+		}
 	}
 	return kept, moved, nil
+}
+
+// pauseEscaped pauses, once a sustained disable has committed, the deliveries of the endpoint that a
+// concurrent transaction left pending after the disable's own pause (relaystore.PauseDisabled): a
+// held one would otherwise wait without a job, unpaused, until the endpoint is enabled.
+func (r *Relay) pauseEscaped(ctx context.Context, ep int64) {
+	ids, err := r.store.PauseDisabled(ctx, ep)
+	if err != nil {
+		r.log.Warn("relay: pausing the last deliveries of a disabled endpoint failed; they wait until it is enabled",
+			"endpoint", ep, "error", err)
+		return
+	}
+	if len(ids) > 0 {
+		r.log.Debug("relay: paused deliveries that raced the endpoint's disable", "endpoint", ep, "deliveries", len(ids))
+	}
 }
 
 // finish completes a job that attempts nothing more, handing its pending deliveries off.

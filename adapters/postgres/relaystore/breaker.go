@@ -249,3 +249,19 @@ WHERE endpoint_id = $1 AND state = 'pending' RETURNING id`, ep))
 	}
 	return ids, nil
 }
+
+// PauseDisabled pauses the pending deliveries of endpoint ep, held ones included, if it is disabled,
+// and returns them. DisableSustained pauses the deliveries its statement sees; a transaction that read
+// the endpoint as enabled before the disable committed can still commit one after that statement — an
+// admission holding it behind an earlier version, say — and a held delivery has no job that would
+// find the endpoint disabled later. Run after the disable committed, when every later reader sees
+// the endpoint disabled, this catches the last of them.
+func (s *Store) PauseDisabled(ctx context.Context, ep int64) ([]int64, error) {
+	ids, err := collectIDs(s.pool.Query(ctx, `UPDATE relay_deliveries d SET state = 'paused', held = NULL, next_attempt_at = NULL
+FROM relay_endpoints e WHERE e.id = $1 AND e.disabled_at IS NOT NULL AND d.endpoint_id = e.id AND d.state = 'pending'
+RETURNING d.id`, ep))
+	if err != nil {
+		return nil, fmt.Errorf("pause deliveries of disabled endpoint %d: %w", ep, err)
+	}
+	return ids, nil
+}

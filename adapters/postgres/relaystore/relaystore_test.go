@@ -2,6 +2,7 @@ package relaystore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,4 +79,77 @@ VALUES ($1, gen_random_uuid(), 'b', 'booking-b', 1, 'booking.scheduled.v1', now(
 	require.NoError(t, err)
 	require.Len(t, dead, 2)
 	assert.Equal(t, "skipped", dead[0].LastError)
+}
+
+// A delivery that an admission holds behind an earlier version while a sustained disable is being
+// committed escapes the disable's pause: the admission waits on the earlier version the disable
+// paused, then holds the later one, which the disable's statement had already passed. Held, it has no
+// job that would find the endpoint disabled. PauseDisabled, run after the disable committed, pauses it.
+func TestPauseDisabledCatchesAHoldThatRacedTheDisable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDatabase(t)
+	s := relaystore.New(pool)
+	e, err := s.InsertEndpoint(ctx, relaystore.NewEndpoint{URL: "https://example.test/hook"}, "whsec_x")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE relay_endpoints SET ordered = true WHERE id = $1`, e.ID)
+	require.NoError(t, err)
+	insert := func(version int) int64 {
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO relay_deliveries (endpoint_id, event_id, booking, stream, stream_version, event_type, recorded_at, state)
+VALUES ($1, gen_random_uuid(), 'b', 'booking-b', $2, 'booking.updated.v1', now(), 'pending') RETURNING id`, e.ID, version).Scan(&id))
+		return id
+	}
+	v1, v2 := insert(1), insert(2)
+	held := func(id int64) (state, why string) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT state, coalesce(held, '') FROM relay_deliveries WHERE id = $1`, id).Scan(&state, &why))
+		return state, why
+	}
+
+	disable, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer disable.Rollback(ctx) //nolint:errcheck // a no-op after the commit
+	paused, err := relaystore.DisableSustained(ctx, disable, e.ID, "test")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{v1, v2}, paused)
+	// The fan-out read the endpoint as enabled: version 3 comes pending, and its job admits it.
+	v3 := insert(3)
+	admitted := make(chan []int64, 1)
+	go func() {
+		var blocked []int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			blocked, err = relaystore.HoldOrdered(ctx, tx, []int64{v3})
+			return err
+		})
+		assert.NoError(t, err)
+		admitted <- blocked
+	}()
+	// The admission waits for the disable's lock on version 2 before the disable commits.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting))
+		return waiting
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, disable.Commit(ctx))
+	assert.Equal(t, []int64{v3}, slices.Compact(<-admitted)) // once per earlier version it waits for
+	state, why := held(v3)
+	require.Equal(t, [2]string{relaystore.StatePending, relaystore.HeldOrder}, [2]string{state, why}, "the gap PauseDisabled closes")
+
+	got, err := s.PauseDisabled(ctx, e.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{v3}, got)
+	state, why = held(v3)
+	assert.Equal(t, [2]string{relaystore.StatePaused, ""}, [2]string{state, why})
+
+	// An enabled endpoint's pending deliveries stay.
+	other, err := s.InsertEndpoint(ctx, relaystore.NewEndpoint{URL: "https://example.test/other"}, "whsec_y")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO relay_deliveries (endpoint_id, event_id, booking, stream, stream_version, event_type, recorded_at, state)
+VALUES ($1, gen_random_uuid(), 'b', 'booking-b', 1, 'booking.updated.v1', now(), 'pending')`, other.ID)
+	require.NoError(t, err)
+	got, err = s.PauseDisabled(ctx, other.ID)
+	require.NoError(t, err)
+	assert.Empty(t, got)
 }
