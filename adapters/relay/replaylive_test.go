@@ -79,7 +79,12 @@ SELECT d.booking,
 FROM relay_deliveries d JOIN first f ON f.delivery_id = d.id
 WHERE d.endpoint_id = $2 AND d.replay_id IS NULL ORDER BY d.id`, rep.ID, ep.ID)
 	require.NoError(t, err)
-	got := 0
+	// A live delivery planned when fewer than a second's worth of replay deliveries were waiting can
+	// see all of them go first without queueing behind them: its own job takes that long to be picked
+	// up on a loaded machine. Those are logged, not judged; the earlier ones, planned with hundreds
+	// waiting, are.
+	const judged = 200 // the replay's rate: a second of its sends
+	got, asserted := 0, 0
 	for rows.Next() {
 		var (
 			b              string
@@ -88,12 +93,14 @@ WHERE d.endpoint_id = $2 AND d.replay_id IS NULL ORDER BY d.id`, rep.ID, ep.ID)
 		require.NoError(t, rows.Scan(&b, &waiting, &ahead))
 		got++
 		t.Logf("%s: planned with %d replay deliveries waiting, attempted after %d of them", b, waiting, ahead)
-		if waiting > 0 {
+		if waiting >= judged {
+			asserted++
 			assert.Less(t, ahead, waiting, "%s waited for the replay's whole backlog", b)
 		}
 	}
 	require.NoError(t, rows.Err())
 	assert.Equal(t, len(live), got)
+	assert.GreaterOrEqual(t, asserted, 2, "live deliveries planned while hundreds of replay deliveries waited")
 }
 
 // A replay without a rate of its own takes the default rate, or half of a throttled endpoint's rate
