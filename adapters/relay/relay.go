@@ -17,9 +17,7 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/relaystore"
-	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
-	"bookingledger/domain/resource"
 	prelay "bookingledger/projections/relay"
 )
 
@@ -55,11 +53,8 @@ const DefaultReplayPage = 1000
 const jobMaxAttempts = 25
 
 // Decoder turns stored events into domain events (adapters/eventcodec.JSON): booking events and the
-// calendar's link events.
-type Decoder interface {
-	Decode(r eventlog.RecordedEvent) (booking.Event, error)
-	DecodeResource(r eventlog.RecordedEvent) (resource.Event, error)
-}
+// calendar's link events (projections/relay's, whose subjects and messages decode with it).
+type Decoder = prelay.Decoder
 
 // Config configures a Relay. Pool is required; Events and Codec only where deliveries are worked.
 type Config struct {

@@ -28,123 +28,39 @@ type (
 	planBuilder = prelay.PlanBuilder
 )
 
-// selectReplay returns the matching deliveries in recorded order, narrowed by what the endpoint
-// takes now (its types and filter: projections/relay.Selects); with tx it locks them.
-func (r *Relay) selectReplay(ctx context.Context, q relaystore.Querier, qr ReplayQuery, ep Endpoint, lock bool) ([]ReplayItem, error) {
-	cs, err := relaystore.ReplayCandidates(ctx, q, qr.EndpointID, qr.From, qr.To, qr.States(), qr.DeliveryID, lock)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		out  []ReplayItem
-		rule = ep.Rule()
-		subs = r.newSubjects()
-	)
-	for _, c := range cs {
-		if !MatchTypes(qr.Types, c.Type) ||
-			!prelay.Selects(rule, c.Type, func() prelay.Subject { return subs.of(ctx, c.Stream, c.Version) }) {
-			continue
-		}
-		out = append(out, ReplayItem{DeliveryID: c.ID, WebhookID: "msg_" + c.EventID, Type: c.Type, RecordedAt: c.RecordedAt})
-	}
-	if subs.err != nil {
-		return nil, fmt.Errorf("select replay: filter: %w", subs.err)
-	}
-	return out, nil
-}
-
-// eachBackfill pages through the whole log and calls fn with each page's events a replay of q
-// backfills for endpoint ep, if they have no delivery of it yet (fn tells): relayable events whose
-// recorded time, as the deliveries store it (microseconds), is in [From, To), of a type both the
-// endpoint takes now (types and filter) and q selects. The log is read through the event-store port, as the fan-out reads it, and
-// never held whole. Its order is not that of the recorded times, so every page is read; a short page
-// ends it, since whatever is recorded later reaches the endpoint by the fan-out.
+// eachBackfill calls fn with each page of the log's events a replay of q backfills for endpoint ep
+// (relaystore.EachBackfill), read through the event-store port r.replayPage at a time.
 func (r *Relay) eachBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, fn func(relaystore.NewDeliveries) error) error {
 	if r.events == nil {
 		return errors.New("relay: a window replay reads the event log, and this relay has no event store")
 	}
-	var from eventlog.Position
-	rule := ep.Rule()
-	for {
-		page, err := r.events.ReadAll(ctx, from, r.replayPage)
-		if err != nil {
-			return fmt.Errorf("backfill: read the log after %s: %w", from, err)
-		}
-		var news relaystore.NewDeliveries
-		subs := r.newSubjects()
-		for _, ev := range page {
-			b, ok := prelay.Relayable(ev.StreamID)
-			if !ok || !q.Covers(ev.RecordedAt, ev.Type) ||
-				!prelay.Selects(rule, ev.Type, func() prelay.Subject { return subs.of(ctx, ev.StreamID, ev.Version) }) {
-				continue
-			}
-			news.Add(ep.ID, ev, b, StatePending)
-		}
-		if subs.err != nil {
-			return fmt.Errorf("backfill: filter: %w", subs.err)
-		}
-		if news.Len() > 0 {
-			if err := fn(news); err != nil {
-				return err
-			}
-		}
-		if len(page) < r.replayPage {
-			return nil
-		}
-		from = page[len(page)-1].Position
+	readAll := func(from eventlog.Position, n int) ([]eventlog.RecordedEvent, error) {
+		return r.events.ReadAll(ctx, from, n)
 	}
+	return relaystore.EachBackfill(ctx, readAll, r.replayPage, ep.ID, ep.Rule(), q, func() *prelay.Subjects { return r.newSubjects(ctx) }, fn)
 }
 
 // planBackfill adds to b the events a replay of q would backfill now.
 func (r *Relay) planBackfill(ctx context.Context, ep Endpoint, q ReplayQuery, b *planBuilder) error {
 	return r.eachBackfill(ctx, ep, q, func(news relaystore.NewDeliveries) error {
-		ids := make([]string, news.Len())
-		for i := range ids {
-			ids[i], _, _ = news.Event(i)
+		items, err := r.store.Unplanned(ctx, ep.ID, news)
+		for _, it := range items {
+			b.Add(it)
 		}
-		have, err := r.store.ExistingEvents(ctx, ep.ID, ids)
-		if err != nil {
-			return fmt.Errorf("backfill: deliveries: %w", err)
-		}
-		for i, id := range ids {
-			if !have[id] {
-				_, typ, at := news.Event(i)
-				b.Add(ReplayItem{WebhookID: "msg_" + id, Type: typ, RecordedAt: at.Truncate(time.Microsecond)})
-			}
-		}
-		return nil
+		return err
 	})
 }
 
 // backfill inserts the deliveries of the events a replay of q backfills, as deliveries of replay rep
-// with their jobs, and adds them to b. Each page commits on its own, with the replay's total: an open
-// transaction holds back every reader of the PostgreSQL log (it reads below the oldest one), so one
-// transaction over a whole log would stall the projections, this one's paging included.
+// with their jobs, and adds them to b, a page at a time (relaystore.Backfill: each page commits on
+// its own, with the replay's total).
 func (r *Relay) backfill(ctx context.Context, ep Endpoint, q ReplayQuery, rep int64, b *planBuilder, pace *prelay.Pacer) error {
 	return r.eachBackfill(ctx, ep, q, func(news relaystore.NewDeliveries) error {
-		var items []ReplayItem
-		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-			items = items[:0]
-			var ids []int64
-			err := news.Insert(ctx, tx, rep, func(d relaystore.Inserted) {
-				ids = append(ids, d.ID)
-				items = append(items, ReplayItem{DeliveryID: d.ID, WebhookID: "msg_" + d.EventID, Type: d.EventType, RecordedAt: d.Recorded})
-			})
-			if err != nil || len(ids) == 0 {
-				return err
-			}
-			if err := relaystore.AddToReplay(ctx, tx, rep, len(ids)); err != nil {
-				return err
-			}
-			return r.enqueueReplay(ctx, tx, pace, ids)
-		})
-		if err != nil {
-			return fmt.Errorf("backfill: %w", err)
-		}
+		items, err := r.store.Backfill(ctx, rep, news, func(tx pgx.Tx, ids []int64) error { return r.enqueueReplay(ctx, tx, pace, ids) })
 		for _, it := range items {
 			b.Add(it)
 		}
-		return nil
+		return err
 	})
 }
 
@@ -157,7 +73,7 @@ func (r *Relay) PlanReplay(ctx context.Context, q ReplayQuery) (ReplayPlan, erro
 	if err != nil {
 		return ReplayPlan{}, err
 	}
-	items, err := r.selectReplay(ctx, r.pool, q, ep, false)
+	items, err := relaystore.SelectReplay(ctx, r.pool, q, ep.Rule(), r.newSubjects(ctx), false)
 	if err != nil {
 		return ReplayPlan{}, err
 	}
@@ -188,36 +104,17 @@ func (r *Relay) StartReplay(ctx context.Context, q ReplayQuery) (Replay, ReplayP
 	if e.Disabled {
 		return Replay{}, ReplayPlan{}, fmt.Errorf("%w: endpoint %d is disabled; enable it first", ErrInvalid, e.ID)
 	}
-	var (
-		rep  Replay
-		b    planBuilder
-		pace = &prelay.Pacer{Start: time.Now(), Rate: q.RateOf(e.RatePerSecond, r.replayRate)}
-	)
-	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+	var b planBuilder
+	pace := &prelay.Pacer{Start: time.Now(), Rate: q.RateOf(e.RatePerSecond, r.replayRate)}
+	rep, items, err := r.store.StartReplay(ctx, q, e.Rule(), r.newSubjects(ctx), pace.Rate, func(tx pgx.Tx, ids []int64) error {
 		pace.N = 0
-		items, err := r.selectReplay(ctx, tx, q, e, true)
-		if err != nil {
-			return err
-		}
-		types := q.Types
-		if types == nil {
-			types = []string{}
-		}
-		if rep, err = relaystore.InsertReplay(ctx, tx, q.EndpointID, q.From, q.To, types, q.OnlyFailed, len(items), pace.Rate); err != nil {
-			return err
-		}
-		ids := make([]int64, len(items))
-		for i, it := range items {
-			ids[i] = it.DeliveryID
-			b.Add(it)
-		}
-		if err := relaystore.ScheduleReplay(ctx, tx, ids, rep.ID); err != nil {
-			return err
-		}
 		return r.enqueueReplay(ctx, tx, pace, ids)
 	})
 	if err != nil {
 		return Replay{}, ReplayPlan{}, fmt.Errorf("replay: %w", err)
+	}
+	for _, it := range items {
+		b.Add(it)
 	}
 	// The deliveries that exist are on their way; the backfill follows, a page at a time.
 	if q.Backfills() {

@@ -3,6 +3,8 @@ package relay
 import (
 	"slices"
 	"time"
+
+	"bookingledger/domain/eventlog"
 )
 
 // Rule is what an endpoint takes of the events recorded from Since on: its type patterns and its
@@ -105,4 +107,51 @@ func NeedsSubjects(eps []Endpoint) bool {
 		}
 	}
 	return false
+}
+
+// Planned is a delivery to plan: Event to Endpoint, about Booking ("" for a link event), in State.
+type Planned struct {
+	Endpoint int64
+	Event    eventlog.RecordedEvent
+	Booking  string
+	State    string
+}
+
+// Plan returns the deliveries of events: one per endpoint that takes the event under the rule in
+// force when it was recorded (FanOut; earlier events reach a new endpoint by replay), paused for a
+// disabled endpoint. subject computes an event's subject (Subjects.Of) when a filter needs it.
+func Plan(eps []Endpoint, events []eventlog.RecordedEvent, subject func(stream string, version uint64) Subject) []Planned {
+	var out []Planned
+	for _, ev := range events {
+		b, ok := Relayable(ev.StreamID)
+		if !ok {
+			continue
+		}
+		for _, ep := range FanOut(eps, Event{Type: ev.Type, RecordedAt: ev.RecordedAt},
+			func() Subject { return subject(ev.StreamID, ev.Version) }) {
+			state := StatePending
+			if ep.Disabled {
+				state = StatePaused
+			}
+			out = append(out, Planned{Endpoint: ep.ID, Event: ev, Booking: b, State: state})
+		}
+	}
+	return out
+}
+
+// Backfills returns the events of page that a replay of q backfills for endpoint ep, whose rule now
+// is rule, as pending deliveries (if they have none yet, which the adapter finds): relayable events
+// whose recorded time, as the deliveries store it (microseconds), is in [From, To), of a type both
+// the endpoint takes now (types and filter) and q selects.
+func Backfills(page []eventlog.RecordedEvent, ep int64, rule Rule, q ReplayQuery, subject func(stream string, version uint64) Subject) []Planned {
+	var out []Planned
+	for _, ev := range page {
+		b, ok := Relayable(ev.StreamID)
+		if !ok || !q.Covers(ev.RecordedAt, ev.Type) ||
+			!Selects(rule, ev.Type, func() Subject { return subject(ev.StreamID, ev.Version) }) {
+			continue
+		}
+		out = append(out, Planned{Endpoint: ep, Event: ev, Booking: b, State: StatePending})
+	}
+	return out
 }
