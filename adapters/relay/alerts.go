@@ -89,34 +89,21 @@ type alertNote struct {
 // the update, so concurrent attempts count one after the other and each threshold is crossed by
 // exactly one of them.
 func (r *Relay) streak(ctx context.Context, tx pgx.Tx, endpointID int64, succeeded bool, lastErr string, at time.Time) ([]alertNote, error) {
+	// A success locks only an endpoint with a streak, or whose recorded latest success is more than
+	// successGranularity older (relaystore.EndStreak): with every success locking the endpoint's row
+	// until its commit, all deliveries to one endpoint went one at a time. A failure that ended within
+	// that granularity before an unrecorded success may still open a streak (ended by the next success).
+	raised, err := relaystore.CountAttempt(ctx, tx, endpointID, succeeded, at, successGranularity)
+	if err != nil {
+		return nil, err
+	}
 	var notes []alertNote
-	if succeeded {
-		// Only an endpoint with a streak, or whose recorded latest success is more than
-		// successGranularity older, is locked: with every success locking the endpoint's row until its
-		// commit, all deliveries to one endpoint went one at a time. A failure that ended within that
-		// granularity before an unrecorded success may still open a streak (ended by the next success).
-		s, ok, err := relaystore.EndStreak(ctx, tx, endpointID, at, successGranularity)
-		if err != nil || !ok {
-			return nil, err // no streak to end, and a later success known
+	for _, a := range raised {
+		msg := lastErr
+		if a.Kind == AlertRecovered {
+			msg = ""
 		}
-		if s.Ended && s.Alerted > 0 {
-			n, err := r.insertAlert(ctx, tx, endpointID, AlertRecovered, s.Failures, "")
-			if err != nil {
-				return nil, err
-			}
-			notes = append(notes, n)
-		}
-		return notes, nil
-	}
-	s, ok, err := relaystore.CountFailure(ctx, tx, endpointID, at)
-	if err != nil || !ok {
-		return nil, err // older than a success already counted: not part of any streak
-	}
-	for _, t := range prelay.Crossed(s.Failures, s.Alerted) {
-		if err := relaystore.MarkAlerted(ctx, tx, endpointID, t); err != nil {
-			return nil, err
-		}
-		n, err := r.insertAlert(ctx, tx, endpointID, AlertFailing, s.Failures, lastErr)
+		n, err := r.insertAlert(ctx, tx, endpointID, a.Kind, a.Failures, msg)
 		if err != nil {
 			return nil, err
 		}

@@ -5,7 +5,6 @@ import (
 	prelay "bookingledger/projections/relay"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -109,91 +108,9 @@ func (r *Relay) enable(ctx context.Context, id int64, sendMissed bool) (Endpoint
 	return e, n, nil
 }
 
-// gated reports whether a delivery passes admit's checks: its endpoint is ordered, throttled by rate
-// or has an open breaker.
-func (d delivery) gated() bool {
-	return d.Ordered || d.Rate > 0 || (d.BreakerFailures > 0 && d.Failures >= d.BreakerFailures)
-}
-
-// admit decides which of a round's deliveries go now, in one transaction. On an ordered endpoint a
-// delivery whose booking has an earlier version pending or paused is held ('order') until that one
-// ends; behind an open breaker every delivery but the one probe is held ('breaker') until a success
-// closes it; under a rate each delivery takes the endpoint's next send slot (notBefore) or, past
-// throttleWindow, gets a job due at its slot (deferred). A held delivery has no job: whoever ends its
-// wait gives it one, in the transaction that ends it. Locks: the earlier versions (shared) before the
-// endpoint row, as record takes the deliveries' rows before the endpoint's.
-func (r *Relay) admit(ctx context.Context, ds []delivery) (send []delivery, deferred map[int64]time.Time, held map[int64]bool, err error) {
-	if !slices.ContainsFunc(ds, delivery.gated) {
-		return ds, nil, nil, nil
-	}
-	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		send, deferred, held = nil, map[int64]time.Time{}, map[int64]bool{}
-		var ordered []int64
-		for _, d := range ds {
-			if d.Ordered {
-				ordered = append(ordered, d.ID)
-			}
-		}
-		if len(ordered) > 0 {
-			blocked, err := relaystore.HoldOrdered(ctx, tx, ordered)
-			if err != nil {
-				return err
-			}
-			for _, id := range blocked {
-				held[id] = true
-			}
-		}
-		unheld := slices.DeleteFunc(slices.Clone(ds), func(d delivery) bool { return held[d.ID] })
-		for _, group := range prelay.ByEndpoint(unheld, func(d delivery) int64 { return d.EndpointID }) {
-			if d := group[0]; d.Rate <= 0 && (d.BreakerFailures == 0 || d.Failures < d.BreakerFailures) {
-				send = append(send, group...)
-				continue
-			}
-			ok, err := r.admitEndpoint(ctx, tx, group[0].EndpointID, group, deferred, held)
-			if err != nil {
-				return err
-			}
-			send = append(send, ok...)
-		}
-		ds := make([]relaystore.Due, 0, len(deferred))
-		for id, at := range deferred {
-			ds = append(ds, relaystore.Due{ID: id, At: at})
-		}
-		return relaystore.Defer(ctx, tx, ds)
-	})
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("admit deliveries: %w", err)
-	}
-	return send, deferred, held, nil
-}
-
-// admitEndpoint applies an endpoint's breaker and rate to its deliveries of a round (id order), with
-// the endpoint's row locked (relaystore.Admit, projections/relay.Admit decides).
-func (r *Relay) admitEndpoint(ctx context.Context, tx pgx.Tx, ep int64, group []delivery, deferred map[int64]time.Time, held map[int64]bool) ([]delivery, error) {
-	byID := map[int64]delivery{}
-	ids := make([]int64, len(group))
-	for i, d := range group {
-		ids[i], byID[d.ID] = d.ID, d
-	}
-	a, ok, err := relaystore.Admit(ctx, tx, ep, ids, r.clock(), throttleWindow)
-	if err != nil || !ok {
-		return nil, err // removed meanwhile: its deliveries are gone
-	}
-	for _, id := range a.Held {
-		held[id] = true
-	}
-	maps.Copy(deferred, a.Deferred)
-	send := make([]delivery, len(a.Send))
-	for i, s := range a.Send {
-		send[i] = byID[s.ID]
-		send[i].notBefore, send[i].probe = s.NotBefore, s.Probe
-	}
-	return send, nil
-}
-
 // releaseOrder gives the next held version of each booking whose delivery the round ended (succeeded
-// or dead) a job, in the round's transaction; admit holds it again if an earlier version is still
-// pending.
+// or dead) a job, in the round's transaction; the round's admission holds it again if an earlier
+// version is still pending.
 func (r *Relay) releaseOrder(ctx context.Context, tx pgx.Tx, round []sent, kept map[int64]bool) error {
 	var eps []int64
 	var streams []string
@@ -240,7 +157,7 @@ func (r *Relay) afterRound(ctx context.Context, tx pgx.Tx, round []sent, kept ma
 		if s.a.Outcome != "" {
 			byEP[s.d.EndpointID] = append(byEP[s.d.EndpointID], prelay.RoundAttempt{ID: s.d.ID, Failed: s.a.Outcome == OutcomeFailed,
 				End: s.a.At.Add(s.a.Latency), RetryAfter: s.a.At.Add(s.a.RetryAfter), Pending: s.state == StatePending, Next: s.next,
-				Protected: s.d.probe})
+				Protected: s.d.Probe})
 		}
 	}
 	slices.Sort(eps)

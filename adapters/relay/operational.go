@@ -49,23 +49,11 @@ func (r *Relay) RaiseOperational(ctx context.Context, tx pgx.Tx, op Operational)
 	if op.At.IsZero() {
 		op.At = r.clock()
 	}
-	doc, err := op.Document()
+	sends, err := relaystore.InsertOperational(ctx, tx, op, r.alerts.URL != "", clipText(op.Text))
 	if err != nil {
 		return err
 	}
-	eps, err := relaystore.OperationalTargets(ctx, tx, op.EndpointID)
-	if err != nil {
-		return fmt.Errorf("operational %s: endpoints: %w", op.Type, err)
-	}
-	var about *int64
-	if op.EndpointID != 0 {
-		about = &op.EndpointID
-	}
-	for _, target := range op.Targets(r.alerts.URL != "", eps) {
-		send, err := relaystore.InsertOperationalSend(ctx, tx, op.ID, op.Type, about, target, op.At, clipText(op.Text), doc)
-		if err != nil {
-			return fmt.Errorf("operational %s: %w", op.Type, err)
-		}
+	for _, send := range sends {
 		if err := r.insertAlertJob(ctx, tx, OpArgs{SendID: send}); err != nil {
 			return fmt.Errorf("operational %s: %w", op.Type, err)
 		}

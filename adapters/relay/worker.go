@@ -48,15 +48,9 @@ type deliverWorker struct {
 }
 
 // delivery is what an attempt needs of a delivery and its endpoint (with the endpoint's settings,
-// breaker.go, and failure streak), and what admit decided of it.
-type delivery struct {
-	relaystore.Pending
-	// notBefore is the throttle's send slot (zero: none).
-	notBefore time.Time
-	// probe: the attempt is the open breaker's probe; its failure does not count against the
-	// delivery's schedule (breaker.go).
-	probe bool
-}
+// breaker.go, and failure streak), and what the round's admission decided of it (its throttle slot,
+// whether it is the open breaker's probe).
+type delivery = relaystore.RoundDelivery
 
 // loadDeliveries returns the pending ones of ids with their endpoints, in id order.
 func (r *Relay) loadDeliveries(ctx context.Context, ids []int64) ([]delivery, error) {
@@ -122,9 +116,9 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 				due = append(due, d)
 			}
 		}
-		// Order, breaker and throttle (breaker.go): a held delivery leaves the job (whoever ends its
+		// Order, breaker and throttle (relaystore.AdmitRound): a held delivery leaves the job (whoever ends its
 		// wait gives it another), a deferred one gets a job of its own due at its turn.
-		due, deferred, held, err := r.admit(ctx, due)
+		due, deferred, held, err := r.store.AdmitRound(ctx, due, r.clock, throttleWindow)
 		if err != nil {
 			return err
 		}
@@ -178,7 +172,7 @@ func (r *Relay) sendAll(ctx context.Context, slots chan struct{}, ds []delivery,
 				return
 			}
 			defer release()
-			if wait := d.notBefore.Sub(r.clock()); wait > 0 && eventlog.Sleep(slotCtx, wait) != nil {
+			if wait := d.NotBefore.Sub(r.clock()); wait > 0 && eventlog.Sleep(slotCtx, wait) != nil {
 				unsent[i] = true
 				return
 			}
@@ -192,7 +186,7 @@ func (r *Relay) sendAll(ctx context.Context, slots chan struct{}, ds []delivery,
 			var a prelay.Attempt
 			a, errs[i] = r.attemptOne(ctx, d)
 			round[i] = sent{d: d, a: a}
-			round[i].state, round[i].wait, round[i].next = r.schedule.Next(a, d.RunAttempt, d.probe)
+			round[i].state, round[i].wait, round[i].next = r.schedule.Next(a, d.RunAttempt, d.Probe)
 		})
 	}
 	wg.Wait()
@@ -296,7 +290,7 @@ func (r *Relay) roomFor(ctx context.Context, wait time.Duration) bool {
 // complete runs f and completes the job in one transaction: the job and the state it leads to never
 // disagree.
 func (r *Relay) complete(ctx context.Context, job *river.Job[DeliverArgs], f func(tx pgx.Tx) error) error {
-	return retried(func() error {
+	return relaystore.Retried(func() error {
 		return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 			if err := f(tx); err != nil {
 				return err
@@ -305,24 +299,6 @@ func (r *Relay) complete(ctx context.Context, job *river.Job[DeliverArgs], f fun
 			return err
 		})
 	})
-}
-
-// recordTries bounds how often a round's recording runs again after PostgreSQL rolled it back to
-// break a deadlock.
-const recordTries = 5
-
-// retried runs the transaction run again while PostgreSQL rolls it back to break a deadlock
-// (relaystore.Retryable), at most recordTries times. Failing the job instead would make River run it
-// again and send the round's deliveries a second time, the accepted ones included.
-func retried(run func() error) error {
-	var err error
-	for try := 1; try <= recordTries; try++ {
-		if err = run(); !relaystore.Retryable(err) {
-			return err
-		}
-		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
-	}
-	return err
 }
 
 // record stores a round's attempts with what follows from them — each delivery's next state, the
@@ -339,7 +315,7 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 	var alerts []alertNote
 	later := maps.Clone(c.Later)
 	apply := func(tx pgx.Tx) error {
-		// Afresh on each try (retried): a rolled-back try changed nothing but these.
+		// Afresh on each try (relaystore.Retried): a rolled-back try changed nothing but these.
 		kept, moved, alerts, c.Later = map[int64]bool{}, map[int64]time.Time{}, nil, maps.Clone(later)
 		if len(paused) > 0 {
 			if err := relaystore.Pause(ctx, tx, paused); err != nil {
@@ -409,7 +385,7 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 			return r.handOff(ctx, tx, c)
 		})
 	} else {
-		err = retried(func() error { return pgx.BeginFunc(ctx, r.pool, apply) }) // the job goes on
+		err = relaystore.Retried(func() error { return pgx.BeginFunc(ctx, r.pool, apply) }) // the job goes on
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("record attempts of deliveries %v: %w", job.Args.ids(), err)

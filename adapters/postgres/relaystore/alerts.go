@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	prelay "bookingledger/projections/relay"
 )
 
 // Streak is an endpoint's failure streak before an attempt changed it, and the alerts it sent.
@@ -221,4 +223,64 @@ func (s *Store) OperationalSends(ctx context.Context) ([]OperationalSend, error)
 		return nil, fmt.Errorf("operational sends: %w", err)
 	}
 	return out, nil
+}
+
+// StreakAlert is an alert an attempt's count raised: its kind and the streak's failures.
+type StreakAlert struct {
+	Kind     string
+	Failures int
+}
+
+// CountAttempt updates endpoint ep's failure streak with an attempt that ended at at and returns the
+// alerts it raises: a success that ends a streak which had alerted, its one "recovered" (EndStreak,
+// with granularity); a failure counted in the streak (CountFailure), a "failing" for each threshold
+// it crosses (projections/relay.Crossed), each marked alerted.
+func CountAttempt(ctx context.Context, tx pgx.Tx, ep int64, succeeded bool, at time.Time, granularity time.Duration) ([]StreakAlert, error) {
+	if succeeded {
+		s, ok, err := EndStreak(ctx, tx, ep, at, granularity)
+		if err != nil || !ok || !s.Ended || s.Alerted == 0 {
+			return nil, err // no streak to end, a later success known, or nothing alerted
+		}
+		return []StreakAlert{{Kind: AlertRecovered, Failures: s.Failures}}, nil
+	}
+	s, ok, err := CountFailure(ctx, tx, ep, at)
+	if err != nil || !ok {
+		return nil, err // older than a success already counted: not part of any streak
+	}
+	var out []StreakAlert
+	for _, t := range prelay.Crossed(s.Failures, s.Alerted) {
+		if err := MarkAlerted(ctx, tx, ep, t); err != nil {
+			return nil, err
+		}
+		out = append(out, StreakAlert{Kind: AlertFailing, Failures: s.Failures})
+	}
+	return out, nil
+}
+
+// InsertOperational records, in tx, the sends of op: one to the alert URL (alertURL: one is
+// configured) unless op excludes it, and one to every enabled endpoint subscribed to its type
+// (OperationalTargets, projections/relay.Operational.Targets), with text as its stored text; it
+// returns their IDs.
+func InsertOperational(ctx context.Context, tx pgx.Tx, op prelay.Operational, alertURL bool, text string) ([]int64, error) {
+	doc, err := op.Document()
+	if err != nil {
+		return nil, err
+	}
+	eps, err := OperationalTargets(ctx, tx, op.EndpointID)
+	if err != nil {
+		return nil, fmt.Errorf("operational %s: endpoints: %w", op.Type, err)
+	}
+	var about *int64
+	if op.EndpointID != 0 {
+		about = &op.EndpointID
+	}
+	var ids []int64
+	for _, target := range op.Targets(alertURL, eps) {
+		send, err := InsertOperationalSend(ctx, tx, op.ID, op.Type, about, target, op.At, text, doc)
+		if err != nil {
+			return nil, fmt.Errorf("operational %s: %w", op.Type, err)
+		}
+		ids = append(ids, send)
+	}
+	return ids, nil
 }

@@ -370,3 +370,22 @@ func Retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
+
+// RetryTries bounds how often Retried runs a transaction again after PostgreSQL rolled it back to
+// break a deadlock.
+const RetryTries = 5
+
+// Retried runs the transaction run again while PostgreSQL rolls it back to break a deadlock
+// (Retryable), at most RetryTries times, a little later each time. The relay records a round of
+// attempts this way: failing the job instead would make River run it again and send the round's
+// deliveries a second time, the accepted ones included.
+func Retried(run func() error) error {
+	var err error
+	for try := 1; try <= RetryTries; try++ {
+		if err = run(); !Retryable(err) {
+			return err
+		}
+		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
+	}
+	return err
+}
