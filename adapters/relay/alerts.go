@@ -151,7 +151,7 @@ func (r *Relay) insertAlertJob(ctx context.Context, tx pgx.Tx, args river.JobArg
 
 // noteAlert logs and counts an alert that committed.
 func (r *Relay) noteAlert(n alertNote) {
-	r.metrics.alert(strconv.FormatInt(n.endpointID, 10), n.kind)
+	r.metrics.Alert(strconv.FormatInt(n.endpointID, 10), n.kind)
 	if n.disabled {
 		r.log.Warn("relay endpoint disabled after a sustained failure", "endpoint", n.endpointID, "consecutive_failures", n.failures,
 			"reason", n.lastError, "alert", n.id)

@@ -392,9 +392,9 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 	}
 	for _, s := range round {
 		ep := strconv.FormatInt(s.d.EndpointID, 10)
-		r.metrics.attempt(ep, s.a.Outcome, s.a.Latency)
+		r.metrics.Attempt(ep, s.a.Outcome, s.a.Latency)
 		if s.state == StateSucceeded || s.state == StateDead {
-			r.metrics.completed(ep, s.state)
+			r.metrics.Completed(ep, s.state)
 		}
 		r.log.Debug("relay attempt", "delivery", s.d.ID, "endpoint", s.d.EndpointID, "attempt", s.d.Attempts+1,
 			"outcome", s.a.Outcome, "status", s.a.Status, "latency_ms", s.a.Latency.Milliseconds())
