@@ -317,26 +317,15 @@ func (r *Relay) record(ctx context.Context, job *river.Job[DeliverArgs], round [
 	apply := func(tx pgx.Tx) error {
 		// Afresh on each try (relaystore.Retried): a rolled-back try changed nothing but these.
 		kept, moved, alerts, c.Later = map[int64]bool{}, map[int64]time.Time{}, nil, maps.Clone(later)
-		if len(paused) > 0 {
-			if err := relaystore.Pause(ctx, tx, paused); err != nil {
-				return err
-			}
-		}
-		if len(round) == 0 {
-			return nil
-		}
 		outcomes := make([]relaystore.Outcome, len(round))
 		for i, s := range round {
 			outcomes[i] = relaystore.Outcome{DeliveryID: s.d.ID, ReplayID: s.d.ReplayID, N: s.d.Attempts + 1, At: s.a.At,
 				Status: s.a.Status, Latency: s.a.Latency, Succeeded: s.a.Outcome == OutcomeSucceeded, Response: s.a.Response,
 				Error: s.a.Err, State: s.state, Next: s.next}
 		}
-		updated, err := relaystore.Record(ctx, tx, outcomes)
-		if err != nil {
+		var err error
+		if kept, err = relaystore.RecordRound(ctx, tx, paused, outcomes); err != nil || len(round) == 0 {
 			return err
-		}
-		for _, id := range updated {
-			kept[id] = true
 		}
 		if err := r.releaseOrder(ctx, tx, round, kept); err != nil {
 			return err

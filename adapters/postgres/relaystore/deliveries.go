@@ -349,6 +349,25 @@ RETURNING d.id`, ids, states, nexts, statuses, errTexts))
 	return updated, nil
 }
 
+// RecordRound records a round in tx: it pauses the deliveries of paused (of a disabled endpoint) and
+// records the round's attempts (Record), and returns the set of deliveries it moved (kept).
+func RecordRound(ctx context.Context, tx pgx.Tx, paused []int64, round []Outcome) (map[int64]bool, error) {
+	kept := map[int64]bool{}
+	if len(paused) > 0 {
+		if err := Pause(ctx, tx, paused); err != nil {
+			return nil, err
+		}
+	}
+	if len(round) == 0 {
+		return kept, nil
+	}
+	updated, err := Record(ctx, tx, round)
+	for _, id := range updated {
+		kept[id] = true
+	}
+	return kept, err
+}
+
 // EndpointState is a gauge row: an endpoint's deliveries in one state.
 type EndpointState struct {
 	Endpoint int64
