@@ -288,10 +288,12 @@ func TestASuccessEndsTheStreakOfAFailureAnsweredBeforeItInOneRound(t *testing.T)
 		rc.serve(w, req)
 	})
 	ep := rc.endpointOn(t, r)
-	// One delivery, so one transaction: the projection reads both events in one batch whatever other
-	// transactions the cluster has open (the log is read below the oldest running one), and plans
-	// both in one job.
+	// One delivery, so one transaction: once the log returns both events (below the oldest transaction
+	// running anywhere in the cluster, waitForLog) the projection's catch-up reads them in one batch and
+	// plans both in one job. Started before, it could find the log empty and get them one at a time
+	// from its subscription.
 	e.record(t, "order", e.scheduled("calendly-order-fail", 9), e.scheduled("calendly-order-ok", 10))
+	e.waitForLog(t, 2)
 	e.startRelay(t, relayOpts{schedule: []time.Duration{0}})
 	eventually(t, 30*time.Second, "one delivery dead and one succeeded", func() bool {
 		return len(deliveriesIn(t, r, ep.ID, relay.StateDead)) == 1 && len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 1
