@@ -10,9 +10,10 @@
 #
 # The cluster listens on 127.0.0.1 on a port of its own — the one it had last time when that is still
 # free, so that a URL written down (make run's demo.env) stays true — and on a unix socket inside DIR, trusts local
-# connections and has a database named bookingledger. --fast turns off fsync for throwaway test
-# clusters. As root (CI, containers) initdb refuses to run, so the cluster belongs to the `postgres`
-# system user (or `bookingledger`, created on demand); on a laptop it belongs to you.
+# connections and has a database named bookingledger. --fast turns off fsync and autovacuum for
+# throwaway test clusters (see below). As root (CI, containers) initdb refuses to run, so the cluster
+# belongs to the `postgres` system user (or `bookingledger`, created on demand); on a laptop it
+# belongs to you.
 set -euo pipefail
 
 log() { printf 'pg.sh: %s\n' "$*" >&2; }
@@ -128,6 +129,11 @@ start)
 		opts="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c max_connections=300 -c shared_buffers=256MB"
 		if [ "$fast" = 1 ]; then
 			opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+			# autovacuum=off: its launcher forks a worker into every database with activity, one about
+			# every naptime divided by the number of databases (with a test run's hundreds: several a
+			# second), each a new process and backend start, for tables that live a few seconds. The
+			# tests that need statistics run ANALYZE themselves.
+			opts="$opts -c autovacuum=off"
 		fi
 		before=0
 		if [ -f "$dir/server.log" ]; then before=$(wc -l <"$dir/server.log"); fi

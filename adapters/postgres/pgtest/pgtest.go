@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -42,8 +43,32 @@ func NewDatabase(t testing.TB) *pgxpool.Pool {
 // (fsync off, so its checkpoints are cheap).
 func NewDatabaseURL(t testing.TB) string {
 	t.Helper()
+	return NewDatabaseURLWith(t, Extra{})
+}
+
+// Extra is more schema a test package's databases need besides the embedded migrations (River's
+// tables, say), built into a template of its own once per cluster instead of into every database: a
+// migration is DDL, which costs the server far more CPU than copying the files it made.
+type Extra struct {
+	// Name tells the templates apart: one to sixteen lowercase letters.
+	Name string
+	// Migrate applies the extra schema to a database that has the embedded migrations. The template
+	// is not rebuilt when what Migrate applies changes: a test that must have the newest extra schema
+	// runs its migration again on its database (a no-op when the template had it).
+	Migrate func(ctx context.Context, pool *pgxpool.Pool) error
+}
+
+// NewDatabaseWith is NewDatabase with extra applied too.
+func NewDatabaseWith(t testing.TB, extra Extra) *pgxpool.Pool {
+	t.Helper()
+	return Open(t, NewDatabaseURLWith(t, extra))
+}
+
+// NewDatabaseURLWith is NewDatabaseURL with extra applied too (nothing more for the zero Extra).
+func NewDatabaseURLWith(t testing.TB, extra Extra) string {
+	t.Helper()
 	base := baseURL(t)
-	tmpl := migratedTemplate(t, base)
+	tmpl := migratedTemplate(t, base, extra)
 	return createDatabase(t, base, "TEMPLATE "+pgx.Identifier{tmpl}.Sanitize()+" STRATEGY FILE_COPY")
 }
 
@@ -77,13 +102,13 @@ func createDatabase(t testing.TB, base, options string) string {
 	if options != "" {
 		create += " " + options
 	}
-	if err := exec(ctx, base, create); err != nil {
+	if err := adminExec(ctx, base, create); err != nil {
 		t.Fatalf("pgtest: create test database: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := exec(ctx, base, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		if err := adminExec(ctx, base, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 			t.Errorf("pgtest: drop test database %s: %v", name, err)
 		}
 	})
@@ -101,37 +126,64 @@ const templateLockKey int64 = 0x626c5f746d706c74 // "bl_tmplt"
 // templatePrefix starts the names of migrated templates; the rest is the migration set's digest.
 const templatePrefix = "bl_template_"
 
-// template is this process's migrated template, once known.
-var template struct {
-	mu   sync.Mutex
-	name string
+// templates are this process's migrated templates, by Extra.Name, once known.
+var templates struct {
+	mu    sync.Mutex
+	names map[string]string
 }
+
+// extraName is what Extra.Name may be: letters only and at most sixteen, so that a template's name
+// never looks like an unfinished build's (see buildTemplate).
+var extraName = regexp.MustCompile(`^[a-z]{1,16}$`)
 
 // migratedTemplate returns the name of a database holding the embedded migrations and nothing else,
 // building it when the cluster has none for this migration set. Its name carries
 // postgres.MigrationsDigest, so adding or editing a migration makes a new template instead of reusing
 // a stale one. It is built under another name and renamed when complete, under an advisory lock that
 // other test binaries wait on, so a template with the final name is always whole. It refuses
-// connections (ALLOW_CONNECTIONS false): CREATE DATABASE ... TEMPLATE needs it unused.
-func migratedTemplate(t testing.TB, base string) string {
+// connections (ALLOW_CONNECTIONS false): CREATE DATABASE ... TEMPLATE needs it unused. A template
+// with an Extra is named after it too and holds its schema as well.
+func migratedTemplate(t testing.TB, base string, extra Extra) string {
 	t.Helper()
-	template.mu.Lock()
-	defer template.mu.Unlock()
-	if template.name != "" {
-		return template.name
+	templates.mu.Lock()
+	defer templates.mu.Unlock()
+	if name, ok := templates.names[extra.Name]; ok {
+		return name
 	}
 	name := templatePrefix + postgres.MigrationsDigest()[:24]
+	migrate := postgres.Migrate
+	if extra.Name != "" {
+		if !extraName.MatchString(extra.Name) || extra.Migrate == nil {
+			t.Fatalf("pgtest: Extra %q: a name of 1 to 16 lowercase letters and a Migrate", extra.Name)
+		}
+		name += "_" + extra.Name
+		migrate = func(ctx context.Context, pool *pgxpool.Pool) error {
+			if err := postgres.Migrate(ctx, pool); err != nil {
+				return err
+			}
+			if err := extra.Migrate(ctx, pool); err != nil {
+				return fmt.Errorf("%s: %w", extra.Name, err)
+			}
+			return nil
+		}
+	}
 	// Migrate waits up to five minutes for its own lock; a template is built within seconds.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := buildTemplate(ctx, base, name, randomName(t, name+"_b")); err != nil {
+	if err := buildTemplate(ctx, base, name, randomName(t, name+"_b"), migrate); err != nil {
 		t.Fatalf("pgtest: migrated template database: %v", err)
 	}
-	template.name = name
+	if templates.names == nil {
+		templates.names = map[string]string{}
+	}
+	templates.names[extra.Name] = name
 	return name
 }
 
-func buildTemplate(ctx context.Context, base, name, build string) error {
+// unfinished matches the builds of templates (name + "_b" + 16 hex digits) and no template.
+var unfinished = "^" + templatePrefix + "[0-9a-f]+(_[a-z]+)?_b[0-9a-f]{16}$"
+
+func buildTemplate(ctx context.Context, base, name, build string, migrate func(context.Context, *pgxpool.Pool) error) error {
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		return err
@@ -150,7 +202,7 @@ func buildTemplate(ctx context.Context, base, name, build string) error {
 		return nil
 	}
 	// Builds left behind by a test binary killed halfway: nobody else builds while we hold the lock.
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname ~ $1`, "^"+templatePrefix+"[0-9a-f]+_b")
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname ~ $1`, unfinished)
 	if err != nil {
 		return err
 	}
@@ -174,7 +226,7 @@ func buildTemplate(ctx context.Context, base, name, build string) error {
 	if err != nil {
 		return err
 	}
-	err = postgres.Migrate(ctx, pool)
+	err = migrate(ctx, pool)
 	pool.Close()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -206,6 +258,48 @@ func Open(t testing.TB, databaseURL string) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// admins holds one small pool per cluster URL (the database of EnvURL) for CREATE and DROP DATABASE,
+// kept open while the test binary runs. A new PostgreSQL connection is a process fork and a backend
+// start, about 35 ms of the server's CPU on the loaded two-core CI machine: a connection of its own
+// for each CREATE and each DROP was two of them per test database (250 of a readmodel run's 1,300
+// connections, 89 of httpapi's 150). The pools are never closed: their connections end with the
+// test binary.
+var admins struct {
+	mu    sync.Mutex
+	pools map[string]*pgxpool.Pool
+}
+
+// adminConns bounds the statements a test binary runs on the cluster's database at once: CREATE and
+// DROP DATABASE of the tests running in parallel, which the server mostly serializes anyway.
+const adminConns = 4
+
+// adminExec runs sql (no arguments, outside a transaction: CREATE and DROP DATABASE refuse to run in
+// one) on the database of databaseURL through the test binary's pool for it.
+func adminExec(ctx context.Context, databaseURL, sql string) error {
+	admins.mu.Lock()
+	pool, ok := admins.pools[databaseURL]
+	if !ok {
+		cfg, err := pgxpool.ParseConfig(databaseURL)
+		if err != nil {
+			admins.mu.Unlock()
+			return err
+		}
+		cfg.MaxConns = adminConns
+		pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			admins.mu.Unlock()
+			return err
+		}
+		if admins.pools == nil {
+			admins.pools = map[string]*pgxpool.Pool{}
+		}
+		admins.pools[databaseURL] = pool
+	}
+	admins.mu.Unlock()
+	_, err := pool.Exec(ctx, sql)
+	return err
 }
 
 func exec(ctx context.Context, databaseURL, sql string) error {

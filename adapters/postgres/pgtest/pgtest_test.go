@@ -3,10 +3,12 @@ package pgtest
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/postgres"
@@ -23,6 +25,32 @@ func TestNewDatabaseIsMigratedAndEmptyIsNot(t *testing.T) {
 	pending, err = postgres.Pending(ctx, Open(t, NewEmptyDatabaseURL(t)))
 	require.NoError(t, err)
 	require.NotEmpty(t, pending)
+}
+
+// A database with an Extra has the embedded migrations and the extra schema, copied from a template
+// built once per cluster: the extra migration runs at most once however many databases are made.
+func TestExtraSchemaIsInTheTemplate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var calls atomic.Int32
+	extra := Extra{Name: "pgtestextra", Migrate: func(ctx context.Context, pool *pgxpool.Pool) error {
+		calls.Add(1)
+		_, err := pool.Exec(ctx, `CREATE TABLE pgtest_extra (id int)`)
+		return err
+	}}
+	for range 2 {
+		pool := NewDatabaseWith(t, extra)
+		pending, err := postgres.Pending(ctx, pool)
+		require.NoError(t, err)
+		require.Empty(t, pending)
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pgtest_extra`).Scan(&n))
+	}
+	require.LessOrEqual(t, calls.Load(), int32(1), "none when an earlier run built the template in this cluster")
+
+	var exists bool
+	require.NoError(t, NewDatabase(t).QueryRow(ctx, `SELECT to_regclass('pgtest_extra') IS NOT NULL`).Scan(&exists))
+	require.False(t, exists, "a database without the Extra has none of its schema")
 }
 
 // Test binaries building the same template at once (go test -p 2) wait for one another: each finds
@@ -55,7 +83,7 @@ func TestTemplateIsBuiltOnceWhenRacedFor(t *testing.T) {
 	errs := make([]error, 4)
 	var wg sync.WaitGroup
 	for i := range errs {
-		wg.Go(func() { errs[i] = buildTemplate(ctx, base, name, randomName(t, name+"_b")) })
+		wg.Go(func() { errs[i] = buildTemplate(ctx, base, name, randomName(t, name+"_b"), postgres.Migrate) })
 	}
 	wg.Wait()
 	for _, err := range errs {
