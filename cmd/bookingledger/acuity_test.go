@@ -168,6 +168,6 @@ WHERE outcome = 'accepted' AND delivery_id = 'acuity:scheduled:124'`).Scan(&reas
 func getHistory(t *testing.T, srv *servedProcess, id string) readapi.HistoryDTO {
 	t.Helper()
 	var h readapi.HistoryDTO
-	getJSON(t, srv.Token, srv.Admin+"/api/bookings/"+id+"/history", &h)
+	getJSON(t, srv.AdminToken(t), srv.Admin+"/api/bookings/"+id+"/history", &h)
 	return h
 }

@@ -41,7 +41,7 @@ func TestOperatorUIStepsAndRelayInABrowser(t *testing.T) {
 	w.vars["BOOKINGLEDGER_DRAIN_TIMEOUT"] = "5s"
 	env := w.env()
 	srv := startServe(t, env)
-	base, tok := srv.Admin, srv.Token
+	base, tok := srv.Admin, srv.AdminToken(t)
 
 	// A filter every event of the test passes: the endpoint's page shows it.
 	out, errOut, code := cli(t, env, "endpoints", "add", "--url", sink.srv.URL+"/hook", "--description", "crm", "--filter", "provider=calendly")

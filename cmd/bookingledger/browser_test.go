@@ -112,7 +112,7 @@ func TestOperatorUIInABrowser(t *testing.T) {
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
 	})
 	srv := startServe(t, env)
-	public, base, tok := srv.Base, srv.Admin, srv.Token // the UI and the API are on the admin listener
+	public, base, tok := srv.Base, srv.Admin, srv.AdminToken(t) // the UI and the API are on the admin listener
 	// The operator signs in with a token of their own; its name is what the UI shows and records.
 	out, errOut, code := cli(t, env, "token", "create", "--name", "front-desk", "--scope", "admin", "--expires", "1d")
 	require.Equal(t, 0, code, errOut)

@@ -176,7 +176,7 @@ func TestServeAsDatabaseOwnerWithoutSuperuser(t *testing.T) {
 	})
 	srv := startServe(t, env)
 	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "owner-1", "--start", "2030-01-07T10:00:00Z")
-	waitForCalendar(t, srv.Token, srv.Admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-owner-1": "active"})
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z", map[string]string{"calendly-owner-1": "active"})
 	srv.Stop(t)
 
 	var super bool

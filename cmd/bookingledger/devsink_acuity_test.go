@@ -48,12 +48,12 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 	assert.Contains(t, send(t, env, srv.Base, "acuity", "scheduled", "--booking", "42"), `200 OK {"status":"accepted","booking":"acuity-42"`)
 	assert.Contains(t, send(t, env, srv.Base, "acuity", "changed", "--booking", "42"), `"status":"duplicate"`)
 	assert.Contains(t, out.String(), "acuity: appointment 42 fetched (active, 2026-12-02T11:00:00Z)")
-	waitForCalendar(t, srv.Token, srv.Admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "active"})
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "active"})
 
 	status, body := httpDo(t, "", http.MethodPut, apiURL+"/appointments/42", `{"start":"2026-12-02T11:00:00Z","minutes":30,"calendarID":1,"canceled":true}`)
 	require.Equal(t, http.StatusNoContent, status, body)
 	assert.Contains(t, send(t, env, srv.Base, "acuity", "canceled", "--booking", "42"), `200 OK {"status":"accepted"`)
-	waitForCalendar(t, srv.Token, srv.Admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "canceled"})
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z", map[string]string{"acuity-42": "canceled"})
 	assert.Contains(t, out.String(), "acuity: appointment 42 set (canceled, 2026-12-02T11:00:00Z)")
 	srv.Stop(t)
 }

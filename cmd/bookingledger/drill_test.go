@@ -166,17 +166,17 @@ func TestBackupRestoreDrill(t *testing.T) {
 	raw := filepath.Join(t.TempDir(), "body.json")
 	require.NoError(t, os.WriteFile(raw, []byte(`{"event":"invitee.created","payload":{}}`), 0o600))
 	send(t, env, srv.Base, "calendly", "--raw", raw)
-	waitForCalendar(t, srv.Token, srv.Admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
 		"calendly-d-late": "canceled", "calendly-d-a": "active", "calendly-d-b": "conflict",
 		"calendly-d-c": "active", "calendly-d-d": "conflict"})
 	var items itemsAnswer
 	waitFor(t, 30*time.Second, "two conflicts and a quarantined item", func() (bool, string) {
-		raw := getJSON(t, srv.Token, srv.Admin+"/api/reconciliation", &items)
+		raw := getJSON(t, srv.AdminToken(t), srv.Admin+"/api/reconciliation", &items)
 		return len(items.Items) == 3, raw
 	})
 	for _, it := range items.Items {
 		if it.Kind == "conflict" && it.Booking == "calendly-d-b" {
-			status, body := httpDo(t, srv.Token, "POST", fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.Admin, it.ID), `{"note":"host keeps both"}`)
+			status, body := httpDo(t, srv.AdminToken(t), "POST", fmt.Sprintf("%s/api/reconciliation/%d/resolve", srv.Admin, it.ID), `{"note":"host keeps both"}`)
 			require.Equal(t, 200, status, body)
 		}
 	}
@@ -245,15 +245,19 @@ func TestBackupRestoreDrill(t *testing.T) {
 	out2 := send(t, dstEnv, restored.Base, "calendly", "invitee.created", "--booking", "d-a", "--start", day+"10:00:00Z")
 	assert.Contains(t, out2, `"status":"duplicate"`, "a redelivery of a restored delivery")
 	send(t, dstEnv, restored.Base, "calendly", "invitee.created", "--booking", "d-new", "--start", day+"14:00:00Z")
-	waitForCalendar(t, restored.Token, restored.Admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
+	waitForCalendar(t, restored.AdminToken(t), restored.Admin, day+"00:00:00Z", "2030-02-02T00:00:00Z", map[string]string{
 		"calendly-d-late": "canceled", "calendly-d-a": "active", "calendly-d-b": "conflict",
 		"calendly-d-c": "active", "calendly-d-d": "conflict", "calendly-d-new": "active"})
 	restored.Stop(t)
 }
 
 // TestPgScriptKeepsItsPort: a cluster of scripts/pg.sh comes back on the port it had, so that a URL
-// written down (make run's .pgdata/demo.env) stays true across restarts.
+// written down (make run's .pgdata/demo.env) stays true across restarts. It runs beside the other
+// tests: the port is one pg.sh drew from 20000-49999 and found free, the others' listeners bind
+// ephemeral ports the kernel hands out, so one taking it in the moment between stop and start is as
+// unlikely as it is under make test, whose other packages run meanwhile anyway.
 func TestPgScriptKeepsItsPort(t *testing.T) {
+	t.Parallel() // its own cluster, directory and port
 	pgBin(t, "pg_ctl")
 	dir, first := newCluster(t)
 	require.NoError(t, exec.Command(pgScript, "stop", dir).Run())

@@ -92,15 +92,15 @@ func TestEraseByEmailLeavesNoTraceInTheDump(t *testing.T) {
 	srv := startServe(t, env)
 	sendPerson(t, env, srv.Base, gone)
 	sendPerson(t, env, srv.Base, kept)
-	waitForCalendar(t, srv.Token, srv.Admin, "2030-02-01T00:00:00Z", "2030-02-02T00:00:00Z",
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, "2030-02-01T00:00:00Z", "2030-02-02T00:00:00Z",
 		map[string]string{"calendly-pd-zoe": "canceled", "calendly-pd-bob": "canceled"})
 
 	// The admin API: a read token may not erase; an admin token's dry run lists and keeps.
-	status, body := httpDo(t, srv.Token, "POST", srv.Admin+"/api/admin/erasures", `{"email":"`+gone.email+`","dry_run":true}`)
+	status, body := httpDo(t, srv.AdminToken(t), "POST", srv.Admin+"/api/admin/erasures", `{"email":"`+gone.email+`","dry_run":true}`)
 	require.Equal(t, 200, status, body)
 	assert.Contains(t, body, `"bookings":["calendly-pd-zoe"]`)
 	assert.NotContains(t, body, gone.email, "the answer never echoes the address")
-	status, body = httpDo(t, srv.Token, "POST", srv.Admin+"/api/admin/erasures", `{"booking":"calendly-pd-zoe","email":"x@y"}`)
+	status, body = httpDo(t, srv.AdminToken(t), "POST", srv.Admin+"/api/admin/erasures", `{"booking":"calendly-pd-zoe","email":"x@y"}`)
 	assert.Equal(t, 400, status, body)
 
 	out, stderr, code := cli(t, env, "erase", "--email", gone.email, "--dry-run")
@@ -114,7 +114,7 @@ func TestEraseByEmailLeavesNoTraceInTheDump(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "nothing to erase", "erasing again is safe")
 
-	status, body = httpDo(t, srv.Token, "GET", srv.Admin+"/api/admin/erasures", "")
+	status, body = httpDo(t, srv.AdminToken(t), "GET", srv.Admin+"/api/admin/erasures", "")
 	require.Equal(t, 200, status, body)
 	assert.Contains(t, body, `"erased_by":"dpo"`)
 	srv.Stop(t)

@@ -56,7 +56,7 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	out, errOut, code := cli(t, env, "send", "calendly", "invitee.created", "--booking", "a2", "--start", "2030-01-07T11:00:00Z", "--missed", "--url", srv.Base)
 	require.Equal(t, 0, code, errOut)
 	assert.Equal(t, "calendly fake API: recorded at the provider; no webhook sent\n", out)
-	waitForCalendar(t, srv.Token, srv.Admin, from, to, map[string]string{"calendly-a1": "active"})
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, from, to, map[string]string{"calendly-a1": "active"})
 
 	out, errOut, code = cli(t, env, "sync", "calendly", "--from", from, "--to", to, "--dry-run", "--json")
 	require.Equal(t, 0, code, errOut)
@@ -65,7 +65,7 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	assert.Equal(t, map[string]any{"provider": "calendly", "fetched": 2.0, "recorded": 1.0, "already": 1.0, "dry_run": true},
 		pick(dry, "provider", "fetched", "recorded", "already", "dry_run"))
 	time.Sleep(200 * time.Millisecond)
-	waitForCalendar(t, srv.Token, srv.Admin, from, to, map[string]string{"calendly-a1": "active"}) // nothing recorded
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, from, to, map[string]string{"calendly-a1": "active"}) // nothing recorded
 
 	out, errOut, code = cli(t, env, "sync", "calendly", "--from", from, "--to", to, "--json")
 	require.Equal(t, 0, code, errOut)
@@ -73,7 +73,7 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	assert.Equal(t, map[string]any{"provider": "calendly", "fetched": 2.0, "recorded": 1.0, "already": 1.0, "dry_run": false},
 		pick(res, "provider", "fetched", "recorded", "already", "dry_run"))
-	waitForCalendar(t, srv.Token, srv.Admin, from, to, map[string]string{"calendly-a1": "active", "calendly-a2": "active"})
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, from, to, map[string]string{"calendly-a1": "active", "calendly-a2": "active"})
 
 	// The late webhook of what the sync found is a duplicate: one event per fact.
 	out = send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "a2", "--start", "2030-01-07T11:00:00Z")
@@ -203,7 +203,7 @@ func TestTwoServesSyncPeriodicallyWithoutDoubles(t *testing.T) {
 	for _, id := range bookings {
 		want[id] = "active"
 	}
-	waitForCalendar(t, a.Token, b.Admin, start.Add(-time.Hour).Format(time.RFC3339), start.Add(24*time.Hour).Format(time.RFC3339), want)
+	waitForCalendar(t, a.AdminToken(t), b.Admin, start.Add(-time.Hour).Format(time.RFC3339), start.Add(24*time.Hour).Format(time.RFC3339), want)
 	a.Stop(t) // the leader may change: the other one syncs on
 	time.Sleep(3 * time.Second)
 	pool := pgtest.Open(t, dbURL)

@@ -53,10 +53,13 @@ func getJSON(t *testing.T, tok, url string, into any) string {
 }
 
 // waitFor polls cond until it holds or the deadline passes; cond says what it saw for the failure.
+// It polls every 10 ms at first, each pause half again as long as the last, up to 200 ms: most conds
+// hold within a few polls, and the long waits (seconds of steps, relay retries, rounds of hundreds of
+// deliveries) are not polled with a query or a command — a new connection — every few milliseconds.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	for {
+	for wait := 10 * time.Millisecond; ; wait = min(wait*3/2, waitForMaxInterval) {
 		ok, seen := cond()
 		if ok {
 			return
@@ -64,9 +67,12 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %s; last seen: %s", what, within, seen)
 		}
-		time.Sleep(25 * time.Millisecond)
+		time.Sleep(wait)
 	}
 }
+
+// waitForMaxInterval is the longest pause between two of waitFor's polls.
+const waitForMaxInterval = 200 * time.Millisecond
 
 type calendarAnswer struct {
 	Bookings []struct {
@@ -184,7 +190,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	vars["BOOKINGLEDGER_DRAIN_TIMEOUT"] = "5s"
 	env := envOf(vars)
 	srv := startServe(t, env)
-	base, tok := srv.Base, srv.Token
+	base, tok := srv.Base, srv.AdminToken(t)
 
 	status, body := httpDo(t, tok, http.MethodGet, base+"/readyz", "")
 	require.Equal(t, http.StatusOK, status, body)
@@ -476,7 +482,7 @@ func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 	})
 	first := startServe(t, env)
 	second := startServe(t, env)
-	tok := first.Token // tokens are per database, so either serve accepts it
+	tok := first.AdminToken(t) // tokens are per database, so either serve accepts it
 	active := func(p *servedProcess) string {
 		_, m := httpDo(t, tok, http.MethodGet, p.Admin+"/metrics", "")
 		for line := range strings.SplitSeq(m, "\n") {

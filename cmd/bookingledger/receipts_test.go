@@ -52,7 +52,7 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 	var list readapi.ReceiptsDTO
 	require.NoError(t, json.Unmarshal([]byte(stdout), &list))
 	require.Len(t, list.Receipts, 2)
-	_, httpList := httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/receipts?outcome=quarantined", "")
+	_, httpList := httpDo(t, srv.AdminToken(t), http.MethodGet, srv.Admin+"/api/receipts?outcome=quarantined", "")
 	assert.JSONEq(t, httpList, stdout, "receipts list --json is the HTTP answer")
 	first, second := list.Receipts[1], list.Receipts[0] // newest first
 
@@ -63,15 +63,15 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 		assert.Contains(t, stdout, want)
 	}
 	var detail readapi.ReceiptDetailDTO
-	getJSON(t, srv.Token, fmt.Sprintf("%s/api/receipts/%d", srv.Admin, first.ID), &detail)
+	getJSON(t, srv.AdminToken(t), fmt.Sprintf("%s/api/receipts/%d", srv.Admin, first.ID), &detail)
 	require.NotNil(t, detail.Body)
 	assert.Equal(t, broken, *detail.Body)
 	require.Len(t, detail.Related, 1)
 	assert.Equal(t, second.ID, detail.Related[0].ID)
 
-	status, body := httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/receipts/999999", "")
+	status, body := httpDo(t, srv.AdminToken(t), http.MethodGet, srv.Admin+"/api/receipts/999999", "")
 	assert.Equal(t, http.StatusNotFound, status, body)
-	status, body = httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/receipts?outcome=lost", "")
+	status, body = httpDo(t, srv.AdminToken(t), http.MethodGet, srv.Admin+"/api/receipts?outcome=lost", "")
 	assert.Equal(t, http.StatusBadRequest, status, body)
 	assert.Contains(t, body, "invalid_request")
 	_, stderr, code = cli(t, env, "receipts", "list", "--outcome", "lost")
@@ -125,10 +125,10 @@ func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		var list readapi.ReceiptsDTO
-		getJSON(t, srv.Token, srv.Admin+"/api/receipts?limit=1", &list)
+		getJSON(t, srv.AdminToken(t), srv.Admin+"/api/receipts?limit=1", &list)
 		require.Len(t, list.Receipts, 1)
 		var detail readapi.ReceiptDetailDTO
-		getJSON(t, srv.Token, fmt.Sprintf("%s/api/receipts/%d", srv.Admin, list.Receipts[0].ID), &detail)
+		getJSON(t, srv.AdminToken(t), fmt.Sprintf("%s/api/receipts/%d", srv.Admin, list.Receipts[0].ID), &detail)
 		return detail
 	}
 	check := func(detail readapi.ReceiptDetailDTO, outcome, signature string) {
@@ -179,7 +179,7 @@ func TestSendStripeCoversEveryMappedEventDatedFromTheBooking(t *testing.T) {
 	srv := startServe(t, env)
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "paid", "--start", start.Format(time.RFC3339))
-	waitForCalendar(t, srv.Token, srv.Admin, "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", map[string]string{"calendly-paid": "active"})
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", map[string]string{"calendly-paid": "active"})
 
 	require.ElementsMatch(t, stripe.Types(), sample.Events("stripe"), "a sample of every mapped Stripe event")
 	for _, event := range stripe.Types() {
@@ -194,7 +194,7 @@ func TestSendStripeCoversEveryMappedEventDatedFromTheBooking(t *testing.T) {
 	}
 	var payments []string
 	for _, stream := range []string{"calendly-paid", "stripe-" + sample.StripePaymentIntent("paid")} {
-		getJSON(t, srv.Token, srv.Admin+"/api/bookings/"+stream+"/history", &h)
+		getJSON(t, srv.AdminToken(t), srv.Admin+"/api/bookings/"+stream+"/history", &h)
 		for _, e := range h.Events {
 			if e.Type == "booking.scheduled.v1" {
 				continue

@@ -113,7 +113,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 		_, errOut, code := cli(t, envOf(strict), "endpoints", "add", "--url", "http://127.0.0.1:9/x")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "not a public address")
-		status, body := httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints", `{"url":"ftp://example.com"}`)
+		status, body := httpDo(t, srv.AdminToken(t), http.MethodPost, admin+"/api/admin/endpoints", `{"url":"ftp://example.com"}`)
 		assert.Equal(t, http.StatusBadRequest, status, body)
 		assert.Contains(t, body, `"code":"invalid_url"`)
 	})
@@ -156,7 +156,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 			State     string `json:"state"`
 		} `json:"deliveries"`
 	}
-	getJSON(t, srv.Token, admin+"/api/bookings/calendly-relay-a/deliveries", &byBooking)
+	getJSON(t, srv.AdminToken(t), admin+"/api/bookings/calendly-relay-a/deliveries", &byBooking)
 	require.Len(t, byBooking.Deliveries, 1)
 	assert.Equal(t, ids[0], byBooking.Deliveries[0].WebhookID)
 	out, errOut, code = cli(t, env, "history", "calendly-relay-a")
@@ -275,25 +275,25 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 				State string `json:"state"`
 			} `json:"endpoints"`
 		}
-		getJSON(t, srv.Token, admin+"/api/admin/endpoints", &eps)
+		getJSON(t, srv.AdminToken(t), admin+"/api/admin/endpoints", &eps)
 		require.Len(t, eps.Endpoints, 1)
-		status, body := httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/replay",
+		status, body := httpDo(t, srv.AdminToken(t), http.MethodPost, admin+"/api/admin/endpoints/1/replay",
 			fmt.Sprintf(`{"from":%q,"to":%q,"dry_run":true}`, from, to))
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"total":3`, "relay-a's create and cancel, relay-b's create")
-		status, body = httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/disable", "")
+		status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, admin+"/api/admin/endpoints/1/disable", "")
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"state":"disabled"`)
-		status, body = httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/replay", fmt.Sprintf(`{"from":%q,"to":%q}`, from, to))
+		status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, admin+"/api/admin/endpoints/1/replay", fmt.Sprintf(`{"from":%q,"to":%q}`, from, to))
 		assert.Equal(t, http.StatusBadRequest, status, body, "a disabled endpoint is not replayed")
-		status, body = httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/enable", "")
+		status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, admin+"/api/admin/endpoints/1/enable", "")
 		require.Equal(t, http.StatusOK, status, body)
-		status, body = httpDo(t, srv.Token, http.MethodPost, admin+"/api/admin/endpoints/1/rotate-secret", "")
+		status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, admin+"/api/admin/endpoints/1/rotate-secret", "")
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"secret":"whsec_`)
-		status, body = httpDo(t, srv.Token, http.MethodGet, admin+"/api/admin/endpoints/7", "")
+		status, body = httpDo(t, srv.AdminToken(t), http.MethodGet, admin+"/api/admin/endpoints/7", "")
 		assert.Equal(t, http.StatusNotFound, status, body)
-		status, body = httpDo(t, srv.Token, http.MethodDelete, admin+"/api/admin/endpoints/1", "")
+		status, body = httpDo(t, srv.AdminToken(t), http.MethodDelete, admin+"/api/admin/endpoints/1", "")
 		assert.Equal(t, http.StatusNoContent, status, body)
 	})
 	srv.Stop(t)

@@ -38,7 +38,7 @@ func resourcesEndToEnd(t *testing.T, vars map[string]string) {
 	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "intro", "--host", "dr-smith-calendly")
 	send(t, env, srv.Base, "calcom", "BOOKING_CREATED", "--booking", "treat", "--host", "dr-smith-calcom")
 	const from, to = "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z"
-	waitForCalendar(t, srv.Token, srv.Admin, from, to, map[string]string{"calendly-intro": "active", "calcom-treat": "active"})
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, from, to, map[string]string{"calendly-intro": "active", "calcom-treat": "active"})
 
 	// `bookingledger calendar` shows each provider's resource identifier.
 	out, errOut, code := cli(t, env, "calendar", "--from", from, "--to", to, "--json")
@@ -86,23 +86,23 @@ func resourcesEndToEnd(t *testing.T, vars map[string]string) {
 	readTok := cliToken(t, env, "resources-reader", "read")
 	status, body := httpDo(t, readTok, http.MethodGet, srv.Admin+"/api/admin/resources", "")
 	assert.Equal(t, http.StatusForbidden, status, body)
-	status, body = httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/admin/resources", "")
+	status, body = httpDo(t, srv.AdminToken(t), http.MethodGet, srv.Admin+"/api/admin/resources", "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.JSONEq(t, `{"resources":[{"name":"dr-smith","provider_resources":["`+ids[0]+`","`+ids[1]+`"]}],"version":1}`, body)
 	status, body = httpDo(t, readTok, http.MethodPost, srv.Admin+"/api/admin/resources/dr-smith/unlink", `{"provider_resources":["`+ids[1]+`"]}`)
 	assert.Equal(t, http.StatusForbidden, status, body)
-	status, body = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/admin/resources/dr-jones/link", `{"provider_resources":["`+ids[1]+`"]}`)
+	status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, srv.Admin+"/api/admin/resources/dr-jones/link", `{"provider_resources":["`+ids[1]+`"]}`)
 	assert.Equal(t, http.StatusConflict, status, body)
 	assert.Contains(t, body, `"code":"linked_elsewhere"`)
-	status, body = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/admin/resources/dr-smith/link", `{"resources":["x"]}`)
+	status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, srv.Admin+"/api/admin/resources/dr-smith/link", `{"resources":["x"]}`)
 	assert.Equal(t, http.StatusBadRequest, status, body)
-	status, body = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/admin/resources/dr-smith/unlink", `{"provider_resources":["`+ids[1]+`"]}`)
+	status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, srv.Admin+"/api/admin/resources/dr-smith/unlink", `{"provider_resources":["`+ids[1]+`"]}`)
 	require.Equal(t, http.StatusOK, status, body)
-	assert.Contains(t, body, `"by":"`+srv.TokenName+`"`)
-	waitForCalendar(t, srv.Token, srv.Admin, from, to, map[string]string{"calendly-intro": "active", "calcom-treat": "active"})
+	assert.Contains(t, body, `"by":"`+srv.AdminTokenName(t)+`"`)
+	waitForCalendar(t, srv.AdminToken(t), srv.Admin, from, to, map[string]string{"calendly-intro": "active", "calcom-treat": "active"})
 	items, _, _ = cli(t, env, "reconcile", "list")
 	assert.NotContains(t, items, "on dr-smith", "the conflict item closed itself")
-	status, body = httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/admin/resources/dr-smith", "")
+	status, body = httpDo(t, srv.AdminToken(t), http.MethodGet, srv.Admin+"/api/admin/resources/dr-smith", "")
 	require.Equal(t, http.StatusOK, status, body)
 	var show struct {
 		ProviderResources []string `json:"provider_resources"`
@@ -117,7 +117,7 @@ func resourcesEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Equal(t, "resource.linked.v1", show.History[0].Type)
 	assert.True(t, strings.HasPrefix(show.History[0].By, "cli"), show.History[0].By)
 	assert.Equal(t, "resource.unlinked.v1", show.History[1].Type)
-	status, _ = httpDo(t, srv.Token, http.MethodGet, srv.Admin+"/api/admin/resources/nobody", "")
+	status, _ = httpDo(t, srv.AdminToken(t), http.MethodGet, srv.Admin+"/api/admin/resources/nobody", "")
 	assert.Equal(t, http.StatusNotFound, status)
 	srv.Stop(t)
 
@@ -155,7 +155,7 @@ func resourcesEndToEnd(t *testing.T, vars map[string]string) {
 func statusesOf(t *testing.T, srv *servedProcess, from, to string) map[string]string {
 	t.Helper()
 	var c calendarAnswer
-	getJSON(t, srv.Token, srv.Admin+"/api/calendar?from="+from+"&to="+to, &c)
+	getJSON(t, srv.AdminToken(t), srv.Admin+"/api/calendar?from="+from+"&to="+to, &c)
 	out := map[string]string{}
 	for _, b := range c.Bookings {
 		out[b.Booking] = b.Status

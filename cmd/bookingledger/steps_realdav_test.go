@@ -25,6 +25,7 @@ func TestStepsAgainstRealCalDAVServers(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	for _, name := range davtest.Servers {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each server has its own world: database, sinks and serve
 			tpl, user, pass := davtest.Start(t, name)
 			w := newStepsWorld(t, nil, nil)
 			w.vars[envCalDAVURLTemplate] = tpl

@@ -174,7 +174,7 @@ func TestStepsActOnceUnderRedeliveryAndConcurrentCopies(t *testing.T) {
 			FinishedAt       *time.Time `json:"finished_at"`
 		} `json:"steps"`
 	}
-	getJSON(t, srv.Token, srv.Admin+"/api/bookings/calendly-s1/history", &hist)
+	getJSON(t, srv.AdminToken(t), srv.Admin+"/api/bookings/calendly-s1/history", &hist)
 	require.Len(t, hist.Steps, 2)
 	for _, s := range hist.Steps {
 		assert.Equal(t, "done", s.State)
@@ -265,23 +265,23 @@ WHERE s.kind = 'host_calendar.create' AND j.args @> jsonb_build_object('step', s
 	_, errOut, code = cli(t, env, "reconcile", "resolve", id, "--note", "checked")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--action")
-	status, body := httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked"}`)
+	status, body := httpDo(t, srv.AdminToken(t), http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked"}`)
 	assert.Equal(t, http.StatusBadRequest, status, "a step item is not closed without its step: %s", body)
 	assert.Contains(t, body, "--action")
-	status, body = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked","action":"resend"}`)
+	status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"checked","action":"resend"}`)
 	assert.Equal(t, http.StatusBadRequest, status, body)
 	assert.Contains(t, body, "mark-done, retry or skip")
 	_, errOut, code = cli(t, env, "reconcile", "resolve", id, "--note", "x", "--action", "resend")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown --action "resend"`)
-	status, body = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"the mail server logged it as delivered","action":"mark-done"}`)
+	status, body = httpDo(t, srv.AdminToken(t), http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"the mail server logged it as delivered","action":"mark-done"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, `"closed_by":"operator"`)
-	assert.Contains(t, body, `"resolved_by":"`+srv.TokenName+`"`, "the token that resolved the step is recorded")
+	assert.Contains(t, body, `"resolved_by":"`+srv.AdminTokenName(t)+`"`, "the token that resolved the step is recorded")
 	var resolvedBy string
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT resolved_by FROM reconciliation_items WHERE id = $1`, it.ID).Scan(&resolvedBy))
-	assert.Equal(t, srv.TokenName, resolvedBy)
-	status, _ = httpDo(t, srv.Token, http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"again","action":"mark-done"}`)
+	assert.Equal(t, srv.AdminTokenName(t), resolvedBy)
+	status, _ = httpDo(t, srv.AdminToken(t), http.MethodPost, srv.Admin+"/api/reconciliation/"+id+"/resolve", `{"note":"again","action":"mark-done"}`)
 	assert.Equal(t, http.StatusConflict, status, "closed already")
 	w.waitSteps(t, "calendly-u1", "host_calendar.create=done", "invitee_email.confirmation=done")
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,23 +36,52 @@ type Commands struct {
 
 // Served is a `bookingledger serve` started through Run on an ephemeral port.
 type Served struct {
-	Base  string // the public listener: webhooks, /healthz, /readyz
-	Admin string // the admin listener: /api/, /metrics
-	// Token is an admin token created for the test, TokenName its name.
-	Token, TokenName string
-	Stderr           *LockedBuffer
-	cancel           context.CancelFunc
-	done             chan error
+	Base   string // the public listener: webhooks, /healthz, /readyz
+	Admin  string // the admin listener: /api/, /metrics
+	Stderr *LockedBuffer
+	cancel context.CancelFunc
+	done   chan error
+
+	// The admin token, created by the first AdminToken: most tests never call the admin API, and the
+	// token command is a process's worth of work (a pool, the schema checks, a connection).
+	commands  Commands
+	env       func(string) string
+	tokenOnce sync.Once
+	token     string
+	tokenName string
 }
 
-// Start runs serve with env until the test ends (or Stop), and returns it once it listens, with an
-// admin token.
+// AdminToken returns an admin token created for the test (on the first call); empty on a schema a
+// newer release migrated, which serve may be allowed to run on but the token command refuses.
+func (p *Served) AdminToken(t *testing.T) string {
+	t.Helper()
+	p.tokenOnce.Do(func() {
+		if p.env(EnvAllowNewer) == "true" {
+			return
+		}
+		name := fmt.Sprintf("test-admin-%d", time.Now().UnixNano())
+		out, errOut, code := p.commands.CLI(t, p.env, "token", "create", "--name", name, "--scope", "admin")
+		require.Equal(t, 0, code, errOut)
+		p.token, p.tokenName = strings.TrimSpace(out), name
+	})
+	return p.token
+}
+
+// AdminTokenName is the name of AdminToken's token (creating it if no test asked for it yet).
+func (p *Served) AdminTokenName(t *testing.T) string {
+	t.Helper()
+	p.AdminToken(t)
+	return p.tokenName
+}
+
+// Start runs serve with env until the test ends (or Stop), and returns it once it listens; its admin
+// token is AdminToken's.
 func (c Commands) Start(t *testing.T, env func(string) string) *Served {
 	t.Helper()
 	env = WithEphemeralAdmin(env)
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := NewAddrWriter(), &LockedBuffer{}
-	p := &Served{Stderr: stderr, cancel: cancel, done: make(chan error, 1)}
+	p := &Served{Stderr: stderr, cancel: cancel, done: make(chan error, 1), commands: c, env: env}
 	go func() { p.done <- c.Run(ctx, []string{"serve"}, env, stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
@@ -64,14 +94,6 @@ func (c Commands) Start(t *testing.T, env func(string) string) *Served {
 	case addr := <-stdout.Addr:
 		p.Base = "http://" + addr
 		p.Admin = "http://" + stdout.AdminAddr()
-		// serve migrated before it listened: the token table is there. (On a schema a newer release
-		// migrated, which serve may be allowed to run on, the token command refuses: no token then.)
-		if env(EnvAllowNewer) != "true" {
-			p.TokenName = fmt.Sprintf("test-admin-%d", time.Now().UnixNano())
-			out, errOut, code := c.CLI(t, env, "token", "create", "--name", p.TokenName, "--scope", "admin")
-			require.Equal(t, 0, code, errOut)
-			p.Token = strings.TrimSpace(out)
-		}
 	case err := <-p.done:
 		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
 	case <-time.After(30 * time.Second):

@@ -1,8 +1,9 @@
 // Package servetest holds what the tests that start `serve` in-process share — those of
 // cmd/bookingledger (through the binary's run) and of its serve package: serve started on ephemeral
-// ports with an admin token (Commands.Start), a command run as the binary would (Commands.CLI,
-// Commands.Send), a request with a bearer token (HTTPDo), serve's stdout that hands over the bound
-// address, a locked buffer, and a getenv over a map. Imported by tests only.
+// ports (Commands.Start) with an admin token created on first use (Served.AdminToken), a command run
+// as the binary would (Commands.CLI, Commands.Send), a request with a bearer token (HTTPDo), serve's
+// stdout that hands over the bound address, a locked buffer, and a getenv over a map. Imported by
+// tests only.
 package servetest
 
 import (
