@@ -73,6 +73,23 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 	require.NoError(t, chromedp.Do(sctx, actions...), what)
 }
 
+// clickFound waits for sel and clicks it, again when Chromium answers that the node it found is gone
+// ("Could not find node with given id": the document changed between the lookup and the click, as
+// River's page can while its scripts start). Any other failure, or five of those, fails the test.
+func clickFound(t *testing.T, ctx context.Context, what, sel string) {
+	t.Helper()
+	var err error
+	for range 5 {
+		sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		err = chromedp.Do(sctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+			break
+		}
+	}
+	require.NoError(t, err, what)
+}
+
 func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
@@ -263,7 +280,8 @@ func TestOperatorUIInABrowser(t *testing.T) {
 	assert.Equal(t, "River", value(t, ctx, "title", chromedp.Title()))
 	api := value(t, ctx, "River's API", chromedp.Evaluate[string](`fetch("/admin/jobs/api/jobs?state=available&limit=5").then(r => r.status + " " + r.headers.get("content-type"))`, chromedp.EvalAwaitPromise))
 	assert.True(t, strings.HasPrefix(api, "200 application/json"), api)
-	step(t, ctx, "back from River", chromedp.WaitVisible(chromedp.CSS("#back-to-ui")), chromedp.Click(chromedp.CSS("#back-to-ui")), chromedp.WaitVisible(chromedp.CSS("#tz")))
+	clickFound(t, ctx, "back from River", "#back-to-ui")
+	step(t, ctx, "back at the calendar", chromedp.WaitVisible(chromedp.CSS("#tz")))
 	assert.Contains(t, value(t, ctx, "back at", chromedp.Location()), "/ui/calendar")
 
 	// A phone-sized window reads every page without cutting it off: nothing is wider than the screen
