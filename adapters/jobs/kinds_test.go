@@ -34,7 +34,7 @@ func (w *pingWorker) Work(_ context.Context, job *river.Job[pingArgs]) error {
 
 func TestFurtherKindsRunOnTheirOwnQueue(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := pgtest.NewDatabaseWith(t, riverSchema)
 	ctx := context.Background()
 	_, err := jobs.Migrate(ctx, pool, nil)
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 
 func livenessDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool := pgtest.NewDatabase(t)
+	pool := pgtest.NewDatabaseWith(t, riverSchema)
 	require.NoError(t, postgres.Migrate(t.Context(), pool))
 	_, err := jobs.Migrate(t.Context(), pool, nil)
 	require.NoError(t, err)
