@@ -11,7 +11,7 @@
 # The cluster listens on 127.0.0.1 on a port of its own — the one it had last time when that is still
 # free, so that a URL written down (make run's demo.env) stays true — and on a unix socket inside DIR, trusts local
 # connections and has a database named bookingledger. --fast turns off fsync and autovacuum for
-# throwaway test clusters (see below). As root (CI, containers) initdb refuses to run, so the cluster
+# throwaway test clusters and, as root, reserves huge pages for them (see below). As root (CI, containers) initdb refuses to run, so the cluster
 # belongs to the `postgres` system user (or `bookingledger`, created on demand); on a laptop it
 # belongs to you.
 set -euo pipefail
