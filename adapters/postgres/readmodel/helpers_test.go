@@ -186,7 +186,7 @@ func (e *env) catchUpWith(t testing.TB, opts projections.RunnerOptions) int64 {
 	// less often (a pass costs a few statements, and tests run many at once).
 	pause := time.Millisecond
 	for {
-		n, err := e.rm.Runner(opts).CatchUp(ctx)
+		n, err := e.rm.Pass(opts).CatchUp(ctx)
 		require.NoError(t, err)
 		total += n
 		cp, err := e.rm.Checkpoint(ctx)
