@@ -3,6 +3,7 @@ package readmodel_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -92,10 +93,23 @@ func newEnv(tb testing.TB) *env {
 // newEnvOn is newEnv with the event store named, for tests that measure one store.
 func newEnvOn(tb testing.TB, kind string) *env {
 	tb.Helper()
-	return newEnvWith(tb, kind, pgtest.NewDatabase(tb))
+	if _, ok := tb.(*testing.B); ok {
+		return newEnvWith(tb, kind, pgtest.NewDatabase(tb)) // benchmarks measure on a fresh database
+	}
+	return newEnvWith(tb, kind, spares.Database(tb))
 }
 
-// newEnvWith is newEnvOn over a pool of its own (migrated).
+// spares are the package's test databases: a test that passed gives its database back emptied, with
+// its pool's connections, to the next (see pgtest.Spares).
+var spares pgtest.Spares
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	spares.Close()
+	os.Exit(code)
+}
+
+// newEnvWith is newEnvOn over a pool of its own (migrated and empty).
 func newEnvWith(tb testing.TB, kind string, pool *pgxpool.Pool) *env {
 	tb.Helper()
 	e := &env{pool: pool, backend: newBackend(tb, kind), receive: day.Add(-24 * time.Hour)}
