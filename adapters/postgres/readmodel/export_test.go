@@ -2,7 +2,12 @@ package readmodel
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/postgres/checkpoint"
@@ -19,6 +24,61 @@ func (m *ReadModel) Runner(opts projections.RunnerOptions) *projections.Runner {
 	return projections.NewRunner(m.events, m, checkpoint.NewLocker(m.pool), opts)
 }
 
+// Pass returns a runner like Runner's for one pass (CatchUp or Rebuild): the same advisory lock, on a
+// pool connection that goes back to the pool once unlocked. checkpoint.Locker closes the lock's
+// session after every hold, as a serve process does at most a few times; a test's pass after every
+// few deliveries paid a new server backend each time (about half the connections of the package).
+// Runners that follow the log (Run) and the lock tests keep Runner.
+func (m *ReadModel) Pass(opts projections.RunnerOptions) *projections.Runner {
+	opts.Bulk = m
+	return projections.NewRunner(m.events, m, poolLocker{m.pool}, opts)
+}
+
+// poolLocker is checkpoint.Locker without the dedicated session: see Pass.
+type poolLocker struct{ pool *pgxpool.Pool }
+
+func (l poolLocker) TryAcquire(ctx context.Context, name string) (projections.Lease, error) {
+	key := checkpoint.LockKey(name)
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, nil
+	}
+	return &poolLease{conn: conn, key: key, lost: make(chan struct{})}, nil
+}
+
+type poolLease struct {
+	conn *pgxpool.Conn
+	key  int64
+	lost chan struct{}
+	once sync.Once
+}
+
+func (le *poolLease) Lost() <-chan struct{} { return le.lost }
+
+func (le *poolLease) Release(ctx context.Context) {
+	le.once.Do(func() {
+		defer close(le.lost)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		var unlocked bool
+		if err := le.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, le.key).Scan(&unlocked); err != nil || !unlocked {
+			// The session may still hold the lock: it must not serve anything else.
+			_ = le.conn.Hijack().Close(ctx)
+			return
+		}
+		le.conn.Release()
+	})
+}
+
 // Checkpoint returns the calendar projection's saved checkpoint (zero when it never ran).
 func (m *ReadModel) Checkpoint(ctx context.Context) (checkpoint.Checkpoint, error) {
 	return checkpoint.Read(ctx, m.pool, ProjectionName)
@@ -27,7 +87,7 @@ func (m *ReadModel) Checkpoint(ctx context.Context) (checkpoint.Checkpoint, erro
 // Rebuild empties the calendar read model and replays the whole log as `bookingledger rebuild` does,
 // calling progress after every batch (it may be nil).
 func (m *ReadModel) Rebuild(ctx context.Context, progress func(projections.Progress)) error {
-	return m.Runner(projections.RunnerOptions{BatchSize: RebuildBatchSize}).Rebuild(ctx, progress)
+	return m.Pass(projections.RunnerOptions{BatchSize: RebuildBatchSize}).Rebuild(ctx, progress)
 }
 
 // Bookings returns every calendar row, ordered by booking id: tests compare read models with it.

@@ -3,6 +3,7 @@ package readmodel_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -92,10 +93,23 @@ func newEnv(tb testing.TB) *env {
 // newEnvOn is newEnv with the event store named, for tests that measure one store.
 func newEnvOn(tb testing.TB, kind string) *env {
 	tb.Helper()
-	return newEnvWith(tb, kind, pgtest.NewDatabase(tb))
+	if _, ok := tb.(*testing.B); ok {
+		return newEnvWith(tb, kind, pgtest.NewDatabase(tb)) // benchmarks measure on a fresh database
+	}
+	return newEnvWith(tb, kind, spares.Database(tb))
 }
 
-// newEnvWith is newEnvOn over a pool of its own (migrated).
+// spares are the package's test databases: a test that passed gives its database back emptied, with
+// its pool's connections, to the next (see pgtest.Spares).
+var spares pgtest.Spares
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	spares.Close()
+	os.Exit(code)
+}
+
+// newEnvWith is newEnvOn over a pool of its own (migrated and empty).
 func newEnvWith(tb testing.TB, kind string, pool *pgxpool.Pool) *env {
 	tb.Helper()
 	e := &env{pool: pool, backend: newBackend(tb, kind), receive: day.Add(-24 * time.Hour)}
@@ -186,7 +200,7 @@ func (e *env) catchUpWith(t testing.TB, opts projections.RunnerOptions) int64 {
 	// less often (a pass costs a few statements, and tests run many at once).
 	pause := time.Millisecond
 	for {
-		n, err := e.rm.Runner(opts).CatchUp(ctx)
+		n, err := e.rm.Pass(opts).CatchUp(ctx)
 		require.NoError(t, err)
 		total += n
 		cp, err := e.rm.Checkpoint(ctx)

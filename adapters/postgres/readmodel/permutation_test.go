@@ -58,7 +58,7 @@ func recordAndProject(t *testing.T, r *rand.Rand, ds []delivery) snapshot {
 		e.deliver(t, d)
 		if r.IntN(4) == 0 {
 			// One pass with a random batch size: it applies whatever the log shows by now.
-			_, err := e.rm.Runner(projections.RunnerOptions{BatchSize: 1 + r.IntN(6)}).CatchUp(ctx)
+			_, err := e.rm.Pass(projections.RunnerOptions{BatchSize: 1 + r.IntN(6)}).CatchUp(ctx)
 			require.NoError(t, err)
 		}
 	}
