@@ -7,12 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -448,14 +448,23 @@ func deliveriesIn(t *testing.T, r *relay.Relay, endpoint int64, state string) []
 	return ds
 }
 
-// freeAddr returns a loopback address nothing listens on (yet).
-func freeAddr(t *testing.T) string {
+// downAddr returns a loopback address that refuses connections until up is called, and up, which
+// frees it for a listener. Its port stays bound, without listening, until then: freed at once (as it
+// was), the port could be handed to another test's receiver in the seconds before up, which then
+// answered this test's deliveries (a 401 where a refused connection was expected).
+func downAddr(t *testing.T) (addr string, up func()) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	var once sync.Once
+	up = func() { once.Do(func() { _ = syscall.Close(fd) }) }
+	t.Cleanup(up)
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	in4, ok := sa.(*syscall.SockaddrInet4)
+	require.True(t, ok, "a bound IPv4 socket's name")
+	return fmt.Sprintf("127.0.0.1:%d", in4.Port), up
 }
 
 func providersSecrets(s ...string) providers.Secrets { return providers.NewSecrets(s...) }
