@@ -108,7 +108,7 @@ func TestReceiverDownThenUpGetsEveryDeliveryOnce(t *testing.T) {
 	}
 	r := e.startRelay(t, relayOpts{schedule: schedule, workers: 8})
 	ctx := context.Background()
-	addr := freeAddr(t)
+	addr, up := downAddr(t)
 	// No breaker: with one, the deliveries after the fifth failure wait without an attempt
 	// (TestBreakerHoldsTheBacklogWhileTheReceiverIsDownThenDrainsAtTheRate); here each retries on its own.
 	ep, secret, err := r.AddEndpoint(ctx, relay.NewEndpoint{URL: "http://" + addr + "/hook", Options: relay.SettingsUpdate{BreakerFailures: ptr(0)}})
@@ -123,7 +123,7 @@ func TestReceiverDownThenUpGetsEveryDeliveryOnce(t *testing.T) {
 		return n == 6
 	})
 
-	rc := newReceiverAt(t, addr, secret)
+	rc := newReceiverAt(t, addr, up, secret)
 	eventually(t, 30*time.Second, "every delivery succeeded", func() bool {
 		return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) == 6
 	})
@@ -150,11 +150,12 @@ func TestReceiverDownThenUpGetsEveryDeliveryOnce(t *testing.T) {
 	}
 }
 
-// newReceiverAt starts a receiver on a given address (one that was down until now).
-func newReceiverAt(t *testing.T, addr string, secrets ...string) *receiver {
+// newReceiverAt starts a receiver on a given address (one that was down until now: up frees it).
+func newReceiverAt(t *testing.T, addr string, up func(), secrets ...string) *receiver {
 	t.Helper()
 	rc := newReceiver(t, secrets...)
 	rc.srv.Close()
+	up()
 	var ln net.Listener
 	eventually(t, 5*time.Second, "the address to be free", func() bool {
 		var err error

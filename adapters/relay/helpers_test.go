@@ -1,17 +1,18 @@
 package relay_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +51,12 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := dropKeptDatabases(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
+	os.Exit(code)
 }
 
 var testNamespace = uuid.MustParse("0b7e3c55-2f7d-4d7e-9a31-5e2b7c9d1a40")
@@ -87,10 +93,10 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	envSlots <- struct{}{}
 	t.Cleanup(func() { <-envSlots }) // after the env's own cleanups: they run in reverse order
-	pool := pgtest.NewDatabaseWith(t, riverSchema)
-	_, err := jobs.Migrate(context.Background(), pool, nil) // a no-op unless River's migrations changed since the template
-	require.NoError(t, err)
-	e := &env{pool: pool}
+	db := takeDatabase(t)
+	t.Cleanup(func() { db.giveBack(t) }) // after the relays, receivers and stores of the test stopped
+	e := &env{pool: db.pool}
+	pool := db.pool
 	if eventlogtest.SelectedStore(t) == eventlogtest.StoreESDB {
 		e.esdb = esdbtest.New(t)
 	}
@@ -155,7 +161,11 @@ func (e *env) startRelay(t testing.TB, o relayOpts) *relay.Relay {
 	require.NoError(t, err)
 	kinds, err := r.Kinds()
 	require.NoError(t, err)
-	q, err := jobs.New(jobs.Config{Pool: e.pool, Ledger: e.ledger, Kinds: kinds, PollInterval: 50 * time.Millisecond,
+	// River wakes its producers on every insert (LISTEN/NOTIFY) and fetches again whenever a worker
+	// frees up; its poll only catches an insert whose notification the cooldown swallowed. Every 50 ms
+	// for each of the client's three queues, it was a third of the test binary's CPU and a tenth of
+	// the server's.
+	q, err := jobs.New(jobs.Config{Pool: e.pool, Ledger: e.ledger, Kinds: kinds, PollInterval: 200 * time.Millisecond,
 		StopTimeout: 5 * time.Second, JobTimeout: o.jobTimeout})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -411,16 +421,22 @@ func (rc *receiver) url() string { return rc.srv.URL + "/hook" }
 // claims anything takes, and a loaded machine running tests beside each other stretches everything.
 const slack = 3
 
-// eventually polls cond until it holds or the deadline (within, stretched by slack) passes.
+// eventually polls cond until it holds or the deadline (within, stretched by slack) passes. The
+// wait between two polls starts at 10 ms and doubles up to 100 ms: most conditions query the
+// database, and polling every 20 ms for the seconds a delivery course takes was a good part of what
+// the package's tests cost the server (and, under -race, themselves), for conditions that, once
+// true, stay true.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	within *= slack
 	deadline := time.Now().Add(within)
+	wait := 10 * time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", within, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
 
@@ -432,14 +448,23 @@ func deliveriesIn(t *testing.T, r *relay.Relay, endpoint int64, state string) []
 	return ds
 }
 
-// freeAddr returns a loopback address nothing listens on (yet).
-func freeAddr(t *testing.T) string {
+// downAddr returns a loopback address that refuses connections until up is called, and up, which
+// frees it for a listener. Its port stays bound, without listening, until then: freed at once (as it
+// was), the port could be handed to another test's receiver in the seconds before up, which then
+// answered this test's deliveries (a 401 where a refused connection was expected).
+func downAddr(t *testing.T) (addr string, up func()) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	var once sync.Once
+	up = func() { once.Do(func() { _ = syscall.Close(fd) }) }
+	t.Cleanup(up)
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	in4, ok := sa.(*syscall.SockaddrInet4)
+	require.True(t, ok, "a bound IPv4 socket's name")
+	return fmt.Sprintf("127.0.0.1:%d", in4.Port), up
 }
 
 func providersSecrets(s ...string) providers.Secrets { return providers.NewSecrets(s...) }
