@@ -25,7 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/httpapi"
-	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 	"bookingledger/domain/ledger"
 )
 
@@ -63,7 +63,7 @@ func adminPatterns(t *testing.T) []string {
 func TestPublicListenerAnswersNoAdminRoute(t *testing.T) {
 	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
@@ -136,7 +136,7 @@ func TestServeOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, roots := writeCert(t, dir)
 	srv := startServe(t, envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":   pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":   servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":           "127.0.0.1:0",
 		"BOOKINGLEDGER_TLS_CERT":       certFile,
 		"BOOKINGLEDGER_TLS_KEY":        keyFile,
@@ -198,7 +198,7 @@ func TestListenerConfigurationErrors(t *testing.T) {
 	defer taken.Close()
 	var stderr bytes.Buffer
 	err = run(context.Background(), []string{"serve"}, envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL": servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":         "127.0.0.1:0",
 		"BOOKINGLEDGER_ADMIN_ADDR":   taken.Addr().String(),
 		"BOOKINGLEDGER_MASTER_KEY":   testMasterKey,
