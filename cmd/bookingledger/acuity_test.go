@@ -16,6 +16,7 @@ import (
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers/acuity/acuitytest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 const (
@@ -78,7 +79,7 @@ func TestMigrateSetsUpTheJobQueue(t *testing.T) {
 // inside serve finishes it once the API is back.
 func TestServeAcuitySendDeferAndFinish(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	api := acuitytest.New(t, demoAcuityUser, demoAcuityKey)
 	api.Put(acuitytest.Appointment{ID: 123, Start: time.Date(2030, 1, 7, 10, 0, 0, 0, time.FixedZone("", 3600)),
 		Duration: 30 * time.Minute, CalendarID: 4417311, Created: time.Date(2029, 12, 31, 9, 0, 0, 0, time.UTC)})

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // envChromium names a browser binary; without it the test looks for Debian's chromium on PATH.
@@ -123,7 +123,7 @@ func TestOperatorUIInABrowser(t *testing.T) {
 	ctx := browser(t)
 	shots := artifacts(t)
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",

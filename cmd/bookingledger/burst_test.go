@@ -22,6 +22,7 @@ import (
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // envBurstCopies sets how many concurrent copies of each of the 50 deliveries TestBurstAtTheRecordBound
@@ -59,7 +60,7 @@ func TestBurstAtTheRecordBound(t *testing.T) {
 		require.Positive(t, n, envBurstCopies)
 		copies = n
 	}
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	bin := buildBinary(t)
 	adminAddr := freeAddr(t)
 	_, base := startServeProcess(t, bin, dbURL, "BOOKINGLEDGER_ADMIN_ADDR="+adminAddr,

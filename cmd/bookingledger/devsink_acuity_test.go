@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers/acuity/acuitysink"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // make run's Acuity: serve pointed at the dev sink's API records `send acuity` deliveries, a
@@ -36,7 +36,7 @@ func TestAcuityDevSinkServesTheTour(t *testing.T) {
 	require.True(t, ok, "the sink's one env line: %s", raw)
 
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":    pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":    servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":            "127.0.0.1:0",
 		"BOOKINGLEDGER_ACUITY_API_KEYS": demoAcuityKey,
 		"BOOKINGLEDGER_ACUITY_USER_ID":  demoAcuityUser,

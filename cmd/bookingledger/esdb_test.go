@@ -12,14 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/esdb/esdbtest"
-	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // The EventStoreDB wiring, against the in-process gRPC test server: events go to it, receipts to
 // PostgreSQL, and a redelivery is still a duplicate.
 func TestServeWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	es := esdbtest.New(t)
 	env := envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          dbURL,

@@ -18,6 +18,7 @@ import (
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/providers/acuity/acuitytest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // seriesValue returns the value of one series ("name" or `name{label="v"}`) in the admin listener's
@@ -47,7 +48,7 @@ func waitSample(t *testing.T, admin, series, want string) {
 // while the Acuity API is down.
 func TestDatabaseGauges(t *testing.T) {
 	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	api := acuitytest.New(t, demoAcuityUser, demoAcuityKey)
 	api.Put(acuitytest.Appointment{ID: 77, Start: time.Date(2030, 1, 9, 10, 0, 0, 0, time.UTC),
 		Duration: 30 * time.Minute, CalendarID: 4417311, Created: time.Date(2029, 12, 31, 9, 0, 0, 0, time.UTC)})
@@ -122,7 +123,7 @@ func TestDatabaseGauges(t *testing.T) {
 func TestMonitoringFilesNameServedMetrics(t *testing.T) {
 	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/httpapi/sample"
-	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // person is what the samples say about an invitee, replaced by markers of one test person.
@@ -78,7 +78,7 @@ func sendPerson(t *testing.T, env func(string) string, base string, p person) {
 func TestEraseByEmailLeavesNoTraceInTheDump(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	pgDump := pgBin(t, "pg_dump")
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	env := envOf(map[string]string{
 		envDatabaseURL:                        dbURL,
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",

@@ -17,6 +17,7 @@ import (
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/calendly/calendlyapi"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 const syncAlertSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -34,7 +35,7 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	alerts := newHookSink(t)
 	alerts.setSecret(syncAlertSecret)
 	env := envOf(map[string]string{
-		envDatabaseURL:                           pgtest.NewDatabaseURL(t),
+		envDatabaseURL:                           servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                     "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS":    demoCalendlyKey,
 		envCalendlyAPIToken:                      "tok-1",
@@ -187,7 +188,7 @@ func TestTwoServesSyncPeriodicallyWithoutDoubles(t *testing.T) {
 		inv := api.Schedule(calendlyapi.Booking{Start: start.Add(time.Duration(i) * time.Hour), End: start.Add(time.Duration(i)*time.Hour + 30*time.Minute)})
 		bookings = append(bookings, "calendly-"+inv.URI[strings.LastIndex(inv.URI, "/")+1:])
 	}
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	env := envOf(map[string]string{
 		envDatabaseURL:                        dbURL,
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",

@@ -456,7 +456,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 // subcommand, then the read API and every read subcommand, and a rebuild after shutdown.
 func TestReadSideEndToEnd(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	readSideEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t)})
+	readSideEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": servetest.NewDatabaseURL(t)})
 }
 
 // TestReadSideEndToEndWithEventStoreDB: the same, with the events in EventStoreDB (the in-process
@@ -465,7 +465,7 @@ func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	readSideEndToEnd(t, map[string]string{
-		"DATABASE_URL":              pgtest.NewDatabaseURL(t),
+		"DATABASE_URL":              servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_EVENT_STORE": es.ConnString(),
 	})
 }
@@ -475,7 +475,7 @@ func TestReadSideEndToEndWithEventStoreDB(t *testing.T) {
 func TestSecondServeStandsByAndTakesOver(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",

@@ -19,6 +19,7 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/eventlog"
 )
@@ -64,7 +65,7 @@ func BenchmarkRebuildAtScale(b *testing.B) {
 			}
 			// Seeded once per size, outside b.Run: the testing package calls a sub-benchmark's function
 			// once with b.N = 1 before it runs the -benchtime count, and a seed inside would be made twice.
-			dbURL := pgtest.NewDatabaseURL(b)
+			dbURL := servetest.NewDatabaseURL(b)
 			pool := pgtest.Open(b, dbURL)
 			seedCreates(b, pool, n, log)
 			postmaster := postmasterOf(b, pool)

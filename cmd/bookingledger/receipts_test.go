@@ -15,8 +15,8 @@ import (
 
 	"bookingledger/adapters/httpapi/readapi"
 	"bookingledger/adapters/httpapi/sample"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers/stripe"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // A quarantined delivery can be inspected: receipts list finds it by outcome and provider, receipts
@@ -25,7 +25,7 @@ import (
 func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
@@ -92,7 +92,7 @@ func TestReceiptsListAndShowAQuarantinedDelivery(t *testing.T) {
 func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
@@ -170,7 +170,7 @@ func TestReceiptsShowTheHeadersKeptAndNeverSecrets(t *testing.T) {
 func TestSendStripeCoversEveryMappedEventDatedFromTheBooking(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_STRIPE_SECRETS":        "whsec_send-test",

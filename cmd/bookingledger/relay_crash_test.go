@@ -17,6 +17,7 @@ import (
 
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // TestKilledServeCompletesEveryDelivery: serve is killed with SIGKILL while the relay is sending
@@ -25,7 +26,7 @@ import (
 // never not at all.
 func TestKilledServeCompletesEveryDelivery(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	bin := buildBinary(t)
 	relayEnv := []string{"BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true", "BOOKINGLEDGER_RELAY_SCHEDULE=0s,200ms,200ms,200ms,200ms,1s,1s,1s,1s,1s",
 		"BOOKINGLEDGER_JOB_TIMEOUT=2s", "BOOKINGLEDGER_JOBS_RESCUE_AFTER=3s"}

@@ -20,6 +20,7 @@ import (
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/relay"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // TestKilledServeKeepsEachBookingsOrder: an ordered endpoint (added with --ordered) whose receiver
@@ -29,7 +30,7 @@ import (
 // arrive twice, before the next).
 func TestKilledServeKeepsEachBookingsOrder(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	bin := buildBinary(t)
 	relayEnv := []string{"BOOKINGLEDGER_RELAY_ALLOW_PRIVATE=true",
 		"BOOKINGLEDGER_RELAY_SCHEDULE=0s,100ms,100ms,100ms,100ms,100ms,200ms,200ms,200ms,200ms,200ms,200ms,1s,1s,1s,1s",

@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/esdb/esdbtest"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/standard"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // hookSink is a receiver in the test: it verifies each message with the project's Standard Webhooks
@@ -301,7 +301,7 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 
 func TestRelayEndToEnd(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	relayEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t)})
+	relayEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": servetest.NewDatabaseURL(t)})
 }
 
 // TestRelayEndToEndWithEventStoreDB: the same with the events in EventStoreDB.
@@ -309,7 +309,7 @@ func TestRelayEndToEndWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	relayEndToEnd(t, map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL": servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_EVENT_STORE":  es.ConnString(),
 	})
 }
@@ -318,7 +318,7 @@ func TestRelayEndToEndWithEventStoreDB(t *testing.T) {
 // bad input is a usage error (exit 2) before the database is touched.
 func TestEndpointsUpdateChangesWhatItIsGiven(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	vars := map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t), envRelayAllowPrivate: "true"}
+	vars := map[string]string{"BOOKINGLEDGER_DATABASE_URL": servetest.NewDatabaseURL(t), envRelayAllowPrivate: "true"}
 	env := envOf(vars)
 	out, errOut, code := cli(t, env, "endpoints", "add", "--url", "http://127.0.0.1:9/old", "--description", "crm", "--types", "booking.scheduled.*")
 	require.Equal(t, 0, code, errOut)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/esdb/esdbtest"
-	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 type calendarEntryAnswer struct {
@@ -181,7 +181,7 @@ func cliToken(t *testing.T, env func(string) string, name, scope string) string 
 
 func TestResourcesEndToEnd(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	resourcesEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t)})
+	resourcesEndToEnd(t, map[string]string{"BOOKINGLEDGER_DATABASE_URL": servetest.NewDatabaseURL(t)})
 }
 
 // TestResourcesEndToEndWithEventStoreDB: the same with the events, links included, in EventStoreDB.
@@ -189,7 +189,7 @@ func TestResourcesEndToEndWithEventStoreDB(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
 	es := esdbtest.New(t)
 	resourcesEndToEnd(t, map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL": servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_EVENT_STORE":  es.ConnString(),
 	})
 }

@@ -21,8 +21,8 @@ import (
 	"bookingledger/adapters/esdb/esdbtest"
 	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/httpapi/sample"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/process"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 const demoCalcomSecret = "steps-test-calcom-secret"
@@ -39,7 +39,7 @@ type stepsWorld struct {
 
 func newStepsWorld(t *testing.T, smtpFault func(smtpsink.Message) smtpsink.Fault, davFault func(*http.Request) int) *stepsWorld {
 	t.Helper()
-	w := &stepsWorld{dbURL: pgtest.NewDatabaseURL(t)}
+	w := &stepsWorld{dbURL: servetest.NewDatabaseURL(t)}
 	var err error
 	w.smtp, err = smtpsink.Start(smtpsink.Config{Fault: smtpFault})
 	require.NoError(t, err)

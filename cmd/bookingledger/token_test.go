@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/cmd/bookingledger/internal/admincmd"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 func TestTokenCommands(t *testing.T) {
 	t.Parallel() // each has its own database, ports and processes
-	dbURL := pgtest.NewDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	env := envOf(map[string]string{"BOOKINGLEDGER_DATABASE_URL": dbURL})
 	out, errOut, code := cli(t, env, "token", "create", "--name", "front-desk", "--scope", "read", "--expires", "90d")
 	require.Equal(t, 0, code, errOut)

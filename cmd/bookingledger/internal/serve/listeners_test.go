@@ -25,7 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/httpapi"
-	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 	"bookingledger/domain/ledger"
 )
 
@@ -63,7 +63,7 @@ func adminPatterns(t *testing.T) []string {
 func TestPublicListenerAnswersNoAdminRoute(t *testing.T) {
 	t.Parallel() // the slowest tests of the package overlap; each has its own database and ports
 	env := envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":          pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":          servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
 		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
 		"BOOKINGLEDGER_DRAIN_TIMEOUT":         "5s",
@@ -133,10 +133,11 @@ func writeCert(t *testing.T, dir string) (certFile, keyFile string, roots *x509.
 }
 
 func TestServeOverTLS(t *testing.T) {
+	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	dir := t.TempDir()
 	certFile, keyFile, roots := writeCert(t, dir)
 	srv := startServe(t, envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL":   pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL":   servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":           "127.0.0.1:0",
 		"BOOKINGLEDGER_TLS_CERT":       certFile,
 		"BOOKINGLEDGER_TLS_KEY":        keyFile,
@@ -164,6 +165,7 @@ func TestServeOverTLS(t *testing.T) {
 }
 
 func TestListenerConfigurationErrors(t *testing.T) {
+	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	const dead = "postgres://bl@127.0.0.1:1/nowhere?connect_timeout=1"
 	dir := t.TempDir()
 	certFile, keyFile, _ := writeCert(t, dir)
@@ -198,7 +200,7 @@ func TestListenerConfigurationErrors(t *testing.T) {
 	defer taken.Close()
 	var stderr bytes.Buffer
 	err = run(context.Background(), []string{"serve"}, envOf(map[string]string{
-		"BOOKINGLEDGER_DATABASE_URL": pgtest.NewEmptyDatabaseURL(t),
+		"BOOKINGLEDGER_DATABASE_URL": servetest.NewDatabaseURL(t),
 		"BOOKINGLEDGER_ADDR":         "127.0.0.1:0",
 		"BOOKINGLEDGER_ADMIN_ADDR":   taken.Addr().String(),
 		"BOOKINGLEDGER_MASTER_KEY":   testMasterKey,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/postgres/pgtest"
+	"bookingledger/cmd/bookingledger/internal/servetest"
 )
 
 // stopLog is the shared log the server's components record their stop into, in the order they stop.
@@ -84,7 +85,8 @@ func serveConnections(t *testing.T, dbURL string) func() int {
 // the sweeper, the projections, the job queue, the liveness lock, the event store and the pool; its
 // instance row is gone and it holds no database session.
 func TestServeStopsInStopOrder(t *testing.T) {
-	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
+	dbURL := servetest.NewDatabaseURL(t)
 	env := withEphemeralAdmin(envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
 		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
@@ -132,10 +134,11 @@ func TestServeStopsInStopOrder(t *testing.T) {
 // An openServer that fails late — the public address is taken, after everything else started — closes
 // what it had opened, in stopOrder, and leaves no database session behind.
 func TestOpenServerFailureClosesWhatItOpened(t *testing.T) {
+	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
-	dbURL := pgtest.NewEmptyDatabaseURL(t)
+	dbURL := servetest.NewDatabaseURL(t)
 	env := withEphemeralAdmin(envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
 		"BOOKINGLEDGER_ADDR":                  taken.Addr().String(),
