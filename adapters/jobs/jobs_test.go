@@ -22,6 +22,7 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
@@ -69,18 +70,11 @@ type env struct {
 func (e *env) setClock(t time.Time) { e.clock.Store(&t) }
 func (e *env) now() time.Time       { return *e.clock.Load() }
 
-// riverSchema puts River's tables into the test databases' template: migrating River in every
-// database is DDL costing the server far more CPU than copying the files it made.
-var riverSchema = pgtest.Extra{Name: "river", Migrate: func(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := jobs.Migrate(ctx, pool, nil)
-	return err
-}}
-
 // newEnv is a migrated database (ours and River's), a fake Acuity API knowing the appointment, and a
 // queue with maxAttempts attempts, 10 ms apart.
 func newEnv(t *testing.T, maxAttempts int) *env {
 	t.Helper()
-	pool := pgtest.NewDatabaseWith(t, riverSchema)
+	pool := pgtest.NewDatabaseWith(t, jobstest.Template)
 	_, err := jobs.Migrate(context.Background(), pool, nil) // a no-op unless River's migrations changed since the template
 	require.NoError(t, err)
 	return newEnvOn(t, pool, maxAttempts)
@@ -414,7 +408,7 @@ func TestStopCancelsAHangingAttemptWhichIsRetriedLater(t *testing.T) {
 // queue and returns once that job's attempt runs.
 func startHangingJob(t *testing.T, hang chan struct{}) (*pgxpool.Pool, *jobs.Queue) {
 	t.Helper()
-	pool := pgtest.NewDatabaseWith(t, riverSchema)
+	pool := pgtest.NewDatabaseWith(t, jobstest.Template)
 	_, err := jobs.Migrate(context.Background(), pool, nil)
 	require.NoError(t, err)
 	started := make(chan struct{}, 2)
@@ -507,7 +501,7 @@ func (f *flakyLedger) Record(ctx context.Context, d ledger.Delivery) (ledger.Res
 // not an attempt) instead of being discarded with the delivery finished nowhere.
 func TestFinalAttemptWaitsForTheStoreToRecordItsOutcome(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabaseWith(t, riverSchema)
+	pool := pgtest.NewDatabaseWith(t, jobstest.Template)
 	_, err := jobs.Migrate(context.Background(), pool, nil)
 	require.NoError(t, err)
 	api := acuitytest.New(t, userID, apiKey)

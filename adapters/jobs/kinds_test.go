@@ -11,6 +11,7 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/domain/ledger"
@@ -34,7 +35,7 @@ func (w *pingWorker) Work(_ context.Context, job *river.Job[pingArgs]) error {
 
 func TestFurtherKindsRunOnTheirOwnQueue(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabaseWith(t, riverSchema)
+	pool := pgtest.NewDatabaseWith(t, jobstest.Template)
 	ctx := context.Background()
 	_, err := jobs.Migrate(ctx, pool, nil)
 	require.NoError(t, err)

@@ -12,13 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 )
 
 func livenessDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool := pgtest.NewDatabaseWith(t, riverSchema)
+	pool := pgtest.NewDatabaseWith(t, jobstest.Template)
 	require.NoError(t, postgres.Migrate(t.Context(), pool))
 	_, err := jobs.Migrate(t.Context(), pool, nil)
 	require.NoError(t, err)

@@ -28,7 +28,6 @@ import (
 	"bookingledger/adapters/jobs"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/relay"
@@ -81,13 +80,6 @@ type env struct {
 // clients polling it, a projection and receivers, and more of them at once than this only slowed every
 // one of them down on two loaded cores (CI runs -parallel 8, and the EventStoreDB pass beside this one).
 var envSlots = make(chan struct{}, 4)
-
-// riverSchema puts River's tables into the test databases' template: migrating River in every
-// database was DDL costing the server about 0.1 s of CPU per database, copying it nearly nothing.
-var riverSchema = pgtest.Extra{Name: "river", Migrate: func(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := jobs.Migrate(ctx, pool, nil)
-	return err
-}}
 
 func newEnv(t testing.TB) *env {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres/pgtest"
 )
 
@@ -55,7 +56,7 @@ func takeDatabase(t testing.TB) *keptDatabase {
 		return db
 	}
 	kept.mu.Unlock()
-	url, drop := pgtest.NewKeptDatabaseURL(t, riverSchema)
+	url, drop := pgtest.NewKeptDatabaseURL(t, jobstest.Template)
 	db := &keptDatabase{url: url, drop: drop}
 	kept.mu.Lock()
 	kept.all = append(kept.all, db)

@@ -23,6 +23,7 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi/auth"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/metricstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
@@ -32,7 +33,6 @@ import (
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/relay"
 	"bookingledger/cmd/bookingledger/internal/ledgerdb"
-	"bookingledger/cmd/bookingledger/internal/servetest"
 	"bookingledger/domain/resource"
 )
 
@@ -50,7 +50,7 @@ type adminFixture struct {
 
 func newAdminFixture(t *testing.T, failuresPerMinute int) *adminFixture {
 	t.Helper()
-	pool := pgtest.NewDatabaseWith(t, servetest.RiverSchema) // River's tables from the template: the Migrate below is a no-op
+	pool := pgtest.NewDatabaseWith(t, jobstest.Template) // River's tables from the template: the Migrate below is a no-op
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	_, err := jobs.Migrate(ctx, pool, nil)

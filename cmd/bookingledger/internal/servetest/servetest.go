@@ -8,14 +8,11 @@ package servetest
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres/pgtest"
 )
 
@@ -81,18 +78,9 @@ func EnvOf(kv map[string]string) func(string) string {
 	return func(k string) string { return kv[k] }
 }
 
-// RiverSchema puts River's tables into the template of the test databases serve runs on (as
-// adapters/relay's tests do, under the same name): serve migrates River when its tables are missing,
-// DDL costing the server about 0.1 s of CPU per database; copying them from the template, nearly
-// nothing. Serve still runs River's migrations that the template lacks.
-var RiverSchema = pgtest.Extra{Name: "river", Migrate: func(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := jobs.Migrate(ctx, pool, nil)
-	return err
-}}
-
-// NewDatabaseURL is pgtest.NewDatabaseURL with River's tables too (RiverSchema): a migrated database
+// NewDatabaseURL is pgtest.NewDatabaseURL with River's tables too (jobstest.Template): a migrated database
 // for a serve, which finds nothing to migrate.
 func NewDatabaseURL(t testing.TB) string {
 	t.Helper()
-	return pgtest.NewDatabaseURLWith(t, RiverSchema)
+	return pgtest.NewDatabaseURLWith(t, jobstest.Template)
 }
