@@ -26,8 +26,10 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
+	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/relay"
@@ -51,7 +53,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	if err := dropKeptDatabases(); err != nil {
+	if err := spares.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = cmp.Or(code, 1)
 	}
@@ -81,14 +83,17 @@ type env struct {
 // one of them down on two loaded cores (CI runs -parallel 8, and the EventStoreDB pass beside this one).
 var envSlots = make(chan struct{}, 4)
 
+// spares are the package's test databases, River's tables in them: a test that passed gives its
+// database back emptied, with its pool's warm connections, to the next (see pgtest.Spares). There are
+// at most cap(envSlots) of them.
+var spares = pgtest.Spares{Extra: jobstest.Template}
+
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	envSlots <- struct{}{}
 	t.Cleanup(func() { <-envSlots }) // after the env's own cleanups: they run in reverse order
-	db := takeDatabase(t)
-	t.Cleanup(func() { db.giveBack(t) }) // after the relays, receivers and stores of the test stopped
-	e := &env{pool: db.pool}
-	pool := db.pool
+	pool := spares.Database(t)       // given back after the relays, receivers and stores of the test stopped
+	e := &env{pool: pool}
 	if eventlogtest.SelectedStore(t) == eventlogtest.StoreESDB {
 		e.esdb = esdbtest.New(t)
 	}

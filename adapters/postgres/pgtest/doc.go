@@ -11,6 +11,11 @@
 // runs: the next test rebuilds the one it needs). A test binary creates and drops its databases through
 // one small pool on the cluster's database, not a connection each.
 //
+// A package whose many tests each need an empty database of their own takes them from a Spares
+// instead: a test that passed gives its database back, emptied and with its pool's warm connections,
+// to the next test; a database that cannot be trusted to equal a fresh one (the test failed, left a
+// session, an advisory lock, a schema change or changed migration rows) is dropped.
+//
 // Without BOOKINGLEDGER_TEST_DATABASE_URL a test is skipped with a message saying to run `make test`, except in CI
 // (CI=true), where it fails. It imports adapters/postgres (for Migrate), pgx and testing; production
 // code must not import it.

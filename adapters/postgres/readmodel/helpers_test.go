@@ -1,6 +1,7 @@
 package readmodel_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -105,7 +106,10 @@ var spares pgtest.Spares
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	spares.Close()
+	if err := spares.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
 	os.Exit(code)
 }
 
