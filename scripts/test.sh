@@ -118,23 +118,8 @@ FUZZTIME=${FUZZTIME:-1000x} setsid scripts/fuzz.sh >"$fuzzlog" 2>&1 &
 fuzzpid=$!
 bgpids+=("$fuzzpid")
 
-# The whole suite's packages, the longest first: go test starts the packages' test binaries in the order
-# of its arguments (./... is import-path order), so with cmd/bookingledger, readmodel and relay last
-# the run ended in a tail of minutes with one core idle. The output is printed in the same order.
-longest=(cmd/bookingledger adapters/postgres/readmodel adapters/relay adapters/postgres/stepstore adapters/esdb
-	adapters/postgres adapters/jobs adapters/postgres/checkpoint)
-mapfile -t all < <(go list ./...)
-module=$(go list -m)
-pkgs=()
-for p in "${longest[@]}"; do
-	for q in "${all[@]}"; do [ "$q" != "$module/$p" ] || pkgs+=("$q"); done
-done
-for q in "${all[@]}"; do
-	case " ${longest[*]} " in *" ${q#"$module/"} "*) ;; *) pkgs+=("$q") ;; esac
-done
-
 suite=0
-go test "${testflags[@]}" "${pkgs[@]}" || suite=$?
+go test "${testflags[@]}" ./... || suite=$?
 
 esdb=0
 wait "$esdbpid" || esdb=$?
