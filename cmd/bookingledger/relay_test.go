@@ -146,9 +146,12 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Equal(t, 1, msg.Data.Version)
 	assert.Equal(t, "active", msg.Data.State.Status)
 
-	out, errOut, code = cli(t, env, "deliveries")
-	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "succeeded")
+	// The receiver has the message before the worker records its answer: wait for the record.
+	waitFor(t, 30*time.Second, "the delivery recorded as succeeded", func() (bool, string) {
+		out, errOut, code = cli(t, env, "deliveries")
+		require.Equal(t, 0, code, errOut)
+		return strings.Contains(out, "succeeded"), out
+	})
 	assert.Contains(t, out, ids[0])
 	var byBooking struct {
 		Deliveries []struct {
