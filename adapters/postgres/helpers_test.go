@@ -1,9 +1,12 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -15,7 +18,30 @@ import (
 	"bookingledger/domain/eventlog"
 )
 
+// spares are the package's test databases: a test that passed gives its database back emptied, with
+// its pool's warm connections, to the next (see pgtest.Spares).
+var spares pgtest.Spares
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := spares.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
+	os.Exit(code)
+}
+
+// newStore is a store on an empty migrated database, a spare one when there is one. The pool is not
+// the test's to close.
 func newStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := spares.Database(t)
+	return postgres.NewStore(pool), pool
+}
+
+// newFreshStore is newStore on a database of the test's own, never used before: for a test that
+// changes the schema (which Spares would drop anyway) or explains plans over never-used tables.
+func newFreshStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.NewDatabase(t)
 	return postgres.NewStore(pool), pool
