@@ -2,8 +2,10 @@ package stepstore
 
 import (
 	"bookingledger/adapters/process"
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
@@ -42,7 +45,7 @@ import (
 func TestPlanningReadsStayIndexed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	w := newPlanWorld(t)
+	w := newTracedPlanWorld(t)
 	w.play(t)
 
 	for _, want := range []string{"FROM calendar_bookings WHERE booking = ANY", "bl_overlapping_claims", "FROM process_steps WHERE thread = ANY",
@@ -67,7 +70,7 @@ func TestPlanningReadsStayIndexed(t *testing.T) {
 // calendar and process projections on their runners, as serve builds them, on a pool whose statements
 // are traced while the process projection applies.
 type planWorld struct {
-	url      string
+	url      string // of a traced world's database
 	pool     *pgxpool.Pool
 	trace    *plantest.Trace
 	ledger   *ledger.Service
@@ -78,19 +81,47 @@ type planWorld struct {
 
 func newPlanWorld(t *testing.T) *planWorld { t.Helper(); return newPlanWorldFor(t, both) }
 
-// newPlanWorldFor is newPlanWorld with the process projection planning for targets.
+// spares are the package's test databases, River's tables in them: a test that passed gives its
+// database back emptied, with its pool's warm connections, to the next (see pgtest.Spares).
+var spares = pgtest.Spares{Extra: jobstest.Template}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := spares.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
+	os.Exit(code)
+}
+
+// newPlanWorldFor is newPlanWorld with the process projection planning for targets, on a spare
+// database; its statements are not traced.
 func newPlanWorldFor(t *testing.T, targets process.Targets) *planWorld {
 	t.Helper()
-	ctx := context.Background()
+	w := &planWorld{trace: &plantest.Trace{Naming: planned.Watched, Max: 3}, pool: spares.Database(t)}
+	return w.build(t, targets)
+}
+
+// newTracedPlanWorld is newPlanWorld on a database of its own, never used before (its plans are
+// explained over never-analyzed tables, and it analyzes them), whose pool traces the statements.
+func newTracedPlanWorld(t *testing.T) *planWorld {
+	t.Helper()
 	w := &planWorld{trace: &plantest.Trace{Naming: planned.Watched, Max: 3}}
-	w.url = pgtest.NewDatabaseURL(t)
+	w.url = pgtest.NewDatabaseURLWith(t, jobstest.Template)
 	cfg, err := pgxpool.ParseConfig(w.url)
 	require.NoError(t, err)
 	cfg.ConnConfig.Tracer = w.trace
-	w.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	w.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(w.pool.Close)
-	_, err = jobs.Migrate(ctx, w.pool, nil)
+	return w.build(t, both)
+}
+
+// build puts the stores and runners on w.pool.
+func (w *planWorld) build(t *testing.T, targets process.Targets) *planWorld {
+	t.Helper()
+	ctx := context.Background()
+	_, err := jobs.Migrate(ctx, w.pool, nil) // a no-op when the template has River's newest migrations
 	require.NoError(t, err)
 
 	store := postgres.NewStore(w.pool)
