@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,14 +128,79 @@ func (w *planWorld) build(t *testing.T, targets process.Targets) *planWorld {
 	store := postgres.NewStore(w.pool)
 	w.ledger = ledger.NewService(store, eventcodec.JSON{})
 	rm := readmodel.New(w.pool, store, eventcodec.JSON{}, readmodel.Options{})
-	w.calendar = projections.NewRunner(store, rm, checkpoint.NewLocker(w.pool), projections.RunnerOptions{})
+	locker := keepLeases(t, w.pool)
+	w.calendar = projections.NewRunner(store, rm, locker, projections.RunnerOptions{})
 	client, err := InsertOnlyClient(w.pool)
 	require.NoError(t, err)
 	proj, err := NewProjection(ProjectionConfig{Pool: w.pool, Calendar: readmodel.NewStepReader(w.pool), Client: client, Targets: targets})
 	require.NoError(t, err)
-	w.process = projections.NewRunner(store, proj, checkpoint.NewLocker(w.pool), projections.RunnerOptions{})
+	w.process = projections.NewRunner(store, proj, locker, projections.RunnerOptions{})
 	return w
 }
+
+// keptLocker keeps each projection's lease from its runner's first CatchUp to the end of the test, as
+// a running serve keeps it, instead of taking a new one for every CatchUp: a checkpoint.Locker's lease
+// is a connection taken out of the pool and closed when released, so the pool opened a new one for
+// every CatchUp of the test's (a few dozen a test).
+type keptLocker struct {
+	locker *checkpoint.Locker
+	mu     sync.Mutex
+	leases map[string]projections.Lease
+}
+
+// keepLeases is a keptLocker over a checkpoint.Locker on pool whose leases are released when t ends,
+// and their sessions waited out: the spare database goes back only when nothing but its pool is in it.
+func keepLeases(t *testing.T, pool *pgxpool.Pool) *keptLocker {
+	k := &keptLocker{locker: checkpoint.NewLocker(pool), leases: map[string]projections.Lease{}}
+	t.Cleanup(func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if len(k.leases) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, le := range k.leases {
+			le.Release(ctx)
+		}
+		// A closed session's backend ends a moment after the close.
+		for ctx.Err() == nil {
+			var sessions int32
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&sessions); err != nil ||
+				sessions <= pool.Stat().TotalConns() {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	return k
+}
+
+// TryAcquire implements projections.Locker: the lease held, unless it was lost, else a new one.
+func (k *keptLocker) TryAcquire(ctx context.Context, name string) (projections.Lease, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if le, ok := k.leases[name]; ok {
+		select {
+		case <-le.Lost():
+			le.Release(ctx)
+			delete(k.leases, name)
+		default:
+			return keptLease{le}, nil
+		}
+	}
+	le, err := k.locker.TryAcquire(ctx, name)
+	if err != nil || le == nil {
+		return nil, err
+	}
+	k.leases[name] = le
+	return keptLease{le}, nil
+}
+
+// keptLease is a kept lease as its runner sees it: released at the end of the test, not by the runner.
+type keptLease struct{ projections.Lease }
+
+func (keptLease) Release(context.Context) {}
 
 // play delivers the scenario one delivery at a time, bringing the calendar and then the process
 // projection up to date after each, so every delivery is a batch of its own; only the process
