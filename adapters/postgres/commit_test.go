@@ -289,7 +289,7 @@ func TestCountQuarantined(t *testing.T) {
 // TestReceiptQueriesUseIndexes guards the indexes auditors and operators rely on.
 func TestReceiptQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
-	_, pool := newStore(t)
+	_, pool := newFreshStore(t)
 	ctx := testCtx(t)
 	conn, err := pool.Acquire(ctx) // an empty table: only with seq scans off does a plan show the index
 	require.NoError(t, err)

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/httpapi/auth"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
 	"bookingledger/adapters/process"
 	"bookingledger/adapters/providersync"
@@ -25,7 +24,7 @@ import (
 // list.
 func TestCheckListsEqualTheGoEnums(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := spares.Database(t)
 	want := map[string][]string{
 		"api_tokens.api_tokens_scope_check":                         strs(auth.Scopes),
 		"calendar_bookings.calendar_bookings_status_check":          strs(calendar.Statuses),

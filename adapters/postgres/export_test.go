@@ -50,3 +50,11 @@ func ListReceiptsSQL(outcome ledger.Outcome) string { return listReceiptsSQL(out
 
 // CountQuarantinedSQL is the quarantine gauge's statement, for the plan check.
 const CountQuarantinedSQL = countQuarantinedSQL
+
+// Quiet reports whether s has no work of its own left in flight: no group commit running or
+// queued, no notification being sent.
+func Quiet(s *Store) bool {
+	s.commits.mu.Lock()
+	defer s.commits.mu.Unlock()
+	return s.commits.running == 0 && len(s.commits.queue) == 0 && s.notifier.Load() == notifierIdle
+}

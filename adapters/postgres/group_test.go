@@ -56,7 +56,7 @@ func startHeldGroup(t *testing.T, s *postgres.Store, commits []ledger.Commit) (w
 
 func TestGroupCommitThatFailsAcknowledgesNone(t *testing.T) {
 	t.Parallel()
-	s, pool := newStore(t)
+	s, pool := newFreshStore(t)
 	ctx := testCtx(t)
 	// A deferred constraint trigger fails the transaction at COMMIT, after every statement succeeded:
 	// the latest point at which a group can fail.
@@ -517,7 +517,7 @@ WHERE b.subject = r.bookings[1] AND b.key_id IS NOT NULL`))
 // sent again by their providers and found stored.
 func TestGroupCommitRefusesAnIncompleteAnswer(t *testing.T) {
 	t.Parallel()
-	s, pool := newStore(t)
+	s, pool := newFreshStore(t)
 	ctx := testCtx(t)
 	_, err := pool.Exec(ctx, `ALTER FUNCTION bl_try_appends(text[], text[], bigint[], int[], uuid[], text[], bytea[], bytea[]) RENAME TO bl_try_appends_whole;
 CREATE FUNCTION bl_try_appends(p_streams text[], p_kinds text[], p_versions bigint[], p_counts int[], p_ids uuid[], p_types text[],

@@ -1,9 +1,12 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -15,7 +18,62 @@ import (
 	"bookingledger/domain/eventlog"
 )
 
+// spares are the package's test databases: a test that passed gives its database back emptied, with
+// its pool's warm connections, to the next (see pgtest.Spares).
+var spares pgtest.Spares
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := spares.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
+	os.Exit(code)
+}
+
+// newStore is a store on an empty migrated database, a spare one when there is one. The pool is not
+// the test's to close. At the end of the test the store's own work is waited out before the database
+// goes back (see settle).
 func newStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := spares.Database(t)
+	s := postgres.NewStore(pool)
+	t.Cleanup(func() { settle(t, s, pool) })
+	return s, pool
+}
+
+// settle waits until the store's own work has ended (a group commit whose callers gave up, the
+// notification after the last write), so that none of it reaches the next test's database, and until
+// the connections the test ended are gone (a connection closed by a cancelled statement is destroyed
+// after its release, a closed one's server process ends a moment after the close): a spare goes
+// back only when nothing but its pool's idle connections is in it.
+func settle(t *testing.T, s *postgres.Store, pool *pgxpool.Pool) {
+	deadline := time.Now().Add(30 * time.Second)
+	for !postgres.Quiet(s) {
+		if time.Now().After(deadline) {
+			t.Errorf("the store's work did not end within 30 s")
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for pool.Stat().AcquiredConns() > 0 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for ctx.Err() == nil {
+		var sessions int32
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&sessions); err != nil ||
+			sessions <= pool.Stat().TotalConns() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// newFreshStore is newStore on a database of the test's own, never used before: for a test that
+// changes the schema (which Spares would drop anyway) or explains plans over never-used tables.
+func newFreshStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.NewDatabase(t)
 	return postgres.NewStore(pool), pool

@@ -67,7 +67,7 @@ INSERT INTO receipts (provider, received_at, delivery_id, outcome, body, body_di
 // receipt_body_ref, dead since receipt_body_put replaced it, is dropped (migration 0601).
 func TestReceiptBodyRefIsDropped(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := spares.Database(t)
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM (SELECT 1) x WHERE to_regprocedure('receipt_body_ref(bytea)') IS NULL`))
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM (SELECT 1) x WHERE to_regprocedure('receipt_body_put(bytea, bytea, uuid, text, text, bytea)') IS NOT NULL`))
 }

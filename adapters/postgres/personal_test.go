@@ -89,7 +89,7 @@ INSERT INTO erased_subjects (subject, erasure) SELECT $1, id FROM e`, string(boo
 // group of 32 asked 1,024 times for its contacts.
 func TestGroupCommitAsksOncePerRowWhetherItsSubjectIsErased(t *testing.T) {
 	t.Parallel()
-	s, pool := newStore(t)
+	s, pool := newFreshStore(t)
 	ctx := testCtx(t)
 	_, err := pool.Exec(ctx, `CREATE SEQUENCE erasure_checks;
 CREATE OR REPLACE FUNCTION bl_subject_erased(s text) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/postgres"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/domain/eventlog"
 )
 
@@ -96,13 +95,11 @@ func TestAppendNotifies(t *testing.T) {
 // sends one after each write; here the test sends it, so that the event is surely readable first.)
 func TestSubscribeWakesOnNotification(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDatabaseURL(t)
-	pool := pgtest.Open(t, dbURL)
+	pool := spares.Database(t)
 	// The subscriber's store has a pool of its own whose statements are watched, to know when its
 	// quick re-reads are over.
 	var watch statementWatch
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	require.NoError(t, err)
+	cfg := pool.Config()
 	cfg.ConnConfig.Tracer = &watch
 	watched, err := pgxpool.NewWithConfig(testCtx(t), cfg)
 	require.NoError(t, err)

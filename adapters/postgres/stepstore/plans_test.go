@@ -2,8 +2,11 @@ package stepstore
 
 import (
 	"bookingledger/adapters/process"
+	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/pgtest"
@@ -42,7 +46,7 @@ import (
 func TestPlanningReadsStayIndexed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	w := newPlanWorld(t)
+	w := newTracedPlanWorld(t)
 	w.play(t)
 
 	for _, want := range []string{"FROM calendar_bookings WHERE booking = ANY", "bl_overlapping_claims", "FROM process_steps WHERE thread = ANY",
@@ -67,7 +71,7 @@ func TestPlanningReadsStayIndexed(t *testing.T) {
 // calendar and process projections on their runners, as serve builds them, on a pool whose statements
 // are traced while the process projection applies.
 type planWorld struct {
-	url      string
+	url      string // of a traced world's database
 	pool     *pgxpool.Pool
 	trace    *plantest.Trace
 	ledger   *ledger.Service
@@ -78,32 +82,125 @@ type planWorld struct {
 
 func newPlanWorld(t *testing.T) *planWorld { t.Helper(); return newPlanWorldFor(t, both) }
 
-// newPlanWorldFor is newPlanWorld with the process projection planning for targets.
+// spares are the package's test databases, River's tables in them: a test that passed gives its
+// database back emptied, with its pool's warm connections, to the next (see pgtest.Spares).
+var spares = pgtest.Spares{Extra: jobstest.Template}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := spares.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
+	os.Exit(code)
+}
+
+// newPlanWorldFor is newPlanWorld with the process projection planning for targets, on a spare
+// database; its statements are not traced.
 func newPlanWorldFor(t *testing.T, targets process.Targets) *planWorld {
 	t.Helper()
-	ctx := context.Background()
+	w := &planWorld{trace: &plantest.Trace{Naming: planned.Watched, Max: 3}, pool: spares.Database(t)}
+	return w.build(t, targets)
+}
+
+// newTracedPlanWorld is newPlanWorld on a database of its own, never used before (its plans are
+// explained over never-analyzed tables, and it analyzes them), whose pool traces the statements.
+func newTracedPlanWorld(t *testing.T) *planWorld {
+	t.Helper()
 	w := &planWorld{trace: &plantest.Trace{Naming: planned.Watched, Max: 3}}
-	w.url = pgtest.NewDatabaseURL(t)
+	w.url = pgtest.NewDatabaseURLWith(t, jobstest.Template)
 	cfg, err := pgxpool.ParseConfig(w.url)
 	require.NoError(t, err)
 	cfg.ConnConfig.Tracer = w.trace
-	w.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	w.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(w.pool.Close)
-	_, err = jobs.Migrate(ctx, w.pool, nil)
+	return w.build(t, both)
+}
+
+// build puts the stores and runners on w.pool.
+func (w *planWorld) build(t *testing.T, targets process.Targets) *planWorld {
+	t.Helper()
+	ctx := context.Background()
+	_, err := jobs.Migrate(ctx, w.pool, nil) // a no-op when the template has River's newest migrations
 	require.NoError(t, err)
 
 	store := postgres.NewStore(w.pool)
 	w.ledger = ledger.NewService(store, eventcodec.JSON{})
 	rm := readmodel.New(w.pool, store, eventcodec.JSON{}, readmodel.Options{})
-	w.calendar = projections.NewRunner(store, rm, checkpoint.NewLocker(w.pool), projections.RunnerOptions{})
+	locker := keepLeases(t, w.pool)
+	w.calendar = projections.NewRunner(store, rm, locker, projections.RunnerOptions{})
 	client, err := InsertOnlyClient(w.pool)
 	require.NoError(t, err)
 	proj, err := NewProjection(ProjectionConfig{Pool: w.pool, Calendar: readmodel.NewStepReader(w.pool), Client: client, Targets: targets})
 	require.NoError(t, err)
-	w.process = projections.NewRunner(store, proj, checkpoint.NewLocker(w.pool), projections.RunnerOptions{})
+	w.process = projections.NewRunner(store, proj, locker, projections.RunnerOptions{})
 	return w
 }
+
+// keptLocker keeps each projection's lease from its runner's first CatchUp to the end of the test, as
+// a running serve keeps it, instead of taking a new one for every CatchUp: a checkpoint.Locker's lease
+// is a connection taken out of the pool and closed when released, so the pool opened a new one for
+// every CatchUp of the test's (a few dozen a test).
+type keptLocker struct {
+	locker *checkpoint.Locker
+	mu     sync.Mutex
+	leases map[string]projections.Lease
+}
+
+// keepLeases is a keptLocker over a checkpoint.Locker on pool whose leases are released when t ends,
+// and their sessions waited out: the spare database goes back only when nothing but its pool is in it.
+func keepLeases(t *testing.T, pool *pgxpool.Pool) *keptLocker {
+	k := &keptLocker{locker: checkpoint.NewLocker(pool), leases: map[string]projections.Lease{}}
+	t.Cleanup(func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if len(k.leases) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, le := range k.leases {
+			le.Release(ctx)
+		}
+		// A closed session's backend ends a moment after the close.
+		for ctx.Err() == nil {
+			var sessions int32
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&sessions); err != nil ||
+				sessions <= pool.Stat().TotalConns() {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	return k
+}
+
+// TryAcquire implements projections.Locker: the lease held, unless it was lost, else a new one.
+func (k *keptLocker) TryAcquire(ctx context.Context, name string) (projections.Lease, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if le, ok := k.leases[name]; ok {
+		select {
+		case <-le.Lost():
+			le.Release(ctx)
+			delete(k.leases, name)
+		default:
+			return keptLease{le}, nil
+		}
+	}
+	le, err := k.locker.TryAcquire(ctx, name)
+	if err != nil || le == nil {
+		return nil, err
+	}
+	k.leases[name] = le
+	return keptLease{le}, nil
+}
+
+// keptLease is a kept lease as its runner sees it: released at the end of the test, not by the runner.
+type keptLease struct{ projections.Lease }
+
+func (keptLease) Release(context.Context) {}
 
 // play delivers the scenario one delivery at a time, bringing the calendar and then the process
 // projection up to date after each, so every delivery is a batch of its own; only the process

@@ -44,8 +44,7 @@ func TestProjectionWaitsWhileTheCalendarRebuilds(t *testing.T) {
 	require.NoError(t, err)
 
 	gate := &gateReads{}
-	cfg, err := pgxpool.ParseConfig(w.url)
-	require.NoError(t, err)
+	cfg := w.pool.Config()
 	cfg.ConnConfig.Tracer = gate
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
