@@ -21,7 +21,6 @@ import (
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/sample"
 	"bookingledger/adapters/jobs"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/acuity"
 	"bookingledger/adapters/providers/acuity/acuitytest"
@@ -50,17 +49,13 @@ func (f fixedRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().A
 // database migrated for us and for River; withQueue decides whether the ledger can defer.
 func newAcuityServer(t *testing.T, withQueue bool) *acuityServer {
 	t.Helper()
-	dbURL := pgtest.NewDatabaseURL(t)
-	pool := pgtest.Open(t, dbURL)
-	_, err := jobs.Migrate(context.Background(), pool, nil)
-	require.NoError(t, err)
-	return newAcuityServerOn(t, dbURL, pool, withQueue)
+	return newAcuityServerOn(t, database(t, &riverSpares), withQueue)
 }
 
-func newAcuityServerOn(t *testing.T, dbURL string, pool *pgxpool.Pool, withQueue bool) *acuityServer {
+func newAcuityServerOn(t *testing.T, pool *pgxpool.Pool, withQueue bool) *acuityServer {
 	t.Helper()
 	s := &acuityServer{
-		testServer: &testServer{DBURL: dbURL, Pool: pool, Registry: prometheus.NewRegistry(),
+		testServer: &testServer{DBURL: pool.Config().ConnString(), Pool: pool, Registry: prometheus.NewRegistry(),
 			Clock: &fakeClock{now: time.Date(2025, 6, 2, 19, 5, 0, 0, time.UTC)}, Logs: &syncBuffer{}},
 		api: acuitytest.New(t, acuityUser, acuityKey),
 	}
@@ -238,8 +233,7 @@ func TestAcuityWithoutAQueueAFailedFetchIs503(t *testing.T) {
 
 func TestAcuityDeferralThatCannotCommitIs503WithNothingKept(t *testing.T) {
 	parallel(t)
-	dbURL := pgtest.NewDatabaseURL(t) // River's schema is missing: the job insert fails
-	s := newAcuityServerOn(t, dbURL, pgtest.Open(t, dbURL), true)
+	s := newAcuityServerOn(t, database(t, &spares), true) // River's schema is missing: the job insert fails
 	s.api.FailAll(http.StatusServiceUnavailable)
 	r := s.deliver(t, "scheduled")
 	require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)

@@ -2,12 +2,15 @@ package httpapi_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +26,7 @@ import (
 	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/httpapi/sample"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/metricstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
@@ -134,15 +138,73 @@ func withMaxBody(n int64) serverOption {
 	return func(c *httpapi.Config) { c.MaxBodyBytes = n }
 }
 
-// newServer starts the ingress over a fresh, migrated database and the selected event store, behind a
+// TestMain drops the package's spare databases once its tests have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, s := range []*pgtest.Spares{&spares, &riverSpares} {
+		if err := s.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = cmp.Or(code, 1)
+		}
+	}
+	os.Exit(code)
+}
+
+// spares are the package's test databases (see pgtest.Spares): a test that passed gives its database
+// back emptied, with its pool's warm connections, to the next. riverSpares have River's tables too,
+// for the tests whose ledger can defer a delivery to a job.
+var (
+	spares      pgtest.Spares
+	riverSpares = pgtest.Spares{Extra: jobstest.Template}
+)
+
+// database takes an empty, migrated database from s for t. At t's end, before it goes back, the
+// pool is left to quiet down: a postgres.Store sends its NOTIFY from a goroutine of its own up to
+// 20 ms after the last write, and a spare with a connection still in use is dropped, not reused.
+func database(t *testing.T, s *pgtest.Spares) *pgxpool.Pool {
+	t.Helper()
+	pool := s.Database(t)
+	t.Cleanup(func() { quiet(pool) }) // before the database goes back: cleanups run in reverse order
+	return pool
+}
+
+// quiet waits until no connection of pool has been in use for 100 ms, or 5 s at most.
+func quiet(pool *pgxpool.Pool) {
+	const tick = 10 * time.Millisecond
+	for idle, waited := time.Duration(0), time.Duration(0); idle < 100*time.Millisecond && waited < 5*time.Second; waited += tick {
+		if pool.Stat().AcquiredConns() > 0 {
+			idle = 0
+		} else {
+			idle += tick
+		}
+		time.Sleep(tick)
+	}
+}
+
+// newServer starts the ingress over an empty, migrated database and the selected event store, behind a
 // real HTTP server.
 func newServer(t *testing.T, opts ...serverOption) *testServer {
 	t.Helper()
-	dbURL := pgtest.NewDatabaseURL(t)
-	pool := pgtest.Open(t, dbURL)
+	return newServerOn(t, database(t, &spares), opts...)
+}
+
+// ownPool is a database whose pool the test may close, as storeDown does on PostgreSQL: a fresh one
+// there (a spare's pool is not the test's to close), a spare on EventStoreDB, where storeDown stops
+// the node instead.
+func ownPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	if eventlogtest.SelectedStore(t) == eventlogtest.StorePostgres {
+		return pgtest.NewDatabase(t)
+	}
+	return database(t, &spares)
+}
+
+// newServerOn is newServer over pool's database.
+func newServerOn(t *testing.T, pool *pgxpool.Pool, opts ...serverOption) *testServer {
+	t.Helper()
 	st := newStores(t, pool)
 	ts := &testServer{
-		DBURL:    dbURL,
+		DBURL:    pool.Config().ConnString(),
 		Pool:     pool,
 		Stores:   st,
 		Registry: prometheus.NewRegistry(),
@@ -258,7 +320,7 @@ func (ts *testServer) count(t *testing.T, sql string, args ...any) int {
 }
 
 // storeDown takes the event store away from the running server: on PostgreSQL its pool (events and
-// receipts share it), on EventStoreDB the node.
+// receipts share it; the server must be on ownPool's), on EventStoreDB the node.
 func (ts *testServer) storeDown(t *testing.T) {
 	t.Helper()
 	if ts.Stores.ESDB != nil {

@@ -18,7 +18,6 @@ import (
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
 	"bookingledger/adapters/postgres"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/domain/ledger"
@@ -86,7 +85,7 @@ func serveFor(t *testing.T, cfg httpapi.Config) string {
 // JSON error body too.
 func TestServeAnswersCutOffAndUnparsableRequestsInJSON(t *testing.T) {
 	parallel(t)
-	pool := pgtest.NewDatabase(t)
+	pool := database(t, &spares)
 	logs := &syncBuffer{}
 	addr := serveFor(t, httpapi.Config{
 		Ledger:                  ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),

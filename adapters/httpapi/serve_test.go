@@ -15,7 +15,6 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/httpapi"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers"
 	"bookingledger/domain/ledger"
 )
@@ -54,7 +53,7 @@ func (p *stubProvider) Map(ctx context.Context, _ http.Header, _ []byte, _ time.
 }
 
 func TestServeDrainsInFlightRequestsOnShutdown(t *testing.T) {
-	pool := pgtest.NewDatabase(t)
+	pool := database(t, &spares)
 	slow := &stubProvider{name: "slow", entered: make(chan struct{}), release: make(chan struct{})}
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger:       ledger.NewService(newStores(t, pool).Ledger, eventcodec.JSON{}),

@@ -56,7 +56,7 @@ func TestOutageLogsAreSummarisedAndMetricsStayExact(t *testing.T) {
 		deliveries = 60
 		probes     = 20
 	)
-	ts := newServer(t, func(c *httpapi.Config) { c.LogSummaryInterval = interval })
+	ts := newServerOn(t, ownPool(t), func(c *httpapi.Config) { c.LogSummaryInterval = interval })
 	ds := make([]sample.Delivery, deliveries)
 	for i := range ds {
 		ds[i] = ts.calendlyDelivery(t, calendly.EventInviteeCreated, fmt.Sprintf("storm-%d", i))

@@ -306,7 +306,7 @@ func TestCancelBeforeCreateKeepsBoth(t *testing.T) {
 
 func TestStoreUnavailableIs503AndNothingAcked(t *testing.T) {
 	parallel(t)
-	ts := newServer(t)
+	ts := newServerOn(t, ownPool(t))
 	d := ts.calendlyDelivery(t, calendly.EventInviteeCreated, "outage")
 	ts.storeDown(t) // the server's event store goes away
 

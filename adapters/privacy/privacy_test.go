@@ -2,9 +2,11 @@ package privacy_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/jobs"
+	"bookingledger/adapters/jobs/jobstest"
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/postgres/pgtest/plantest"
@@ -31,6 +34,44 @@ const (
 	keyA = "a:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 	keyB = "b:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
 )
+
+// TestMain drops the package's spare databases once its tests have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := spares.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
+	os.Exit(code)
+}
+
+// spares are the package's test databases (see pgtest.Spares), River's tables in them for the
+// retention job: a test that passed gives its database back emptied, with its pool's warm
+// connections, to the next.
+var spares = pgtest.Spares{Extra: jobstest.Template}
+
+// database takes an empty, migrated database from spares for t. At t's end, before it goes back, the
+// pool is left to quiet down: a postgres.Store sends its NOTIFY from a goroutine of its own up to
+// 20 ms after the last write, and a spare with a connection still in use is dropped, not reused.
+func database(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool := spares.Database(t)
+	t.Cleanup(func() { quiet(pool) }) // before the database goes back: cleanups run in reverse order
+	return pool
+}
+
+// quiet waits until no connection of pool has been in use for 100 ms, or 5 s at most.
+func quiet(pool *pgxpool.Pool) {
+	const tick = 10 * time.Millisecond
+	for idle, waited := time.Duration(0), time.Duration(0); idle < 100*time.Millisecond && waited < 5*time.Second; waited += tick {
+		if pool.Stat().AcquiredConns() > 0 {
+			idle = 0
+		} else {
+			idle += tick
+		}
+		time.Sleep(tick)
+	}
+}
 
 type env struct {
 	pool   *pgxpool.Pool
@@ -113,7 +154,7 @@ func hexOf(s string) []byte { return []byte(fmt.Sprintf("%x", s)) }
 
 func TestBodiesAreSealedAndOpenForReaders(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	e := newEnv(t, pool, keyA)
 	body := []byte(`{"email":"ada.sealed@example.com","name":"Ada Sealed"}`)
 	assert.Equal(t, ledger.OutcomeAccepted, e.deliver(t, "calendly-s1", "d1", body).Outcome)
@@ -149,7 +190,7 @@ func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
 		require.ErrorIs(t, err, privacy.ErrMasterKeyFormat, bad)
 	}
 
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-k1", "d1", []byte(`{"name":"Key Holder"}`))
 	require.NoError(t, e.bodies.Check(context.Background()))
@@ -166,7 +207,7 @@ func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
 
 func TestRewrapThenRemoveTheOldKey(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	old := newEnv(t, pool, keyA)
 	want := map[booking.ID][]byte{}
 	for i := range 5 {
@@ -209,7 +250,7 @@ SELECT gen_random_uuid(), subject, kek_id, wrapped FROM subject_keys, generate_s
 
 func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-gone", "g1", []byte(`{"email":"gone@example.com","phone":"+44 7700 900123"}`),
@@ -281,7 +322,7 @@ func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 // both are done nothing of the person is left, and every delivery was recorded.
 func TestEraseConcurrentWithRedelivery(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	eraser := privacy.NewEraser(pool, e.bodies, owners(pool))
@@ -326,7 +367,7 @@ func TestEraseConcurrentWithRedelivery(t *testing.T) {
 // of a receipt stored before migration 0031 goes when the receipt is old.
 func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-old", "o1", []byte(`{"name":"Old Timer"}`))
@@ -346,8 +387,6 @@ func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	_, err := jobs.Migrate(ctx, pool, nil)
-	require.NoError(t, err)
 	q, err := jobs.New(jobs.Config{Pool: pool, Ledger: e.svc, PollInterval: 50 * time.Millisecond, Kinds: []jobs.Kind{{
 		Queue: privacy.RetentionQueue, Workers: 1,
 		Register: func(w *river.Workers) error {
@@ -390,7 +429,7 @@ func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 // whichever order they commit in (retention waits for the ingest's lock on the subject).
 func TestRetentionKeepsAKeyAnIngestInFlightSealsWith(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-race", "r1", []byte(`{"name":"Early Bird"}`))

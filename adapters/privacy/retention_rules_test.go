@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/postgres"
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
 )
 
@@ -20,7 +19,7 @@ import (
 func TestRetentionShredsEveryOldBodyOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	old := newEnv(t, pool, "") // the release before sealing
 	old.deliver(t, "calendly-plain", "p1", []byte(`{"name":"Plain Paula"}`))
 	e, other := newEnv(t, pool, keyA), newEnv(t, pool, keyA)

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/privacy"
 	"bookingledger/domain/ledger"
 )
@@ -17,7 +16,7 @@ import (
 // removes them all, and the address of any attendee finds the booking.
 func TestEraseRemovesTheSeatContacts(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calcom-seated", "s1", []byte(`{"attendees":["first@example.com","second@example.com"]}`),

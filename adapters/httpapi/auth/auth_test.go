@@ -1,9 +1,12 @@
 package auth_test
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +33,20 @@ func (c *clock) add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// TestMain drops the package's spare databases once its tests have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := spares.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
+	os.Exit(code)
+}
+
+// spares are the package's test databases (see pgtest.Spares): a test that passed gives its database
+// back emptied, with its pool's warm connections, to the next.
+var spares pgtest.Spares
+
 type env struct {
 	pool  *pgxpool.Pool
 	store *tokens.Store
@@ -46,7 +63,7 @@ func newEnv(t *testing.T) *env {
 // newEnvLimited is newEnv with a budget of failuresPerMinute (0: the default) and sessions of an hour.
 func newEnvLimited(t *testing.T, failuresPerMinute int) *env {
 	t.Helper()
-	pool := pgtest.NewDatabase(t)
+	pool := spares.Database(t)
 	e := &env{pool: pool, store: tokens.New(pool), clock: &clock{now: time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)}}
 	a, err := auth.New(auth.Config{Store: e.store, Clock: e.clock.Now, FailuresPerMinute: failuresPerMinute, SessionTTL: time.Hour})
 	require.NoError(t, err)
@@ -248,7 +265,7 @@ func ioNopCloser(s string) nopCloser { return nopCloser{strings.NewReader(s)} }
 // attempts already in flight when it runs out still get their 401 (at most the concurrency of that
 // moment); every later one gets 429.
 func TestConcurrentRequestsShareOneBudget(t *testing.T) {
-	e := &env{store: tokens.New(pgtest.NewDatabase(t)), clock: &clock{now: time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)}}
+	e := &env{store: tokens.New(spares.Database(t)), clock: &clock{now: time.Date(2027, 3, 15, 10, 0, 0, 0, time.UTC)}}
 	a, err := auth.New(auth.Config{Store: e.store, Clock: e.clock.Now, FailuresPerMinute: 10})
 	require.NoError(t, err)
 	rt := auth.NewRoutes()

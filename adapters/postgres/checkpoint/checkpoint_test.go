@@ -1,10 +1,12 @@
 package checkpoint_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +27,46 @@ import (
 // seen is the test double of a second projection: one row per applied event, so that an event applied
 // twice fails the primary key and an event skipped shows in the count.
 const seenTable = `CREATE TABLE seen_events (id uuid PRIMARY KEY, stream text NOT NULL)`
+
+// TestMain drops the package's spare databases once its tests have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := spares.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = cmp.Or(code, 1)
+	}
+	os.Exit(code)
+}
+
+// spares are the package's test databases (see pgtest.Spares), seen's table in them: a test that
+// passed gives its database back emptied, with its pool's warm connections, to the next.
+var spares = pgtest.Spares{Extra: pgtest.Extra{Name: "seenevents", Migrate: func(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, seenTable)
+	return err
+}}}
+
+// database takes an empty, migrated database from spares for t. At t's end, before it goes back, the
+// pool is left to quiet down: a postgres.Store sends its NOTIFY from a goroutine of its own up to
+// 20 ms after the last write, and a spare with a connection still in use is dropped, not reused.
+func database(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool := spares.Database(t)
+	t.Cleanup(func() { quiet(pool) }) // before the database goes back: cleanups run in reverse order
+	return pool
+}
+
+// quiet waits until no connection of pool has been in use for 100 ms, or 5 s at most.
+func quiet(pool *pgxpool.Pool) {
+	const tick = 10 * time.Millisecond
+	for idle, waited := time.Duration(0), time.Duration(0); idle < 100*time.Millisecond && waited < 5*time.Second; waited += tick {
+		if pool.Stat().AcquiredConns() > 0 {
+			idle = 0
+		} else {
+			idle += tick
+		}
+		time.Sleep(tick)
+	}
+}
 
 func seenProjection(t *testing.T, pool *pgxpool.Pool, failAt int) *checkpoint.Projection {
 	t.Helper()
@@ -88,9 +130,7 @@ func count(t *testing.T, pool *pgxpool.Pool) int {
 
 func setup(t *testing.T) (*pgxpool.Pool, *postgres.Store) {
 	t.Helper()
-	pool := pgtest.NewDatabase(t)
-	_, err := pool.Exec(context.Background(), seenTable)
-	require.NoError(t, err)
+	pool := database(t)
 	return pool, postgres.NewStore(pool)
 }
 
@@ -226,7 +266,7 @@ func TestPositionsBeyondTheColumnsAreRefused(t *testing.T) {
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
-	pool := pgtest.NewDatabase(t)
+	pool := database(t)
 	apply := func(context.Context, pgx.Tx, []eventlog.RecordedEvent) error { return nil }
 	for _, tc := range []struct {
 		pool *pgxpool.Pool
