@@ -49,7 +49,7 @@ func (f fixedRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().A
 // database migrated for us and for River; withQueue decides whether the ledger can defer.
 func newAcuityServer(t *testing.T, withQueue bool) *acuityServer {
 	t.Helper()
-	return newAcuityServerOn(t, database(t, &riverSpares), withQueue)
+	return newAcuityServerOn(t, riverSpares.Database(t), withQueue)
 }
 
 func newAcuityServerOn(t *testing.T, pool *pgxpool.Pool, withQueue bool) *acuityServer {
@@ -233,7 +233,7 @@ func TestAcuityWithoutAQueueAFailedFetchIs503(t *testing.T) {
 
 func TestAcuityDeferralThatCannotCommitIs503WithNothingKept(t *testing.T) {
 	parallel(t)
-	s := newAcuityServerOn(t, database(t, &spares), true) // River's schema is missing: the job insert fails
+	s := newAcuityServerOn(t, spares.Database(t), true) // River's schema is missing: the job insert fails
 	s.api.FailAll(http.StatusServiceUnavailable)
 	r := s.deliver(t, "scheduled")
 	require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)

@@ -158,34 +158,11 @@ var (
 	riverSpares = pgtest.Spares{Extra: jobstest.Template}
 )
 
-// database takes an empty, migrated database from s for t. At t's end, before it goes back, the
-// pool is left to quiet down: a postgres.Store sends its NOTIFY from a goroutine of its own up to
-// 20 ms after the last write, and a spare with a connection still in use is dropped, not reused.
-func database(t *testing.T, s *pgtest.Spares) *pgxpool.Pool {
-	t.Helper()
-	pool := s.Database(t)
-	t.Cleanup(func() { quiet(pool) }) // before the database goes back: cleanups run in reverse order
-	return pool
-}
-
-// quiet waits until no connection of pool has been in use for 100 ms, or 5 s at most.
-func quiet(pool *pgxpool.Pool) {
-	const tick = 10 * time.Millisecond
-	for idle, waited := time.Duration(0), time.Duration(0); idle < 100*time.Millisecond && waited < 5*time.Second; waited += tick {
-		if pool.Stat().AcquiredConns() > 0 {
-			idle = 0
-		} else {
-			idle += tick
-		}
-		time.Sleep(tick)
-	}
-}
-
 // newServer starts the ingress over an empty, migrated database and the selected event store, behind a
 // real HTTP server.
 func newServer(t *testing.T, opts ...serverOption) *testServer {
 	t.Helper()
-	return newServerOn(t, database(t, &spares), opts...)
+	return newServerOn(t, spares.Database(t), opts...)
 }
 
 // ownPool is a database whose pool the test may close, as storeDown does on PostgreSQL: a fresh one
@@ -196,7 +173,7 @@ func ownPool(t *testing.T) *pgxpool.Pool {
 	if eventlogtest.SelectedStore(t) == eventlogtest.StorePostgres {
 		return pgtest.NewDatabase(t)
 	}
-	return database(t, &spares)
+	return spares.Database(t)
 }
 
 // newServerOn is newServer over pool's database.

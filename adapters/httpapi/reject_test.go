@@ -85,7 +85,7 @@ func serveFor(t *testing.T, cfg httpapi.Config) string {
 // JSON error body too.
 func TestServeAnswersCutOffAndUnparsableRequestsInJSON(t *testing.T) {
 	parallel(t)
-	pool := database(t, &spares)
+	pool := spares.Database(t)
 	logs := &syncBuffer{}
 	addr := serveFor(t, httpapi.Config{
 		Ledger:                  ledger.NewService(postgres.NewStore(pool), eventcodec.JSON{}),

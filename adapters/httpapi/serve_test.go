@@ -53,7 +53,7 @@ func (p *stubProvider) Map(ctx context.Context, _ http.Header, _ []byte, _ time.
 }
 
 func TestServeDrainsInFlightRequestsOnShutdown(t *testing.T) {
-	pool := database(t, &spares)
+	pool := spares.Database(t)
 	slow := &stubProvider{name: "slow", entered: make(chan struct{}), release: make(chan struct{})}
 	srv, err := httpapi.New(httpapi.Config{
 		Ledger:       ledger.NewService(newStores(t, pool).Ledger, eventcodec.JSON{}),

@@ -38,16 +38,14 @@ func newStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := spares.Database(t)
 	s := postgres.NewStore(pool)
-	t.Cleanup(func() { settle(t, s, pool) })
+	t.Cleanup(func() { settle(t, s) })
 	return s, pool
 }
 
 // settle waits until the store's own work has ended (a group commit whose callers gave up, the
-// notification after the last write), so that none of it reaches the next test's database, and until
-// the connections the test ended are gone (a connection closed by a cancelled statement is destroyed
-// after its release, a closed one's server process ends a moment after the close): a spare goes
-// back only when nothing but its pool's idle connections is in it.
-func settle(t *testing.T, s *postgres.Store, pool *pgxpool.Pool) {
+// notification after the last write), so that none of it reaches the next test's database; the spare
+// itself then waits for the connections the test ended to be gone (pgtest.Spares).
+func settle(t *testing.T, s *postgres.Store) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !postgres.Quiet(s) {
 		if time.Now().After(deadline) {
@@ -55,19 +53,6 @@ func settle(t *testing.T, s *postgres.Store, pool *pgxpool.Pool) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for pool.Stat().AcquiredConns() > 0 && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
-	for ctx.Err() == nil {
-		var sessions int32
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&sessions); err != nil ||
-			sessions <= pool.Stat().TotalConns() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // form is cut short does not open. Never a panic, never another body.
 func TestAlteredSealedBodiesDoNotOpen(t *testing.T) {
 	t.Parallel()
-	pool := database(t)
+	pool := spares.Database(t)
 	e := newEnv(t, pool, keyA)
 	for _, b := range []booking.ID{"calendly-moved", "calendly-source", "calendly-short", "calendly-flipped", "calendly-keyless", "calendly-badkey"} {
 		e.deliver(t, b, string(b), []byte(`{"name":"`+string(b)+` person"}`))
@@ -66,7 +66,7 @@ func TestMasterKeyListEdges(t *testing.T) {
 	}
 	require.NoError(t, privacy.ValidateKeyID("k2-2027~"))
 
-	pool := database(t)
+	pool := spares.Database(t)
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-url", "u1", []byte(`{"name":"URL Person"}`))
 	raw := newEnv(t, pool, "a:"+strings.TrimRight(strings.NewReplacer("+", "-", "/", "_").Replace(b64), "="))
@@ -78,7 +78,7 @@ func TestMasterKeyListEdges(t *testing.T) {
 func TestABodyThatComesAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	old, e := newEnv(t, pool, ""), newEnv(t, pool, keyA)
 	plain := []byte(`{"name":"Plain Pete"}`)
 	old.deliver(t, "calendly-again", "a1", plain)
@@ -110,7 +110,7 @@ func TestABodyThatComesAgain(t *testing.T) {
 func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	old, e := newEnv(t, pool, ""), newEnv(t, pool, keyA)
 	plain := []byte(`{"name":"Resealed Rita"}`)
 	old.deliver(t, "calendly-resealed", "r1", plain)
@@ -154,7 +154,7 @@ func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
 func TestAPlainBodyShreddedByRetentionStaysShreddedWhenItComesAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	old := newEnv(t, pool, "") // the release before sealing
 	body := []byte(`{"name":"Legacy Lena"}`)
 	old.deliver(t, "calendly-legacy-shredded", "l1", body)

@@ -44,7 +44,7 @@ FROM process_steps WHERE booking = $1 ORDER BY key`, b)
 func TestEraseSkipsInviteeStepsAndClearsStepErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-st", "st1", []byte(`{"email":"st@example.com"}`), ledger.Contact{Booking: "calendly-st", Email: "st@example.com"})
 	e.deliver(t, "calendly-sk", "sk1", []byte(`{"email":"sk@example.com"}`), ledger.Contact{Booking: "calendly-sk", Email: "sk@example.com"})
@@ -88,7 +88,7 @@ func TestEraseSkipsInviteeStepsAndClearsStepErrors(t *testing.T) {
 func TestEraseBeforeTheFirstDelivery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	e := newEnv(t, pool, keyA)
 	er, err := privacy.NewEraser(pool, e.bodies, owners(pool)).Erase(ctx, privacy.Request{Booking: "calendly-early", By: "test"})
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestEraseBeforeTheFirstDelivery(t *testing.T) {
 func TestEraseByAddressFindsEveryBookingOfIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	e := newEnv(t, pool, keyA)
 	for b, addr := range map[booking.ID]string{"calendly-m2": "Many@Example.com", "calendly-m1": "many@example.com"} {
 		e.deliver(t, b, string(b), []byte(`{"b":"`+b+`"}`), ledger.Contact{Booking: b, Email: addr})
@@ -127,7 +127,7 @@ func TestEraseByAddressFindsEveryBookingOfIt(t *testing.T) {
 func TestEraseReachesBodiesStoredBeforeSealing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	old := newEnv(t, pool, "") // the release before sealing
 	old.deliver(t, "calendly-legacy", "l1", []byte(`{"name":"Legacy Lou"}`), ledger.Contact{Booking: "calendly-legacy", Email: "lou@example.com"})
 	old.deliver(t, "calendly-legacy", "l2", []byte(`{"name":"Legacy Lou","n":2}`))
@@ -164,7 +164,7 @@ VALUES ('acuity', now(), 'd2', 'deferred', 'calendly-legacy', '{"name":"Inline D
 func TestIngestWaitsForAnErasureOfItsBookingButNotForAnotherIngest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	e := newEnv(t, pool, keyA)
 	const b = booking.ID("calendly-locks")
 	e.deliver(t, b, "d1", []byte(`{"name":"Lock Lars"}`))

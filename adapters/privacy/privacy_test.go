@@ -50,29 +50,6 @@ func TestMain(m *testing.M) {
 // connections, to the next.
 var spares = pgtest.Spares{Extra: jobstest.Template}
 
-// database takes an empty, migrated database from spares for t. At t's end, before it goes back, the
-// pool is left to quiet down: a postgres.Store sends its NOTIFY from a goroutine of its own up to
-// 20 ms after the last write, and a spare with a connection still in use is dropped, not reused.
-func database(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool := spares.Database(t)
-	t.Cleanup(func() { quiet(pool) }) // before the database goes back: cleanups run in reverse order
-	return pool
-}
-
-// quiet waits until no connection of pool has been in use for 100 ms, or 5 s at most.
-func quiet(pool *pgxpool.Pool) {
-	const tick = 10 * time.Millisecond
-	for idle, waited := time.Duration(0), time.Duration(0); idle < 100*time.Millisecond && waited < 5*time.Second; waited += tick {
-		if pool.Stat().AcquiredConns() > 0 {
-			idle = 0
-		} else {
-			idle += tick
-		}
-		time.Sleep(tick)
-	}
-}
-
 type env struct {
 	pool   *pgxpool.Pool
 	bodies *privacy.Bodies
@@ -154,7 +131,7 @@ func hexOf(s string) []byte { return []byte(fmt.Sprintf("%x", s)) }
 
 func TestBodiesAreSealedAndOpenForReaders(t *testing.T) {
 	t.Parallel()
-	pool := database(t)
+	pool := spares.Database(t)
 	e := newEnv(t, pool, keyA)
 	body := []byte(`{"email":"ada.sealed@example.com","name":"Ada Sealed"}`)
 	assert.Equal(t, ledger.OutcomeAccepted, e.deliver(t, "calendly-s1", "d1", body).Outcome)
@@ -190,7 +167,7 @@ func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
 		require.ErrorIs(t, err, privacy.ErrMasterKeyFormat, bad)
 	}
 
-	pool := database(t)
+	pool := spares.Database(t)
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-k1", "d1", []byte(`{"name":"Key Holder"}`))
 	require.NoError(t, e.bodies.Check(context.Background()))
@@ -207,7 +184,7 @@ func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
 
 func TestRewrapThenRemoveTheOldKey(t *testing.T) {
 	t.Parallel()
-	pool := database(t)
+	pool := spares.Database(t)
 	old := newEnv(t, pool, keyA)
 	want := map[booking.ID][]byte{}
 	for i := range 5 {
@@ -250,7 +227,7 @@ SELECT gen_random_uuid(), subject, kek_id, wrapped FROM subject_keys, generate_s
 
 func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 	t.Parallel()
-	pool := database(t)
+	pool := spares.Database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-gone", "g1", []byte(`{"email":"gone@example.com","phone":"+44 7700 900123"}`),
@@ -322,7 +299,7 @@ func TestEraseBookingShredsItsDataOnly(t *testing.T) {
 // both are done nothing of the person is left, and every delivery was recorded.
 func TestEraseConcurrentWithRedelivery(t *testing.T) {
 	t.Parallel()
-	pool := database(t)
+	pool := spares.Database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	eraser := privacy.NewEraser(pool, e.bodies, owners(pool))
@@ -367,7 +344,7 @@ func TestEraseConcurrentWithRedelivery(t *testing.T) {
 // of a receipt stored before migration 0031 goes when the receipt is old.
 func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 	t.Parallel()
-	pool := database(t)
+	pool := spares.Database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-old", "o1", []byte(`{"name":"Old Timer"}`))
@@ -429,7 +406,7 @@ func TestRetentionJobShredsOldBodiesOnly(t *testing.T) {
 // whichever order they commit in (retention waits for the ingest's lock on the subject).
 func TestRetentionKeepsAKeyAnIngestInFlightSealsWith(t *testing.T) {
 	t.Parallel()
-	pool := database(t)
+	pool := spares.Database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calendly-race", "r1", []byte(`{"name":"Early Bird"}`))

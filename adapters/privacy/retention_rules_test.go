@@ -19,7 +19,7 @@ import (
 func TestRetentionShredsEveryOldBodyOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := database(t)
+	pool := spares.Database(t)
 	old := newEnv(t, pool, "") // the release before sealing
 	old.deliver(t, "calendly-plain", "p1", []byte(`{"name":"Plain Paula"}`))
 	e, other := newEnv(t, pool, keyA), newEnv(t, pool, keyA)

@@ -16,7 +16,7 @@ import (
 // removes them all, and the address of any attendee finds the booking.
 func TestEraseRemovesTheSeatContacts(t *testing.T) {
 	t.Parallel()
-	pool := database(t)
+	pool := spares.Database(t)
 	ctx := context.Background()
 	e := newEnv(t, pool, keyA)
 	e.deliver(t, "calcom-seated", "s1", []byte(`{"attendees":["first@example.com","second@example.com"]}`),

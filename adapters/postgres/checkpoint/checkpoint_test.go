@@ -45,29 +45,6 @@ var spares = pgtest.Spares{Extra: pgtest.Extra{Name: "seenevents", Migrate: func
 	return err
 }}}
 
-// database takes an empty, migrated database from spares for t. At t's end, before it goes back, the
-// pool is left to quiet down: a postgres.Store sends its NOTIFY from a goroutine of its own up to
-// 20 ms after the last write, and a spare with a connection still in use is dropped, not reused.
-func database(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool := spares.Database(t)
-	t.Cleanup(func() { quiet(pool) }) // before the database goes back: cleanups run in reverse order
-	return pool
-}
-
-// quiet waits until no connection of pool has been in use for 100 ms, or 5 s at most.
-func quiet(pool *pgxpool.Pool) {
-	const tick = 10 * time.Millisecond
-	for idle, waited := time.Duration(0), time.Duration(0); idle < 100*time.Millisecond && waited < 5*time.Second; waited += tick {
-		if pool.Stat().AcquiredConns() > 0 {
-			idle = 0
-		} else {
-			idle += tick
-		}
-		time.Sleep(tick)
-	}
-}
-
 func seenProjection(t *testing.T, pool *pgxpool.Pool, failAt int) *checkpoint.Projection {
 	t.Helper()
 	applied := 0
@@ -130,7 +107,7 @@ func count(t *testing.T, pool *pgxpool.Pool) int {
 
 func setup(t *testing.T) (*pgxpool.Pool, *postgres.Store) {
 	t.Helper()
-	pool := database(t)
+	pool := spares.Database(t)
 	return pool, postgres.NewStore(pool)
 }
 
@@ -266,7 +243,7 @@ func TestPositionsBeyondTheColumnsAreRefused(t *testing.T) {
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
-	pool := database(t)
+	pool := spares.Database(t)
 	apply := func(context.Context, pgx.Tx, []eventlog.RecordedEvent) error { return nil }
 	for _, tc := range []struct {
 		pool *pgxpool.Pool

@@ -167,6 +167,7 @@ func (s *Spares) giveBack(tb testing.TB, sp *spare) {
 // reset empties the database when nothing but the pool's idle connections is in it, no advisory lock
 // is held, and its schema and seeded rows are a fresh database's.
 func (sp *spare) reset(ctx context.Context) error {
+	sp.settle(ctx)
 	if n := sp.pool.Stat().AcquiredConns(); n > 0 {
 		return fmt.Errorf("%d connections still in use", n)
 	}
@@ -201,6 +202,32 @@ func (sp *spare) reset(ctx context.Context) error {
 		return errors.New("the rows the migrations put in changed")
 	}
 	return nil
+}
+
+// settle waits, 5 s at most, until no connection of the pool has been in use for 100 ms and nothing
+// but the pool's connections is in the database. A test's stores may still be at work when it ends (a
+// postgres.Store sends its NOTIFY from a goroutine of its own up to 20 ms after the last write), and a
+// closed connection's server process ends a moment after the close: without the wait such a database
+// would be dropped, not reused.
+func (sp *spare) settle(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	const tick = 5 * time.Millisecond
+	for idle := time.Duration(0); idle < 100*time.Millisecond && ctx.Err() == nil; time.Sleep(tick) {
+		if sp.pool.Stat().AcquiredConns() > 0 {
+			idle = 0
+		} else {
+			idle += tick
+		}
+	}
+	for ctx.Err() == nil {
+		var sessions int32
+		if err := sp.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&sessions); err != nil ||
+			sessions <= sp.pool.Stat().TotalConns() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (sp *spare) drop(ctx context.Context) error {

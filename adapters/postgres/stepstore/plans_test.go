@@ -148,8 +148,8 @@ type keptLocker struct {
 	leases map[string]projections.Lease
 }
 
-// keepLeases is a keptLocker over a checkpoint.Locker on pool whose leases are released when t ends,
-// and their sessions waited out: the spare database goes back only when nothing but its pool is in it.
+// keepLeases is a keptLocker over a checkpoint.Locker on pool whose leases are released when t ends
+// (the spare database then waits for their sessions to end: pgtest.Spares).
 func keepLeases(t *testing.T, pool *pgxpool.Pool) *keptLocker {
 	k := &keptLocker{locker: checkpoint.NewLocker(pool), leases: map[string]projections.Lease{}}
 	t.Cleanup(func() {
@@ -162,15 +162,6 @@ func keepLeases(t *testing.T, pool *pgxpool.Pool) *keptLocker {
 		defer cancel()
 		for _, le := range k.leases {
 			le.Release(ctx)
-		}
-		// A closed session's backend ends a moment after the close.
-		for ctx.Err() == nil {
-			var sessions int32
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&sessions); err != nil ||
-				sessions <= pool.Stat().TotalConns() {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	return k
