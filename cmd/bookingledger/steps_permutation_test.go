@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -244,12 +245,16 @@ coalesce((SELECT events_applied FROM projection_checkpoints WHERE name = 'proces
 		case "active":
 			require.Len(t, mine, 1, what)
 			assert.True(t, mine[0].Start.Equal(r.finalAt), "%s: object at %s, want %s", what, mine[0].Start, r.finalAt)
-			assert.Equal(t, 1, count["invitee_email.confirmation"], what)
-			assert.Zero(t, count["invitee_email.cancellation"], what)
+			confirmed := assert.Equal(t, 1, count["invitee_email.confirmation"], what)
+			if notCanceled := assert.Zero(t, count["invitee_email.cancellation"], what); !confirmed || !notCanceled {
+				logSteps(t, pool, r.thread)
+			}
 		case "canceled":
 			assert.Empty(t, mine, "%s: a canceled booking leaves no calendar object", what)
-			assert.Equal(t, count["invitee_email.confirmation"] > 0, count["invitee_email.cancellation"] == 1,
-				"%s: a cancellation exactly when a confirmation went out (%v)", what, count)
+			if !assert.Equal(t, count["invitee_email.confirmation"] > 0, count["invitee_email.cancellation"] == 1,
+				"%s: a cancellation exactly when a confirmation went out (%v)", what, count) {
+				logSteps(t, pool, r.thread)
+			}
 			if c := canceled[r.thread]; c == r.thread && cancelRound[r.thread] < createRound[c] {
 				assert.Empty(t, mails[r.thread], "%s: the cancel arrived before the create: no email at all", what)
 			}
@@ -325,4 +330,26 @@ func TestCalendarUpdateWaitsForItsCreate(t *testing.T) {
 	objs := w.dav.Store.Objects()
 	require.Len(t, objs, 1)
 	assert.True(t, objs[0].Start.Equal(s2), "the object is at %s, want the new slot %s", objs[0].Start, s2)
+}
+
+// logSteps logs the steps of a thread with their states and errors: what a failed assertion on its
+// emails needs to tell a planning mistake from a step that ended without sending.
+func logSteps(t *testing.T, pool *pgxpool.Pool, thread string) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT kind, booking, state, attempts, last_error, note
+FROM process_steps WHERE thread = $1 ORDER BY id`, thread)
+	if err != nil {
+		t.Logf("steps of %s: %v", thread, err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, booking, state, lastErr, note string
+		var attempts int
+		if err := rows.Scan(&kind, &booking, &state, &attempts, &lastErr, &note); err != nil {
+			t.Logf("steps of %s: %v", thread, err)
+			return
+		}
+		t.Logf("step of %s: %s %s %s attempts=%d error=%q note=%q", thread, kind, booking, state, attempts, lastErr, note)
+	}
 }
