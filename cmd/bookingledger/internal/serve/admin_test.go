@@ -143,7 +143,6 @@ func (f *adminFixture) do(t *testing.T, method, path, token string) (int, auth.E
 // TestEveryAdminRouteNeedsAToken is generated from the server's own route table: a route added to the
 // admin surface is in it, so it cannot be left open.
 func TestEveryAdminRouteNeedsAToken(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	f := newAdminFixture(t, 1<<20)
 	var api, mutations int
 	for _, p := range f.routes {
@@ -225,7 +224,6 @@ func failures(t *testing.T, reg *prometheus.Registry, reason string) float64 {
 }
 
 func TestFailedAttemptsAreRateLimitedPerAddress(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	f := newAdminFixture(t, 5)
 	for i := range 5 {
 		status, _, _ := f.do(t, http.MethodGet, "/api/reconciliation", f.tok["unknown"])
@@ -272,7 +270,6 @@ func (f *adminFixture) page(t *testing.T, method, path string, c *http.Cookie, f
 }
 
 func TestUIPagesByScope(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	f := newAdminFixture(t, 1<<20)
 	status, js := f.page(t, http.MethodGet, "/ui/static/htmx.min.js", nil, nil)
 	require.Equal(t, http.StatusOK, status, "static files are served before sign-in")
@@ -322,7 +319,6 @@ func TestUIPagesByScope(t *testing.T) {
 // (400 for a malformed id, state, window or type filter; 404 for what does not exist), and a read
 // token gets none of them.
 func TestRelayPagesAnswerBadInputWithItsStatus(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	f := newAdminFixture(t, 1<<20)
 	for _, c := range []struct {
 		method, path string

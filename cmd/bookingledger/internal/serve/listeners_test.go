@@ -133,7 +133,6 @@ func writeCert(t *testing.T, dir string) (certFile, keyFile string, roots *x509.
 }
 
 func TestServeOverTLS(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	dir := t.TempDir()
 	certFile, keyFile, roots := writeCert(t, dir)
 	srv := startServe(t, envOf(map[string]string{
@@ -165,7 +164,6 @@ func TestServeOverTLS(t *testing.T) {
 }
 
 func TestListenerConfigurationErrors(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	const dead = "postgres://bl@127.0.0.1:1/nowhere?connect_timeout=1"
 	dir := t.TempDir()
 	certFile, keyFile, _ := writeCert(t, dir)

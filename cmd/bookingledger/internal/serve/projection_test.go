@@ -27,7 +27,6 @@ import (
 // TestRebuildRebuildsTheProjectionItNames: with a second projection registered beside the calendar,
 // rebuild of either name resets and replays that one and leaves the other's checkpoint alone.
 func TestRebuildRebuildsTheProjectionItNames(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
 	_, err := pool.Exec(ctx, `CREATE TABLE seen_events (id uuid PRIMARY KEY)`)

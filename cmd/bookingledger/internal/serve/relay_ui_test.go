@@ -17,7 +17,6 @@ import (
 // relay disabled with its breaker open shows its settings, breaker, backlog and paused count; its
 // "Enable and send missed" enables it and resumes every paused delivery, as the CLI's --send-missed.
 func TestEndpointPageShowsThrottleBreakerBacklogAndSendsMissed(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	f := newAdminFixture(t, 1<<20)
 	ctx := context.Background()
 	yes, rate, conc := true, 50.0, 3

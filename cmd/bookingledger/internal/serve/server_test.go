@@ -85,7 +85,6 @@ func serveConnections(t *testing.T, dbURL string) func() int {
 // the sweeper, the projections, the job queue, the liveness lock, the event store and the pool; its
 // instance row is gone and it holds no database session.
 func TestServeStopsInStopOrder(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	dbURL := servetest.NewDatabaseURL(t)
 	env := withEphemeralAdmin(envOf(map[string]string{
 		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
@@ -134,7 +133,6 @@ func TestServeStopsInStopOrder(t *testing.T) {
 // An openServer that fails late — the public address is taken, after everything else started — closes
 // what it had opened, in stopOrder, and leaves no database session behind.
 func TestOpenServerFailureClosesWhatItOpened(t *testing.T) {
-	t.Parallel() // its own database and ports: the tests that wait on a serve or the database overlap
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
