@@ -83,18 +83,18 @@ echo "test: browser screenshots go to $BOOKINGLEDGER_TEST_ARTIFACTS"
 
 # -p 2: the machine has two cores, and PostgreSQL needs its share. -parallel 8: the tests mostly wait
 # on PostgreSQL (the suite's packages used a few seconds of CPU per minute of wall time at -parallel 2,
-# the default on two cores), and each owns its database. -vet=off: scripts/lint.sh ran go vet ./...
+# the default on two cores), and each owns its database. -vet=off: scripts/lint.sh ran go vet -race ./...
 # above (test files included), a superset of the checks go test would repeat per package.
-testflags=(-race -vet=off -count=1 -p 2 -parallel 8 -timeout 30m)
+# -ldflags=-w: the test binaries are linked without DWARF (a quarter of each link's CPU; panics and race
+# reports print their stacks from the symbol table, which stays). The race builds of the packages
+# themselves were compiled by lint's go vet -race above and come from the build cache, once for the
+# three runs below.
+testflags=(-race -vet=off -count=1 -p 2 -parallel 8 -timeout 30m -ldflags=-w)
 # The race runtime sleeps a second at every test binary's exit (atexit_sleep_ms, for reports of races
 # still being printed); with -p 2 over about 60 binaries and their passes that is half a minute of the
 # run's wall time. A race found while a test runs still fails it: the testing package checks for
 # reports when each test ends, before the binary exits.
 export GORACE="${GORACE:+$GORACE }atexit_sleep_ms=0"
-
-# The race build of every package first, once: the three runs below would otherwise compile the
-# packages they share each for itself, at the same time.
-go build -race ./...
 
 # The ingress and projection suites again with the booking events in EventStoreDB (the in-process
 # test server of adapters/esdb/esdbtest; receipts and read models stay in PostgreSQL): the same
