@@ -43,6 +43,8 @@ type spare struct {
 	// empty then; seeded digests the rows of the others (the migrations' bookkeeping), and rows is
 	// what it gave then.
 	fingerprint, empty, seeded, rows string
+	// stamp is the catalogs' stamp (catalogStampSQL) when the schema last had that fingerprint.
+	stamp string
 }
 
 // Database returns a pool on an empty migrated database for tb, a spare one when there is one. The
@@ -99,6 +101,9 @@ func (s *Spares) create(tb testing.TB) *spare {
 func (sp *spare) survey(ctx context.Context) error {
 	fp, err := fingerprint(ctx, sp.pool)
 	if err != nil {
+		return err
+	}
+	if err := sp.pool.QueryRow(ctx, catalogStampSQL).Scan(&sp.stamp); err != nil {
 		return err
 	}
 	rows, err := sp.pool.Query(ctx, `SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
@@ -186,10 +191,8 @@ func (sp *spare) reset(ctx context.Context) error {
 	if total := int(sp.pool.Stat().TotalConns()); sessions > total || locks > 0 {
 		return fmt.Errorf("%d sessions (the pool has %d), %d advisory locks", sessions, total, locks)
 	}
-	if fp, err := fingerprint(ctx, conn); err != nil {
+	if err := sp.sameSchema(ctx, conn); err != nil {
 		return err
-	} else if fp != sp.fingerprint {
-		return errors.New("the schema differs from a fresh database's")
 	}
 	if _, err := conn.Exec(ctx, sp.empty); err != nil {
 		return err
@@ -201,6 +204,27 @@ func (sp *spare) reset(ctx context.Context) error {
 	if rows != sp.rows {
 		return errors.New("the rows the migrations put in changed")
 	}
+	return nil
+}
+
+// sameSchema returns an error when the schema is not the one the database had when it was made. The
+// catalogs' stamp answers in a few milliseconds when no catalog row was written since the last check;
+// only then is the fingerprint (80 ms of the server's time) computed again, and a schema changed and
+// changed back (a rebuild's staged swap, say) is the fresh one again under a new stamp.
+func (sp *spare) sameSchema(ctx context.Context, q querier) error {
+	var stamp string
+	if err := q.QueryRow(ctx, catalogStampSQL).Scan(&stamp); err != nil {
+		return err
+	}
+	if stamp == sp.stamp {
+		return nil
+	}
+	if fp, err := fingerprint(ctx, q); err != nil {
+		return err
+	} else if fp != sp.fingerprint {
+		return errors.New("the schema differs from a fresh database's")
+	}
+	sp.stamp = stamp
 	return nil
 }
 
@@ -268,6 +292,22 @@ func fingerprint(ctx context.Context, q querier) (string, error) {
 	err := q.QueryRow(ctx, fingerprintSQL).Scan(&fp)
 	return fp, err
 }
+
+// catalogStampSQL stamps the catalogs fingerprintSQL reads: each one's row count and the newest
+// transaction that wrote one of its rows. Any DDL inserts or updates rows of them (a new xmin) or
+// deletes some (a lower count), so an unchanged stamp means an unchanged schema; the converse does not
+// hold (TRUNCATE writes a new pg_class row for an unchanged table), which the fingerprint settles.
+// VACUUM and ANALYZE update pg_class in place, without a new xmin.
+const catalogStampSQL = `SELECT concat_ws(' ',
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_class),
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_attribute),
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_attrdef),
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_index),
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_constraint),
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_trigger),
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_proc),
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_namespace),
+  (SELECT count(*) || '/' || max(xmin::text::bigint) FROM pg_extension))`
 
 // fingerprintSQL digests the schema: relations, columns, indexes, constraints, triggers, functions
 // (by source), extensions, with their owners and grants.
