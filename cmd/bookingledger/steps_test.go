@@ -319,7 +319,7 @@ func TestStepsCalendarThatNeverAnswersEndsInReconciliation(t *testing.T) {
 		return 0
 	})
 	w.vars[envStepsCallTimeout] = "200ms"
-	w.vars[envStepsRetryBase] = "10ms"
+	w.vars[envStepsRetryBase] = "1ms"
 	env := w.env()
 	srv := startServe(t, env)
 	send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "silent1")
