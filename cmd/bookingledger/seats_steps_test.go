@@ -107,39 +107,41 @@ func TestSeatLeaversEachGetTheirOwnCancellation(t *testing.T) {
 
 	// seats1: ada, bob, cy join; bob leaves, cy leaves, ada (the booking's contact) leaves last.
 	// seats2: ada, bob, cy join; ada leaves first, bob leaves, cy leaves last.
+	// The two bookings' deliveries are posted side by side: each booking's arrive in its order, each
+	// after the emails of the one before were sent.
 	start2 := start.Add(24 * time.Hour) // not the same slot of the same host: no conflict
 	for uid, at := range map[string]time.Time{"seats1": start, "seats2": start2} {
 		postSeat(t, srv.Base, create, uid, at, 0, uid+"-a", "ada")
 		postSeat(t, srv.Base, create, uid, at, time.Second, uid+"-b", "ada", "bob")
 		postSeat(t, srv.Base, create, uid, at, 2*time.Second, uid+"-c", "ada", "bob", "cy")
-		wait("calcom-"+uid, "Booking confirmed ada@example.com")
 	}
+	wait("calcom-seats1", "Booking confirmed ada@example.com")
+	wait("calcom-seats2", "Booking confirmed ada@example.com")
 	var n int
 	require.NoError(t, w.db(t).QueryRow(context.Background(), `SELECT count(*) FROM seat_contacts`).Scan(&n))
 	assert.Equal(t, 6, n, "a contact per seat")
 
 	postSeat(t, srv.Base, cancel, "seats1", start, time.Hour, "seats1-b", "bob")
+	postSeat(t, srv.Base, cancel, "seats2", start2, time.Hour, "seats2-a", "ada")
 	wait("calcom-seats1", "Booking confirmed ada@example.com", "Seat canceled bob@example.com")
+	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com")
 	// The same seat cancel again (a redelivery) sends nothing more.
 	postSeat(t, srv.Base, cancel, "seats1", start, time.Hour, "seats1-b", "bob")
+	postSeat(t, srv.Base, cancel, "seats2", start2, 2*time.Hour, "seats2-b", "bob")
+	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com", "Seat canceled bob@example.com")
 	quiet()
 	assert.Equal(t, []string{"Booking confirmed ada@example.com", "Seat canceled bob@example.com"}, seatMails(w, "calcom-seats1"))
 	postSeat(t, srv.Base, cancel, "seats1", start, 2*time.Hour, "seats1-c", "cy")
+	postSeat(t, srv.Base, cancel, "seats2", start2, 3*time.Hour, "seats2-c", "cy")
 	wait("calcom-seats1", "Booking confirmed ada@example.com", "Seat canceled bob@example.com", "Seat canceled cy@example.com")
+	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com", "Seat canceled bob@example.com",
+		"Seat canceled cy@example.com")
 	postSeat(t, srv.Base, cancel, "seats1", start, 3*time.Hour, "seats1-a", "ada")
 	wait("calcom-seats1", "Booking confirmed ada@example.com", "Seat canceled bob@example.com", "Seat canceled cy@example.com",
 		"Booking canceled ada@example.com")
 	w.waitStepsBesideAttendeeUpdates(t, "calcom-seats1", "host_calendar.create=done", "invitee_email.confirmation=done",
 		"invitee_email.seat_cancellation=done", "invitee_email.seat_cancellation=done",
 		"host_calendar.delete=done", "invitee_email.cancellation=done", "invitee_email.seat_cancellation=skipped")
-
-	postSeat(t, srv.Base, cancel, "seats2", start2, time.Hour, "seats2-a", "ada")
-	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com")
-	postSeat(t, srv.Base, cancel, "seats2", start2, 2*time.Hour, "seats2-b", "bob")
-	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com", "Seat canceled bob@example.com")
-	postSeat(t, srv.Base, cancel, "seats2", start2, 3*time.Hour, "seats2-c", "cy")
-	wait("calcom-seats2", "Booking confirmed ada@example.com", "Seat canceled ada@example.com", "Seat canceled bob@example.com",
-		"Seat canceled cy@example.com")
 	w.waitStepsBesideAttendeeUpdates(t, "calcom-seats2", "host_calendar.create=done", "invitee_email.confirmation=done",
 		"invitee_email.seat_cancellation=done", "invitee_email.seat_cancellation=done",
 		"host_calendar.delete=done", "invitee_email.cancellation=skipped", "invitee_email.seat_cancellation=done")
