@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"bookingledger/adapters/postgres/pgtest"
 	"bookingledger/adapters/providers/acuity/acuitysink"
 	"bookingledger/cmd/bookingledger/internal/servetest"
 )
@@ -84,25 +85,19 @@ func TestAcuityDevSinkClientGetsTheConfirmation(t *testing.T) {
 // waitForStartSync waits for the provider's sync that serve runs once at start: it lists the
 // appointments the sink knows, which include one whose webhook the test is sending, so a sync that
 // ran after the webhook's fetch would record the booking first and the webhook would be a duplicate.
+// It polls provider_sync_state's last_run_at, what `providers status` shows as last_sync, on one
+// pool: a CLI run per poll would open a pool (a new connection) every time.
 func waitForStartSync(t *testing.T, env func(string) string, provider string) {
 	t.Helper()
+	pool := pgtest.Open(t, env(envDatabaseURL))
+	defer pool.Close()
 	waitFor(t, 60*time.Second, provider+"'s sync at start", func() (bool, string) {
-		out, errOut, code := cli(t, env, "providers", "status", "--json")
-		if code != 0 {
-			return false, errOut
-		}
-		var status []struct {
-			Provider string          `json:"provider"`
-			LastSync json.RawMessage `json:"last_sync"`
-		}
-		if err := json.Unmarshal([]byte(out), &status); err != nil {
+		var ran bool
+		err := pool.QueryRow(context.Background(),
+			`SELECT EXISTS (SELECT 1 FROM provider_sync_state WHERE provider = $1 AND last_run_at IS NOT NULL)`, provider).Scan(&ran)
+		if err != nil {
 			return false, err.Error()
 		}
-		for _, s := range status {
-			if s.Provider == provider {
-				return string(s.LastSync) != "null" && len(s.LastSync) > 0, out
-			}
-		}
-		return false, out
+		return ran, fmt.Sprintf("%s's last_run_at set: %t", provider, ran)
 	})
 }

@@ -104,10 +104,14 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 
 	// Calendly disables it: the watch notices, an item and a signed alert say so; connect re-creates it.
 	require.NoError(t, api.DisableSubscription(subs[0].URI))
+	// Polled on the read API, over serve's pool: a CLI run per poll opens a pool of its own.
 	waitFor(t, 30*time.Second, "the watch's item", func() (bool, string) {
-		out, _, _ := cli(t, env, "reconcile", "list")
-		return strings.Contains(out, "calendly subscription"), out
+		body := getJSON(t, srv.AdminToken(t), srv.Admin+"/api/reconciliation", &itemsAnswer{})
+		return strings.Contains(body, "calendly subscription"), body
 	})
+	out, _, code = cli(t, env, "reconcile", "list")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "calendly subscription")
 	waitFor(t, 30*time.Second, "the alert", func() (bool, string) {
 		_, bodies, bad := alerts.received()
 		all := strings.Join(bodies, "\n")
@@ -122,9 +126,12 @@ func TestProviderSyncAndConnectEndToEnd(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, ": recreated (active)")
 	waitFor(t, 30*time.Second, "the item closed by the watch", func() (bool, string) {
-		out, _, _ := cli(t, env, "reconcile", "list")
-		return !strings.Contains(out, "calendly subscription"), out
+		body := getJSON(t, srv.AdminToken(t), srv.Admin+"/api/reconciliation", &itemsAnswer{})
+		return !strings.Contains(body, "calendly subscription"), body
 	})
+	out, _, code = cli(t, env, "reconcile", "list")
+	require.Equal(t, 0, code)
+	assert.NotContains(t, out, "calendly subscription")
 	out, _, code = cli(t, env, "providers", "status")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "calendly\n  API: configured ("+api.URL()+")\n  webhook URL: "+hook+"\n")

@@ -81,6 +81,15 @@ func (s *hookSink) received() (ids, bodies, bad []string) {
 	return append([]string(nil), s.ids...), append([]string(nil), s.bodies...), append([]string(nil), s.bad...)
 }
 
+// deliveryList is a list of relay deliveries as `deliveries --json` and GET /api/admin/deliveries
+// answer it.
+type deliveryList struct {
+	Deliveries []struct {
+		ID        int64  `json:"id"`
+		WebhookID string `json:"webhook_id"`
+	} `json:"deliveries"`
+}
+
 var secretLine = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`)
 
 func relayEndToEnd(t *testing.T, vars map[string]string) {
@@ -146,12 +155,15 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Equal(t, 1, msg.Data.Version)
 	assert.Equal(t, "active", msg.Data.State.Status)
 
-	// The receiver has the message before the worker records its answer: wait for the record.
+	// The receiver has the message before the worker records its answer: wait for the record (on
+	// the admin API, over serve's pool: a CLI run per poll opens a pool of its own), then list it.
 	waitFor(t, 30*time.Second, "the delivery recorded as succeeded", func() (bool, string) {
-		out, errOut, code = cli(t, env, "deliveries")
-		require.Equal(t, 0, code, errOut)
-		return strings.Contains(out, "succeeded"), out
+		body := getJSON(t, srv.AdminToken(t), admin+"/api/admin/deliveries?state=succeeded", &deliveryList{})
+		return strings.Contains(body, ids[0]), body
 	})
+	out, errOut, code = cli(t, env, "deliveries")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "succeeded")
 	assert.Contains(t, out, ids[0])
 	var byBooking struct {
 		Deliveries []struct {
@@ -171,9 +183,13 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 	sink.setFail(http.StatusInternalServerError)
 	send(t, env, base, "calendly", "invitee.canceled", "--booking", "relay-a")
 	waitFor(t, 30*time.Second, "a dead delivery", func() (bool, string) {
-		out, _, _ := cli(t, env, "deliveries", "--state", "dead")
-		return strings.Contains(out, "dead"), out
+		var dead deliveryList
+		body := getJSON(t, srv.AdminToken(t), admin+"/api/admin/deliveries?state=dead", &dead)
+		return len(dead.Deliveries) >= 1, body
 	})
+	out, errOut, code = cli(t, env, "deliveries", "--state", "dead")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "dead")
 	waitFor(t, 30*time.Second, "the 1-failure alert", func() (bool, string) {
 		_, bodies, _ := alerts.received()
 		return len(bodies) >= 1, fmt.Sprint(bodies)
@@ -203,21 +219,19 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 	t.Run("retry one dead delivery from the CLI", func(t *testing.T) {
 		sink.setFail(http.StatusInternalServerError)
 		send(t, env, base, "calendly", "invitee.created", "--booking", "relay-b")
-		type listed struct {
-			Deliveries []struct {
-				ID        int64  `json:"id"`
-				WebhookID string `json:"webhook_id"`
-			} `json:"deliveries"`
-		}
-		var dead listed
 		waitFor(t, 30*time.Second, "relay-b's delivery dead", func() (bool, string) {
-			out, _, _ := cli(t, env, "deliveries", "--state", "dead", "--json")
-			require.NoError(t, json.Unmarshal([]byte(out), &dead), out)
-			return len(dead.Deliveries) == 1, out
+			var dead deliveryList
+			body := getJSON(t, srv.AdminToken(t), admin+"/api/admin/deliveries?state=dead", &dead)
+			return len(dead.Deliveries) == 1, body
 		})
+		var dead deliveryList
+		out, errOut, code := cli(t, env, "deliveries", "--state", "dead", "--json")
+		require.Equal(t, 0, code, errOut)
+		require.NoError(t, json.Unmarshal([]byte(out), &dead), out)
+		require.Len(t, dead.Deliveries, 1, out)
 		sink.setFail(0)
 		id := fmt.Sprint(dead.Deliveries[0].ID)
-		out, errOut, code := cli(t, env, "deliveries", "retry", id)
+		out, errOut, code = cli(t, env, "deliveries", "retry", id)
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, out, "delivery "+id+" scheduled again as replay")
 		waitFor(t, 30*time.Second, "the retried delivery received", func() (bool, string) {
@@ -227,11 +241,15 @@ func relayEndToEnd(t *testing.T, vars map[string]string) {
 		// The receiver has it before the relay records the success: retry it again only once it
 		// is succeeded, which is what the refusal below is about.
 		waitFor(t, 30*time.Second, "the retried delivery succeeded", func() (bool, string) {
-			out, _, _ := cli(t, env, "deliveries", "--state", "succeeded", "--json")
-			var done listed
-			require.NoError(t, json.Unmarshal([]byte(out), &done), out)
-			return slices.Contains(done.Deliveries, dead.Deliveries[0]), out
+			var done deliveryList
+			body := getJSON(t, srv.AdminToken(t), admin+"/api/admin/deliveries?state=succeeded", &done)
+			return slices.Contains(done.Deliveries, dead.Deliveries[0]), body
 		})
+		out, errOut, code = cli(t, env, "deliveries", "--state", "succeeded", "--json")
+		require.Equal(t, 0, code, errOut)
+		var done deliveryList
+		require.NoError(t, json.Unmarshal([]byte(out), &done), out)
+		assert.Contains(t, done.Deliveries, dead.Deliveries[0], out)
 		_, errOut, code = cli(t, env, "deliveries", "retry", id)
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "only a dead or a waiting pending delivery is retried")
