@@ -11,6 +11,9 @@
 // checkpoints and caught-up messages; and faults: dropping every subscription, forgetting the
 // idempotency cache, stopping and restarting the node on the same address with its data kept.
 //
+// New serves in-process, or, when BOOKINGLEDGER_TEST_ESDB_SERVER (EnvServer) names a built
+// esdbtestserver, from that one process per test binary, built without -race (see remote.go).
+//
 // It is test support: it imports testing for New, and nothing of bookingledger. Production code must
 // not import it.
 package esdbtest

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"sync"
 	"testing"
@@ -51,6 +52,8 @@ func WithoutSystemEvents() Option { return func(c *config) { c.systemEvents = fa
 // Server is one in-process node.
 type Server struct {
 	cfg config
+	// remote is the node in another process that serves for this one (see EnvServer), or nil.
+	remote *remote
 
 	mu      sync.Mutex
 	log     []*record            // $all, in position order
@@ -83,12 +86,17 @@ type record struct {
 	created     time.Time
 }
 
-// Start starts a server on 127.0.0.1 with a kernel-chosen port.
-func Start(opts ...Option) (*Server, error) {
+func newConfig(opts []Option) config {
 	cfg := config{cacheSize: DefaultIdempotencyCacheSize, systemEvents: true}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return cfg
+}
+
+// Start starts a server on 127.0.0.1 with a kernel-chosen port.
+func Start(opts ...Option) (*Server, error) {
+	cfg := newConfig(opts)
 	s := &Server{
 		cfg:     cfg,
 		streams: map[string][]*record{},
@@ -110,14 +118,42 @@ func Start(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// New starts a server for one test and stops it when the test ends.
+// New starts a server for one test and stops it when the test ends: in the process EnvServer names
+// when it is set (one per test binary), else in this one.
 func New(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
-	s, err := Start(opts...)
+	var c *controller
+	if path := os.Getenv(EnvServer); path != "" {
+		var err error
+		if c, err = serverProcess(path); err != nil {
+			tb.Fatalf("start esdb test server: %v", err)
+		}
+	}
+	return newOn(tb, c, opts...)
+}
+
+// newOn starts a server for one test in the serving process behind c, or in this process when c is nil.
+func newOn(tb testing.TB, c *controller, opts ...Option) *Server {
+	tb.Helper()
+	var (
+		s   *Server
+		err error
+	)
+	if c != nil {
+		s, err = newRemote(tb, c, newConfig(opts))
+	} else {
+		s, err = Start(opts...)
+	}
 	if err != nil {
 		tb.Fatalf("start esdb test server: %v", err)
 	}
-	tb.Cleanup(s.Close)
+	tb.Cleanup(func() {
+		if s.remote != nil {
+			s.remote.do("release", "", 0) // closes the node and frees its log in the serving process
+			return
+		}
+		s.Close()
+	})
 	return s
 }
 
@@ -154,6 +190,10 @@ func (s *Server) DiscoverConnString() string {
 // Stop stops serving, like a node that crashed: open calls fail with Unavailable and new connections
 // are refused. The data stays; Restart serves it again on the same address.
 func (s *Server) Stop() {
+	if s.remote != nil {
+		s.remote.do("stop", "", 0)
+		return
+	}
 	s.lifecycle.Lock()
 	defer s.lifecycle.Unlock()
 	s.stopLocked()
@@ -172,6 +212,16 @@ func (s *Server) stopLocked() {
 // Restart serves again on the same address after Stop. Like a real node restart it keeps the log and
 // forgets the idempotency cache.
 func (s *Server) Restart() error {
+	if s.remote != nil {
+		resp, err := s.remote.c.call(request{Op: "restart", Node: s.remote.node})
+		if err == nil && resp.Err != "" {
+			err = errors.New(resp.Err)
+		}
+		if err != nil {
+			return fmt.Errorf("esdbtest: restart: %w", err)
+		}
+		return nil
+	}
 	s.lifecycle.Lock()
 	defer s.lifecycle.Unlock()
 	if s.closed {
@@ -199,6 +249,10 @@ func (s *Server) Restart() error {
 
 // Close stops the server for good.
 func (s *Server) Close() {
+	if s.remote != nil {
+		s.remote.do("close", "", 0)
+		return
+	}
 	s.lifecycle.Lock()
 	defer s.lifecycle.Unlock()
 	s.closed = true
@@ -208,6 +262,9 @@ func (s *Server) Close() {
 // DropSubscriptions ends every open subscription with an Unavailable status, as a node does when it
 // shuts down or drops a slow subscriber, and returns how many it dropped.
 func (s *Server) DropSubscriptions() int {
+	if s.remote != nil {
+		return int(s.remote.do("drop", "", 0))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -221,6 +278,9 @@ func (s *Server) DropSubscriptions() int {
 
 // Subscriptions returns how many subscriptions are open now.
 func (s *Server) Subscriptions() int {
+	if s.remote != nil {
+		return int(s.remote.do("subscriptions", "", 0))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.subs)
@@ -229,6 +289,9 @@ func (s *Server) Subscriptions() int {
 // SubscriptionsStarted returns how many subscriptions were ever confirmed: tests use it to see a client
 // resubscribe.
 func (s *Server) SubscriptionsStarted() uint64 {
+	if s.remote != nil {
+		return s.remote.do("started", "", 0)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.served
@@ -236,6 +299,10 @@ func (s *Server) SubscriptionsStarted() uint64 {
 
 // ForgetIdempotencyCache empties the cache behind idempotency under "any", as a restart does.
 func (s *Server) ForgetIdempotencyCache() {
+	if s.remote != nil {
+		s.remote.do("forget", "", 0)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cache = newIDCache(s.cfg.cacheSize)
@@ -245,6 +312,10 @@ func (s *Server) ForgetIdempotencyCache() {
 // finds one more event written just before it is decided (type "test.ahead.v1", a new ID each), as
 // when another process appends between a client's read and its write.
 func (s *Server) WriteAhead(stream string, n int) {
+	if s.remote != nil {
+		s.remote.do("ahead", stream, n)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ahead[stream] += n
@@ -262,6 +333,9 @@ func (s *Server) writeAheadLocked(stream string) {
 
 // StreamLength returns how many events a stream holds (0 when it does not exist).
 func (s *Server) StreamLength(stream string) int {
+	if s.remote != nil {
+		return int(s.remote.do("length", stream, 0))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.streams[stream])
@@ -269,6 +343,9 @@ func (s *Server) StreamLength(stream string) int {
 
 // AllCount returns how many events $all holds, system events included.
 func (s *Server) AllCount() int {
+	if s.remote != nil {
+		return int(s.remote.do("all", "", 0))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.log)

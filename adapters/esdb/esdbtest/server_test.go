@@ -336,3 +336,61 @@ func TestDiscoveryThroughGossip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, srv.StreamLength("disc-1"))
 }
+
+// TestNodesOfAServingProcess drives nodes the way New serves them when EnvServer is set (another
+// process, here a goroutine behind the same control protocol): each node has its own log, options
+// and faults, and every control method reaches it.
+func TestNodesOfAServingProcess(t *testing.T) {
+	srv := esdbtest.NewThroughControl(t)
+	empty := esdbtest.NewThroughControl(t, esdbtest.WithoutSystemEvents(), esdbtest.WithIdempotencyCacheSize(0))
+	require.NotEqual(t, srv.Addr(), empty.Addr(), "each node listens on its own address")
+	assert.Equal(t, 2, srv.AllCount(), "the system events of a fresh node")
+	assert.Equal(t, 0, empty.AllCount(), "WithoutSystemEvents reaches the serving process")
+
+	c := client(t, srv.ConnString())
+	a := event("a")
+	_, err := c.AppendToStream(ctxFor(t), "remote-1", esdb.AppendToStreamOptions{}, a)
+	require.NoError(t, err)
+	assert.Equal(t, 1, srv.StreamLength("remote-1"))
+	assert.Equal(t, 0, empty.StreamLength("remote-1"), "nodes do not share their logs")
+
+	// The cache forgets: a retry under "any" is written again.
+	srv.ForgetIdempotencyCache()
+	_, err = c.AppendToStream(ctxFor(t), "remote-1", esdb.AppendToStreamOptions{}, a)
+	require.NoError(t, err)
+	assert.Equal(t, 2, srv.StreamLength("remote-1"))
+
+	// Another writer wins the race once.
+	srv.WriteAhead("remote-1", 1)
+	_, err = c.AppendToStream(ctxFor(t), "remote-1", esdb.AppendToStreamOptions{ExpectedRevision: esdb.Revision(1)}, event("b"))
+	require.Error(t, err, "the expected revision was overtaken")
+	assert.Equal(t, 3, srv.StreamLength("remote-1"))
+
+	sub, err := c.SubscribeToAll(ctxFor(t), esdb.SubscribeToAllOptions{From: esdb.Start{}})
+	require.NoError(t, err)
+	defer sub.Close()
+	for {
+		ev := sub.Recv()
+		require.Nil(t, ev.SubscriptionDropped)
+		if ev.EventAppeared != nil {
+			break
+		}
+	}
+	assert.Equal(t, uint64(1), srv.SubscriptionsStarted())
+	assert.Equal(t, 1, srv.Subscriptions())
+	assert.Equal(t, 1, srv.DropSubscriptions())
+	assert.Equal(t, 0, srv.Subscriptions())
+
+	srv.Stop()
+	_, err = c.AppendToStream(ctxFor(t), "remote-1", esdb.AppendToStreamOptions{}, event("c"))
+	require.Error(t, err, "a stopped node refuses calls")
+	require.NoError(t, srv.Restart())
+	recs, err := readStream(t, client(t, srv.ConnString()), "remote-1")
+	require.NoError(t, err)
+	assert.Len(t, recs, 3, "the log survives a restart")
+
+	srv.Close()
+	srv.Close() // as in-process: closing twice is fine, and the closed node stays closed
+	require.Error(t, srv.Restart())
+	assert.Equal(t, 3, srv.StreamLength("remote-1"), "a closed node keeps its log until its test ends")
+}
