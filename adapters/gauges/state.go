@@ -12,6 +12,7 @@ import (
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/domain/eventlog"
 	"bookingledger/projections/calendar"
+	"bookingledger/projections/steps"
 )
 
 // Bounds of the database gauges' queries, which run at every scrape.
@@ -33,6 +34,9 @@ type Sources struct {
 	OpenItems func(ctx context.Context) (map[calendar.ItemKind]int64, error)
 	// Quarantined counts the quarantined receipts (the PostgreSQL store's CountQuarantined).
 	Quarantined func(ctx context.Context) (int64, error)
+	// Steps counts the process steps by kind and state (the step store's Counts); every kind and
+	// state is reported, 0 where there is none.
+	Steps func(ctx context.Context) (map[steps.Kind]map[steps.State]int64, error)
 	// EventsAfter counts the log's events after a position, up to a limit; nil when the event store
 	// cannot count cheaply (EventStoreDB), and the events-behind gauge is left out.
 	EventsAfter func(ctx context.Context, pos eventlog.Position, limit int64) (int64, error)
@@ -45,7 +49,7 @@ type Sources struct {
 type StateCollector struct {
 	src                                            Sources
 	openItems, quarantined, backlog, behind, moved *prometheus.Desc
-	ok                                             *prometheus.Desc
+	steps, ok                                      *prometheus.Desc
 }
 
 // NewStateCollector returns the collector of the database gauges; register it once per registry.
@@ -63,13 +67,15 @@ func NewStateCollector(src Sources) *StateCollector {
 			"Events in the log after the projection's saved checkpoint (counted up to 1,000,000).", []string{"projection"}, nil),
 		moved: prometheus.NewDesc("bookingledger_projection_checkpoint_timestamp_seconds",
 			"Unix time the projection's checkpoint last moved, by whichever instance applied it (0: never).", []string{"projection"}, nil),
+		steps: prometheus.NewDesc("bookingledger_process_steps",
+			"Process steps by kind and state (all instances; read from the database on scrape).", []string{"kind", "state"}, nil),
 		ok: prometheus.NewDesc("bookingledger_state_scrape_ok",
 			"1 when every query behind the database gauges succeeded at this scrape, 0 otherwise.", nil, nil),
 	}
 }
 
 func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.openItems, c.quarantined, c.backlog, c.behind, c.moved, c.ok} {
+	for _, d := range []*prometheus.Desc{c.openItems, c.quarantined, c.backlog, c.behind, c.moved, c.steps, c.ok} {
 		ch <- d
 	}
 }
@@ -97,6 +103,15 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 		fail("quarantined receipts", err)
 	} else {
 		gauge(c.quarantined, float64(n))
+	}
+	if counts, err := c.src.Steps(ctx); err != nil {
+		fail("process steps", err)
+	} else {
+		for _, k := range steps.Kinds {
+			for _, st := range steps.States {
+				gauge(c.steps, float64(counts[k][st]), string(k), string(st))
+			}
+		}
 	}
 	if backlog, err := jobs.Backlog(ctx, c.src.Pool, jobs.QueueDeferred); err != nil {
 		fail("job backlog", err)

@@ -258,9 +258,9 @@ func (s *server) open(ctx context.Context) error {
 	s.onStop(stopSweeper, func() { stopSteps(); stopGuard() })
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(newProjectionCollector(runners), stepscmd.NewCollector(stepstore.NewStore(pool, nil)))
+	reg.MustRegister(newProjectionCollector(runners))
 	state := gauges.Sources{Pool: pool, OpenItems: rm.OpenItemCounts, Log: log,
-		Quarantined: es.Receipts.CountQuarantined}
+		Quarantined: es.Receipts.CountQuarantined, Steps: stepstore.NewStore(pool, nil).Counts}
 	for _, r := range runners {
 		state.Projections = append(state.Projections, r.Status().Projection)
 	}

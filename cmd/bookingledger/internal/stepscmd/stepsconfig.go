@@ -2,7 +2,6 @@ package stepscmd
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
 	"bookingledger/adapters/caldav"
@@ -209,32 +207,4 @@ func StartGuardSweeper(ctx context.Context, rm *readmodel.ReadModel, log *slog.L
 		}
 	}()
 	return func() { cancel(); <-done }
-}
-
-// stepsCollector exports step counts by kind and state, read from the table on each scrape.
-type stepsCollector struct {
-	store *stepstore.Store
-	desc  *prometheus.Desc
-}
-
-func NewCollector(s *stepstore.Store) *stepsCollector {
-	return &stepsCollector{store: s, desc: prometheus.NewDesc("bookingledger_process_steps",
-		"Process steps by kind and state (all instances; read from the database on scrape).", []string{"kind", "state"}, nil)}
-}
-
-func (c *stepsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *stepsCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	counts, err := c.store.Counts(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("count steps: %w", err))
-		return
-	}
-	for _, k := range process.Kinds {
-		for _, st := range process.States {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[k][st]), string(k), string(st))
-		}
-	}
 }
