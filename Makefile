@@ -37,9 +37,14 @@ fuzz:
 # outside a git checkout; "+modified" when the tree has uncommitted changes.
 REVISION := $(shell git rev-parse HEAD 2>/dev/null)$(shell git status --porcelain 2>/dev/null | grep -q . && echo +modified)
 
+# BIN is where build writes the binary and BUILDFLAGS are further go build flags: cmd/bookingledger's
+# tests build into a temporary directory, with -race when they run under -race.
+BIN ?= bin/bookingledger
+BUILDFLAGS ?=
+
 build:
-	@mkdir -p bin
-	$(GO) build -ldflags "-X main.buildRevision=$(REVISION)" -o bin/bookingledger ./cmd/bookingledger
+	@mkdir -p $(dir $(BIN))
+	$(GO) build $(BUILDFLAGS) -ldflags "-X main.buildRevision=$(REVISION)" -o $(BIN) ./cmd/bookingledger
 
 ## clean-pg: stop the `make run` cluster and delete its data
 clean-pg:

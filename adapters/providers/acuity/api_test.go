@@ -19,13 +19,7 @@ import (
 	"bookingledger/adapters/providers/acuity/acuitysink"
 	"bookingledger/adapters/providers/acuity/acuitytest"
 	"bookingledger/adapters/providers/providertest"
-	"bookingledger/adapters/providersync"
 	"bookingledger/domain/booking"
-)
-
-var (
-	_ providersync.Source        = (*acuity.API)(nil)
-	_ providersync.Subscriptions = (*acuity.API)(nil)
 )
 
 const syncKey = "sync-api-key"
@@ -69,7 +63,7 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (rt roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return rt(r) }
 
-func syncAll(t *testing.T, src providersync.Source, w providers.SyncWindow) ([]providers.SyncPage, error) {
+func syncAll(t *testing.T, src *acuity.API, w providers.SyncWindow) ([]providers.SyncPage, error) {
 	t.Helper()
 	var pages []providers.SyncPage
 	err := src.Sync(context.Background(), w, func(p providers.SyncPage) error {

@@ -17,13 +17,7 @@ import (
 	"bookingledger/adapters/providers/calcom"
 	"bookingledger/adapters/providers/calcom/calcomapi"
 	"bookingledger/adapters/providers/providertest"
-	"bookingledger/adapters/providersync"
 	"bookingledger/domain/booking"
-)
-
-var (
-	_ providersync.Source        = (*calcom.API)(nil)
-	_ providersync.Subscriptions = (*calcom.API)(nil)
 )
 
 const testKey = "cal_test_key"

@@ -15,13 +15,7 @@ import (
 	"bookingledger/adapters/providers/calendly"
 	"bookingledger/adapters/providers/calendly/calendlyapi"
 	"bookingledger/adapters/providers/providertest"
-	"bookingledger/adapters/providersync"
 	"bookingledger/domain/booking"
-)
-
-var (
-	_ providersync.Source        = (*calendly.API)(nil)
-	_ providersync.Subscriptions = (*calendly.API)(nil)
 )
 
 const fakeToken = "test-calendly-token"

@@ -19,12 +19,6 @@ import (
 	"bookingledger/adapters/providers/providertest"
 	"bookingledger/adapters/providers/stripe"
 	"bookingledger/adapters/providers/stripe/stripeapi"
-	"bookingledger/adapters/providersync"
-)
-
-var (
-	_ providersync.Source        = (*stripe.API)(nil)
-	_ providersync.Subscriptions = (*stripe.API)(nil)
 )
 
 const testKey = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
