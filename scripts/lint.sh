@@ -16,7 +16,11 @@ fi
 # -race: vet type-checks every package and its tests from the compiled export data of their imports;
 # with the race build's flags, those compilations are the ones `go test -race` (scripts/test.sh) needs
 # next, so the suite reuses them from the build cache instead of compiling every package twice.
-go vet -race ./...
+# GOGC=400 (unless set): on a clean clone these are most of make test's compilations, and the compiler
+# collects garbage a quarter as often; measured on two cores with an empty build cache, go build -race
+# ./... took 123 CPU-s instead of 155 (GOGC=1000: no further gain). The build cache does not key on
+# GOGC, and the test binaries go test runs afterwards keep the default.
+GOGC=${GOGC:-400} go vet -race ./...
 
 mod=$(go list -m)
 # Standard-library packages have no dot in their first path element.
