@@ -5,7 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dir=$(mktemp -d /tmp/bookingledger-test.XXXXXX)
+# The clusters live in memory (/dev/shm, a tmpfs on Linux) when it is there with 4 GB free: they are
+# thrown away anyway and run with fsync off, and the suite creates about a thousand databases, each a
+# copy of a migrated template's 1,200 files. On this machine's ext4 a file created costs about 0.4 ms
+# of kernel time (journal and inode allocation): a CREATE DATABASE took 290 ms of CPU there against
+# 25 ms on tmpfs, and PostgreSQL's system time was 110 of make test's 500 CPU-s on two cores.
+# BOOKINGLEDGER_TEST_TMPDIR overrides the choice.
+tmp=${BOOKINGLEDGER_TEST_TMPDIR:-/tmp}
+if [ -z "${BOOKINGLEDGER_TEST_TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] &&
+	[ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')" -ge $((4 * 1024 * 1024)) ] 2>/dev/null; then
+	tmp=/dev/shm
+fi
+dir=$(mktemp -d "$tmp/bookingledger-test.XXXXXX")
 chmod 755 "$dir" # as root the clusters belong to another user, who must reach their directories in it
 # Two clusters: the whole suite's, and the EventStoreDB pass's, which runs at the same time. A reader of
 # the PostgreSQL log waits for every older transaction of its cluster (transaction ids are
