@@ -32,7 +32,15 @@ func startServeBinary(t *testing.T, bin string, vars map[string]string) (*exec.C
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		// Under make test the binary is a race build (raceEnabled): it reports a data race on stderr when
+		// it happens, and a test that kills the process would otherwise never see the report.
+		if out := stderr.String(); strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("serve reported a data race:\n%s", out)
+		}
+	})
 	addr := make(chan string, 1)
 	go func() {
 		lines := bufio.NewScanner(stdout)
