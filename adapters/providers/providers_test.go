@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -311,6 +312,24 @@ func TestInZone(t *testing.T) {
 		assert.Equal(t, want, got[0].TimeZone, "%q", zone)
 	}
 	assert.Empty(t, providers.InZone(nil, "Asia/Tokyo"), "no address, no contact")
+}
+
+// Zone remembers the names it found loadable: asked again, and from many goroutines at once, it
+// answers as it did the first time, for names that load and names that do not.
+func TestZoneAnswersTheSameWhenAskedAgain(t *testing.T) {
+	cases := map[string]string{"America/New_York": "America/New_York", " Pacific/Auckland": "Pacific/Auckland",
+		"Mars/Olympus": "", "Europe/../Europe/Paris": ""}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 3 {
+				for name, want := range cases {
+					assert.Equal(t, want, providers.Zone(name), "%q", name)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Each side of a tolerance bounds its own direction: Past the age of a stamp, Future how far ahead
