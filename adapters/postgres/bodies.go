@@ -50,13 +50,20 @@ func (s *Store) bodyOf(r ledger.Receipt) (bodyRow, error) {
 	return prepareBody(s.sealer, ReceiptSubject(r), r.Body)
 }
 
-// bodyRow is a body ready for storage: receipt_body_put's six arguments (migration 0131). The zero
-// bodyRow is no body.
+// bodyRow is a body ready for storage: bodyOfParamsCTE's six arguments. The zero bodyRow is no body.
 type bodyRow struct {
 	sealed, digest []byte
 	keyID          pgtype.UUID
 	subject, kekID pgtype.Text
 	wrapped        []byte
+}
+
+// subjects is the body's subject, if it has one, as lockSubjectsSQL's argument.
+func (b bodyRow) subjects() []string {
+	if !b.subject.Valid {
+		return []string{}
+	}
+	return []string{b.subject.String}
 }
 
 func (b bodyRow) args() []any {

@@ -18,21 +18,22 @@ import (
 )
 
 // commitOneSQL is one delivery: its appends (appends, a row source answering as bl_appends does,
-// whose arguments end at $(next-1)) and, if they succeeded, its receipt (from $next) and its personal
-// data (personalCTEs, after the receipt's). A receipt committed as accepted becomes duplicate when
-// every append came back as an idempotent re-append, i.e. a concurrent copy of the delivery won the
-// race between read and commit, possibly in the same group: deciding it from the appends' own answers
-// is what keeps the stored outcome true under that race. It answers as commitGroupSQL does, in one
-// row.
+// whose arguments end at $(next-1)) and, if they succeeded, its receipt (from $next), its body
+// (bodyCTEs) and its personal data (personalCTEs, after the receipt's); the last argument is the
+// subjects of its body and personal data (erasedCTE). A receipt committed as accepted becomes
+// duplicate when every append came back as an idempotent re-append, i.e. a concurrent copy of the
+// delivery won the race between read and commit, possibly in the same group: deciding it from the
+// appends' own answers is what keeps the stored outcome true under that race. It answers as
+// commitGroupSQL does, in one row. It runs after lockSubjectsSQL (sendGroup).
 func commitOneSQL(appends string, next int) string {
 	p := func(k int) string { return "$" + strconv.Itoa(next+k) }
 	return `WITH a AS MATERIALIZED (
     ` + appends + `
-), r AS (
+), ` + erasedCTE(p(28)) + `, ` + bodyOfParamsCTE(next+10, "EXISTS (SELECT 1 FROM a WHERE a.status = 'ok')") + `, ` + bodyCTEs + `, r AS (
     INSERT INTO receipts (` + receiptColumns + `)
     SELECT ` + p(0) + `, ` + p(1) + `, ` + p(2) + `, ` + p(3) + `,
         CASE WHEN ` + p(4) + `::text = 'accepted' AND true = ALL (a.duplicates) THEN 'duplicate' ELSE ` + p(4) + `::text END,
-        ` + p(5) + `, ` + p(6) + `, ` + p(7) + `, ` + p(8) + `, ` + p(9) + `, receipt_body_put(` + p(10) + `, ` + p(11) + `, ` + p(12) + `, ` + p(13) + `, ` + p(14) + `, ` + p(15) + `), ` + p(16) + `
+        ` + p(5) + `, ` + p(6) + `, ` + p(7) + `, ` + p(8) + `, ` + p(9) + `, (SELECT body.digest FROM body), ` + p(16) + `
     FROM a WHERE a.status = 'ok'
     RETURNING outcome
 ), ` + personalCTEs(next+17, afterAppends) + `
@@ -41,6 +42,63 @@ SELECT a.status, a.message, a.detail, a.first_versions, a.last_versions, a.tx_id
 FROM a LEFT JOIN r ON true`
 }
 
+// bodyOfParamsCTE is the CTE body of one receipt's body given as bodyRow's six arguments from
+// $first (sealed, digest, key id, subject, KEK id, wrapped key): no row when there is no body, its
+// subject is erased (erasedSQL) or the condition only does not hold.
+func bodyOfParamsCTE(first int, only string) string {
+	p := func(k int) string { return "$" + strconv.Itoa(first+k) }
+	return `body AS (
+    SELECT ` + p(0) + `::bytea AS sealed, ` + p(1) + `::bytea AS digest, ` + p(2) + `::uuid AS key_id,
+        ` + p(3) + `::text AS subject, ` + p(4) + `::text AS kek_id, ` + p(5) + `::bytea AS wrapped
+    WHERE ` + p(0) + `::bytea IS NOT NULL AND (` + p(3) + `::text IS NULL OR NOT ` + erasedSQL(p(3)+"::text") + `)
+        AND ` + only + `
+)`
+}
+
+// bodyCTEs store the bodies of the CTE body (bodyOfParamsCTE's columns; one row per digest, the
+// bodies of erased subjects left out): the subject's data key once per key, the body once per digest
+// (a replayed body is not stored again), a body kept in plain text before migration 0131 sealed when
+// it comes again unless it was erased. Every receipt insert stores its body so, in its own statement,
+// after lockSubjectsSQL; it was receipt_body_put, a PL/pgSQL call per receipt with four statements of
+// its own (migrations 0131, 0210, 0600; issue #33), which stays in the schema for the previous
+// release's instances during a rolling restart until a later release drops it.
+const bodyCTEs = `body_key AS (
+    INSERT INTO subject_keys (id, subject, kek_id, wrapped)
+    SELECT body.key_id, body.subject, body.kek_id, body.wrapped FROM body WHERE body.key_id IS NOT NULL
+    ON CONFLICT (id) DO NOTHING
+), body_row AS (
+    INSERT INTO receipt_bodies (digest, body, subject, key_id)
+    SELECT body.digest, body.sealed, body.subject, body.key_id FROM body
+    ON CONFLICT (digest) DO UPDATE SET body = EXCLUDED.body, subject = EXCLUDED.subject, key_id = EXCLUDED.key_id
+    WHERE receipt_bodies.key_id IS NULL AND receipt_bodies.subject IS NULL AND EXCLUDED.key_id IS NOT NULL
+        AND receipt_bodies.erased_at IS NULL
+)`
+
+// erasedCTE looks up, once per statement, which of the subjects in the text array param are erased
+// (erased_subjects). The statement must run after lockSubjectsSQL took the subjects' erasure locks, so
+// that its snapshot (READ COMMITTED: taken when the statement starts) shows an erasure that committed
+// before the lock, while one after it waits for this transaction: bl_subject_erased's rule, without a
+// call and two statements per row. One lookup for all, not an EXISTS per row: its cost does not grow
+// with the rows a generic plan assumes for an array it cannot see, which made PostgreSQL plan the
+// statement again for every delivery (TestCommitStatementsKeepTheirGenericPlans).
+func erasedCTE(param string) string {
+	return `erased AS (
+    SELECT coalesce(array_agg(e.subject), '{}') AS subjects FROM erased_subjects e WHERE e.subject = ANY (` + param + `::text[])
+)`
+}
+
+// erasedSQL is the condition that subject (an SQL expression, not NULL) is erased, in a statement
+// with erasedCTE.
+func erasedSQL(subject string) string {
+	return subject + ` = ANY ((SELECT erased.subjects FROM erased)::text[])`
+}
+
+// lockSubjectsSQL takes the erasure lock of the subjects ($1, in name order as erasure takes them:
+// privacy.lockSubjects) shared until the transaction ends, before the statement that commits
+// deliveries writes their bodies and personal data and checks them against erased_subjects (erasedSQL).
+// Taken before the streams' locks, so that an ingest waiting for an erasure holds none of them.
+const lockSubjectsSQL = `SELECT count(pg_advisory_xact_lock_shared(bl_erasure_lock_key(s))) FROM unnest($1::text[]) AS s`
+
 // commitGroupSQL commits the deliveries of a group that have appends, two or more, in one statement:
 // set-based inserts of their receipts, contacts and texts, where each delivery was a statement of its
 // own (commitOneSQL). In PostgreSQL a statement's own cost was about as much as its rows' (issue #12,
@@ -48,9 +106,10 @@ FROM a LEFT JOIN r ON true`
 //
 // The deliveries come as parallel arrays (groupRows) in the order they are decided. Each delivery's
 // appends run in that order through bl_try_appends; then, for the deliveries whose appends succeeded
-// only, and in the same order, their bodies (receipt_body_put), receipts and personal data, the
+// only, and in the same order, their bodies (bodyCTEs), receipts and personal data, the
 // outcome decided as in commitOneSQL. One row per delivery comes back, in order, each with the number
-// of receipts the statement inserted (a check that every delivery that appended got its receipt).
+// of receipts the statement inserted (a check that every delivery that appended got its receipt). The
+// last argument ($45) is the subjects of their bodies and personal data (erasedCTE).
 func commitGroupSQL() string {
 	slice := func(param, typ, of string) string { // delivery a's part of a concatenated array
 		return `(` + param + `::` + typ + `[])[a.` + of + `off + 1 : a.` + of + `off + a.` + of + `cnt]`
@@ -66,11 +125,18 @@ func commitGroupSQL() string {
             sealed, digest, key_id, subject, kek_id, wrapped, ord),
     LATERAL bl_try_appends(` + slice("$21", "text", "a") + `, ` + slice("$22", "text", "a") + `, ` + slice("$23", "bigint", "a") + `, ` + slice("$24", "int", "a") + `,
         ` + slice("$25", "uuid", "e") + `, ` + slice("$26", "text", "e") + `, ` + slice("$27", "bytea", "e") + `, ` + slice("$28", "bytea", "e") + `) x
-), r AS (
+), ` + erasedCTE("$45") + `, body AS (
+    -- One row per digest: ON CONFLICT DO UPDATE may not touch a row twice in one statement, and
+    -- copies of one body are stored once anyway.
+    SELECT DISTINCT ON (a.digest) a.sealed, a.digest, a.key_id, a.subject, a.kek_id, a.wrapped
+    FROM a
+    WHERE a.status = 'ok' AND a.sealed IS NOT NULL AND (a.subject IS NULL OR NOT ` + erasedSQL("a.subject") + `)
+    ORDER BY a.digest, a.ord
+), ` + bodyCTEs + `, r AS (
     INSERT INTO receipts (` + receiptColumns + `)
     SELECT a.provider, a.received_at, a.delivery_id, a.secret_ref, a.stored_outcome, a.reason,
         ` + slice("$29", "text", "r") + `, ` + slice("$30", "text", "r") + `, ` + slice("$31", "uuid", "r") + `, ` + slice("$32", "text", "r") + `,
-        receipt_body_put(a.sealed, a.digest, a.key_id, a.subject, a.kek_id, a.wrapped), ` + slice("$33", "text", "h") + `
+        CASE WHEN a.digest IN (SELECT body.digest FROM body) THEN a.digest END, ` + slice("$33", "text", "h") + `
     FROM a
     WHERE a.status = 'ok'
     ORDER BY a.ord
@@ -160,6 +226,18 @@ func (g *groupRows) add(ord int, c ledger.Commit, body bodyRow) {
 	g.personal.add(ord, c.Personal)
 }
 
+// subjects are the subjects whose bodies or personal data the deliveries may write (lockSubjectsSQL's
+// argument, once sorted).
+func (g *groupRows) subjects() []string {
+	var out []string
+	for _, s := range g.subject {
+		if s.Valid {
+			out = append(out, s.String)
+		}
+	}
+	return append(append(out, g.personal.bookings...), g.personal.textBookings...)
+}
+
 func (g *groupRows) args() []any {
 	return append([]any{g.aoff, g.acnt, g.eoff, g.ecnt, g.roff, g.rcnt, g.hoff, g.hcnt,
 		g.provider, g.receivedAt, g.deliveryID, g.secret, g.outcome, g.reason,
@@ -236,9 +314,10 @@ func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.Com
 }
 
 // sendGroup sends a group's deliveries as one pipelined batch in one implicit transaction ending in a
-// single Sync: one round trip and one WAL flush for the group. Receipt-only deliveries are a statement
-// each (insertReceiptSQL: they may fold into an earlier receipt), the deliveries with appends one
-// statement together (commitGroupSQL).
+// single Sync: one round trip and one WAL flush for the group. The erasure locks of the subjects the
+// deliveries with appends write come first (lockSubjectsSQL), then receipt-only deliveries, a statement
+// each (insertReceiptSQL: they may fold into an earlier receipt), then the deliveries with appends in
+// one statement together (commitGroupSQL).
 func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
 	// Deliveries run in the order of the first stream they lock (stable: one booking's deliveries keep
 	// their order), so that two groups committing at once take their stream locks in one order and
@@ -254,21 +333,34 @@ func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.Commi
 		return c.Appends[lockOrder(c.Appends)[0]].Stream
 	}
 	sort.SliceStable(order, func(i, j int) bool { return first(reqs[order[i]].Commit) < first(reqs[order[j]].Commit) })
-	batch := &pgx.Batch{}
 	var withAppends []int // indexes of reqs, in the statement's order
 	var rows groupRows
 	for _, i := range order {
-		r := reqs[i]
-		if len(r.Appends) == 0 {
-			batch.Queue(insertReceiptSQL, insertReceiptArgs(r.Receipt, r.body)...)
-			continue
+		if len(reqs[i].Appends) > 0 {
+			withAppends = append(withAppends, i)
+			rows.add(len(withAppends), reqs[i].Commit, reqs[i].body)
 		}
-		withAppends = append(withAppends, i)
-		rows.add(len(withAppends), r.Commit, r.body)
+	}
+	subjects := rows.subjects()
+	for _, r := range reqs {
+		if len(r.Appends) == 0 {
+			subjects = append(subjects, r.body.subjects()...)
+		}
+	}
+	slices.Sort(subjects)
+	subjects = nonNil(slices.Compact(subjects))
+	batch := &pgx.Batch{}
+	if len(subjects) > 0 {
+		batch.Queue(lockSubjectsSQL, subjects)
+	}
+	for _, i := range order {
+		if r := reqs[i]; len(r.Appends) == 0 {
+			batch.Queue(insertReceiptSQL, insertReceiptArgs(r.Receipt, r.body, subjects)...)
+		}
 	}
 	switch {
 	case len(withAppends) > 1:
-		batch.Queue(commitInGroupSQL, rows.args()...)
+		batch.Queue(commitInGroupSQL, append(rows.args(), subjects)...)
 	case len(withAppends) == 1:
 		// A subtransaction per delivery is what isolates deliveries from each other; alone, it would
 		// cost for nothing.
@@ -281,12 +373,17 @@ func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.Commi
 		}
 		c := reqs[withAppends[0]]
 		args = append(args, receiptArgs(c.Receipt, c.body)...)
-		batch.Queue(sql, append(args, rows.personal.args()...)...)
+		batch.Queue(sql, append(append(args, rows.personal.args()...), subjects)...)
 	}
 	results := make([]ledger.CommitResult, len(reqs))
 	errs := make([]error, len(reqs))
 	br := s.pool.SendBatch(ctx, batch)
 	failed := func() error {
+		if len(subjects) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock subjects: %w", err)
+			}
+		}
 		for _, i := range order[:len(reqs)-len(withAppends)] {
 			var err error
 			if results[i], err = scanReceiptOnly(br.QueryRow()); err != nil {

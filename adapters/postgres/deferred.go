@@ -10,9 +10,11 @@ import (
 )
 
 // insertDeferredSQL stores a deferred receipt: a verified delivery with its body and no events yet.
-// The body is stored once per digest by receipt_body_put (migrations 0131, 0600), like every receipt's.
-const insertDeferredSQL = `INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body_digest, pending_booking, headers)
-VALUES ($1, $2, $3, $4, 'deferred', $5, receipt_body_put($8, $9, $10, $11, $12, $13), $6, $7)
+// The body is stored once per digest (bodyCTEs), like every receipt's, after lockSubjectsSQL took its
+// subject's erasure lock ($14: the subjects, erasedCTE).
+var insertDeferredSQL = `WITH ` + erasedCTE("$14") + `, ` + bodyOfParamsCTE(8, "true") + `, ` + bodyCTEs + `
+INSERT INTO receipts (provider, received_at, delivery_id, secret_ref, outcome, reason, body_digest, pending_booking, headers)
+VALUES ($1, $2, $3, $4, 'deferred', $5, (SELECT body.digest FROM body), $6, $7)
 RETURNING id`
 
 // InsertDeferred stores r as a deferred receipt in tx (adapters/jobs' Defer: the receipt and its job
@@ -23,9 +25,14 @@ func (s *Store) InsertDeferred(ctx context.Context, tx pgx.Tx, r ledger.Receipt)
 	if err != nil {
 		return 0, fmt.Errorf("deferred receipt %s: %w", r.DeliveryID, err)
 	}
+	subjects := body.subjects()
+	if _, err := tx.Exec(ctx, lockSubjectsSQL, subjects); err != nil {
+		return 0, fmt.Errorf("deferred receipt %s: lock its subject: %w", r.DeliveryID, translate(err))
+	}
 	var id int64
-	if err := tx.QueryRow(ctx, insertDeferredSQL, append([]any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, r.Reason, string(r.Booking),
-		ledger.HeaderLines(r.Headers)}, body.args()...)...).Scan(&id); err != nil {
+	args := append([]any{r.Provider, r.ReceivedAt, r.DeliveryID, r.Secret, r.Reason, string(r.Booking), ledger.HeaderLines(r.Headers)},
+		body.args()...)
+	if err := tx.QueryRow(ctx, insertDeferredSQL, append(args, subjects)...).Scan(&id); err != nil {
 		return 0, fmt.Errorf("deferred receipt %s: %w", r.DeliveryID, translate(err))
 	}
 	return id, nil

@@ -458,7 +458,7 @@ func TestGroupCommitLostWithItsConnectionIsNotRetried(t *testing.T) {
 }
 
 // fakeSealer seals a body as SealedPrefix followed by the body, under one data key per subject; it is
-// enough for receipt_body_put, whose rows are all a commit needs of a sealer.
+// enough for the body and data key rows, which are all a commit needs of a sealer.
 type fakeSealer struct {
 	mu   sync.Mutex
 	keys map[string][16]byte
@@ -486,8 +486,7 @@ func (f *fakeSealer) OpenBody(_ context.Context, _, stored []byte) (ledger.BodyS
 }
 
 // A group of deliveries with sealed bodies commits in one transaction, each body stored as its
-// subject's (commitGroupSQL passes the subject to receipt_body_put, which also asks whether it is
-// erased). Without the subject its data key's row cannot be stored: the group's statement would fail
+// subject's (commitGroupSQL stores the subject with the body and asks whether it is erased). Without the subject its data key's row cannot be stored: the group's statement would fail
 // and its deliveries be committed one by one, each in a transaction and WAL flush of its own, which
 // is what group commit is for.
 func TestGroupCommitOfSealedBodiesIsOneTransaction(t *testing.T) {

@@ -65,7 +65,10 @@ INSERT INTO receipts (provider, received_at, delivery_id, outcome, body, body_di
 }
 
 // receipt_body_ref, dead since receipt_body_put replaced it, is dropped (migration 0601).
-func TestReceiptBodyRefIsDropped(t *testing.T) {
+// receipt_body_put has no caller since the commit stores bodies itself (bodyCTEs), but stays: instances
+// of the previous release still call it during a rolling restart, and dropping it is a contract step
+// for a later release (docs/operations/upgrades.md, rule 3).
+func TestReceiptBodyRefIsDroppedAndPutStaysForTheReleaseBefore(t *testing.T) {
 	t.Parallel()
 	pool := spares.Database(t)
 	assert.Equal(t, 1, count(t, pool, `SELECT count(*) FROM (SELECT 1) x WHERE to_regprocedure('receipt_body_ref(bytea)') IS NULL`))

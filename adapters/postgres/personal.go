@@ -16,16 +16,19 @@ import (
 // contacts table (migration 0050; the time zone: 0630) or, for a seat's attendee, to seat_contacts (migration 0500; the newest address, name and zone win, a delivery without a zone keeping the one known: of a delivery's, its last, of a
 // group's, its last delivery's), free texts to free_texts (migration 0130; once per event and field,
 // the first: a redelivery changes nothing, nor one after the text was erased). Nothing of an erased
-// booking is saved, and bl_subject_erased (migration 0131) also waits for an erasure under way.
+// booking is saved, and an erasure under way is waited for: saved alone, bl_subject_erased (migration
+// 0131) takes the booking's erasure lock; saved with appends, lockSubjectsSQL took it before.
 // Where they are saved from says when (personalJoin).
 func personalCTEs(first int, join personalJoin) string {
 	arg := func(k int) string { return "$" + strconv.Itoa(first+k) }
 	from, keep, distinct, contactOrder, textOrder := "", "NOT bl_subject_erased(t.b)", "", "", ""
 	seatDistinct, seatOrder := "", ""
-	// Joined with the deliveries, the erasure check is asked of a row only once its delivery is
-	// known to have appended: written as a condition on t alone it would be pushed down into the scan
-	// of t, which the nested loop scans again for every delivery — n² calls for a group of n.
-	afterOK := "CASE WHEN a.status = 'ok' THEN " + keep + " END"
+	// Saved with appends, after lockSubjectsSQL took the bookings' erasure locks, the check is a lookup
+	// in the statement's snapshot (erasedSQL). Joined with the deliveries, it is asked of a row only
+	// once its delivery is known to have appended: written as a condition on t alone it would be pushed
+	// down into the scan of t, which the nested loop scans again for every delivery — n² lookups for a
+	// group of n.
+	afterOK := "CASE WHEN a.status = 'ok' THEN NOT " + erasedSQL("t.b") + " END"
 	switch join {
 	case perDelivery:
 		// One row per booking across deliveries, chosen among those that appended: ON CONFLICT DO

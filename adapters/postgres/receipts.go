@@ -13,19 +13,20 @@ import (
 )
 
 // receiptColumns are the columns every receipt insert writes, in the order receiptArgs gives them. The
-// body is not a column of its own: receipt_body_put (migrations 0031, 0131) stores it once per digest and the
-// receipt references it, so that a replayed body is not stored again.
+// body is not a column of its own: bodyCTEs store it once per digest and the receipt references it, so
+// that a replayed body is not stored again.
 const receiptColumns = `provider, received_at, delivery_id, secret_ref, outcome, reason, bookings, streams, event_ids, event_types, body_digest, headers`
 
 // insertReceiptSQL stores a receipt with the outcome as given: a delivery without appends (a
-// redelivery whose events are all stored is one), or one whose events live in another store.
+// redelivery whose events are all stored is one), or one whose events live in another store. It runs
+// after lockSubjectsSQL took its body's subject ($20: the subjects, erasedCTE).
 //
 // A duplicate whose identical body (same provider, delivery id and digest) already has FoldAfter
 // duplicate receipts received within FoldWindow ($18, $19: insertReceiptArgs) is not inserted: it
 // folds into the newest of them, which counts it (repeats) and its time (last_received_at). A replayed
 // signed body then adds no rows however often it comes, and the history still says how often it
 // arrived; the first FoldAfter stay rows of their own, so ordinary retries look as they always did.
-const insertReceiptSQL = `WITH d AS (
+var insertReceiptSQL = `WITH d AS (
     SELECT $12::bytea AS digest
 ), recent AS (
     SELECT r.id FROM receipts r, d
@@ -37,9 +38,9 @@ const insertReceiptSQL = `WITH d AS (
     UPDATE receipts SET repeats = repeats + 1, last_received_at = greatest(coalesce(last_received_at, received_at), $2)
     WHERE id = (SELECT max(id) FROM recent) AND (SELECT count(*) FROM recent) >= $19
     RETURNING id, outcome
-), inserted AS (
+), ` + erasedCTE("$20") + `, ` + bodyOfParamsCTE(11, "NOT EXISTS (SELECT 1 FROM folded)") + `, ` + bodyCTEs + `, inserted AS (
     INSERT INTO receipts (` + receiptColumns + `)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, receipt_body_put($11, $12, $13, $14, $15, $16), $17
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, (SELECT body.digest FROM body), $17
     WHERE NOT EXISTS (SELECT 1 FROM folded)
     RETURNING id, outcome
 )
@@ -52,9 +53,9 @@ const (
 	FoldWindow = time.Hour
 )
 
-// insertReceiptArgs are insertReceiptSQL's arguments.
-func insertReceiptArgs(r ledger.Receipt, body bodyRow) []any {
-	return append(receiptArgs(r, body), FoldWindow, FoldAfter)
+// insertReceiptArgs are insertReceiptSQL's arguments, subjects those lockSubjectsSQL locked.
+func insertReceiptArgs(r ledger.Receipt, body bodyRow, subjects []string) []any {
+	return append(receiptArgs(r, body), FoldWindow, FoldAfter, nonNil(subjects))
 }
 
 // InsertReceipt stores a receipt on its own and returns its id. It is for stores whose events live
@@ -68,13 +69,25 @@ func (s *Store) InsertReceipt(ctx context.Context, r ledger.Receipt) (int64, err
 	if err != nil {
 		return 0, fmt.Errorf("insert receipt %s: %w", r.DeliveryID, err)
 	}
-	if err := s.pool.QueryRow(ctx, insertReceiptSQL, insertReceiptArgs(r, body)...).Scan(&id, &outcome); err != nil {
+	subjects := body.subjects()
+	batch := &pgx.Batch{}
+	batch.Queue(lockSubjectsSQL, subjects)
+	batch.Queue(insertReceiptSQL, insertReceiptArgs(r, body, subjects)...)
+	br := s.pool.SendBatch(ctx, batch)
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&id, &outcome)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return 0, fmt.Errorf("insert receipt %s: %w", r.DeliveryID, translate(err))
 	}
 	return id, nil
 }
 
-// receiptArgs are a receipt's columns followed by body, the arguments of receipt_body_put.
+// receiptArgs are a receipt's columns with body's arguments (bodyOfParamsCTE) in place of its digest.
 func receiptArgs(r ledger.Receipt, body bodyRow) []any {
 	n := len(r.Events)
 	bookings, streams, types := make([]string, n), make([]string, n), make([]string, n)

@@ -23,7 +23,7 @@ const maxCachedKeys = 100_000
 
 // Bodies seals receipt bodies with per-subject data keys (AES-256-GCM) and opens them for authorised
 // readers. Data keys are made here, wrapped by the keyring's newest master key, and stored by the same
-// statement that stores the body (receipt_body_put): sealing never waits for the database.
+// statement that stores the body (the commit's, adapters/postgres bodyCTEs): sealing never waits for the database.
 type Bodies struct {
 	pool *pgxpool.Pool
 	ring *Keyring
@@ -157,7 +157,7 @@ func (b *Bodies) openKey(ctx context.Context, id [16]byte) (*dataKey, error) {
 }
 
 // Forget drops the cached keys of subjects (after they were erased here): the next body of such a
-// subject would get a fresh key, which receipt_body_put refuses to store for an erased subject anyway.
+// subject would get a fresh key, which the commit refuses to store for an erased subject anyway.
 func (b *Bodies) Forget(subjects []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

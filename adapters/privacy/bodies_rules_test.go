@@ -102,7 +102,7 @@ func TestABodyThatComesAgain(t *testing.T) {
 }
 
 // A plain body stored before sealing that comes again is sealed in place as its subject's, under the
-// key that sealed it (receipt_body_put's ON CONFLICT ... DO UPDATE sets subject and key_id with the
+// key that sealed it (the commit's ON CONFLICT ... DO UPDATE, postgres.bodyCTEs, sets subject and key_id with the
 // body): retention then keeps that key while the body is young, however the subject's other bodies
 // age, and shreds the body itself once it is old. Sealed without its subject or key in the row, the
 // key would go with the subject's last other body (the body unreadable long before its retention),
@@ -149,7 +149,7 @@ func TestABodySealedWhenItComesAgainIsItsSubjectsUntilRetention(t *testing.T) {
 
 // A body that retention shredded stays shredded when it comes again, whether it was sealed or stored
 // in plain text before sealing began (TestABodyThatComesAgain: sealed): the tombstone of a plain body
-// has no subject and no key either, like a plain body, and receipt_body_put must not take it for one
+// has no subject and no key either, like a plain body, and the commit (postgres.bodyCTEs) must not take it for one
 // to seal in place.
 func TestAPlainBodyShreddedByRetentionStaysShreddedWhenItComesAgain(t *testing.T) {
 	t.Parallel()

@@ -10,9 +10,10 @@
 //     adapters/postgres, the steps of adapters/postgres/stepstore, the calendar rows of the read model).
 //     retention.go shreds bodies past their age through the receipts' owner.
 //
-// The package owns subject_keys, free_texts (saved by the ledger's commit, in its one statement),
-// erasures and erased_subjects (migrations 0130–0139), and the erasure lock's use (the key is
-// bl_erasure_lock_key, migration 0600). It imports the domain, projections, pgx and River; it must
+// The package owns subject_keys and free_texts (both saved by the ledger's commit, in its one
+// statement), erasures and erased_subjects (migrations 0130–0139; the commit looks its subjects up in
+// erased_subjects, in the same statement), and the erasure lock's use (the key is bl_erasure_lock_key,
+// migration 0600). It imports the domain, projections, pgx and River; it must
 // not import the HTTP server, provider packages or the event-store adapters (adapters/postgres
 // included; make lint checks it): the other tables' owners are handed in.
 package privacy

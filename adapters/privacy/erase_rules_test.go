@@ -134,8 +134,9 @@ func TestEraseReachesBodiesStoredBeforeSealing(t *testing.T) {
 	old.deliver(t, "calendly-other", "o1", []byte(`{"name":"Other Olga"}`))
 	old.exec(t,
 		`UPDATE receipts SET body = '{"name":"Inline Lou"}' WHERE delivery_id = 'l2'`,
-		`INSERT INTO receipts (provider, received_at, delivery_id, outcome, pending_booking, body_digest)
-VALUES ('acuity', now(), 'd1', 'deferred', 'calendly-legacy', receipt_body_put('{"name":"Deferred Lou"}', sha256('{"name":"Deferred Lou"}'), NULL, NULL, NULL, NULL))`,
+		`WITH b AS (INSERT INTO receipt_bodies (digest, body) VALUES (sha256('{"name":"Deferred Lou"}'), '{"name":"Deferred Lou"}') RETURNING digest)
+INSERT INTO receipts (provider, received_at, delivery_id, outcome, pending_booking, body_digest)
+SELECT 'acuity', now(), 'd1', 'deferred', 'calendly-legacy', b.digest FROM b`,
 		`INSERT INTO receipts (provider, received_at, delivery_id, outcome, pending_booking, body)
 VALUES ('acuity', now(), 'd2', 'deferred', 'calendly-legacy', '{"name":"Inline Deferred Lou"}')`)
 	e := newEnv(t, pool, keyA)

@@ -421,8 +421,11 @@ func TestRetentionKeepsAKeyAnIngestInFlightSealsWith(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = ingest.Rollback(ctx) }()
 	digest := sha256.Sum256([]byte("a later body"))
-	_, err = ingest.Exec(ctx, `SELECT receipt_body_put($1, $2, k.id, k.subject, k.kek_id, k.wrapped) FROM subject_keys k WHERE k.subject = 'calendly-race'`,
-		[]byte("sealed later"), digest[:])
+	// As the ingest's commit does: the subject's erasure lock shared, then the body under its key.
+	_, err = ingest.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(bl_erasure_lock_key('calendly-race'))`)
+	require.NoError(t, err)
+	_, err = ingest.Exec(ctx, `INSERT INTO receipt_bodies (digest, body, subject, key_id)
+SELECT $2, $1, k.subject, k.id FROM subject_keys k WHERE k.subject = 'calendly-race'`, []byte("sealed later"), digest[:])
 	require.NoError(t, err)
 
 	done := make(chan error, 1)

@@ -74,6 +74,11 @@ var exemptions = []exemption{
 	// One statement, by design: the ledger's commit saves a delivery's free texts in the statement
 	// that appends its events (adapters/postgres/personal.go), without a round trip of its own.
 	{"adapters/postgres", "free_texts", "saved in the commit's one statement"},
+	// The same for a body's data key and the erasure check of the subjects the commit writes
+	// (adapters/postgres/commit.go: bodyCTEs, erasedCTE), which were a PL/pgSQL call per row before
+	// (issue #33).
+	{"adapters/postgres", "subject_keys", "saved with the body in the commit's one statement"},
+	{"adapters/postgres", "erased_subjects", "looked up in the commit's one statement"},
 }
 
 var sqlTableRE = regexp.MustCompile(`(?i)\b(?:FROM|JOIN|INTO|UPDATE|TABLE|TRUNCATE)\s+(?:ONLY\s+|IF\s+(?:NOT\s+)?EXISTS\s+)?([a-z_][a-z0-9_]*)\b`)
