@@ -90,6 +90,25 @@ func clickFound(t *testing.T, ctx context.Context, what, sel string) {
 	require.NoError(t, err, what)
 }
 
+// pollAcrossNavigation waits until expr is true in the page, polling again when the page it polled
+// navigated away meanwhile ("Inspected target navigated or closed", "Cannot find context with
+// specified id": a click's navigation that started after the click returned). Any other failure, or
+// ten of those, fails the test.
+func pollAcrossNavigation(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	var err error
+	for range 10 {
+		sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		err = chromedp.Do(sctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(30*time.Second)))
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "Inspected target navigated or closed") &&
+			!strings.Contains(err.Error(), "Cannot find context with specified id") {
+			break
+		}
+	}
+	require.NoError(t, err, what)
+}
+
 func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
@@ -201,9 +220,9 @@ func TestOperatorUIInABrowser(t *testing.T) {
 	// Search by booking id, name and email (the top box on every page).
 	search := func(q string) string {
 		t.Helper()
-		step(t, ctx, "search "+q, chromedp.SetValue(chromedp.CSS("#top-q"), q), chromedp.Click(chromedp.CSS("#top-search")),
-			chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector("#q") && document.querySelector("#q").value === %q && document.querySelector("#search-results, #no-hits")`, q),
-				chromedp.WithPollingTimeout(30*time.Second)))
+		step(t, ctx, "search "+q, chromedp.SetValue(chromedp.CSS("#top-q"), q), chromedp.Click(chromedp.CSS("#top-search")))
+		pollAcrossNavigation(t, ctx, "search "+q,
+			fmt.Sprintf(`document.querySelector("#q") && document.querySelector("#q").value === %q && document.querySelector("#search-results, #no-hits")`, q))
 		return value(t, ctx, "hits for "+q, chromedp.Evaluate[string](`Array.from(document.querySelectorAll("#search-results li")).map(li => li.dataset.booking).join(" ")`))
 	}
 	assert.Equal(t, "calendly-demo-3", search("calendly-demo-3"), "by booking id")
