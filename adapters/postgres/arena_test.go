@@ -27,3 +27,20 @@ func TestByteArenaCopiesStayApart(t *testing.T) {
 	assert.Equal(t, big, a.copy(big), "a value larger than a block gets a block of its own")
 	assert.Equal(t, "second", string(second))
 }
+
+// TestByteArenaStartsSmall: a read of a few events takes a small block; blocks double up to
+// arenaBlock as a read goes on.
+func TestByteArenaStartsSmall(t *testing.T) {
+	t.Parallel()
+	var a byteArena
+	a.copy([]byte("one event"))
+	assert.Equal(t, arenaFirstBlock, cap(a.block))
+	var caps []int
+	for range 64 {
+		a.copy(bytes.Repeat([]byte{1}, 1000))
+		if n := len(caps); n == 0 || caps[n-1] != cap(a.block) {
+			caps = append(caps, cap(a.block))
+		}
+	}
+	assert.Equal(t, []int{arenaFirstBlock, 2 * arenaFirstBlock, 4 * arenaFirstBlock, 8 * arenaFirstBlock, arenaBlock}, caps)
+}

@@ -6,7 +6,8 @@
 //
 // A delivery commits in one statement — its appends, its receipt and its personal data (contacts, seat
 // contacts, free texts) — and concurrent deliveries share a statement and a transaction (group
-// commit, docs/adr/0012-group-commit.md). Subscribers are woken by NOTIFY after a commit. It also
+// commit, docs/adr/0012-group-commit.md). Subscribers are woken by NOTIFY after a commit; those that
+// have caught up share one reader of the log's end (docs/adr/0023-one-reader-of-the-log-end-per-store.md). It also
 // answers the counts the database gauges read (EventsAfter, CountQuarantined).
 //
 // It owns events, streams, receipts, receipt_bodies, contacts and seat_contacts: their SQL is here

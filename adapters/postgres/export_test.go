@@ -18,6 +18,13 @@ func SetPollInterval(s *Store, d time.Duration) { s.pollInterval = d }
 // SetReread sets the subscriber's quick re-reads: first wait, and the wait beyond which they stop.
 func SetReread(s *Store, first, last time.Duration) { s.rereadFirst, s.rereadLast = first, last }
 
+// SetTailKeep sets how many events the subscriptions' shared tail keeps.
+func SetTailKeep(s *Store, n int) {
+	s.tail.mu.Lock()
+	defer s.tail.mu.Unlock()
+	s.tail.keep = n
+}
+
 // Translate is the driver-error translation at the adapter's edge.
 func Translate(err error) error { return translate(err) }
 

@@ -39,6 +39,7 @@ type Store struct {
 	commits        *group[commitReq, ledger.CommitResult]
 	sealer         ledger.BodySealer
 	reads          *group[string, []eventlog.RecordedEvent]
+	tail           tail // the subscriptions' shared reader of the end of the log
 }
 
 // NewStore returns a store over pool. The schema must be migrated (Migrate).
@@ -210,7 +211,7 @@ func (s *Store) ReadAll(ctx context.Context, from eventlog.Position, limit int) 
 // events' bytes come out of a few shared blocks, and their types (a handful of names) are interned.
 func collectEvents(rows pgx.Rows, sizeHint int) ([]eventlog.RecordedEvent, error) {
 	defer rows.Close()
-	events := make([]eventlog.RecordedEvent, 0, min(sizeHint, maxEventsHint))
+	events := make([]eventlog.RecordedEvent, 0, min(sizeHint, firstEventsHint))
 	var (
 		arena byteArena
 		types = map[string]string{}
@@ -237,14 +238,19 @@ func collectEvents(rows pgx.Rows, sizeHint int) ([]eventlog.RecordedEvent, error
 	return events, rows.Err()
 }
 
-// maxEventsHint caps the capacity collectEvents reserves up front.
-const maxEventsHint = 10000
+// firstEventsHint caps the capacity collectEvents reserves up front: a subscription's read asks for
+// hundreds and mostly gets a few, a replay's grows by doubling.
+const firstEventsHint = 64
 
 // byteArena copies byte slices into shared blocks. A slice it returns keeps its whole block alive,
-// which is fine for events that are decoded and dropped, as every reader here does.
+// which is fine for events that are decoded and dropped, as every reader here does. Blocks start at
+// arenaFirstBlock and double up to arenaBlock, so that a read of a few events does not take 64 KiB.
 type byteArena struct{ block []byte }
 
-const arenaBlock = 64 << 10
+const (
+	arenaFirstBlock = 4 << 10
+	arenaBlock      = 64 << 10
+)
 
 // copy returns a copy of b: nil for nil (a NULL column), non-nil for an empty b.
 func (a *byteArena) copy(b []byte) []byte {
@@ -252,7 +258,11 @@ func (a *byteArena) copy(b []byte) []byte {
 		return nil
 	}
 	if a.block == nil || len(b) > cap(a.block)-len(a.block) {
-		a.block = make([]byte, 0, max(arenaBlock, len(b)))
+		size := arenaFirstBlock
+		if a.block != nil {
+			size = min(2*cap(a.block), arenaBlock)
+		}
+		a.block = make([]byte, 0, max(size, len(b)))
 	}
 	start := len(a.block)
 	a.block = append(a.block, b...)

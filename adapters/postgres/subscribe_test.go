@@ -294,3 +294,103 @@ func TestSubscribeSurvivesLostListener(t *testing.T) {
 		assert.Equal(t, v, sub.next(t, 30*time.Second).Version)
 	}
 }
+
+// TestSubscriptionsShareOneReader: subscriptions that have caught up follow the store's one reader of
+// the end of the log: three of them listen on one connection, not three, and each still receives
+// every event in order.
+func TestSubscriptionsShareOneReader(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	stream := streamName(t)
+	subs := []*subscription{subscribe(t, s, eventlog.Position{}, nil), subscribe(t, s, eventlog.Position{}, nil),
+		subscribe(t, s, eventlog.Position{}, nil)}
+	for v := uint64(1); v <= 5; v++ {
+		_, err := s.Append(ctx, stream, eventlog.Exact(v-1), events(t, 1))
+		require.NoError(t, err)
+		for i, sub := range subs {
+			assert.Equal(t, v, sub.next(t, 30*time.Second).Version, "subscription %d", i)
+		}
+	}
+	listeners := `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`
+	assert.Equal(t, 1, count(t, pool, listeners), "listening connections for three subscriptions")
+
+	// The last subscription to end stops the reader and closes its connection.
+	for _, sub := range subs {
+		sub.cancel()
+		err := <-sub.done
+		require.ErrorIs(t, err, context.Canceled)
+		sub.done <- err // for the cleanup
+	}
+	require.Eventually(t, func() bool { return count(t, pool, listeners) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the reader still listens after its last subscription ended")
+}
+
+// TestSubscriptionsGetTheLogUnderConcurrentWriters: writers append to their streams concurrently while
+// subscriptions start from the start of the log and from events written on the way, one of them slow
+// enough to fall behind the little the tail keeps here. Each receives exactly what ReadAll from its
+// position holds, in that order: the shared tail hands out what a read of one's own would.
+func TestSubscriptionsGetTheLogUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	postgres.SetTailKeep(s, 8)
+	ctx := testCtx(t)
+	const writers, appends = 4, 30
+
+	type started struct {
+		from eventlog.Position
+		sub  *subscription
+	}
+	var (
+		mu   sync.Mutex
+		subs []started
+	)
+	start := func(from eventlog.Position, slow bool) {
+		var handle func(eventlog.RecordedEvent) error
+		if slow {
+			handle = func(eventlog.RecordedEvent) error { time.Sleep(2 * time.Millisecond); return nil }
+		}
+		sub := subscribe(t, s, from, handle)
+		sub.events = make(chan eventlog.RecordedEvent, writers*appends)
+		mu.Lock()
+		subs = append(subs, started{from, sub})
+		mu.Unlock()
+	}
+	start(eventlog.Position{}, false)
+	start(eventlog.Position{}, true)
+
+	var wg sync.WaitGroup
+	for w := range writers {
+		stream := streamName(t)
+		wg.Go(func() {
+			for v := range uint64(appends) {
+				res, err := s.Append(ctx, stream, eventlog.Exact(v), events(t, 1))
+				if assert.NoError(t, err) && w == 0 && v%10 == 5 {
+					start(res.Position, false) // a subscription joins from an event just written
+				}
+			}
+		})
+	}
+	wg.Wait()
+	all := readAllEventually(t, s, eventlog.Position{}, writers*appends)
+	require.Len(t, all, writers*appends)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, subs, 5)
+	for i, st := range subs {
+		want, err := s.ReadAll(ctx, st.from, writers*appends)
+		require.NoError(t, err)
+		for j, w := range want {
+			got := st.sub.next(t, 30*time.Second)
+			require.Equal(t, w.Position, got.Position, "subscription %d from %s, event %d", i, st.from, j)
+			require.Equal(t, w.ID, got.ID)
+		}
+		select {
+		case e := <-st.sub.events:
+			t.Fatalf("subscription %d received %s beyond the log", i, e.Position)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
