@@ -256,9 +256,12 @@ func TestOrderedEndpointStuckBookingDelaysOnlyItself(t *testing.T) {
 			require.Equal(t, uint64(1), rq.version, "the stuck booking's later versions were attempted")
 		}
 	}
-	pending, err := r.Deliveries(context.Background(), relay.DeliveryQuery{EndpointID: ep.ID, Booking: stuck, State: relay.StatePending})
-	require.NoError(t, err)
-	require.Len(t, pending, 5, "the stuck booking's deliveries wait, none dead")
+	// Its last events may be planned a batch after the others' arrived: wait for all five, none dead.
+	eventually(t, time.Minute, "the stuck booking's five deliveries to wait, none dead", func() bool {
+		pending, err := r.Deliveries(context.Background(), relay.DeliveryQuery{EndpointID: ep.ID, Booking: stuck, State: relay.StatePending})
+		require.NoError(t, err)
+		return len(pending) == 5
+	})
 	mu.Lock()
 	recovered = true
 	mu.Unlock()
