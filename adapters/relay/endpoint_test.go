@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/metricstest"
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/providers/standard"
 	"bookingledger/adapters/relay"
 )
@@ -271,4 +272,30 @@ func TestUpdateEndpointMovesItsDeliveriesToTheNewURL(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, updated.URL, got.URL, "refused updates change nothing")
 	assert.Equal(t, updated.Description, got.Description)
+}
+
+// TestRelayWithoutEndpointsOnlyMovesItsCheckpoint: with no endpoint the relay's batches plan nothing
+// and only move its checkpoint (checkpoint.Config.Idle); an endpoint added later gets the events
+// recorded from then on, as with a relay that planned every batch.
+func TestRelayWithoutEndpointsOnlyMovesItsCheckpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.startRelay(t, relayOpts{})
+	ctx := context.Background()
+	e.record(t, "idle-0", e.scheduled("calendly-idle-0", 9))
+	eventually(t, 30*time.Second, "the relay's checkpoint past the first event", func() bool {
+		cp, err := checkpoint.Read(ctx, e.pool, relay.ProjectionName)
+		require.NoError(t, err)
+		return cp.EventsApplied >= 1
+	})
+	assert.Empty(t, deliveriesIn(t, r, 0, ""), "no endpoint, no delivery")
+
+	rc := newReceiver(t)
+	ep := rc.endpointOn(t, r)
+	e.record(t, "idle-1", e.scheduled("calendly-idle-1", 10))
+	eventually(t, 30*time.Second, "the later event delivered", func() bool { return len(deliveriesIn(t, r, ep.ID, relay.StateSucceeded)) >= 1 })
+	all := deliveriesIn(t, r, ep.ID, "")
+	require.Len(t, all, 1)
+	assert.Equal(t, "calendly-idle-1", all[0].Booking)
+	assert.NotContains(t, rc.ids(), relay.WebhookID(e.eid("calendly-idle-0", "scheduled")))
 }

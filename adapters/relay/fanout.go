@@ -27,6 +27,15 @@ func (r *Relay) newSubjects(ctx context.Context) *prelay.Subjects {
 // force when it was recorded (projections/relay.Plan; earlier events reach a new endpoint by
 // replay), paused for a disabled endpoint. The unique (endpoint, event) key makes a second planning
 // of the same event a no-op.
+// unsubscribed reports that no endpoint exists, so that a batch plans nothing: the projection's
+// idle batches (checkpoint.Config.Idle) only move its checkpoint. An endpoint created later takes
+// the events recorded from then on (the rule in force when an event was recorded), none of an idle
+// batch's.
+func (r *Relay) unsubscribed(ctx context.Context) (bool, error) {
+	exists, err := relaystore.AnyEndpoint(ctx, r.pool)
+	return !exists, err
+}
+
 func (r *Relay) plan(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedEvent) error {
 	eps, err := relaystore.FanoutEndpoints(ctx, tx)
 	if err != nil {

@@ -175,7 +175,7 @@ func New(cfg Config) (*Relay, error) {
 // transaction that advances its checkpoint. It has no reset: a replayed log finds the deliveries it
 // planned already (one per event and endpoint) and plans nothing twice.
 func (r *Relay) Projection() (*checkpoint.Projection, error) {
-	return checkpoint.New(r.pool, checkpoint.Config{Name: ProjectionName, Apply: r.plan})
+	return checkpoint.New(r.pool, checkpoint.Config{Name: ProjectionName, Apply: r.plan, Idle: r.unsubscribed})
 }
 
 // DeliverArgs is the job of attempting deliveries of one endpoint. Stored in river_job rows: never

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,4 +288,74 @@ WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = $1`,
 	require.NoError(t, err)
 	require.NotNil(t, next, "the lock went with the session")
 	next.Release(ctx)
+}
+
+// TestIdleBatchesOnlyMoveTheCheckpoint: while Config.Idle says a batch would write nothing, the
+// projection moves its checkpoint in a statement of its own and never calls Apply; once it says
+// otherwise, batches are applied in their transaction again, and it is not asked again for
+// IdleRecheck. The checkpoint counts every event either way, and a stale runner is fenced on both
+// paths.
+func TestIdleBatchesOnlyMoveTheCheckpoint(t *testing.T) {
+	pool, store := setup(t)
+	ctx := context.Background()
+	var idle atomic.Bool
+	idle.Store(true)
+	var asked, applied atomic.Int32
+	newProjection := func() *checkpoint.Projection {
+		p, err := checkpoint.New(pool, checkpoint.Config{
+			Name: "seen",
+			Apply: func(ctx context.Context, tx pgx.Tx, events []eventlog.RecordedEvent) error {
+				applied.Add(int32(len(events)))
+				return nil
+			},
+			Idle: func(context.Context) (bool, error) { asked.Add(1); return idle.Load(), nil },
+		})
+		require.NoError(t, err)
+		return p
+	}
+	p := newProjection()
+	run := func() {
+		t.Helper()
+		_, err := projections.NewRunner(store, p, checkpoint.NewLocker(pool), projections.RunnerOptions{BatchSize: 3}).CatchUp(ctx)
+		require.NoError(t, err)
+	}
+	appendEvents(t, pool, store, 2, 3)
+	run()
+	assert.Zero(t, applied.Load(), "an idle batch was applied")
+	assert.EqualValues(t, 2, asked.Load(), "asked once per batch of three")
+	cp, err := checkpoint.Read(ctx, pool, "seen")
+	require.NoError(t, err)
+	assert.EqualValues(t, 6, cp.EventsApplied)
+	recs, err := store.ReadAll(ctx, eventlog.Position{}, 100)
+	require.NoError(t, err)
+	assert.Equal(t, recs[len(recs)-1].Position, cp.Position)
+
+	idle.Store(false)
+	appendEvents(t, pool, store, 2, 3)
+	run()
+	assert.EqualValues(t, 6, applied.Load(), "busy batches are applied")
+	assert.EqualValues(t, 3, asked.Load(), "not asked again within IdleRecheck")
+	cp, err = checkpoint.Read(ctx, pool, "seen")
+	require.NoError(t, err)
+	assert.EqualValues(t, 12, cp.EventsApplied)
+
+	// A runner that loaded the checkpoint before another moved it cannot move it idly either.
+	idle.Store(true)
+	stale := newProjection()
+	_, err = stale.Load(ctx)
+	require.NoError(t, err)
+	appendEvents(t, pool, store, 1, 1)
+	recs = readAll(t, store)
+	p2 := newProjection()
+	_, err = p2.Load(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p2.Apply(ctx, recs[len(recs)-1:]))
+	assert.ErrorIs(t, stale.Apply(ctx, recs[len(recs)-1:]), projections.ErrCheckpointMoved)
+}
+
+func readAll(t *testing.T, store *postgres.Store) []eventlog.RecordedEvent {
+	t.Helper()
+	recs, err := store.ReadAll(context.Background(), eventlog.Position{}, 1000)
+	require.NoError(t, err)
+	return recs
 }

@@ -237,6 +237,18 @@ func EndpointLabel(ctx context.Context, tx pgx.Tx, id int64) (url, desc string, 
 	return url, desc, nil
 }
 
+// AnyEndpoint reports whether an endpoint exists, enabled or not: without one the fan-out plans
+// nothing.
+func AnyEndpoint(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (bool, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM relay_endpoints)`).Scan(&exists); err != nil {
+		return false, fmt.Errorf("endpoints: %w", err)
+	}
+	return exists, nil
+}
+
 // FanoutEndpoints loads every endpoint with its rules (relay_endpoint_rules), as the pure fan-out
 // (projections/relay) takes them. An endpoint without a recorded rule has its stored types and filter
 // as its only one.

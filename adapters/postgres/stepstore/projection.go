@@ -123,7 +123,9 @@ func (p *Projection) Reset(ctx context.Context) error {
 // Apply implements projections.Projection. It first waits until the calendar projection has applied
 // the batch's last event and is not rebuilding: steps are planned from calendar rows, which must
 // already reflect the events (and must not be a rebuild's half-replayed past). Events at or before
-// the saved position are skipped; the plan and the checkpoint commit together.
+// the saved position are skipped; the plan and the checkpoint commit together. With no target
+// configured there is nothing to plan: the checkpoint moves alone (checkpoint.AdvanceAlone), without
+// waiting for the calendar.
 func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -135,6 +137,14 @@ func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent)
 		return nil
 	}
 	last := fresh[len(fresh)-1].Position
+	if !p.cfg.Targets.Calendar && !p.cfg.Targets.Email {
+		// Nothing to plan, so nothing to wait for: only the checkpoint moves.
+		if _, err := checkpoint.AdvanceAlone(ctx, p.cfg.Pool, ProjectionName, p.pos, last, len(fresh)); err != nil {
+			return err
+		}
+		p.pos = last
+		return nil
+	}
 	if err := p.awaitCalendar(ctx, last); err != nil {
 		return err
 	}

@@ -81,3 +81,44 @@ func TestProjectionWaitsWhileTheCalendarRebuilds(t *testing.T) {
 	w.catchUp(t, runner, ProjectionName)
 	require.Equal(t, 2, steps(), "the rebuilt calendar's booking gets its steps")
 }
+
+// TestProjectionWithoutTargetsOnlyMovesItsCheckpoint: with no target configured there is nothing to
+// plan, so a batch neither waits for the calendar (here it is rebuilding, which would hold a batch
+// with targets) nor opens a transaction: its checkpoint moves past every event, and no step exists.
+func TestProjectionWithoutTargetsOnlyMovesItsCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	w.record(t, planEvent("calendly-n1", "created", t1.Add(-72*time.Hour), booking.Scheduled{Slot: slotAt(t1, "m-n1", "https://api.calendly.com/users/HOST-N"), Capacity: 1}))
+	_, err := w.pool.Exec(ctx, `INSERT INTO projection_checkpoints (name, rebuilding) VALUES ($1, true)
+ON CONFLICT (name) DO UPDATE SET rebuilding = true`, readmodel.ProjectionName)
+	require.NoError(t, err)
+
+	gate := &gateReads{}
+	cfg := w.pool.Config()
+	cfg.ConnConfig.Tracer = gate
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	client, err := InsertOnlyClient(pool)
+	require.NoError(t, err)
+	proj, err := NewProjection(ProjectionConfig{Pool: pool, Calendar: readmodel.NewStepReader(pool), Client: client, GatePoll: time.Millisecond})
+	require.NoError(t, err)
+	runner := projections.NewRunner(postgres.NewStore(pool), proj, checkpoint.NewLocker(pool), projections.RunnerOptions{})
+	done, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for { // the event may be held back a moment by other tests' transactions (ReadAll's rule)
+		_, err := runner.CatchUp(done)
+		require.NoError(t, err, "a batch with nothing to plan waited for the calendar")
+		cp, err := checkpoint.Read(ctx, w.pool, ProjectionName)
+		require.NoError(t, err)
+		if cp.EventsApplied == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Zero(t, gate.n.Load(), "the calendar's checkpoint was read")
+	var steps int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&steps))
+	require.Zero(t, steps)
+}
