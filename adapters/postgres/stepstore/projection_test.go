@@ -14,6 +14,7 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
 )
@@ -30,6 +31,23 @@ func (g *gateReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trac
 
 func (g *gateReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// gatedRunner runs the process projection for targets over w's database on a pool of its own whose
+// reads of the calendar's checkpoint gate counts.
+func gatedRunner(t *testing.T, w *planWorld, targets process.Targets) (*projections.Runner, *gateReads) {
+	t.Helper()
+	gate := &gateReads{}
+	cfg := w.pool.Config()
+	cfg.ConnConfig.Tracer = gate
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	client, err := InsertOnlyClient(pool)
+	require.NoError(t, err)
+	proj, err := NewProjection(ProjectionConfig{Pool: pool, Calendar: readmodel.NewStepReader(pool), Client: client, Targets: targets, GatePoll: time.Millisecond})
+	require.NoError(t, err)
+	return projections.NewRunner(postgres.NewStore(pool), proj, checkpoint.NewLocker(pool), projections.RunnerOptions{}), gate
+}
+
 // TestProjectionWaitsWhileTheCalendarRebuilds: while the calendar projection rebuilds, its rows are a
 // half-replayed past even where its checkpoint is past the batch (a rebuild that has replayed this
 // far but not to the end); the process projection plans nothing from them and keeps waiting. Once
@@ -43,17 +61,7 @@ func TestProjectionWaitsWhileTheCalendarRebuilds(t *testing.T) {
 	_, err := w.pool.Exec(ctx, `UPDATE projection_checkpoints SET rebuilding = true WHERE name = $1`, readmodel.ProjectionName)
 	require.NoError(t, err)
 
-	gate := &gateReads{}
-	cfg := w.pool.Config()
-	cfg.ConnConfig.Tracer = gate
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	client, err := InsertOnlyClient(pool)
-	require.NoError(t, err)
-	proj, err := NewProjection(ProjectionConfig{Pool: pool, Calendar: readmodel.NewStepReader(pool), Client: client, Targets: both, GatePoll: time.Millisecond})
-	require.NoError(t, err)
-	runner := projections.NewRunner(postgres.NewStore(pool), proj, checkpoint.NewLocker(pool), projections.RunnerOptions{})
+	runner, gate := gatedRunner(t, w, both)
 	steps := func() int {
 		var n int
 		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&n))
@@ -94,17 +102,7 @@ func TestProjectionWithoutTargetsOnlyMovesItsCheckpoint(t *testing.T) {
 ON CONFLICT (name) DO UPDATE SET rebuilding = true`, readmodel.ProjectionName)
 	require.NoError(t, err)
 
-	gate := &gateReads{}
-	cfg := w.pool.Config()
-	cfg.ConnConfig.Tracer = gate
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	client, err := InsertOnlyClient(pool)
-	require.NoError(t, err)
-	proj, err := NewProjection(ProjectionConfig{Pool: pool, Calendar: readmodel.NewStepReader(pool), Client: client, GatePoll: time.Millisecond})
-	require.NoError(t, err)
-	runner := projections.NewRunner(postgres.NewStore(pool), proj, checkpoint.NewLocker(pool), projections.RunnerOptions{})
+	runner, gate := gatedRunner(t, w, process.Targets{})
 	done, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for { // the event may be held back a moment by other tests' transactions (ReadAll's rule)
