@@ -84,6 +84,7 @@ type tail struct {
 	followers int
 	gen       uint64             // counts readers started; a reader only writes while it is the current one
 	stop      context.CancelFunc // ends the current reader; nil when none runs
+	done      chan struct{}      // closed when the current reader has returned (and closed its connection)
 	base      eventlog.Position  // events follow base
 	events    []eventlog.RecordedEvent
 	changed   chan struct{} // closed when events grow or the reader stops; then replaced
@@ -129,21 +130,30 @@ func (t *tail) join(s *Store, from eventlog.Position) uint64 {
 	if t.stop == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.gen++
-		t.stop, t.base, t.events = cancel, from, nil
+		t.stop, t.done, t.base, t.events = cancel, make(chan struct{}), from, nil
 		if t.changed == nil {
 			t.changed = make(chan struct{})
 		}
-		go t.read(ctx, s, t.gen)
+		go func(gen uint64, done chan struct{}) {
+			defer close(done)
+			t.read(ctx, s, gen)
+		}(t.gen, t.done)
 	}
 	return t.gen
 }
 
-// leave removes a follower; the last one stops the reader and drops what it kept.
+// leave removes a follower; the last one stops the reader, drops what it kept and waits for the
+// reader to return, so that the listening connection is closed when the last subscription ends.
 func (t *tail) leave() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	var done chan struct{}
 	if t.followers--; t.followers == 0 && t.stop != nil {
+		done = t.done
 		t.stopLocked()
+	}
+	t.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }
 
