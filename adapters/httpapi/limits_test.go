@@ -72,7 +72,10 @@ func TestTricklingHeadersAreCutOff(t *testing.T) {
 				case d := <-cut:
 					assert.GreaterOrEqual(t, d, headerTimeout-50*time.Millisecond, "not cut before the timeout")
 					assert.Less(t, d, headerTimeout+2*time.Second, "cut off soon after the header timeout")
-					assert.Greater(t, wrote, 5, "the client was still sending when it was cut off")
+					// The loop trickles until the cut, so the client was still sending; on a loaded
+					// machine its 20 ms ticks fall behind (a clean-clone CI run saw 5 in 400 ms), so
+					// only that it trickled at all is asserted.
+					assert.Positive(t, wrote, "the client trickled header bytes before it was cut off")
 					return
 				case <-tick.C:
 					if _, err := io.WriteString(conn, "X"); err == nil {
