@@ -117,6 +117,7 @@ func (m *ReadModel) Flush(ctx context.Context) error {
 		return fmt.Errorf("write rebuilt read model: %w", err)
 	}
 	m.pos = rp.last
+	m.advance()
 	return nil
 }
 

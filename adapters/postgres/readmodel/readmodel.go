@@ -79,6 +79,33 @@ type ReadModel struct {
 	resourceIDs map[string]int32
 	// failAfterApply, set by tests, fails a batch after every write and before the commit.
 	failAfterApply func() error
+	// advanced is closed, and replaced, whenever this process commits a batch or ends a rebuild
+	// (Advanced); advMu guards it.
+	advMu    sync.Mutex
+	advanced chan struct{}
+}
+
+// Advanced returns a channel that is closed when this process next moves the calendar's checkpoint
+// (a batch or a rebuild committed): the process projection in the same process waits for it instead
+// of polling the checkpoint (stepstore.ProjectionConfig.CalendarAdvanced). A calendar run by another
+// process never closes it.
+func (m *ReadModel) Advanced() <-chan struct{} {
+	m.advMu.Lock()
+	defer m.advMu.Unlock()
+	if m.advanced == nil {
+		m.advanced = make(chan struct{})
+	}
+	return m.advanced
+}
+
+// advance wakes the waiters of Advanced.
+func (m *ReadModel) advance() {
+	m.advMu.Lock()
+	defer m.advMu.Unlock()
+	if m.advanced != nil {
+		close(m.advanced)
+		m.advanced = nil
+	}
 }
 
 // cacheEvents bounds the decoded events kept between batches; readConcurrency the streams read from
@@ -224,6 +251,7 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		return err
 	}
 	m.pos = last
+	m.advance()
 	return nil
 }
 

@@ -55,6 +55,10 @@ type ProjectionConfig struct {
 	// GatePoll is how often, at most, a batch waiting for the calendar projection looks again (the
 	// first looks come sooner).
 	GatePoll time.Duration
+	// CalendarAdvanced, when set, returns a channel closed when the calendar projection of this
+	// process next commits (readmodel.ReadModel.Advanced): a waiting batch looks again then, not only
+	// at its next poll, which stays for a calendar run by another process.
+	CalendarAdvanced func() <-chan struct{}
 }
 
 // Projection is the process projection, shaped as the calendar's (readmodel.ReadModel): it keeps
@@ -165,6 +169,10 @@ func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent)
 func (p *Projection) awaitCalendar(ctx context.Context, last eventlog.Position) error {
 	poll := min(firstGatePoll, p.cfg.GatePoll)
 	for {
+		var advanced <-chan struct{} // taken before the look, so that a commit after it is not missed
+		if p.cfg.CalendarAdvanced != nil {
+			advanced = p.cfg.CalendarAdvanced()
+		}
 		pos, rebuilding, err := p.cfg.Calendar.Checkpoint(ctx)
 		if err != nil {
 			return fmt.Errorf("process: read calendar checkpoint: %w", err)
@@ -177,6 +185,7 @@ func (p *Projection) awaitCalendar(ctx context.Context, last eventlog.Position) 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-advanced:
 		case <-time.After(poll):
 		}
 		poll = min(2*poll, p.cfg.GatePoll)

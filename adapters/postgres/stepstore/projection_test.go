@@ -3,6 +3,7 @@ package stepstore
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"bookingledger/adapters/postgres"
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
-	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
 	"bookingledger/projections"
 )
@@ -31,19 +31,21 @@ func (g *gateReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trac
 
 func (g *gateReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// gatedRunner runs the process projection for targets over w's database on a pool of its own whose
-// reads of the calendar's checkpoint gate counts.
-func gatedRunner(t *testing.T, w *planWorld, targets process.Targets) (*projections.Runner, *gateReads) {
+// gatedRunner runs the process projection configured as cfg (its pool, calendar reader and client
+// filled in) over w's database, on a pool of its own whose reads of the calendar's checkpoint gate
+// counts.
+func gatedRunner(t *testing.T, w *planWorld, cfg ProjectionConfig) (*projections.Runner, *gateReads) {
 	t.Helper()
 	gate := &gateReads{}
-	cfg := w.pool.Config()
-	cfg.ConnConfig.Tracer = gate
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pc := w.pool.Config()
+	pc.ConnConfig.Tracer = gate
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	client, err := InsertOnlyClient(pool)
+	cfg.Pool, cfg.Calendar = pool, readmodel.NewStepReader(pool)
+	cfg.Client, err = InsertOnlyClient(pool)
 	require.NoError(t, err)
-	proj, err := NewProjection(ProjectionConfig{Pool: pool, Calendar: readmodel.NewStepReader(pool), Client: client, Targets: targets, GatePoll: time.Millisecond})
+	proj, err := NewProjection(cfg)
 	require.NoError(t, err)
 	return projections.NewRunner(postgres.NewStore(pool), proj, checkpoint.NewLocker(pool), projections.RunnerOptions{}), gate
 }
@@ -61,7 +63,7 @@ func TestProjectionWaitsWhileTheCalendarRebuilds(t *testing.T) {
 	_, err := w.pool.Exec(ctx, `UPDATE projection_checkpoints SET rebuilding = true WHERE name = $1`, readmodel.ProjectionName)
 	require.NoError(t, err)
 
-	runner, gate := gatedRunner(t, w, both)
+	runner, gate := gatedRunner(t, w, ProjectionConfig{Targets: both, GatePoll: time.Millisecond})
 	steps := func() int {
 		var n int
 		require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&n))
@@ -102,7 +104,7 @@ func TestProjectionWithoutTargetsOnlyMovesItsCheckpoint(t *testing.T) {
 ON CONFLICT (name) DO UPDATE SET rebuilding = true`, readmodel.ProjectionName)
 	require.NoError(t, err)
 
-	runner, gate := gatedRunner(t, w, process.Targets{})
+	runner, gate := gatedRunner(t, w, ProjectionConfig{GatePoll: time.Millisecond})
 	done, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for { // the event may be held back a moment by other tests' transactions (ReadAll's rule)
@@ -119,4 +121,58 @@ ON CONFLICT (name) DO UPDATE SET rebuilding = true`, readmodel.ProjectionName)
 	var steps int
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&steps))
 	require.Zero(t, steps)
+}
+
+// TestProjectionWakesWhenTheCalendarAdvances: a batch that waits for the calendar looks again as soon
+// as the calendar of its process says it committed (CalendarAdvanced), not at its next poll: here the
+// batch has looked ten times (polls 5 ms apart, doubling), so its next poll is 2.56 s away.
+func TestProjectionWakesWhenTheCalendarAdvances(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newPlanWorld(t)
+	w.record(t, planEvent("calendly-w1", "created", t1.Add(-72*time.Hour), booking.Scheduled{Slot: slotAt(t1, "m-w1", "https://api.calendly.com/users/HOST-W"), Capacity: 1}))
+	var (
+		mu       sync.Mutex
+		advanced = make(chan struct{})
+	)
+	runner, gate := gatedRunner(t, w, ProjectionConfig{Targets: both, GatePoll: 10 * time.Second, CalendarAdvanced: func() <-chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		return advanced
+	}})
+	returned := make(chan error, 1)
+	go func() {
+		for { // the event may be held back a moment by other tests' transactions (ReadAll's rule)
+			if _, err := runner.CatchUp(ctx); err != nil {
+				returned <- err
+				return
+			}
+			cp, err := checkpoint.Read(ctx, w.pool, ProjectionName)
+			if err != nil || cp.EventsApplied == 1 {
+				returned <- err
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	require.Eventually(t, func() bool { return gate.n.Load() >= 10 }, 30*time.Second, time.Millisecond, "the batch never waited for the calendar")
+	select {
+	case err := <-returned:
+		t.Fatalf("the batch did not wait for the calendar (err %v)", err)
+	default:
+	}
+	w.catchUp(t, w.calendar, readmodel.ProjectionName)
+	mu.Lock()
+	close(advanced)
+	advanced = make(chan struct{})
+	mu.Unlock()
+	select {
+	case err := <-returned:
+		require.NoError(t, err)
+	case <-time.After(1500 * time.Millisecond):
+		t.Fatal("the batch did not look again when the calendar advanced")
+	}
+	var steps int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&steps))
+	require.Equal(t, 2, steps, "the booking's steps, planned from the calendar's row")
 }

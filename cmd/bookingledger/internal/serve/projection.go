@@ -60,8 +60,12 @@ func projectionRegistry() []projectionEntry {
 		// After the calendar: it plans from the calendar's rows and never runs ahead of it.
 		name: stepstore.ProjectionName,
 		build: func(d projectionDeps) (projections.Projection, error) {
+			var advanced func() <-chan struct{} // the calendar this process runs, when it holds its lock
+			if d.calendar != nil {
+				advanced = d.calendar.Advanced
+			}
 			return stepstore.NewProjection(stepstore.ProjectionConfig{Pool: d.pool, Calendar: readmodel.NewStepReader(d.pool), Client: d.jobs,
-				Targets: d.stepTargets, Logger: d.log})
+				Targets: d.stepTargets, Logger: d.log, CalendarAdvanced: advanced})
 		},
 	}, {
 		// A rebuild of the relay re-plans every event and finds each delivery planned already: it never
