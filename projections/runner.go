@@ -50,6 +50,24 @@ type Bulk interface {
 	Flush(ctx context.Context) error
 }
 
+// BulkFrom is a Bulk that can also take a replay's events from the store itself (a read model in the
+// event store's database copies them there), so that they are never read out only to be written
+// back: the runner then only says where to start.
+type BulkFrom interface {
+	Bulk
+	// BufferFrom buffers, as Buffer would, every event ReadAll would return after from, as of now, and
+	// returns how many there were and the position of the last (from when none). ok is false, and
+	// nothing happened, when it cannot take them from the store: the runner then reads them and calls
+	// Buffer.
+	BufferFrom(ctx context.Context, from eventlog.Position) (n int64, last eventlog.Position, ok bool, err error)
+}
+
+// Counter is a store that counts the events after a position without reading them (the PostgreSQL
+// store): a rebuild's progress asks it for the total instead of reading the whole log once more.
+type Counter interface {
+	CountAfter(ctx context.Context, from eventlog.Position) (int64, error)
+}
+
 // Locker elects the one active runner of a projection among processes.
 type Locker interface {
 	// TryAcquire takes the projection's lock without waiting. It returns a nil Lease (and no error)
@@ -196,8 +214,8 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // catchUp applies batches of ReadAll from pos until a read comes back short. While a full batch is
 // applied, the next one is already being read, so the store's work and the projection's overlap. From
-// the start of the log it loads through RunnerOptions.Bulk when there is one, and flushes what it
-// buffered at the end (always when rebuild: the write ends the rebuild, even of an empty log).
+// the start of the log it loads through RunnerOptions.Bulk when there is one — from the store itself
+// when the Bulk is a BulkFrom that can — and flushes what it buffered at the end (always when rebuild: the write ends the rebuild, even of an empty log).
 func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, rebuild bool, onBatch func(int)) (eventlog.Position, error) {
 	bulk, buffered := r.opts.Bulk, false
 	if pos != (eventlog.Position{}) {
@@ -211,6 +229,23 @@ func (r *Runner) catchUp(ctx context.Context, pos eventlog.Position, rebuild boo
 			return fmt.Errorf("write the replay of %s: %w", r.proj.Name(), err)
 		}
 		return nil
+	}
+	if from, ok := bulk.(BulkFrom); ok {
+		for {
+			n, last, ok, err := from.BufferFrom(ctx, pos)
+			if err != nil {
+				return pos, fmt.Errorf("buffer the replay of %s from %s: %w", r.proj.Name(), pos, err)
+			}
+			if !ok {
+				break
+			}
+			if n == 0 { // the events written meanwhile, if any, were taken too
+				return pos, flush()
+			}
+			buffered, pos = true, last
+			r.appliedTo(last, n)
+			onBatch(int(n))
+		}
 	}
 	type read struct {
 		events []eventlog.RecordedEvent
@@ -270,10 +305,14 @@ func (r *Runner) apply(ctx context.Context, events []eventlog.RecordedEvent) err
 }
 
 func (r *Runner) applied(events []eventlog.RecordedEvent) {
-	last := events[len(events)-1].Position
+	r.appliedTo(events[len(events)-1].Position, int64(len(events)))
+}
+
+// appliedTo records that n more events were applied, up to last.
+func (r *Runner) appliedTo(last eventlog.Position, n int64) {
 	now := time.Now()
 	r.update(func(s *RunnerStatus) {
-		s.Position, s.Applied, s.LastApply, s.LastError = last, s.Applied+int64(len(events)), now, ""
+		s.Position, s.Applied, s.LastApply, s.LastError = last, s.Applied+n, now, ""
 	})
 }
 
@@ -427,6 +466,9 @@ func (r *Runner) withLease(parent context.Context, f func(context.Context) error
 }
 
 func (r *Runner) count(ctx context.Context) (int64, error) {
+	if c, ok := r.store.(Counter); ok {
+		return c.CountAfter(ctx, eventlog.Position{})
+	}
 	const countBatch = 10000
 	var (
 		n   int64

@@ -394,6 +394,102 @@ func TestRunnerLoadsReplaysInBulk(t *testing.T) {
 	})
 }
 
+// copyingBulk is a memBulk that takes a replay from the store itself (projections.BulkFrom) when
+// it can; a store event is added after its first copy, which the next one must take.
+type copyingBulk struct {
+	memBulk
+	store       *memStore
+	can         bool
+	bufferFroms int
+}
+
+func (b *copyingBulk) BufferFrom(ctx context.Context, from eventlog.Position) (int64, eventlog.Position, bool, error) {
+	if !b.can {
+		return 0, from, false, nil
+	}
+	b.bufferFroms++
+	b.store.mu.Lock()
+	var taken []eventlog.RecordedEvent
+	for _, e := range b.store.events {
+		if e.Position.Compare(from) > 0 {
+			taken = append(taken, e)
+		}
+	}
+	b.store.mu.Unlock()
+	if b.bufferFroms == 1 {
+		b.store.add(1)
+	}
+	if len(taken) == 0 {
+		return 0, from, true, nil
+	}
+	b.held = append(b.held, taken...)
+	return int64(len(taken)), taken[len(taken)-1].Position, true, nil
+}
+
+// A BulkFrom that can takes the whole replay from the store, until a call finds nothing more, and the
+// runner reads nothing; one that cannot gets the events read and handed over, batch by batch.
+func TestRunnerLetsABulkFromCopyTheReplay(t *testing.T) {
+	for _, c := range []struct {
+		name                         string
+		can                          bool
+		wantReads, wantFroms, buffer int
+	}{
+		{"copied by the store", true, 0, 3, 0},
+		{"read and handed over", false, 3, 0, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := newMemStore()
+			mem.add(12)
+			proj := &countingProj{}
+			bulk := &copyingBulk{memBulk: memBulk{proj: proj}, store: mem, can: c.can}
+			if !c.can {
+				mem.add(1) // what the copy would have added
+			}
+			r := projections.NewRunner(mem, proj, &memLocker{}, projections.RunnerOptions{BatchSize: 5, Bulk: bulk})
+			var progress []projections.Progress
+			require.NoError(t, r.Rebuild(context.Background(), func(p projections.Progress) { progress = append(progress, p) }))
+			reads := mem.reads - 1 // the progress bar's count, one read of up to 10,000
+			applied, pos, _, err := proj.snapshot()
+			require.NoError(t, err)
+			assert.Equal(t, 13, applied, "every event applied once, in order")
+			assert.Equal(t, uint64(13), pos.Commit)
+			assert.Equal(t, c.wantReads, reads, "ReadAll calls of the replay")
+			assert.Equal(t, c.wantFroms, bulk.bufferFroms)
+			assert.Equal(t, c.buffer, bulk.buffers)
+			assert.Equal(t, 1, bulk.flushes)
+			assert.Equal(t, int64(13), r.Status().Applied)
+			assert.Equal(t, uint64(13), r.Status().Position.Commit)
+			assert.Equal(t, int64(13), progress[len(progress)-1].Done)
+		})
+	}
+}
+
+// countStore is a memStore that counts without reading (projections.Counter).
+type countStore struct {
+	*memStore
+	counts int
+}
+
+func (s *countStore) CountAfter(_ context.Context, from eventlog.Position) (int64, error) {
+	s.counts++
+	events, _ := s.ReadAll(context.Background(), from, len(s.events)+1)
+	s.reads--
+	return int64(len(events)), nil
+}
+
+// A rebuild's progress takes its total from a store that counts, not from reading the log through.
+func TestRebuildProgressAsksACounterForTheTotal(t *testing.T) {
+	mem := newMemStore()
+	mem.add(7)
+	store := &countStore{memStore: mem}
+	r := projections.NewRunner(store, &countingProj{}, &memLocker{}, projections.RunnerOptions{BatchSize: 5})
+	var progress []projections.Progress
+	require.NoError(t, r.Rebuild(context.Background(), func(p projections.Progress) { progress = append(progress, p) }))
+	assert.Equal(t, 1, store.counts)
+	assert.Equal(t, 2, mem.reads, "the replay's two batches only")
+	assert.Equal(t, []projections.Progress{{Total: 7}, {Done: 5, Total: 7}, {Done: 7, Total: 7}}, progress)
+}
+
 // countingProj counts Apply calls.
 type countingProj struct {
 	memProj

@@ -24,9 +24,10 @@ import (
 // a booking's row and claims each time one of its events shows up, and recompute its overlapping set
 // each time. The load keeps no more in memory than one chunk of bookings, whatever the log's size:
 //
-//  1. Buffer copies each batch's booking events, undecoded, into the replay's work table (and folds
-//     the link stream, which is small, in memory).
-//  2. Flush reads the replay back by stream and folds each stream once: a payment stream is written
+//  1. Buffer copies each batch's events, undecoded, into the replay's work table — or BufferFrom has
+//     the event store copy them there, when it lives in the same database (Options.Log).
+//  2. Flush reads the replay back by stream, the link stream first (it is small, and folded in memory
+//     for the canonical resources), and folds each booking stream once: a payment stream is written
 //     as it is and kept to link bookings to (there are at most as many as paid bookings); a booking
 //     gets a key — its first canonical resource, its slot, the booking it was rescheduled from — and
 //     the resources a booking claims together are joined into groups.
@@ -64,8 +65,7 @@ func (m *ReadModel) startReplay(ctx context.Context) error {
 	return nil
 }
 
-// Buffer implements projections.Bulk: it copies the booking events of a replay's batch into the
-// replay table.
+// Buffer implements projections.Bulk: it copies a replay's batch into the replay table.
 func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -76,30 +76,41 @@ func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent)
 	if len(events) == 0 {
 		return nil
 	}
-	ours := make([]eventlog.RecordedEvent, 0, len(events))
-	for _, rec := range events {
-		if rec.StreamID == resource.Stream {
-			ev, err := m.decodeLink(rec)
-			if err != nil {
-				return err
-			}
-			m.bufLinks.Evolve(ev)
-		} else if _, ok := booking.FromStream(rec.StreamID); ok {
-			ours = append(ours, rec)
-		}
-	}
-	src := rowsOf(len(ours), 6, func(i int, row []any) error {
-		e := &ours[i]
+	src := rowsOf(len(events), 6, func(i int, row []any) error {
+		e := &events[i]
 		copy(row, []any{e.StreamID, int64(e.Version), [16]byte(e.ID), e.Type, e.Data, e.Metadata})
 		return nil
 	})
 	if _, err := m.pool.CopyFrom(ctx, pgx.Identifier{m.replay.stage.table("calendar_replay")},
 		[]string{"stream_id", "version", "event_id", "event_type", "data", "metadata"}, src); err != nil {
-		return fmt.Errorf("copy %d events into the replay: %w", len(ours), err)
+		return fmt.Errorf("copy %d events into the replay: %w", len(events), err)
 	}
 	m.replay.events += int64(len(events))
 	m.replay.last = events[len(events)-1].Position
 	return nil
+}
+
+// BufferFrom implements projections.BulkFrom: with Options.Log, the store copies the rest of the log
+// into the replay table itself.
+func (m *ReadModel) BufferFrom(ctx context.Context, from eventlog.Position) (int64, eventlog.Position, bool, error) {
+	if m.opts.Log == nil {
+		return 0, from, false, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.startReplay(ctx); err != nil {
+		return 0, from, true, err
+	}
+	if m.replay.last.Compare(from) > 0 { // a runner that starts again from the start of the log
+		from = m.replay.last
+	}
+	n, last, err := m.opts.Log.CopyEvents(ctx, m.replay.stage.table("calendar_replay"), from)
+	if err != nil || n == 0 {
+		return 0, from, true, err
+	}
+	m.replay.events += n
+	m.replay.last = last
+	return n, last, true, nil
 }
 
 // Flush implements projections.Bulk: it writes the replay and ends the rebuild.
@@ -320,7 +331,10 @@ func (m *ReadModel) decodeReplayed(batch []replayed) error {
 	errs := make([]error, len(batch))
 	calendar.Parallel(len(batch), func(i int) {
 		st := &batch[i]
-		st.id, _ = booking.FromStream(st.stream)
+		var ok bool
+		if st.id, ok = booking.FromStream(st.stream); !ok {
+			return // the link stream, or another that is not the calendar's: left as read
+		}
 		e := cacheEntry{stream: st.stream}
 		for _, rec := range st.raw {
 			ev, err := m.codec.Decode(rec)
@@ -384,9 +398,17 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 			return err
 		})
 	}
-	err := m.eachReplayed(ctx, s.table("calendar_replay")+" (stream_id)", `SELECT stream_id, version, event_id, event_type, data, metadata FROM `+s.table("calendar_replay")+
-		` ORDER BY stream_id`, false, func(batch []replayed) error {
+	err := m.eachReplayed(ctx, s.table("calendar_replay")+" (stream_id)", fmt.Sprintf(foldSQL, s.table("calendar_replay")), false, func(batch []replayed) error {
 		for _, st := range batch {
+			if st.stream == resource.Stream {
+				if err := m.foldLinks(st.raw); err != nil {
+					return err
+				}
+				continue
+			}
+			if st.id == "" {
+				continue
+			}
 			if calendar.IsPaymentOnly(st.events) {
 				streams = append(streams, calendar.PaymentStream{Stream: st.id, Refs: st.state.PaymentRefs})
 				events[st.id] = st.events
@@ -427,6 +449,24 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 		return paymentsOf{}, fmt.Errorf("write booking keys: %w", err)
 	}
 	return paymentsOf{index: calendar.NewPaymentIndex(streams), events: events, series: series}, nil
+}
+
+// foldSQL reads the replay back by stream, the link stream first: the canonical resources it folds to
+// are known before any booking's key is.
+const foldSQL = `SELECT stream_id, version, event_id, event_type, data, metadata FROM %s
+ORDER BY stream_id <> '` + resource.Stream + `', stream_id`
+
+// foldLinks folds the link stream's events into the replay's links, in stream order.
+func (m *ReadModel) foldLinks(raw []eventlog.RecordedEvent) error {
+	slices.SortFunc(raw, func(a, b eventlog.RecordedEvent) int { return cmp.Compare(a.Version, b.Version) })
+	for _, rec := range raw {
+		ev, err := m.decodeLink(rec)
+		if err != nil {
+			return err
+		}
+		m.bufLinks.Evolve(ev)
+	}
+	return nil
 }
 
 // chunkSQL reads the replay's booking streams back in the order chunks are cut in, each with its

@@ -121,8 +121,17 @@ func newEnvWith(tb testing.TB, kind string, pool *pgxpool.Pool) *env {
 	e.store, ls = e.backend.open(tb, pool)
 	// As serve builds them: free text kept apart from the events and put back into history.
 	e.ledger = ledger.NewService(ls, eventcodec.JSON{})
-	e.rm = readmodel.New(pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
+	e.rm = readmodel.New(pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool), Log: e.log()})
 	return e
+}
+
+// log is what serve passes as readmodel.Options.Log: the PostgreSQL store, which lives in the read
+// model's database; nil over EventStoreDB.
+func (e *env) log() readmodel.LogCopier {
+	if s, ok := e.store.(*postgres.Store); ok {
+		return s
+	}
+	return nil
 }
 
 // stored counts the booking and link events the store holds: the truth the projection must catch up with.

@@ -177,9 +177,10 @@ func permutations(n int) [][]int {
 func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name  string
-		chunk int
-	}{{"one chunk", 0}, {"chunks of one booking", 1}} {
+		name   string
+		chunk  int
+		copied bool // the replay copied by the store (Options.Log), not read and handed over
+	}{{"one chunk", 0, false}, {"chunks of one booking", 1, false}, {"copied by the store", 0, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // on a database of its own
 			e := newEnv(t)
@@ -200,7 +201,11 @@ func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
 			require.Len(t, incremental.Open, 2, "treatment loses to the intro call, Cal.com to the treatment")
 			require.Len(t, incremental.Links, 3)
 
-			rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, RebuildChunk: c.chunk})
+			opts := readmodel.Options{Links: eventcodec.JSON{}, RebuildChunk: c.chunk}
+			if c.copied {
+				opts.Log = e.log()
+			}
+			rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, opts)
 			require.NoError(t, rm.Rebuild(ctx, nil))
 			assert.Equal(t, incremental, snapshotOf(t, e), "rebuilt rows differ from incremental ones")
 		})

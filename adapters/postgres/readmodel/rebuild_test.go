@@ -3,6 +3,7 @@ package readmodel_test
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +14,7 @@ import (
 	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
+	"bookingledger/domain/eventlog"
 	"bookingledger/projections"
 	"bookingledger/projections/calendar"
 )
@@ -63,6 +65,36 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(all)), cp.EventsApplied)
 	assert.False(t, cp.Rebuilding)
+
+	// Again as serve rebuilds on PostgreSQL: the store copies the log into the replay (Options.Log),
+	// and the runner reads none of it.
+	log := e.log()
+	if log == nil {
+		return
+	}
+	counted := &readCounter{Store: e.store}
+	copying := readmodel.New(e.pool, counted, eventcodec.JSON{}, readmodel.Options{Log: log})
+	calls = nil
+	require.NoError(t, copying.Rebuild(ctx, func(p projections.Progress) { calls = append(calls, p) }))
+	assert.Equal(t, incremental, snapshotOf(t, e), "rows rebuilt from the copied log differ from incremental ones")
+	assert.Equal(t, itemsBefore, e.count(t, "reconciliation_items"))
+	assert.EqualValues(t, 1, counted.reads.Load(), "ReadAll calls: the progress's count only")
+	assert.Equal(t, int64(len(all)), calls[len(calls)-1].Done)
+	cp, err = copying.Checkpoint(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(all)), cp.EventsApplied)
+	assert.Equal(t, all[len(all)-1].Position, cp.Position)
+}
+
+// readCounter counts the ReadAll calls of the store it wraps.
+type readCounter struct {
+	eventlog.Store
+	reads atomic.Int64
+}
+
+func (c *readCounter) ReadAll(ctx context.Context, from eventlog.Position, limit int) ([]eventlog.RecordedEvent, error) {
+	c.reads.Add(1)
+	return c.Store.ReadAll(ctx, from, limit)
 }
 
 func TestRebuildRefusedWhileAnotherProcessRuns(t *testing.T) {

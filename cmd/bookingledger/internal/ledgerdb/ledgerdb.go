@@ -96,6 +96,15 @@ func OpenEventStore(ctx context.Context, setting string, pool *pgxpool.Pool, log
 	return EventStore{Events: es, Subscriber: es, Receipts: receipts, ESDB: es}, nil
 }
 
+// Log is what the calendar copies a replay of the log with (readmodel.Options.Log): the PostgreSQL
+// store, which lives in the read model's database; nil when the events live in EventStoreDB.
+func (s EventStore) Log() readmodel.LogCopier {
+	if s.ESDB != nil {
+		return nil
+	}
+	return s.Receipts
+}
+
 func (s EventStore) Close() {
 	if s.ESDB != nil {
 		s.ESDB.Close()
@@ -136,7 +145,7 @@ func OpenReadSide(ctx context.Context, sf StoreFlags, stderr io.Writer) (*ReadSi
 	}
 	rs := &ReadSide{Pool: pool, Store: store}
 	rs.RM = readmodel.New(pool, store.Events, eventcodec.JSON{}, readmodel.Options{Receipts: store.Receipts, Steps: stepstore.NewStore(pool, nil),
-		Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool), Phases: func(phase string, took time.Duration) {
+		Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool), Log: store.Log(), Phases: func(phase string, took time.Duration) {
 			rs.Phases = append(rs.Phases, fmt.Sprintf("%s %.1fs", phase, took.Seconds()))
 		}})
 	return rs, nil

@@ -244,7 +244,8 @@ func (s *server) open(ctx context.Context) error {
 
 	// The read side: the projections follow the event log in the background, whichever store holds
 	// it; the read API answers from the calendar's tables.
-	rm := readmodel.New(pool, es.Events, eventcodec.JSON{}, readmodel.Options{Receipts: es.Receipts, Steps: stepstore.NewStore(pool, nil), Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool)})
+	rm := readmodel.New(pool, es.Events, eventcodec.JSON{}, readmodel.Options{Receipts: es.Receipts, Steps: stepstore.NewStore(pool, nil), Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool),
+		Log: es.Log()})
 	deps := projectionDeps{pool: pool, events: es, calendar: rm, jobs: queue.Client(), stepTargets: stepWorker.Targets(), log: log, relay: rl}
 	runners, stopRunners, err := startRunners(ctx, deps, projectionRegistry(), log)
 	if err != nil {

@@ -1,0 +1,100 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"bookingledger/domain/eventlog"
+)
+
+// TestCopyEventsCopiesWhatReadAllReturns: the copy (and the count) holds exactly the events ReadAll returns after the
+// same position — not those of a transaction that is still open, nor those at or before the position —
+// with their bytes, and a second copy takes what became readable since.
+func TestCopyEventsCopiesWhatReadAllReturns(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE replay (stream_id text, version bigint, event_id uuid, event_type text, data bytea, metadata bytea)`)
+	require.NoError(t, err)
+	copied := func() []eventlog.RecordedEvent {
+		rows, err := pool.Query(ctx, `SELECT stream_id, version, event_id, event_type, data, metadata FROM replay ORDER BY stream_id, version`)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (eventlog.RecordedEvent, error) {
+			var e eventlog.RecordedEvent
+			var v int64
+			err := r.Scan(&e.StreamID, &v, (*[16]byte)(&e.ID), &e.Type, &e.Data, &e.Metadata)
+			e.Version = uint64(v)
+			return e, err
+		})
+		require.NoError(t, err)
+		return got
+	}
+	same := func(e eventlog.RecordedEvent) eventlog.RecordedEvent { // what the copy keeps of an event
+		return eventlog.RecordedEvent{StreamID: e.StreamID, Version: e.Version, ID: e.ID, Type: e.Type, Data: e.Data, Metadata: e.Metadata}
+	}
+
+	before, err := s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 2))
+	require.NoError(t, err)
+	readAllEventually(t, s, eventlog.Position{}, 2)
+	open, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = open.Rollback(ctx) }()
+	_, err = open.Exec(ctx, `SELECT pg_current_xact_id()`) // older than every append below
+	require.NoError(t, err)
+	_, err = s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 3))
+	require.NoError(t, err)
+	_, err = s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 2))
+	require.NoError(t, err)
+
+	n, last, err := s.CopyEvents(ctx, "replay", before.Position)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing is readable past an open older transaction")
+	counted, err := s.CountAfter(ctx, eventlog.Position{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, counted, "CountAfter counts what ReadAll returns")
+	assert.Equal(t, before.Position, last)
+	assert.Empty(t, copied())
+
+	require.NoError(t, open.Rollback(ctx))
+	want := readAllEventually(t, s, before.Position, 5)
+	n, last, err = s.CopyEvents(ctx, "replay", before.Position)
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, n)
+	assert.Equal(t, want[len(want)-1].Position, last)
+	var wantRows []eventlog.RecordedEvent
+	for _, e := range want {
+		wantRows = append(wantRows, same(e))
+	}
+	assert.ElementsMatch(t, wantRows, copied())
+	counted, err = s.CountAfter(ctx, before.Position)
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, counted)
+
+	_, err = s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 1))
+	require.NoError(t, err)
+	more := readAllEventually(t, s, last, 1)
+	n, last2, err := s.CopyEvents(ctx, "replay", last)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	assert.Equal(t, more[0].Position, last2)
+	assert.Len(t, copied(), 6)
+
+	n, last3, err := s.CopyEvents(ctx, "replay", last2)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Equal(t, last2, last3)
+}
+
+func TestCopyEventsIntoATableThatIsNotThere(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := testCtx(t)
+	_, err := s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 1))
+	require.NoError(t, err)
+	readAllEventually(t, s, eventlog.Position{}, 1)
+	_, _, err = s.CopyEvents(ctx, "no_such_table", eventlog.Position{})
+	require.ErrorContains(t, err, "no_such_table")
+}
