@@ -59,6 +59,7 @@ const swapBlockersSQL = `SELECT c.relname FROM pg_class c
 WHERE c.oid = ANY(ARRAY(SELECT t::regclass FROM unnest($1::text[]) AS t)) AND (
     c.relnamespace <> current_schema()::regnamespace OR c.relowner <> current_user::regrole
     OR coalesce(c.relacl <> acldefault('r', c.relowner), false) OR c.relrowsecurity OR c.relkind <> 'r' OR c.relispartition
+    OR c.reloptions IS NOT NULL
     OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
     OR EXISTS (SELECT 1 FROM pg_depend d WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = c.oid AND NOT (
            (d.classid = 'pg_class'::regclass AND (d.objid = c.reltoastrelid
@@ -102,11 +103,14 @@ func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 	}
 	s := &staging{suffix: "_rebuild_" + hex.EncodeToString(b[:]), swappable: len(blockers) == 0, horizon: horizon}
 	var create strings.Builder
+	// Autovacuum stays off the rebuild's tables until the swap: its ANALYZE of a freshly loaded table
+	// holds the lock every ALTER TABLE and the swap wait for, until PostgreSQL cancels it a
+	// deadlock_timeout (1 s) later. The rebuild analyzes what it reads; the swap turns it back on.
 	for _, t := range rebuildTables {
-		fmt.Fprintf(&create, "CREATE TABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES);\n", s.table(t), t)
+		fmt.Fprintf(&create, "CREATE TABLE %s (LIKE %s INCLUDING ALL EXCLUDING INDEXES) WITH (autovacuum_enabled = false);\n", s.table(t), t)
 	}
 	for t, columns := range workTables {
-		fmt.Fprintf(&create, "CREATE UNLOGGED TABLE %s (%s);\n", s.table(t), columns)
+		fmt.Fprintf(&create, "CREATE UNLOGGED TABLE %s (%s) WITH (autovacuum_enabled = false);\n", s.table(t), columns)
 	}
 	if _, err := m.pool.Exec(ctx, create.String()); err != nil {
 		return nil, fmt.Errorf("create staging tables: %w", err)
@@ -115,44 +119,100 @@ func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 }
 
 // indexDefsSQL makes, for each index of table $1, the statement that builds it on the staging table
-// $2 (as a constraint when it backs one) under a name of its own, and the one that gives it the
+// $2 under a name of its own; the one that makes it its constraint afterwards, for a primary key or
+// unique constraint (built as a unique index first, which shares the table's lock with the other
+// index builds); whether the build locks the table against every other (an exclusion constraint,
+// which only ALTER TABLE can add, or a deferrable one); and the statement that gives it the
 // original's name once the original is dropped. Renaming an index renames its constraint.
-const indexDefsSQL = `SELECT CASE WHEN k.oid IS NULL
+const indexDefsSQL = `SELECT CASE WHEN k.oid IS NULL OR attach
         THEN format('CREATE %sINDEX %I ON %I%s', CASE WHEN x.indisunique THEN 'UNIQUE ' END, n, $2::text, substring(pg_get_indexdef(x.indexrelid) FROM ' USING .*$'))
         ELSE format('ALTER TABLE %I ADD CONSTRAINT %I %s', $2::text, n, pg_get_constraintdef(k.oid)) END,
+    CASE WHEN attach
+        THEN format('ALTER TABLE %I ADD CONSTRAINT %I %s USING INDEX %I', $2::text, n, CASE k.contype WHEN 'p' THEN 'PRIMARY KEY' ELSE 'UNIQUE' END, n)
+        ELSE '' END,
+    k.oid IS NOT NULL AND NOT attach,
     format('ALTER INDEX %I RENAME TO %I', n, i.relname)
 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
 LEFT JOIN pg_constraint k ON k.conindid = x.indexrelid AND k.conrelid = x.indrelid AND k.contype IN ('p', 'u', 'x')
-CROSS JOIN LATERAL (SELECT $2::text || '_' || x.indexrelid) AS name(n)
-WHERE x.indrelid = $1::regclass`
+CROSS JOIN LATERAL (SELECT $2::text || '_' || x.indexrelid, coalesce(k.contype IN ('p', 'u') AND NOT k.condeferrable, false)) AS name(n, attach)
+WHERE x.indrelid = $1::regclass
+ORDER BY x.indexrelid`
+
+// indexBuild is one row of indexDefsSQL.
+type indexBuild struct {
+	Build, Attach string
+	Exclusive     bool
+	Rename        string
+}
 
 // indexStaging builds the loaded staging tables' indexes and constraints: one bulk build each costs
 // a fraction of keeping them up to date row by row while the chunks load (the B-trees above all).
+// The builds run on the loading connections as a queue: first, for each table that has them, its
+// exclusive builds in one job (each locks the table and scans it whole: the guard's eight parts);
+// then every other index, each a job of its own, those of the tables no exclusive build locks
+// first, so that both connections work until the end (docs/benchmarks.md, "Rebuild at scale").
+// Primary keys and unique constraints are attached to their indexes once all are built.
 func (m *ReadModel) indexStaging(ctx context.Context, s *staging) error {
+	var (
+		exclusive    = map[string][]string{}
+		free, locked []string // CREATE INDEX statements
+		attach       []string
+	)
+	for _, t := range rebuildTables {
+		builds, err := queryRows(ctx, m.pool, pgx.RowToStructByPos[indexBuild], indexDefsSQL, t, s.table(t))
+		if err != nil {
+			return fmt.Errorf("index %s: %w", t, err)
+		}
+		for _, b := range builds {
+			if b.Exclusive {
+				exclusive[t] = append(exclusive[t], b.Build)
+			}
+			if b.Attach != "" {
+				attach = append(attach, b.Attach)
+			}
+			s.renames = append(s.renames, b.Rename)
+		}
+		for _, b := range builds {
+			switch {
+			case b.Exclusive:
+			case len(exclusive[t]) > 0:
+				locked = append(locked, b.Build)
+			default:
+				free = append(free, b.Build)
+			}
+		}
+	}
 	ld := m.startLoad(ctx)
-	renames := make([][]string, len(rebuildTables))
-	for i, t := range rebuildTables {
-		ld.add(func(ctx context.Context, tx pgx.Tx) error {
-			parts, err := queryRows(ctx, tx, pgx.RowToStructByPos[struct{ Build, Rename string }], indexDefsSQL, t, s.table(t))
-			build := []string{"SET LOCAL maintenance_work_mem = '256MB'"}
-			for _, p := range parts {
-				build, renames[i] = append(build, p.Build), append(renames[i], p.Rename)
-			}
-			if err == nil {
-				_, err = tx.Exec(ctx, strings.Join(build, ";\n"))
-			}
+	build := func(statements []string) loadJob {
+		return func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "SET LOCAL maintenance_work_mem = '256MB';\n"+strings.Join(statements, ";\n"))
 			var pgErr interface{ SQLState() string }
 			if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" {
-				return fmt.Errorf("index %s: the slot-holder rule produced overlapping holders (a bug): %w", t, err)
+				return fmt.Errorf("index the staging tables: the slot-holder rule produced overlapping holders (a bug): %w", err)
 			} else if err != nil {
-				return fmt.Errorf("index %s: %w", t, err)
+				return fmt.Errorf("index the staging tables: %w", err)
 			}
 			return nil
-		})
+		}
 	}
-	err := ld.wait()
-	s.renames = slices.Concat(renames...)
-	return err
+	for _, t := range rebuildTables {
+		if len(exclusive[t]) > 0 {
+			ld.add(build(exclusive[t]))
+		}
+	}
+	for _, b := range slices.Concat(free, locked) {
+		ld.add(build([]string{b}))
+	}
+	if err := ld.wait(); err != nil {
+		return err
+	}
+	if len(attach) == 0 {
+		return nil
+	}
+	if _, err := m.pool.Exec(ctx, strings.Join(attach, ";\n")); err != nil {
+		return fmt.Errorf("attach the staging tables' keys: %w", err)
+	}
+	return nil
 }
 
 // dropStaging drops the staging tables whose suffix is suffix, or all of them when suffix is empty.
@@ -258,6 +318,9 @@ func (s *staging) install(ctx context.Context, tx pgx.Tx) error {
 		}
 		for _, r := range s.renames {
 			b.WriteString(r + ";\n")
+		}
+		for _, t := range rebuildTables {
+			fmt.Fprintf(&b, "ALTER TABLE %s RESET (autovacuum_enabled);\n", t)
 		}
 	} else {
 		// Empty already (the reset did it in the transaction that moved the checkpoint to the

@@ -17,7 +17,7 @@ import (
 )
 
 // catalogOf describes the read-model tables as the migration made them: every index and constraint by
-// name and definition.
+// name and definition, every column, and the tables' storage options (autovacuum on).
 func catalogOf(t *testing.T, e *env) []string {
 	t.Helper()
 	return queryStrings(t, e, `SELECT format('%s index %s: %s', x.indrelid::regclass, i.relname,
@@ -33,6 +33,9 @@ SELECT format('%s column %s %s %s default %s', c.relname, a.attname, format_type
 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE c.relname IN ('calendar_bookings', 'calendar_slots', 'payment_streams', 'payment_stream_refs', 'calendar_booking_refs')
   AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT format('%s options %s', relname, reloptions) FROM pg_class
+WHERE relname IN ('calendar_bookings', 'calendar_slots', 'payment_streams', 'payment_stream_refs', 'calendar_booking_refs')
 ORDER BY 1`)
 }
 
@@ -142,8 +145,8 @@ ALTER TABLE calendar_bookings_rebuild_00000000000000cc ADD PRIMARY KEY (booking)
 	assert.ErrorContains(t, err, "calendar_slots_no_double_booking")
 }
 
-// What a swap would not carry over — a view, a grant, another owner — makes the rebuild load the
-// tables in place.
+// What a swap would not carry over — a view, a grant, another owner, a storage option — makes the
+// rebuild load the tables in place.
 func TestRebuildLoadsInPlaceWhenTablesHaveDependents(t *testing.T) {
 	t.Parallel()
 	role := fmt.Sprintf("rb_owner_%d", time.Now().UnixNano())
@@ -158,6 +161,8 @@ func TestRebuildLoadsInPlaceWhenTablesHaveDependents(t *testing.T) {
 		{"payment_streams owned by another role", `CREATE ROLE ` + role + `; ALTER TABLE payment_streams OWNER TO ` + role,
 			`SELECT tableowner FROM pg_tables WHERE tablename = 'payment_streams'`,
 			`ALTER TABLE payment_streams OWNER TO current_user; DROP ROLE ` + role, []string{role}},
+		{"a storage option on calendar_slots", `ALTER TABLE calendar_slots SET (fillfactor = 80)`,
+			`SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'calendar_slots'`, ``, []string{"fillfactor=80"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
