@@ -123,7 +123,8 @@ func BenchmarkRebuild(b *testing.B) {
 		chunk int
 	}{{"buffered", 0}, {"chunk=1000", 1000}} {
 		b.Run(c.name, func(b *testing.B) {
-			rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{RebuildChunk: c.chunk})
+			// As serve and the CLI build it on PostgreSQL: the store copies the replay (Options.Log).
+			rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{RebuildChunk: c.chunk, Log: e.log()})
 			var rebuild, scan time.Duration
 			b.ResetTimer()
 			for range b.N {
