@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -62,10 +63,11 @@ type BulkFrom interface {
 	BufferFrom(ctx context.Context, from eventlog.Position) (n int64, last eventlog.Position, ok bool, err error)
 }
 
-// Counter is a store that counts the events after a position without reading them (the PostgreSQL
-// store): a rebuild's progress asks it for the total instead of reading the whole log once more.
+// Counter is a store that counts the events after a position, up to limit, without reading them
+// (the PostgreSQL store): a rebuild's progress asks it for the total instead of reading the whole log
+// once more.
 type Counter interface {
-	CountAfter(ctx context.Context, from eventlog.Position) (int64, error)
+	EventsAfter(ctx context.Context, from eventlog.Position, limit int64) (int64, error)
 }
 
 // Locker elects the one active runner of a projection among processes.
@@ -467,7 +469,7 @@ func (r *Runner) withLease(parent context.Context, f func(context.Context) error
 
 func (r *Runner) count(ctx context.Context) (int64, error) {
 	if c, ok := r.store.(Counter); ok {
-		return c.CountAfter(ctx, eventlog.Position{})
+		return c.EventsAfter(ctx, eventlog.Position{}, math.MaxInt64)
 	}
 	const countBatch = 10000
 	var (

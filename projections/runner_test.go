@@ -470,9 +470,9 @@ type countStore struct {
 	counts int
 }
 
-func (s *countStore) CountAfter(_ context.Context, from eventlog.Position) (int64, error) {
+func (s *countStore) EventsAfter(_ context.Context, from eventlog.Position, limit int64) (int64, error) {
 	s.counts++
-	events, _ := s.ReadAll(context.Background(), from, len(s.events)+1)
+	events, _ := s.ReadAll(context.Background(), from, int(min(limit, int64(len(s.events)+1))))
 	s.reads--
 	return int64(len(events)), nil
 }

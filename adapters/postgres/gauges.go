@@ -8,15 +8,13 @@ import (
 )
 
 // EventsAfter counts the events of the global log after pos that a reader can already see (the
-// horizon of ReadAll), up to limit: how far a projection whose checkpoint is pos is behind. The limit
-// bounds the index scan of a reader that is far behind.
+// horizon of ReadAll), up to limit: how far a projection whose checkpoint is pos is behind (the limit
+// bounds the index scan of a reader that is far behind), or how many a rebuild will replay
+// (projections.Counter).
 func (s *Store) EventsAfter(ctx context.Context, pos eventlog.Position, limit int64) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (
-    SELECT 1 FROM events
-    WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
-      AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
-    LIMIT $3) behind`, pos.Commit, int64(pos.Prepare), limit).Scan(&n)
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM events WHERE `+readableAfter+` LIMIT $3) behind`,
+		pos.Commit, int64(pos.Prepare), limit).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count events after %s: %w", pos, translate(err))
 	}

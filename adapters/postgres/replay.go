@@ -12,8 +12,7 @@ import (
 
 // lastEventSQL is the position of the last event ReadAll($1/$2, …) would return now.
 const lastEventSQL = `SELECT tx_id, global_position FROM events
-WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
-  AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+WHERE ` + readableAfter + `
 ORDER BY tx_id DESC, global_position DESC
 LIMIT 1`
 
@@ -47,19 +46,4 @@ func (s *Store) CopyEvents(ctx context.Context, table string, from eventlog.Posi
 		return 0, from, fmt.Errorf("copy the events after %s into %s: %w", from, table, translate(err))
 	}
 	return tag.RowsAffected(), last, nil
-}
-
-// countAfterSQL counts the events ReadAll($1/$2, …) would return now.
-const countAfterSQL = `SELECT count(*) FROM events
-WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
-  AND tx_id < pg_snapshot_xmin(pg_current_snapshot())`
-
-// CountAfter implements projections.Counter: how many events ReadAll would return after from, now,
-// counted without reading them out (a rebuild's progress bar announces the total first).
-func (s *Store) CountAfter(ctx context.Context, from eventlog.Position) (int64, error) {
-	var n int64
-	if err := s.pool.QueryRow(ctx, countAfterSQL, from.Commit, int64(from.Prepare)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count the events after %s: %w", from, translate(err))
-	}
-	return n, nil
 }

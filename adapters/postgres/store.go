@@ -184,10 +184,14 @@ func (s *Store) readStreams(ctx context.Context, streams []string) ([][]eventlog
 // (docs/adr/0002-global-order-on-postgres.md) explains why and what it costs.
 const readAllSQL = `SELECT ` + eventColumns + `
 FROM events
-WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
-  AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+WHERE ` + readableAfter + `
 ORDER BY tx_id, global_position
 LIMIT $3`
+
+// readableAfter is ReadAll's rule: the events after the position $1/$2 that every reader can see.
+// EventsAfter and CopyEvents apply the same.
+const readableAfter = `(tx_id, global_position) > ($1::xid8, $2::bigint)
+  AND tx_id < pg_snapshot_xmin(pg_current_snapshot())`
 
 // ReadAll implements eventlog.Store. Position.Commit is the writing transaction's xid8 and
 // Position.Prepare the event's global_position.
