@@ -105,8 +105,17 @@ func (m *ReadModel) BufferFrom(ctx context.Context, from eventlog.Position) (int
 		from = m.replay.last
 	}
 	n, last, err := m.opts.Log.CopyEvents(ctx, m.replay.stage.table("calendar_replay"), from)
-	if err != nil || n == 0 {
+	if err != nil {
 		return 0, from, true, err
+	}
+	if n == 0 {
+		if m.replay.events == 0 {
+			// Nothing to replay (a first run over an empty log): as when Buffer is never called,
+			// no replay is left behind. A rebuild's Flush starts one of its own.
+			m.dropStagingQuietly(m.replay.stage)
+			m.replay = nil
+		}
+		return 0, from, true, nil
 	}
 	m.replay.events += n
 	m.replay.last = last

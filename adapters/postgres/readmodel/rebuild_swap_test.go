@@ -14,6 +14,7 @@ import (
 
 	"bookingledger/adapters/eventcodec"
 	"bookingledger/adapters/postgres/readmodel"
+	"bookingledger/projections"
 )
 
 // catalogOf describes the read-model tables as the migration made them: every index and constraint by
@@ -198,4 +199,19 @@ func TestRebuildLoadsInPlaceWhenTablesHaveDependents(t *testing.T) {
 			assert.False(t, cp.Rebuilding)
 		})
 	}
+}
+
+// A first run over an empty log has nothing to copy into a replay: it leaves no staging tables
+// behind (a backup would meet them), and what arrives later is applied as usual.
+func TestFirstRunOverAnEmptyLogLeavesNoReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	require.NotNil(t, e.log(), "the copying path: the read model shares the store's database")
+	_, err := e.rm.Runner(projections.RunnerOptions{}).CatchUp(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, stagingTables(t, e))
+	e.deliver(t, one("d-intro", introCall))
+	e.catchUp(t)
+	assert.Equal(t, 1, e.count(t, "calendar_bookings"))
+	assert.Empty(t, stagingTables(t, e))
 }
