@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"bookingledger/adapters/eventcodec"
+	"bookingledger/adapters/eventlogtest"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/domain/booking"
 	"bookingledger/domain/resource"
@@ -183,7 +184,11 @@ func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
 	}{{"one chunk", 0, false}, {"chunks of one booking", 1, false}, {"copied by the store", 0, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // on a database of its own
-			e := newEnv(t)
+			kind := eventlogtest.SelectedStore(t)
+			if c.copied {
+				kind = eventlogtest.StorePostgres // the store that copies
+			}
+			e := newEnvOn(t, kind)
 			ctx := context.Background()
 			e.deliver(t, one("d-intro", introCall))
 			e.catchUp(t)
@@ -203,6 +208,7 @@ func TestRebuildEqualsIncrementalWithLinks(t *testing.T) {
 
 			opts := readmodel.Options{Links: eventcodec.JSON{}, RebuildChunk: c.chunk}
 			if c.copied {
+				require.NotNil(t, e.log())
 				opts.Log = e.log()
 			}
 			rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, opts)
