@@ -40,39 +40,44 @@ func TestCopyEventsCopiesWhatReadAllReturns(t *testing.T) {
 	before, err := s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 2))
 	require.NoError(t, err)
 	readAllEventually(t, s, eventlog.Position{}, 2)
+	_, err = s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 3))
+	require.NoError(t, err)
+	readable := readAllEventually(t, s, before.Position, 3)
 	open, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = open.Rollback(ctx) }()
-	_, err = open.Exec(ctx, `SELECT pg_current_xact_id()`) // older than every append below
+	_, err = open.Exec(ctx, `SELECT pg_current_xact_id()`) // older than the append below
 	require.NoError(t, err)
-	_, err = s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 3))
+	_, err = s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 2)) // committed, not readable yet
 	require.NoError(t, err)
-	_, err = s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 2))
-	require.NoError(t, err)
+	rowsOf := func(events []eventlog.RecordedEvent) []eventlog.RecordedEvent {
+		var rows []eventlog.RecordedEvent
+		for _, e := range events {
+			rows = append(rows, same(e))
+		}
+		return rows
+	}
 
 	n, last, err := s.CopyEvents(ctx, "replay", before.Position)
 	require.NoError(t, err)
-	assert.Zero(t, n, "nothing is readable past an open older transaction")
-	counted, err := s.EventsAfter(ctx, eventlog.Position{}, math.MaxInt64)
+	assert.EqualValues(t, 3, n, "the readable events only: not the committed one past an open older transaction")
+	assert.Equal(t, readable[2].Position, last)
+	assert.ElementsMatch(t, rowsOf(readable), copied())
+	counted, err := s.EventsAfter(ctx, before.Position, math.MaxInt64)
 	require.NoError(t, err)
-	assert.EqualValues(t, 2, counted, "EventsAfter counts what ReadAll returns")
-	assert.Equal(t, before.Position, last)
-	assert.Empty(t, copied())
+	assert.EqualValues(t, 3, counted, "EventsAfter counts what ReadAll returns")
+	n, again, err := s.CopyEvents(ctx, "replay", last)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing more is readable while the older transaction is open")
+	assert.Equal(t, last, again)
 
 	require.NoError(t, open.Rollback(ctx))
-	want := readAllEventually(t, s, before.Position, 5)
-	n, last, err = s.CopyEvents(ctx, "replay", before.Position)
+	want := readAllEventually(t, s, last, 2)
+	n, last, err = s.CopyEvents(ctx, "replay", last)
 	require.NoError(t, err)
-	assert.EqualValues(t, 5, n)
+	assert.EqualValues(t, 2, n)
 	assert.Equal(t, want[len(want)-1].Position, last)
-	var wantRows []eventlog.RecordedEvent
-	for _, e := range want {
-		wantRows = append(wantRows, same(e))
-	}
-	assert.ElementsMatch(t, wantRows, copied())
-	counted, err = s.EventsAfter(ctx, before.Position, math.MaxInt64)
-	require.NoError(t, err)
-	assert.EqualValues(t, 5, counted)
+	assert.ElementsMatch(t, rowsOf(append(readable, want...)), copied())
 
 	_, err = s.Append(ctx, streamName(t), eventlog.NoStream(), events(t, 1))
 	require.NoError(t, err)
