@@ -754,7 +754,10 @@ func copyClaims(ctx context.Context, tx copier, table string, claims []calendar.
 		return nil
 	})
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder", "guarded"}, src)
-	if err != nil {
+	var pgErr interface{ SQLState() string }
+	if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" { // the staging table has the guard (planIndexes)
+		return fmt.Errorf("copy %d claims: the slot-holder rule produced overlapping holders (a bug): %w", len(claims), err)
+	} else if err != nil {
 		return fmt.Errorf("copy %d claims: %w", len(claims), err)
 	}
 	return nil

@@ -126,3 +126,48 @@ func TestSweepGuardTakesOnlyEndedClaims(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n)
 }
+
+// A rebuild loads its claims into a staging table that has the guard from the start (the exclusion
+// constraints are made on the empty table, not built over the loaded one): once the chunks are
+// computed, the loaded table refuses a clash with a holder of a slot to come.
+func TestRebuildLoadsClaimsIntoAGuardedTable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, d := range []delivery{
+		one("new", created("calendly-new", at(-3, 0), slot("ev-new", at(9, 0), 60, "host-a"))),
+		one("old", created("calendly-old", past.Add(-48*time.Hour), slot("ev-old", past.Add(9*time.Hour), 60, "host-a"))),
+	} {
+		e.deliver(t, d)
+	}
+	e.catchUp(t)
+	e.waitReadable(t)
+	guards := queryStrings(t, e, `SELECT count(*)::text FROM pg_constraint WHERE conrelid = 'calendar_slots'::regclass AND contype = 'x'`)
+	require.Equal(t, []string{"8"}, guards)
+
+	checked := false
+	rm := readmodel.New(e.pool, e.store, eventcodec.JSON{}, readmodel.Options{Phases: func(phase string, _ time.Duration) {
+		if phase != "compute" {
+			return
+		}
+		checked = true
+		staged := queryStrings(t, e, `SELECT relname FROM pg_class WHERE relname LIKE 'calendar\_slots\_rebuild\_%' AND relkind = 'r'`)
+		require.Len(t, staged, 1)
+		table := pgx.Identifier{staged[0]}.Sanitize()
+		assert.Equal(t, guards, queryStrings(t, e, `SELECT count(*)::text FROM pg_constraint WHERE conrelid = '`+staged[0]+`'::regclass AND contype = 'x'`),
+			"the staging table is loaded without the guard")
+		assert.Equal(t, []string{"calendly-new true", "calendly-old false"},
+			queryStrings(t, e, `SELECT booking || ' ' || guarded FROM `+table+` ORDER BY 1`), "the claims are loaded, the ended one unguarded")
+		tx, err := e.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `INSERT INTO `+table+` (booking, resource_id, resource, meeting, during, priority_at, holder, guarded)
+SELECT 'intruder', resource_id, resource, 'another meeting', tstzrange($1, $2), $1, true, true FROM `+table+` WHERE booking = 'calendly-new'`,
+			at(9, 30), at(10, 30))
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, "the loaded staging table let a clash in")
+		assert.Equal(t, "23P01", pgErr.Code)
+	}})
+	require.NoError(t, rm.Rebuild(ctx, nil))
+	assert.True(t, checked, "the rebuild reported no compute phase")
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,9 +16,9 @@ import (
 // A rebuild's write is PostgreSQL's work (COPY, and above all keeping indexes up to date), which one
 // connection does on one core while the rebuild's own process waits. So the write loads staging
 // tables instead — copies of the read-model tables made with CREATE TABLE … (LIKE … INCLUDING ALL
-// EXCLUDING INDEXES) — from rebuildLoadConns connections at once, each committing on its own, and
-// then builds their indexes and constraints once each (indexStaging; the exclusion constraint checks
-// every claim there). Then one transaction moves the checkpoint, drops the (empty) read-model tables,
+// EXCLUDING INDEXES) and given the guard's exclusion constraints while empty (planIndexes: every
+// claim is checked as it loads) — from rebuildLoadConns connections at once, each committing on its
+// own, and then builds their other indexes once each (indexStaging). Then one transaction moves the checkpoint, drops the (empty) read-model tables,
 // renames the staging tables and their indexes to the names the migration gave the originals, and
 // syncs the reconciliation items. Readers see the old tables until that commit and the new ones after
 // it. A crash before it leaves the checkpoint at the start and staging tables nobody reads; the next
@@ -77,6 +76,9 @@ type staging struct {
 	// renamed.
 	swappable bool
 	renames   []string
+	// indexes are the CREATE INDEX statements the loaded staging tables are given (indexStaging), and
+	// attach the statements that make primary keys and unique constraints of them afterwards.
+	indexes, attach []string
 	// horizon is the guard's: the claims whose slot ended before it load unguarded (guard.go).
 	horizon time.Time
 }
@@ -115,7 +117,44 @@ func (m *ReadModel) createStaging(ctx context.Context) (*staging, error) {
 	if _, err := m.pool.Exec(ctx, create.String()); err != nil {
 		return nil, fmt.Errorf("create staging tables: %w", err)
 	}
+	exclusive, err := s.planIndexes(ctx, m.pool)
+	if err == nil && len(exclusive) > 0 {
+		_, err = m.pool.Exec(ctx, strings.Join(exclusive, ";\n"))
+	}
+	if err != nil {
+		m.dropStagingQuietly(s)
+		return nil, fmt.Errorf("create staging tables: %w", err)
+	}
 	return s, nil
+}
+
+// planIndexes reads the read-model tables' indexes into s and returns the statements of those that
+// lock their table against every other build (an exclusion constraint, which only ALTER TABLE can
+// add, or a deferrable constraint). These are made on the empty staging tables, before anything is
+// loaded: the guard's eight parts would otherwise each scan the loaded table twice (build, then
+// check) with every other index build on it waiting, while loaded they take only the rows their
+// predicate keeps — on a log of years, the claims that can still clash (guard.go) — as the live
+// projection's inserts do. The rest are built once the tables are loaded (indexStaging).
+func (s *staging) planIndexes(ctx context.Context, q querier) ([]string, error) {
+	var exclusive []string
+	for _, t := range rebuildTables {
+		builds, err := queryRows(ctx, q, pgx.RowToStructByPos[indexBuild], indexDefsSQL, t, s.table(t))
+		if err != nil {
+			return nil, fmt.Errorf("read the indexes of %s: %w", t, err)
+		}
+		for _, b := range builds {
+			if b.Exclusive {
+				exclusive = append(exclusive, b.Build)
+			} else {
+				s.indexes = append(s.indexes, b.Build)
+			}
+			if b.Attach != "" {
+				s.attach = append(s.attach, b.Attach)
+			}
+			s.renames = append(s.renames, b.Rename)
+		}
+	}
+	return exclusive, nil
 }
 
 // indexDefsSQL makes, for each index of table $1, the statement that builds it on the staging table
@@ -145,71 +184,28 @@ type indexBuild struct {
 	Rename        string
 }
 
-// indexStaging builds the loaded staging tables' indexes and constraints: one bulk build each costs
-// a fraction of keeping them up to date row by row while the chunks load (the B-trees above all).
-// The builds run on the loading connections as a queue: first, for each table that has them, its
-// exclusive builds in one job (each locks the table and scans it whole: the guard's eight parts);
-// then every other index, each a job of its own, those of the tables no exclusive build locks
-// first, so that both connections work until the end (docs/benchmarks.md, "Rebuild at scale").
+// indexStaging builds the loaded staging tables' indexes, the exclusive ones aside (planIndexes): one
+// bulk build each costs a fraction of keeping them up to date row by row while the chunks load (the
+// B-trees above all). The builds run on the loading connections as a queue, each index a job of its
+// own, so that both connections work until the end (docs/benchmarks.md, "Rebuild at scale").
 // Primary keys and unique constraints are attached to their indexes once all are built.
 func (m *ReadModel) indexStaging(ctx context.Context, s *staging) error {
-	var (
-		exclusive    = map[string][]string{}
-		free, locked []string // CREATE INDEX statements
-		attach       []string
-	)
-	for _, t := range rebuildTables {
-		builds, err := queryRows(ctx, m.pool, pgx.RowToStructByPos[indexBuild], indexDefsSQL, t, s.table(t))
-		if err != nil {
-			return fmt.Errorf("index %s: %w", t, err)
-		}
-		for _, b := range builds {
-			if b.Exclusive {
-				exclusive[t] = append(exclusive[t], b.Build)
-			}
-			if b.Attach != "" {
-				attach = append(attach, b.Attach)
-			}
-			s.renames = append(s.renames, b.Rename)
-		}
-		for _, b := range builds {
-			switch {
-			case b.Exclusive:
-			case len(exclusive[t]) > 0:
-				locked = append(locked, b.Build)
-			default:
-				free = append(free, b.Build)
-			}
-		}
-	}
 	ld := m.startLoad(ctx)
-	build := func(statements []string) loadJob {
-		return func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, "SET LOCAL maintenance_work_mem = '256MB';\n"+strings.Join(statements, ";\n"))
-			var pgErr interface{ SQLState() string }
-			if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" {
-				return fmt.Errorf("index the staging tables: the slot-holder rule produced overlapping holders (a bug): %w", err)
-			} else if err != nil {
+	for _, b := range s.indexes {
+		ld.add(func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SET LOCAL maintenance_work_mem = '256MB';\n"+b); err != nil {
 				return fmt.Errorf("index the staging tables: %w", err)
 			}
 			return nil
-		}
-	}
-	for _, t := range rebuildTables {
-		if len(exclusive[t]) > 0 {
-			ld.add(build(exclusive[t]))
-		}
-	}
-	for _, b := range slices.Concat(free, locked) {
-		ld.add(build([]string{b}))
+		})
 	}
 	if err := ld.wait(); err != nil {
 		return err
 	}
-	if len(attach) == 0 {
+	if len(s.attach) == 0 {
 		return nil
 	}
-	if _, err := m.pool.Exec(ctx, strings.Join(attach, ";\n")); err != nil {
+	if _, err := m.pool.Exec(ctx, strings.Join(s.attach, ";\n")); err != nil {
 		return fmt.Errorf("attach the staging tables' keys: %w", err)
 	}
 	return nil
