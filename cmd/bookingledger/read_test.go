@@ -425,6 +425,10 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Contains(t, stderr, "rebuild calendar: 0/8 events")
 	assert.Contains(t, stderr, "rebuild calendar: 8/8 events (100%)")
 	assert.Contains(t, stderr, "replayed the log; writing the read model")
+	assert.Regexp(t, `replayed the log; [^\n]+\n`+
+		`rebuild calendar: fold done in [0-9.]+s\nrebuild calendar: compute done in [0-9.]+s\nrebuild calendar: index done in [0-9.]+s\n`+
+		`rebuild calendar: items done in [0-9.]+s\nrebuild calendar: swap done in [0-9.]+s\n`, stderr,
+		"each phase of the write is told as it ends")
 
 	calendarAfter, stderr, code := cli(t, env, "calendar", "--from", day1From, "--to", day2To)
 	require.Equal(t, 0, code, stderr)

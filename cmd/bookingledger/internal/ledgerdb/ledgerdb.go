@@ -118,6 +118,8 @@ type ReadSide struct {
 	Store EventStore
 	// phases are the calendar rebuild's phases and their durations, as rebuild prints them.
 	Phases []string
+	// OnPhase, when set, is told of each phase of a calendar rebuild's write as it ends.
+	OnPhase func(phase string, took time.Duration)
 }
 
 // OpenReadSide checks the store flags, then opens the database and the event store. It refuses a
@@ -147,6 +149,9 @@ func OpenReadSide(ctx context.Context, sf StoreFlags, stderr io.Writer) (*ReadSi
 	rs.RM = readmodel.New(pool, store.Events, eventcodec.JSON{}, readmodel.Options{Receipts: store.Receipts, Steps: stepstore.NewStore(pool, nil),
 		Links: eventcodec.JSON{}, Texts: privacy.NewTexts(pool), Log: store.Log(), Phases: func(phase string, took time.Duration) {
 			rs.Phases = append(rs.Phases, fmt.Sprintf("%s %.1fs", phase, took.Seconds()))
+			if rs.OnPhase != nil {
+				rs.OnPhase(phase, took)
+			}
 		}})
 	return rs, nil
 }

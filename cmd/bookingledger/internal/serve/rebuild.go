@@ -29,7 +29,8 @@ Stop every 'bookingledger serve' on this database first: the serve that runs the
 lock, and rebuild refuses to start while it does. A serve started during the rebuild waits as a
 standby. An interrupted rebuild (Ctrl-C) leaves the read model partly rebuilt; the next serve or
 rebuild finishes it. Progress goes to stderr (--quiet: none), the result to stdout: per projection
-the events applied, the wall time and their quotient, the rate.`
+the events applied, the wall time and their quotient, the rate. After the calendar's replay, each
+phase of its write (fold, compute, index, items, swap) is reported on stderr as it ends.`
 
 func RunRebuild(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := cmdline.NewEnvFlags("rebuild", getenv, stderr, rebuildUsage)
@@ -71,6 +72,13 @@ func RunRebuild(ctx context.Context, args []string, getenv func(string) string, 
 	if getenv("GOGC") == "" && getenv("GOMEMLIMIT") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(300))
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(300 << 20))
+	}
+	if !*quiet {
+		// The write after a calendar replay takes minutes on a log of millions of events: each of its
+		// phases is told as it ends, not only in the result's phases line.
+		rs.OnPhase = func(phase string, took time.Duration) {
+			fmt.Fprintf(stderr, "rebuild %s: %s done in %.1fs\n", readmodel.ProjectionName, phase, took.Seconds())
+		}
 	}
 	for _, entry := range entries {
 		if err := rebuildProjection(ctx, deps, entry, *quiet, stdout, stderr); err != nil {
