@@ -189,7 +189,7 @@ ORDER BY tx_id, global_position
 LIMIT $3`
 
 // readableAfter is ReadAll's rule: the events after the position $1/$2 that every reader can see.
-// EventsAfter and CopyEvents apply the same.
+// EventsAfter and LogRange apply the same.
 const readableAfter = `(tx_id, global_position) > ($1::xid8, $2::bigint)
   AND tx_id < pg_snapshot_xmin(pg_current_snapshot())`
 

@@ -24,8 +24,9 @@ import (
 // a booking's row and claims each time one of its events shows up, and recompute its overlapping set
 // each time. The load keeps no more in memory than one chunk of bookings, whatever the log's size:
 //
-//  1. Buffer copies each batch's events, undecoded, into the replay's work table — or BufferFrom has
-//     the event store copy them there, when it lives in the same database (Options.Log).
+//  1. Buffer copies each batch's events, undecoded, into the replay's work table — or, when the event
+//     store lives in the same database (Options.Log), BufferFrom notes the range of the log to read,
+//     and the steps below read the store's events where they lie (ADR 0024's amendment).
 //  2. Flush reads the replay back by stream, the link stream first (it is small, and folded in memory
 //     for the canonical resources), and folds each booking stream once: a payment stream is written
 //     as it is and kept to link bookings to (there are at most as many as paid bookings); a booking
@@ -42,11 +43,25 @@ import (
 //     of the rebuild (rebuild_swap.go). A crash before it leaves the checkpoint at the start: the next
 //     runner starts the replay again.
 
-// replay is a bulk load in progress: its tables, the events taken, and the position of the last.
+// replay is a bulk load in progress: its tables, the events taken, and the position of the last;
+// logFrom, when BufferFrom took a range of the store's log, is where the range starts (it ends at
+// last).
 type replay struct {
-	stage  *staging
-	events int64
-	last   eventlog.Position
+	stage   *staging
+	events  int64
+	last    eventlog.Position
+	logFrom *eventlog.Position
+}
+
+// source is the relation the replay is read back from: its work table, with the range of the
+// store's log that BufferFrom took (the table is empty then, but for a runner that mixes the two).
+func (rp *replay) source(log LogSource) string {
+	table := rp.stage.table("calendar_replay")
+	if rp.logFrom == nil {
+		return table
+	}
+	return `(SELECT stream_id, version, event_id, event_type, data, metadata FROM ` + table + `
+UNION ALL ` + log.LogRelation(*rp.logFrom, rp.last) + `)`
 }
 
 // replayBatch is how many events are decoded at once (on every core) when the replay is read back.
@@ -90,8 +105,8 @@ func (m *ReadModel) Buffer(ctx context.Context, events []eventlog.RecordedEvent)
 	return nil
 }
 
-// BufferFrom implements projections.BulkFrom: with Options.Log, the store copies the rest of the log
-// into the replay table itself.
+// BufferFrom implements projections.BulkFrom: with Options.Log, the rest of the log as of now is
+// taken where it lies: the replay notes its range, which the write reads from the store's table.
 func (m *ReadModel) BufferFrom(ctx context.Context, from eventlog.Position) (int64, eventlog.Position, bool, error) {
 	if m.opts.Log == nil {
 		return 0, from, false, nil
@@ -104,9 +119,12 @@ func (m *ReadModel) BufferFrom(ctx context.Context, from eventlog.Position) (int
 	if m.replay.last.Compare(from) > 0 { // a runner that starts again from the start of the log
 		from = m.replay.last
 	}
-	n, last, err := m.opts.Log.CopyEvents(ctx, m.replay.stage.table("calendar_replay"), from)
+	n, last, err := m.opts.Log.LogRange(ctx, from)
 	if err != nil {
 		return 0, from, true, err
+	}
+	if n > 0 && m.replay.logFrom == nil {
+		m.replay.logFrom = &from
 	}
 	if n == 0 {
 		if m.replay.events == 0 {
@@ -143,11 +161,12 @@ func (m *ReadModel) Flush(ctx context.Context) error {
 
 func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 	s, lap := rp.stage, time.Now()
-	payments, err := m.foldReplay(ctx, s)
+	src := rp.source(m.opts.Log)
+	payments, err := m.foldReplay(ctx, s, src)
 	if m.phase(&lap, "fold"); err != nil {
 		return err
 	}
-	apart, err := m.computeReplay(ctx, s, payments)
+	apart, err := m.computeReplay(ctx, s, src, payments)
 	if m.phase(&lap, "compute"); err != nil {
 		return err
 	}
@@ -386,9 +405,9 @@ type paymentsOf struct {
 // keyBatch is how many booking keys one COPY writes.
 const keyBatch = 20_000
 
-// foldReplay is step 2: it folds every stream of the replay, writes the payment streams and every
-// booking's key, and numbers the resource groups.
-func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, error) {
+// foldReplay is step 2: it folds every stream of the replay (read from src), writes the payment
+// streams and every booking's key, and numbers the resource groups.
+func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (paymentsOf, error) {
 	ld := m.startLoad(ctx)
 	var (
 		streams []calendar.PaymentStream
@@ -407,7 +426,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 			return err
 		})
 	}
-	err := m.eachReplayed(ctx, s.table("calendar_replay")+" (stream_id)", fmt.Sprintf(foldSQL, s.table("calendar_replay")), false, func(batch []replayed) error {
+	err := m.eachReplayed(ctx, s.table("calendar_replay")+" (stream_id)", fmt.Sprintf(foldSQL, src), false, func(batch []replayed) error {
 		for _, st := range batch {
 			if st.stream == resource.Stream {
 				if err := m.foldLinks(st.raw); err != nil {
@@ -462,7 +481,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging) (paymentsOf, err
 
 // foldSQL reads the replay back by stream, the link stream first: the canonical resources it folds to
 // are known before any booking's key is.
-const foldSQL = `SELECT stream_id, version, event_id, event_type, data, metadata FROM %s
+const foldSQL = `SELECT stream_id, version, event_id, event_type, data, metadata FROM %s r
 ORDER BY stream_id <> '` + resource.Stream + `', stream_id`
 
 // foldLinks folds the link stream's events into the replay's links, in stream order.
@@ -495,7 +514,7 @@ const computeAhead = 2
 // returns the open conflict items whose two sides are in different chunks. Chunks are whole connected
 // sets, so they are computed at once (computeAhead) in any order; which chunk's items come first
 // changes nothing, as Recompute's answer does not depend on the order of what it is given.
-func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paymentsOf) ([]calendar.Item, error) {
+func (m *ReadModel) computeReplay(ctx context.Context, s *staging, src string, payments paymentsOf) ([]calendar.Item, error) {
 	ld := m.startLoad(ctx)
 	var (
 		chunk  []*replayed // into the batches read: a replayed is large, and is not copied
@@ -530,7 +549,7 @@ func (m *ReadModel) computeReplay(ctx context.Context, s *staging, payments paym
 		})
 		return nil
 	}
-	query := fmt.Sprintf(chunkSQL, s.table("calendar_replay"), s.table("calendar_keys"), s.table("calendar_groups"))
+	query := fmt.Sprintf(chunkSQL, src, s.table("calendar_keys"), s.table("calendar_groups"))
 	err := m.eachReplayed(ctx, s.table("calendar_keys")+", "+s.table("calendar_groups"), query, true, func(batch []replayed) error {
 		for i := range batch {
 			st := &batch[i]

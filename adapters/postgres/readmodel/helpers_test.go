@@ -127,7 +127,7 @@ func newEnvWith(tb testing.TB, kind string, pool *pgxpool.Pool) *env {
 
 // log is what serve passes as readmodel.Options.Log: the PostgreSQL store, which lives in the read
 // model's database; nil over EventStoreDB.
-func (e *env) log() readmodel.LogCopier {
+func (e *env) log() readmodel.LogSource {
 	if s, ok := e.store.(*postgres.Store); ok {
 		return s
 	}

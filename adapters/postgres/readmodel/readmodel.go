@@ -54,17 +54,21 @@ type Options struct {
 	RebuildChunk int
 	// Phases, when set, is told how long each phase of a rebuild's write took: fold, compute, index, items, swap.
 	Phases func(phase string, took time.Duration)
-	// Log, when set, copies the event log into this database's tables: set it to the PostgreSQL event
-	// store when that store lives in the read model's own database (postgres.Store.CopyEvents), and a
-	// replay from the start of the log is copied there without the events leaving the database.
-	Log LogCopier
+	// Log, when set, is the event log as this database's own tables hold it: set it to the PostgreSQL
+	// event store when that store lives in the read model's database (postgres.Store), and a replay
+	// from the start of the log reads the events where they lie, neither leaving the database nor
+	// copied within it.
+	Log LogSource
 }
 
-// LogCopier copies every event ReadAll would return after from, as of now, into table, one of the
-// read model's tables with the columns stream_id, version, event_id, event_type, data and metadata,
-// and returns how many it copied and the position of the last (from when none).
-type LogCopier interface {
-	CopyEvents(ctx context.Context, table string, from eventlog.Position) (int64, eventlog.Position, error)
+// LogSource is an event log that a statement of the read model's database can read.
+type LogSource interface {
+	// LogRange finds the events ReadAll would return after from, as of now: how many they are and
+	// the position of the last (from when none). The range is final: read later, it holds the same.
+	LogRange(ctx context.Context, from eventlog.Position) (int64, eventlog.Position, error)
+	// LogRelation is a query of the events after from up to to, with the columns stream_id,
+	// version, event_id, event_type, data and metadata.
+	LogRelation(from, to eventlog.Position) string
 }
 
 // ReadModel is the calendar projection and its queries. Queries are safe for concurrent use; Apply,

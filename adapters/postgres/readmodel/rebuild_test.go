@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -66,21 +68,29 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 	assert.Equal(t, int64(len(all)), cp.EventsApplied)
 	assert.False(t, cp.Rebuilding)
 
-	// Again as serve rebuilds on PostgreSQL: the store copies the log into the replay (Options.Log),
-	// and the runner reads none of it.
+	// Again as serve rebuilds on PostgreSQL: the replay reads the store's events where they lie
+	// (Options.Log), the runner reads none of them and nothing copies them into the replay's table.
 	log := e.log()
 	if log == nil {
 		return
 	}
 	counted := &readCounter{Store: e.store}
-	copying := readmodel.New(e.pool, counted, eventcodec.JSON{}, readmodel.Options{Log: log})
+	replayRows := int64(-1)
+	inPlace := readmodel.New(e.pool, counted, eventcodec.JSON{}, readmodel.Options{Log: log, Phases: func(phase string, _ time.Duration) {
+		if phase == "fold" {
+			var table string
+			require.NoError(t, e.pool.QueryRow(ctx, `SELECT relname FROM pg_class WHERE relname LIKE 'calendar\_replay\_rebuild\_%'`).Scan(&table))
+			require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&replayRows))
+		}
+	}})
 	calls = nil
-	require.NoError(t, copying.Rebuild(ctx, func(p projections.Progress) { calls = append(calls, p) }))
-	assert.Equal(t, incremental, snapshotOf(t, e), "rows rebuilt from the copied log differ from incremental ones")
+	require.NoError(t, inPlace.Rebuild(ctx, func(p projections.Progress) { calls = append(calls, p) }))
+	assert.Equal(t, incremental, snapshotOf(t, e), "rows rebuilt from the log read in place differ from incremental ones")
+	assert.Zero(t, replayRows, "the replay's table holds none of the log's events")
 	assert.Equal(t, itemsBefore, e.count(t, "reconciliation_items"))
 	assert.EqualValues(t, 1, counted.reads.Load(), "ReadAll calls: the progress's count only")
 	assert.Equal(t, int64(len(all)), calls[len(calls)-1].Done)
-	cp, err = copying.Checkpoint(ctx)
+	cp, err = inPlace.Checkpoint(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(all)), cp.EventsApplied)
 	assert.Equal(t, all[len(all)-1].Position, cp.Position)

@@ -96,9 +96,9 @@ func OpenEventStore(ctx context.Context, setting string, pool *pgxpool.Pool, log
 	return EventStore{Events: es, Subscriber: es, Receipts: receipts, ESDB: es}, nil
 }
 
-// Log is what the calendar copies a replay of the log with (readmodel.Options.Log): the PostgreSQL
+// Log is what the calendar reads a replay of the log from (readmodel.Options.Log): the PostgreSQL
 // store, which lives in the read model's database; nil when the events live in EventStoreDB.
-func (s EventStore) Log() readmodel.LogCopier {
+func (s EventStore) Log() readmodel.LogSource {
 	if s.ESDB != nil {
 		return nil
 	}
