@@ -413,7 +413,10 @@ func assignSlots(claims []Claim) assignment {
 		order = append(order, ranked{id, first.Priority})
 	}
 	slices.SortFunc(order, func(a, b ranked) int {
-		return cmp.Or(a.priority.Compare(b.priority), naturalCompare(string(a.id), string(b.id)))
+		if c := a.priority.Compare(b.priority); c != 0 {
+			return c // cmp.Or would compare the ids as well, each time: a tenth of the rule's time
+		}
+		return naturalCompare(string(a.id), string(b.id))
 	})
 
 	out := assignment{Holders: map[booking.ID]bool{}}

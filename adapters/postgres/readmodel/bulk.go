@@ -254,6 +254,29 @@ type chunkKey struct {
 	supersededBy []string
 }
 
+// bookingKey is what the fold writes of a booking for the computation (calendar_keys): its first
+// canonical resource and its slot (none without a slot), and the booking it was rescheduled from.
+type bookingKey struct {
+	stream     string
+	booking    booking.ID
+	resource   string
+	start, end time.Time
+	from       booking.ID
+}
+
+func (k bookingKey) write(w *copyWriter) {
+	w.text(k.stream)
+	w.text(string(k.booking))
+	if k.start.IsZero() {
+		w.null()
+	} else {
+		w.text(k.resource)
+	}
+	w.nullTimestamptz(k.start)
+	w.nullTimestamptz(k.end)
+	w.text(string(k.from))
+}
+
 // eachReplayed analyzes tables (the planner knows nothing of fresh work tables) and runs query,
 // whose rows are replay rows (with the chunkKey columns after them when keyed) with each stream's
 // rows together, and hands f the streams in order, in batches decoded and folded on every core. The
@@ -413,7 +436,7 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (pay
 		streams []calendar.PaymentStream
 		events  = map[booking.ID][]booking.Event{}
 		rows    []paymentRow
-		keys    [][]any
+		keys    []bookingKey
 		groups  calendar.ResourceGroups
 		series  = map[string][]calendar.SeriesCancel{}
 	)
@@ -421,8 +444,8 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (pay
 		batch := keys
 		keys = nil
 		ld.add(func(ctx context.Context, c pgx.Tx) error {
-			_, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_keys")},
-				[]string{"stream", "booking", "resource", "lower", "upper", "rescheduled_from"}, pgx.CopyFromRows(batch))
+			_, err := copyRows(ctx, c, s.table("calendar_keys"), []string{"stream", "booking", "resource", "lower", "upper", "rescheduled_from"},
+				len(batch), func(i int, w *copyWriter) error { batch[i].write(w); return nil })
 			return err
 		})
 	}
@@ -446,11 +469,11 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (pay
 			if sc, ok := calendar.SeriesCancelOf(st.id, st.state); ok {
 				series[sc.Series] = append(series[sc.Series], sc)
 			}
-			key := []any{st.stream, string(st.id), nil, nil, nil, string(st.state.RescheduledFrom)}
+			key := bookingKey{stream: st.stream, booking: st.id, from: st.state.RescheduledFrom}
 			if st.state.HasSlot() {
 				res := calendar.CanonicalResources(st.state.Slot.Resources, m.bufLinks.Canonical)
 				groups.Join(res...)
-				key[2], key[3], key[4] = res[0], micro(st.state.Slot.Start), micro(st.state.Slot.End)
+				key.resource, key.start, key.end = res[0], st.state.Slot.Start, st.state.Slot.End
 			}
 			keys = append(keys, key)
 		}
@@ -469,8 +492,8 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (pay
 	})
 	ld.add(func(ctx context.Context, c pgx.Tx) error {
 		res := groups.Resources()
-		_, err := c.CopyFrom(ctx, pgx.Identifier{s.table("calendar_groups")}, []string{"resource", "grp"},
-			rowsOf(len(res), 2, func(i int, row []any) error { row[0], row[1] = res[i], int32(groups.Group(res[i])); return nil }))
+		_, err := copyRows(ctx, c, s.table("calendar_groups"), []string{"resource", "grp"}, len(res),
+			func(i int, w *copyWriter) error { w.text(res[i]); w.int4(groups.Group(res[i])); return nil })
 		return err
 	})
 	if err := ld.wait(); err != nil {
@@ -700,19 +723,28 @@ func stageItems(ctx context.Context, c pgx.Tx, s *staging, ch calendar.ItemChang
 }
 
 // copier is what a transaction and a connection offer for COPY.
-type copier interface {
-	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
-}
-
 type paymentRow struct {
 	stream  booking.ID
 	state   booking.State
 	version uint64
 }
 
-// paymentValues are p's values for the columns stream, refs, payment_status, stream_version, updated_at.
+// paymentColumns are the columns writePayment writes.
+var paymentColumns = []string{"stream", "refs", "payment_status", "stream_version", "updated_at"}
+
+func writePayment(p paymentRow, w rowWriter) {
+	w.text(string(p.stream))
+	w.texts(nonNil(p.state.PaymentRefs))
+	w.text(string(p.state.Payment))
+	w.int8(int64(p.version))
+	w.nullTimestamptz(p.state.UpdatedAt)
+}
+
+// paymentValues are p's values for paymentColumns, as a statement's parameters.
 func paymentValues(p paymentRow) []any {
-	return []any{string(p.stream), nonNil(p.state.PaymentRefs), string(p.state.Payment), int64(p.version), nullTime(p.state.UpdatedAt)}
+	var c columnValues
+	writePayment(p, &c)
+	return c.row
 }
 
 func tsRange(start, end time.Time) any {
@@ -747,12 +779,11 @@ var copyBookingColumns = []string{"booking", "provider", "meeting", "resources",
 	"no_show", "scheduled_at", "updated_at", "stream_version", "event_count", "rescheduled_from", "rescheduled_to",
 	"cancel_reason", "canceled_by", "cancel_implied", "findings", "series", "seats", "seats_left"}
 
-func copyBookings(ctx context.Context, tx copier, table string, rows []calendar.Booking) error {
+func copyBookings(ctx context.Context, tx pgx.Tx, table string, rows []calendar.Booking) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	src := rowsOf(len(rows), len(copyBookingColumns), func(i int, row []any) error { return bookingValues(rows[i], row) })
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, copyBookingColumns, src); err != nil {
+	if _, err := copyRows(ctx, tx, table, copyBookingColumns, len(rows), func(i int, w *copyWriter) error { return writeBooking(rows[i], w) }); err != nil {
 		return fmt.Errorf("copy %d calendar rows: %w", len(rows), err)
 	}
 	return nil
@@ -761,18 +792,24 @@ func copyBookings(ctx context.Context, tx copier, table string, rows []calendar.
 // copyClaims copies claims into table; those whose slot ended before horizon go in unguarded: they
 // keep their holder flag, which the slot-holder rule computed, but stay out of the double-booking
 // guard's GiST (guard.go).
-func copyClaims(ctx context.Context, tx copier, table string, claims []calendar.Claim, holders map[booking.ID]bool, resourceID map[string]int32,
+func copyClaims(ctx context.Context, tx pgx.Tx, table string, claims []calendar.Claim, holders map[booking.ID]bool, resourceID map[string]int32,
 	horizon time.Time) error {
 	if len(claims) == 0 {
 		return nil
 	}
-	src := rowsOf(len(claims), 8, func(i int, row []any) error {
-		c := claims[i]
-		copy(row, []any{string(c.Booking), resourceID[c.Resource], c.Resource, c.Meeting, tsRange(c.Start, c.End), c.Priority, holders[c.Booking],
-			!c.End.Before(horizon)})
-		return nil
-	})
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder", "guarded"}, src)
+	_, err := copyRows(ctx, tx, table, []string{"booking", "resource_id", "resource", "meeting", "during", "priority_at", "holder", "guarded"}, len(claims),
+		func(i int, w *copyWriter) error {
+			c := claims[i]
+			w.text(string(c.Booking))
+			w.int4(int(resourceID[c.Resource]))
+			w.text(c.Resource)
+			w.text(c.Meeting)
+			w.during(c.Start, c.End)
+			w.timestamptz(c.Priority)
+			w.boolean(holders[c.Booking])
+			w.boolean(!c.End.Before(horizon))
+			return nil
+		})
 	var pgErr interface{ SQLState() string }
 	if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" { // the staging table has the guard (planIndexes)
 		return fmt.Errorf("copy %d claims: the slot-holder rule produced overlapping holders (a bug): %w", len(claims), err)
@@ -782,48 +819,47 @@ func copyClaims(ctx context.Context, tx copier, table string, claims []calendar.
 	return nil
 }
 
-func copyPayments(ctx context.Context, tx copier, table, refsTable string, rows []paymentRow) error {
+func copyPayments(ctx context.Context, tx pgx.Tx, table, refsTable string, rows []paymentRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	src := make([][]any, len(rows))
-	var refs [][]any
-	for i, p := range rows {
-		src[i] = paymentValues(p)
+	var refs []refRow
+	for _, p := range rows {
 		refs = refRows(refs, string(p.stream), p.state.PaymentRefs)
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"stream", "refs", "payment_status", "stream_version", "updated_at"},
-		pgx.CopyFromRows(src))
+	_, err := copyRows(ctx, tx, table, paymentColumns, len(rows), func(i int, w *copyWriter) error { writePayment(rows[i], w); return nil })
 	if err != nil {
 		return fmt.Errorf("copy %d payment streams: %w", len(rows), err)
 	}
 	return copyRefs(ctx, tx, refsTable, "stream", refs)
 }
 
-func refRows(refs [][]any, of string, payment []string) [][]any {
+// refRow links a payment reference to a booking or payment stream.
+type refRow struct{ ref, of string }
+
+func refRows(refs []refRow, of string, payment []string) []refRow {
 	for _, r := range payment {
-		refs = append(refs, []any{r, of})
+		refs = append(refs, refRow{r, of})
 	}
 	return refs
 }
 
 // copyRefs copies link rows (ref, column) ordered by primary key, so that each key lands on the
 // index's rightmost page.
-func copyRefs(ctx context.Context, tx copier, table, column string, refs [][]any) error {
+func copyRefs(ctx context.Context, tx pgx.Tx, table, column string, refs []refRow) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	slices.SortFunc(refs, func(a, b []any) int {
-		return cmp.Or(cmp.Compare(a[0].(string), b[0].(string)), cmp.Compare(a[1].(string), b[1].(string)))
-	})
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"ref", column}, pgx.CopyFromRows(refs)); err != nil {
+	slices.SortFunc(refs, func(a, b refRow) int { return cmp.Or(cmp.Compare(a.ref, b.ref), cmp.Compare(a.of, b.of)) })
+	write := func(i int, w *copyWriter) error { w.text(refs[i].ref); w.text(refs[i].of); return nil }
+	if _, err := copyRows(ctx, tx, table, []string{"ref", column}, len(refs), write); err != nil {
 		return fmt.Errorf("copy %s: %w", table, err)
 	}
 	return nil
 }
 
-func copyBookingRefs(ctx context.Context, tx copier, table string, rows []calendar.Booking) error {
-	var refs [][]any
+func copyBookingRefs(ctx context.Context, tx pgx.Tx, table string, rows []calendar.Booking) error {
+	var refs []refRow
 	for _, b := range rows {
 		refs = refRows(refs, string(b.Booking), b.PaymentRefs)
 	}

@@ -75,9 +75,21 @@ const bookingColumns = `booking, provider, meeting, resources,
     holder, payment_status, payment_refs, payment_streams, capacity, no_show, scheduled_at, updated_at, stream_version,
     event_count, rescheduled_from, rescheduled_to, cancel_reason, canceled_by, cancel_implied, findings, series, seats, seats_left`
 
-// bookingValues fills row with b's values for copyBookingColumns, as COPY takes them and, a column at
-// a time, unnest (bookingArrays).
-func bookingValues(b calendar.Booking, row []any) error {
+// rowWriter takes a row's values column by column, typed: into COPY's binary format (copyWriter), or
+// as the parameters of a statement (columnValues).
+type rowWriter interface {
+	text(s string)
+	texts(s []string) // a text[]; nil is NULL
+	int4(v int)
+	int8(v int64)
+	boolean(v bool)
+	nullTimestamptz(t time.Time) // NULL for the zero time
+	during(start, end time.Time) // [start, end); NULL when start is the zero time
+	jsonb(doc []byte)
+}
+
+// writeBooking writes b's values for copyBookingColumns.
+func writeBooking(b calendar.Booking, w rowWriter) error {
 	findings := []byte("[]") // what Marshal makes of no findings, without its cost for every row
 	if len(b.Findings) > 0 {
 		fs := make([]findingJSON, len(b.Findings))
@@ -89,33 +101,86 @@ func bookingValues(b calendar.Booking, row []any) error {
 			return fmt.Errorf("encode findings of %s: %w", b.Booking, err)
 		}
 	}
-	copy(row, []any{string(b.Booking), b.Provider, b.Meeting, nonNil(b.Resources), tsRange(b.Start, b.End), string(b.Status),
-		string(b.BookingStatus), b.Holder, string(b.Payment), nonNil(b.PaymentRefs), idStrings(b.PaymentStreams), b.Capacity, b.NoShow,
-		nullTime(b.ScheduledAt), nullTime(b.UpdatedAt), int64(b.StreamVersion), b.Events, string(b.RescheduledFrom),
-		string(b.RescheduledTo), b.CancelReason, b.CanceledBy, b.CancelImplied, string(findings), b.Series, seatsValue(b), leftValue(b)})
+	w.text(string(b.Booking))
+	w.text(b.Provider)
+	w.text(b.Meeting)
+	w.texts(nonNil(b.Resources))
+	w.during(b.Start, b.End)
+	w.text(string(b.Status))
+	w.text(string(b.BookingStatus))
+	w.boolean(b.Holder)
+	w.text(string(b.Payment))
+	w.texts(nonNil(b.PaymentRefs))
+	w.texts(idStrings(b.PaymentStreams))
+	w.int4(b.Capacity)
+	w.boolean(b.NoShow)
+	w.nullTimestamptz(b.ScheduledAt)
+	w.nullTimestamptz(b.UpdatedAt)
+	w.int8(int64(b.StreamVersion))
+	w.int4(b.Events)
+	w.text(string(b.RescheduledFrom))
+	w.text(string(b.RescheduledTo))
+	w.text(b.CancelReason)
+	w.text(b.CanceledBy)
+	w.boolean(b.CancelImplied)
+	w.jsonb(findings)
+	w.text(b.Series)
+	// seats and seats_left: NULL for a booking that is not seated
+	if b.Seated {
+		w.texts(nonNil(b.Seats))
+		w.texts(nonNil(b.Left))
+	} else {
+		w.texts(nil)
+		w.texts(nil)
+	}
 	return nil
 }
 
-// bookingArrays is rows as one array per column of copyBookingColumns. unnest cannot return arrays
-// of different lengths, so a text[] column's values go as their literals: each element quoted, its
+// columnValues is one row's values as a statement's parameters take them; with literal, a text[]
+// goes as its literal (unnest cannot return arrays of different lengths): each element quoted, its
 // quotes and backslashes escaped.
+type columnValues struct {
+	row     []any
+	literal bool
+}
+
+func (c *columnValues) put(v any)                   { c.row = append(c.row, v) }
+func (c *columnValues) text(s string)               { c.put(s) }
+func (c *columnValues) int4(v int)                  { c.put(v) }
+func (c *columnValues) int8(v int64)                { c.put(v) }
+func (c *columnValues) boolean(v bool)              { c.put(v) }
+func (c *columnValues) jsonb(doc []byte)            { c.put(string(doc)) }
+func (c *columnValues) nullTimestamptz(t time.Time) { c.put(nullTime(t)) }
+func (c *columnValues) during(start, end time.Time) { c.put(tsRange(start, end)) }
+
+func (c *columnValues) texts(s []string) {
+	switch {
+	case s == nil:
+		c.put(nil)
+	case !c.literal:
+		c.put(s)
+	default:
+		quoted := make([]string, len(s))
+		for k, e := range s {
+			quoted[k] = `"` + arrayElement.Replace(e) + `"`
+		}
+		c.put("{" + strings.Join(quoted, ",") + "}")
+	}
+}
+
+// bookingArrays is rows as one array per column of copyBookingColumns, for unnest.
 func bookingArrays(rows []calendar.Booking) ([]any, error) {
-	columns, row := make([]any, len(copyBookingColumns)), make([]any, len(copyBookingColumns))
+	columns := make([]any, len(copyBookingColumns))
+	for j := range columns {
+		columns[j] = make([]any, len(rows))
+	}
+	row := columnValues{literal: true}
 	for i, b := range rows {
-		if err := bookingValues(b, row); err != nil {
+		row.row = row.row[:0]
+		if err := writeBooking(b, &row); err != nil {
 			return nil, err
 		}
-		for j, v := range row {
-			if i == 0 {
-				columns[j] = make([]any, len(rows))
-			}
-			if a, ok := v.([]string); ok {
-				quoted := make([]string, len(a))
-				for k, e := range a {
-					quoted[k] = `"` + arrayElement.Replace(e) + `"`
-				}
-				v = "{" + strings.Join(quoted, ",") + "}"
-			}
+		for j, v := range row.row {
 			columns[j].([]any)[i] = v
 		}
 	}
@@ -167,20 +232,4 @@ func loadBookingsFrom(ctx context.Context, q reader, table string, ids []string)
 		out[b.Booking] = b
 	}
 	return out, nil
-}
-
-// seatsValue is the seats column of b: NULL for a booking that is not seated.
-func seatsValue(b calendar.Booking) any {
-	if !b.Seated {
-		return nil
-	}
-	return nonNil(b.Seats)
-}
-
-// leftValue is the seats_left column of b: NULL for a booking that is not seated.
-func leftValue(b calendar.Booking) any {
-	if !b.Seated {
-		return nil
-	}
-	return nonNil(b.Left)
 }
