@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,19 +37,27 @@ func copyRows(ctx context.Context, tx pgx.Tx, table string, columns []string, n 
 	r.w.buf = binary.BigEndian.AppendUint64(r.w.buf, 0) // no flags, no header extension
 	tag, err := tx.Conn().PgConn().CopyFrom(ctx, r,
 		"COPY "+pgx.Identifier{table}.Sanitize()+" ("+strings.Join(quoted, ", ")+") FROM STDIN BINARY")
-	if r.err != nil { // fill's own failure, which the server saw only as the end of the data
-		return 0, r.err
+	if failed := r.failed(); failed != nil { // fill's own failure, which the server saw only as an abort
+		return 0, failed
 	}
 	return tag.RowsAffected(), err
 }
 
-// copyReader writes rows as the connection reads them, about one read's worth at a time.
+// copyReader writes rows as the connection reads them, about one read's worth at a time. pgconn reads
+// it from a goroutine of its own, which a broken connection leaves behind: err is behind mu.
 type copyReader struct {
 	n, next int
 	fill    func(i int, w *copyWriter) error
 	w       copyWriter
 	off     int
+	mu      sync.Mutex
 	err     error
+}
+
+func (r *copyReader) failed() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 func (r *copyReader) Read(p []byte) (int, error) {
@@ -61,8 +70,11 @@ func (r *copyReader) Read(p []byte) (int, error) {
 			r.next++
 			break
 		}
-		if r.err = r.w.row(func() error { return r.fill(r.next, &r.w) }); r.err != nil {
-			return 0, r.err
+		if err := r.w.row(func() error { return r.fill(r.next, &r.w) }); err != nil {
+			r.mu.Lock()
+			r.err = err
+			r.mu.Unlock()
+			return 0, err
 		}
 		r.next++
 	}

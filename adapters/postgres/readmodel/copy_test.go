@@ -173,6 +173,20 @@ func TestCopyRowsLoadsWhatItIsGiven(t *testing.T) {
 		return err
 	})
 	require.ErrorContains(t, err, "binary data")
+	// The connection lost half way through (its backend terminated): an error, and nothing stays.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		pid := tx.Conn().PgConn().PID()
+		_, err := copyRows(ctx, tx, "copied", columns, 100_000, func(i int, w *copyWriter) error {
+			if i == 3_000 {
+				if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+					return err
+				}
+			}
+			return write(i%rows, w)
+		})
+		return err
+	})
+	require.Error(t, err)
 	var count int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM copied`).Scan(&count))
 	require.Equal(t, rows, count)
