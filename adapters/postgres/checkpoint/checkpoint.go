@@ -52,9 +52,9 @@ const IdleRecheck = 10 * time.Second
 type Projection struct {
 	pool *pgxpool.Pool
 	cfg  Config
+	keep *Keeper
 
-	mu  sync.Mutex
-	pos eventlog.Position
+	mu sync.Mutex
 	// busySince is when Config.Idle last answered false (zero: idle, or never asked).
 	busySince time.Time
 }
@@ -64,7 +64,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Projection, error) {
 	if pool == nil || cfg.Name == "" || cfg.Apply == nil {
 		return nil, errors.New("checkpoint: pool, name and apply are required")
 	}
-	return &Projection{pool: pool, cfg: cfg}, nil
+	return &Projection{pool: pool, cfg: cfg, keep: NewKeeper(pool, cfg.Name)}, nil
 }
 
 // Name implements projections.Projection.
@@ -74,23 +74,16 @@ func (p *Projection) Name() string { return p.cfg.Name }
 func (p *Projection) Load(ctx context.Context) (eventlog.Position, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pos, err := Load(ctx, p.pool, p.cfg.Name)
-	if err != nil {
-		return eventlog.Position{}, err
-	}
-	p.pos = pos
-	return pos, nil
+	return p.keep.Load(ctx)
 }
 
-// Apply implements projections.Projection. Events at or before the saved position are skipped, so a
-// batch that overlaps what was applied is harmless.
+// Apply implements projections.Projection. Events at or before the position applied are skipped, so
+// a batch that overlaps what was applied is harmless. An idle batch (Config.Idle) moves the
+// checkpoint through the Keeper, which saves it within IdleFlush.
 func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fresh := events
-	for len(fresh) > 0 && fresh[0].Position.Compare(p.pos) <= 0 {
-		fresh = fresh[1:]
-	}
+	fresh := p.keep.Fresh(events)
 	if len(fresh) == 0 {
 		return nil
 	}
@@ -100,23 +93,9 @@ func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent)
 		return err
 	}
 	if idle {
-		if _, err := AdvanceAlone(ctx, p.pool, p.cfg.Name, p.pos, last, len(fresh)); err != nil {
-			return err
-		}
-		p.pos = last
-		return nil
+		return p.keep.Skip(ctx, last, len(fresh))
 	}
-	err = pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{BeginQuery: BeginIndexed}, func(tx pgx.Tx) error {
-		if _, err := Advance(ctx, tx, p.cfg.Name, p.pos, last, len(fresh)); err != nil {
-			return err
-		}
-		return p.cfg.Apply(ctx, tx, fresh)
-	})
-	if err != nil {
-		return err
-	}
-	p.pos = last
-	return nil
+	return p.keep.Apply(ctx, last, len(fresh), func(tx pgx.Tx) error { return p.cfg.Apply(ctx, tx, fresh) })
 }
 
 // idle asks Config.Idle, unless it answered false less than IdleRecheck ago.
@@ -145,26 +124,21 @@ var IndexedPlanning = []string{"enable_seqscan = off", "jit = off"}
 // BeginIndexed begins a transaction under IndexedPlanning, as Apply begins every batch.
 var BeginIndexed = "BEGIN; SET LOCAL " + strings.Join(IndexedPlanning, "; SET LOCAL ")
 
-// CaughtUp implements projections.Projection: nothing waits for the end of the log.
-func (p *Projection) CaughtUp(context.Context) error { return nil }
+// CaughtUp implements projections.Projection: the idle batches' checkpoint is saved now.
+func (p *Projection) CaughtUp(ctx context.Context) error { return p.keep.Flush(ctx) }
 
 // Reset implements projections.Projection: Config.Reset (if any) and the checkpoint's return to the start
 // of the log commit together.
 func (p *Projection) Reset(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if p.cfg.Reset != nil {
-			if err := p.cfg.Reset(ctx, tx); err != nil {
-				return err
-			}
-		}
-		return Rewind(ctx, tx, p.cfg.Name, false)
-	})
-	if err != nil {
+	var reset func(pgx.Tx) error
+	if p.cfg.Reset != nil {
+		reset = func(tx pgx.Tx) error { return p.cfg.Reset(ctx, tx) }
+	}
+	if err := p.keep.Reset(ctx, reset); err != nil {
 		return fmt.Errorf("reset %s: %w", p.cfg.Name, err)
 	}
-	p.pos = eventlog.Position{}
 	return nil
 }
 

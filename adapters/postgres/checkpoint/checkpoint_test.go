@@ -339,7 +339,8 @@ func TestIdleBatchesOnlyMoveTheCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 12, cp.EventsApplied)
 
-	// A runner that loaded the checkpoint before another moved it cannot move it idly either.
+	// A runner that loaded the checkpoint before another moved it cannot move it idly either: its
+	// move is refused when it saves it.
 	idle.Store(true)
 	stale := newProjection()
 	_, err = stale.Load(ctx)
@@ -350,7 +351,9 @@ func TestIdleBatchesOnlyMoveTheCheckpoint(t *testing.T) {
 	_, err = p2.Load(ctx)
 	require.NoError(t, err)
 	require.NoError(t, p2.Apply(ctx, recs[len(recs)-1:]))
-	assert.ErrorIs(t, stale.Apply(ctx, recs[len(recs)-1:]), projections.ErrCheckpointMoved)
+	require.NoError(t, p2.CaughtUp(ctx))
+	require.NoError(t, stale.Apply(ctx, recs[len(recs)-1:]))
+	assert.ErrorIs(t, stale.CaughtUp(ctx), projections.ErrCheckpointMoved)
 }
 
 func readAll(t *testing.T, store *postgres.Store) []eventlog.RecordedEvent {

@@ -66,10 +66,10 @@ type ProjectionConfig struct {
 // plans (projections/steps) in the transaction that moves the checkpoint. Apply, Load and Reset are
 // called by one runner at a time.
 type Projection struct {
-	cfg ProjectionConfig
+	cfg  ProjectionConfig
+	keep *checkpoint.Keeper
 
-	mu  sync.Mutex
-	pos eventlog.Position
+	mu sync.Mutex
 }
 
 var _ projections.Projection = (*Projection)(nil)
@@ -90,7 +90,7 @@ func NewProjection(cfg ProjectionConfig) (*Projection, error) {
 	if cfg.GatePoll <= 0 {
 		cfg.GatePoll = DefaultGatePoll
 	}
-	return &Projection{cfg: cfg}, nil
+	return &Projection{cfg: cfg, keep: checkpoint.NewKeeper(cfg.Pool, ProjectionName)}, nil
 }
 
 // Name implements projections.Projection.
@@ -100,69 +100,45 @@ func (p *Projection) Name() string { return ProjectionName }
 func (p *Projection) Load(ctx context.Context) (eventlog.Position, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pos, err := checkpoint.Load(ctx, p.cfg.Pool, ProjectionName)
-	if err != nil {
-		return eventlog.Position{}, err
-	}
-	p.pos = pos
-	return pos, nil
+	return p.keep.Load(ctx)
 }
 
-// CaughtUp implements projections.Projection: nothing to finish.
-func (p *Projection) CaughtUp(context.Context) error { return nil }
+// CaughtUp implements projections.Projection: the checkpoint of the batches without a target to
+// plan for is saved now (checkpoint.Keeper).
+func (p *Projection) CaughtUp(ctx context.Context) error { return p.keep.Flush(ctx) }
 
 // Reset implements projections.Projection: only the checkpoint goes back. Steps are never deleted: the
 // replay re-plans from the calendar's current state and finds every key it planned before.
 func (p *Projection) Reset(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	err := pgx.BeginFunc(ctx, p.cfg.Pool, func(tx pgx.Tx) error { return checkpoint.Rewind(ctx, tx, ProjectionName, false) })
-	if err != nil {
+	if err := p.keep.Reset(ctx, nil); err != nil {
 		return fmt.Errorf("reset %s: %w", ProjectionName, err)
 	}
-	p.pos = eventlog.Position{}
 	return nil
 }
 
 // Apply implements projections.Projection. It first waits until the calendar projection has applied
 // the batch's last event and is not rebuilding: steps are planned from calendar rows, which must
 // already reflect the events (and must not be a rebuild's half-replayed past). Events at or before
-// the saved position are skipped; the plan and the checkpoint commit together. With no target
-// configured there is nothing to plan: the checkpoint moves alone (checkpoint.AdvanceAlone), without
-// waiting for the calendar.
+// the position applied are skipped; the plan and the checkpoint commit together. With no target
+// configured there is nothing to plan: the checkpoint moves alone, without waiting for the calendar,
+// saved within checkpoint.IdleFlush (checkpoint.Keeper).
 func (p *Projection) Apply(ctx context.Context, events []eventlog.RecordedEvent) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fresh := events
-	for len(fresh) > 0 && fresh[0].Position.Compare(p.pos) <= 0 {
-		fresh = fresh[1:]
-	}
+	fresh := p.keep.Fresh(events)
 	if len(fresh) == 0 {
 		return nil
 	}
 	last := fresh[len(fresh)-1].Position
 	if !p.cfg.Targets.Calendar && !p.cfg.Targets.Email {
-		// Nothing to plan, so nothing to wait for: only the checkpoint moves.
-		if _, err := checkpoint.AdvanceAlone(ctx, p.cfg.Pool, ProjectionName, p.pos, last, len(fresh)); err != nil {
-			return err
-		}
-		p.pos = last
-		return nil
+		return p.keep.Skip(ctx, last, len(fresh))
 	}
 	if err := p.awaitCalendar(ctx, last); err != nil {
 		return err
 	}
-	err := pgx.BeginTxFunc(ctx, p.cfg.Pool, pgx.TxOptions{BeginQuery: checkpoint.BeginIndexed}, func(tx pgx.Tx) error {
-		if _, err := checkpoint.Advance(ctx, tx, ProjectionName, p.pos, last, len(fresh)); err != nil {
-			return err
-		}
-		return p.plan(ctx, tx, fresh)
-	})
-	if err != nil {
-		return err
-	}
-	p.pos = last
-	return nil
+	return p.keep.Apply(ctx, last, len(fresh), func(tx pgx.Tx) error { return p.plan(ctx, tx, fresh) })
 }
 
 // awaitCalendar returns once the calendar has applied last and is not rebuilding.
