@@ -110,22 +110,39 @@ const lockSubjectsSQL = `SELECT count(pg_advisory_xact_lock_shared(bl_erasure_lo
 // outcome decided as in commitOneSQL. One row per delivery comes back, in order, each with the number
 // of receipts the statement inserted (a check that every delivery that appended got its receipt). The
 // last argument ($45) is the subjects of their bodies and personal data (erasedCTE).
-func commitGroupSQL() string {
+//
+// With set, the appends are the set-based append's (setAppendCTEs; setAppendableGroup must hold) and
+// a delivery it did not write comes back as statusResend, with nothing of it stored.
+func commitGroupSQL(set bool) string {
 	slice := func(param, typ, of string) string { // delivery a's part of a concatenated array
 		return `(` + param + `::` + typ + `[])[a.` + of + `off + 1 : a.` + of + `off + a.` + of + `cnt]`
 	}
-	return `WITH a AS MATERIALIZED (
-    SELECT a.*, x.*,
-        CASE WHEN a.outcome = 'accepted' AND true = ALL (x.duplicates) THEN 'duplicate' ELSE a.outcome END AS stored_outcome
-    FROM unnest($1::int[], $2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[],
+	const deliveries = `unnest($1::int[], $2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[],
         $9::text[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
         $15::bytea[], $16::bytea[], $17::uuid[], $18::text[], $19::text[], $20::bytea[])
         WITH ORDINALITY AS a(aoff, acnt, eoff, ecnt, roff, rcnt, hoff, hcnt,
             provider, received_at, delivery_id, secret_ref, outcome, reason,
-            sealed, digest, key_id, subject, kek_id, wrapped, ord),
+            sealed, digest, key_id, subject, kek_id, wrapped, ord)`
+	appends := `a AS MATERIALIZED (
+    SELECT a.*, x.*,
+        CASE WHEN a.outcome = 'accepted' AND true = ALL (x.duplicates) THEN 'duplicate' ELSE a.outcome END AS stored_outcome
+    FROM ` + deliveries + `,
     LATERAL bl_try_appends(` + slice("$21", "text", "a") + `, ` + slice("$22", "text", "a") + `, ` + slice("$23", "bigint", "a") + `, ` + slice("$24", "int", "a") + `,
         ` + slice("$25", "uuid", "e") + `, ` + slice("$26", "text", "e") + `, ` + slice("$27", "bytea", "e") + `, ` + slice("$28", "bytea", "e") + `) x
-), ` + erasedCTE("$45") + `, body AS (
+)`
+	if set {
+		appends = `d AS MATERIALIZED (
+    SELECT * FROM ` + deliveries + `
+), ap AS (
+    SELECT d.ord, ($21::text[])[d.aoff + 1] AS stream, ($22::text[])[d.aoff + 1] AS kind,
+        ($23::bigint[])[d.aoff + 1] AS expected, ($24::int[])[d.aoff + 1] AS n, d.eoff
+    FROM d
+), ` + setAppendCTEs("$25", "$26", "$27", "$28") + `, a AS MATERIALIZED (
+    SELECT d.*, ` + setAppendAnswer + `, d.outcome AS stored_outcome
+    FROM d LEFT JOIN appended x ON x.ord = d.ord
+)`
+	}
+	return `WITH ` + appends + `, ` + erasedCTE("$45") + `, body AS (
     -- One row per digest: ON CONFLICT DO UPDATE may not touch a row twice in one statement, and
     -- copies of one body are stored once anyway.
     SELECT DISTINCT ON (a.digest) a.sealed, a.digest, a.key_id, a.subject, a.kek_id, a.wrapped
@@ -161,7 +178,8 @@ var (
     FROM bl_append($1, $2, $3, $4, $5, $6, $7) x`, 8)
 	// commitOneInGroupSQL: an error undoes this delivery's subtransaction and is answered as its status.
 	commitOneInGroupSQL = commitOneSQL(`SELECT 1 AS ord, * FROM bl_try_appends($1, $2, $3, $4, $5, $6, $7, $8)`, 9)
-	commitInGroupSQL    = commitGroupSQL()
+	commitInGroupSQL    = commitGroupSQL(false)
+	commitInGroupSetSQL = commitGroupSQL(true)
 )
 
 // groupRows are commitGroupSQL's arguments: per delivery where its appends, events, event references
@@ -304,8 +322,14 @@ const deadlockRetries = 3
 // single order prevents: a receipt-only commit (a copy of a delivery whose events are stored) holds
 // its body's row without its stream's lock, which a copy with appends takes first.
 func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
+	return s.commitGroupAs(ctx, reqs, !s.noSetAppend)
+}
+
+// commitGroupAs is commitGroup, through the set-based append where it may take the deliveries (set)
+// or through bl_append.
+func (s *Store) commitGroupAs(ctx context.Context, reqs []commitReq, set bool) ([]ledger.CommitResult, []error) {
 	for try := 0; ; try++ {
-		res, errs := s.sendGroup(ctx, reqs)
+		res, errs := s.sendGroup(ctx, reqs, set)
 		var pgErr *pgconn.PgError
 		if len(reqs) != 1 || try == deadlockRetries || !errors.As(errs[0], &pgErr) || pgErr.Code != codeDeadlock {
 			return res, errs
@@ -317,8 +341,10 @@ func (s *Store) commitGroup(ctx context.Context, reqs []commitReq) ([]ledger.Com
 // single Sync: one round trip and one WAL flush for the group. The erasure locks of the subjects the
 // deliveries with appends write come first (lockSubjectsSQL), then receipt-only deliveries, a statement
 // each (insertReceiptSQL: they may fold into an earlier receipt), then the deliveries with appends in
-// one statement together (commitGroupSQL).
-func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.CommitResult, []error) {
+// one statement together (commitGroupSQL). With set, the deliveries' appends go through the set-based
+// append when it may take them all (setAppendableGroup; ADR 0026): a delivery it left is committed
+// again through bl_append after the group, and a group it refused all of again through bl_append.
+func (s *Store) sendGroup(ctx context.Context, reqs []commitReq, set bool) ([]ledger.CommitResult, []error) {
 	// Deliveries run in the order of the first stream they lock (stable: one booking's deliveries keep
 	// their order), so that two groups committing at once take their stream locks in one order and
 	// wait for each other instead of deadlocking. Receipt-only deliveries lock no stream and come first.
@@ -358,7 +384,12 @@ func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.Commi
 			batch.Queue(insertReceiptSQL, insertReceiptArgs(r.Receipt, r.body, subjects)...)
 		}
 	}
+	// A lone delivery keeps bl_append: for one append its PL/pgSQL costs less than the set-based
+	// statement's plan (docs/benchmarks.md); the subtransactions are a group's.
+	set = set && len(withAppends) > 1 && setAppendableGroup(reqs, withAppends)
 	switch {
+	case set && len(withAppends) > 1:
+		batch.Queue(commitInGroupSetSQL, append(rows.args(), subjects)...)
 	case len(withAppends) > 1:
 		batch.Queue(commitInGroupSQL, append(rows.args(), subjects)...)
 	case len(withAppends) == 1:
@@ -399,12 +430,17 @@ func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.Commi
 		failed = err
 	}
 	var refused *pgconn.PgError
+	if failed != nil && set && errors.As(failed, &refused) && setRefusal(refused) {
+		// The server refused the group and rolled all of it back: with the set-based append, a stored
+		// event ID (or a deadlock) does that, where bl_append has an answer for the one delivery.
+		return s.commitGroupAs(ctx, reqs, false)
+	}
 	if failed != nil && len(reqs) > 1 && errors.As(failed, &refused) {
 		// The server refused the group and rolled all of it back. Commit its deliveries one by one, so
 		// that the one at fault fails alone. (A lost connection is not retried: whether the group
 		// committed is unknown, and its callers must answer so.)
 		for i := range reqs {
-			r, e := s.commitGroup(ctx, reqs[i:i+1])
+			r, e := s.commitGroupAs(ctx, reqs[i:i+1], false)
 			results[i], errs[i] = r[0], e[0]
 		}
 		return results, errs
@@ -416,6 +452,25 @@ func (s *Store) sendGroup(ctx context.Context, reqs []commitReq) ([]ledger.Commi
 			results[i], errs[i] = ledger.CommitResult{}, err
 		}
 		return results, errs
+	}
+	if set {
+		s.setGroups.Add(1)
+	}
+	var resend []int // left by the set-based append, nothing of them stored: bl_append answers
+	for i, err := range errs {
+		if errors.Is(err, errResend) {
+			resend = append(resend, i)
+		}
+	}
+	if len(resend) > 0 {
+		again := make([]commitReq, len(resend))
+		for k, i := range resend {
+			again[k] = reqs[i]
+		}
+		r, e := s.commitGroupAs(ctx, again, false)
+		for k, i := range resend {
+			results[i], errs[i] = r[k], e[k]
+		}
 	}
 	for i, r := range results {
 		if errs[i] == nil && slices.ContainsFunc(r.Appends, func(a eventlog.AppendResult) bool { return !a.Duplicate }) {
@@ -492,6 +547,9 @@ func scanDelivery(row pgx.Row, c ledger.Commit, inserted *int64) (res ledger.Com
 		// delivery, one of them receipt-only, in two groups at once): nothing of it is stored, and
 		// deciding again is what the ledger does after a conflict.
 		return res, fmt.Errorf("%w: deadlock with another group: %s", eventlog.ErrVersionConflict, deref(message)), nil
+	}
+	if status == statusResend {
+		return res, errResend, nil
 	}
 	if status != "ok" {
 		pgErr := &pgconn.PgError{Code: status, Message: deref(message), Detail: deref(detail)}

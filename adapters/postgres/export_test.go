@@ -65,3 +65,10 @@ func Quiet(s *Store) bool {
 	defer s.commits.mu.Unlock()
 	return s.commits.running == 0 && len(s.commits.queue) == 0 && s.notifier.Load() == notifierIdle
 }
+
+// SetAppendOff sends every append of s through bl_append, as the deliveries the set-based append
+// leaves are: the tests of bl_append's own answers (ADR 0026).
+func SetAppendOff(s *Store) { s.noSetAppend = true }
+
+// SetGroups is how many groups s committed through the set-based append.
+func SetGroups(s *Store) int { return int(s.setGroups.Load()) }

@@ -352,6 +352,7 @@ func TestGroupCommitStoresDuplicateOnlyWhenEveryAppendWas(t *testing.T) {
 func TestGroupCommitAnswersADeadlockedDeliveryAsAConflict(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
+	postgres.SetAppendOff(s) // bl_try_appends' subtransactions; the set-based append: TestSetAppendDeadlockIsCommittedAgain
 	ctx := testCtx(t)
 	first, second := "booking-a-"+streamName(t)[len("booking-"):], "booking-b-"+streamName(t)[len("booking-"):]
 	for _, st := range []string{first, second} {
@@ -517,6 +518,7 @@ WHERE b.subject = r.bookings[1] AND b.key_id IS NOT NULL`))
 func TestGroupCommitRefusesAnIncompleteAnswer(t *testing.T) {
 	t.Parallel()
 	s, pool := newFreshStore(t)
+	postgres.SetAppendOff(s) // the answer checked is bl_try_appends'
 	ctx := testCtx(t)
 	_, err := pool.Exec(ctx, `ALTER FUNCTION bl_try_appends(text[], text[], bigint[], int[], uuid[], text[], bytea[], bytea[]) RENAME TO bl_try_appends_whole;
 CREATE FUNCTION bl_try_appends(p_streams text[], p_kinds text[], p_versions bigint[], p_counts int[], p_ids uuid[], p_types text[],

@@ -31,6 +31,8 @@ const defaultNotifyInterval = 20 * time.Millisecond
 // Store is the PostgreSQL event store and ledger store. It is safe for concurrent use.
 type Store struct {
 	pool           *pgxpool.Pool
+	noSetAppend    bool         // tests only: every group's appends through bl_append (SetAppendOff)
+	setGroups      atomic.Int64 // groups committed through the set-based append (tests: SetGroups)
 	pollInterval   time.Duration
 	rereadFirst    time.Duration // first quick re-read after progress or a notification
 	rereadLast     time.Duration // quick re-reads stop beyond this (and beyond pollInterval)
