@@ -279,9 +279,13 @@ func nonNil[T any](s []T) []T {
 // snapshot before other sessions must look them up on disk.
 const maxCommitGroup = 32
 
-// commitRunners is how many groups commit at once: while one waits for its WAL flush the next is
-// executed, and deliveries queue only when both are busy.
-const commitRunners = 2
+// commitRunners is how many groups commit at once. One: deliveries that arrive while a group is
+// executed and flushed join the next group. A second committer, which executed the next group
+// during the first's WAL flush, halved the groups under load and left about a quarter of the
+// deliveries to commit alone at eight senders, each alone costing about twice what it costs in a
+// group; with the set-based append (ADR 0026) one committer measured 10–19 % less CPU per delivery
+// for the whole serve at c=8 and c=32 (ADR 0012's amendment, docs/benchmarks.md).
+const commitRunners = 1
 
 // Commit implements ledger.Store: every append and the receipt of the delivery commit atomically,
 // together with the other deliveries that reached the store while the previous group was committing
