@@ -40,8 +40,11 @@ const envBurstCopies = "BOOKINGLEDGER_TEST_BURST_COPIES"
 //     the request on a loaded machine) is counted apart: nothing was acknowledged, it is retried
 //     below like the 503s. A client timeout (2 minutes: a server that hung) fails;
 //   - the bound was hit (some 503s), and the server's own admission histogram counts exactly the shed
-//     requests, every one in a bucket at most 1 s (the 100 ms wait plus a generous margin): no shed
-//     request waited out the record timeout in a queue;
+//     requests, every one in a bucket at most 1 s in `make bench`'s run (issue #36's figure: the
+//     100 ms wait plus a generous margin, on a machine running nothing else) and at most 2.5 s under
+//     make test, whose other packages and this test's own -race client starve the serve process of
+//     CPU (one shed wait of 974 passed 1 s there): either way no shed request waited out the 10 s
+//     record timeout in a queue;
 //   - every delivery acknowledged with 2xx is in the ledger after the storm, all its 2xx answers name
 //     one event, and it has exactly one accepted receipt: 0 acknowledged lost, no duplicates;
 //   - every delivery sent once more after the storm is acknowledged (a duplicate where one of its
@@ -54,7 +57,9 @@ func TestBurstAtTheRecordBound(t *testing.T) {
 	t.Parallel() // its own database, ports and serve process
 	const deliveries = 50
 	copies := 20
+	shedBound := "2.5" // seconds, an admission histogram bucket; see above
 	if v := os.Getenv(envBurstCopies); v != "" {
+		shedBound = "1"
 		n, err := strconv.Atoi(v)
 		require.NoError(t, err, envBurstCopies)
 		require.Positive(t, n, envBurstCopies)
@@ -162,10 +167,13 @@ func TestBurstAtTheRecordBound(t *testing.T) {
 	metrics := scrape(t, admin+"/metrics")
 	shedCount := sampleValue(t, metrics, httpapi.MetricAdmissionWaitSeconds+`_count{result="shed"}`)
 	assert.Equal(t, float64(shed), shedCount, "the admission histogram counts every 503 overloaded")
-	assert.Equal(t, shedCount, sampleValue(t, metrics, httpapi.MetricAdmissionWaitSeconds+`_bucket{result="shed",le="1"}`),
-		"a shed request waited more than 1 s for a slot (the queue wait is 100 ms)")
-	t.Logf("shed waits: %v within 250 ms, %v within 500 ms, %v within 1 s, of %v", sampleValue(t, metrics, httpapi.MetricAdmissionWaitSeconds+`_bucket{result="shed",le="0.25"}`),
-		sampleValue(t, metrics, httpapi.MetricAdmissionWaitSeconds+`_bucket{result="shed",le="0.5"}`), shedCount, shedCount)
+	shedWithin := func(le string) float64 {
+		return sampleValue(t, metrics, httpapi.MetricAdmissionWaitSeconds+`_bucket{result="shed",le="`+le+`"}`)
+	}
+	t.Logf("shed waits: %v within 250 ms, %v within 500 ms, %v within 1 s, %v within 2.5 s, of %v",
+		shedWithin("0.25"), shedWithin("0.5"), shedWithin("1"), shedWithin("2.5"), shedCount)
+	assert.Equal(t, shedCount, shedWithin(shedBound),
+		"a shed request waited more than %s s for a slot (the queue wait is 100 ms)", shedBound)
 
 	// Nothing acknowledged is lost, nothing is recorded twice.
 	pool := pgtest.Open(t, dbURL)
