@@ -169,6 +169,15 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.bl_checkpoint_moved(projection text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'BL004',
+        MESSAGE = format('checkpoint of projection %s moved', projection);
+END
+$$;
+
 CREATE FUNCTION public.bl_erasure_lock_key(subject text) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$

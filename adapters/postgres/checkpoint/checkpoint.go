@@ -223,10 +223,17 @@ func QueueAdvance(b *pgx.Batch, name string, from, to eventlog.Position, n int) 
 	return func(br pgx.BatchResults) (bool, error) { return advanced(br.QueryRow(), name, from) }, nil
 }
 
-const advanceSQL = `UPDATE projection_checkpoints
+// advanceSQL moves the checkpoint $1 from $5/$6 to $2/$3, or fails (BL004, migration 0750) when it
+// is not at $5/$6: a refusal must stop the transaction on the server, as a batch may send its COMMIT in
+// the same pipeline before Go reads the answer.
+const advanceSQL = `WITH moved AS (UPDATE projection_checkpoints
 SET commit_position = $2, prepare_position = $3, events_applied = events_applied + $4, updated_at = now()
 WHERE name = $1 AND commit_position = $5 AND prepare_position = $6
-RETURNING rebuilding`
+RETURNING rebuilding)
+SELECT coalesce((SELECT rebuilding FROM moved), bl_checkpoint_moved($1))`
+
+// checkpointMoved is the SQLSTATE of bl_checkpoint_moved.
+const checkpointMoved = "BL004"
 
 func advanceArgs(name string, from, to eventlog.Position, n int) ([]any, error) {
 	oldC, oldP, err := positionArgs(from)
@@ -242,7 +249,7 @@ func advanceArgs(name string, from, to eventlog.Position, n int) ([]any, error) 
 
 func advanced(row pgx.Row, name string, from eventlog.Position) (rebuilding bool, err error) {
 	err = row.Scan(&rebuilding)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == checkpointMoved {
 		return false, fmt.Errorf("checkpoint %s at %s: %w", name, from, projections.ErrCheckpointMoved)
 	}
 	if err != nil {
