@@ -2,6 +2,7 @@ package readmodel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -297,39 +298,53 @@ WHERE rescheduled_from = ANY($1) AND rescheduled_from <> '' AND NOT (booking = A
 func (a *applier) component(ctx context.Context, ids []booking.ID, inputs []calendar.BookingInput) (calendar.Component, error) {
 	comp := calendar.Component{Bookings: inputs}
 	idS := idStrings(ids)
-	var provided []string
-	for _, id := range ids {
-		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
-			provided = append(provided, f.Slot.Resources...)
-		}
-	}
-	links, err := loadLinks(ctx, a.tx, provided)
-	if err != nil {
-		return comp, err
-	}
-	comp.Canonical = resource.FromLinks(links).Canonical
+	// The seeds go by the names the bookings give; connectedClaimsSQL finds their canonical resources
+	// itself, so that the links are read in the same round trip (for the Go rule) as the claims.
 	var seedRes []string
 	var seedStart, seedEnd []time.Time
 	for _, id := range ids {
 		if f := a.fold(id); f.Status == booking.StatusActive && f.HasSlot() {
-			for _, r := range calendar.CanonicalResources(f.Slot.Resources, comp.Canonical) {
+			for _, r := range calendar.CanonicalResources(f.Slot.Resources, nil) {
 				seedRes, seedStart, seedEnd = append(seedRes, r), append(seedStart, micro(f.Slot.Start)), append(seedEnd, micro(f.Slot.End))
 			}
 		}
+	}
+	var links []map[string]string
+	if len(seedRes) > 0 {
+		queueQuery(a.tx, "resource links", loadLinksSQL, []any{seedRes}, pgx.RowTo[map[string]string], &links)
 	}
 	var members orderedSet[string]
 	var superseding []calendar.Booking
 	queueQuery(a.tx, "connected claims", connectedClaimsSQL, []any{seedRes, seedStart, seedEnd, idS}, pgx.RowToStructByPos[calendar.Claim], &comp.Claims)
 	queueQuery(a.tx, "reschedule links", supersedingSQL, []any{idS}, scanBooking, &superseding)
+	// The items of ids go in the same round trip; those of the bookings the claims connect them to,
+	// which only the claims name, are read after them when there are any.
+	queueQuery(a.tx, "existing items", scopedItemsSQL, []any{idS, idS}, scanItem, &comp.Items)
 	if err := a.tx.flush(ctx); err != nil {
 		return comp, err
 	}
+	var linked map[string]string // one row when asked
+	if len(links) == 1 {
+		linked = links[0]
+	}
+	comp.Canonical = resource.FromLinks(linked).Canonical
 	for _, c := range comp.Claims {
 		members.add(string(c.Booking))
 	}
-	scope := append(slices.Clone(idS), members.items...)
-	if comp.Items, err = queryItems(ctx, a.tx, scopedItemsSQL, scope, idS); err != nil {
-		return comp, fmt.Errorf("existing items: %w", err)
+	if len(members.items) > 0 {
+		more, err := queryItems(ctx, a.tx, scopedItemsSQL, members.items, []string{})
+		if err != nil {
+			return comp, fmt.Errorf("existing items: %w", err)
+		}
+		read := make(map[int64]bool, len(comp.Items))
+		for _, it := range comp.Items {
+			read[it.ID] = true
+		}
+		for _, it := range more { // a conflict between a booking of ids and one connected: read twice
+			if !read[it.ID] {
+				comp.Items = append(comp.Items, it)
+			}
+		}
 	}
 	for _, it := range comp.Items {
 		if it.Open() && it.Kind == calendar.ItemConflict {
@@ -446,23 +461,38 @@ var bookingTypes = []string{"text", "text", "text", "text[]", "tstzrange", "text
 	"boolean", "timestamptz", "timestamptz", "bigint", "integer", "text", "text", "text", "text", "boolean", "jsonb", "text", "text[]", "text[]"}
 
 // connectedClaimsSQL returns every claim of a booking other than those of $4 connected by a chain of
-// overlaps on a resource (bl_overlapping_claims, migration 0185) to a seed: the slots $1–$3 (by
-// resource name) and the stored claims of $4.
+// overlaps on a resource (bl_overlapping_claims, migration 0185) to a seed: the slots $1–$3 (by the
+// resource's name as the booking gives it, which its link, if any, maps to its canonical resource, as
+// resource.State.Canonical does) and the stored claims of $4.
 // That is the set whose slot assignment can change when $4 are recomputed.
+//
+// The walk is breadth-first with each step's bookings as one array row (frontier) and every booking
+// found so far in another (seen), so the recursion is a UNION ALL of one row per step. A UNION of
+// booking rows would say the same, but PostgreSQL sizes the hash table that removes its duplicates
+// by the generic plan's estimate (tens of thousands of rows, as it assumes ten steps) and clears it at
+// every execution: measured, that start-up cost more than the rest of the batch's statements together.
 const connectedClaimsSQL = `WITH RECURSIVE seeds AS (
     SELECT r.id AS resource_id, tstzrange(q.s, q.e) AS during
     FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) AS q(resource, s, e)
-    JOIN calendar_resources r ON r.resource = q.resource
+    LEFT JOIN calendar_resource_links l ON l.resource = q.resource
+    JOIN calendar_resources r ON r.resource = coalesce(l.name, q.resource)
   UNION ALL
     SELECT resource_id, during FROM calendar_slots WHERE booking = ANY($4::text[])
-), comp(booking) AS (
-    SELECT c.booking FROM seeds q, bl_overlapping_claims(q.resource_id, q.during) c(booking) WHERE c.booking <> ALL($4::text[])
-  UNION
-    SELECT c.booking FROM comp, LATERAL (SELECT resource_id, during FROM calendar_slots WHERE booking = comp.booking OFFSET 0) q,
-        bl_overlapping_claims(q.resource_id, q.during) c(booking) WHERE c.booking <> ALL($4::text[])
+), walk(frontier, seen) AS (
+    SELECT f.found, f.found FROM (
+        SELECT array_agg(DISTINCT c.booking) AS found
+        FROM seeds q, bl_overlapping_claims(q.resource_id, q.during) c(booking)
+        WHERE c.booking <> ALL($4::text[])) f
+    WHERE f.found IS NOT NULL
+  UNION ALL
+    SELECT n.found, w.seen || n.found FROM walk w, LATERAL (
+        SELECT array_agg(DISTINCT c.booking) AS found
+        FROM calendar_slots q, bl_overlapping_claims(q.resource_id, q.during) c(booking)
+        WHERE q.booking = ANY(w.frontier) AND c.booking <> ALL($4::text[]) AND c.booking <> ALL(w.seen)) n
+    WHERE n.found IS NOT NULL
 )
 SELECT c.booking, c.resource, c.meeting, lower(c.during), upper(c.during), c.priority_at
-FROM comp, LATERAL (SELECT * FROM calendar_slots WHERE booking = comp.booking OFFSET 0) c`
+FROM calendar_slots c WHERE c.booking = ANY(ARRAY(SELECT unnest(frontier) FROM walk))`
 
 func idStrings(ids []booking.ID) []string {
 	out := make([]string, len(ids))
@@ -477,10 +507,19 @@ func idStrings(ids []booking.ID) []string {
 // write, and by ADR 0002's rule every event committed after that stays unreadable in the log until
 // the transaction ends: with the writes last, that window is the last round trip and the commit
 // instead of the whole batch.
+//
+// The transaction is the connection's own, not a pgx.Tx: its BEGIN goes in the first round trip,
+// ahead of the first statements sent, and its COMMIT in the last, after the writes. That COMMIT runs
+// before Go reads any answer of its round trip, which is safe because a statement that fails makes
+// the server skip the rest of the round trip, the COMMIT included: the checkpoint's compare-and-set,
+// which leads the writes, fails when refused (checkpoint.advanceSQL), and Go-side reads of the last
+// round trip are not allowed (finish sends queued writes only). A failed batch ends with rollback.
 type batchTx struct {
-	tx     pgx.Tx
+	conn   *pgx.Conn
+	begun  bool      // BEGIN was sent
 	batch  pgx.Batch // each statement with the callback that reads its result
 	writes bool      // a write is queued
+	reads  bool      // a read is queued
 	// lead goes ahead of the first writes sent: the checkpoint's compare-and-set, so that a runner
 	// that finds it moved runs none of them.
 	lead []*pgx.QueuedQuery
@@ -500,6 +539,7 @@ func (b *batchTx) exec(what, sql string, args ...any) {
 
 // queueQuery queues a read on b; its rows go to dst when the queue is sent.
 func queueQuery[T any](b *batchTx, what, sql string, args []any, to pgx.RowToFunc[T], dst *[]T) {
+	b.reads = true
 	b.batch.Queue(sql, args...).Query(func(rows pgx.Rows) (err error) {
 		if *dst, err = pgx.CollectRows(rows, to); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -517,8 +557,30 @@ func (b *batchTx) fail(err error) {
 // flush sends what is queued and returns the first failure.
 func (b *batchTx) flush(ctx context.Context) error { return b.send(ctx, false) }
 
-// finish sends what is still queued, and the lead statement in any case: the end of the batch.
-func (b *batchTx) finish(ctx context.Context) error { return b.send(ctx, true) }
+// finish sends what is still queued, and the lead statement in any case, then COMMIT: the end of the
+// batch. Reads must have been sent before: the server runs the COMMIT before Go reads their rows.
+func (b *batchTx) finish(ctx context.Context) error {
+	if b.reads && b.err == nil {
+		b.fail(errors.New("a read queued for the batch's last round trip")) // a bug: nothing is sent
+	}
+	b.queueCommit()
+	return b.send(ctx, true)
+}
+
+// queueCommit queues the COMMIT. A COMMIT the server answers with ROLLBACK (a transaction that had
+// failed) is a failure too, though the protocol does not report it as an error.
+func (b *batchTx) queueCommit() {
+	b.batch.Queue("COMMIT").Fn = func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err == nil && tag.String() != "COMMIT" {
+			err = fmt.Errorf("the server answered %q", tag)
+		}
+		if err != nil {
+			return fmt.Errorf("commit the batch: %w", err)
+		}
+		return nil
+	}
+}
 
 func (b *batchTx) send(ctx context.Context, last bool) error {
 	if b.err != nil {
@@ -531,10 +593,14 @@ func (b *batchTx) send(ctx context.Context, last bool) error {
 	if b.batch.Len() == 0 {
 		return nil
 	}
+	if !b.begun {
+		b.batch.QueuedQueries = append(beginBatch(), b.batch.QueuedQueries...)
+		b.begun = true
+	}
 	// Close runs the callbacks in order and returns the first failure: the statements after it
 	// were skipped.
-	b.fail(b.tx.SendBatch(ctx, &b.batch).Close())
-	b.batch, b.writes = pgx.Batch{}, false
+	b.fail(b.conn.SendBatch(ctx, &b.batch).Close())
+	b.batch, b.writes, b.reads = pgx.Batch{}, false, false
 	return b.err
 }
 
@@ -543,5 +609,59 @@ func (b *batchTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	if err := b.flush(ctx); err != nil {
 		return nil, err
 	}
-	return b.tx.Query(ctx, sql, args...)
+	if !b.begun {
+		var begin pgx.Batch
+		begin.QueuedQueries = beginBatch()
+		if err := b.conn.SendBatch(ctx, &begin).Close(); err != nil {
+			b.fail(err)
+			return nil, err
+		}
+		b.begun = true
+	}
+	return b.conn.Query(ctx, sql, args...)
 }
+
+// rollback ends a batch that failed. When the ROLLBACK cannot be sent either, the connection stays in
+// its transaction and the pool, which destroys such a connection when it is released, closes it.
+func (b *batchTx) rollback() {
+	if b.conn.IsClosed() || b.conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	_, _ = b.conn.Exec(ctx, "ROLLBACK")
+}
+
+const rollbackTimeout = 5 * time.Second
+
+// beginBatch returns the statements that begin a batch's transaction (ADR 0019): generic plans, made
+// once per connection rather than at every execution, and a commit that does not wait for the WAL
+// flush, as the read model is derived from the log and a batch a database crash loses is lost with
+// its checkpoint, applied again. The settings are one statement, set_config's local form.
+func beginBatch() []*pgx.QueuedQuery {
+	return []*pgx.QueuedQuery{
+		{SQL: "BEGIN", Fn: execResult("begin the batch")},
+		{SQL: beginSettingsSQL, Fn: execResult("set the batch's planning")},
+	}
+}
+
+func execResult(what string) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+}
+
+var beginSettingsSQL = func() string {
+	var calls []string
+	for _, setting := range append(slices.Clone(batchPlanning), "synchronous_commit = off") {
+		name, value, ok := strings.Cut(setting, " = ")
+		if !ok {
+			panic("setting without ' = ': " + setting)
+		}
+		calls = append(calls, fmt.Sprintf("set_config('%s', '%s', true)", name, value))
+	}
+	return "SELECT " + strings.Join(calls, ", ")
+}()

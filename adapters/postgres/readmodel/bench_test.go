@@ -213,3 +213,38 @@ func BenchmarkProjectionLag(b *testing.B) {
 	b.ReportMetric(pct(commits, 0.5), "commit-p50-ms")
 	b.ReportMetric(pct(commits, 0.99), "commit-p99-ms")
 }
+
+// BenchmarkApplyOneBooking times the calendar's incremental batch at its smallest, which is every
+// batch at one sender: one new booking, one event, applied by Apply on a calendar of
+// BOOKINGLEDGER_BENCH_BACKGROUND (5,000) events. The bookings are recorded before the timer starts and
+// applied one batch each, so only the batches are timed: its reads, writes and commit, whose cost is
+// mostly the round trips to the database.
+func BenchmarkApplyOneBooking(b *testing.B) {
+	e := newEnvOn(b, eventlogtest.StorePostgres)
+	seedLog(b, e, benchEvents(envInt("BOOKINGLEDGER_BENCH_BACKGROUND", 5000)))
+	e.catchUp(b)
+	ctx := context.Background()
+	pos, err := e.rm.Load(ctx)
+	require.NoError(b, err)
+	for i := range b.N {
+		id := booking.ID(fmt.Sprintf("calendly-one-%d-%d", b.N, i))
+		e.deliver(b, one(string(id), created(id, at(-1, 0).Add(time.Duration(i)*time.Second),
+			slot(string(id), at(10, 0).Add(time.Duration(i/50)*time.Hour), 30, fmt.Sprintf("one-host-%d", i%50)))))
+	}
+	var fresh []eventlog.RecordedEvent
+	for len(fresh) < b.N {
+		page, err := e.store.ReadAll(ctx, pos, 1000)
+		require.NoError(b, err)
+		if len(page) == 0 {
+			time.Sleep(time.Millisecond) // an older transaction still holds the rest back
+			continue
+		}
+		fresh, pos = append(fresh, page...), page[len(page)-1].Position
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		require.NoError(b, e.rm.Apply(ctx, fresh[i:i+1]))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/batch")
+}

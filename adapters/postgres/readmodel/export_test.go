@@ -95,7 +95,8 @@ func (m *ReadModel) Bookings(ctx context.Context) ([]calendar.Booking, error) {
 	return queryRows(ctx, m.pool, scanBooking, `SELECT `+bookingColumns+` FROM calendar_bookings ORDER BY booking`)
 }
 
-// SetFailAfterApply makes every Apply fail after all its writes, before the commit.
+// SetFailAfterApply makes every bulk replay (a catch-up from far behind, a rebuild) fail after all its
+// writes, before the commit.
 func SetFailAfterApply(m *ReadModel, f func() error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

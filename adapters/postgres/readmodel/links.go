@@ -33,13 +33,14 @@ func loadLinks(ctx context.Context, q reader, names []string) (map[string]string
 	if len(names) == 0 {
 		return out, nil
 	}
-	links, err := queryRows(ctx, q, pgx.RowTo[map[string]string],
-		`SELECT coalesce(jsonb_object_agg(resource, name), '{}') FROM calendar_resource_links WHERE resource = ANY($1)`, names)
+	links, err := queryRows(ctx, q, pgx.RowTo[map[string]string], loadLinksSQL, names)
 	if err != nil {
 		return nil, fmt.Errorf("resource links: %w", err)
 	}
 	return links[0], nil
 }
+
+const loadLinksSQL = `SELECT coalesce(jsonb_object_agg(resource, name), '{}') FROM calendar_resource_links WHERE resource = ANY($1)`
 
 // applyLinks folds link events (in log order) into calendar_resource_links and returns the bookings whose
 // claims sit on a provider resource whose canonical resource changed: those to project again.

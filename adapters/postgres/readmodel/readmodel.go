@@ -92,7 +92,7 @@ type ReadModel struct {
 	// chunks at once.
 	idsMu       sync.Mutex
 	resourceIDs map[string]int32
-	// failAfterApply, set by tests, fails a batch after every write and before the commit.
+	// failAfterApply, set by tests, fails a bulk replay after every write and before the commit.
 	failAfterApply func() error
 	// advanced is closed, and replaced, whenever this process commits a batch or ends a rebuild
 	// (Advanced); advMu guards it.
@@ -240,8 +240,13 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 	if err := a.load(ctx, touched.items); err != nil {
 		return err
 	}
-	err = pgx.BeginTxFunc(ctx, m.pool, applyTx, func(tx pgx.Tx) error {
-		a.tx = &batchTx{tx: tx, lead: lead.QueuedQueries}
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("calendar batch: %w", err)
+	}
+	defer conn.Release()
+	a.tx = &batchTx{conn: conn.Conn(), lead: lead.QueuedQueries}
+	err = func() error {
 		relinked, err := a.applyLinks(ctx, links)
 		if err != nil {
 			return err
@@ -253,14 +258,11 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		if err := a.apply(ctx, touched.items); err != nil {
 			return err
 		}
-		if err := a.tx.finish(ctx); err != nil {
-			return err
-		}
-		if m.failAfterApply != nil {
-			return m.failAfterApply()
-		}
-		return nil
-	})
+		return a.tx.finish(ctx)
+	}()
+	if err != nil {
+		a.tx.rollback()
+	}
 	m.cache.trim()
 	if err != nil {
 		return err
@@ -269,11 +271,6 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 	m.advance()
 	return nil
 }
-
-// applyTx begins a batch's transaction (ADR 0019): generic plans, made once per connection rather than
-// at every execution, and a commit that does not wait for the WAL flush, as the read model is derived
-// from the log and a batch a database crash loses is lost with its checkpoint, applied again.
-var applyTx = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL ` + strings.Join(batchPlanning, `; SET LOCAL `) + `; SET LOCAL synchronous_commit = off`}
 
 // batchPlanning makes each statement's plan once per connection, under checkpoint.IndexedPlanning,
 // which keeps it on indexes even when a connection's first batch plans it over the empty tables of a

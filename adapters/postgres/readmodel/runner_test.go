@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -117,13 +118,92 @@ func TestStaleRunnerCannotCommitOverAnother(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, other.Apply(ctx, all))
+	before := rowVersions(t, e)
 	err = e.rm.Apply(ctx, all[:2])
 	require.ErrorIs(t, err, projections.ErrCheckpointMoved)
+	// The stale batch's writes and COMMIT went in the compare-and-set's round trip: the refusal
+	// stopped them on the server, so no row was even rewritten with the same values.
+	assert.Equal(t, before, rowVersions(t, e), "rows written by the stale runner")
 
 	cp, err := e.rm.Checkpoint(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(all)), cp.EventsApplied)
 	assert.Len(t, e.openItems(t), 2)
+}
+
+// rowVersions returns every calendar row's table, key and xmin: a row written again, even with the
+// same values, changes its xmin.
+func rowVersions(t testing.TB, e *env) []string {
+	t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT 'b ' || booking || ' ' || xmin::text FROM calendar_bookings
+UNION ALL SELECT 's ' || booking || ' ' || resource || ' ' || xmin::text FROM calendar_slots
+UNION ALL SELECT 'p ' || stream || ' ' || xmin::text FROM payment_streams
+UNION ALL SELECT 'i ' || id::text || ' ' || xmin::text FROM reconciliation_items ORDER BY 1`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, out)
+	return out
+}
+
+// A batch whose COMMIT fails on the server (here a deferred constraint trigger; in production a
+// deferred check or a connection lost at the commit) stores nothing, leaves its connection usable, and
+// is applied whole by the next attempt.
+func TestCommitFailureLeavesNothingHalfApplied(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	someBookings(t, e, "k")
+	all := e.waitReadable(t)
+	ctx := context.Background()
+	dropTrigger := func() {
+		_, err := e.pool.Exec(context.Background(), `DROP TRIGGER IF EXISTS refuse_at_commit ON calendar_bookings;
+DROP FUNCTION IF EXISTS refuse_at_commit()`)
+		require.NoError(t, err)
+	}
+	t.Cleanup(dropTrigger) // the database goes back to the spares
+	_, err := e.pool.Exec(ctx, `CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'refused at commit'; END $$;
+CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT OR UPDATE ON calendar_bookings
+DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()`)
+	require.NoError(t, err)
+
+	// Apply, the live path (a catch-up from the start of the log replays in bulk instead).
+	_, err = e.rm.Load(ctx)
+	require.NoError(t, err)
+	err = e.rm.Apply(ctx, all)
+	require.Error(t, err)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	assert.Equal(t, "refused at commit", pgErr.Message)
+	assert.Contains(t, err.Error(), "commit the batch")
+	for _, table := range []string{"calendar_bookings", "calendar_slots", "payment_streams", "reconciliation_items"} {
+		assert.Zero(t, e.count(t, table), "%s after a failed commit", table)
+	}
+	cp, err := e.rm.Checkpoint(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, eventlog.Position{}, cp.Position, "checkpoint rolled back with the batch")
+
+	// Every connection of the pool is out of any transaction: a batch that failed gave its back clean
+	// or had it closed.
+	stat := e.pool.Stat()
+	conns := make([]*pgxpool.Conn, 0, stat.TotalConns())
+	for range stat.IdleConns() {
+		c, err := e.pool.Acquire(ctx)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		assert.Equal(t, byte('I'), c.Conn().PgConn().TxStatus())
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+
+	dropTrigger()
+	e.catchUp(t)
+	cp, err = e.rm.Checkpoint(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(all)), cp.EventsApplied, "every event applied exactly once")
+	assert.Equal(t, 3, e.count(t, "calendar_bookings"))
+	assert.Len(t, e.openItems(t), 2, "one conflict, one refused late create")
 }
 
 func TestRestartResumesWithoutDoubleEffects(t *testing.T) {
