@@ -209,6 +209,7 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 
 	var touched orderedSet[booking.ID]
 	var links []resource.Event
+	born := map[booking.ID]bool{}
 	for _, rec := range fresh {
 		if rec.StreamID == resource.Stream {
 			ev, err := m.decodeLink(rec)
@@ -228,6 +229,9 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		}
 		m.cache.observe(rec.StreamID, rec.Version, ev)
 		touched.add(id)
+		if rec.Version == 1 {
+			born[id] = true
+		}
 	}
 
 	var lead pgx.Batch
@@ -236,7 +240,7 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 		return err
 	}
 	lead.QueuedQueries[0].Fn = func(br pgx.BatchResults) error { _, err := advanced(br); return err }
-	a := &applier{m: m, streams: map[booking.ID]cacheEntry{}}
+	a := &applier{m: m, streams: map[booking.ID]cacheEntry{}, born: born}
 	if err := a.load(ctx, touched.items); err != nil {
 		return err
 	}
