@@ -18,6 +18,9 @@ func SetPollInterval(s *Store, d time.Duration) { s.pollInterval = d }
 // SetReread sets the subscriber's quick re-reads: first wait, and the wait beyond which they stop.
 func SetReread(s *Store, first, last time.Duration) { s.rereadFirst, s.rereadLast = first, last }
 
+// SetTailPacing sets the least time between two reads of the shared tail that find events.
+func SetTailPacing(s *Store, d time.Duration) { s.tailPacing = d }
+
 // SetTailKeep sets how many events the subscriptions' shared tail keeps.
 func SetTailKeep(s *Store, n int) {
 	s.tail.mu.Lock()

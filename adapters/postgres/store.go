@@ -37,7 +37,8 @@ type Store struct {
 	rereadFirst    time.Duration // first quick re-read after progress or a notification
 	rereadLast     time.Duration // quick re-reads stop beyond this (and beyond pollInterval)
 	notifyInterval time.Duration
-	notifier       atomic.Int32 // notifierIdle, notifierRunning or notifierDirty
+	tailPacing     time.Duration // least time between two tail reads that find events
+	notifier       atomic.Int32  // notifierIdle, notifierRunning or notifierDirty
 	commits        *group[commitReq, ledger.CommitResult]
 	sealer         ledger.BodySealer
 	reads          *group[string, []eventlog.RecordedEvent]
@@ -47,7 +48,7 @@ type Store struct {
 // NewStore returns a store over pool. The schema must be migrated (Migrate).
 func NewStore(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, pollInterval: defaultPollInterval, rereadFirst: defaultRereadFirst,
-		rereadLast: defaultPollInterval, notifyInterval: defaultNotifyInterval}
+		rereadLast: defaultPollInterval, notifyInterval: defaultNotifyInterval, tailPacing: defaultTailPacing}
 	s.commits = &group[commitReq, ledger.CommitResult]{max: maxCommitGroup, runners: commitRunners, run: s.commitGroup}
 	s.reads = &group[string, []eventlog.RecordedEvent]{max: maxReadGroup, runners: readRunners, run: s.readStreams}
 	return s

@@ -154,6 +154,19 @@ func (w *statementWatch) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQuer
 	w.lastEnd = time.Now()
 }
 
+// count is how many statements starting with first have run.
+func (w *statementWatch) count(first string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, p := range w.prefixes {
+		if p == first {
+			n++
+		}
+	}
+	return n
+}
+
 // waitQuiet waits until a statement starting with first has run and no statement has run for quiet.
 func (w *statementWatch) waitQuiet(t *testing.T, first string, quiet time.Duration) {
 	t.Helper()
@@ -325,6 +338,53 @@ func TestSubscriptionsShareOneReader(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return count(t, pool, listeners) == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the reader still listens after its last subscription ended")
+}
+
+// TestTailPacesItsReadsUnderSteadyWrites: while notified writes keep coming, the shared tail reads at
+// most once per pacing interval, each read taking what was committed since the last, and every event
+// still reaches the subscription once and in order. Without the pacing the tail reads at every
+// notification and quick re-read: several times per interval here.
+func TestTailPacesItsReadsUnderSteadyWrites(t *testing.T) {
+	t.Parallel()
+	pool := spares.Database(t)
+	// The subscriber's store has a pool of its own whose statements are counted: its reads.
+	var watch statementWatch
+	cfg := pool.Config()
+	cfg.ConnConfig.Tracer = &watch
+	watched, err := pgxpool.NewWithConfig(testCtx(t), cfg)
+	require.NoError(t, err)
+	t.Cleanup(watched.Close)
+	s := postgres.NewStore(watched)
+	const pacing = 100 * time.Millisecond
+	postgres.SetTailPacing(s, pacing)
+	postgres.SetPollInterval(s, time.Hour)
+	postgres.SetReread(s, 5*time.Millisecond, 40*time.Millisecond)
+	writer := postgres.NewStore(pool) // notifies after its commits, at most every 20 ms
+	ctx := testCtx(t)
+	stream := streamName(t)
+
+	sub := subscribe(t, s, eventlog.Position{}, nil)
+	watch.waitQuiet(t, "LISTEN", 100*time.Millisecond)
+	before := watch.count("SELECT")
+	start := time.Now()
+	const n = 150
+	for v := range uint64(n) {
+		_, err := writer.Append(ctx, stream, eventlog.Exact(v), events(t, 1))
+		require.NoError(t, err)
+		time.Sleep(2 * time.Millisecond)
+	}
+	for v := uint64(1); v <= n; v++ {
+		require.Equal(t, v, sub.next(t, 30*time.Second).Version)
+	}
+	elapsed := time.Since(start)
+	reads := watch.count("SELECT") - before
+	// One read per interval begun, and the read that took the first event at once.
+	assert.LessOrEqual(t, reads, int(elapsed/pacing)+2, "%d reads of the tail in %s of writes", reads, elapsed)
+	select {
+	case e := <-sub.events:
+		t.Fatalf("event %s@%d delivered twice or out of nowhere", e.StreamID, e.Version)
+	default:
+	}
 }
 
 // TestSubscriptionsGetTheLogUnderConcurrentWriters: writers append to their streams concurrently while
