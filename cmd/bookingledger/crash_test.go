@@ -64,6 +64,17 @@ var (
 	madeBy string
 )
 
+// benchBinary is the binary a benchmark runs from outside: BOOKINGLEDGER_BENCH_BINARY when set (another
+// build, or a script that execs one with settings of its own, to compare in alternated runs on the
+// same cluster), otherwise this tree's (buildBinary).
+func benchBinary(b *testing.B) string {
+	b.Helper()
+	if bin := os.Getenv("BOOKINGLEDGER_BENCH_BINARY"); bin != "" {
+		return bin
+	}
+	return buildBinary(b)
+}
+
 // buildBinary builds the real binary (once per test process) and returns its path. When TestMain
 // started the build in the background (the whole package runs), it waits for that one.
 func buildBinary(t testing.TB) string {

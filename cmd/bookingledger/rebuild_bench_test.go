@@ -50,10 +50,7 @@ func BenchmarkRebuildAtScale(b *testing.B) {
 	if setting == "" {
 		setting = defaultRebuildScaleSizes
 	}
-	bin := os.Getenv("BOOKINGLEDGER_BENCH_BINARY") // another build to compare with; default: this tree's
-	if bin == "" {
-		bin = buildBinary(b)
-	}
+	bin := benchBinary(b)
 	for _, s := range strings.Split(setting, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {

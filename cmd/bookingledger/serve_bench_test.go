@@ -255,7 +255,7 @@ type cpuSample struct{ server, cluster, loadgen int64 }
 // process), total-us/delivery (server + PostgreSQL), and drain-ms (last ack to projections caught up;
 // 0 for the handler), and idle-cpu-ms/s (server + PostgreSQL CPU in one second with no load, after the
 // warm-up: serve's pollers; it is part of the figures per delivery too). scripts/bench.sh prints the
-// ratios against the targets.
+// ratios against the targets. BOOKINGLEDGER_BENCH_BINARY serves with another build (benchBinary).
 //
 //	go test -run '^$' -bench '^BenchmarkServeVsHandwritten$' -benchtime 1x ./cmd/bookingledger/
 func BenchmarkServeVsHandwritten(b *testing.B) {
@@ -277,7 +277,7 @@ func BenchmarkServeVsHandwritten(b *testing.B) {
 	}
 	serveURL := pgtest.NewEmptyDatabaseURL(b)
 	anchorURL := pgtest.NewEmptyDatabaseURL(b)
-	bin := buildBinary(b)
+	bin := benchBinary(b)
 	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
