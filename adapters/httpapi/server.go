@@ -39,6 +39,18 @@ type CheckFunc func(ctx context.Context) error
 // Ready calls f.
 func (f CheckFunc) Ready(ctx context.Context) error { return f(ctx) }
 
+// NotReady is a failed readiness check whose Reason is what /readyz shows, while its Cause, which
+// may name hosts, users or timeouts, goes only to the server's log.
+type NotReady struct {
+	Reason string
+	Cause  error
+}
+
+func (e *NotReady) Error() string { return e.Reason }
+
+// Unwrap returns the cause.
+func (e *NotReady) Unwrap() error { return e.Cause }
+
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes            = 1 << 20
@@ -373,7 +385,11 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := s.ready.Ready(ctx); err != nil {
-		s.summary.Log("not ready", slog.LevelWarn, "not ready", slog.String("error", err.Error()))
+		attrs := []slog.Attr{slog.String("error", err.Error())}
+		if nr, ok := errors.AsType[*NotReady](err); ok && nr.Cause != nil {
+			attrs = append(attrs, slog.String("cause", nr.Cause.Error()))
+		}
+		s.summary.Log("not ready", slog.LevelWarn, "not ready", attrs...)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -406,13 +407,24 @@ func TestHealthAndReadiness(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
 	}
+	// The probe shows the reason; the cause, which can name a host, goes only to the log.
+	const cause = "dial tcp 10.9.8.7:5432: connect: connection refused"
 	notReady := newServer(t, func(c *httpapi.Config) {
-		c.Ready = httpapi.CheckFunc(func(context.Context) error { return assert.AnError })
+		c.Ready = httpapi.CheckFunc(func(context.Context) error {
+			return &httpapi.NotReady{Reason: "database unreachable", Cause: errors.New(cause)}
+		})
 	})
 	resp, err := http.Get(notReady.URL + "/readyz")
 	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.JSONEq(t, `{"status":"unavailable","error":"database unreachable"}`, string(body))
+	lines := notReady.linesOf(t, "not ready")
+	require.Len(t, lines, 1)
+	assert.Equal(t, "database unreachable", lines[0]["error"])
+	assert.Equal(t, cause, lines[0]["cause"])
 }
 
 func TestWrongMethodIsNotAWebhook(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net/http"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -30,10 +29,7 @@ func TestServeWithEventStoreDB(t *testing.T) {
 	srv := startServe(t, env)
 	base := srv.Base
 
-	resp, err := http.Get(base + "/readyz")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	waitReady(t, base)
 
 	var out bytes.Buffer
 	for range 2 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,8 +42,7 @@ func TestOldBinaryRefusesANewerSchema(t *testing.T) {
 		}
 		return env(k)
 	})
-	status, body := httpDo(t, "", http.MethodGet, srv.Base+"/readyz", "")
-	assert.Equal(t, http.StatusOK, status, body)
+	waitReady(t, srv.Base)
 	srv.Stop(t)
 	assert.Contains(t, srv.Stderr.String(), `"unknown_migrations":"0079"`)
 }

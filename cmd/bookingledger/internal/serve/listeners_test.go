@@ -89,15 +89,19 @@ func TestPublicListenerAnswersNoAdminRoute(t *testing.T) {
 			assert.Equal(t, http.StatusNotFound, status, "%s %s on the public listener", method, path)
 		}
 	}
+	status, _ := httpDo(t, "", http.MethodGet, srv.Base+"/healthz", "")
+	assert.Equal(t, http.StatusOK, status, "/healthz")
+	// /readyz is served here, ready or not: its 2 s check can outlast a loaded machine (503 then).
+	status, body := httpDo(t, "", http.MethodGet, srv.Base+"/readyz", "")
+	assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, status, body)
+	assert.Contains(t, body, `"status":`, "/readyz answers with its own JSON body")
 	for _, path := range []string{"/healthz", "/readyz"} {
-		status, _ := httpDo(t, "", http.MethodGet, srv.Base+path, "")
-		assert.Equal(t, http.StatusOK, status, path)
 		status, _ = httpDo(t, "", http.MethodGet, srv.Admin+path, "")
 		assert.Equal(t, http.StatusNotFound, status, "%s is public only", path)
 	}
 	out := send(t, env, srv.Base, "calendly", "invitee.created", "--booking", "two-listeners")
 	assert.Contains(t, out, `"status":"accepted"`)
-	status, _ := httpDo(t, "", http.MethodPost, srv.Admin+"/webhooks/calendly", "{}")
+	status, _ = httpDo(t, "", http.MethodPost, srv.Admin+"/webhooks/calendly", "{}")
 	assert.Equal(t, http.StatusNotFound, status, "webhooks are not on the admin listener")
 	srv.Stop(t)
 	for _, base := range []string{srv.Base, srv.Admin} {

@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -327,17 +326,17 @@ func migrateSchema(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, al
 }
 
 // Readiness is ready when the database answers and its schema (ours and the job queue's) has no
-// pending migration. Its errors are shown on /readyz, so they carry no connection details; the server
-// logs the cause.
+// pending migration. Its errors are shown on /readyz, so their text carries no connection details;
+// the server logs the cause (httpapi.NotReady).
 func Readiness(pool *pgxpool.Pool) httpapi.Checker {
 	return httpapi.CheckFunc(func(ctx context.Context) error {
 		pending, err := postgres.Pending(ctx, pool)
 		if err != nil {
-			return errors.New("database unreachable")
+			return &httpapi.NotReady{Reason: "database unreachable", Cause: err}
 		}
 		river, err := jobs.Pending(ctx, pool)
 		if err != nil {
-			return errors.New("database unreachable")
+			return &httpapi.NotReady{Reason: "database unreachable", Cause: err}
 		}
 		if pending = append(pending, river...); len(pending) > 0 {
 			return fmt.Errorf("pending migrations: %s", strings.Join(pending, ", "))

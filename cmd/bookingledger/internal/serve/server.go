@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -169,7 +168,7 @@ func (s *server) open(ctx context.Context) error {
 		store = esdb.NewLedgerStore(es.ESDB, es.Receipts)
 		ready = bothReady(ready, httpapi.CheckFunc(func(ctx context.Context) error {
 			if err := es.ESDB.Ping(ctx); err != nil {
-				return errors.New("event store unreachable")
+				return &httpapi.NotReady{Reason: "event store unreachable", Cause: err}
 			}
 			return nil
 		}))
