@@ -103,16 +103,20 @@ func SetFailAfterApply(m *ReadModel, f func() error) {
 	m.failAfterApply = f
 }
 
+// PlanDatabase is a database, by name, whose state RequireIndexedGenericPlans plans in.
+type PlanDatabase struct{ Name, URL string }
+
 // RequireIndexedGenericPlans fails t for every statement of sent whose generic plan, over a calendar
-// of a few thousand rows or over the empty tables of a fresh database (where a connection's first
-// batch plans them, and the plan then serves it while the tables grow), reads one of its growing
-// tables without an index condition.
-func RequireIndexedGenericPlans(t *testing.T, sent []plantest.Statement) {
+// of a few thousand rows, over the empty tables of a fresh database or in more (where a connection's
+// first batch plans them, and the plan then serves it while the tables grow), reads one of its
+// growing tables without an index condition.
+func RequireIndexedGenericPlans(t *testing.T, sent []plantest.Statement, more ...PlanDatabase) {
 	t.Helper()
-	for _, db := range []struct{ name, url string }{{"filled", filledCalendar(t)}, {"empty", pgtest.NewDatabaseURL(t)}} {
-		conn := plantest.Connect(t, db.url, batchPlanning...)
+	dbs := append([]PlanDatabase{{"filled", filledCalendar(t)}, {"empty", pgtest.NewDatabaseURL(t)}}, more...)
+	for _, db := range dbs {
+		conn := plantest.Connect(t, db.URL, batchPlanning...)
 		for _, s := range sent {
-			growing.Check(t, conn, db.name+" database", s, plantest.Kept)
+			growing.Check(t, conn, db.Name+" database", s, plantest.Kept)
 		}
 	}
 }
