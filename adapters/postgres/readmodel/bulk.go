@@ -159,7 +159,8 @@ func (m *ReadModel) Flush(ctx context.Context) error {
 	return nil
 }
 
-// smallReplay is the largest replay whose staging tables are indexed before they are loaded.
+// smallReplay is the largest replay whose staging tables are indexed before they are loaded, unless
+// Options.IndexFirstUpTo says otherwise.
 //
 // An index built over loaded rows records their count as the table's size (pg_class.reltuples):
 // after a replay of a few events — a first run whose log holds a fresh deployment's first webhook —
@@ -177,7 +178,7 @@ const smallReplay = 1000
 func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 	s, lap := rp.stage, time.Now()
 	src := rp.source(m.opts.Log)
-	indexFirst := rp.events <= smallReplay
+	indexFirst := rp.events <= m.opts.IndexFirstUpTo
 	if indexFirst {
 		err := m.indexStaging(ctx, s)
 		if m.phase(&lap, "index"); err != nil {

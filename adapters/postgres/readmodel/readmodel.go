@@ -52,6 +52,10 @@ type Options struct {
 	// RebuildChunk is the number of bookings a rebuild computes at once, at least (5000): it holds
 	// one chunk in memory at a time, and ends a chunk only between connected sets of claims.
 	RebuildChunk int
+	// IndexFirstUpTo is the largest replay, in events, whose staging tables get their indexes before
+	// the load rather than after it (smallReplay when 0; none when negative): tests set it to run
+	// both orders over small logs.
+	IndexFirstUpTo int64
 	// Phases, when set, is told how long each phase of a rebuild's write took: fold, compute, index, items, swap.
 	Phases func(phase string, took time.Duration)
 	// Log, when set, is the event log as this database's own tables hold it: set it to the PostgreSQL
@@ -135,6 +139,9 @@ func New(pool *pgxpool.Pool, events eventlog.Store, codec ledger.Codec, opts Opt
 	}
 	if opts.RebuildChunk <= 0 {
 		opts.RebuildChunk = 5_000
+	}
+	if opts.IndexFirstUpTo == 0 {
+		opts.IndexFirstUpTo = smallReplay
 	}
 	return &ReadModel{pool: pool, events: events, contacts: postgres.NewContacts(pool), codec: codec, opts: opts,
 		cache: newStreamCache(cacheEvents), resourceIDs: map[string]int32{}}

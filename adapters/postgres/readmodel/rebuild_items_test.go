@@ -115,7 +115,8 @@ FROM reconciliation_items ORDER BY kind, subject, id`)
 	// (ReadAll returns only transactions older than every running one, cluster-wide): the rebuild
 	// must start with them readable, or it ends before them.
 	reb.waitReadable(t)
-	reb.rm = readmodel.New(reb.pool, reb.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, Texts: privacy.NewTexts(reb.pool), RebuildChunk: chunk})
+	reb.rm = readmodel.New(reb.pool, reb.store, eventcodec.JSON{}, readmodel.Options{Links: eventcodec.JSON{}, Texts: privacy.NewTexts(reb.pool),
+		RebuildChunk: chunk, IndexFirstUpTo: -1}) // indexed after the load, as a large replay is
 	require.NoError(t, reb.rm.Rebuild(ctx, nil))
 	after := settled(reb, before)
 	assert.Equal(t, settled(inc, incBefore), after)
