@@ -168,10 +168,10 @@ func (m *ReadModel) Flush(ctx context.Context) error {
 // (force_generic_plan) for a table of one row and keeps them while the table grows, until autovacuum
 // next analyzes it: PostgreSQL picked calendar_slots_pkey, (booking, resource_id), by resource_id
 // alone for the connected claims' walk, which then read every claim of the resource for each seed
-// (measured: the walk took 71 ms a batch instead of 0.5 ms, the whole serve's PostgreSQL CPU per
-// delivery doubled, until autovacuum's ANALYZE a minute later). An index built over an empty table
-// leaves the size unknown, which PostgreSQL plans as at least ten pages, and that plan stays indexed
-// (TestEveryBatchStatementStaysIndexed's first-run database). A small replay costs as little either
+// (measured: the walk took 71 ms a batch instead of 0.5 ms, and the whole serve's PostgreSQL CPU per
+// delivery doubled). An index built over an empty table leaves the size unknown, which PostgreSQL
+// plans as at least ten pages, and that plan stays indexed (TestEveryBatchStatementStaysIndexed's
+// first-run database). A small replay costs as little either
 // way; a large one is indexed after the load, one build per index, and its true size plans well.
 const smallReplay = 1000
 
