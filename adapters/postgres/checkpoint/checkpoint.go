@@ -124,6 +124,16 @@ var IndexedPlanning = []string{"enable_seqscan = off", "jit = off"}
 // BeginIndexed begins a transaction under IndexedPlanning, as Apply begins every batch.
 var BeginIndexed = "BEGIN; SET LOCAL " + strings.Join(IndexedPlanning, "; SET LOCAL ")
 
+// GenericPlanning is IndexedPlanning with plan_cache_mode = force_generic_plan: a connection plans
+// each statement once, at its first execution, instead of at its first five and then at every
+// execution whose custom plan PostgreSQL estimates cheaper than the generic one (a lookup of
+// = ANY($1), whose array's length only the custom plan knows, is planned at every execution). Only
+// for projections whose plan tests explain the generic plans: the calendar's and the process steps'.
+var GenericPlanning = append([]string{"plan_cache_mode = force_generic_plan"}, IndexedPlanning...)
+
+// BeginGeneric begins a transaction under GenericPlanning.
+var BeginGeneric = "BEGIN; SET LOCAL " + strings.Join(GenericPlanning, "; SET LOCAL ")
+
 // CaughtUp implements projections.Projection: the idle batches' checkpoint is saved now.
 func (p *Projection) CaughtUp(ctx context.Context) error { return p.keep.Flush(ctx) }
 

@@ -35,8 +35,9 @@ const IdleFlush = 200 * time.Millisecond
 // runner moved it), and it is never made once the context of the batch that deferred it has ended:
 // a runner's context ends when its lock is lost. A Keeper is used by one runner at a time.
 type Keeper struct {
-	pool *pgxpool.Pool
-	name string
+	pool  *pgxpool.Pool
+	name  string
+	begin string // BeginIndexed, or BeginGeneric (GenericPlans)
 
 	mu      sync.Mutex
 	saved   eventlog.Position // the row, as this runner last read or wrote it
@@ -49,7 +50,13 @@ type Keeper struct {
 
 // NewKeeper returns the keeper of name's checkpoint on pool.
 func NewKeeper(pool *pgxpool.Pool, name string) *Keeper {
-	return &Keeper{pool: pool, name: name}
+	return &Keeper{pool: pool, name: name, begin: BeginIndexed}
+}
+
+// GenericPlans makes Apply's transactions plan under GenericPlanning, and returns k.
+func (k *Keeper) GenericPlans() *Keeper {
+	k.begin = BeginGeneric
+	return k
 }
 
 // Load reads the saved checkpoint (creating its row on first use) and forgets what was applied in
@@ -110,7 +117,7 @@ func (k *Keeper) Apply(ctx context.Context, last eventlog.Position, n int, f fun
 	if err := k.err; err != nil {
 		return err
 	}
-	err := pgx.BeginTxFunc(ctx, k.pool, pgx.TxOptions{BeginQuery: BeginIndexed}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, k.pool, pgx.TxOptions{BeginQuery: k.begin}, func(tx pgx.Tx) error {
 		if _, err := Advance(ctx, tx, k.name, k.saved, last, n+k.pending); err != nil {
 			return err
 		}

@@ -286,7 +286,7 @@ func (m *ReadModel) Apply(ctx context.Context, events []eventlog.RecordedEvent) 
 // batchPlanning makes each statement's plan once per connection, under checkpoint.IndexedPlanning,
 // which keeps it on indexes even when a connection's first batch plans it over the empty tables of a
 // fresh database (ADR 0019, TestEveryBatchStatementStaysIndexed).
-var batchPlanning = append([]string{"plan_cache_mode = force_generic_plan"}, checkpoint.IndexedPlanning...)
+var batchPlanning = checkpoint.GenericPlanning
 
 // unseen drops the events of a batch at or before what was applied or buffered: a prefix, as a
 // batch is in log order.

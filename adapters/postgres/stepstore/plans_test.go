@@ -59,6 +59,9 @@ func TestPlanningReadsStayIndexed(t *testing.T) {
 
 	fillStepsAndCalendar(t, w.pool)
 	settings := w.trace.Settings()
+	// Each statement is planned once per connection (ADR 0019, 2026-12-06): the kept plans explained
+	// below are the generic plans every execution then runs.
+	require.Contains(t, settings, "plan_cache_mode = force_generic_plan")
 	for _, db := range []struct{ name, url string }{{"empty", pgtest.NewDatabaseURL(t)}, {"filled", w.url}} {
 		conn := plantest.Connect(t, db.url, settings...)
 		for _, s := range w.trace.Statements() {

@@ -90,7 +90,7 @@ func NewProjection(cfg ProjectionConfig) (*Projection, error) {
 	if cfg.GatePoll <= 0 {
 		cfg.GatePoll = DefaultGatePoll
 	}
-	return &Projection{cfg: cfg, keep: checkpoint.NewKeeper(cfg.Pool, ProjectionName)}, nil
+	return &Projection{cfg: cfg, keep: checkpoint.NewKeeper(cfg.Pool, ProjectionName).GenericPlans()}, nil
 }
 
 // Name implements projections.Projection.
