@@ -3,12 +3,14 @@ package email_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
 	"net"
 	netmail "net/mail"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,10 +41,91 @@ func sink(t *testing.T) (*smtpsink.Sink, *atomic.Int32) {
 
 func sender(t *testing.T, addr string, allowPrivate bool) *email.Sender {
 	t.Helper()
-	s, err := email.New(email.Config{Addr: addr, From: "bookings@example.com", AllowPrivate: allowPrivate, Timeout: 5 * time.Second,
-		Clock: func() time.Time { return sentAt }})
+	return senderWith(t, email.Config{Addr: addr, AllowPrivate: allowPrivate})
+}
+
+// senderWith is a sender of cfg, from bookings@example.com, with a 5 s timeout and a fixed clock; its
+// idle sessions end with the test.
+func senderWith(t *testing.T, cfg email.Config) *email.Sender {
+	t.Helper()
+	cfg.From, cfg.Timeout, cfg.Clock = "bookings@example.com", 5*time.Second, func() time.Time { return sentAt }
+	s, err := email.New(cfg)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+func numbered(i int) process.Mail {
+	m := mail
+	m.MessageID = fmt.Sprintf("step-%d@bookingledger", i)
+	return m
+}
+
+// Messages sent one after another share a session (one connection, greeted once). A session the
+// server closed while it waited is found at the next message's MAIL FROM, before anything of the
+// message went out: a new session carries that message, which arrives once.
+func TestSendKeepsItsSessionForTheNextMessages(t *testing.T) {
+	ctx := context.Background()
+	s, _ := sink(t)
+	snd := sender(t, s.Addr(), true)
+	for i := range 3 {
+		require.NoError(t, snd.Send(ctx, numbered(i)))
+	}
+	got := s.Delivered()
+	require.Len(t, got, 3)
+	assert.Equal(t, got[0].Session, got[1].Session)
+	assert.Equal(t, got[0].Session, got[2].Session)
+
+	require.Equal(t, 1, s.DropSessions(), "one session was open, idle")
+	require.NoError(t, snd.Send(ctx, numbered(3)))
+	got = s.Delivered()
+	require.Len(t, got, 4, "the message after the drop arrived once")
+	assert.Equal(t, "<step-3@bookingledger>", got[3].MessageID)
+	assert.NotEqual(t, got[0].Session, got[3].Session)
+
+	// A session idle past IdleTimeout is ended (QUIT) rather than reused; with MaxIdle < 0 none is kept.
+	short := senderWith(t, email.Config{Addr: s.Addr(), AllowPrivate: true, IdleTimeout: time.Millisecond})
+	require.NoError(t, short.Send(ctx, numbered(4)))
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, short.Send(ctx, numbered(5)))
+	none := senderWith(t, email.Config{Addr: s.Addr(), AllowPrivate: true, MaxIdle: -1})
+	require.NoError(t, none.Send(ctx, numbered(6)))
+	require.NoError(t, none.Send(ctx, numbered(7)))
+	got = s.Delivered()
+	require.Len(t, got, 8)
+	assert.NotEqual(t, got[4].Session, got[5].Session)
+	assert.NotEqual(t, got[6].Session, got[7].Session)
+	require.NoError(t, snd.Close())
+	require.NoError(t, short.Close())
+	assert.Eventually(t, func() bool { return s.Open() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"every session ended with QUIT: after its message (MaxIdle < 0), when found idle too long, or at Close")
+}
+
+// Senders at once: every message arrives exactly once, the sessions are reused, and no more than
+// MaxIdle stay open between messages.
+func TestSendSharesSessionsAmongConcurrentSenders(t *testing.T) {
+	ctx := context.Background()
+	s, _ := sink(t)
+	snd := senderWith(t, email.Config{Addr: s.Addr(), AllowPrivate: true, MaxIdle: 3})
+	const workers, each = 12, 10
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				assert.NoError(t, snd.Send(ctx, numbered(w*each+i)))
+			}
+		})
+	}
+	wg.Wait()
+	got := s.Delivered()
+	require.Len(t, got, workers*each)
+	ids, sessions := map[string]bool{}, map[string]bool{}
+	for _, m := range got {
+		assert.False(t, ids[m.MessageID], "%s arrived twice", m.MessageID)
+		ids[m.MessageID], sessions[m.Session] = true, true
+	}
+	assert.Less(t, len(sessions), workers*each/2, "sessions were reused")
+	assert.Eventually(t, func() bool { return s.Open() <= 3 }, 5*time.Second, 10*time.Millisecond, "at most MaxIdle sessions kept")
 }
 
 // The message carries the step's identity as its Message-ID (what lets a receiver, and an operator,

@@ -25,6 +25,9 @@ type Message struct {
 	// Dropped is set when the sink read the data and closed the connection without an answer.
 	Dropped    bool
 	ReceivedAt time.Time
+	// Session names the connection the message came on (the client's address): messages of one
+	// session share it.
+	Session string
 }
 
 // Fault decides, per message after its data has been read, what the sink does instead of accepting.
@@ -62,8 +65,9 @@ type Sink struct {
 	ln     net.Listener
 	server *smtp.Server
 
-	mu   sync.Mutex
-	msgs []Message
+	mu       sync.Mutex
+	msgs     []Message
+	sessions map[*session]bool // open
 }
 
 // Start listens and serves until Close.
@@ -79,9 +83,13 @@ func Start(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("smtp sink: listen on %s: %w", addr, err)
 	}
-	s := &Sink{cfg: cfg, ln: ln}
+	s := &Sink{cfg: cfg, ln: ln, sessions: map[*session]bool{}}
 	s.server = smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
-		return &session{sink: s, conn: c}, nil
+		ss := &session{sink: s, conn: c}
+		s.mu.Lock()
+		s.sessions[ss] = true
+		s.mu.Unlock()
+		return ss, nil
 	}))
 	s.server.Domain = "localhost"
 	s.server.AllowInsecureAuth = true
@@ -124,6 +132,28 @@ func (s *Sink) Delivered() []Message {
 	return out
 }
 
+// Open returns how many connections are open.
+func (s *Sink) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// DropSessions closes every open connection without a word, as a server does with sessions idle
+// past its timeout. It returns how many it closed.
+func (s *Sink) DropSessions() int {
+	s.mu.Lock()
+	open := make([]*session, 0, len(s.sessions))
+	for ss := range s.sessions {
+		open = append(open, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range open {
+		_ = ss.conn.Conn().Close()
+	}
+	return len(open)
+}
+
 // Close stops the server and its connections.
 func (s *Sink) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -145,8 +175,13 @@ type session struct {
 	to   []string
 }
 
-func (s *session) Reset()        { s.from, s.to = "", nil }
-func (s *session) Logout() error { return nil }
+func (s *session) Reset() { s.from, s.to = "", nil }
+func (s *session) Logout() error {
+	s.sink.mu.Lock()
+	delete(s.sink.sessions, s)
+	s.sink.mu.Unlock()
+	return nil
+}
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error { s.from = from; return nil }
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
@@ -162,7 +197,8 @@ func (s *session) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	m := Message{From: s.from, To: append([]string(nil), s.to...), Data: data, ReceivedAt: time.Now().UTC()}
+	m := Message{From: s.from, To: append([]string(nil), s.to...), Data: data, ReceivedAt: time.Now().UTC(),
+		Session: s.conn.Conn().RemoteAddr().String()}
 	if parsed, err := mail.ReadMessage(bytes.NewReader(data)); err == nil {
 		m.MessageID = parsed.Header.Get("Message-ID")
 		m.Subject = parsed.Header.Get("Subject")

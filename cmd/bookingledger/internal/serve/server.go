@@ -238,6 +238,9 @@ func (s *server) open(ctx context.Context) error {
 		if err := queue.Stop(stopCtx); err != nil {
 			log.Error("job queue did not stop cleanly", "error", err.Error())
 		}
+		if cfg.steps.Mailer != nil {
+			_ = cfg.steps.Mailer.Close() // the SMTP sessions kept for the next emails: QUIT
+		}
 	})
 	phases.mark("jobs")
 
