@@ -34,7 +34,10 @@ const (
 // `serve` wires it, with 32 step workers. Reported: p50 and p99 lag in ms, overall and per half of the
 // run (a lag that grows from the first half to the second is steps falling behind); the part of it
 // until the steps were planned (planned-*: the calendar and process projections) and the wait from
-// planned to a worker's claim (queued-*); and the share of bookings whose steps finished.
+// planned to a worker's claim (queued-*); and the share of bookings whose steps finished. The load
+// starts as soon as serve listens, on a fresh database; a second round of as many bookings follows on
+// the same serve once the first one's steps are finished, reported as warm-*: the first round's lag
+// includes serve's first seconds, the second's is that of a serve that has been running.
 // Not run by make test; `make bench` runs it (BOOKINGLEDGER_BENCH_STEP_DELIVERIES per round).
 func BenchmarkStepLagAtRate(b *testing.B) {
 	n := defaultStepBenchDeliveries
@@ -83,93 +86,18 @@ func BenchmarkStepLagAtRate(b *testing.B) {
 			b.Fatal(err)
 		}
 
-		// Build every delivery first: signing is not what is measured.
-		start := time.Date(2032, 1, 1, 0, 0, 0, 0, time.UTC)
-		bodies := make([]sample.Delivery, n)
-		for i := range bodies {
-			if bodies[i], err = sample.Build("calendly", "invitee.created", demoCalendlyKey,
-				sample.Params{Booking: fmt.Sprintf("lag-%d", i), Host: fmt.Sprintf("lag-host-%d", i%50), Start: start.Add(time.Duration(i) * time.Hour)}, time.Now()); err != nil {
-				b.Fatal(err)
-			}
-		}
 		// The load generator keeps its connections, as the other benchmarks' do: a new connection per
 		// request (http.DefaultClient keeps two idle) cost the two cores it shares with serve about
 		// 0.2 ms per booking of dialing, on both sides.
 		client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-		acked := make([]time.Time, n)
-		var wg sync.WaitGroup
-		tick := time.NewTicker(time.Second / stepBenchRate)
+		r := stepLagRound{ctx: ctx, pool: pool, client: client, base: base, n: n}
+		// The first round meets a serve that has just started: new connections plan their statements,
+		// the tables are empty and the job queue starts. The second runs on the same serve once the
+		// first is done: the lag of a serve that has been running (warm-*).
 		b.StartTimer()
-		for i := range bodies {
-			<-tick.C
-			wg.Go(func() {
-				req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/calendly", bytes.NewReader(bodies[i].Body))
-				req.Header = bodies[i].Header.Clone()
-				resp, err := client.Do(req)
-				if err == nil {
-					resp.Body.Close()
-					if resp.StatusCode == http.StatusOK {
-						acked[i] = time.Now()
-					}
-				}
-			})
-		}
-		tick.Stop()
-		wg.Wait()
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			var open int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM process_steps WHERE state NOT IN ('done', 'failed', 'skipped', 'needs_reconciliation')`).Scan(&open); err == nil {
-				var total int
-				_ = pool.QueryRow(ctx, `SELECT count(*) FROM process_steps`).Scan(&total)
-				if open == 0 && total >= 2*n {
-					break
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		r.run(b, "lag-", "")
 		b.StopTimer()
-		// Per booking: when its steps were planned (the process projection), first claimed (a worker
-		// took the job) and all done — so the lag splits into following the log and waiting for a worker.
-		rows, err := pool.Query(ctx, `SELECT booking, min(created_at), max(requested_at), max(finished_at) FROM process_steps
-WHERE state = 'done' GROUP BY booking HAVING count(*) = 2`)
-		if err != nil {
-			b.Fatal(err)
-		}
-		type times struct{ planned, requested, finished time.Time }
-		finished := map[string]times{}
-		for rows.Next() {
-			var id string
-			var t times
-			if err := rows.Scan(&id, &t.planned, &t.requested, &t.finished); err != nil {
-				b.Fatal(err)
-			}
-			finished[id] = t
-		}
-		rows.Close()
-		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-		// Lag per half of the run: a lag that grows from the first half to the second means the steps
-		// fall behind the arrival rate, however small the overall median.
-		var lags, first, second, planned, queued []float64
-		for i, at := range acked {
-			if t, ok := finished[fmt.Sprintf("calendly-lag-%d", i)]; ok && !at.IsZero() {
-				lag := ms(t.finished.Sub(at))
-				lags = append(lags, lag)
-				if i < n/2 {
-					first = append(first, lag)
-				} else {
-					second = append(second, lag)
-				}
-				planned = append(planned, ms(t.planned.Sub(at)))
-				queued = append(queued, ms(t.requested.Sub(t.planned)))
-			}
-		}
-		reportQuantiles(b, lags, "")
-		reportQuantiles(b, first, "first-half-")
-		reportQuantiles(b, second, "second-half-")
-		reportQuantiles(b, planned, "planned-")
-		reportQuantiles(b, queued, "queued-")
-		b.ReportMetric(float64(len(lags))/float64(n), "completed-ratio")
+		r.run(b, "warm-lag-", "warm-")
 		pool.Close()
 		client.CloseIdleConnections()
 		cancel()
@@ -187,4 +115,101 @@ func reportQuantiles(b *testing.B, lags []float64, prefix string) {
 	slices.Sort(lags)
 	b.ReportMetric(lags[len(lags)/2], prefix+"p50-ms")
 	b.ReportMetric(lags[min(len(lags)-1, len(lags)*99/100)], prefix+"p99-ms")
+}
+
+// stepLagRound sends rounds of bookings at stepBenchRate to a running serve and reports their lag.
+type stepLagRound struct {
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	client *http.Client
+	base   string
+	n      int
+	round  int
+}
+
+// run sends n new bookings (ids prefixed id), waits until their steps are finished, and reports the
+// lag of those whose two steps were done, each metric prefixed with prefix.
+func (r *stepLagRound) run(b *testing.B, id, prefix string) {
+	ctx, n := r.ctx, r.n
+	r.round++
+	// Build every delivery first: signing is not what is measured.
+	start := time.Date(2032, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(r.round, 0, 0)
+	bodies := make([]sample.Delivery, n)
+	var err error
+	for i := range bodies {
+		if bodies[i], err = sample.Build("calendly", "invitee.created", demoCalendlyKey,
+			sample.Params{Booking: fmt.Sprintf("%s%d", id, i), Host: fmt.Sprintf("lag-host-%d", i%50), Start: start.Add(time.Duration(i) * time.Hour)}, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	acked := make([]time.Time, n)
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / stepBenchRate)
+	for i := range bodies {
+		<-tick.C
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, r.base+"/webhooks/calendly", bytes.NewReader(bodies[i].Body))
+			req.Header = bodies[i].Header.Clone()
+			resp, err := r.client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					acked[i] = time.Now()
+				}
+			}
+		})
+	}
+	tick.Stop()
+	wg.Wait()
+	like := "calendly-" + id + "%"
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var open, total int
+		if err := r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state NOT IN ('done', 'failed', 'skipped', 'needs_reconciliation')), count(*)
+FROM process_steps WHERE booking LIKE $1`, like).Scan(&open, &total); err == nil && open == 0 && total >= 2*n {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Per booking: when its steps were planned (the process projection), first claimed (a worker
+	// took the job) and all done — so the lag splits into following the log and waiting for a worker.
+	rows, err := r.pool.Query(ctx, `SELECT booking, min(created_at), max(requested_at), max(finished_at) FROM process_steps
+WHERE state = 'done' AND booking LIKE $1 GROUP BY booking HAVING count(*) = 2`, like)
+	if err != nil {
+		b.Fatal(err)
+	}
+	type times struct{ planned, requested, finished time.Time }
+	finished := map[string]times{}
+	for rows.Next() {
+		var id string
+		var t times
+		if err := rows.Scan(&id, &t.planned, &t.requested, &t.finished); err != nil {
+			b.Fatal(err)
+		}
+		finished[id] = t
+	}
+	rows.Close()
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	// Lag per half of the run: a lag that grows from the first half to the second means the steps
+	// fall behind the arrival rate, however small the overall median.
+	var lags, first, second, planned, queued []float64
+	for i, at := range acked {
+		if t, ok := finished[fmt.Sprintf("calendly-%s%d", id, i)]; ok && !at.IsZero() {
+			lag := ms(t.finished.Sub(at))
+			lags = append(lags, lag)
+			if i < n/2 {
+				first = append(first, lag)
+			} else {
+				second = append(second, lag)
+			}
+			planned = append(planned, ms(t.planned.Sub(at)))
+			queued = append(queued, ms(t.requested.Sub(t.planned)))
+		}
+	}
+	reportQuantiles(b, lags, prefix)
+	reportQuantiles(b, first, prefix+"first-half-")
+	reportQuantiles(b, second, prefix+"second-half-")
+	reportQuantiles(b, planned, prefix+"planned-")
+	reportQuantiles(b, queued, prefix+"queued-")
+	b.ReportMetric(float64(len(lags))/float64(n), prefix+"completed-ratio")
 }
