@@ -17,21 +17,24 @@ const DefaultMaxAttempts = 10
 // MaxJobsPerInsert bounds the jobs of one insert (InsertJobs inserts more in several).
 const MaxJobsPerInsert = 1000
 
-// StepArgs is the River job of one step: its id only; the step row is the record.
+// StepArgs is the River job of one step: its id, and its booking so that the claim reads the booking's
+// calendar row with its first read (jobs inserted before it carry none: the claim reads the row after).
+// The step row is the record.
 type StepArgs struct {
-	Step int64 `json:"step"`
+	Step    int64  `json:"step"`
+	Booking string `json:"booking,omitempty"`
 }
 
 // Kind is River's name of the job. Stored in river_job rows: never rename it.
 func (StepArgs) Kind() string { return "bookingledger.process_step" }
 
-// InsertJobs inserts one job per step id in tx.
-func InsertJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []int64, maxAttempts int) error {
+// InsertJobs inserts one job per step in tx.
+func InsertJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []StepArgs, maxAttempts int) error {
 	for len(ids) > 0 {
 		n := min(len(ids), MaxJobsPerInsert)
 		params := make([]river.InsertManyParams, n)
-		for i, id := range ids[:n] {
-			params[i] = river.InsertManyParams{Args: StepArgs{Step: id}, InsertOpts: &river.InsertOpts{Queue: Queue, MaxAttempts: maxAttempts}}
+		for i, args := range ids[:n] {
+			params[i] = river.InsertManyParams{Args: args, InsertOpts: &river.InsertOpts{Queue: Queue, MaxAttempts: maxAttempts}}
 		}
 		if _, err := client.InsertManyTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("process: insert step jobs: %w", err)

@@ -34,18 +34,23 @@ const (
 // still holds the slot its step was planned for (readmodel.StepReader implements it).
 type SlotReader interface {
 	Slot(ctx context.Context, tx pgx.Tx, booking string) (b steps.Booking, ok bool, err error)
+	// QueueSlot queues Slot's read on b: when b has been sent, into holds the row and found says
+	// whether there is one.
+	QueueSlot(b *pgx.Batch, booking string, into *steps.Booking, found *bool)
 }
 
 // Steps is the process_steps table's owner (adapters/postgres/stepstore.Steps implements it): the
 // worker's reads and writes of its steps. Those that take tx run in the claim's transaction.
 type Steps interface {
-	// Lock reads step id locked until tx ends, with its predecessor; ok is false when there is none.
-	Lock(ctx context.Context, tx pgx.Tx, id int64) (c Claimed, ok bool, err error)
+	// QueueLock queues on b the read of step id, locked until the transaction ends, with its
+	// predecessor: when b has been sent, into holds it and found says whether there is one.
+	QueueLock(b *pgx.Batch, id int64, into *Claimed, found *bool)
 	// SeatSteps reads the booking's seat cancellation steps, oldest first, locked until tx ends.
 	SeatSteps(ctx context.Context, tx pgx.Tx, booking string) ([]Step, error)
-	// Request marks step id requested by clientID, leased for lease, one more attempt; keepDataSent
-	// keeps the end of data an earlier claim recorded. It returns the attempts and the lease's end.
-	Request(ctx context.Context, tx pgx.Tx, id int64, lease time.Duration, clientID string, keepDataSent bool, attendees *string) (int, time.Time, error)
+	// QueueRequest queues on b the mark of step id requested by clientID, leased for lease, one more
+	// attempt; keepDataSent keeps the end of data an earlier claim recorded. When b has been sent,
+	// attempts and until hold the attempts and the lease's end.
+	QueueRequest(b *pgx.Batch, id int64, lease time.Duration, clientID string, keepDataSent bool, attendees *string, attempts *int, until *time.Time)
 	// Record stores an outcome (in tx; nil: in a transaction of its own), and opens the step's
 	// reconciliation item with it when the outcome is needs_reconciliation or failed.
 	Record(ctx context.Context, tx pgx.Tx, r Record) error
@@ -171,7 +176,7 @@ type outcome struct {
 
 // Work implements river.Worker.
 func (w *Worker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
-	s, recovered, wait, err := w.claim(ctx, job.Args.Step)
+	s, recovered, wait, err := w.claim(ctx, job.Args.Step, job.Args.Booking)
 	switch {
 	case err != nil:
 		return err
@@ -224,14 +229,30 @@ func errText(err error) string {
 // commits that before anything is called. It returns nil when there is nothing to do, and a wait
 // when another worker or the step's predecessor must finish first. One read locks the step and brings
 // its predecessor, one reads the booking's calendar row (unless the step is recovered); one write
-// claims it: the claim's round trips are most of a fast step's cost.
-func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, wait time.Duration, err error) {
-	err = pgx.BeginFunc(ctx, w.cfg.Pool, func(tx pgx.Tx) error {
+// claims it: the claim's round trips are most of a fast step's cost. So BEGIN goes with the locking
+// read, the calendar row of the job's booking with them, and the claiming write with COMMIT
+// (claimTx): two round trips.
+func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, recovered bool, wait time.Duration, err error) {
+	var c Claimed
+	var found, slotFound bool
+	var slot steps.Booking
+	first := &pgx.Batch{}
+	w.cfg.Steps.QueueLock(first, id, &c, &found)
+	if booking != "" {
+		// Read after the lock is taken, as when it is read on its own (a recovered claim reads none).
+		w.cfg.Slots.QueueSlot(first, booking, &slot, &slotFound)
+	}
+	tx, err := beginClaim(ctx, w.cfg.Pool, first)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("process: claim step %d: %w", id, err)
+	}
+	defer tx.release()
+	last := &pgx.Batch{} // what commits the claim, sent with COMMIT
+	err = func() error {
 		var status *string
 		var start, end *time.Time
-		c, found, err := w.cfg.Steps.Lock(ctx, tx, id)
-		if err != nil || !found {
-			return err
+		if !found {
+			return nil
 		}
 		st, pred := c.Step, c.Pred
 		now := time.Now()
@@ -270,9 +291,13 @@ func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, 
 		}
 		var row *steps.Booking // the calendar row the claim read, for the attendees (attendees.go)
 		if !recovered {
-			cal, ok, err := w.cfg.Slots.Slot(ctx, tx, st.Booking)
-			if err != nil {
-				return fmt.Errorf("process: read calendar row: %w", err)
+			cal, ok := slot, slotFound
+			if booking != st.Booking {
+				// A job without the booking (inserted before jobs carried it), or of another booking.
+				var err error
+				if cal, ok, err = w.cfg.Slots.Slot(ctx, tx, st.Booking); err != nil {
+					return fmt.Errorf("process: read calendar row: %w", err)
+				}
 			}
 			if ok {
 				status, start, end = &cal.Status, nullTime(cal.Start), nullTime(cal.End)
@@ -302,16 +327,17 @@ func (w *Worker) claim(ctx context.Context, id int64) (s *Step, recovered bool, 
 			return w.finish(ctx, tx, st, outcome{state: StateSkipped, note: note}, false)
 		}
 		// A claim that may have been sent keeps its data_sent_at (the call below reads it as unknown);
-		// any other starts without one.
-		st.Attempts, st.LeaseUntil, err = w.cfg.Steps.Request(ctx, tx, st.ID, w.lease(), w.cfg.ClientID, recovered, written)
-		if err != nil {
-			return fmt.Errorf("process: mark step requested: %w", err)
-		}
+		// any other starts without one. Its attempts and lease are read back when it commits.
 		st.State = StateRequested
 		s = &st
+		w.cfg.Steps.QueueRequest(last, st.ID, w.lease(), w.cfg.ClientID, recovered, written, &s.Attempts, &s.LeaseUntil)
 		return nil
-	})
+	}()
+	if err == nil {
+		err = tx.commit(ctx, last)
+	}
 	if err != nil {
+		tx.rollback()
 		return nil, false, 0, fmt.Errorf("process: claim step %d: %w", id, err)
 	}
 	return s, recovered, wait, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -123,12 +124,15 @@ func (w *workerWorld) work(t *testing.T, id int64) (state, note string, err erro
 	return w.workAttempt(t, id, 1)
 }
 
-// workAttempt is work as the job's attempt-th attempt (of process.DefaultMaxAttempts).
+// workAttempt is work as the job's attempt-th attempt (of process.DefaultMaxAttempts). The job names
+// the step's booking, as the planner's jobs do.
 func (w *workerWorld) workAttempt(t *testing.T, id int64, attempt int) (state, note string, err error) {
 	t.Helper()
 	ctx := context.Background()
+	args := process.StepArgs{Step: id}
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT booking FROM process_steps WHERE id = $1`, id).Scan(&args.Booking))
 	err = w.worker.Work(ctx, &river.Job[process.StepArgs]{
-		JobRow: &rivertype.JobRow{Attempt: attempt, MaxAttempts: process.DefaultMaxAttempts}, Args: process.StepArgs{Step: id}})
+		JobRow: &rivertype.JobRow{Attempt: attempt, MaxAttempts: process.DefaultMaxAttempts}, Args: args})
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT state, note FROM process_steps WHERE id = $1`, id).Scan(&state, &note))
 	return state, note, err
 }
@@ -156,6 +160,68 @@ func TestWorkerSkipsAStepTheCalendarMovedAwayFrom(t *testing.T) {
 	assert.Equal(t, "done", state)
 	require.Len(t, w.sink.Store.Objects(), 1)
 	assert.True(t, w.sink.Store.Objects()[0].Start.Equal(moved[0]))
+}
+
+// roundTrips counts the round trips a pool's connections make while on: a statement, or a batch.
+type roundTrips struct {
+	on atomic.Bool
+	n  atomic.Int32
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	if r.on.Load() {
+		r.n.Add(1)
+	}
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if r.on.Load() {
+		r.n.Add(1)
+	}
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// A claim takes two round trips: BEGIN, the locking read and the booking's calendar row go together,
+// and the claiming write with COMMIT. A job from before jobs named their booking reads the row on its
+// own, a third, and claims the same: both steps are done, each created once.
+func TestWorkerClaimsInTwoRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorkerWorld(t, nil, nil)
+	cfg, err := pgxpool.ParseConfig(w.pool.Config().ConnString())
+	require.NoError(t, err)
+	var trips roundTrips
+	cfg.ConnConfig.Tracer = &trips
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	worker, err := process.NewWorker(process.WorkerConfig{Pool: pool, Steps: stepstore.NewStore(pool, nil), Slots: readmodel.NewStepReader(pool),
+		Contacts: postgres.NewContacts(pool), Calendar: w.target, CallTimeout: 5 * time.Second,
+		HoldAfterRequested: func(context.Context, process.Step) { trips.on.Store(false) }})
+	require.NoError(t, err)
+	slot := [2]time.Time{time.Date(2031, 5, 5, 9, 0, 0, 0, time.UTC), time.Date(2031, 5, 5, 10, 0, 0, 0, time.UTC)}
+	for _, c := range []struct {
+		booking string
+		named   bool
+		trips   int32
+	}{{"acuity-two-trips", true, 2}, {"acuity-old-job", false, 3}} {
+		id := w.step(t, c.booking, slot, slot[0], slot[1])
+		args := process.StepArgs{Step: id}
+		if c.named {
+			args.Booking = c.booking
+		}
+		trips.n.Store(0)
+		trips.on.Store(true)
+		require.NoError(t, worker.Work(ctx, &river.Job[process.StepArgs]{JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: 3}, Args: args}))
+		assert.Equal(t, c.trips, trips.n.Load(), "%s: round trips until the claim committed", c.booking)
+		var state string
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT state FROM process_steps WHERE id = $1`, id).Scan(&state))
+		assert.Equal(t, "done", state, c.booking)
+	}
+	assert.Len(t, w.sink.Store.Objects(), 2)
 }
 
 // A step another worker holds (requested, its lease running) is not taken: the job waits for the

@@ -61,15 +61,29 @@ func (r *StepReader) Occurrences(ctx context.Context, tx pgx.Tx, series []string
 
 // Slot returns booking's calendar row (its status, slot and seats); ok is false when the calendar has none.
 func (r *StepReader) Slot(ctx context.Context, tx pgx.Tx, booking string) (steps.Booking, bool, error) {
-	b := steps.Booking{ID: booking}
+	var b steps.Booking
+	var found bool
+	err := scanSlot(tx.QueryRow(ctx, slotSQL, booking), booking, &b, &found)
+	return b, found, err
+}
+
+// QueueSlot implements process.SlotReader: Slot's read, queued on b.
+func (r *StepReader) QueueSlot(b *pgx.Batch, booking string, into *steps.Booking, found *bool) {
+	b.Queue(slotSQL, booking).QueryRow(func(row pgx.Row) error { return scanSlot(row, booking, into, found) })
+}
+
+const slotSQL = `SELECT status, lower(during), upper(during), seats FROM calendar_bookings WHERE booking = $1`
+
+func scanSlot(row pgx.Row, booking string, into *steps.Booking, found *bool) error {
+	*into = steps.Booking{ID: booking}
 	var start, end *time.Time
-	err := tx.QueryRow(ctx, `SELECT status, lower(during), upper(during), seats FROM calendar_bookings WHERE booking = $1`, booking).Scan(&b.Status, &start, &end, &b.Seats)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return b, false, nil
+	err := row.Scan(&into.Status, &start, &end, &into.Seats)
+	if *found = err == nil; errors.Is(err, pgx.ErrNoRows) {
+		return nil
 	}
-	b.Start, b.End = rowSlot(start, end)
-	b.Seated = b.Seats != nil
-	return b, err == nil, err
+	into.Start, into.End = rowSlot(start, end)
+	into.Seated = into.Seats != nil
+	return err
 }
 
 // rowSlot is a row's slot in UTC: zero unless both ends are known.

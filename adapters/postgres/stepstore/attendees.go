@@ -61,7 +61,7 @@ func planErasedAttendees(ctx context.Context, tx pgx.Tx, subjects []string) (int
 	for _, k := range listed {
 		batch.Queue(`UPDATE process_steps SET attendees = '', updated_at = now() WHERE key = $1`, uuid.UUID(k))
 	}
-	var jobs []int64
+	var jobs []process.StepArgs
 	queuePlan(batch, plan, &jobs)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return 0, fmt.Errorf("plan erased attendees' calendar updates: %w", err)

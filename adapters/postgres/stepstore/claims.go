@@ -16,30 +16,31 @@ import (
 // The step workers' reads and writes (process.Steps).
 var _ process.Steps = (*Store)(nil)
 
-// Lock implements process.Steps: one read locks the step and brings its predecessor.
-func (s *Store) Lock(ctx context.Context, tx pgx.Tx, id int64) (process.Claimed, bool, error) {
-	var pred struct {
-		kind, state *string
-		key         *uuid.UUID
-	}
-	var claimedBy *string
-	var dataSentAt *time.Time
-	rows, err := tx.Query(ctx, `SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, s.claimed_by, s.data_sent_at
+// QueueLock implements process.Steps: one read locks the step and brings its predecessor.
+func (s *Store) QueueLock(b *pgx.Batch, id int64, into *process.Claimed, found *bool) {
+	b.Queue(`SELECT `+qualifiedStepColumns+`, p.kind, p.key, p.state, s.claimed_by, s.data_sent_at
 FROM process_steps s
 LEFT JOIN process_steps p ON p.key = s.after_key
-WHERE s.id = $1 FOR UPDATE OF s`, id)
-	if err != nil {
-		return process.Claimed{}, false, fmt.Errorf("process: read step: %w", err)
-	}
-	found, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &claimedBy, &dataSentAt)
-	if err != nil || len(found) == 0 {
-		return process.Claimed{}, false, err
-	}
-	c := process.Claimed{Step: found[0], Claimed: claimedBy != nil, DataSent: dataSentAt != nil}
-	if pred.state != nil {
-		c.Pred = &process.Step{Kind: process.Kind(*pred.kind), Key: *pred.key, State: process.State(*pred.state)}
-	}
-	return c, true, nil
+WHERE s.id = $1 FOR UPDATE OF s`, id).Query(func(rows pgx.Rows) error {
+		var pred struct {
+			kind, state *string
+			key         *uuid.UUID
+		}
+		var claimedBy *string
+		var dataSentAt *time.Time
+		got, err := scanSteps(rows, &pred.kind, &pred.key, &pred.state, &claimedBy, &dataSentAt)
+		if err != nil {
+			return fmt.Errorf("process: read step: %w", err)
+		}
+		if *found = len(got) > 0; !*found {
+			return nil
+		}
+		*into = process.Claimed{Step: got[0], Claimed: claimedBy != nil, DataSent: dataSentAt != nil}
+		if pred.state != nil {
+			into.Pred = &process.Step{Kind: process.Kind(*pred.kind), Key: *pred.key, State: process.State(*pred.state)}
+		}
+		return nil
+	})
 }
 
 // SeatSteps implements process.Steps.
@@ -47,15 +48,19 @@ func (s *Store) SeatSteps(ctx context.Context, tx pgx.Tx, booking string) ([]pro
 	return stepsOf(ctx, tx, `WHERE booking = $1 AND kind = $2 ORDER BY id FOR UPDATE`, booking, string(process.EmailSeatCancellation))
 }
 
-// Request implements process.Steps. A claim that may have been sent keeps its data_sent_at (the
-// worker reads it as unknown); any other starts without one. A non-nil attendees records the
-// attendee state (steps.AttendeeDigest) the claim writes.
-func (s *Store) Request(ctx context.Context, tx pgx.Tx, id int64, lease time.Duration, clientID string, keepDataSent bool, attendees *string) (attempts int, until time.Time, err error) {
-	err = tx.QueryRow(ctx, `UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
+// QueueRequest implements process.Steps. A claim that may have been sent keeps its data_sent_at (the
+// worker reads it as unknown); any other starts without one. A non-nil attendees records the attendee
+// state (steps.AttendeeDigest) the claim writes.
+func (s *Store) QueueRequest(b *pgx.Batch, id int64, lease time.Duration, clientID string, keepDataSent bool, attendees *string, attempts *int, until *time.Time) {
+	b.Queue(`UPDATE process_steps SET state = 'requested', attempts = attempts + 1,
 requested_at = coalesce(requested_at, now()), lease_until = now() + $2::interval, updated_at = now(),
 claimed_by = $3, data_sent_at = CASE WHEN $4 THEN data_sent_at END, attendees = coalesce($5, attendees)
-WHERE id = $1 RETURNING attempts, lease_until`, id, lease.String(), clientID, keepDataSent, attendees).Scan(&attempts, &until)
-	return attempts, until, err
+WHERE id = $1 RETURNING attempts, lease_until`, id, lease.String(), clientID, keepDataSent, attendees).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(attempts, until); err != nil {
+			return fmt.Errorf("process: mark step requested: %w", err)
+		}
+		return nil
+	})
 }
 
 // Record implements process.Steps: the step's row in one statement, and with a needs_reconciliation

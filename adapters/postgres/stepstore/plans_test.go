@@ -358,9 +358,9 @@ func TestInsertJobsQueuesEveryStep(t *testing.T) {
 	w := newPlanWorld(t)
 	client, err := InsertOnlyClient(w.pool)
 	require.NoError(t, err)
-	ids := make([]int64, 2*process.MaxJobsPerInsert+1)
+	ids := make([]process.StepArgs, 2*process.MaxJobsPerInsert+1)
 	for i := range ids {
-		ids[i] = int64(i + 1)
+		ids[i] = process.StepArgs{Step: int64(i + 1), Booking: fmt.Sprintf("calendly-b%d", i)}
 	}
 	require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error { return process.InsertJobs(ctx, tx, client, ids, 7) }))
 	var n, steps int
@@ -368,6 +368,10 @@ func TestInsertJobsQueuesEveryStep(t *testing.T) {
 		process.StepArgs{}.Kind(), process.Queue).Scan(&n, &steps))
 	require.Equal(t, len(ids), n)
 	require.Equal(t, len(ids), steps)
+	var bookings int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'booking' = 'calendly-b' || (args->>'step')::int - 1`,
+		process.StepArgs{}.Kind()).Scan(&bookings))
+	require.Equal(t, len(ids), bookings, "each job names its step's booking")
 }
 
 func pgxscan(pool *pgxpool.Pool, out *[]string, sql string) error {
@@ -395,7 +399,11 @@ func TestPlanBookingsReturnsRevivedSteps(t *testing.T) {
 	plan := func() []int64 {
 		var ids []int64
 		require.NoError(t, pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-			ids, err = PlanBookings(ctx, tx, readmodel.NewStepReader(w.pool), []string{"calendly-p3"}, both)
+			jobs, err := PlanBookings(ctx, tx, readmodel.NewStepReader(w.pool), []string{"calendly-p3"}, both)
+			for _, j := range jobs {
+				ids = append(ids, j.Step)
+				require.Equal(t, "calendly-p3", j.Booking)
+			}
 			return err
 		}))
 		return ids

@@ -187,8 +187,8 @@ func (p *Projection) plan(ctx context.Context, tx pgx.Tx, events []eventlog.Reco
 // slot with them (a canceled holder hands its slot to a booking that had no event) or a series, and
 // the cancellations of the seats that left those of them that are seated (steps.SeatCancellations:
 // from each booking's whole state, not from the batch), inside tx, reading the calendar through cal.
-// It returns the ids of steps that need a job (new or revived).
-func PlanBookings(ctx context.Context, tx pgx.Tx, cal CalendarReader, ids []string, targets process.Targets) ([]int64, error) {
+// It returns the jobs of the steps that need one (new or revived).
+func PlanBookings(ctx context.Context, tx pgx.Tx, cal CalendarReader, ids []string, targets process.Targets) ([]process.StepArgs, error) {
 	rows := steps.Rows{}
 	load := func(want []string) error {
 		missing := rows.Missing(want)
@@ -237,7 +237,7 @@ func PlanBookings(ctx context.Context, tx pgx.Tx, cal CalendarReader, ids []stri
 	}
 	// Every thread's writes go in one batch: one round trip for the whole plan, however many steps
 	// (statement by statement, a batch of a hundred bookings took a second on a loaded machine).
-	var jobs []int64
+	var jobs []process.StepArgs
 	batch := &pgx.Batch{}
 	planned := plannerSteps(existing)
 	for _, plan := range steps.PlanThreads(threads, rows, planned, targets) {

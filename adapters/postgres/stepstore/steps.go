@@ -24,17 +24,17 @@ func plannerSteps(stored []process.Step) []steps.Step {
 	return out
 }
 
-// queuePlan queues plan's writes in b, in the plan's order; when b runs, the ids of steps that need a
-// job are appended to jobs.
-func queuePlan(b *pgx.Batch, plan steps.Plan, jobs *[]int64) {
+// queuePlan queues plan's writes in b, in the plan's order; when b runs, the jobs of steps that need
+// one are appended to jobs.
+func queuePlan(b *pgx.Batch, plan steps.Plan, jobs *[]process.StepArgs) {
 	collectID := func(row pgx.Row) error {
-		var id int64
-		err := row.Scan(&id)
+		var job process.StepArgs
+		err := row.Scan(&job.Step, &job.Booking)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // not revived / planned before: re-planning finds the key
 		}
 		if err == nil {
-			*jobs = append(*jobs, id)
+			*jobs = append(*jobs, job)
 		}
 		return err
 	}
@@ -44,7 +44,7 @@ WHERE key = $1 AND state = 'pending'`, uuid.UUID(s.Key), s.Note)
 	}
 	for _, k := range plan.Revive {
 		b.Queue(`UPDATE process_steps SET state = 'pending', note = 'wanted again', finished_at = NULL, updated_at = now()
-WHERE key = $1 AND state = 'skipped' AND attempts = 0 RETURNING id`, uuid.UUID(k)).QueryRow(collectID)
+WHERE key = $1 AND state = 'skipped' AND attempts = 0 RETURNING id, booking`, uuid.UUID(k)).QueryRow(collectID)
 	}
 	for _, s := range plan.Insert {
 		var after *uuid.UUID
@@ -53,7 +53,7 @@ WHERE key = $1 AND state = 'skipped' AND attempts = 0 RETURNING id`, uuid.UUID(k
 			after = &a
 		}
 		b.Queue(`INSERT INTO process_steps (key, kind, thread, booking, answers, after_key, resource, slot_start, slot_end, seat, attendees)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (key) DO NOTHING RETURNING id`,
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (key) DO NOTHING RETURNING id, booking`,
 			uuid.UUID(s.Key), string(s.Kind), s.Thread, s.Booking, s.Answers, after, s.Resource, nullTime(s.Start), nullTime(s.End), s.Seat,
 			s.Attendees).QueryRow(collectID)
 	}

@@ -168,7 +168,7 @@ finished_at = CASE WHEN $2 = 'pending' THEN NULL ELSE now() END, updated_at = no
 			return fmt.Errorf("resolve step %s: %w", key, err)
 		}
 		if action == ActionRetry {
-			if err := process.InsertJobs(ctx, tx, s.client, []int64{step.ID}, s.maxAttempts); err != nil {
+			if err := process.InsertJobs(ctx, tx, s.client, []process.StepArgs{{Step: step.ID, Booking: step.Booking}}, s.maxAttempts); err != nil {
 				return err
 			}
 		}
@@ -201,22 +201,22 @@ func (s *Store) ResolveStep(ctx context.Context, id int64, action, note, by stri
 func Sweep(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], grace time.Duration, maxAttempts int) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var ids []int64
 		r, err := tx.Query(ctx, `UPDATE process_steps SET lease_until = now(), updated_at = now()
 WHERE id IN (SELECT id FROM process_steps s WHERE state = 'requested' AND lease_until < now() - $1::interval
              AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = $2 AND j.args @> jsonb_build_object('step', s.id)
                  AND (j.state IN ('available', 'pending', 'scheduled', 'retryable')
                       OR j.state = 'running' AND j.attempted_at > now() - $1::interval))
              ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED)
-RETURNING id`, grace.String(), process.StepArgs{}.Kind())
+RETURNING id, booking`, grace.String(), process.StepArgs{}.Kind())
 		if err != nil {
 			return err
 		}
-		if ids, err = pgx.CollectRows(r, pgx.RowTo[int64]); err != nil {
+		jobs, err := pgx.CollectRows(r, pgx.RowToStructByPos[process.StepArgs])
+		if err != nil {
 			return err
 		}
-		n = len(ids)
-		return process.InsertJobs(ctx, tx, client, ids, maxAttempts)
+		n = len(jobs)
+		return process.InsertJobs(ctx, tx, client, jobs, maxAttempts)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("process: sweep: %w", err)
