@@ -228,6 +228,24 @@ func clusterTicks(postmaster string) (int64, bool) {
 	return sum, true
 }
 
+// clusterPostmaster returns the PID of the postmaster of pool's cluster, read from its data directory;
+// "" (logged) when that is not readable from here (a cluster on another host).
+func clusterPostmaster(b *testing.B, pool *pgxpool.Pool) string {
+	var dataDir string
+	if err := pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir); err != nil {
+		b.Logf("no data directory (%v): PostgreSQL's CPU is not reported", err)
+		return ""
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		b.Logf("postmaster.pid not readable (%v): PostgreSQL's CPU is not reported", err)
+		return ""
+	}
+	postmaster, _, _ := strings.Cut(string(raw), "\n")
+	b.Logf("cluster %s, postmaster %s", dataDir, postmaster)
+	return postmaster
+}
+
 // ticksPerSecond is USER_HZ, the unit of /proc/PID/stat's times: 100 on every Linux architecture Go
 // builds for.
 const ticksPerSecond = 100
@@ -283,18 +301,8 @@ func BenchmarkServeVsHandwritten(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	// The cluster's postmaster, from its data directory.
-	postmaster := ""
 	pool := pgtest.Open(b, serveURL)
-	var dataDir string
-	if err := pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir); err != nil {
-		b.Logf("no data directory (%v): PostgreSQL's CPU is not reported", err)
-	} else if raw, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid")); err != nil {
-		b.Logf("postmaster.pid not readable (%v): PostgreSQL's CPU is not reported", err)
-	} else {
-		postmaster, _, _ = strings.Cut(string(raw), "\n")
-		b.Logf("cluster %s, postmaster %s", dataDir, postmaster)
-	}
+	postmaster := clusterPostmaster(b, pool)
 	pool.Close()
 
 	start := map[string]func(b *testing.B) *benchProcess{

@@ -37,7 +37,10 @@ const (
 // planned to a worker's claim (queued-*); and the share of bookings whose steps finished. The load
 // starts as soon as serve listens, on a fresh database; a second round of as many bookings follows on
 // the same serve once the first one's steps are finished, reported as warm-*: the first round's lag
-// includes serve's first seconds, the second's is that of a serve that has been running.
+// includes serve's first seconds, the second's is that of a serve that has been running. Each round
+// also reports its CPU per booking from /proc, from the first booking sent to the last step done:
+// cpu-us/booking (this process — serve, the sinks, the load generator — and the cluster) and
+// pg-us/booking (the cluster's part).
 // Not run by make test; `make bench` runs it (BOOKINGLEDGER_BENCH_STEP_DELIVERIES per round).
 func BenchmarkStepLagAtRate(b *testing.B) {
 	n := defaultStepBenchDeliveries
@@ -90,7 +93,7 @@ func BenchmarkStepLagAtRate(b *testing.B) {
 		// request (http.DefaultClient keeps two idle) cost the two cores it shares with serve about
 		// 0.2 ms per booking of dialing, on both sides.
 		client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-		r := stepLagRound{ctx: ctx, pool: pool, client: client, base: base, n: n}
+		r := stepLagRound{ctx: ctx, pool: pool, client: client, base: base, n: n, postmaster: clusterPostmaster(b, pool)}
 		// The first round meets a serve that has just started: new connections plan their statements,
 		// the tables are empty and the job queue starts. The second runs on the same serve once the
 		// first is done: the lag of a serve that has been running (warm-*).
@@ -119,12 +122,24 @@ func reportQuantiles(b *testing.B, lags []float64, prefix string) {
 
 // stepLagRound sends rounds of bookings at stepBenchRate to a running serve and reports their lag.
 type stepLagRound struct {
-	ctx    context.Context
-	pool   *pgxpool.Pool
-	client *http.Client
-	base   string
-	n      int
-	round  int
+	ctx        context.Context
+	pool       *pgxpool.Pool
+	client     *http.Client
+	base       string
+	n          int
+	postmaster string // "": the cluster's CPU is not reported
+	round      int
+}
+
+// cpu returns the CPU ticks used so far by this process (serve, the sinks, the load generator) and
+// by the cluster; ok is false when the cluster's are not readable.
+func (r *stepLagRound) cpu() (self, cluster int64, ok bool) {
+	self, ok = procTicks(strconv.Itoa(os.Getpid()), false)
+	if r.postmaster == "" || !ok {
+		return 0, 0, false
+	}
+	cluster, ok = clusterTicks(r.postmaster)
+	return self, cluster, ok
 }
 
 // run sends n new bookings (ids prefixed id), waits until their steps are finished, and reports the
@@ -142,6 +157,7 @@ func (r *stepLagRound) run(b *testing.B, id, prefix string) {
 			b.Fatal(err)
 		}
 	}
+	self0, cluster0, cpuOK := r.cpu()
 	acked := make([]time.Time, n)
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / stepBenchRate)
@@ -170,6 +186,12 @@ FROM process_steps WHERE booking LIKE $1`, like).Scan(&open, &total); err == nil
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if self1, cluster1, ok := r.cpu(); ok && cpuOK {
+		// From the first booking sent to the last step done: the whole system's cost of a booking.
+		us := func(ticks int64) float64 { return float64(ticks) * 1e6 / ticksPerSecond / float64(n) }
+		b.ReportMetric(us(self1-self0+cluster1-cluster0), prefix+"cpu-us/booking")
+		b.ReportMetric(us(cluster1-cluster0), prefix+"pg-us/booking")
 	}
 	// Per booking: when its steps were planned (the process projection), first claimed (a worker
 	// took the job) and all done — so the lag splits into following the log and waiting for a worker.
