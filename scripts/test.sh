@@ -69,6 +69,13 @@ ensure_tool nginx nginx
 # Real CalDAV servers for adapters/caldav's TestRealServers (skipped without them; CI=true: fail).
 ensure_tool radicale radicale
 ensure_tool xandikos xandikos
+# A real SMTP server for adapters/email's TestSendToARealServerKeepsItsSession: Debian's aiosmtpd, a
+# module of Debian's own python3 (skipped without it; CI=true: fail).
+if ! /usr/bin/python3 -c 'import aiosmtpd' >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+	echo "test: aiosmtpd not found; installing Debian's python3-aiosmtpd package"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-aiosmtpd >/dev/null
+fi
 rules=docs/operations/monitoring
 if command -v promtool >/dev/null 2>&1; then
 	promtool check rules "$rules/alerts.yml"

@@ -9,6 +9,9 @@ import (
 	"mime/multipart"
 	"net"
 	netmail "net/mail"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,4 +250,71 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// aiosmtpd runs Debian's aiosmtpd (python3-aiosmtpd), an SMTP server written by others, on a free
+// port; its output is every message it took, each with the X-Peer header naming the connection it
+// came on. Without the module the test is skipped, except under CI=true (scripts/test.sh installs it).
+func aiosmtpd(t *testing.T) (addr string, out *syncBuffer) {
+	t.Helper()
+	python := "/usr/bin/python3" // Debian's, where its python3-* packages are; not a virtualenv's
+	if _, err := os.Stat(python); err != nil {
+		python = "python3"
+	}
+	if err := exec.Command(python, "-c", "import aiosmtpd").Run(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("python3-aiosmtpd not found (CI=true: the real-server test must run): %v", err)
+		}
+		t.Skipf("python3-aiosmtpd not found: real-server test skipped (apt-get install python3-aiosmtpd, or run `make test` as root)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr = l.Addr().String()
+	require.NoError(t, l.Close())
+	out = &syncBuffer{}
+	cmd := exec.Command(python, "-m", "aiosmtpd", "-n", "-l", addr)
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	}, 15*time.Second, 100*time.Millisecond, "aiosmtpd did not listen: %s", out)
+	return addr, out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A server written by others takes the messages of one session one after another: each arrives once,
+// with its Message-ID, all on one connection (aiosmtpd's X-Peer).
+func TestSendToARealServerKeepsItsSession(t *testing.T) {
+	addr, out := aiosmtpd(t)
+	snd := sender(t, addr, true)
+	for i := range 3 {
+		require.NoError(t, snd.Send(context.Background(), numbered(i)))
+	}
+	require.NoError(t, snd.Close())
+	var peers []string
+	require.Eventually(t, func() bool {
+		peers = regexp.MustCompile(`(?m)^X-Peer: (.*)$`).FindAllString(out.String(), -1)
+		return len(peers) == 3
+	}, 5*time.Second, 20*time.Millisecond, "three messages taken: %s", out)
+	for i := range 3 {
+		assert.Equal(t, 1, strings.Count(out.String(), fmt.Sprintf("Message-ID: <step-%d@bookingledger>", i)), out.String())
+	}
+	assert.Equal(t, peers[0], peers[1])
+	assert.Equal(t, peers[0], peers[2])
 }
