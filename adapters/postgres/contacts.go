@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"bookingledger/adapters/postgres/checkpoint"
 	bookingpkg "bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 )
@@ -22,17 +23,64 @@ func NewContacts(pool *pgxpool.Pool) *Contacts { return &Contacts{pool: pool} }
 // Contact returns the booking's contact, or with seat, that seat's attendee (and nobody else's
 // address), with the time zone the provider sent; ok is false when none is known.
 func (c *Contacts) Contact(ctx context.Context, booking, seat string) (ct ledger.Contact, ok bool, err error) {
-	ct.Booking, ct.Seat = bookingpkg.ID(booking), seat
-	if seat == "" {
-		err = c.pool.QueryRow(ctx, `SELECT email, name, time_zone FROM contacts WHERE booking = $1`, booking).Scan(&ct.Email, &ct.Name, &ct.TimeZone)
-	} else {
-		err = c.pool.QueryRow(ctx, `SELECT email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = $2`, booking, seat).Scan(&ct.Email, &ct.Name, &ct.TimeZone)
+	sql, args := contactQuery(booking, seat)
+	ct, ok, err = scanContact(c.pool.QueryRow(ctx, sql, args...), booking, seat)
+	if err != nil {
+		return ledger.Contact{}, false, fmt.Errorf("read contact of %s: %w", booking, err)
 	}
+	return ct, ok, nil
+}
+
+// QueueContact queues Contact's read on b, for a step's claim to send right after its COMMIT: what
+// Contact would read then, without a round trip of its own. The read is a read-only transaction of
+// its own under checkpoint.IndexedPlanning: a connection that planned it while contacts was a page
+// would otherwise keep scanning the whole table as it grows. Its outcome lands in into, found and
+// readErr as b runs — until then readErr says it was not answered — and its statements' callbacks
+// never fail b. A read that failed leaves the connection in a failed transaction, and b's Close
+// returns its error too: the caller, who knows what it sent before, rolls back and decides.
+func (c *Contacts) QueueContact(b *pgx.Batch, booking, seat string, into *ledger.Contact, found *bool, readErr *error) {
+	*into, *found, *readErr = ledger.Contact{}, false, fmt.Errorf("read contact of %s: %w", booking, errNotAnswered)
+	exec := func(sql string) {
+		// A failed BEGIN or SET fails the read after it, which says so.
+		b.Queue(sql).Fn = func(br pgx.BatchResults) error { _, _ = br.Exec(); return nil }
+	}
+	exec("BEGIN READ ONLY")
+	for _, set := range checkpoint.IndexedPlanning {
+		exec("SET LOCAL " + set)
+	}
+	// Its own text, so that its own prepared statement keeps the plan made under those settings (a
+	// connection's cached plan does not follow the settings in force when it runs).
+	sql, args := contactQuery(booking, seat)
+	b.Queue(sql+" -- indexed", args...).Fn = func(br pgx.BatchResults) error {
+		ct, ok, err := scanContact(br.QueryRow(), booking, seat)
+		if err != nil {
+			*readErr = fmt.Errorf("read contact of %s: %w", booking, err)
+			return nil
+		}
+		*into, *found, *readErr = ct, ok, nil
+		return nil
+	}
+	exec("COMMIT")
+}
+
+// errNotAnswered: a queued read whose batch never reached it.
+var errNotAnswered = errors.New("the read was not answered")
+
+func contactQuery(booking, seat string) (string, []any) {
+	if seat == "" {
+		return `SELECT email, name, time_zone FROM contacts WHERE booking = $1`, []any{booking}
+	}
+	return `SELECT email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = $2`, []any{booking, seat}
+}
+
+func scanContact(row pgx.Row, booking, seat string) (ct ledger.Contact, ok bool, err error) {
+	ct.Booking, ct.Seat = bookingpkg.ID(booking), seat
+	err = row.Scan(&ct.Email, &ct.Name, &ct.TimeZone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ledger.Contact{}, false, nil
 	}
 	if err != nil {
-		return ledger.Contact{}, false, fmt.Errorf("read contact of %s: %w", booking, err)
+		return ledger.Contact{}, false, err
 	}
 	return ct, true, nil
 }

@@ -44,16 +44,29 @@ func beginClaim(ctx context.Context, pool *pgxpool.Pool, first *pgx.Batch) (clai
 	return t, nil
 }
 
-// commit sends the statements queued on last, then COMMIT, in one round trip. A COMMIT the server
-// answers with ROLLBACK (the transaction had failed) is a failure too.
-func (t claimTx) commit(ctx context.Context, last *pgx.Batch) error {
+// commit sends the statements queued on last, then COMMIT, then those queued on after (reads that
+// belong after the claim's commit, each keeping its own outcome), in one round trip. A COMMIT the
+// server answers with ROLLBACK (the transaction had failed) is a failure too. Once the server answered
+// COMMIT the claim stands whatever after met: an error of after's is after's to report, and a
+// transaction it left open (a read that failed) is rolled back.
+func (t claimTx) commit(ctx context.Context, last, after *pgx.Batch) error {
+	committed := false
 	last.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {
 			return fmt.Errorf("commit: the server answered %q", tag)
 		}
+		committed = true
 		return nil
 	})
-	return t.conn.SendBatch(ctx, last).Close()
+	if after != nil {
+		last.QueuedQueries = append(last.QueuedQueries, after.QueuedQueries...)
+	}
+	err := t.conn.SendBatch(ctx, last).Close()
+	if committed {
+		t.rollback()
+		return nil
+	}
+	return err
 }
 
 // rollback ends a transaction that failed, when the connection is still in it. When the ROLLBACK
@@ -75,7 +88,7 @@ func (t claimTx) release() { t.conn.Release() }
 func (t claimTx) Begin(context.Context) (pgx.Tx, error) { return nil, errNested }
 
 // Commit implements pgx.Tx: commit with nothing queued.
-func (t claimTx) Commit(ctx context.Context) error { return t.commit(ctx, &pgx.Batch{}) }
+func (t claimTx) Commit(ctx context.Context) error { return t.commit(ctx, &pgx.Batch{}, nil) }
 
 // Rollback implements pgx.Tx.
 func (t claimTx) Rollback(context.Context) error { t.rollback(); return nil }

@@ -176,7 +176,7 @@ type outcome struct {
 
 // Work implements river.Worker.
 func (w *Worker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
-	s, recovered, wait, err := w.claim(ctx, job.Args.Step, job.Args.Booking)
+	s, recovered, wait, contact, err := w.claim(ctx, job.Args.Step, job.Args.Booking)
 	switch {
 	case err != nil:
 		return err
@@ -189,7 +189,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 		w.cfg.HoldAfterRequested(ctx, *s)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	o := w.call(callCtx, s, recovered)
+	o := w.call(callCtx, s, recovered, contact)
 	cancel()
 	if w.cfg.HoldAfterCall != nil {
 		w.cfg.HoldAfterCall(ctx, *s)
@@ -231,8 +231,8 @@ func errText(err error) string {
 // its predecessor, one reads the booking's calendar row (unless the step is recovered); one write
 // claims it: the claim's round trips are most of a fast step's cost. So BEGIN goes with the locking
 // read, the calendar row of the job's booking with them, and the claiming write with COMMIT
-// (claimTx): two round trips.
-func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, recovered bool, wait time.Duration, err error) {
+// (claimTx): two round trips. An email step's contact is read in the second, right after COMMIT.
+func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, recovered bool, wait time.Duration, contact contactRead, err error) {
 	var c Claimed
 	var found, slotFound bool
 	var slot steps.Booking
@@ -244,10 +244,11 @@ func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, 
 	}
 	tx, err := beginClaim(ctx, w.cfg.Pool, first)
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("process: claim step %d: %w", id, err)
+		return nil, false, 0, contact, fmt.Errorf("process: claim step %d: %w", id, err)
 	}
 	defer tx.release()
-	last := &pgx.Batch{} // what commits the claim, sent with COMMIT
+	last := &pgx.Batch{}  // what commits the claim, sent with COMMIT
+	after := &pgx.Batch{} // what is read once it committed, in the same round trip
 	err = func() error {
 		var status *string
 		var start, end *time.Time
@@ -331,16 +332,28 @@ func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, 
 		st.State = StateRequested
 		s = &st
 		w.cfg.Steps.QueueRequest(last, st.ID, w.lease(), w.cfg.ClientID, recovered, written, &s.Attempts, &s.LeaseUntil)
+		if !recovered && !st.Kind.IsCalendar() && w.cfg.Mailer != nil {
+			// Read after the claim committed, as a read of its own would: an erasure that the claim
+			// made wait deletes the contact before it reaches the step (adapters/privacy).
+			w.cfg.Contacts.QueueContact(after, s.Booking, s.Seat, &contact.contact, &contact.found, &contact.err)
+		}
 		return nil
 	}()
 	if err == nil {
-		err = tx.commit(ctx, last)
+		err = tx.commit(ctx, last, after)
 	}
 	if err != nil {
 		tx.rollback()
-		return nil, false, 0, fmt.Errorf("process: claim step %d: %w", id, err)
+		return nil, false, 0, contactRead{}, fmt.Errorf("process: claim step %d: %w", id, err)
 	}
-	return s, recovered, wait, nil
+	return s, recovered, wait, contact, nil
+}
+
+// contactRead is an email step's contact as its claim read it (ContactReader.QueueContact).
+type contactRead struct {
+	contact ledger.Contact
+	found   bool
+	err     error
 }
 
 func orNone(s *string) string {
@@ -384,8 +397,9 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// call acts on the target and says what the result proves.
-func (w *Worker) call(ctx context.Context, s *Step, recovered bool) outcome {
+// call acts on the target and says what the result proves; an email goes to the contact its claim
+// read.
+func (w *Worker) call(ctx context.Context, s *Step, recovered bool, contact contactRead) outcome {
 	if s.Kind.IsCalendar() {
 		if w.cfg.Calendar == nil {
 			return outcome{state: StatePending, err: errors.New("no calendar target configured in this instance")}
@@ -402,7 +416,7 @@ func (w *Worker) call(ctx context.Context, s *Step, recovered bool) outcome {
 		return outcome{state: StateNeedsReconciliation, note: fmt.Sprintf(
 			"outcome unknown: attempt %d sent the message up to its end of data and its answer was never recorded (the worker stopped or lost its database); check the mail server for Message-ID <%s>", s.Attempts-1, MessageID(s.Key))}
 	}
-	return w.callMail(ctx, s)
+	return w.callMail(ctx, s, contact)
 }
 
 // MessageID is the email's Message-ID for a step key (without angle brackets).
@@ -421,8 +435,8 @@ func classify(err error) outcome {
 	}
 }
 
-func (w *Worker) callMail(ctx context.Context, s *Step) outcome {
-	c, ok, err := w.cfg.Contacts.Contact(ctx, s.Booking, s.Seat)
+func (w *Worker) callMail(ctx context.Context, s *Step, contact contactRead) outcome {
+	c, ok, err := contact.contact, contact.found, contact.err
 	if err == nil && !ok {
 		return outcome{state: StateFailed, note: "no invitee email known for " + s.Booking + " (the provider sent none, or it was erased)"}
 	}

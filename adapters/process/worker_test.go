@@ -531,6 +531,78 @@ func TestWorkerEmailsTheInvitee(t *testing.T) {
 	assert.Len(t, w.smtp.Delivered(), 2)
 }
 
+// An email step reads its invitee's contact in its claim's second round trip, right after COMMIT:
+// the claim's two, the end of the message's data and the outcome make four (five when the contact
+// was read on its own).
+func TestWorkerEmailsInFourRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newMailWorld(t, nil)
+	cfg, err := pgxpool.ParseConfig(w.pool.Config().ConnString())
+	require.NoError(t, err)
+	var trips roundTrips
+	cfg.ConnConfig.Tracer = &trips
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	mailer, err := email.New(email.Config{Addr: w.smtp.Addr(), From: "bookings@test.localhost", AllowPrivate: true})
+	require.NoError(t, err)
+	worker, err := process.NewWorker(process.WorkerConfig{Pool: pool, Steps: stepstore.NewStore(pool, nil), Slots: readmodel.NewStepReader(pool),
+		Contacts: postgres.NewContacts(pool), Mailer: mailer, CallTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	slot := [2]time.Time{time.Date(2031, 5, 6, 9, 0, 0, 0, time.UTC), time.Date(2031, 5, 6, 10, 0, 0, 0, time.UTC)}
+	w.calendarRow(t, "calendly-four-trips", "active", slot)
+	_, err = w.pool.Exec(ctx, `INSERT INTO contacts (booking, email, name) VALUES ('calendly-four-trips', 'four@invitee.test', 'Ada')`)
+	require.NoError(t, err)
+	id, _ := w.insert(t, process.Step{Kind: process.EmailConfirmation, Booking: "calendly-four-trips", State: process.StatePending, Start: slot[0], End: slot[1]})
+
+	trips.on.Store(true)
+	require.NoError(t, worker.Work(ctx, &river.Job[process.StepArgs]{JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: 3},
+		Args: process.StepArgs{Step: id, Booking: "calendly-four-trips"}}))
+	trips.on.Store(false)
+	assert.EqualValues(t, 4, trips.n.Load(), "round trips of an email step")
+	msgs := w.smtp.Delivered()
+	require.Len(t, msgs, 1)
+	assert.Equal(t, []string{"four@invitee.test"}, msgs[0].To)
+	assert.Contains(t, string(msgs[0].Data), "Hello Ada,")
+}
+
+// A contact that cannot be read (the read fails as it runs, after the claim committed) sends nothing:
+// the step goes back to pending saying why, and its job retries; the next attempt sends it, once.
+func TestWorkerSendsNothingWhenTheContactCannotBeRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newMailWorld(t, nil)
+	slot := [2]time.Time{time.Date(2031, 5, 7, 9, 0, 0, 0, time.UTC), time.Date(2031, 5, 7, 10, 0, 0, 0, time.UTC)}
+	w.calendarRow(t, "calendly-unread", "active", slot)
+	_, err := w.pool.Exec(ctx, `INSERT INTO contacts (booking, email, name) VALUES ('calendly-unread', 'unread@invitee.test', 'Ada')`)
+	require.NoError(t, err)
+	id, _ := w.insert(t, process.Step{Kind: process.EmailConfirmation, Booking: "calendly-unread", State: process.StatePending, Start: slot[0], End: slot[1]})
+	_, err = w.pool.Exec(ctx, `ALTER TABLE contacts RENAME TO contacts_away;
+CREATE FUNCTION refuse_read() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$ BEGIN RAISE EXCEPTION 'read refused'; END $$;
+CREATE VIEW contacts AS SELECT booking, email, name, time_zone FROM contacts_away WHERE refuse_read()`)
+	require.NoError(t, err)
+
+	state, _, err := w.work(t, id)
+	require.Error(t, err, "River retries the job")
+	assert.Equal(t, "pending", state)
+	var lastErr string
+	var attempts int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT last_error, attempts FROM process_steps WHERE id = $1`, id).Scan(&lastErr, &attempts))
+	assert.Contains(t, lastErr, "read contact")
+	assert.Contains(t, lastErr, "read refused")
+	assert.Equal(t, 1, attempts, "the claim committed")
+	assert.Empty(t, w.smtp.Delivered())
+
+	_, err = w.pool.Exec(ctx, `DROP VIEW contacts; ALTER TABLE contacts_away RENAME TO contacts`)
+	require.NoError(t, err)
+	state, _, err = w.workAttempt(t, id, 2)
+	require.NoError(t, err)
+	assert.Equal(t, "done", state)
+	require.Len(t, w.smtp.Delivered(), 1)
+	assert.Equal(t, []string{"unread@invitee.test"}, w.smtp.Delivered()[0].To)
+}
+
 // A CalDAV answer that refuses the request for good (a 403) fails the step; a calendar-only
 // instance leaves an email step pending for an instance that can send it.
 func TestWorkerFailsWhatTheTargetRefusesAndLeavesWhatItCannotReach(t *testing.T) {
