@@ -20,44 +20,95 @@ type Contacts struct{ pool *pgxpool.Pool }
 // NewContacts returns the reader of the contacts on pool.
 func NewContacts(pool *pgxpool.Pool) *Contacts { return &Contacts{pool: pool} }
 
-// Contact returns the booking's contact, or with seat, that seat's attendee (and nobody else's
-// address), with the time zone the provider sent; ok is false when none is known.
-func (c *Contacts) Contact(ctx context.Context, booking, seat string) (ct ledger.Contact, ok bool, err error) {
-	sql, args := contactQuery(booking, seat)
-	ct, ok, err = scanContact(c.pool.QueryRow(ctx, sql, args...), booking, seat)
-	if err != nil {
-		return ledger.Contact{}, false, fmt.Errorf("read contact of %s: %w", booking, err)
-	}
-	return ct, ok, nil
-}
-
-// QueueContact queues Contact's read on b, for a step's claim to send right after its COMMIT: what
-// Contact would read then, without a round trip of its own. The read is a read-only transaction of
-// its own under checkpoint.IndexedPlanning: a connection that planned it while contacts was a page
-// would otherwise keep scanning the whole table as it grows. Its outcome lands in into, found and
-// readErr as b runs — until then readErr says it was not answered — and its statements' callbacks
-// never fail b. A read that failed leaves the connection in a failed transaction, and b's Close
-// returns its error too: the caller, who knows what it sent before, rolls back and decides.
+// QueueContact queues the read of the booking's contact, or with seat, that seat's attendee (and
+// nobody else's address), with the time zone the provider sent, on b, for a step's claim to send
+// right after its COMMIT: the read a round trip of its own would make then, without one. Its outcome
+// lands in into, found (false when none is known) and readErr as b runs — until then readErr says it
+// was not answered — and its statements' callbacks never fail b (queueIndexedRead). A read that failed
+// leaves the connection in a failed transaction, and b's Close returns its error too: the caller, who
+// knows what it sent before, rolls back and decides.
 func (c *Contacts) QueueContact(b *pgx.Batch, booking, seat string, into *ledger.Contact, found *bool, readErr *error) {
 	*into, *found, *readErr = ledger.Contact{}, false, fmt.Errorf("read contact of %s: %w", booking, errNotAnswered)
-	exec := func(sql string) {
+	sql := `SELECT email, name, time_zone FROM contacts WHERE booking = $1`
+	args := []any{booking}
+	if seat != "" {
+		sql, args = `SELECT email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = $2`, []any{booking, seat}
+	}
+	queueIndexedRead(b, sql, args, func(br pgx.BatchResults) error {
+		ct := ledger.Contact{Booking: bookingpkg.ID(booking), Seat: seat}
+		err := br.QueryRow().Scan(&ct.Email, &ct.Name, &ct.TimeZone)
+		if errors.Is(err, pgx.ErrNoRows) {
+			*readErr = nil
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read contact of %s: %w", booking, err)
+		}
+		*into, *found, *readErr = ct, true, nil
+		return nil
+	}, readErr)
+}
+
+// Attendees returns the contacts of a seated booking's seats, keyed by seat: "" is the booking's own
+// contact (a seat known only by number), any other key that seat's attendee; a seat without one is
+// absent. One round trip whatever the number of seats, planned as QueueContact's read.
+func (c *Contacts) Attendees(ctx context.Context, booking string, seats []string) (map[string]ledger.Contact, error) {
+	out := map[string]ledger.Contact{}
+	readErr := fmt.Errorf("read attendees of %s: %w", booking, errNotAnswered)
+	b := &pgx.Batch{}
+	queueIndexedRead(b, `SELECT '' AS seat, email, name, time_zone FROM contacts WHERE booking = $1 AND '' = ANY($2::text[])
+UNION ALL
+SELECT seat, email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = ANY($2::text[])`, []any{booking, seats},
+		func(br pgx.BatchResults) error {
+			rows, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("read attendees of %s: %w", booking, err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				ct := ledger.Contact{Booking: bookingpkg.ID(booking)}
+				if err := rows.Scan(&ct.Seat, &ct.Email, &ct.Name, &ct.TimeZone); err != nil {
+					return fmt.Errorf("read attendees of %s: %w", booking, err)
+				}
+				out[ct.Seat] = ct
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("read attendees of %s: %w", booking, err)
+			}
+			readErr = nil
+			return nil
+		}, &readErr)
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read attendees of %s: %w", booking, err)
+	}
+	defer conn.Release()               // the pool closes a connection left in a failed transaction
+	_ = conn.SendBatch(ctx, b).Close() // what failed is in readErr
+	if readErr != nil {
+		return nil, readErr
+	}
+	return out, nil
+}
+
+// queueIndexedRead queues on b a read-only transaction of its own that runs sql under
+// checkpoint.IndexedPlanning — a connection that planned a keyed lookup while its table was a page
+// would otherwise keep scanning the whole table as it grows — with a text of its own, so that its
+// prepared statement keeps the plan made under those settings (a connection's cached plan does not
+// follow the settings in force when it runs). scan reads sql's results; its error lands in readErr,
+// and no callback fails b.
+func queueIndexedRead(b *pgx.Batch, sql string, args []any, scan func(pgx.BatchResults) error, readErr *error) {
+	exec := func(stmt string) {
 		// A failed BEGIN or SET fails the read after it, which says so.
-		b.Queue(sql).Fn = func(br pgx.BatchResults) error { _, _ = br.Exec(); return nil }
+		b.Queue(stmt).Fn = func(br pgx.BatchResults) error { _, _ = br.Exec(); return nil }
 	}
 	exec("BEGIN READ ONLY")
 	for _, set := range checkpoint.IndexedPlanning {
 		exec("SET LOCAL " + set)
 	}
-	// Its own text, so that its own prepared statement keeps the plan made under those settings (a
-	// connection's cached plan does not follow the settings in force when it runs).
-	sql, args := contactQuery(booking, seat)
 	b.Queue(sql+" -- indexed", args...).Fn = func(br pgx.BatchResults) error {
-		ct, ok, err := scanContact(br.QueryRow(), booking, seat)
-		if err != nil {
-			*readErr = fmt.Errorf("read contact of %s: %w", booking, err)
-			return nil
+		if err := scan(br); err != nil {
+			*readErr = err
 		}
-		*into, *found, *readErr = ct, ok, nil
 		return nil
 	}
 	exec("COMMIT")
@@ -65,25 +116,6 @@ func (c *Contacts) QueueContact(b *pgx.Batch, booking, seat string, into *ledger
 
 // errNotAnswered: a queued read whose batch never reached it.
 var errNotAnswered = errors.New("the read was not answered")
-
-func contactQuery(booking, seat string) (string, []any) {
-	if seat == "" {
-		return `SELECT email, name, time_zone FROM contacts WHERE booking = $1`, []any{booking}
-	}
-	return `SELECT email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = $2`, []any{booking, seat}
-}
-
-func scanContact(row pgx.Row, booking, seat string) (ct ledger.Contact, ok bool, err error) {
-	ct.Booking, ct.Seat = bookingpkg.ID(booking), seat
-	err = row.Scan(&ct.Email, &ct.Name, &ct.TimeZone)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ledger.Contact{}, false, nil
-	}
-	if err != nil {
-		return ledger.Contact{}, false, err
-	}
-	return ct, true, nil
-}
 
 // SeatsOfContact returns those of seats whose attendee has the booking's contact's address (case
 // aside), in tx.

@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -36,9 +38,9 @@ func queueContacts(t *testing.T, pool *pgxpool.Pool, pairs ...[2]string) ([]cont
 	return out, pool.SendBatch(context.Background(), b).Close()
 }
 
-// A queued contact read answers what Contact answers — the booking's contact, a seat's attendee,
-// nothing known — each in its own outcome, within one batch.
-func TestQueueContactReadsWhatContactReads(t *testing.T) {
+// A queued contact read answers the booking's contact, a seat's attendee (never the booking's
+// contact for a seat) or nothing known, each in its own outcome, within one batch.
+func TestQueueContactReadsTheBookingsOrTheSeatsContact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDatabase(t)
@@ -49,19 +51,79 @@ func TestQueueContactReadsWhatContactReads(t *testing.T) {
 
 	got, err := queueContacts(t, pool, [2]string{"calcom-q1", ""}, [2]string{"calcom-q1", "seat-2"}, [2]string{"calcom-q1", "seat-9"}, [2]string{"calcom-none", ""})
 	require.NoError(t, err)
-	contacts := postgres.NewContacts(pool)
-	for i, p := range [][2]string{{"calcom-q1", ""}, {"calcom-q1", "seat-2"}, {"calcom-q1", "seat-9"}, {"calcom-none", ""}} {
-		want, found, err := contacts.Contact(ctx, p[0], p[1])
-		require.NoError(t, err)
-		require.NoError(t, got[i].err, p)
-		assert.Equal(t, found, got[i].found, p)
-		assert.Equal(t, want, got[i].c, p)
+	for _, r := range got {
+		require.NoError(t, r.err)
 	}
-	assert.Equal(t, "Europe/Paris", got[0].c.TimeZone)
-	assert.Equal(t, "grace@example.test", got[1].c.Email)
-	assert.False(t, got[2].found)
-	assert.False(t, got[3].found)
+	assert.Equal(t, contactRead{c: ledger.Contact{Booking: "calcom-q1", Email: "ada@example.test", Name: "Ada", TimeZone: "Europe/Paris"}, found: true}, got[0])
+	assert.Equal(t, contactRead{c: ledger.Contact{Booking: "calcom-q1", Seat: "seat-2", Email: "grace@example.test", Name: "Grace"}, found: true}, got[1])
+	assert.Equal(t, contactRead{}, got[2], "a seat without a contact of its own has none")
+	assert.Equal(t, contactRead{}, got[3])
 }
+
+// A seated booking's attendees are read in one round trip whatever the number of seats: each seat's
+// own contact, the booking's contact for "" (a seat known only by number), nothing for a seat without
+// one.
+func TestAttendeesReadsEverySeatInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	var trips tripCounter
+	cfg.ConnConfig.Tracer = &trips
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(ctx, `INSERT INTO contacts (booking, email, name) VALUES ('calcom-s1', 'host-guest@example.test', 'First')`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO seat_contacts (booking, seat, email, name, time_zone)
+SELECT 'calcom-s1', 'seat-' || n, 'a' || n || '@example.test', 'Attendee ' || n, 'Asia/Tokyo' FROM generate_series(1, 20) n`)
+	require.NoError(t, err)
+	seats := []string{""}
+	for n := 1; n <= 25; n++ {
+		seats = append(seats, fmt.Sprintf("seat-%d", n))
+	}
+
+	trips.n.Store(0)
+	got, err := postgres.NewContacts(pool).Attendees(ctx, "calcom-s1", seats)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, trips.n.Load(), "round trips for 26 seats")
+	require.Len(t, got, 21, "the booking's contact and the 20 seats that have one")
+	assert.Equal(t, ledger.Contact{Booking: "calcom-s1", Email: "host-guest@example.test", Name: "First"}, got[""])
+	assert.Equal(t, ledger.Contact{Booking: "calcom-s1", Seat: "seat-7", Email: "a7@example.test", Name: "Attendee 7", TimeZone: "Asia/Tokyo"}, got["seat-7"])
+	assert.NotContains(t, got, "seat-21")
+
+	got, err = postgres.NewContacts(pool).Attendees(ctx, "calcom-s1", []string{"seat-3"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"seat-3"}, keys(got), "only the seats asked for; the booking's contact only for \"\"")
+	got, err = postgres.NewContacts(pool).Attendees(ctx, "calcom-none", seats)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+}
+
+func keys(m map[string]ledger.Contact) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tripCounter is a pgx tracer counting round trips: each query and each batch is one.
+type tripCounter struct{ n atomic.Int32 }
+
+func (r *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // A queued read that fails says so in its own outcome; what the batch sent before it (the claim and
 // its COMMIT) stands, and the caller rolls back the transaction the read left failed.
@@ -101,7 +163,7 @@ CREATE VIEW contacts AS SELECT booking, email, name, time_zone FROM contacts_awa
 	assert.Equal(t, 1, n, "what the batch sent before the read is committed")
 }
 
-// The queued read plans under index-only settings with its own text, so that a connection that
+// The queued reads plan under index-only settings with its own text, so that a connection that
 // prepared it while contacts was empty or a page does not keep a sequential scan as the table grows:
 // explained on a database whose tables were analyzed empty and on a filled one.
 func TestQueueContactStaysIndexed(t *testing.T) {
@@ -125,12 +187,15 @@ func TestQueueContactStaysIndexed(t *testing.T) {
 	trace.On.Store(true)
 	got, err := queueContacts(t, pool, [2]string{"calcom-f7", ""}, [2]string{"calcom-f7", "seat-1"})
 	require.NoError(t, err)
+	attendees, err := postgres.NewContacts(pool).Attendees(ctx, "calcom-f8", []string{"", "seat-1", "seat-2"})
+	require.NoError(t, err)
 	trace.On.Store(false)
 	require.True(t, got[0].found)
 	require.True(t, got[1].found)
+	require.Len(t, attendees, 2)
 	settings := trace.Settings()
 	require.Contains(t, settings, "enable_seqscan = off")
-	require.Len(t, trace.Statements(), 2)
+	require.Len(t, trace.Statements(), 3)
 
 	empty := pgtest.NewDatabaseURL(t)
 	emptied := plantest.Connect(t, empty)

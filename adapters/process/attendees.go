@@ -94,12 +94,13 @@ func (w *Worker) withAttendees(ctx context.Context, s *Step, ev *Event) (outcome
 		return outcome{}, true
 	}
 	ev.Seated, ev.Attendees = true, nil
+	contacts, err := w.cfg.Contacts.Attendees(ctx, s.Booking, s.Seats)
+	if err != nil {
+		return outcome{state: StatePending, err: fmt.Errorf("read attendees: %w: %w", ErrNothingDone, err)}, false
+	}
 	seen := map[string]bool{}
 	for _, seat := range s.Seats {
-		c, ok, err := w.cfg.Contacts.Contact(ctx, s.Booking, seat)
-		if err != nil {
-			return outcome{state: StatePending, err: fmt.Errorf("read attendee: %w: %w", ErrNothingDone, err)}, false
-		}
+		c, ok := contacts[seat]
 		if !ok || c.Email == "" || seen[strings.ToLower(c.Email)] {
 			continue
 		}

@@ -15,12 +15,13 @@ import (
 // ContactReader reads the invitees' addresses, which their owner saves with the deliveries
 // (postgres.Contacts implements it).
 type ContactReader interface {
-	// Contact returns the booking's contact, or with seat, that seat's attendee (and nobody else's
-	// address), with their time zone; ok is false when none is known.
-	Contact(ctx context.Context, booking, seat string) (c ledger.Contact, ok bool, err error)
-	// QueueContact queues Contact's read on b, which an email step's claim sends after its COMMIT
-	// (the read Contact would make right after the claim, in the claim's second round trip). Its
-	// outcome lands in into, found and readErr as b runs, and b goes on whatever it is.
+	// Attendees returns the contacts of a seated booking's seats, keyed by seat ("" the booking's own
+	// contact, for a seat known only by number); a seat without one is absent.
+	Attendees(ctx context.Context, booking string, seats []string) (map[string]ledger.Contact, error)
+	// QueueContact queues on b the read of the booking's contact, or with seat, that seat's attendee
+	// (and nobody else's address), with their time zone, which an email step's claim sends after its
+	// COMMIT, in its second round trip. Its outcome lands in into, found (false when none is known) and
+	// readErr as b runs, and b goes on whatever it is.
 	QueueContact(b *pgx.Batch, booking, seat string, into *ledger.Contact, found *bool, readErr *error)
 	// SeatsOfContact returns those of seats whose attendee has the booking's contact's address, in tx.
 	SeatsOfContact(ctx context.Context, tx pgx.Tx, booking string, seats []string) ([]string, error)
