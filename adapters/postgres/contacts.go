@@ -24,17 +24,17 @@ func NewContacts(pool *pgxpool.Pool) *Contacts { return &Contacts{pool: pool} }
 // nobody else's address), with the time zone the provider sent, on b, for a step's claim to send
 // right after its COMMIT: the read a round trip of its own would make then, without one. Its outcome
 // lands in into, found (false when none is known) and readErr as b runs — until then readErr says it
-// was not answered — and its statements' callbacks never fail b (queueIndexedRead). A read that failed
+// was not answered — and its statements' callbacks never fail b (checkpoint.QueueIndexedRead). A read that failed
 // leaves the connection in a failed transaction, and b's Close returns its error too: the caller, who
 // knows what it sent before, rolls back and decides.
 func (c *Contacts) QueueContact(b *pgx.Batch, booking, seat string, into *ledger.Contact, found *bool, readErr *error) {
-	*into, *found, *readErr = ledger.Contact{}, false, fmt.Errorf("read contact of %s: %w", booking, errNotAnswered)
+	*into, *found, *readErr = ledger.Contact{}, false, fmt.Errorf("read contact of %s: %w", booking, checkpoint.ErrNotAnswered)
 	sql := `SELECT email, name, time_zone FROM contacts WHERE booking = $1`
 	args := []any{booking}
 	if seat != "" {
 		sql, args = `SELECT email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = $2`, []any{booking, seat}
 	}
-	queueIndexedRead(b, sql, args, func(br pgx.BatchResults) error {
+	checkpoint.QueueIndexedRead(b, sql, args, func(br pgx.BatchResults) error {
 		ct := ledger.Contact{Booking: bookingpkg.ID(booking), Seat: seat}
 		err := br.QueryRow().Scan(&ct.Email, &ct.Name, &ct.TimeZone)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -54,9 +54,9 @@ func (c *Contacts) QueueContact(b *pgx.Batch, booking, seat string, into *ledger
 // absent. One round trip whatever the number of seats, planned as QueueContact's read.
 func (c *Contacts) Attendees(ctx context.Context, booking string, seats []string) (map[string]ledger.Contact, error) {
 	out := map[string]ledger.Contact{}
-	readErr := fmt.Errorf("read attendees of %s: %w", booking, errNotAnswered)
+	readErr := fmt.Errorf("read attendees of %s: %w", booking, checkpoint.ErrNotAnswered)
 	b := &pgx.Batch{}
-	queueIndexedRead(b, `SELECT '' AS seat, email, name, time_zone FROM contacts WHERE booking = $1 AND '' = ANY($2::text[])
+	checkpoint.QueueIndexedRead(b, `SELECT '' AS seat, email, name, time_zone FROM contacts WHERE booking = $1 AND '' = ANY($2::text[])
 UNION ALL
 SELECT seat, email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = ANY($2::text[])`, []any{booking, seats},
 		func(br pgx.BatchResults) error {
@@ -89,33 +89,6 @@ SELECT seat, email, name, time_zone FROM seat_contacts WHERE booking = $1 AND se
 	}
 	return out, nil
 }
-
-// queueIndexedRead queues on b a read-only transaction of its own that runs sql under
-// checkpoint.IndexedPlanning — a connection that planned a keyed lookup while its table was a page
-// would otherwise keep scanning the whole table as it grows — with a text of its own, so that its
-// prepared statement keeps the plan made under those settings (a connection's cached plan does not
-// follow the settings in force when it runs). scan reads sql's results; its error lands in readErr,
-// and no callback fails b.
-func queueIndexedRead(b *pgx.Batch, sql string, args []any, scan func(pgx.BatchResults) error, readErr *error) {
-	exec := func(stmt string) {
-		// A failed BEGIN or SET fails the read after it, which says so.
-		b.Queue(stmt).Fn = func(br pgx.BatchResults) error { _, _ = br.Exec(); return nil }
-	}
-	exec("BEGIN READ ONLY")
-	for _, set := range checkpoint.IndexedPlanning {
-		exec("SET LOCAL " + set)
-	}
-	b.Queue(sql+" -- indexed", args...).Fn = func(br pgx.BatchResults) error {
-		if err := scan(br); err != nil {
-			*readErr = err
-		}
-		return nil
-	}
-	exec("COMMIT")
-}
-
-// errNotAnswered: a queued read whose batch never reached it.
-var errNotAnswered = errors.New("the read was not answered")
 
 // SeatsOfContact returns those of seats whose attendee has the booking's contact's address (case
 // aside), in tx.

@@ -54,14 +54,23 @@ type Steps interface {
 	// Record stores an outcome (in tx; nil: in a transaction of its own), and opens the step's
 	// reconciliation item with it when the outcome is needs_reconciliation or failed.
 	Record(ctx context.Context, tx pgx.Tx, r Record) error
-	// Object returns the href of the thread's calendar object (its done create's), the ETag of the
-	// thread's last write before step id, and how many updates of it were done before step id.
-	Object(ctx context.Context, thread string, id int64) (href, etag string, seq int, err error)
-	// CreateKey returns the key of the thread's create that wrote href (uuid.Nil when none).
-	CreateKey(ctx context.Context, thread, href string) (uuid.UUID, error)
+	// QueueObject queues on b the read of the calendar object of step id's thread, which the claim of
+	// an update or a delete sends after its COMMIT, in its second round trip. Its outcome lands in
+	// into and readErr as b runs, and b goes on whatever it is.
+	QueueObject(b *pgx.Batch, thread string, id int64, into *ThreadObject, readErr *error)
 	// MarkDataSent records the end of a message's data for step id's claim of attempts; false when
 	// the step is no longer that claim's.
 	MarkDataSent(ctx context.Context, id int64, attempts int) (bool, error)
+}
+
+// ThreadObject is a thread's calendar object as an update or a delete finds it: the href of its done
+// create (a create that failed or was skipped records the href it tried, where nothing is; "" when
+// none), the ETag of the thread's last write before the step, how many updates of it were done
+// before the step, and the key of the create that wrote href (its UID; uuid.Nil when none).
+type ThreadObject struct {
+	Href, ETag string
+	Seq        int
+	CreateKey  uuid.UUID
 }
 
 // Claimed is a step locked for a claim, with what the claim decides on.
@@ -176,7 +185,7 @@ type outcome struct {
 
 // Work implements river.Worker.
 func (w *Worker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
-	s, recovered, wait, contact, err := w.claim(ctx, job.Args.Step, job.Args.Booking)
+	s, recovered, wait, read, err := w.claim(ctx, job.Args.Step, job.Args.Booking)
 	switch {
 	case err != nil:
 		return err
@@ -189,7 +198,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 		w.cfg.HoldAfterRequested(ctx, *s)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	o := w.call(callCtx, s, recovered, contact)
+	o := w.call(callCtx, s, recovered, read)
 	cancel()
 	if w.cfg.HoldAfterCall != nil {
 		w.cfg.HoldAfterCall(ctx, *s)
@@ -231,8 +240,9 @@ func errText(err error) string {
 // its predecessor, one reads the booking's calendar row (unless the step is recovered); one write
 // claims it: the claim's round trips are most of a fast step's cost. So BEGIN goes with the locking
 // read, the calendar row of the job's booking with them, and the claiming write with COMMIT
-// (claimTx): two round trips. An email step's contact is read in the second, right after COMMIT.
-func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, recovered bool, wait time.Duration, contact contactRead, err error) {
+// (claimTx): two round trips. What the call needs next — an email's contact, the calendar object an
+// update or a delete writes — is read in the second, right after COMMIT (read).
+func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, recovered bool, wait time.Duration, read claimReads, err error) {
 	var c Claimed
 	var found, slotFound bool
 	var slot steps.Booking
@@ -244,7 +254,7 @@ func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, 
 	}
 	tx, err := beginClaim(ctx, w.cfg.Pool, first)
 	if err != nil {
-		return nil, false, 0, contact, fmt.Errorf("process: claim step %d: %w", id, err)
+		return nil, false, 0, read, fmt.Errorf("process: claim step %d: %w", id, err)
 	}
 	defer tx.release()
 	last := &pgx.Batch{}  // what commits the claim, sent with COMMIT
@@ -332,10 +342,13 @@ func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, 
 		st.State = StateRequested
 		s = &st
 		w.cfg.Steps.QueueRequest(last, st.ID, w.lease(), w.cfg.ClientID, recovered, written, &s.Attempts, &s.LeaseUntil)
-		if !recovered && !st.Kind.IsCalendar() && w.cfg.Mailer != nil {
+		switch {
+		case !recovered && !st.Kind.IsCalendar() && w.cfg.Mailer != nil:
 			// Read after the claim committed, as a read of its own would: an erasure that the claim
 			// made wait deletes the contact before it reaches the step (adapters/privacy).
-			w.cfg.Contacts.QueueContact(after, s.Booking, s.Seat, &contact.contact, &contact.found, &contact.err)
+			w.cfg.Contacts.QueueContact(after, s.Booking, s.Seat, &read.contact, &read.found, &read.contactErr)
+		case (st.Kind == CalendarUpdate || st.Kind == CalendarDelete) && w.cfg.Calendar != nil:
+			w.cfg.Steps.QueueObject(after, s.Thread, s.ID, &read.object, &read.objectErr)
 		}
 		return nil
 	}()
@@ -344,16 +357,19 @@ func (w *Worker) claim(ctx context.Context, id int64, booking string) (s *Step, 
 	}
 	if err != nil {
 		tx.rollback()
-		return nil, false, 0, contactRead{}, fmt.Errorf("process: claim step %d: %w", id, err)
+		return nil, false, 0, claimReads{}, fmt.Errorf("process: claim step %d: %w", id, err)
 	}
-	return s, recovered, wait, contact, nil
+	return s, recovered, wait, read, nil
 }
 
-// contactRead is an email step's contact as its claim read it (ContactReader.QueueContact).
-type contactRead struct {
-	contact ledger.Contact
-	found   bool
-	err     error
+// claimReads is what a claim read for the call after its COMMIT: an email step's contact
+// (ContactReader.QueueContact), an update's or a delete's calendar object (Steps.QueueObject).
+type claimReads struct {
+	contact    ledger.Contact
+	found      bool
+	contactErr error
+	object     ThreadObject
+	objectErr  error
 }
 
 func orNone(s *string) string {
@@ -397,14 +413,13 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// call acts on the target and says what the result proves; an email goes to the contact its claim
-// read.
-func (w *Worker) call(ctx context.Context, s *Step, recovered bool, contact contactRead) outcome {
+// call acts on the target and says what the result proves, with what its claim read.
+func (w *Worker) call(ctx context.Context, s *Step, recovered bool, read claimReads) outcome {
 	if s.Kind.IsCalendar() {
 		if w.cfg.Calendar == nil {
 			return outcome{state: StatePending, err: errors.New("no calendar target configured in this instance")}
 		}
-		return w.callCalendar(ctx, s, recovered)
+		return w.callCalendar(ctx, s, recovered, read)
 	}
 	if w.cfg.Mailer == nil {
 		return outcome{state: StatePending, err: errors.New("no mail target configured in this instance")}
@@ -416,7 +431,7 @@ func (w *Worker) call(ctx context.Context, s *Step, recovered bool, contact cont
 		return outcome{state: StateNeedsReconciliation, note: fmt.Sprintf(
 			"outcome unknown: attempt %d sent the message up to its end of data and its answer was never recorded (the worker stopped or lost its database); check the mail server for Message-ID <%s>", s.Attempts-1, MessageID(s.Key))}
 	}
-	return w.callMail(ctx, s, contact)
+	return w.callMail(ctx, s, read)
 }
 
 // MessageID is the email's Message-ID for a step key (without angle brackets).
@@ -435,8 +450,8 @@ func classify(err error) outcome {
 	}
 }
 
-func (w *Worker) callMail(ctx context.Context, s *Step, contact contactRead) outcome {
-	c, ok, err := contact.contact, contact.found, contact.err
+func (w *Worker) callMail(ctx context.Context, s *Step, read claimReads) outcome {
+	c, ok, err := read.contact, read.found, read.contactErr
 	if err == nil && !ok {
 		return outcome{state: StateFailed, note: "no invitee email known for " + s.Booking + " (the provider sent none, or it was erased)"}
 	}
@@ -457,17 +472,15 @@ func (w *Worker) callMail(ctx context.Context, s *Step, contact contactRead) out
 	return o
 }
 
-// object finds the calendar object of st's thread: the href its done create wrote (a create that
-// failed or was skipped records the href it tried, where nothing is) and the ETag of the last write.
-func (w *Worker) object(ctx context.Context, st *Step) (href, etag string, seq int, err error) {
-	href, etag, seq, err = w.cfg.Steps.Object(ctx, st.Thread, st.ID)
-	if err != nil {
-		return "", "", 0, fmt.Errorf("process: find calendar object: %w: %w", ErrNothingDone, err)
+// object is the calendar object of st's thread as its claim read it.
+func object(read claimReads) (ThreadObject, error) {
+	if read.objectErr != nil {
+		return ThreadObject{}, fmt.Errorf("%w: %w", ErrNothingDone, read.objectErr)
 	}
-	return href, etag, seq, nil
+	return read.object, nil
 }
 
-func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outcome {
+func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool, read claimReads) outcome {
 	cal := w.cfg.Calendar
 	ev, err := w.calendarEvent(s)
 	if err != nil {
@@ -510,15 +523,15 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 		o.href, o.etag = href, etag
 		return o
 	case CalendarUpdate:
-		href, etag, seq, err := w.object(ctx, s)
+		obj, err := object(read)
 		if err != nil {
 			return classify(err)
 		}
+		href, etag := obj.Href, obj.ETag
 		if href == "" {
 			return outcome{state: StateSkipped, note: "the thread has no calendar object to update"}
 		}
-		createKey, _ := w.cfg.Steps.CreateKey(ctx, s.Thread, href)
-		ev.UID, ev.Sequence = createKey.String(), seq+1
+		ev.UID, ev.Sequence = obj.CreateKey.String(), obj.Seq+1
 		// A seated booking's update changes the attendees, not only the slot: it writes (attendees.go).
 		if got, err := cal.Get(ctx, href); err == nil && got.Start.Equal(s.Start) && got.End.Equal(s.End) && !s.Seated {
 			return outcome{state: StateDone, href: href, etag: got.ETag}
@@ -535,10 +548,11 @@ func (w *Worker) callCalendar(ctx context.Context, s *Step, recovered bool) outc
 		o.href, o.etag = href, newTag
 		return o
 	default: // delete
-		href, _, _, err := w.object(ctx, s)
+		obj, err := object(read)
 		if err != nil {
 			return classify(err)
 		}
+		href := obj.Href
 		if href == "" {
 			return outcome{state: StateSkipped, note: "the thread has no calendar object to delete"}
 		}

@@ -691,6 +691,58 @@ func TestWorkerUpdatesAndDeletesTheThreadsObject(t *testing.T) {
 	run(process.Step{Kind: process.CalendarDelete, Booking: "calendly-obj-none", State: process.StatePending, After: never}, "skipped")
 }
 
+// An update and a delete read their thread's calendar object (href, ETag, SEQUENCE, the create's
+// UID) in their claim's second round trip, right after COMMIT: the claim's two and the outcome make
+// three round trips each (five and four when the object and the create's key were read on their own).
+func TestWorkerUpdatesAndDeletesInThreeRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorkerWorld(t, nil, nil)
+	cfg, err := pgxpool.ParseConfig(w.pool.Config().ConnString())
+	require.NoError(t, err)
+	var trips roundTrips
+	cfg.ConnConfig.Tracer = &trips
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	worker, err := process.NewWorker(process.WorkerConfig{Pool: pool, Steps: stepstore.NewStore(pool, nil), Slots: readmodel.NewStepReader(pool),
+		Contacts: postgres.NewContacts(pool), Calendar: w.target, CallTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	const thread = "calendly-three-trips"
+	slots := [][2]time.Time{{time.Date(2031, 5, 8, 9, 0, 0, 0, time.UTC), time.Date(2031, 5, 8, 10, 0, 0, 0, time.UTC)},
+		{time.Date(2031, 5, 8, 11, 0, 0, 0, time.UTC), time.Date(2031, 5, 8, 12, 0, 0, 0, time.UTC)}}
+	w.calendarRow(t, thread, "active", slots[0])
+	w.calendarRow(t, thread+"-moved", "active", slots[1])
+	createID, createKey := w.insert(t, process.Step{Kind: process.CalendarCreate, Thread: thread, Booking: thread, State: process.StatePending, Start: slots[0][0], End: slots[0][1]})
+	state, note, err := w.work(t, createID)
+	require.NoError(t, err)
+	require.Equal(t, "done", state, note)
+
+	count := func(s process.Step) {
+		t.Helper()
+		id, _ := w.insert(t, s)
+		trips.n.Store(0)
+		trips.on.Store(true)
+		require.NoError(t, worker.Work(ctx, &river.Job[process.StepArgs]{JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: 3},
+			Args: process.StepArgs{Step: id, Booking: s.Booking}}))
+		trips.on.Store(false)
+		assert.EqualValues(t, 3, trips.n.Load(), "round trips of a %s", s.Kind)
+		require.NoError(t, w.pool.QueryRow(ctx, `SELECT state, note FROM process_steps WHERE id = $1`, id).Scan(&state, &note))
+		require.Equal(t, "done", state, note)
+	}
+	count(process.Step{Kind: process.CalendarUpdate, Thread: thread, Booking: thread + "-moved", State: process.StatePending, After: createKey, Start: slots[1][0], End: slots[1][1]})
+	objects := w.sink.Store.Objects()
+	require.Len(t, objects, 1)
+	assert.Equal(t, createKey.String(), objects[0].UID)
+	assert.True(t, objects[0].Start.Equal(slots[1][0]), "moved: %s", objects[0])
+	assert.Contains(t, string(objects[0].Data), "SEQUENCE:1")
+	var updateKey uuid.UUID
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT key FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.update'`, thread).Scan(&updateKey))
+	w.calendarRow(t, thread+"-canceled", "canceled", slots[1])
+	count(process.Step{Kind: process.CalendarDelete, Thread: thread, Booking: thread + "-canceled", State: process.StatePending, After: updateKey})
+	assert.Empty(t, w.sink.Store.Objects())
+}
+
 // What is at the href decides when a write's precondition fails (412). A create whose object is
 // already there with its UID (an earlier PUT whose answer was lost) is done; another UID there is for
 // an operator. So is an update whose object someone else moved since our write (its ETag differs).

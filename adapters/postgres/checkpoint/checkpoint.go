@@ -134,6 +134,36 @@ var GenericPlanning = append([]string{"plan_cache_mode = force_generic_plan"}, I
 // BeginGeneric begins a transaction under GenericPlanning.
 var BeginGeneric = "BEGIN; SET LOCAL " + strings.Join(GenericPlanning, "; SET LOCAL ")
 
+// QueueIndexedRead queues on b a read-only transaction of its own that runs sql under
+// IndexedPlanning — a connection that planned a keyed lookup while its table was a page would
+// otherwise keep scanning the whole table as it grows — with a text of its own, so that its prepared
+// statement keeps the plan made under those settings (a connection's cached plan does not follow the
+// settings in force when it runs). For reads a step's claim sends after its COMMIT, in its second
+// round trip, and for reads of their own. scan reads sql's results; its error lands in readErr, and
+// no callback fails b. Callers set readErr first (ErrNotAnswered) so that a batch that never reached
+// the read says so; a read that failed leaves the connection in a failed transaction, which the
+// caller rolls back (a pool closes a connection released in one).
+func QueueIndexedRead(b *pgx.Batch, sql string, args []any, scan func(pgx.BatchResults) error, readErr *error) {
+	exec := func(stmt string) {
+		// A failed BEGIN or SET fails the read after it, which says so.
+		b.Queue(stmt).Fn = func(br pgx.BatchResults) error { _, _ = br.Exec(); return nil }
+	}
+	exec("BEGIN READ ONLY")
+	for _, set := range IndexedPlanning {
+		exec("SET LOCAL " + set)
+	}
+	b.Queue(sql+" -- indexed", args...).Fn = func(br pgx.BatchResults) error {
+		if err := scan(br); err != nil {
+			*readErr = err
+		}
+		return nil
+	}
+	exec("COMMIT")
+}
+
+// ErrNotAnswered is a queued read's error until its batch reaches it (QueueIndexedRead).
+var ErrNotAnswered = errors.New("the read was not answered")
+
 // CaughtUp implements projections.Projection: the idle batches' checkpoint is saved now.
 func (p *Projection) CaughtUp(ctx context.Context) error { return p.keep.Flush(ctx) }
 

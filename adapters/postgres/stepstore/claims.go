@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/process"
 )
@@ -93,24 +94,27 @@ RETURNING id`, r.Step.ID, string(r.State), r.Error, r.Note, r.Href, r.ETag, r.Fi
 	return readmodel.OpenItem(ctx, tx, "step", "step "+r.Step.Key.String(), r.Step.Booking, r.Reason)
 }
 
-// Object implements process.Steps.
-func (s *Store) Object(ctx context.Context, thread string, id int64) (href, etag string, seq int, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT coalesce((SELECT target_href FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND state = 'done' AND target_href <> '' ORDER BY id LIMIT 1), ''),
-coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('host_calendar.create', 'host_calendar.update') AND state = 'done' AND id < $2 ORDER BY id DESC LIMIT 1), ''),
-(SELECT count(*) FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.update' AND state = 'done' AND id < $2)`,
-		thread, id).Scan(&href, &etag, &seq)
-	return href, etag, seq, err
-}
-
-// CreateKey implements process.Steps.
-func (s *Store) CreateKey(ctx context.Context, thread, href string) (uuid.UUID, error) {
-	var key uuid.UUID
-	err := s.pool.QueryRow(ctx, `SELECT key FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href = $2 ORDER BY id LIMIT 1`,
-		thread, href).Scan(&key)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return uuid.Nil, nil
-	}
-	return key, err
+// QueueObject implements process.Steps: one read, after the claim's COMMIT, in its round trip.
+func (s *Store) QueueObject(b *pgx.Batch, thread string, id int64, into *process.ThreadObject, readErr *error) {
+	*into, *readErr = process.ThreadObject{}, fmt.Errorf("process: find calendar object: %w", checkpoint.ErrNotAnswered)
+	checkpoint.QueueIndexedRead(b, `WITH o AS (SELECT
+    coalesce((SELECT target_href FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND state = 'done' AND target_href <> '' ORDER BY id LIMIT 1), '') AS href,
+    coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('host_calendar.create', 'host_calendar.update') AND state = 'done' AND id < $2 ORDER BY id DESC LIMIT 1), '') AS etag,
+    (SELECT count(*) FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.update' AND state = 'done' AND id < $2) AS seq)
+SELECT o.href, o.etag, o.seq,
+    (SELECT key FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href = o.href AND o.href <> '' ORDER BY id LIMIT 1)
+FROM o`, []any{thread, id}, func(br pgx.BatchResults) error {
+		var o process.ThreadObject
+		var key *uuid.UUID
+		if err := br.QueryRow().Scan(&o.Href, &o.ETag, &o.Seq, &key); err != nil {
+			return fmt.Errorf("process: find calendar object: %w", err)
+		}
+		if key != nil {
+			o.CreateKey = *key
+		}
+		*into, *readErr = o, nil
+		return nil
+	}, readErr)
 }
 
 // MarkDataSent implements process.Steps.
