@@ -94,27 +94,69 @@ RETURNING id`, r.Step.ID, string(r.State), r.Error, r.Note, r.Href, r.ETag, r.Fi
 	return readmodel.OpenItem(ctx, tx, "step", "step "+r.Step.Key.String(), r.Step.Booking, r.Reason)
 }
 
-// QueueObject implements process.Steps: one read, after the claim's COMMIT, in its round trip.
+// QueueObject implements process.Steps: one read, after the claim's COMMIT, in its round trip. It
+// reads the thread's creates and done updates — a thread holds a few — by the thread's index alone
+// (an ORDER BY id in the statement would let a plan walk the primary key instead, which a plan made
+// over an empty table does) and finds the object among them (threadObject).
 func (s *Store) QueueObject(b *pgx.Batch, thread string, id int64, into *process.ThreadObject, readErr *error) {
 	*into, *readErr = process.ThreadObject{}, fmt.Errorf("process: find calendar object: %w", checkpoint.ErrNotAnswered)
-	checkpoint.QueueIndexedRead(b, `WITH o AS (SELECT
-    coalesce((SELECT target_href FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND state = 'done' AND target_href <> '' ORDER BY id LIMIT 1), '') AS href,
-    coalesce((SELECT target_etag FROM process_steps WHERE thread = $1 AND kind IN ('host_calendar.create', 'host_calendar.update') AND state = 'done' AND id < $2 ORDER BY id DESC LIMIT 1), '') AS etag,
-    (SELECT count(*) FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.update' AND state = 'done' AND id < $2) AS seq)
-SELECT o.href, o.etag, o.seq,
-    (SELECT key FROM process_steps WHERE thread = $1 AND kind = 'host_calendar.create' AND target_href = o.href AND o.href <> '' ORDER BY id LIMIT 1)
-FROM o`, []any{thread, id}, func(br pgx.BatchResults) error {
-		var o process.ThreadObject
-		var key *uuid.UUID
-		if err := br.QueryRow().Scan(&o.Href, &o.ETag, &o.Seq, &key); err != nil {
-			return fmt.Errorf("process: find calendar object: %w", err)
+	checkpoint.QueueIndexedRead(b, `SELECT id, kind, state, target_href, target_etag, key FROM process_steps
+WHERE thread = $1 AND (kind = 'host_calendar.create' OR kind = 'host_calendar.update' AND state = 'done')`, []any{thread},
+		func(br pgx.BatchResults) error {
+			rows, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("process: find calendar object: %w", err)
+			}
+			var writes []objectWrite
+			for rows.Next() {
+				var w objectWrite
+				if err := rows.Scan(&w.id, &w.kind, &w.state, &w.href, &w.etag, &w.key); err != nil {
+					rows.Close()
+					return fmt.Errorf("process: find calendar object: %w", err)
+				}
+				writes = append(writes, w)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("process: find calendar object: %w", err)
+			}
+			*into, *readErr = threadObject(writes, id), nil
+			return nil
+		}, readErr)
+}
+
+// objectWrite is a create of a thread, or one of its done updates.
+type objectWrite struct {
+	id                      int64
+	kind, state, href, etag string
+	key                     uuid.UUID
+}
+
+// threadObject finds, among a thread's creates and done updates, the object step id writes: the href
+// of the thread's first done create that recorded one, the ETag of the last done write before step
+// id, how many updates were done before it, and the key of the first create that wrote that href.
+func threadObject(writes []objectWrite, id int64) process.ThreadObject {
+	var o process.ThreadObject
+	var hrefAt, etagAt int64
+	for _, w := range writes {
+		done := w.state == string(process.StateDone)
+		if done && w.kind == string(process.CalendarCreate) && w.href != "" && (hrefAt == 0 || w.id < hrefAt) {
+			o.Href, hrefAt = w.href, w.id
 		}
-		if key != nil {
-			o.CreateKey = *key
+		if done && w.id < id && w.id > etagAt {
+			o.ETag, etagAt = w.etag, w.id
 		}
-		*into, *readErr = o, nil
-		return nil
-	}, readErr)
+		if done && w.kind == string(process.CalendarUpdate) && w.id < id {
+			o.Seq++
+		}
+	}
+	var keyAt int64
+	for _, w := range writes {
+		if o.Href != "" && w.kind == string(process.CalendarCreate) && w.href == o.Href && (keyAt == 0 || w.id < keyAt) {
+			o.CreateKey, keyAt = w.key, w.id
+		}
+	}
+	return o
 }
 
 // MarkDataSent implements process.Steps.
