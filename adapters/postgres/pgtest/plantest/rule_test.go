@@ -8,7 +8,8 @@ import (
 
 func TestRuleFindsWholeWalks(t *testing.T) {
 	r := Rule{Watched: []string{"calendar_slots", "bl_overlapping_claims"}}
-	leading := map[string]string{"calendar_slots_pkey": "booking", "calendar_slots_start_idx": "resource_id"}
+	leading := map[string]string{"calendar_slots_pkey": "booking", "calendar_slots_start_idx": "resource_id", "calendar_slots_open_idx": "state"}
+	partial := map[string]bool{"calendar_slots_open_idx": true}
 	scan := func(index, cond, filter string) Node {
 		return Node{NodeType: "Index Scan", IndexName: index, IndexCond: cond, Filter: filter}
 	}
@@ -28,10 +29,12 @@ func TestRuleFindsWholeWalks(t *testing.T) {
 		{"an unbounded overlap", scan("calendar_slots_start_idx", "(resource_id = $1)", "(during && $2)"),
 			[]string{"Index Scan of calendar_slots_start_idx filtering overlaps without a bounded start: (resource_id = $1)"}},
 		{"a bounded overlap", scan("calendar_slots_start_idx", "((resource_id = $1) AND (lower(during) >= lower($2)))", "(during && $2)"), nil},
+		{"a partial index whole", scan("calendar_slots_open_idx", "", ""), nil},
+		{"a partial index by another key", scan("calendar_slots_open_idx", "(resource_id = $1)", ""), nil},
 		{"not inlined", Node{NodeType: "Function Scan", FunctionName: "bl_overlapping_claims"}, []string{"Function Scan of bl_overlapping_claims (not inlined)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.want, r.unindexed(c.plan, leading))
+			assert.Equal(t, c.want, r.unindexed(c.plan, leading, partial))
 		})
 	}
 }
