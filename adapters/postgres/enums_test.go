@@ -16,6 +16,7 @@ import (
 	"bookingledger/domain/booking"
 	"bookingledger/domain/ledger"
 	"bookingledger/projections/calendar"
+	"bookingledger/projections/steps"
 )
 
 // TestCheckListsEqualTheGoEnums: every CHECK list of values in the migrated schema equals the list the
@@ -33,6 +34,7 @@ func TestCheckListsEqualTheGoEnums(t *testing.T) {
 		"free_texts.free_texts_field_check":                         strs(booking.FreeTextFields),
 		"process_steps.process_steps_kind_check":                    strs(process.Kinds),
 		"process_steps.process_steps_state_check":                   strs(process.States),
+		"process_step_finishes.process_step_finishes_state_check":   strs(steps.Finished),
 		"provider_alerts.provider_alerts_kind_check":                providersync.AlertKinds,
 		"receipts.receipts_outcome_check":                           strs(ledger.Outcomes),
 		"reconciliation_items.reconciliation_items_kind_check":      strs(calendar.ItemKinds),

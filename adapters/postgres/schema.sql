@@ -178,6 +178,20 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.bl_count_step_finishes() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' AND OLD.state IN ('done', 'failed', 'skipped') THEN
+        INSERT INTO process_step_finishes (kind, state, n) VALUES (OLD.kind, OLD.state, -1);
+    END IF;
+    IF TG_OP <> 'DELETE' AND NEW.state IN ('done', 'failed', 'skipped') THEN
+        INSERT INTO process_step_finishes (kind, state, n) VALUES (NEW.kind, NEW.state, 1);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 CREATE FUNCTION public.bl_erasure_lock_key(subject text) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
@@ -194,6 +208,15 @@ UNION ALL
 SELECT booking FROM calendar_slots
 WHERE resource_id = p_resource AND during && p_during AND upper(during) - lower(during) > interval '7 days'
     AND lower(during) < lower(p_during) - interval '7 days'
+$$;
+
+CREATE FUNCTION public.bl_step_finishes_truncated() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM process_step_finishes;
+    RETURN NULL;
+END
 $$;
 
 CREATE FUNCTION public.bl_subject_erased(s text) RETURNS boolean
@@ -444,6 +467,13 @@ CREATE TABLE public.payment_streams (
     payment_status text DEFAULT ''::text NOT NULL,
     stream_version bigint DEFAULT 0 NOT NULL,
     updated_at timestamp with time zone
+);
+
+CREATE TABLE public.process_step_finishes (
+    kind text NOT NULL,
+    state text NOT NULL,
+    n bigint NOT NULL,
+    CONSTRAINT process_step_finishes_state_check CHECK ((state = ANY (ARRAY['done'::text, 'failed'::text, 'skipped'::text])))
 );
 
 CREATE TABLE public.process_steps (
@@ -1087,6 +1117,14 @@ CREATE INDEX subject_keys_kek_idx ON public.subject_keys USING btree (kek_id);
 CREATE INDEX subject_keys_subject_idx ON public.subject_keys USING btree (subject);
 
 CREATE INDEX ui_sessions_expires_at_idx ON public.ui_sessions USING btree (expires_at);
+
+CREATE TRIGGER process_steps_finished_delete AFTER DELETE ON public.process_steps FOR EACH ROW WHEN ((old.state = ANY (ARRAY['done'::text, 'failed'::text, 'skipped'::text]))) EXECUTE FUNCTION public.bl_count_step_finishes();
+
+CREATE TRIGGER process_steps_finished_insert AFTER INSERT ON public.process_steps FOR EACH ROW WHEN ((new.state = ANY (ARRAY['done'::text, 'failed'::text, 'skipped'::text]))) EXECUTE FUNCTION public.bl_count_step_finishes();
+
+CREATE TRIGGER process_steps_finished_truncate AFTER TRUNCATE ON public.process_steps FOR EACH STATEMENT EXECUTE FUNCTION public.bl_step_finishes_truncated();
+
+CREATE TRIGGER process_steps_finished_update AFTER UPDATE OF kind, state ON public.process_steps FOR EACH ROW WHEN ((((old.kind IS DISTINCT FROM new.kind) OR (old.state IS DISTINCT FROM new.state)) AND ((old.state = ANY (ARRAY['done'::text, 'failed'::text, 'skipped'::text])) OR (new.state = ANY (ARRAY['done'::text, 'failed'::text, 'skipped'::text]))))) EXECUTE FUNCTION public.bl_count_step_finishes();
 
 ALTER TABLE ONLY public.erased_subjects
     ADD CONSTRAINT erased_subjects_erasure_fkey FOREIGN KEY (erasure) REFERENCES public.erasures(id);

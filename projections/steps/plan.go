@@ -47,6 +47,11 @@ const (
 // States lists every state, for validation and metrics.
 var States = []State{StatePending, StateRequested, StateDone, StateNeedsReconciliation, StateFailed, StateSkipped}
 
+// Finished lists the states a step ends in unless an operator or a new plan moves it again: nearly
+// every step ever planned is in one of them, and the steps gauge counts them as they change instead
+// of reading them (process_step_finishes, ADR 0027).
+var Finished = []State{StateDone, StateFailed, StateSkipped}
+
 // Effected reports whether a step in state s may have called its target (or did, or an operator said so).
 func (s State) Effected() bool {
 	return s == StateRequested || s == StateDone || s == StateNeedsReconciliation

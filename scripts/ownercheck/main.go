@@ -49,8 +49,9 @@ var owners = map[string]string{
 	"erasures":        "adapters/privacy",
 	"erased_subjects": "adapters/privacy",
 
-	"job_instances": "adapters/jobs",
-	"process_steps": "adapters/postgres/stepstore",
+	"job_instances":         "adapters/jobs",
+	"process_steps":         "adapters/postgres/stepstore",
+	"process_step_finishes": "adapters/postgres/stepstore",
 
 	"provider_alerts":        "adapters/providersync",
 	"provider_secrets":       "adapters/providersync",

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"bookingledger/adapters/postgres/checkpoint"
 	"bookingledger/adapters/postgres/readmodel"
 	"bookingledger/adapters/process"
 	"bookingledger/domain/booking"
@@ -28,11 +29,12 @@ type Store struct {
 	pool        *pgxpool.Pool
 	client      *river.Client[pgx.Tx] // for retry; nil: retry refused
 	maxAttempts int
+	foldAfter   int64 // Counts folds the finished steps' rows past this many (FoldFinishesAfter)
 }
 
 // NewStore returns the store; client (optional) inserts the job of a retried step.
 func NewStore(pool *pgxpool.Pool, client *river.Client[pgx.Tx]) *Store {
-	return &Store{pool: pool, client: client, maxAttempts: process.DefaultMaxAttempts}
+	return &Store{pool: pool, client: client, maxAttempts: process.DefaultMaxAttempts, foldAfter: FoldFinishesAfter}
 }
 
 // ForBooking returns the steps of every thread the booking belongs to, oldest first.
@@ -65,26 +67,79 @@ func statesText() string {
 	return strings.Join(out, ", ")
 }
 
-// Counts returns the number of steps by kind and state.
+// countsSQL counts the steps by kind and state: the open ones (pending, requested,
+// needs_reconciliation) by the index of what is open, the finished ones (done, failed, skipped) from
+// process_step_finishes, the +1 and -1 rows the table's triggers add as steps enter and leave those
+// states (migration 0760), never by reading the whole history. Its last column is how many of those
+// rows were summed.
+const countsSQL = `SELECT kind, state, count(*), 0::bigint FROM process_steps
+WHERE state IN ('pending', 'requested', 'needs_reconciliation') GROUP BY kind, state
+UNION ALL
+SELECT kind, state, sum(n)::bigint, count(*) FROM process_step_finishes GROUP BY kind, state`
+
+// foldFinishesSQL folds process_step_finishes into one row per kind and state. It deletes the rows
+// its snapshot shows and inserts their sums in one statement, so that every snapshot sums to the same
+// counts. A fold that runs beside another waits for the rows the other deletes and, once it commits,
+// skips them (they are gone) and does not see the sums the other inserted: each folds the rows it
+// deleted, and the sums stay exact.
+const foldFinishesSQL = `WITH gone AS (
+    DELETE FROM process_step_finishes RETURNING kind, state, n
+)
+INSERT INTO process_step_finishes (kind, state, n)
+SELECT kind, state, sum(n) FROM gone GROUP BY kind, state HAVING sum(n) <> 0`
+
+// FoldFinishesAfter is how many rows of process_step_finishes Counts lets pile up before it folds them:
+// one a finished step, about two a booking.
+const FoldFinishesAfter = 1000
+
+// Counts returns the number of steps by kind and state (the steps gauge, at every scrape). It reads
+// the few open steps and the finished steps' sums, under IndexedPlanning (a connection that planned
+// the open steps' count while process_steps was a page would otherwise keep scanning it whole), and
+// folds the sums when more than FoldFinishesAfter rows of them piled up.
 func (s *Store) Counts(ctx context.Context) (map[process.Kind]map[process.State]int64, error) {
-	r, err := s.pool.Query(ctx, `SELECT kind, state, count(*) FROM process_steps GROUP BY kind, state`)
-	if err != nil {
-		return nil, fmt.Errorf("process: count steps: %w", err)
-	}
-	defer r.Close()
 	out := map[process.Kind]map[process.State]int64{}
-	for r.Next() {
-		var k, st string
-		var n int64
-		if err := r.Scan(&k, &st, &n); err != nil {
-			return nil, fmt.Errorf("process: count steps: %w", err)
+	var summed int64
+	readErr := checkpoint.ErrNotAnswered
+	b := &pgx.Batch{}
+	checkpoint.QueueIndexedRead(b, countsSQL, nil, func(br pgx.BatchResults) error {
+		r, err := br.Query()
+		if err != nil {
+			return err
 		}
-		if out[process.Kind(k)] == nil {
-			out[process.Kind(k)] = map[process.State]int64{}
+		defer r.Close()
+		for r.Next() {
+			var k, st string
+			var n, rows int64
+			if err := r.Scan(&k, &st, &n, &rows); err != nil {
+				return err
+			}
+			summed += rows
+			if n == 0 {
+				continue // every step of it left the state
+			}
+			if out[process.Kind(k)] == nil {
+				out[process.Kind(k)] = map[process.State]int64{}
+			}
+			out[process.Kind(k)][process.State(st)] = n
 		}
-		out[process.Kind(k)][process.State(st)] = n
+		if err := r.Err(); err != nil {
+			return err
+		}
+		readErr = nil
+		return nil
+	}, &readErr)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil && readErr == nil {
+		readErr = err
 	}
-	return out, r.Err()
+	if readErr != nil {
+		return nil, fmt.Errorf("process: count steps: %w", readErr)
+	}
+	if summed > s.foldAfter {
+		if _, err := s.pool.Exec(ctx, foldFinishesSQL); err != nil {
+			return nil, fmt.Errorf("process: fold the finished steps' counts: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // MaxNoteLength bounds an operator's note, as readmodel.MaxNoteLength does for other items.
