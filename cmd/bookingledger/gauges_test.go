@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -151,4 +153,46 @@ func TestMonitoringFilesNameServedMetrics(t *testing.T) {
 			assert.Contains(t, scrape, "\n"+name, "%s names %s, which serve does not export", file, name)
 		}
 	}
+}
+
+// TestStepsGaugeReadsFoldedCounts: the steps gauge tells what process_steps holds without reading its
+// history, and serve's sweeper folds the finished steps' counts once they pile up: 1,500 steps
+// finished before serve starts are one row after its first sweep, and steps that change afterwards
+// move the gauge at once.
+func TestStepsGaugeReadsFoldedCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := servetest.NewDatabaseURL(t)
+	env := envOf(map[string]string{
+		"BOOKINGLEDGER_DATABASE_URL":          dbURL,
+		"BOOKINGLEDGER_ADDR":                  "127.0.0.1:0",
+		"BOOKINGLEDGER_CALENDLY_SIGNING_KEYS": demoCalendlyKey,
+	})
+	require.NoError(t, run(ctx, []string{"migrate"}, env, io.Discard, io.Discard))
+	pool := pgtest.Open(t, dbURL)
+	_, err := pool.Exec(ctx, `INSERT INTO process_steps (key, kind, thread, booking, answers, state)
+SELECT gen_random_uuid(), 'host_calendar.create', 'calendly-g' || n, 'calendly-g' || n, 'active', CASE WHEN n <= 1500 THEN 'done' ELSE 'pending' END
+FROM generate_series(1, 1510) n`)
+	require.NoError(t, err)
+	finishRows := func() int64 {
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM process_step_finishes`).Scan(&n))
+		return n
+	}
+	require.EqualValues(t, 1500, finishRows(), "a row per step finished")
+
+	srv := startServe(t, env)
+	waitFor(t, 30*time.Second, "the sweeper folded the counts", func() (bool, string) {
+		n := finishRows()
+		return n == 1, fmt.Sprint(n, " rows")
+	})
+	assert.Equal(t, "1500", seriesValue(t, srv.Admin, `bookingledger_process_steps{kind="host_calendar.create",state="done"}`))
+	assert.Equal(t, "10", seriesValue(t, srv.Admin, `bookingledger_process_steps{kind="host_calendar.create",state="pending"}`))
+	_, err = pool.Exec(ctx, `UPDATE process_steps SET state = 'failed' WHERE booking IN ('calendly-g1', 'calendly-g2', 'calendly-g1501')`)
+	require.NoError(t, err)
+	assert.Equal(t, "1498", seriesValue(t, srv.Admin, `bookingledger_process_steps{kind="host_calendar.create",state="done"}`))
+	assert.Equal(t, "3", seriesValue(t, srv.Admin, `bookingledger_process_steps{kind="host_calendar.create",state="failed"}`))
+	assert.Equal(t, "9", seriesValue(t, srv.Admin, `bookingledger_process_steps{kind="host_calendar.create",state="pending"}`))
+	assert.Equal(t, "1", seriesValue(t, srv.Admin, "bookingledger_state_scrape_ok"))
+	srv.Stop(t)
 }

@@ -9,8 +9,8 @@
 -- skipped) is counted as it changes: every step that enters or leaves a finished state adds a row of
 -- +1 or -1 to process_step_finishes, in the transaction that changed it, so the sums are exact in
 -- every snapshot. The rows are only inserted (no row is a counter many transactions update, so
--- concurrent workers never wait for each other here); the step store folds them into one row per kind
--- and state when they pile up (stepstore.Counts).
+-- concurrent workers never wait for each other here); serve's step sweeper folds them into one row
+-- per kind and state when they pile up (stepstore.FoldFinishes).
 --
 -- The triggers fire only for those transitions (their WHEN conditions are checked before any
 -- function is called): a step's claim (pending → requested) costs nothing more, its outcome one row.

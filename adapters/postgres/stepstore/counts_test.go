@@ -47,14 +47,13 @@ func finishRows(t *testing.T, pool *pgxpool.Pool) int64 {
 
 // TestCountsFollowEveryChangeOfState: whatever moves a step — planned pending or skipped, claimed,
 // finished, failed and retried, resolved, reopened, deleted, the table truncated — Counts tells what
-// a count of every row tells, before and after its rows of finished steps are folded, and a fold
-// leaves one row per kind and state.
+// a count of every row tells, before and after its rows of finished steps are folded; a fold waits
+// until more than its bound piled up and leaves one row per kind and state.
 func TestCountsFollowEveryChangeOfState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newPlanWorld(t)
 	store := NewStore(w.pool, nil)
-	store.foldAfter = 4
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		_, err := w.pool.Exec(ctx, sql, args...)
@@ -65,6 +64,11 @@ func TestCountsFollowEveryChangeOfState(t *testing.T) {
 		got, err := store.Counts(ctx)
 		require.NoError(t, err, what)
 		require.Equal(t, stepCounts(t, w.pool), got, what)
+		_, err = FoldFinishes(ctx, w.pool, 4)
+		require.NoError(t, err, what)
+		got, err = store.Counts(ctx)
+		require.NoError(t, err, what)
+		require.Equal(t, stepCounts(t, w.pool), got, what+", folded past 4 rows")
 	}
 	create := insertStep(t, w, "calendly-a", "calendly-a", process.CalendarCreate, process.StatePending)
 	email := insertStep(t, w, "calendly-a", "calendly-a", process.EmailConfirmation, process.StatePending)
@@ -88,6 +92,11 @@ func TestCountsFollowEveryChangeOfState(t *testing.T) {
 	exec(`UPDATE process_steps SET state = 'failed' WHERE id = $1`, skipped)
 	check("resolved and reopened")
 	require.LessOrEqual(t, finishRows(t, w.pool), int64(4), "folded once more than four rows piled up")
+	before := finishRows(t, w.pool)
+	folded, err := FoldFinishes(ctx, w.pool, before)
+	require.NoError(t, err)
+	require.Zero(t, folded, "not past the bound")
+	require.Equal(t, before, finishRows(t, w.pool))
 	exec(`DELETE FROM process_steps WHERE id = $1`, done)
 	check("deleted")
 	got, err := store.Counts(ctx)
@@ -100,7 +109,9 @@ func TestCountsFollowEveryChangeOfState(t *testing.T) {
 			}
 		}
 	}
-	store.foldAfter = 0
+	folded, err = FoldFinishes(ctx, w.pool, 0)
+	require.NoError(t, err)
+	assert.Positive(t, folded)
 	check("folded")
 	assert.Equal(t, pairs, finishRows(t, w.pool), "a row per finished kind and state")
 	exec(`TRUNCATE process_steps CASCADE`)
@@ -109,8 +120,8 @@ func TestCountsFollowEveryChangeOfState(t *testing.T) {
 }
 
 // TestCountsStayExactUnderConcurrentChanges: workers finish, fail, retry and skip steps in concurrent
-// transactions (some rolled back) while scrapes count and fold the finished steps' rows, often; at the
-// end Counts tells what a count of every row tells.
+// transactions (some rolled back) while two sweepers fold the finished steps' rows, often, and a scrape
+// counts; at the end Counts tells what a count of every row tells.
 func TestCountsStayExactUnderConcurrentChanges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -142,12 +153,15 @@ func TestCountsStayExactUnderConcurrentChanges(t *testing.T) {
 		go func() {
 			defer scrapes.Done()
 			store := NewStore(w.pool, nil)
-			store.foldAfter = int64(3 + s)
 			for {
 				select {
 				case <-stop:
 					return
 				default:
+				}
+				if _, err := FoldFinishes(ctx, w.pool, int64(3+s)); err != nil {
+					t.Error(err)
+					return
 				}
 				if _, err := store.Counts(ctx); err != nil {
 					t.Error(err)
@@ -200,7 +214,7 @@ func TestCountsStayExactUnderConcurrentChanges(t *testing.T) {
 	got, err := NewStore(w.pool, nil).Counts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, stepCounts(t, w.pool), got)
-	assert.Less(t, most, int64(200), "the scrapes folded the rows as they piled up")
+	assert.Less(t, most, int64(200), "the sweepers folded the rows as they piled up")
 }
 
 var errRolledBack = errors.New("rolled back on purpose")

@@ -29,12 +29,11 @@ type Store struct {
 	pool        *pgxpool.Pool
 	client      *river.Client[pgx.Tx] // for retry; nil: retry refused
 	maxAttempts int
-	foldAfter   int64 // Counts folds the finished steps' rows past this many (FoldFinishesAfter)
 }
 
 // NewStore returns the store; client (optional) inserts the job of a retried step.
 func NewStore(pool *pgxpool.Pool, client *river.Client[pgx.Tx]) *Store {
-	return &Store{pool: pool, client: client, maxAttempts: process.DefaultMaxAttempts, foldAfter: FoldFinishesAfter}
+	return &Store{pool: pool, client: client, maxAttempts: process.DefaultMaxAttempts}
 }
 
 // ForBooking returns the steps of every thread the booking belongs to, oldest first.
@@ -70,35 +69,50 @@ func statesText() string {
 // countsSQL counts the steps by kind and state: the open ones (pending, requested,
 // needs_reconciliation) by the index of what is open, the finished ones (done, failed, skipped) from
 // process_step_finishes, the +1 and -1 rows the table's triggers add as steps enter and leave those
-// states (migration 0760), never by reading the whole history. Its last column is how many of those
-// rows were summed.
-const countsSQL = `SELECT kind, state, count(*), 0::bigint FROM process_steps
+// states (migration 0760), never by reading the whole history.
+const countsSQL = `SELECT kind, state, count(*) FROM process_steps
 WHERE state IN ('pending', 'requested', 'needs_reconciliation') GROUP BY kind, state
 UNION ALL
-SELECT kind, state, sum(n)::bigint, count(*) FROM process_step_finishes GROUP BY kind, state`
+SELECT kind, state, sum(n)::bigint FROM process_step_finishes GROUP BY kind, state`
 
-// foldFinishesSQL folds process_step_finishes into one row per kind and state. It deletes the rows
-// its snapshot shows and inserts their sums in one statement, so that every snapshot sums to the same
-// counts. A fold that runs beside another waits for the rows the other deletes and, once it commits,
-// skips them (they are gone) and does not see the sums the other inserted: each folds the rows it
-// deleted, and the sums stay exact.
+// foldFinishesSQL folds process_step_finishes into one row per kind and state when it holds more
+// than $1 rows. It deletes the rows its snapshot shows and inserts their sums in one statement, so
+// that every snapshot sums to the same counts. A fold that runs beside another waits for the rows the
+// other deletes and, once it commits, skips them (they are gone) and does not see the sums the other
+// inserted: each folds the rows it deleted, and the sums stay exact.
 const foldFinishesSQL = `WITH gone AS (
-    DELETE FROM process_step_finishes RETURNING kind, state, n
+    DELETE FROM process_step_finishes WHERE (SELECT count(*) FROM process_step_finishes) > $1
+    RETURNING kind, state, n
+), sums AS (
+    INSERT INTO process_step_finishes (kind, state, n)
+    SELECT kind, state, sum(n) FROM gone GROUP BY kind, state HAVING sum(n) <> 0
 )
-INSERT INTO process_step_finishes (kind, state, n)
-SELECT kind, state, sum(n) FROM gone GROUP BY kind, state HAVING sum(n) <> 0`
+SELECT count(*) FROM gone`
 
-// FoldFinishesAfter is how many rows of process_step_finishes Counts lets pile up before it folds them:
-// one a finished step, about two a booking.
+// FoldFinishesAfter is how many rows of process_step_finishes the sweeper lets pile up before it
+// folds them (FoldFinishes): one a finished step, about two a booking.
 const FoldFinishesAfter = 1000
 
-// Counts returns the number of steps by kind and state (the steps gauge, at every scrape). It reads
-// the few open steps and the finished steps' sums, under IndexedPlanning (a connection that planned
-// the open steps' count while process_steps was a page would otherwise keep scanning it whole), and
-// folds the sums when more than FoldFinishesAfter rows of them piled up.
+// FoldFinishes folds the finished steps' counts into one row per kind and state when more than after
+// rows of them piled up, and returns how many rows it folded (0: it had no need). serve's step
+// sweeper calls it every sweep (stepscmd.StartSweeper), so that the steps gauge sums a few rows
+// whatever the history.
+func FoldFinishes(ctx context.Context, pool *pgxpool.Pool, after int64) (int64, error) {
+	var folded int64
+	if err := pool.QueryRow(ctx, foldFinishesSQL, after).Scan(&folded); err != nil {
+		return 0, fmt.Errorf("process: fold the finished steps' counts: %w", err)
+	}
+	return folded, nil
+}
+
+// Counts returns the number of steps by kind and state (the steps gauge, at every scrape): the open
+// steps (pending, requested, needs_reconciliation) counted by the index of what is open, the finished
+// ones (done, failed, skipped) summed from process_step_finishes, the +1 and -1 rows the table's
+// triggers add as steps enter and leave those states (migration 0760, ADR 0027) — never by reading
+// the whole history. It runs under IndexedPlanning: a connection that planned the open steps' count
+// while process_steps was a page would otherwise keep scanning it whole as it grows.
 func (s *Store) Counts(ctx context.Context) (map[process.Kind]map[process.State]int64, error) {
 	out := map[process.Kind]map[process.State]int64{}
-	var summed int64
 	readErr := checkpoint.ErrNotAnswered
 	b := &pgx.Batch{}
 	checkpoint.QueueIndexedRead(b, countsSQL, nil, func(br pgx.BatchResults) error {
@@ -109,11 +123,10 @@ func (s *Store) Counts(ctx context.Context) (map[process.Kind]map[process.State]
 		defer r.Close()
 		for r.Next() {
 			var k, st string
-			var n, rows int64
-			if err := r.Scan(&k, &st, &n, &rows); err != nil {
+			var n int64
+			if err := r.Scan(&k, &st, &n); err != nil {
 				return err
 			}
-			summed += rows
 			if n == 0 {
 				continue // every step of it left the state
 			}
@@ -133,11 +146,6 @@ func (s *Store) Counts(ctx context.Context) (map[process.Kind]map[process.State]
 	}
 	if readErr != nil {
 		return nil, fmt.Errorf("process: count steps: %w", readErr)
-	}
-	if summed > s.foldAfter {
-		if _, err := s.pool.Exec(ctx, foldFinishesSQL); err != nil {
-			return nil, fmt.Errorf("process: fold the finished steps' counts: %w", err)
-		}
 	}
 	return out, nil
 }

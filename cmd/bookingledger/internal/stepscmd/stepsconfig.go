@@ -156,7 +156,8 @@ func (c Config) Worker(pool *pgxpool.Pool, log *slog.Logger, clientID string) (*
 	return process.NewWorker(cfg)
 }
 
-// StartSweeper re-queues steps left requested by a stopped worker, every interval, until stop.
+// StartSweeper re-queues steps left requested by a stopped worker, and folds the finished steps'
+// counts once they pile up (stepstore.FoldFinishes), every interval, until stop.
 func StartSweeper(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], lease time.Duration, log *slog.Logger) (stop func()) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
@@ -170,6 +171,9 @@ func StartSweeper(ctx context.Context, pool *pgxpool.Pool, client *river.Client[
 				log.Warn("process steps: sweep failed", "error", err.Error())
 			} else if n > 0 {
 				log.Info("process steps: re-queued steps left requested by a stopped worker", "steps", n)
+			}
+			if _, err := stepstore.FoldFinishes(runCtx, pool, stepstore.FoldFinishesAfter); err != nil && runCtx.Err() == nil {
+				log.Warn("process steps: folding the finished steps' counts failed", "error", err.Error())
 			}
 			select {
 			case <-runCtx.Done():
