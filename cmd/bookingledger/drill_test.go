@@ -80,7 +80,7 @@ func pgStart(t *testing.T, args ...string) string {
 // rows a rebuild recomputes or that are ephemeral (their data is left out of the dump). A table in
 // neither fails the drill: place it in the backup guide and here.
 var (
-	sourceTables = []string{"events", "streams", "receipts", "receipt_bodies", "reconciliation_items", "contacts", "free_texts", "subject_keys", "erasures", "erased_subjects", "process_steps",
+	sourceTables = []string{"events", "streams", "receipts", "receipt_bodies", "reconciliation_items", "contacts", "free_texts", "subject_keys", "erasures", "erased_subjects", "process_steps", "process_step_finishes",
 		"provider_sync_state", "provider_subscriptions", "provider_secrets", "provider_alerts", "seat_contacts",
 		"relay_endpoints", "relay_deliveries", "relay_attempts", "relay_replays", "relay_alerts", "relay_endpoint_rules", "relay_operational_sends",
 		"api_tokens", "schema_migrations", "river_job", "river_queue", "river_migration"}
