@@ -66,10 +66,8 @@ func statesText() string {
 	return strings.Join(out, ", ")
 }
 
-// countsSQL counts the steps by kind and state: the open ones (pending, requested,
-// needs_reconciliation) by the index of what is open, the finished ones (done, failed, skipped) from
-// process_step_finishes, the +1 and -1 rows the table's triggers add as steps enter and leave those
-// states (migration 0760), never by reading the whole history.
+// countsSQL is Counts' read: the open steps through process_steps_open_idx (its predicate is this
+// condition), the finished ones' sums.
 const countsSQL = `SELECT kind, state, count(*) FROM process_steps
 WHERE state IN ('pending', 'requested', 'needs_reconciliation') GROUP BY kind, state
 UNION ALL
