@@ -54,38 +54,21 @@ func (c *Contacts) QueueContact(b *pgx.Batch, booking, seat string, into *ledger
 // absent. One round trip whatever the number of seats, planned as QueueContact's read.
 func (c *Contacts) Attendees(ctx context.Context, booking string, seats []string) (map[string]ledger.Contact, error) {
 	out := map[string]ledger.Contact{}
-	readErr := fmt.Errorf("read attendees of %s: %w", booking, checkpoint.ErrNotAnswered)
-	b := &pgx.Batch{}
-	checkpoint.QueueIndexedRead(b, `SELECT '' AS seat, email, name, time_zone FROM contacts WHERE booking = $1 AND '' = ANY($2::text[])
+	err := checkpoint.IndexedRead(ctx, c.pool, `SELECT '' AS seat, email, name, time_zone FROM contacts WHERE booking = $1 AND '' = ANY($2::text[])
 UNION ALL
 SELECT seat, email, name, time_zone FROM seat_contacts WHERE booking = $1 AND seat = ANY($2::text[])`, []any{booking, seats},
-		func(br pgx.BatchResults) error {
-			rows, err := br.Query()
-			if err != nil {
-				return fmt.Errorf("read attendees of %s: %w", booking, err)
-			}
-			defer rows.Close()
+		func(rows pgx.Rows) error {
 			for rows.Next() {
 				ct := ledger.Contact{Booking: bookingpkg.ID(booking)}
 				if err := rows.Scan(&ct.Seat, &ct.Email, &ct.Name, &ct.TimeZone); err != nil {
-					return fmt.Errorf("read attendees of %s: %w", booking, err)
+					return err
 				}
 				out[ct.Seat] = ct
 			}
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("read attendees of %s: %w", booking, err)
-			}
-			readErr = nil
 			return nil
-		}, &readErr)
-	conn, err := c.pool.Acquire(ctx)
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read attendees of %s: %w", booking, err)
-	}
-	defer conn.Release()               // the pool closes a connection left in a failed transaction
-	_ = conn.SendBatch(ctx, b).Close() // what failed is in readErr
-	if readErr != nil {
-		return nil, readErr
 	}
 	return out, nil
 }

@@ -1064,6 +1064,8 @@ CREATE INDEX payment_stream_refs_stream_idx ON public.payment_stream_refs USING 
 
 CREATE INDEX process_steps_booking_idx ON public.process_steps USING btree (booking);
 
+CREATE INDEX process_steps_failed_idx ON public.process_steps USING btree (id) WHERE (state = 'failed'::text);
+
 CREATE INDEX process_steps_open_idx ON public.process_steps USING btree (state, updated_at) WHERE (state = ANY (ARRAY['pending'::text, 'requested'::text, 'needs_reconciliation'::text]));
 
 CREATE INDEX process_steps_thread_idx ON public.process_steps USING btree (thread);

@@ -161,6 +161,35 @@ func QueueIndexedRead(b *pgx.Batch, sql string, args []any, scan func(pgx.BatchR
 	exec("COMMIT")
 }
 
+// IndexedRead runs sql on pool as a read of its own under IndexedPlanning (QueueIndexedRead), in one
+// round trip, and hands its rows to scan; it returns scan's error, or the batch's when the read was
+// not answered. For reads that run again and again on a pool's long-lived connections over tables
+// that grow (the steps gauge, the inbox, a seated event's attendees).
+func IndexedRead(ctx context.Context, pool *pgxpool.Pool, sql string, args []any, scan func(pgx.Rows) error) error {
+	readErr := ErrNotAnswered
+	b := &pgx.Batch{}
+	QueueIndexedRead(b, sql, args, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		if err := scan(rows); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		readErr = nil
+		return nil
+	}, &readErr)
+	// A read that failed leaves its connection in a failed transaction: the pool closes it on release.
+	if err := pool.SendBatch(ctx, b).Close(); err != nil && readErr == nil {
+		readErr = err
+	}
+	return readErr
+}
+
 // ErrNotAnswered is a queued read's error until its batch reaches it (QueueIndexedRead).
 var ErrNotAnswered = errors.New("the read was not answered")
 

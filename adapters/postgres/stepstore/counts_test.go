@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -261,6 +262,70 @@ ANALYZE process_steps`)
 	for _, db := range []struct{ name, url string }{{"empty", emptied}, {"filled", url}} {
 		conn := plantest.Connect(t, db.url, settings...)
 		for _, s := range trace.Statements() {
+			rule.Check(t, conn, fmt.Sprintf("%s database (settings %v)", db.name, settings), s, plantest.Custom, plantest.Kept)
+		}
+	}
+}
+
+// TestListReadsOpenAndFailedStepsByTheirIndexes: listing the steps in an open state or the failed
+// ones reads the partial index of those states, never the finished history, on a database with
+// thousands of finished steps, and lists them newest first. The failed steps' listing — the inbox's,
+// at every load, on serve's long-lived connections — keeps to its index on a database whose tables
+// were analyzed empty too; an open state's listing there walks the primary key backwards, planned for
+// a table of a page, and is only ever `steps --state`, a process of its own that plans afresh.
+func TestListReadsOpenAndFailedStepsByTheirIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	trace := &plantest.Trace{Naming: []string{"process_steps"}, Max: 8}
+	url := pgtest.NewDatabaseURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(ctx, `INSERT INTO process_steps (key, kind, thread, booking, answers, state)
+SELECT gen_random_uuid(), 'host_calendar.create', 'calendly-fill-' || n, 'calendly-fill-' || n, 'active',
+    CASE WHEN n % 1000 = 0 THEN 'failed' WHEN n % 1000 = 1 THEN 'pending' ELSE 'done' END
+FROM generate_series(1, 5000) n;
+ANALYZE process_steps`)
+	require.NoError(t, err)
+
+	store := NewStore(pool, nil)
+	open := []process.State{process.StatePending, process.StateRequested, process.StateNeedsReconciliation, process.StateFailed}
+	want := map[process.State][]int64{}
+	for _, st := range open {
+		var ids []int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(array_agg(id ORDER BY id DESC), '{}') FROM process_steps WHERE state = $1`, string(st)).Scan(&ids))
+		want[st] = ids
+	}
+	trace.On.Store(true)
+	for _, st := range open {
+		got, err := store.List(ctx, st)
+		require.NoError(t, err)
+		assert.Equal(t, want[st], stepIDs(got), st)
+		for _, s := range got {
+			assert.Equal(t, st, s.State)
+		}
+	}
+	trace.On.Store(false)
+	failed, err := store.List(ctx, process.StateFailed)
+	require.NoError(t, err)
+	require.Len(t, failed, 5)
+
+	settings := trace.Settings()
+	require.Contains(t, settings, "enable_seqscan = off")
+	require.Len(t, trace.Statements(), len(open), "a statement per state")
+	emptied := pgtest.NewDatabaseURL(t)
+	_, err = plantest.Connect(t, emptied).Exec(ctx, `ANALYZE process_steps`)
+	require.NoError(t, err)
+	rule := plantest.Rule{Watched: []string{"process_steps"}}
+	for _, db := range []struct{ name, url string }{{"empty", emptied}, {"filled", url}} {
+		conn := plantest.Connect(t, db.url, settings...)
+		for _, s := range trace.Statements() {
+			if db.name == "empty" && !strings.Contains(s.SQL, "'failed'") {
+				continue
+			}
 			rule.Check(t, conn, fmt.Sprintf("%s database (settings %v)", db.name, settings), s, plantest.Custom, plantest.Kept)
 		}
 	}

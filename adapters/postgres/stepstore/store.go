@@ -48,6 +48,13 @@ var ErrInvalidState = errors.New("unknown step state")
 const MaxList = 1000
 
 // List returns steps in state (all when empty), newest first, at most MaxList.
+//
+// A state's listing names the state in its statement's text (one of process.States, checked here,
+// never the caller's bytes), so that its plan may read the partial index of what is open
+// (process_steps_open_idx) or failed (process_steps_failed_idx) — a plan made for any state could
+// not — under IndexedPlanning, as the steps gauge's read: the inbox lists the failed steps at every
+// load, and the table holds every step ever planned. Done and skipped steps are read newest first
+// by id until MaxList are found.
 func (s *Store) List(ctx context.Context, state process.State) ([]process.Step, error) {
 	if state == "" {
 		return stepsOf(ctx, s.pool, `ORDER BY id DESC LIMIT $1`, MaxList)
@@ -55,7 +62,16 @@ func (s *Store) List(ctx context.Context, state process.State) ([]process.Step, 
 	if !slices.Contains(process.States, state) {
 		return nil, fmt.Errorf("%w %q (want one of %s)", ErrInvalidState, state, statesText())
 	}
-	return stepsOf(ctx, s.pool, `WHERE state = $1 ORDER BY id DESC LIMIT $2`, string(state), MaxList)
+	var out []process.Step
+	err := checkpoint.IndexedRead(ctx, s.pool, `SELECT `+stepColumns+` FROM process_steps WHERE state = '`+string(state)+`' ORDER BY id DESC LIMIT $1`,
+		[]any{MaxList}, func(rows pgx.Rows) (err error) {
+			out, err = scanSteps(rows)
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("process: list %s steps: %w", state, err)
+	}
+	return out, nil
 }
 
 func statesText() string {
@@ -111,18 +127,11 @@ func FoldFinishes(ctx context.Context, pool *pgxpool.Pool, after int64) (int64, 
 // while process_steps was a page would otherwise keep scanning it whole as it grows.
 func (s *Store) Counts(ctx context.Context) (map[process.Kind]map[process.State]int64, error) {
 	out := map[process.Kind]map[process.State]int64{}
-	readErr := checkpoint.ErrNotAnswered
-	b := &pgx.Batch{}
-	checkpoint.QueueIndexedRead(b, countsSQL, nil, func(br pgx.BatchResults) error {
-		r, err := br.Query()
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		for r.Next() {
+	err := checkpoint.IndexedRead(ctx, s.pool, countsSQL, nil, func(rows pgx.Rows) error {
+		for rows.Next() {
 			var k, st string
 			var n int64
-			if err := r.Scan(&k, &st, &n); err != nil {
+			if err := rows.Scan(&k, &st, &n); err != nil {
 				return err
 			}
 			if n == 0 {
@@ -133,17 +142,10 @@ func (s *Store) Counts(ctx context.Context) (map[process.Kind]map[process.State]
 			}
 			out[process.Kind(k)][process.State(st)] = n
 		}
-		if err := r.Err(); err != nil {
-			return err
-		}
-		readErr = nil
 		return nil
-	}, &readErr)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil && readErr == nil {
-		readErr = err
-	}
-	if readErr != nil {
-		return nil, fmt.Errorf("process: count steps: %w", readErr)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("process: count steps: %w", err)
 	}
 	return out, nil
 }
