@@ -184,8 +184,12 @@ func IndexedRead(ctx context.Context, pool *pgxpool.Pool, sql string, args []any
 		return nil
 	}, &readErr)
 	// A read that failed leaves its connection in a failed transaction: the pool closes it on release.
-	if err := pool.SendBatch(ctx, b).Close(); err != nil && readErr == nil {
+	switch err := pool.SendBatch(ctx, b).Close(); {
+	case err == nil:
+	case readErr == nil:
 		readErr = err
+	case errors.Is(readErr, ErrNotAnswered):
+		readErr = fmt.Errorf("%w: %w", ErrNotAnswered, err) // why: no connection, the server gone, ctx
 	}
 	return readErr
 }

@@ -362,3 +362,38 @@ func readAll(t *testing.T, store *postgres.Store) []eventlog.RecordedEvent {
 	require.NoError(t, err)
 	return recs
 }
+
+// TestIndexedReadSaysWhyItWasNotAnswered: a read of its own runs under IndexedPlanning and hands its
+// rows over; one whose statement fails returns the server's error and leaves the pool usable; one
+// never sent (its context ended first) says it was not answered, and why.
+func TestIndexedReadSaysWhyItWasNotAnswered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := setup(t)
+	var seqscan string
+	require.NoError(t, checkpoint.IndexedRead(ctx, pool, `SELECT current_setting('enable_seqscan')`, nil, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&seqscan); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	assert.Equal(t, "off", seqscan)
+
+	err := checkpoint.IndexedRead(ctx, pool, `SELECT 1/0`, nil, func(rows pgx.Rows) error {
+		for rows.Next() {
+		}
+		return nil
+	})
+	require.ErrorContains(t, err, "division by zero")
+	assert.NotErrorIs(t, err, checkpoint.ErrNotAnswered)
+	var one int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT 1`).Scan(&one), "the pool works after a failed read")
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	err = checkpoint.IndexedRead(canceled, pool, `SELECT 1`, nil, func(pgx.Rows) error { return nil })
+	require.ErrorIs(t, err, checkpoint.ErrNotAnswered)
+	require.ErrorIs(t, err, context.Canceled)
+}
