@@ -171,10 +171,25 @@ func (b *Bodies) Forget(subjects []string) {
 	b.byID = map[[16]byte]*dataKey{}
 }
 
+// checkKeysSQL reads one stored data key per master key id: it walks subject_keys_kek_idx from one
+// id to the next, so it reads as many keys as there are master key ids, however many bookings the
+// ledger holds. Every id is a non-empty text, so the first read's condition (at least the empty
+// text) bounds nothing; it gives that read an index condition.
+const checkKeysSQL = `WITH RECURSIVE keks AS (
+    (SELECT kek_id, subject, wrapped FROM subject_keys WHERE kek_id >= '' ORDER BY kek_id LIMIT 1)
+    UNION ALL
+    SELECT n.kek_id, n.subject, n.wrapped FROM keks,
+        LATERAL (SELECT s.kek_id, s.subject, s.wrapped FROM subject_keys s
+                 WHERE s.kek_id > keks.kek_id ORDER BY s.kek_id LIMIT 1) n
+)
+SELECT kek_id, subject, wrapped FROM keks`
+
 // Check verifies at startup that the keyring opens the data keys stored: one key per master key id
 // found in subject_keys. A master key that is missing or wrong fails here, before anything is served.
+// Every command that opens the ledger with a master key runs it, so it reads a key per id, not the
+// table (checkKeysSQL).
 func (b *Bodies) Check(ctx context.Context) error {
-	rows, err := b.pool.Query(ctx, `SELECT DISTINCT ON (kek_id) kek_id, subject, wrapped FROM subject_keys ORDER BY kek_id, created_at DESC`)
+	rows, err := b.pool.Query(ctx, checkKeysSQL)
 	if err != nil {
 		return fmt.Errorf("check master keys: %w", err)
 	}

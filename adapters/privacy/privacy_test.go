@@ -182,6 +182,50 @@ func TestWrongOrMissingMasterKeyFailsClosed(t *testing.T) {
 	require.ErrorIs(t, lost.bodies.Check(context.Background()), privacy.ErrUnknownMasterKey)
 }
 
+// TestMasterKeyCheckReadsAKeyPerID holds the startup check of the master keys (run by serve and by
+// every command that opens the ledger with one) to the stored data keys of every master key id, read
+// one key per id through subject_keys_kek_idx: on a ledger of 20,000 keys its plan reads no more.
+func TestMasterKeyCheckReadsAKeyPerID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabaseURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	rule := plantest.Rule{Watched: []string{"subject_keys"}}
+	trace := &plantest.Trace{Naming: rule.Watched}
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	// Keys of master key "a" (one booking's, copied: a copy opens with its subject), then one of "b".
+	newEnv(t, pool, keyA).deliver(t, "calendly-a", "a", []byte(`{"name":"A"}`))
+	_, err = pool.Exec(ctx, `INSERT INTO subject_keys (id, subject, kek_id, wrapped)
+SELECT gen_random_uuid(), subject, kek_id, wrapped FROM subject_keys, generate_series(1, 20000)`)
+	require.NoError(t, err)
+	newEnv(t, pool, keyB+","+keyA).deliver(t, "calendly-b", "b", []byte(`{"name":"B"}`))
+	_, err = pool.Exec(ctx, `ANALYZE subject_keys`)
+	require.NoError(t, err)
+
+	check := func(masterKey string) error {
+		ring, err := privacy.ParseKeyring(masterKey)
+		require.NoError(t, err)
+		return privacy.NewBodies(pool, ring).Check(ctx)
+	}
+	trace.On.Store(true)
+	require.NoError(t, check(keyB+","+keyA))
+	trace.On.Store(false)
+	require.ErrorIs(t, check(keyA), privacy.ErrUnknownMasterKey, "the key of the last id is read too")
+	require.ErrorIs(t, check(keyB), privacy.ErrUnknownMasterKey, "the key of the first id is read too")
+	require.ErrorIs(t, check(keyA+",b:"+keyA[2:]), privacy.ErrWrongMasterKey, "b's key is opened, not only named")
+
+	require.Contains(t, trace.Text(), "subject_keys", "the scenario sends the statement it means to explain")
+	conn := plantest.Connect(t, url)
+	for _, s := range trace.Statements() {
+		rule.Check(t, conn, "a ledger of 20,001 data keys", s, plantest.Custom)
+	}
+}
+
 func TestRewrapThenRemoveTheOldKey(t *testing.T) {
 	t.Parallel()
 	pool := spares.Database(t)
