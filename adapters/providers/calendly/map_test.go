@@ -281,7 +281,8 @@ func TestMapExtractsContactsOutsideTheEvents(t *testing.T) {
 	assert.Equal(t, "Europe/London", got.Contacts[0].TimeZone, "the invitee's timezone, for the emails' times")
 }
 
-// BenchmarkMap is the mapping's CPU per delivery (docs/benchmarks.md, "Where the time goes").
+// BenchmarkMap is the mapping's CPU per delivery (docs/benchmarks-history.md, "Where the time goes
+// now").
 func BenchmarkMap(b *testing.B) {
 	body := providertest.ReadFile(b, "invitee_created.json")
 	p := calendly.New(providers.NewSecrets("k"), 0)
