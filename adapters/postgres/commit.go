@@ -102,7 +102,8 @@ const lockSubjectsSQL = `SELECT count(pg_advisory_xact_lock_shared(bl_erasure_lo
 // commitGroupSQL commits the deliveries of a group that have appends, two or more, in one statement:
 // set-based inserts of their receipts, contacts and texts, where each delivery was a statement of its
 // own (commitOneSQL). In PostgreSQL a statement's own cost was about as much as its rows' (issue #12,
-// docs/benchmarks.md); for a single delivery commitOneSQL is the cheaper.
+// docs/benchmarks-history.md, "One statement per group"); for a single delivery commitOneSQL is the
+// cheaper.
 //
 // The deliveries come as parallel arrays (groupRows) in the order they are decided. Each delivery's
 // appends run in that order through bl_try_appends; then, for the deliveries whose appends succeeded
@@ -171,7 +172,8 @@ var (
 	// commitAloneOneStreamSQL is commitAloneSQL for a delivery that appends to one stream (nearly
 	// every delivery): bl_append itself, without bl_appends around it, which for one stream only
 	// passes its arrays on and wraps the answer in arrays. Measured inside the server, a lone
-	// delivery's PostgreSQL CPU fell by about a tenth (docs/benchmarks.md).
+	// delivery's PostgreSQL CPU fell by about a tenth (docs/benchmarks-history.md, "The receipt's
+	// indexes and the ack tail").
 	commitAloneOneStreamSQL = commitOneSQL(`SELECT 1 AS ord, 'ok'::text AS status, NULL::text AS message, NULL::text AS detail,
         ARRAY[x.first_version] AS first_versions, ARRAY[x.last_version] AS last_versions, ARRAY[x.tx_id] AS tx_ids,
         ARRAY[x.global_position] AS positions, ARRAY[x.duplicate] AS duplicates
@@ -284,7 +286,8 @@ const maxCommitGroup = 32
 // during the first's WAL flush, halved the groups under load and left about a quarter of the
 // deliveries to commit alone at eight senders, each alone costing about twice what it costs in a
 // group; with the set-based append (ADR 0026) one committer measured 10–19 % less CPU per delivery
-// for the whole serve at c=8 and c=32 (ADR 0012's amendment, docs/benchmarks.md).
+// for the whole serve at c=8 and c=32 (ADR 0012's amendment, docs/benchmarks-history.md, "One
+// committer").
 const commitRunners = 1
 
 // Commit implements ledger.Store: every append and the receipt of the delivery commit atomically,
@@ -389,7 +392,7 @@ func (s *Store) sendGroup(ctx context.Context, reqs []commitReq, set bool) ([]le
 		}
 	}
 	// A lone delivery keeps bl_append: for one append its PL/pgSQL costs less than the set-based
-	// statement's plan (docs/benchmarks.md); the subtransactions are a group's.
+	// statement's plan (ADR 0026); the subtransactions are a group's.
 	set = set && len(withAppends) > 1 && setAppendableGroup(reqs, withAppends)
 	switch {
 	case set && len(withAppends) > 1:

@@ -29,7 +29,8 @@ const defaultRereadFirst = 10 * time.Millisecond
 // follows the tail, takes what was committed over that time instead of the few events of one
 // notification or quick re-read. A batch has costs of its own whatever its size (its statements'
 // start-up, its round trips, its checkpoint): at one and eight senders the pacing cut the whole
-// serve's CPU per delivery by 6 to 8 % (seven paired runs, docs/benchmarks.md). After a read that
+// serve's CPU per delivery by 6 to 8 % (seven paired runs, docs/benchmarks-history.md, "The tail
+// paced at the notify interval"). After a read that
 // found nothing the next one is not held back, so an event after a quiet spell is read as soon as it
 // is notified; one under load waits at most this long more. As long as the least interval between two
 // notifications (defaultNotifyInterval), which bounds how often a busy writer wakes the tail anyway.

@@ -24,7 +24,7 @@ const IdleFlush = 200 * time.Millisecond
 // saved row follows at most IdleFlush later, in one statement for every idle batch since, and at
 // once when the runner caught up with the log (Flush, from Projection.CaughtUp) or the next batch
 // writes. A default `serve` otherwise committed a row update per batch of each of those projections,
-// which at one sender was one per delivery (docs/benchmarks.md).
+// which at one sender was one per delivery (ADR 0026).
 //
 // Events applied idly but not saved yet are applied again after a crash or a restart: idly again,
 // or, when the projection has work by then (a target or an endpoint configured meanwhile), as the

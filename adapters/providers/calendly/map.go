@@ -90,8 +90,8 @@ type uriPayload struct {
 // a no-show touches the invitee's updated_at: a mark, clear and re-mark must still fold in order.
 //
 // The common case, a well-formed invitee event, is decoded in one pass, which costs about 40% less CPU
-// than decoding the envelope and then its payload (docs/benchmarks.md); anything else, and every
-// error, takes the two passes, which say precisely what is wrong.
+// than decoding the envelope and then its payload (docs/benchmarks-history.md, "Where the time goes
+// now"); anything else, and every error, takes the two passes, which say precisely what is wrong.
 func mapBody(body []byte) (providers.Mapped, error) {
 	var one struct {
 		envelope

@@ -68,7 +68,8 @@ func RunRebuild(ctx context.Context, args []string, getenv func(string) string, 
 	// A rebuild's heap is mostly a few chunks of decoded bookings (under 100 MB live at 1,000,000
 	// events), garbage once each chunk is written: collecting a third as often saves about a sixth of
 	// the process's CPU, and the soft limit keeps the peak under the 400 MB a rebuild may take
-	// whatever the log's size (docs/benchmarks.md). An operator's GOGC or GOMEMLIMIT wins.
+	// whatever the log's size (docs/benchmarks-history.md, "Indexes built after the load, and the
+	// rebuild's GC"). An operator's GOGC or GOMEMLIMIT wins.
 	if getenv("GOGC") == "" && getenv("GOMEMLIMIT") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(300))
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(300 << 20))
