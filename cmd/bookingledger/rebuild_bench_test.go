@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -219,8 +220,15 @@ var scaleLogs = []scaleLog{
 	}},
 }
 
+// scaleNamespace names the seeded bookings' UUIDs.
+var scaleNamespace = uuid.MustParse("5c0a1e00-0000-5000-8000-000000000000")
+
 // seedCreates writes n bookings' creates into the events and streams tables as appends would, a
-// transaction per 50,000 events, without keeping the log in memory.
+// transaction per 50,000 events, without keeping the log in memory. Booking i's id is a UUID made
+// from i, as a provider's ids are random: in a log written by deliveries the streams' names say
+// nothing of the order their events were committed in. Named calendly-scale-<i> until 2026-12-06,
+// the log was nearly in its streams' order (a correlation of 0.83 between name and place), which
+// spared PostgreSQL's sorts by stream and by booking part of their work.
 func seedCreates(b testing.TB, pool *pgxpool.Pool, n int, log scaleLog) {
 	b.Helper()
 	ctx := context.Background()
@@ -234,7 +242,7 @@ func seedCreates(b testing.TB, pool *pgxpool.Pool, n int, log scaleLog) {
 			if i == to {
 				return nil, nil
 			}
-			id := booking.ID(fmt.Sprintf("calendly-scale-%d", i))
+			id := booking.ID("calendly-" + uuid.NewSHA1(scaleNamespace, binary.BigEndian.AppendUint64(nil, uint64(i))).String())
 			start := log.start(day, i)
 			var eid eventlog.EventID
 			binary.BigEndian.PutUint64(eid[:8], uint64(i)+1)
