@@ -392,7 +392,8 @@ func (s *Store) sendGroup(ctx context.Context, reqs []commitReq, set bool) ([]le
 		}
 	}
 	// A lone delivery keeps bl_append: for one append its PL/pgSQL costs less than the set-based
-	// statement's plan (ADR 0026); the subtransactions are a group's.
+	// statement, even with that statement's generic plan forced (ADR 0026); the subtransactions are
+	// a group's.
 	set = set && len(withAppends) > 1 && setAppendableGroup(reqs, withAppends)
 	switch {
 	case set && len(withAppends) > 1:
