@@ -79,10 +79,24 @@ port_free() {
 	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
+# port_range prints the first and last port a cluster's port is drawn from: below the kernel's range
+# of ephemeral ports (Linux: /proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default), which
+# every listener bound to port 0 and every outgoing connection takes its port from, so that none of
+# them can take a stopped cluster's port before it starts again.
+port_range() {
+	local lo=10000 first
+	if read -r first _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && [ "$first" -gt $((lo + 1000)) ]; then
+		echo "$lo $((first - 1))"
+	else
+		echo "20000 48999" # no such file (macOS: ephemeral ports from 49152), or a range from far down
+	fi
+}
+
 free_port() {
-	local p
+	local p lo hi
+	read -r lo hi < <(port_range)
 	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 30000))
+		p=$((lo + RANDOM % (hi - lo + 1)))
 		if port_free "$p"; then
 			echo "$p"
 			return 0

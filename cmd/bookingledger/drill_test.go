@@ -253,9 +253,10 @@ func TestBackupRestoreDrill(t *testing.T) {
 
 // TestPgScriptKeepsItsPort: a cluster of scripts/pg.sh comes back on the port it had, so that a URL
 // written down (make run's .pgdata/demo.env) stays true across restarts. It runs beside the other
-// tests: the port is one pg.sh drew from 20000-49999 and found free, the others' listeners bind
-// ephemeral ports the kernel hands out, so one taking it in the moment between stop and start is as
-// unlikely as it is under make test, whose other packages run meanwhile anyway.
+// tests: the port is one pg.sh drew below the kernel's range of ephemeral ports and found free, and
+// the others' listeners bind ephemeral ports, so none of them can take it between stop and start.
+// (Drawn from 20000-49999 until 2026-12-06, it once came back on another port in CI: a listener of
+// another test had been handed it.)
 func TestPgScriptKeepsItsPort(t *testing.T) {
 	t.Parallel() // its own cluster, directory and port
 	pgBin(t, "pg_ctl")
