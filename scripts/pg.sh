@@ -105,15 +105,21 @@ free_port() {
 	die "no free TCP port found"
 }
 
-# Huge pages for --fast clusters (as root, where /proc/sys/vm/nr_hugepages is writable): a backend
-# maps the shared memory with 2 MB pages instead of 4 kB ones, so the page faults and page-table set-up
-# of every new connection are a fraction (on the test VM a connection cost the server 27 ms of CPU
-# instead of 32.5). The count is machine-wide: start adds the pages this cluster needs and writes the
-# number the kernel actually added to DIR/hugepages; stop gives that many back. Both change it under
-# a lock, as two clusters start at once (scripts/test.sh). huge_pages=try: without the pages (not root,
-# memory too fragmented) the cluster starts with normal pages.
+# Memory in huge pages, for every cluster (docs/operations/deploy.md, "The database server's memory";
+# ADR 0028). The shared memory: as root, where /proc/sys/vm/nr_hugepages is writable, a backend maps
+# it with 2 MB pages instead of 4 kB ones, so the page faults and page-table set-up of every new
+# connection are a fraction (on the test VM a connection cost the server 27 ms of CPU instead of
+# 32.5). The count is machine-wide: start adds the pages this cluster needs and writes the number the
+# kernel actually added to DIR/hugepages; stop gives that many back. Both change it under a lock, as
+# two clusters start at once (scripts/test.sh). huge_pages=try: without the pages (not root, memory
+# too fragmented) the cluster starts with normal pages. A backend's own memory (sorts, hash tables,
+# COPY): glibc.malloc.hugetlb=1 has malloc ask for transparent huge pages (madvise), which the
+# kernel's default THP mode "madvise" grants; without it the rebuild's sorts and hash joins fault in
+# 4 kB at a time (a 1,000,000-event rebuild: the cluster's CPU 25-26 s with both, 31 with the shared
+# memory's alone, 38-42 with neither).
 hugepages=/proc/sys/vm/nr_hugepages
 hugepages_lock=/tmp/bookingledger-hugepages.lock
+malloc_tunables=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1
 reserve_hugepages() { # reserve_hugepages DIR COUNT
 	[ "$(id -u)" = 0 ] && [ -w "$hugepages" ] && [ "$2" -gt 0 ] || return 0
 	(
@@ -185,14 +191,12 @@ start)
 			# tests that need statistics run ANALYZE themselves.
 			opts="$opts -c autovacuum=off"
 		fi
-		if [ "$fast" = 1 ]; then
-			release_hugepages "$dir" # left by a cluster that was not stopped through this script
-			opts="$opts -c huge_pages=try"
-			reserve_hugepages "$dir" "$(run_as "$bindir/postgres" -D "$dir/data" -C shared_memory_size_in_huge_pages $opts 2>/dev/null || echo 0)"
-		fi
+		release_hugepages "$dir" # left by a cluster that was not stopped through this script
+		opts="$opts -c huge_pages=try"
+		reserve_hugepages "$dir" "$(run_as "$bindir/postgres" -D "$dir/data" -C shared_memory_size_in_huge_pages $opts 2>/dev/null || echo 0)"
 		before=0
 		if [ -f "$dir/server.log" ]; then before=$(wc -l <"$dir/server.log"); fi
-		if run_as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2; then
+		if GLIBC_TUNABLES=$malloc_tunables run_as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2; then
 			break
 		fi
 		release_hugepages "$dir"

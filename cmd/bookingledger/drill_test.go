@@ -267,3 +267,50 @@ func TestPgScriptKeepsItsPort(t *testing.T) {
 	assert.Equal(t, first, again)
 	assert.NoError(t, exec.Command(pgScript, "status", dir).Run(), "running")
 }
+
+// TestPgScriptPutsMemoryInHugePages: a durable cluster of scripts/pg.sh, as make run and make bench
+// start, has its shared memory in 2 MB pages where root could reserve them, and its postmaster (so every backend) with malloc asking for transparent huge pages
+// (glibc.malloc.hugetlb=1): ADR 0028, docs/operations/deploy.md.
+func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
+	t.Parallel() // its own cluster and directory
+	pgBin(t, "pg_ctl")
+	if _, err := os.Stat("/proc/self/smaps"); err != nil {
+		t.Skip("huge pages are checked through Linux's /proc")
+	}
+	dir, err := os.MkdirTemp("", "bl-hugepages-") // not t.TempDir: the cluster may run as postgres
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = exec.Command(pgScript, "stop", dir).Run()
+		_ = os.RemoveAll(dir)
+	})
+	url := pgStart(t, "start", dir)
+
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err, "the cluster answers")
+	require.NoError(t, conn.Close(context.Background()))
+
+	pidFile, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	require.NoError(t, err)
+	pid := strings.SplitN(string(pidFile), "\n", 2)[0]
+	environ, err := os.ReadFile("/proc/" + pid + "/environ")
+	require.NoError(t, err)
+	var tunables []string // the environment is not printed: it may hold secrets
+	for _, v := range strings.Split(string(environ), "\x00") {
+		if rest, ok := strings.CutPrefix(v, "GLIBC_TUNABLES="); ok {
+			tunables = strings.Split(rest, ":")
+		}
+	}
+	assert.Contains(t, tunables, "glibc.malloc.hugetlb=1", "the postmaster's GLIBC_TUNABLES")
+
+	reserved, err := os.ReadFile(filepath.Join(dir, "hugepages"))
+	if os.Getuid() != 0 || err != nil || strings.TrimSpace(string(reserved)) == "0" {
+		if os.Getenv("CI") == "true" && os.Getuid() == 0 {
+			t.Fatalf("CI=true as root: pg.sh reserved no huge pages for its cluster (%q, %v)", reserved, err)
+		}
+		t.Logf("no huge pages reserved (not root, or the kernel had none to give): the shared memory has normal pages")
+		return
+	}
+	smaps, err := os.ReadFile("/proc/" + pid + "/smaps")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^KernelPageSize:\s+2048 kB$`, string(smaps), "the postmaster maps its shared memory in 2 MB pages")
+}
