@@ -269,8 +269,9 @@ func TestPgScriptKeepsItsPort(t *testing.T) {
 }
 
 // TestPgScriptPutsMemoryInHugePages: a durable cluster of scripts/pg.sh, as make run and make bench
-// start, has its shared memory in 2 MB pages where root could reserve them, and its postmaster (so every backend) with malloc asking for transparent huge pages
-// (glibc.malloc.hugetlb=1): ADR 0028, docs/operations/deploy.md.
+// start, has its shared memory in 2 MB pages where root could reserve them, 256 MB of it for
+// parallel queries, and its postmaster (so every backend) with malloc asking for transparent huge
+// pages (glibc.malloc.hugetlb=1): ADR 0028, docs/operations/deploy.md.
 func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
 	t.Parallel() // its own cluster and directory
 	pgBin(t, "pg_ctl")
@@ -287,6 +288,9 @@ func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
 
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err, "the cluster answers")
+	var parallel string
+	require.NoError(t, conn.QueryRow(context.Background(), "SHOW min_dynamic_shared_memory").Scan(&parallel))
+	assert.Equal(t, "256MB", parallel, "parallel queries' shared memory kept in the main segment")
 	require.NoError(t, conn.Close(context.Background()))
 
 	pidFile, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
