@@ -371,7 +371,7 @@ func sendReplay(ctx context.Context, tx pgx.Tx, tables, query string, keyed bool
 			typ     pgtype.DriverBytes
 			k       chunkKey
 		)
-		dest := []any{&rec.StreamID, &version, (*[16]byte)(&rec.ID), &typ, &rec.Data, &rec.Metadata}
+		dest := append(make([]any, 0, 10), &rec.StreamID, &version, (*[16]byte)(&rec.ID), &typ, &rec.Data, &rec.Metadata)
 		if keyed {
 			dest = append(dest, &k.group, &k.start, &k.end, &k.supersededBy)
 		}
@@ -461,13 +461,13 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (pay
 		streams []calendar.PaymentStream
 		events  = map[booking.ID][]booking.Event{}
 		rows    []paymentRow
-		keys    []bookingKey
+		keys    = make([]bookingKey, 0, keyBatch)
 		groups  calendar.ResourceGroups
 		series  = map[string][]calendar.SeriesCancel{}
 	)
 	copyKeys := func() {
 		batch := keys
-		keys = nil
+		keys = make([]bookingKey, 0, keyBatch)
 		ld.add(func(ctx context.Context, c pgx.Tx) error {
 			_, err := copyRows(ctx, c, s.table("calendar_keys"), []string{"stream", "booking", "resource", "lower", "upper", "rescheduled_from"},
 				len(batch), func(i int, w *copyWriter) error { batch[i].write(w); return nil })

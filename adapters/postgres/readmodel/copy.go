@@ -32,16 +32,33 @@ func copyRows(ctx context.Context, tx pgx.Tx, table string, columns []string, n 
 	for i, c := range columns {
 		quoted[i] = pgx.Identifier{c}.Sanitize()
 	}
+	buf := copyBuffers.Get().(*[]byte)
 	r := &copyReader{n: n, fill: fill, w: copyWriter{columns: int16(len(columns))}}
-	r.w.buf = append(make([]byte, 0, 1<<17), "PGCOPY\n\377\r\n\000"...)
+	r.w.buf = append((*buf)[:0], "PGCOPY\n\377\r\n\000"...)
 	r.w.buf = binary.BigEndian.AppendUint64(r.w.buf, 0) // no flags, no header extension
 	tag, err := tx.Conn().PgConn().CopyFrom(ctx, r,
 		"COPY "+pgx.Identifier{table}.Sanitize()+" ("+strings.Join(quoted, ", ")+") FROM STDIN BINARY")
 	if failed := r.failed(); failed != nil { // fill's own failure, which the server saw only as an abort
 		return 0, failed
 	}
-	return tag.RowsAffected(), err
+	if err != nil {
+		// pgconn may have left its reading goroutine behind on a broken connection: the buffer is
+		// not reused.
+		return 0, err
+	}
+	if cap(r.w.buf) <= maxCopyBuffer {
+		*buf = r.w.buf
+		copyBuffers.Put(buf)
+	}
+	return tag.RowsAffected(), nil
 }
+
+// copyBuffers are copyReader's buffers, reused from one COPY to the next: a rebuild runs thousands
+// of them, and zeroing a fresh buffer for each was a few per cent of its CPU. A buffer holds about
+// one read of pgconn (64 kB) and a row; one grown larger by a huge row is let go (maxCopyBuffer).
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1<<17); return &b }}
+
+const maxCopyBuffer = 1 << 20
 
 // copyReader writes rows as the connection reads them, about one read's worth at a time. pgconn reads
 // it from a goroutine of its own, which a broken connection leaves behind: err is behind mu.
@@ -61,8 +78,11 @@ func (r *copyReader) failed() error {
 }
 
 func (r *copyReader) Read(p []byte) (int, error) {
-	if r.off == len(r.w.buf) {
-		r.w.buf, r.off = r.w.buf[:0], 0
+	// What the last read left (less than a row) moves to the front, so that the buffer stays about
+	// one read long however many rows the COPY carries.
+	if r.off > 0 {
+		k := copy(r.w.buf, r.w.buf[r.off:])
+		r.w.buf, r.off = r.w.buf[:k], 0
 	}
 	for len(r.w.buf)-r.off < len(p) && r.next <= r.n {
 		if r.next == r.n {

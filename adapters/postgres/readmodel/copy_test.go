@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -190,4 +191,40 @@ func TestCopyRowsLoadsWhatItIsGiven(t *testing.T) {
 	var count int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM copied`).Scan(&count))
 	require.Equal(t, rows, count)
+}
+
+// TestCopyReaderStaysOneReadLong reads a COPY of many rows the way pgconn does (64 kB at a time)
+// and checks that the stream is every row once, in order, and that the reader's buffer stays about
+// one read long however many rows the COPY carries: a buffer that kept what was already sent grew
+// to the whole COPY's size, and a rebuild runs thousands of COPYs.
+func TestCopyReaderStaysOneReadLong(t *testing.T) {
+	t.Parallel()
+	const rows, read = 20_000, 65531 // pgconn's read: its 64 kB buffer after the message header
+	text := func(i int) string { return fmt.Sprintf("row %d %0*d", i, i%300, 0) }
+	r := &copyReader{n: rows, w: copyWriter{columns: 2, buf: make([]byte, 0, 1<<17)},
+		fill: func(i int, w *copyWriter) error { w.int4(i); w.text(text(i)); return nil }}
+	var got []byte
+	p := make([]byte, read)
+	largest, short := 0, 0
+	for {
+		n, err := r.Read(p)
+		got = append(got, p[:n]...)
+		largest = max(largest, cap(r.w.buf))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if n < read {
+			short++
+		}
+	}
+	require.Equal(t, 1, short, "every read is full but the one with the trailer")
+	require.LessOrEqual(t, largest, 1<<17, "the buffer grew past one read and a row")
+
+	want := copyWriter{columns: 2}
+	for i := range rows {
+		require.NoError(t, want.row(func() error { want.int4(i); want.text(text(i)); return nil }))
+	}
+	want.buf = binary.BigEndian.AppendUint16(want.buf, 0xffff)
+	require.Equal(t, want.buf, got)
 }
