@@ -528,9 +528,12 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (pay
 }
 
 // foldSQL reads the replay back by stream, the link stream first: the canonical resources it folds to
-// are known before any booking's key is.
+// are known before any booking's key is. Streams are ordered bytewise (COLLATE "C"), as chunkSQL's
+// are: the reads need each stream's rows together, not the database's collation, whose comparisons
+// (strcoll, no abbreviated keys) made the sort of 1,000,000 events cost PostgreSQL 4.5–5.2 CPU-s
+// against 3.6–4.0 (docs/benchmarks-history.md, "The rebuild's sorts in byte order").
 const foldSQL = `SELECT stream_id, version, event_id, event_type, data, metadata FROM %s r
-ORDER BY stream_id <> '` + resource.Stream + `', stream_id`
+ORDER BY stream_id <> '` + resource.Stream + `', stream_id COLLATE "C"`
 
 // foldLinks folds the link stream's events into the replay's links, in stream order.
 func (m *ReadModel) foldLinks(raw []eventlog.RecordedEvent) error {
@@ -552,7 +555,7 @@ FROM %[1]s e JOIN %[2]s k ON k.stream = e.stream_id
 LEFT JOIN %[3]s g ON g.resource = k.resource
 LEFT JOIN (SELECT rescheduled_from, array_agg(booking) AS by FROM %[2]s WHERE rescheduled_from <> '' GROUP BY 1) r
     ON r.rescheduled_from = k.booking
-ORDER BY g.grp, k.lower, e.stream_id`
+ORDER BY g.grp, k.lower, e.stream_id COLLATE "C"`
 
 // computeAhead is how many chunks are computed at once while the replay is read and decoded on: a
 // chunk's computation runs on one core for most of its time.
