@@ -128,8 +128,8 @@ summary() {
 			if ($i == "rebuild-cpu-us/event") c = $(i-1); if ($i == "pg-cpu-us/event") g = $(i-1)
 			if ($i ~ /-s$/) ph[substr($i, 1, length($i) - 2)] = $(i-1) + 0
 		}
-		printf "%s events, %s log: %s events/s, peak RSS %s MB (targets >= 50000 events/s, <= 400 MB); CPU per event %s us rebuild + %s us PostgreSQL; phases fold %.1fs, compute %.1fs, index %.1fs, swap %.1fs\n",
-			p[2], p[1], r, m, c, (g == "" ? "?" : g), ph["fold"], ph["compute"], ph["index"], ph["swap"] }' "$out")
+		printf "%s events, %s log: %s events/s, peak RSS %s MB (targets >= 50000 events/s, <= 400 MB); CPU per event %s us rebuild + %s us PostgreSQL; phases fold %.1fs, lone %.1fs, compute %.1fs, index %.1fs, swap %.1fs\n",
+			p[2], p[1], r, m, c, (g == "" ? "?" : g), ph["fold"], ph["lone"], ph["compute"], ph["index"], ph["swap"] }' "$out")
 	echo "raw output: $out"
 }
 

@@ -434,7 +434,8 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	assert.Contains(t, stderr, "replayed the log; writing the read model")
 	// A replay this small gets its staging indexes before the load (readmodel.Options.IndexFirstUpTo).
 	assert.Regexp(t, `replayed the log; [^\n]+\n`+
-		`rebuild calendar: index done in [0-9.]+s\nrebuild calendar: fold done in [0-9.]+s\nrebuild calendar: compute done in [0-9.]+s\n`+
+		`rebuild calendar: index done in [0-9.]+s\nrebuild calendar: fold done in [0-9.]+s\nrebuild calendar: lone done in [0-9.]+s\n`+
+		`rebuild calendar: compute done in [0-9.]+s\n`+
 		`rebuild calendar: items done in [0-9.]+s\nrebuild calendar: swap done in [0-9.]+s\n`, stderr,
 		"each phase of the write is told as it ends")
 
@@ -451,7 +452,7 @@ func readSideEndToEnd(t *testing.T, vars map[string]string) {
 	stdout, stderr, code = cli(t, env, "rebuild", "--quiet")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "rebuilt calendar: 8 events")
-	assert.Regexp(t, `\nphases: index [0-9.]+s, fold [0-9.]+s, compute [0-9.]+s, items [0-9.]+s, swap [0-9.]+s\n$`, stdout,
+	assert.Regexp(t, `\nphases: index [0-9.]+s, fold [0-9.]+s, lone [0-9.]+s, compute [0-9.]+s, items [0-9.]+s, swap [0-9.]+s\n$`, stdout,
 		"the write's phases, with --quiet too")
 	assert.Empty(t, stderr, "--quiet prints no progress")
 

@@ -31,15 +31,19 @@ import (
 //     for the canonical resources), and folds each booking stream once: a payment stream is written
 //     as it is and kept to link bookings to (there are at most as many as paid bookings); a booking
 //     gets a key — its first canonical resource, its slot, the booking it was rescheduled from — and
-//     the resources a booking claims together are joined into groups.
-//  3. It reads the replay again in the order of (group, start) and cuts it into chunks of whole
-//     connected sets: a chunk ends, once it holds RebuildChunk bookings, where no later claim of its
-//     group can overlap an earlier one. Each chunk is one calendar.Recompute, whose rows, claims and
-//     item changes load into the staging tables while the next chunk is computed.
-//  4. The staging tables get their indexes and constraints, one build each. Item changes that need a
+//     the resources a booking claims together are joined into groups. A booking that may be lone —
+//     overlapping no other claim, its row depending on its own stream alone — is computed there and
+//     then, and staged (lone.go).
+//  3. The keys are walked in the order of (group, start): what the fold staged of the bookings that
+//     turn out not to be lone is undone, and their keys are what the next step reads.
+//  4. It reads those bookings' streams again in the order of (group, start) and cuts them into chunks
+//     of whole connected sets: a chunk ends, once it holds RebuildChunk bookings, where no later claim
+//     of its group can overlap an earlier one. Each chunk is one calendar.Recompute, whose rows,
+//     claims and item changes load into the staging tables while the next chunk is computed.
+//  5. The staging tables get their indexes and constraints, one build each. Item changes that need a
 //     row of another chunk (an open conflict whose two sides are apart now, or whose booking has no
 //     row) are planned then, from the staged rows.
-//  5. One transaction swaps the staging tables in with the checkpoint, the item changes and the end
+//  6. One transaction swaps the staging tables in with the checkpoint, the item changes and the end
 //     of the rebuild (rebuild_swap.go). A crash before it leaves the checkpoint at the start: the next
 //     runner starts the replay again.
 
@@ -185,11 +189,29 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 			return err
 		}
 	}
-	payments, err := m.foldReplay(ctx, s, src)
+	// Conflict and late-event items are opened by the calendar's runner alone, and the runner that
+	// replays holds the projection's lock until its swap (checkpoint.Locker; rebuild refuses to start
+	// while a serve holds it): when none exists now, none appears before the swap. Then no chunk asks
+	// for its bookings' items — each ask names a chunk's thousands of bookings in an array, which
+	// PostgreSQL plans element by element, 3.4 ms for 5,000 (docs/benchmarks-history.md, "Lab notes
+	// of 2026-12-07, small hours") — and the fold may compute lone bookings (lone.go).
+	var anyItems bool
+	if err := m.pool.QueryRow(ctx, `SELECT EXISTS (`+existingItemsSQL+`)`).Scan(&anyItems); err != nil {
+		return fmt.Errorf("look for reconciliation items: %w", err)
+	}
+	payments, err := m.foldReplay(ctx, s, src, !anyItems)
 	if m.phase(&lap, "fold"); err != nil {
 		return err
 	}
-	apart, err := m.computeReplay(ctx, s, src, payments)
+	rest, err := m.sortOutLone(ctx, s)
+	if m.phase(&lap, "lone"); err != nil {
+		return err
+	}
+	m.chunked = rest
+	var apart []calendar.Item
+	if rest > 0 {
+		apart, err = m.computeReplay(ctx, s, src, payments, anyItems)
+	}
 	if m.phase(&lap, "compute"); err != nil {
 		return err
 	}
@@ -287,6 +309,8 @@ type bookingKey struct {
 	resource   string
 	start, end time.Time
 	from       booking.ID
+	// computed: the fold computed the booking as a lone one (lone.go).
+	computed bool
 }
 
 func (k bookingKey) write(w *copyWriter) {
@@ -300,6 +324,7 @@ func (k bookingKey) write(w *copyWriter) {
 	w.nullTimestamptz(k.start)
 	w.nullTimestamptz(k.end)
 	w.text(string(k.from))
+	w.boolean(k.computed)
 }
 
 // eachReplayed analyzes tables (the planner knows nothing of fresh work tables) and runs query,
@@ -313,7 +338,7 @@ func (m *ReadModel) eachReplayed(ctx context.Context, tables, query string, keye
 	read := make(chan error, 1)
 	go func() {
 		defer close(batches)
-		read <- m.readReplay(ctx, tables, query, keyed, batches)
+		read <- m.readReplay(ctx, tables, query, keyed, cmp.Or(m.replayBatch, replayBatch), batches)
 	}()
 	for batch := range batches {
 		err := m.decodeReplayed(batch)
@@ -330,17 +355,17 @@ func (m *ReadModel) eachReplayed(ctx context.Context, tables, query string, keye
 	return <-read
 }
 
-// readReplay sends the streams of query's rows in batches of about replayBatch events.
-func (m *ReadModel) readReplay(ctx context.Context, tables, query string, keyed bool, out chan<- []replayed) error {
+// readReplay sends the streams of query's rows in batches of about size events.
+func (m *ReadModel) readReplay(ctx context.Context, tables, query string, keyed bool, size int, out chan<- []replayed) error {
 	conn, err := m.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	return rebuildTx(ctx, conn, func(tx pgx.Tx) error { return sendReplay(ctx, tx, tables, query, keyed, out) })
+	return rebuildTx(ctx, conn, func(tx pgx.Tx) error { return sendReplay(ctx, tx, tables, query, keyed, size, out) })
 }
 
-func sendReplay(ctx context.Context, tx pgx.Tx, tables, query string, keyed bool, out chan<- []replayed) error {
+func sendReplay(ctx context.Context, tx pgx.Tx, tables, query string, keyed bool, size int, out chan<- []replayed) error {
 	if _, err := tx.Exec(ctx, "SET LOCAL default_statistics_target = 10; ANALYZE "+tables); err != nil { // a sample of 3,000 rows
 		return fmt.Errorf("analyze the replay: %w", err)
 	}
@@ -351,14 +376,14 @@ func sendReplay(ctx context.Context, tx pgx.Tx, tables, query string, keyed bool
 	defer rows.Close()
 	var (
 		// A replayed is large (a folded State): the batch is made at its size once, not grown.
-		batch = make([]replayed, 0, replayBatch)
+		batch = make([]replayed, 0, size)
 		n     int
 		types = map[string]string{}
 	)
 	send := func() error {
 		select {
 		case out <- batch:
-			batch, n = make([]replayed, 0, replayBatch), 0
+			batch, n = make([]replayed, 0, size), 0
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -384,7 +409,7 @@ func sendReplay(ctx context.Context, tx pgx.Tx, tables, query string, keyed bool
 		}
 		rec.Version = uint64(version)
 		if len(batch) == 0 || batch[len(batch)-1].stream != rec.StreamID {
-			if n >= replayBatch {
+			if n >= size {
 				if err := send(); err != nil {
 					return err
 				}
@@ -454,8 +479,9 @@ type paymentsOf struct {
 const keyBatch = 20_000
 
 // foldReplay is step 2: it folds every stream of the replay (read from src), writes the payment
-// streams and every booking's key, and numbers the resource groups.
-func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (paymentsOf, error) {
+// streams and every booking's key, numbers the resource groups and, when lone says so, computes the
+// bookings that may be lone.
+func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string, lone bool) (paymentsOf, error) {
 	ld := m.startLoad(ctx)
 	var (
 		streams []calendar.PaymentStream
@@ -469,13 +495,16 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (pay
 		batch := keys
 		keys = make([]bookingKey, 0, keyBatch)
 		ld.add(func(ctx context.Context, c pgx.Tx) error {
-			_, err := copyRows(ctx, c, s.table("calendar_keys"), []string{"stream", "booking", "resource", "lower", "upper", "rescheduled_from"},
+			_, err := copyRows(ctx, c, s.table("calendar_keys"), []string{"stream", "booking", "resource", "lower", "upper", "rescheduled_from", "computed"},
 				len(batch), func(i int, w *copyWriter) error { batch[i].write(w); return nil })
 			return err
 		})
 	}
+	work := newAhead(computeAhead)
 	err := m.eachReplayed(ctx, s.table("calendar_replay")+" (stream_id)", fmt.Sprintf(foldSQL, src), false, func(batch []replayed) error {
-		for _, st := range batch {
+		var candidates []*replayed // of this batch: a replayed is large, and is not copied
+		for i := range batch {
+			st := &batch[i]
 			if st.stream == resource.Stream {
 				if err := m.foldLinks(st.raw); err != nil {
 					return err
@@ -500,14 +529,22 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string) (pay
 				groups.Join(res...)
 				key.resource, key.start, key.end = res[0], st.state.Slot.Start, st.state.Slot.End
 			}
+			if key.computed = lone && mayBeLone(st.state); key.computed {
+				candidates = append(candidates, st)
+			}
 			keys = append(keys, key)
+		}
+		if len(candidates) > 0 {
+			if err := work.start(func() error { return m.computeLone(ctx, s, ld, candidates) }); err != nil {
+				return err
+			}
 		}
 		if len(keys) >= keyBatch {
 			copyKeys()
 		}
 		return nil
 	})
-	if err != nil {
+	if err = cmp.Or(work.wait(), err); err != nil {
 		ld.abort()
 		return paymentsOf{}, err
 	}
@@ -548,88 +585,49 @@ func (m *ReadModel) foldLinks(raw []eventlog.RecordedEvent) error {
 	return nil
 }
 
-// chunkSQL reads the replay's booking streams back in the order chunks are cut in, each with its
-// key: group, slot and the bookings rescheduled from it. Bookings without a slot come last.
-const chunkSQL = `SELECT e.stream_id, e.version, e.event_id, e.event_type, e.data, e.metadata, g.grp, k.lower, k.upper, r.by
-FROM %[1]s e JOIN %[2]s k ON k.stream = e.stream_id
-LEFT JOIN %[3]s g ON g.resource = k.resource
-LEFT JOIN (SELECT rescheduled_from, array_agg(booking) AS by FROM %[2]s WHERE rescheduled_from <> '' GROUP BY 1) r
-    ON r.rescheduled_from = k.booking
-ORDER BY g.grp, k.lower, e.stream_id COLLATE "C"`
+// chunkSQL reads the streams of the bookings the fold left to the chunks (calendar_rest, lone.go)
+// back in the order chunks are cut in, each with its key: group, slot and the bookings rescheduled
+// from it. Bookings without a slot come last.
+const chunkSQL = `SELECT e.stream_id, e.version, e.event_id, e.event_type, e.data, e.metadata, x.grp, x.lower, x.upper, x.by
+FROM %[1]s e JOIN %[2]s x ON x.stream = e.stream_id
+ORDER BY x.grp, x.lower, e.stream_id COLLATE "C"`
 
 // computeAhead is how many chunks are computed at once while the replay is read and decoded on: a
 // chunk's computation runs on one core for most of its time.
 const computeAhead = 2
 
-// computeReplay is step 3: it computes the calendar chunk by chunk into the staging tables and
-// returns the open conflict items whose two sides are in different chunks. Chunks are whole connected
+// computeReplay is step 4: it computes the rest of the calendar chunk by chunk into the staging tables
+// and returns the open conflict items whose two sides are in different chunks. Chunks are whole connected
 // sets, so they are computed at once (computeAhead) in any order; which chunk's items come first
 // changes nothing, as Recompute's answer does not depend on the order of what it is given.
-func (m *ReadModel) computeReplay(ctx context.Context, s *staging, src string, payments paymentsOf) ([]calendar.Item, error) {
-	// Conflict and late-event items are opened by the calendar's runner alone, and the runner that
-	// replays holds the projection's lock until its swap (checkpoint.Locker; rebuild refuses to start
-	// while a serve holds it): when none exists now, none appears before the swap, and no chunk asks
-	// for its bookings' items. Each ask names a chunk's thousands of bookings in an array, which
-	// PostgreSQL plans element by element, 3.4 ms for 5,000 (docs/benchmarks-history.md, "Lab notes of
-	// 2026-12-07, small hours").
-	var anyItems bool
-	if err := m.pool.QueryRow(ctx, `SELECT EXISTS (`+existingItemsSQL+`)`).Scan(&anyItems); err != nil {
-		return nil, fmt.Errorf("look for reconciliation items: %w", err)
-	}
+func (m *ReadModel) computeReplay(ctx context.Context, s *staging, src string, payments paymentsOf, anyItems bool) ([]calendar.Item, error) {
 	ld := m.startLoad(ctx)
 	var (
-		chunk  []*replayed // into the batches read: a replayed is large, and is not copied
-		group  *int32
-		maxEnd time.Time
-		mu     sync.Mutex // apart, failed
-		apart  []calendar.Item
-		failed error
-		wg     sync.WaitGroup
-		slots  = make(chan struct{}, computeAhead)
+		chunk []*replayed // into the batches read: a replayed is large, and is not copied
+		walk  overlapWalk
+		mu    sync.Mutex // apart
+		apart []calendar.Item
+		work  = newAhead(computeAhead)
 	)
 	run := func() error {
 		c := chunk
 		chunk = nil
-		slots <- struct{}{}
-		mu.Lock()
-		err := failed
-		mu.Unlock()
-		if err != nil {
-			<-slots
-			return err
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
+		return work.start(func() error {
 			a, err := m.computeChunk(ctx, s, ld, payments, c, anyItems)
 			mu.Lock()
 			defer mu.Unlock()
 			apart = append(apart, a...)
-			if err != nil && failed == nil {
-				failed = err
-			}
+			return err
 		})
-		return nil
 	}
-	query := fmt.Sprintf(chunkSQL, src, s.table("calendar_keys"), s.table("calendar_groups"))
-	err := m.eachReplayed(ctx, s.table("calendar_keys")+", "+s.table("calendar_groups"), query, true, func(batch []replayed) error {
+	query := fmt.Sprintf(chunkSQL, src, s.table("calendar_rest"))
+	err := m.eachReplayed(ctx, s.table("calendar_rest"), query, true, func(batch []replayed) error {
 		for i := range batch {
 			st := &batch[i]
-			k := st.key
-			// Claims of a group are read by start: one that starts at or after the end of every claim
-			// before it overlaps none of them, nor does any claim after it.
-			connected := k.group != nil && group != nil && *k.group == *group && k.start.Before(maxEnd)
-			if len(chunk) >= m.opts.RebuildChunk && !connected {
+			if connected := walk.next(st.key); len(chunk) >= m.opts.RebuildChunk && !connected {
 				if err := run(); err != nil {
 					return err
 				}
-			}
-			switch {
-			case k.group == nil:
-				group = nil
-			case group == nil || *k.group != *group:
-				group, maxEnd = k.group, *k.end
-			case k.end.After(maxEnd):
-				maxEnd = *k.end
 			}
 			chunk = append(chunk, st)
 		}
@@ -638,12 +636,51 @@ func (m *ReadModel) computeReplay(ctx context.Context, s *staging, src string, p
 	if err == nil && len(chunk) > 0 {
 		err = run()
 	}
-	wg.Wait()
-	if err = cmp.Or(err, failed); err != nil {
+	if err = cmp.Or(work.wait(), err); err != nil {
 		ld.abort()
 		return nil, err
 	}
 	return apart, ld.wait()
+}
+
+// ahead runs work beside a loop that reads on, at most n at once, and keeps the first failure.
+type ahead struct {
+	slots chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error
+}
+
+func newAhead(n int) *ahead { return &ahead{slots: make(chan struct{}, n)} }
+
+// start runs f once fewer than n run, unless one has failed: then it returns that failure.
+func (a *ahead) start(f func() error) error {
+	a.slots <- struct{}{}
+	if err := a.failed(); err != nil {
+		<-a.slots
+		return err
+	}
+	a.wg.Go(func() {
+		defer func() { <-a.slots }()
+		if err := f(); err != nil {
+			a.mu.Lock()
+			a.err = cmp.Or(a.err, err)
+			a.mu.Unlock()
+		}
+	})
+	return nil
+}
+
+func (a *ahead) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// wait returns once everything started has ended, with the first failure.
+func (a *ahead) wait() error {
+	a.wg.Wait()
+	return a.failed()
 }
 
 // computeChunk recomputes a chunk's bookings with the items that concern them, and queues their
@@ -657,13 +694,7 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 	seriesSeen := map[string]bool{}
 	for i, st := range chunk {
 		ids[i], in[st.id] = string(st.id), true
-		linked, closure := payments.index.Link(st.state.PaymentRefs)
-		var lp []calendar.LinkedPayment
-		for _, p := range linked {
-			lp = append(lp, calendar.LinkedPayment{Stream: p, Events: payments.events[p]})
-		}
-		inputs[i] = calendar.BookingInput{Booking: st.id, Events: st.events, StreamVersion: st.version,
-			Payments: lp, PaymentRefs: nonNil(closure), Folded: &st.state}
+		inputs[i] = payments.input(st)
 		// Bookings rescheduled from this one, wherever they are: they supersede it.
 		for _, by := range st.key.supersededBy {
 			stored = append(stored, calendar.Booking{Booking: booking.ID(by), RescheduledFrom: st.id})
@@ -693,6 +724,23 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 	}
 	ch := calendar.Recompute(calendar.Component{Bookings: inputs, Stored: stored, Canonical: m.bufLinks.Canonical, Items: own,
 		SeriesCancels: seriesCancels})
+	return apart, m.stageChanges(ctx, s, ld, ch, false)
+}
+
+// input is what Recompute needs of a folded booking stream, with its linked payments.
+func (p paymentsOf) input(st *replayed) calendar.BookingInput {
+	linked, closure := p.index.Link(st.state.PaymentRefs)
+	var lp []calendar.LinkedPayment
+	for _, id := range linked {
+		lp = append(lp, calendar.LinkedPayment{Stream: id, Events: p.events[id]})
+	}
+	return calendar.BookingInput{Booking: st.id, Events: st.events, StreamVersion: st.version,
+		Payments: lp, PaymentRefs: nonNil(closure), Folded: &st.state}
+}
+
+// stageChanges queues the load of a recomputation's rows, claims and item changes; lone puts the
+// claims that load guarded into calendar_lone_slots instead (lone.go).
+func (m *ReadModel) stageChanges(ctx context.Context, s *staging, ld *loader, ch calendar.Changes, lone bool) error {
 	var names []string
 	for _, c := range ch.Claims {
 		if !slices.Contains(names, c.Resource) {
@@ -701,7 +749,7 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 	}
 	resourceID, err := m.resourceIDsOf(ctx, names)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ld.add(func(ctx context.Context, c pgx.Tx) error {
 		if err := copyBookings(ctx, c, s.table("calendar_bookings"), ch.Rows); err != nil {
@@ -709,13 +757,27 @@ func (m *ReadModel) computeChunk(ctx context.Context, s *staging, ld *loader, pa
 		}
 		return copyBookingRefs(ctx, c, s.table("calendar_booking_refs"), ch.Rows)
 	})
+	claims, guarded := ch.Claims, []calendar.Claim(nil)
+	if lone {
+		claims = make([]calendar.Claim, 0, len(ch.Claims))
+		for _, c := range ch.Claims {
+			if c.End.Before(s.horizon) {
+				claims = append(claims, c)
+			} else {
+				guarded = append(guarded, c)
+			}
+		}
+	}
 	ld.add(func(ctx context.Context, c pgx.Tx) error {
-		if err := copyClaims(ctx, c, s.table("calendar_slots"), ch.Claims, ch.Holders, resourceID, s.horizon); err != nil {
+		if err := copyClaims(ctx, c, s.table("calendar_slots"), claims, ch.Holders, resourceID, s.horizon); err != nil {
+			return err
+		}
+		if err := copyClaims(ctx, c, s.table("calendar_lone_slots"), guarded, ch.Holders, resourceID, s.horizon); err != nil {
 			return err
 		}
 		return stageItems(ctx, c, s, ch.Items)
 	})
-	return apart, nil
+	return nil
 }
 
 // chunkItemsSQL returns the items of existingItemsSQL of bookings $1: the chunk of an item's booking
@@ -851,13 +913,19 @@ func copyClaims(ctx context.Context, tx pgx.Tx, table string, claims []calendar.
 			w.boolean(!c.End.Before(horizon))
 			return nil
 		})
-	var pgErr interface{ SQLState() string }
-	if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" { // the staging table has the guard (planIndexes)
-		return fmt.Errorf("copy %d claims: the slot-holder rule produced overlapping holders (a bug): %w", len(claims), err)
-	} else if err != nil {
-		return fmt.Errorf("copy %d claims: %w", len(claims), err)
+	if err != nil {
+		return fmt.Errorf("copy %d claims: %w", len(claims), guardErr(err))
 	}
 	return nil
+}
+
+// guardErr says what a violation of the staging claims table's guard (planIndexes) means.
+func guardErr(err error) error {
+	var pgErr interface{ SQLState() string }
+	if errors.As(err, &pgErr) && pgErr.SQLState() == "23P01" {
+		return fmt.Errorf("the slot-holder rule produced overlapping holders (a bug): %w", err)
+	}
+	return err
 }
 
 func copyPayments(ctx context.Context, tx pgx.Tx, table, refsTable string, rows []paymentRow) error {

@@ -130,3 +130,18 @@ func PostgresOnly(t *testing.T) {
 		t.Skip("runs on PostgreSQL whichever store is selected: the PostgreSQL pass runs it")
 	}
 }
+
+// SetGuardHorizon makes m's bulk replays load the claims whose slot ended before at unguarded, and
+// compute the lone bookings among them in the fold (lone.go), instead of a day before the database's
+// now().
+func SetGuardHorizon(m *ReadModel, at time.Time) { m.horizon = at }
+
+// Chunked returns how many bookings m's last bulk replay left to its chunks: those that are not lone.
+func Chunked(m *ReadModel) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.chunked
+}
+
+// SetReplayBatch makes m's bulk replays decode (and compute lone bookings) about n events at once.
+func SetReplayBatch(m *ReadModel, n int) { m.replayBatch = n }

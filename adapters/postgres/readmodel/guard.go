@@ -51,6 +51,9 @@ func (m *ReadModel) SweepGuard(ctx context.Context) (int64, error) {
 // guardHorizon is the horizon of a rebuild that starts now: claims whose slot ended before it are
 // loaded unguarded.
 func (m *ReadModel) guardHorizon(ctx context.Context) (time.Time, error) {
+	if !m.horizon.IsZero() {
+		return m.horizon, nil
+	}
 	var now time.Time
 	if err := m.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 		return time.Time{}, fmt.Errorf("read the guard's horizon: %w", err)

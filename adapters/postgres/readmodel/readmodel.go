@@ -98,6 +98,14 @@ type ReadModel struct {
 	resourceIDs map[string]int32
 	// failAfterApply, set by tests, fails a bulk replay after every write and before the commit.
 	failAfterApply func() error
+	// horizon, set by tests, is the guard's horizon of the bulk replays instead of guardHorizon's.
+	horizon time.Time
+	// replayBatch, set by tests, is the number of events a bulk replay decodes at once, instead of
+	// the constant's.
+	replayBatch int
+	// chunked is how many bookings the last bulk replay left to its chunks, the others being lone
+	// (lone.go): for tests.
+	chunked int64
 	// advanced is closed, and replaced, whenever this process commits a batch or ends a rebuild
 	// (Advanced); advMu guards it.
 	advMu    sync.Mutex

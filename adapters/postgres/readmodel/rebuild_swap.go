@@ -42,13 +42,16 @@ const rebuildLoadConns = 2
 // workTables are the rebuild's own tables, created with the staging tables and dropped by the swap.
 var workTables = map[string]string{
 	"calendar_replay":     `stream_id text COLLATE "C", version bigint, event_id uuid, event_type text, data bytea, metadata bytea`,
-	"calendar_keys":       `stream text COLLATE "C", booking text COLLATE "C", resource text COLLATE "C", lower timestamptz, upper timestamptz, rescheduled_from text COLLATE "C"`,
+	"calendar_keys":       `stream text COLLATE "C", booking text COLLATE "C", resource text COLLATE "C", lower timestamptz, upper timestamptz, rescheduled_from text COLLATE "C", computed boolean`,
+	"calendar_rest":       `stream text COLLATE "C", grp integer, lower timestamptz, upper timestamptz, by text[]`,
+	"calendar_undo":       `booking text COLLATE "C"`,
+	"calendar_lone_slots": `LIKE calendar_slots`,
 	"calendar_groups":     `resource text COLLATE "C", grp integer`,
 	"calendar_item_opens": `kind text, subject text, booking text, other_booking text, event_id uuid, receipt_id bigint, reason text`,
 	"calendar_item_texts": `id bigint, close boolean, text text`,
 }
 
-const stagingPattern = `^(calendar_bookings|calendar_slots|payment_streams|payment_stream_refs|calendar_booking_refs|calendar_replay|calendar_keys|calendar_groups|calendar_item_opens|calendar_item_texts)_rebuild_[0-9a-f]{16}$`
+const stagingPattern = `^(calendar_bookings|calendar_slots|payment_streams|payment_stream_refs|calendar_booking_refs|calendar_replay|calendar_keys|calendar_groups|calendar_rest|calendar_undo|calendar_lone_slots|calendar_item_opens|calendar_item_texts)_rebuild_[0-9a-f]{16}$`
 
 // swapBlockersSQL names the read-model tables that something else refers to, that carry settings
 // CREATE TABLE … LIKE does not copy, that another role owns (it could not drop them, and the new
