@@ -91,11 +91,15 @@ LEFT JOIN (SELECT rescheduled_from, array_agg(booking) AS by FROM %[1]s WHERE re
 ORDER BY g.grp, k.lower, k.stream COLLATE "C"`
 
 // undoSQL deletes what the fold staged of the bookings in calendar_undo (%[4]s): their rows (%[1]s),
-// claims (%[2]s and %[5]s) and items (%[3]s).
-const undoSQL = `DELETE FROM %[1]s t USING %[4]s u WHERE t.booking = u.booking;
+// claims (%[2]s and %[5]s) and items (%[3]s). Each is a join: an item's two sides as one condition
+// (booking IN (…) OR other_booking IN (…)) scanned the whole undo list for every item once the list
+// outgrew work_mem, minutes for a log of conflicts.
+const undoSQL = `ANALYZE %[4]s;
+DELETE FROM %[1]s t USING %[4]s u WHERE t.booking = u.booking;
 DELETE FROM %[2]s t USING %[4]s u WHERE t.booking = u.booking;
 DELETE FROM %[5]s t USING %[4]s u WHERE t.booking = u.booking;
-DELETE FROM %[3]s t WHERE t.booking IN (SELECT booking FROM %[4]s) OR t.other_booking IN (SELECT booking FROM %[4]s)`
+DELETE FROM %[3]s t USING %[4]s u WHERE t.booking = u.booking;
+DELETE FROM %[3]s t USING %[4]s u WHERE t.other_booking = u.booking`
 
 // loneSlotsSQL moves the guarded claims of the lone bookings on resources $1 mod $2 into the claims
 // table, through its guard: the guard's parts are by resource id (planIndexes), so that the
@@ -202,7 +206,11 @@ func (m *ReadModel) sortOutLone(ctx context.Context, s *staging) (int64, error) 
 	}
 	slots, loneSlots := s.table("calendar_slots"), s.table("calendar_lone_slots")
 	if undone > 0 {
-		if _, err := m.pool.Exec(ctx, fmt.Sprintf(undoSQL, s.table("calendar_bookings"), slots, s.table("calendar_item_opens"), undoTable, loneSlots)); err != nil {
+		err := rebuildTx(ctx, m.pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, fmt.Sprintf(undoSQL, s.table("calendar_bookings"), slots, s.table("calendar_item_opens"), undoTable, loneSlots))
+			return err
+		})
+		if err != nil {
 			return 0, fmt.Errorf("undo the bookings that are not lone: %w", err)
 		}
 	}
