@@ -128,6 +128,13 @@ reserve_hugepages() { # reserve_hugepages DIR COUNT
 		before=$(cat "$hugepages")
 		echo $((before + $2)) >"$hugepages" 2>/dev/null || true
 		after=$(cat "$hugepages")
+		if [ "$after" -lt $((before + $2)) ] && [ -w /proc/sys/vm/compact_memory ]; then
+			# Memory too fragmented for that many 2 MB pages (a machine whose page cache is full):
+			# compact it once and ask again. Short of pages, the postmaster maps none of them.
+			echo 1 >/proc/sys/vm/compact_memory 2>/dev/null || true
+			echo $((before + $2)) >"$hugepages" 2>/dev/null || true
+			after=$(cat "$hugepages")
+		fi
 		[ "$after" -gt "$before" ] || after=$before
 		echo $((after - before)) >"$1/hugepages"
 	) 9>"$hugepages_lock" || true

@@ -288,9 +288,10 @@ func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
 
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err, "the cluster answers")
-	var parallel string
+	var parallel, needed string
 	require.NoError(t, conn.QueryRow(context.Background(), "SHOW min_dynamic_shared_memory").Scan(&parallel))
 	assert.Equal(t, "256MB", parallel, "parallel queries' shared memory kept in the main segment")
+	require.NoError(t, conn.QueryRow(context.Background(), "SHOW shared_memory_size_in_huge_pages").Scan(&needed))
 	require.NoError(t, conn.Close(context.Background()))
 
 	pidFile, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
@@ -314,6 +315,8 @@ func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
 		t.Logf("no huge pages reserved (not root, or the kernel had none to give): the shared memory has normal pages")
 		return
 	}
+	require.Equal(t, needed, strings.TrimSpace(string(reserved)),
+		"pg.sh reserved fewer huge pages than the cluster needs (memory too fragmented even after compaction?)")
 	smaps, err := os.ReadFile("/proc/" + pid + "/smaps")
 	require.NoError(t, err)
 	assert.Regexp(t, `(?m)^KernelPageSize:\s+2048 kB$`, string(smaps), "the postmaster maps its shared memory in 2 MB pages")
