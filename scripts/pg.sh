@@ -135,9 +135,25 @@ reserve_hugepages() { # reserve_hugepages DIR COUNT
 			echo $((before + $2)) >"$hugepages" 2>/dev/null || true
 			after=$(cat "$hugepages")
 		fi
-		[ "$after" -gt "$before" ] || after=$before
+		if [ "$after" -lt $((before + $2)) ]; then
+			# Still short: give back what was added. Pages a cluster reserved but cannot map would
+			# sit free in the machine-wide pool, where another cluster's postmaster could map them
+			# and leave its owner short in turn.
+			echo "$before" >"$hugepages" 2>/dev/null || true
+			after=$before
+		fi
 		echo $((after - before)) >"$1/hugepages"
 	) 9>"$hugepages_lock" || true
+}
+# huge_pages_setting DIR prints the cluster's huge_pages setting: try, except for a cluster of root's
+# that has no pages of its own reserved (above), which takes none either: off, so that it cannot map
+# the pages another cluster reserved and is about to map.
+huge_pages_setting() {
+	if [ "$(id -u)" = 0 ] && [ -w "$hugepages" ] && [ "$(cat "$1/hugepages" 2>/dev/null || echo 0)" = 0 ]; then
+		echo off
+	else
+		echo try
+	fi
 }
 release_hugepages() { # release_hugepages DIR
 	[ -f "$1/hugepages" ] || return 0
@@ -206,8 +222,8 @@ start)
 			opts="$opts -c autovacuum=off"
 		fi
 		release_hugepages "$dir" # left by a cluster that was not stopped through this script
-		opts="$opts -c huge_pages=try"
-		reserve_hugepages "$dir" "$(run_as "$bindir/postgres" -D "$dir/data" -C shared_memory_size_in_huge_pages $opts 2>/dev/null || echo 0)"
+		reserve_hugepages "$dir" "$(run_as "$bindir/postgres" -D "$dir/data" -C shared_memory_size_in_huge_pages $opts -c huge_pages=try 2>/dev/null || echo 0)"
+		opts="$opts -c huge_pages=$(huge_pages_setting "$dir")"
 		before=0
 		if [ -f "$dir/server.log" ]; then before=$(wc -l <"$dir/server.log"); fi
 		if GLIBC_TUNABLES=$malloc_tunables run_as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -o "$opts" -w -t 60 start >&2; then

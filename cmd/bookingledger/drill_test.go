@@ -288,10 +288,11 @@ func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
 
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err, "the cluster answers")
-	var parallel, needed string
+	var parallel, needed, setting string
 	require.NoError(t, conn.QueryRow(context.Background(), "SHOW min_dynamic_shared_memory").Scan(&parallel))
 	assert.Equal(t, "256MB", parallel, "parallel queries' shared memory kept in the main segment")
 	require.NoError(t, conn.QueryRow(context.Background(), "SHOW shared_memory_size_in_huge_pages").Scan(&needed))
+	require.NoError(t, conn.QueryRow(context.Background(), "SHOW huge_pages").Scan(&setting))
 	require.NoError(t, conn.Close(context.Background()))
 
 	pidFile, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
@@ -309,6 +310,10 @@ func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
 
 	reserved, err := os.ReadFile(filepath.Join(dir, "hugepages"))
 	if os.Getuid() != 0 || err != nil || strings.TrimSpace(string(reserved)) == "0" {
+		if os.Getuid() == 0 {
+			// No pages of its own: it must not take pages another cluster reserved.
+			assert.Equal(t, "off", setting, "huge_pages of a root cluster without reserved pages")
+		}
 		if os.Getenv("CI") == "true" && os.Getuid() == 0 {
 			t.Fatalf("CI=true as root: pg.sh reserved no huge pages for its cluster (%q, %v)", reserved, err)
 		}
@@ -316,7 +321,8 @@ func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
 		return
 	}
 	require.Equal(t, needed, strings.TrimSpace(string(reserved)),
-		"pg.sh reserved fewer huge pages than the cluster needs (memory too fragmented even after compaction?)")
+		"pg.sh reserved fewer huge pages than the cluster needs (it gives back a partial reservation)")
+	assert.Equal(t, "try", setting, "huge_pages of a cluster with its pages reserved")
 	smaps, err := os.ReadFile("/proc/" + pid + "/smaps")
 	require.NoError(t, err)
 	assert.Regexp(t, `(?m)^KernelPageSize:\s+2048 kB$`, string(smaps), "the postmaster maps its shared memory in 2 MB pages")
