@@ -199,15 +199,19 @@ func (m *ReadModel) writeReplay(ctx context.Context, rp *replay) error {
 	if err := m.pool.QueryRow(ctx, `SELECT EXISTS (`+existingItemsSQL+`)`).Scan(&anyItems); err != nil {
 		return fmt.Errorf("look for reconciliation items: %w", err)
 	}
-	payments, err := m.foldReplay(ctx, s, src, !anyItems)
+	var crowd *crowding
+	if !anyItems {
+		crowd = newCrowding(rp.events)
+	}
+	payments, err := m.foldReplay(ctx, s, src, crowd)
 	if m.phase(&lap, "fold"); err != nil {
 		return err
 	}
-	rest, err := m.sortOutLone(ctx, s)
+	rest, undone, err := m.sortOutLone(ctx, s)
 	if m.phase(&lap, "lone"); err != nil {
 		return err
 	}
-	m.chunked = rest
+	m.chunked, m.undone = rest, undone
 	var apart []calendar.Item
 	if rest > 0 {
 		apart, err = m.computeReplay(ctx, s, src, payments, anyItems)
@@ -479,9 +483,9 @@ type paymentsOf struct {
 const keyBatch = 20_000
 
 // foldReplay is step 2: it folds every stream of the replay (read from src), writes the payment
-// streams and every booking's key, numbers the resource groups and, when lone says so, computes the
-// bookings that may be lone.
-func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string, lone bool) (paymentsOf, error) {
+// streams and every booking's key, numbers the resource groups and, unless crowd is nil, computes the
+// bookings that may be lone (those crowd does not leave to the chunks).
+func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string, crowd *crowding) (paymentsOf, error) {
 	ld := m.startLoad(ctx)
 	var (
 		streams []calendar.PaymentStream
@@ -528,8 +532,12 @@ func (m *ReadModel) foldReplay(ctx context.Context, s *staging, src string, lone
 				res := calendar.CanonicalResources(st.state.Slot.Resources, m.bufLinks.Canonical)
 				groups.Join(res...)
 				key.resource, key.start, key.end = res[0], st.state.Slot.Start, st.state.Slot.End
+				if crowd != nil && crowd.skip(res, key.start, key.end) {
+					keys = append(keys, key) // not computed: the chunks compute it
+					continue
+				}
 			}
-			if key.computed = lone && mayBeLone(st.state); key.computed {
+			if key.computed = crowd != nil && mayBeLone(st.state); key.computed {
 				candidates = append(candidates, st)
 			}
 			keys = append(keys, key)

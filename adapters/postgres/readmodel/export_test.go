@@ -143,5 +143,13 @@ func Chunked(m *ReadModel) int64 {
 	return m.chunked
 }
 
+// Undone returns how many of the bookings m's last bulk replay left to its chunks its fold had computed
+// as lone ones, and the walk undid.
+func Undone(m *ReadModel) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.undone
+}
+
 // SetReplayBatch makes m's bulk replays decode (and compute lone bookings) about n events at once.
 func SetReplayBatch(m *ReadModel, n int) { m.replayBatch = n }

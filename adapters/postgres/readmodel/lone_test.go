@@ -2,7 +2,9 @@ package readmodel_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -61,6 +63,41 @@ func TestRebuildComputesLoneBookingsInTheFold(t *testing.T) {
 	require.NoError(t, pgxscan(reb, `SELECT booking FROM calendar_slots WHERE guarded ORDER BY booking`, &guarded))
 	assert.Equal(t, []string{"calendly-ahead", "calendly-ahead-first", "calendly-ahead-second"}, guarded,
 		"the claims that end after the horizon are guarded, lone or not")
+}
+
+// On a log where most bookings overlap another, the fold stops computing those that share a quarter
+// hour of a resource with a booking folded before them (crowding in lone.go): once more than half the
+// bookings with a slot so far did, it leaves them to the chunks instead of computing them for the walk
+// to undo. Folded in stream order, one stream a batch: alone computed; pile-1 to pile-3 computed
+// (the share is not yet over half), then undone; pile-4 to pile-8 left to the chunks; zlone, on a
+// host of its own, computed as lone although the log is crowded by then. The calendar is the one the
+// incremental runner computes.
+func TestRebuildLeavesACrowdedLogToTheChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ds := []delivery{one("alone", created("calendly-alone", at(-60, 0), slot("ev-alone", at(9, 0), 30, "host-b")))}
+	for i, start := range []time.Time{at(9, 0), at(9, 0), at(9, 0), at(9, 15), at(9, 0), at(9, 15), at(9, 0), at(9, 0)} {
+		b := booking.ID(fmt.Sprintf("calendly-pile-%d", i+1))
+		ds = append(ds, one(string(b), created(b, at(-50+i, 0), slot("ev-"+string(b), start, 30, "host-a"))))
+	}
+	ds = append(ds, one("zlone", created("calendly-zlone", at(-30, 0), slot("ev-zlone", at(9, 0), 30, "host-c"))))
+	inc, reb := newEnv(t), newEnv(t)
+	for _, d := range ds {
+		inc.deliver(t, d)
+		inc.catchUp(t)
+		reb.deliver(t, d)
+	}
+	want := snapshotOf(t, inc)
+	require.Len(t, want.Open, 7, "each later booking of the pile is a conflict")
+
+	reb.waitReadable(t)
+	reb.rm = readmodel.New(reb.pool, reb.store, eventcodec.JSON{}, readmodel.Options{IndexFirstUpTo: -1})
+	readmodel.SetGuardHorizon(reb.rm, at(24, 0))
+	readmodel.SetReplayBatch(reb.rm, 1)
+	require.NoError(t, reb.rm.Rebuild(ctx, nil))
+	assert.Equal(t, want, snapshotOf(t, reb))
+	assert.EqualValues(t, 8, readmodel.Chunked(reb.rm), "the pile")
+	assert.EqualValues(t, 3, readmodel.Undone(reb.rm), "pile-1 to pile-3: computed in the fold, then undone")
 }
 
 func pgxscan(e *env, sql string, out *[]string) error {

@@ -104,8 +104,8 @@ type ReadModel struct {
 	// the constant's.
 	replayBatch int
 	// chunked is how many bookings the last bulk replay left to its chunks, the others being lone
-	// (lone.go): for tests.
-	chunked int64
+	// (lone.go), and undone how many of those its fold had computed: for tests.
+	chunked, undone int64
 	// advanced is closed, and replaced, whenever this process commits a batch or ends a rebuild
 	// (Advanced); advMu guards it.
 	advMu    sync.Mutex
