@@ -250,7 +250,13 @@ stop)
 	bindir=$(ensure_bindir)
 	pick_owner
 	run_as "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >&2 2>/dev/null || true
-	release_hugepages "$dir"
+	# Only a cluster that is down gives its pages back: the pool shrinks by free pages, and a
+	# postmaster still holding its own would make the kernel take another cluster's instead.
+	if run_as "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+		log "the cluster in $dir is still running; its huge pages stay reserved"
+	else
+		release_hugepages "$dir"
+	fi
 	;;
 url)
 	[ -f "$dir/url" ] || die "no cluster in $dir (run: $0 start $dir)"

@@ -272,8 +272,11 @@ func TestPgScriptKeepsItsPort(t *testing.T) {
 // start, has its shared memory in 2 MB pages where root could reserve them, 256 MB of it for
 // parallel queries, and its postmaster (so every backend) with malloc asking for transparent huge
 // pages (glibc.malloc.hugetlb=1): ADR 0028, docs/operations/deploy.md.
+//
+// Not parallel: huge pages are one pool for the machine, and the other tests of this package start
+// and stop clusters of their own. Run beside them, the check would depend on their timing (a CI run
+// found the shared memory on 4 kB pages with all its pages reserved, and the cause was not settled).
 func TestPgScriptPutsMemoryInHugePages(t *testing.T) {
-	t.Parallel() // its own cluster and directory
 	pgBin(t, "pg_ctl")
 	if _, err := os.Stat("/proc/self/smaps"); err != nil {
 		t.Skip("huge pages are checked through Linux's /proc")
